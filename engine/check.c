@@ -1,0 +1,1118 @@
+/* check.c - the static verifier.
+ *
+ * 1. Per-rank structure: every compute finds its input, counts per stage
+ *    and microbatch, W after I, group and chunk markers well formed.
+ * 2. Message matching: FIFO per (sender, receiver), the k-th send meets the
+ *    k-th receive and both must name the same message; collectives match by
+ *    per-group sequence number and must agree on kind, root, size, dtype.
+ * 3. One simulation under the send semantics. With no wildcard receives an
+ *    enabled step is never disabled by another rank, so every maximal
+ *    interleaving ends in the same state: one run decides deadlock. The same
+ *    run gives each action's start and end (list scheduling with the
+ *    costs), hence makespan and bubble ratio. Work is linear in actions.
+ * 4. Peak activation memory per rank from the compute order.
+ * A compute-only schedule is lowered first (lower.c).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower.h"
+
+#define MAX_STORED_ERRORS 1000
+
+enum { FD = 1, ID = 2, BD = 4, WD = 8, RF = 16, RB = 32, SF = 64, SB = 128, RD = 256 };
+
+typedef struct vec64 {
+    int64_t *v;
+    int64_t n, cap;
+} vec64;
+
+static int vec_push(vec64 *x, int64_t val) {
+    if (x->n == x->cap) {
+        int64_t cap = x->cap ? x->cap * 2 : 8;
+        int64_t *v = realloc(x->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        x->v = v;
+        x->cap = cap;
+    }
+    x->v[x->n++] = val;
+    return 0;
+}
+
+typedef struct channel {
+    int32_t from, to;
+    vec64 sends, recvs; /* op ids in program order */
+} channel;
+
+/* Per process group: the op each member issues at each sequence number. */
+typedef struct coll_group {
+    int32_t *member_of; /* [nranks]: index in the group, -1 if not a member */
+    int32_t *count;     /* [members]: collectives issued so far */
+    vec64 ops;          /* [seq * members + member], -1 when absent */
+    int32_t nseq;
+    int32_t *arrived; /* [nseq] */
+    double *tmax;     /* [nseq] */
+} coll_group;
+
+typedef struct checker {
+    const ppv_schedule *s;
+    const ppv_check_options *opt;
+    ppv_check_report *rep;
+    int32_t P, S, m;
+    int64_t *off, total;
+    int oom;
+    /* matching */
+    int64_t *cp;   /* [total]: counterpart op of a message, -1 */
+    int32_t *peer; /* [total]: the other rank of a message, -1 */
+    channel *chans;
+    int32_t nchans, capchans;
+    int32_t **chan_of; /* [P] -> list of (to, channel) pairs, n in chan_n */
+    int32_t *chan_n, *chan_cap;
+    coll_group *groups;
+    int32_t *cseq;   /* [total]: sequence number of a collective */
+    int32_t *grp_of; /* [total]: index of the GROUP_START an op sits in, -1 */
+    int32_t *grp_end; /* [total]: for a GROUP_START, index of its GROUP_END */
+    int32_t *grp_left; /* [total]: for a GROUP_START, ops not yet done */
+    /* simulation */
+    uint8_t *state; /* bit 1 posted, bit 2 done */
+    double *post_t, *done_t;
+    int32_t *pc;
+    double *free_t, busy;
+    double *first_t, *last_t; /* [P]: first compute start, last compute end */
+    int32_t *queue;
+    uint8_t *queued;
+    int32_t qh, qn;
+} checker;
+
+#define POSTED 1
+#define DONE 2
+
+static void add_error(checker *ck, int32_t rank, int32_t idx, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void add_error(checker *ck, int32_t rank, int32_t idx, const char *fmt, ...) {
+    ppv_check_report *rep = ck->rep;
+    rep->errors_total++;
+    if (rep->nerrors >= MAX_STORED_ERRORS) return;
+    if (!rep->errors) {
+        rep->errors = calloc(MAX_STORED_ERRORS, sizeof *rep->errors);
+        if (!rep->errors) {
+            ck->oom = 1;
+            return;
+        }
+    }
+    ppv_problem *e = &rep->errors[rep->nerrors++];
+    e->rank = rank;
+    e->index = idx;
+    e->action[0] = 0;
+    if (rank >= 0 && idx >= 0)
+        ppv_action_format(ck->s, &ck->s->prog[rank].acts[idx], e->action, sizeof e->action);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+/* Where an action came from, for messages: " (file:line:col)" or "". */
+static void where(const checker *ck, const ppv_action *a, char *buf, size_t n) {
+    if (a->line > 0)
+        snprintf(buf, n, " (%s:%d:%d)", ck->s->name, a->line, a->col);
+    else
+        buf[0] = 0;
+}
+
+/* ---- 1. per-rank structure ----------------------------------------------- */
+
+static int remote(const checker *ck, int32_t r, int32_t stage) {
+    return stage >= 0 && stage < ck->S && ck->s->stage_rank[stage] != r;
+}
+
+static void check_rank(checker *ck, uint16_t *fl, int32_t r) {
+    const ppv_schedule *s = ck->s;
+    const ppv_program *p = &s->prog[r];
+    int comms_form = s->form == PPV_FORM_COMPUTE_COMMS;
+    int32_t group_at = -1, chunk_at = -1, gens = 0, m = ck->m;
+    char loc[300], nm[64];
+    for (int32_t i = 0; i < p->n; i++) {
+        const ppv_action *a = &p->acts[i];
+        unsigned af = ppv_action_flags(a->kind);
+        where(ck, a, loc, sizeof loc);
+        uint16_t *f = (af & PPV_AF_MB) ? &fl[(size_t)a->stage * m + a->mb] : NULL;
+        int32_t st = a->stage;
+        switch (a->kind) {
+        case PPV_ACT_F:
+            if (*f & FD) add_error(ck, r, i, "duplicate forward of stage %d microbatch %d%s", st,
+                                   a->mb, loc);
+            if (st > 0 && !remote(ck, r, st - 1) && !(fl[(size_t)(st - 1) * m + a->mb] & FD))
+                add_error(ck, r, i, "input not computed yet: %dF%d must come earlier on rank %d%s",
+                          st - 1, a->mb, r, loc);
+            if (st > 0 && remote(ck, r, st - 1) && comms_form && !(*f & RF))
+                add_error(ck, r, i, "no %dRECV_F%d before it: its input from rank %d never "
+                          "arrives%s", st, a->mb, s->stage_rank[st - 1], loc);
+            *f |= FD;
+            break;
+        case PPV_ACT_I:
+        case PPV_ACT_B:
+            if (!(*f & FD)) add_error(ck, r, i, "backward before its forward %dF%d%s", st, a->mb,
+                                      loc);
+            if (*f & (ID | BD)) add_error(ck, r, i, "duplicate backward of stage %d microbatch "
+                                          "%d%s", st, a->mb, loc);
+            if (st < ck->S - 1 && !remote(ck, r, st + 1) &&
+                !(fl[(size_t)(st + 1) * m + a->mb] & (ID | BD)))
+                add_error(ck, r, i, "gradient not computed yet: the backward of stage %d "
+                          "microbatch %d must come earlier on rank %d%s", st + 1, a->mb, r, loc);
+            if (st < ck->S - 1 && remote(ck, r, st + 1) && comms_form && !(*f & RB))
+                add_error(ck, r, i, "no %dRECV_B%d before it: its gradient from rank %d never "
+                          "arrives%s", st, a->mb, s->stage_rank[st + 1], loc);
+            *f |= a->kind == PPV_ACT_I ? ID : BD;
+            break;
+        case PPV_ACT_W:
+            if (*f & BD) add_error(ck, r, i, "W after the full backward %dB%d, which already "
+                                   "computed the weight gradient%s", st, a->mb, loc);
+            else if (!(*f & ID)) add_error(ck, r, i, "W without a prior I for stage %d "
+                                           "microbatch %d%s", st, a->mb, loc);
+            if (*f & WD) add_error(ck, r, i, "duplicate W%s", loc);
+            *f |= WD;
+            break;
+        case PPV_ACT_R:
+            if (!(*f & FD) || (*f & (ID | BD)))
+                add_error(ck, r, i, "recompute must come after %dF%d and before its "
+                          "backward%s", st, a->mb, loc);
+            *f |= RD;
+            break;
+        case PPV_ACT_SEND_F:
+            if (!(*f & FD)) add_error(ck, r, i, "sends a forward not computed yet%s", loc);
+            if (!remote(ck, r, st + 1))
+                add_error(ck, r, i, "%s%s", st + 1 >= ck->S ? "the last stage has no next stage "
+                          "to send to" : "the next stage is on this rank: no message is needed",
+                          loc);
+            if (*f & SF) add_error(ck, r, i, "duplicate SEND_F%s", loc);
+            *f |= SF;
+            break;
+        case PPV_ACT_SEND_B:
+            if (!(*f & (ID | BD))) add_error(ck, r, i, "sends a gradient not computed yet%s",
+                                             loc);
+            if (!remote(ck, r, st - 1))
+                add_error(ck, r, i, "%s%s", st == 0 ? "stage 0 has no previous stage to send "
+                          "to" : "the previous stage is on this rank: no message is needed", loc);
+            if (*f & SB) add_error(ck, r, i, "duplicate SEND_B%s", loc);
+            *f |= SB;
+            break;
+        case PPV_ACT_RECV_F:
+            if (!remote(ck, r, st - 1))
+                add_error(ck, r, i, "%s%s", st == 0 ? "stage 0 receives no forward input" :
+                          "the previous stage is on this rank: no message comes", loc);
+            if (*f & RF) add_error(ck, r, i, "duplicate RECV_F%s", loc);
+            *f |= RF;
+            break;
+        case PPV_ACT_RECV_B:
+            if (!remote(ck, r, st + 1))
+                add_error(ck, r, i, "%s%s", st + 1 >= ck->S ? "the last stage receives no "
+                          "gradient" : "the next stage is on this rank: no message comes", loc);
+            if (*f & RB) add_error(ck, r, i, "duplicate RECV_B%s", loc);
+            *f |= RB;
+            break;
+        case PPV_ACT_GROUP_START:
+            if (group_at >= 0) add_error(ck, r, i, "GROUP_START inside the group opened at "
+                                         "index %d (groups do not nest)%s", group_at, loc);
+            group_at = i;
+            break;
+        case PPV_ACT_GROUP_END:
+            if (group_at < 0) add_error(ck, r, i, "GROUP_END without GROUP_START%s", loc);
+            group_at = -1;
+            break;
+        case PPV_ACT_GEN: gens++; break;
+        case PPV_ACT_CHUNK:
+            if (chunk_at >= 0 && gens != p->acts[chunk_at].count)
+                add_error(ck, r, chunk_at, "expected_generator_calls=%d but %d GEN follow it",
+                          p->acts[chunk_at].count, gens);
+            chunk_at = i;
+            gens = 0;
+            break;
+        default: break;
+        }
+        if ((af & PPV_AF_COLL) && ck->groups[a->group].member_of[r] < 0)
+            add_error(ck, r, i, "rank %d is not a member of group '%s'%s", r,
+                      s->groups[a->group].name, loc);
+        if (group_at >= 0 && i != group_at &&
+            ((af & PPV_AF_COMPUTE) || a->kind == PPV_ACT_CHUNK || (af & PPV_AF_STAGE && !(af & PPV_AF_COMM)))) {
+            ppv_action_format(s, a, nm, sizeof nm);
+            add_error(ck, r, i, "%s inside a group: only messages and collectives may be "
+                      "grouped%s", nm, loc);
+        }
+    }
+    if (group_at >= 0) add_error(ck, r, group_at, "GROUP_START is never closed");
+    if (chunk_at >= 0 && gens != p->acts[chunk_at].count)
+        add_error(ck, r, chunk_at, "expected_generator_calls=%d but %d GEN follow it",
+                  p->acts[chunk_at].count, gens);
+}
+
+/* Counts per stage and microbatch, after every rank's pass. */
+static void check_counts(checker *ck, const uint16_t *fl) {
+    int backward = 0;
+    for (size_t k = 0; k < (size_t)ck->S * ck->m; k++)
+        if (fl[k] & (ID | BD | WD)) backward = 1;
+    for (int32_t st = 0; st < ck->S; st++) {
+        int32_t r = ck->s->stage_rank[st];
+        for (int32_t mb = 0; mb < ck->m; mb++) {
+            uint16_t f = fl[(size_t)st * ck->m + mb];
+            if (!(f & FD))
+                add_error(ck, r, -1, "stage %d has no forward %dF%d (each of the %d "
+                          "microbatches runs once per stage)", st, st, mb, ck->m);
+            if (backward && !(f & (ID | BD)))
+                add_error(ck, r, -1, "stage %d has no backward (%dB%d or %dI%d) for microbatch "
+                          "%d", st, st, mb, st, mb, mb);
+            if ((f & ID) && !(f & WD))
+                add_error(ck, r, -1, "stage %d microbatch %d has I but no W: the weight "
+                          "gradient is never computed", st, mb);
+        }
+    }
+}
+
+/* ---- 2. matching ---------------------------------------------------------- */
+
+/* The other rank of a point-to-point op on rank r, or -1. */
+static int32_t message_peer(const checker *ck, int32_t r, const ppv_action *a) {
+    int32_t st = a->stage, other = -1;
+    switch (a->kind) {
+    case PPV_ACT_SEND_F: other = st + 1; break;
+    case PPV_ACT_RECV_F: other = st - 1; break;
+    case PPV_ACT_SEND_B: other = st - 1; break;
+    case PPV_ACT_RECV_B: other = st + 1; break;
+    case PPV_ACT_SEND:
+    case PPV_ACT_RECV: return a->peer == r ? -1 : a->peer;
+    default: return -1;
+    }
+    return remote(ck, r, other) ? ck->s->stage_rank[other] : -1;
+}
+
+static channel *find_channel(checker *ck, int32_t from, int32_t to) {
+    int32_t *list = ck->chan_of[from];
+    for (int32_t k = 0; k < ck->chan_n[from]; k++)
+        if (list[2 * k] == to) return &ck->chans[list[2 * k + 1]];
+    if (ck->chan_n[from] == ck->chan_cap[from]) {
+        int32_t cap = ck->chan_cap[from] ? ck->chan_cap[from] * 2 : 4;
+        int32_t *nl = realloc(list, (size_t)cap * 2 * sizeof *nl);
+        if (!nl) return NULL;
+        ck->chan_of[from] = list = nl;
+        ck->chan_cap[from] = cap;
+    }
+    if (ck->nchans == ck->capchans) {
+        int32_t cap = ck->capchans ? ck->capchans * 2 : 16;
+        channel *nc = realloc(ck->chans, (size_t)cap * sizeof *nc);
+        if (!nc) return NULL;
+        ck->chans = nc;
+        ck->capchans = cap;
+    }
+    channel *c = &ck->chans[ck->nchans];
+    memset(c, 0, sizeof *c);
+    c->from = from;
+    c->to = to;
+    list[2 * ck->chan_n[from]] = to;
+    list[2 * ck->chan_n[from] + 1] = ck->nchans++;
+    ck->chan_n[from]++;
+    return c;
+}
+
+static const ppv_action *op_action(const checker *ck, int64_t op, int32_t *rank, int32_t *idx) {
+    int32_t lo = 0, hi = ck->P - 1;
+    while (lo < hi) { /* last rank whose offset <= op */
+        int32_t mid = (lo + hi + 1) / 2;
+        if (ck->off[mid] <= op) lo = mid;
+        else hi = mid - 1;
+    }
+    *rank = lo;
+    *idx = (int32_t)(op - ck->off[lo]);
+    return &ck->s->prog[lo].acts[*idx];
+}
+
+static int64_t msg_bytes(const checker *ck, const ppv_action *a) {
+    return a->bytes ? a->bytes : ck->opt->msg_bytes;
+}
+
+/* Why send and recv, paired by FIFO order, are not the same message; NULL
+ * when they agree. */
+static const char *pair_mismatch(const ppv_action *snd, const ppv_action *rcv, char *buf,
+                                 size_t n) {
+    int torch_s = snd->kind != PPV_ACT_SEND, torch_r = rcv->kind != PPV_ACT_RECV;
+    if (torch_s != torch_r) return "one is a pipeline message and the other a native SEND/RECV";
+    if (torch_s) {
+        int fwd = snd->kind == PPV_ACT_SEND_F;
+        if (fwd != (rcv->kind == PPV_ACT_RECV_F))
+            return "one carries activations (F) and the other gradients (B)";
+        int32_t want = fwd ? snd->stage + 1 : snd->stage - 1;
+        if (rcv->stage != want) {
+            snprintf(buf, n, "the send is for stage %d and the receive for stage %d", want,
+                     rcv->stage);
+            return buf;
+        }
+        if (rcv->mb != snd->mb) {
+            snprintf(buf, n, "they name different microbatches (%d sent, %d expected)", snd->mb,
+                     rcv->mb);
+            return buf;
+        }
+    } else if (snd->tag != rcv->tag) {
+        snprintf(buf, n, "tags differ (%d sent, %d expected)", snd->tag, rcv->tag);
+        return buf;
+    }
+    if (snd->bytes && rcv->bytes && snd->bytes != rcv->bytes) {
+        snprintf(buf, n, "sizes differ (%lld bytes sent, %lld expected)",
+                 (long long)snd->bytes, (long long)rcv->bytes);
+        return buf;
+    }
+    if (snd->dtype && rcv->dtype && snd->dtype != rcv->dtype) {
+        snprintf(buf, n, "dtypes differ (%s sent, %s expected)",
+                 ppv_dtype_token((ppv_dtype)snd->dtype), ppv_dtype_token((ppv_dtype)rcv->dtype));
+        return buf;
+    }
+    return NULL;
+}
+
+static void match_messages(checker *ck) {
+    for (int32_t r = 0; r < ck->P && !ck->oom; r++) {
+        const ppv_program *p = &ck->s->prog[r];
+        for (int32_t i = 0; i < p->n; i++) {
+            const ppv_action *a = &p->acts[i];
+            int64_t op = ck->off[r] + i;
+            if (!(ppv_action_flags(a->kind) & PPV_AF_COMM)) continue;
+            int32_t other = message_peer(ck, r, a);
+            ck->peer[op] = other;
+            if (other < 0) continue;
+            int snd = (ppv_action_flags(a->kind) & PPV_AF_SEND) != 0;
+            channel *c = snd ? find_channel(ck, r, other) : find_channel(ck, other, r);
+            if (!c || vec_push(snd ? &c->sends : &c->recvs, op) < 0) ck->oom = 1;
+        }
+    }
+    char why[160], sa[64], ra[64];
+    for (int32_t k = 0; k < ck->nchans && !ck->oom; k++) {
+        channel *c = &ck->chans[k];
+        int64_t n = c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n;
+        int32_t sr, si, rr, ri;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t so = c->sends.v[j], ro = c->recvs.v[j];
+            ck->cp[so] = ro;
+            ck->cp[ro] = so;
+            const ppv_action *snd = op_action(ck, so, &sr, &si);
+            const ppv_action *rcv = op_action(ck, ro, &rr, &ri);
+            const char *bad = pair_mismatch(snd, rcv, why, sizeof why);
+            if (bad) {
+                ppv_action_format(ck->s, snd, sa, sizeof sa);
+                ppv_action_format(ck->s, rcv, ra, sizeof ra);
+                add_error(ck, rr, ri,
+                          "rank %d's %s (index %d) receives rank %d's %s (index %d): FIFO order "
+                          "on channel %d->%d pairs them (message #%lld), but %s",
+                          rr, ra, ri, sr, sa, si, c->from, c->to, (long long)j, bad);
+            }
+        }
+        for (int64_t j = n; j < c->sends.n; j++) {
+            op_action(ck, c->sends.v[j], &sr, &si);
+            add_error(ck, sr, si, "no receive on rank %d matches it: rank %d sends %lld "
+                      "messages to rank %d, which receives %lld", c->to, c->from,
+                      (long long)c->sends.n, c->to, (long long)c->recvs.n);
+        }
+        for (int64_t j = n; j < c->recvs.n; j++) {
+            op_action(ck, c->recvs.v[j], &rr, &ri);
+            add_error(ck, rr, ri, "no send from rank %d matches it: rank %d receives %lld "
+                      "messages from rank %d, which sends %lld", c->from, c->to,
+                      (long long)c->recvs.n, c->from, (long long)c->sends.n);
+        }
+    }
+}
+
+static void match_collectives(checker *ck) {
+    const ppv_schedule *s = ck->s;
+    for (int32_t r = 0; r < ck->P && !ck->oom; r++) {
+        const ppv_program *p = &s->prog[r];
+        for (int32_t i = 0; i < p->n; i++) {
+            const ppv_action *a = &p->acts[i];
+            if (!(ppv_action_flags(a->kind) & PPV_AF_COLL)) continue;
+            coll_group *g = &ck->groups[a->group];
+            int32_t me = g->member_of[r], n = s->groups[a->group].n;
+            if (me < 0) continue; /* reported by check_rank; never completes */
+            int32_t seq = g->count[me]++;
+            ck->cseq[ck->off[r] + i] = seq;
+            while (g->nseq <= seq) {
+                for (int32_t k = 0; k < n; k++)
+                    if (vec_push(&g->ops, -1) < 0) ck->oom = 1;
+                g->nseq++;
+            }
+            if (ck->oom) return;
+            g->ops.v[(int64_t)seq * n + me] = ck->off[r] + i;
+        }
+    }
+    char an[64], bn[64];
+    for (int32_t gi = 0; gi < s->ngroups && !ck->oom; gi++) {
+        coll_group *g = &ck->groups[gi];
+        int32_t n = s->groups[gi].n;
+        g->arrived = calloc((size_t)(g->nseq ? g->nseq : 1), sizeof *g->arrived);
+        g->tmax = calloc((size_t)(g->nseq ? g->nseq : 1), sizeof *g->tmax);
+        if (!g->arrived || !g->tmax) {
+            ck->oom = 1;
+            return;
+        }
+        for (int32_t seq = 0; seq < g->nseq; seq++) {
+            int64_t first = -1;
+            int32_t fr = -1, fi = -1;
+            const ppv_action *fa = NULL;
+            for (int32_t k = 0; k < n; k++) {
+                int64_t op = g->ops.v[(int64_t)seq * n + k];
+                int32_t rr, ri;
+                if (op < 0) {
+                    add_error(ck, s->groups[gi].ranks[k], -1,
+                              "rank %d issues only %d collectives on group '%s'; others issue "
+                              "collective #%d", s->groups[gi].ranks[k], g->count[k],
+                              s->groups[gi].name, seq);
+                    continue;
+                }
+                const ppv_action *a = op_action(ck, op, &rr, &ri);
+                if (first < 0) {
+                    first = op, fr = rr, fi = ri, fa = a;
+                    continue;
+                }
+                const char *bad = NULL;
+                if (a->kind != fa->kind) bad = "kinds differ";
+                else if (a->root != fa->root) bad = "roots differ";
+                else if (a->bytes != fa->bytes) bad = "sizes differ";
+                else if (a->dtype != fa->dtype) bad = "dtypes differ";
+                if (bad) {
+                    ppv_action_format(s, a, an, sizeof an);
+                    ppv_action_format(s, fa, bn, sizeof bn);
+                    add_error(ck, rr, ri, "collective #%d on group '%s': rank %d's %s (index %d) "
+                              "and rank %d's %s (index %d) do not match: %s", seq,
+                              s->groups[gi].name, rr, an, ri, fr, bn, fi, bad);
+                }
+            }
+        }
+    }
+}
+
+/* ---- 3. simulation ---------------------------------------------------------- */
+
+static void wake(checker *ck, int32_t r) {
+    if (ck->queued[r]) return;
+    ck->queue[(ck->qh + ck->qn) % ck->P] = r;
+    ck->qn++;
+    ck->queued[r] = 1;
+}
+
+static void complete(checker *ck, int32_t rank, int64_t op, double t) {
+    ck->state[op] |= DONE;
+    ck->done_t[op] = t;
+    int32_t g = ck->grp_of[op];
+    if (g >= 0) ck->grp_left[ck->off[rank] + g]--;
+    wake(ck, rank);
+}
+
+static int eager_send(const checker *ck, const ppv_action *a) {
+    if (ck->opt->sem.kind == PPV_SEM_EAGER) return 1;
+    if (ck->opt->sem.kind == PPV_SEM_EAGER_BYTES) return msg_bytes(ck, a) <= ck->opt->sem.eager_limit;
+    return 0;
+}
+
+/* Rank r reaches op at time t: post it and complete whatever that enables. */
+static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double t) {
+    double C = ck->opt->costs.comm;
+    ck->state[op] |= POSTED;
+    ck->post_t[op] = t;
+    unsigned af = ppv_action_flags(a->kind);
+    if (af & PPV_AF_COLL) {
+        coll_group *g = &ck->groups[a->group];
+        int32_t seq = ck->cseq[op], n = ck->s->groups[a->group].n;
+        if (g->member_of[r] < 0 || seq < 0) return;
+        if (t > g->tmax[seq]) g->tmax[seq] = t;
+        if (++g->arrived[seq] < n) return;
+        for (int32_t k = 0; k < n; k++) {
+            int64_t o = g->ops.v[(int64_t)seq * n + k];
+            complete(ck, ck->s->groups[a->group].ranks[k], o, g->tmax[seq] + C);
+        }
+        return;
+    }
+    int64_t c = ck->cp[op];
+    int32_t other = ck->peer[op];
+    if (af & PPV_AF_SEND) {
+        int eager = eager_send(ck, a);
+        if (eager) complete(ck, r, op, t);
+        if (c < 0 || !(ck->state[c] & POSTED) || (ck->state[c] & DONE)) return;
+        if (eager) {
+            complete(ck, other, c, fmax(ck->post_t[c], t + C));
+        } else {
+            double tm = fmax(t, ck->post_t[c]) + C;
+            complete(ck, r, op, tm);
+            complete(ck, other, c, tm);
+        }
+    } else if (af & PPV_AF_RECV) {
+        if (c < 0 || !(ck->state[c] & POSTED)) return;
+        if (ck->state[c] & DONE) {
+            complete(ck, r, op, fmax(t, ck->post_t[c] + C));
+        } else {
+            double tm = fmax(t, ck->post_t[c]) + C;
+            complete(ck, other, c, tm);
+            complete(ck, r, op, tm);
+        }
+    }
+}
+
+static int is_sync(const ppv_action *a) {
+    return (ppv_action_flags(a->kind) & (PPV_AF_COMM | PPV_AF_COLL)) != 0;
+}
+
+/* Widens rank r's compute span to [t0, t1]. */
+static void note_compute(checker *ck, int32_t r, double t0, double t1) {
+    if (ck->first_t[r] < 0) ck->first_t[r] = t0;
+    if (t1 > ck->last_t[r]) ck->last_t[r] = t1;
+}
+
+/* Runs rank r as far as it can go. */
+static void advance(checker *ck, int32_t r, ppv_span *spans) {
+    const ppv_program *p = &ck->s->prog[r];
+    while (ck->pc[r] < p->n) {
+        int32_t i = ck->pc[r];
+        int64_t op = ck->off[r] + i;
+        const ppv_action *a = &p->acts[i];
+        double t = ck->free_t[r];
+        if (a->kind == PPV_ACT_GROUP_START) {
+            int32_t end = ck->grp_end[op];
+            if (!(ck->state[op] & POSTED)) {
+                ck->state[op] |= POSTED;
+                ck->post_t[op] = t;
+                for (int32_t k = i + 1; k < end; k++)
+                    if (is_sync(&p->acts[k])) post(ck, r, ck->off[r] + k, &p->acts[k], t);
+            }
+            if (ck->grp_left[op] > 0) return;
+            double tm = t;
+            for (int32_t k = i + 1; k < end; k++) {
+                int64_t o = ck->off[r] + k;
+                double d = is_sync(&p->acts[k]) ? ck->done_t[o] : t;
+                if (d > tm) tm = d;
+                if (spans) spans[k] = (ppv_span){t, d};
+            }
+            if (spans) {
+                spans[i] = (ppv_span){t, t};
+                if (end < p->n) spans[end] = (ppv_span){tm, tm};
+            }
+            ck->free_t[r] = tm;
+            ck->pc[r] = end < p->n ? end + 1 : end;
+            continue;
+        }
+        if (is_sync(a)) {
+            if (!(ck->state[op] & POSTED)) post(ck, r, op, a, t);
+            if (!(ck->state[op] & DONE)) return;
+            double d = fmax(t, ck->done_t[op]);
+            if (spans) spans[i] = (ppv_span){t, d};
+            ck->free_t[r] = d;
+            ck->pc[r]++;
+            continue;
+        }
+        double cost = ppv_action_cost(a, &ck->opt->costs);
+        if (a->overlap) { /* an overlapped cell runs its sub-actions together */
+            int32_t j = ppv_run_end(p, i);
+            for (int32_t k = i + 1; k < j; k++) cost += ppv_action_cost(&p->acts[k], &ck->opt->costs);
+            for (int32_t k = i; k < j; k++)
+                if (spans) spans[k] = (ppv_span){t, t + cost};
+            note_compute(ck, r, t, t + cost);
+            ck->busy += cost;
+            ck->free_t[r] = t + cost;
+            ck->pc[r] = j;
+            continue;
+        }
+        if (spans) spans[i] = (ppv_span){t, t + cost};
+        if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) note_compute(ck, r, t, t + cost);
+        ck->busy += cost;
+        ck->free_t[r] = t + cost;
+        ck->pc[r]++;
+    }
+}
+
+/* What blocked rank r waits for. */
+static void describe_wait(checker *ck, int32_t r, ppv_wait *w) {
+    const ppv_program *p = &ck->s->prog[r];
+    int32_t i = ck->pc[r];
+    int64_t op = ck->off[r] + i;
+    if (p->acts[i].kind == PPV_ACT_GROUP_START) { /* the first grouped op still open */
+        for (int32_t k = i + 1; k < ck->grp_end[op]; k++)
+            if (is_sync(&p->acts[k]) && !(ck->state[ck->off[r] + k] & DONE)) {
+                i = k;
+                break;
+            }
+        op = ck->off[r] + i;
+    }
+    const ppv_action *a = &p->acts[i];
+    unsigned af = ppv_action_flags(a->kind);
+    w->rank = r;
+    w->index = i;
+    ppv_action_format(ck->s, a, w->action, sizeof w->action);
+    w->waits_for = -1;
+    char other[64];
+    if (af & PPV_AF_COLL) {
+        int32_t n = ck->s->groups[a->group].n, seq = ck->cseq[op];
+        coll_group *g = &ck->groups[a->group];
+        snprintf(w->reason, sizeof w->reason, "collective on group '%s' that not every member "
+                 "joins", ck->s->groups[a->group].name);
+        for (int32_t k = 0; seq >= 0 && k < n; k++) {
+            int64_t o = g->ops.v[(int64_t)seq * n + k];
+            int32_t who = ck->s->groups[a->group].ranks[k];
+            if (o < 0) {
+                w->waits_for = who;
+                snprintf(w->reason, sizeof w->reason, "collective #%d on group '%s': rank %d "
+                         "never issues it", seq, ck->s->groups[a->group].name, who);
+                break;
+            }
+            if (!(ck->state[o] & POSTED)) {
+                w->waits_for = who;
+                snprintf(w->reason, sizeof w->reason, "collective #%d on group '%s': rank %d "
+                         "has not reached it", seq, ck->s->groups[a->group].name, who);
+                break;
+            }
+        }
+        return;
+    }
+    int64_t c = ck->cp[op];
+    w->waits_for = ck->peer[op];
+    int snd = (af & PPV_AF_SEND) != 0;
+    if (w->waits_for < 0) {
+        snprintf(w->reason, sizeof w->reason, "no rank can ever be its peer");
+    } else if (c < 0) {
+        snprintf(w->reason, sizeof w->reason, "no %s on rank %d ever matches it",
+                 snd ? "receive" : "send", w->waits_for);
+    } else {
+        int32_t cr, ci;
+        op_action(ck, c, &cr, &ci);
+        ppv_action_format(ck->s, &ck->s->prog[cr].acts[ci], other, sizeof other);
+        snprintf(w->reason, sizeof w->reason, "%s waits for rank %d to reach %s (index %d)",
+                 snd ? "send (rendezvous)" : "receive", cr, other, ci);
+    }
+}
+
+/* Fills rep->cycle from the wait-for edges of the blocked ranks. */
+static int find_cycle(ppv_check_report *rep, int32_t P) {
+    int32_t *next = malloc((size_t)P * sizeof *next);
+    int32_t *slot = malloc((size_t)P * sizeof *slot);
+    int32_t *mark = calloc((size_t)P, sizeof *mark);
+    if (!next || !slot || !mark) {
+        free(next), free(slot), free(mark);
+        return -1;
+    }
+    for (int32_t r = 0; r < P; r++) next[r] = -1, slot[r] = -1;
+    for (int32_t k = 0; k < rep->nblocked; k++) {
+        next[rep->blocked[k].rank] = rep->blocked[k].waits_for;
+        slot[rep->blocked[k].rank] = k;
+    }
+    int32_t at = -1;
+    for (int32_t k = 0; k < rep->nblocked && at < 0; k++) {
+        int32_t r = rep->blocked[k].rank;
+        while (r >= 0 && slot[r] >= 0 && mark[r] == 0) {
+            mark[r] = k + 1;
+            r = next[r];
+        }
+        if (r >= 0 && slot[r] >= 0 && mark[r] == k + 1) at = r; /* closed on this walk */
+    }
+    int rc = 0;
+    if (at >= 0) {
+        int32_t n = 0, r = at;
+        do n++, r = next[r];
+        while (r != at);
+        rep->cycle = malloc((size_t)n * sizeof *rep->cycle);
+        if (!rep->cycle) rc = -1;
+        for (int32_t k = 0; rc == 0 && k < n; k++, r = next[r]) rep->cycle[k] = rep->blocked[slot[r]];
+        if (rc == 0) rep->ncycle = n;
+    }
+    free(next), free(slot), free(mark);
+    return rc;
+}
+
+static void simulate(checker *ck) {
+    ppv_check_report *rep = ck->rep;
+    int32_t P = ck->P;
+    for (int32_t r = 0; r < P; r++) wake(ck, r);
+    while (ck->qn > 0) {
+        int32_t r = ck->queue[ck->qh];
+        ck->qh = (ck->qh + 1) % P;
+        ck->qn--;
+        ck->queued[r] = 0;
+        advance(ck, r, rep->spans ? rep->spans[r] : NULL);
+    }
+    rep->makespan = 0;
+    for (int32_t r = 0; r < P; r++) {
+        if (ck->pc[r] < ck->s->prog[r].n) {
+            if (!rep->blocked) rep->blocked = calloc((size_t)P, sizeof *rep->blocked);
+            if (!rep->blocked) {
+                ck->oom = 1;
+                return;
+            }
+            describe_wait(ck, r, &rep->blocked[rep->nblocked++]);
+        }
+        if (ck->free_t[r] > rep->makespan) rep->makespan = ck->free_t[r];
+    }
+    rep->deadlock = rep->nblocked > 0;
+    if (rep->deadlock && find_cycle(rep, P) < 0) ck->oom = 1;
+    /* The zero-bubble papers' measure: a rank's span runs from its first
+     * compute to its last; the startup offset of later ranks is not a
+     * bubble, since the next iteration's work fills it. */
+    double span = 0;
+    for (int32_t r = 0; r < P; r++)
+        if (ck->first_t[r] >= 0 && ck->last_t[r] - ck->first_t[r] > span)
+            span = ck->last_t[r] - ck->first_t[r];
+    rep->bubble_ratio = span > 0 ? 1.0 - ck->busy / ((double)P * span) : 0.0;
+    rep->simulated = !rep->deadlock;
+}
+
+/* ---- compute-only schedules that cannot even be ordered --------------------- */
+
+static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
+    ppv_check_report *rep = ck->rep;
+    const ppv_schedule *s = ck->s;
+    rep->blocked = calloc((size_t)ck->P, sizeof *rep->blocked);
+    if (!rep->blocked) {
+        ck->oom = 1;
+        return;
+    }
+    for (int32_t r = 0; r < ck->P; r++) {
+        if (stuck_pc[r] >= s->prog[r].n) continue;
+        ppv_wait *w = &rep->blocked[rep->nblocked++];
+        const ppv_program *p = &s->prog[r];
+        int32_t i = stuck_pc[r], j = ppv_run_end(p, i), pick = i, in = -1, fwd = 0;
+        for (int32_t k = i; k < j && in < 0; k++) {
+            in = ppv_input_stage(s, &p->acts[k], &fwd);
+            pick = k;
+        }
+        w->rank = r;
+        w->index = pick;
+        ppv_action_format(s, &p->acts[pick], w->action, sizeof w->action);
+        if (in < 0) {
+            w->waits_for = -1;
+            snprintf(w->reason, sizeof w->reason, "waits for nothing yet cannot run");
+            continue;
+        }
+        w->waits_for = s->stage_rank[in];
+        snprintf(w->reason, sizeof w->reason, "needs %s %d%s%d from rank %d, which %s",
+                 fwd ? "the activation of" : "the input gradient of", in, fwd ? "F" : "B/I",
+                 p->acts[pick].mb, w->waits_for,
+                 w->waits_for == r ? "comes later on this same rank" : "has not computed it");
+    }
+    rep->deadlock = 1;
+    if (find_cycle(rep, ck->P) < 0) ck->oom = 1;
+}
+
+/* ---- 4. memory ---------------------------------------------------------------- */
+
+static int peak_memory(const ppv_schedule *s, const ppv_mem_model *mm, double *peak) {
+    int32_t S = s->nstages, m = s->nmb;
+    size_t sm = (size_t)S * (size_t)m;
+    double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
+    double *live = calloc(sm ? sm : 1, sizeof *live);
+    uint8_t *recomputed = calloc(sm ? sm : 1, 1);
+    if (!live || !recomputed) {
+        free(live), free(recomputed);
+        return -1;
+    }
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++)
+            if (s->prog[r].acts[i].kind == PPV_ACT_R)
+                recomputed[(size_t)s->prog[r].acts[i].stage * m + s->prog[r].acts[i].mb] = 1;
+    for (int32_t r = 0; r < s->nranks; r++) {
+        double cur = 0, top = 0; /* in units of one F's activation */
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
+                continue;
+            double *l = &live[(size_t)a->stage * m + a->mb], d = 0;
+            switch (a->kind) {
+            case PPV_ACT_F: d = recomputed[l - live] ? mm->stash_frac : 1.0; break;
+            case PPV_ACT_R: d = 1.0 - mm->stash_frac; break;
+            case PPV_ACT_I: d = -fmin(*l, mm->i_frac); break;
+            case PPV_ACT_W:
+            case PPV_ACT_B: d = -*l; break;
+            default: break;
+            }
+            *l += d;
+            cur += d;
+            if (cur > top) top = cur;
+        }
+        peak[r] = top * unit;
+    }
+    free(live);
+    free(recomputed);
+    return 0;
+}
+
+/* ---- driver ---------------------------------------------------------------- */
+
+ppv_check_options ppv_check_defaults(void) {
+    ppv_check_options o;
+    memset(&o, 0, sizeof o);
+    o.sem.kind = PPV_SEM_RENDEZVOUS;
+    o.costs = (ppv_costs){1.0, 2.0, 1.0, 0.0};
+    o.mem = (ppv_mem_model){0.0, 0.0, 0.0};
+    o.msg_bytes = 8 << 20;
+    return o;
+}
+
+void ppv_check_report_free(ppv_check_report *r) {
+    if (!r) return;
+    free(r->errors);
+    free(r->blocked);
+    free(r->cycle);
+    free(r->peak_activation);
+    if (r->spans && r->checked)
+        for (int32_t k = 0; k < r->checked->nranks; k++) free(r->spans[k]);
+    free(r->spans);
+    ppv_schedule_free(r->checked);
+    free(r);
+}
+
+static void checker_free(checker *ck) {
+    free(ck->off);
+    free(ck->cp);
+    free(ck->peer);
+    for (int32_t k = 0; k < ck->nchans; k++) {
+        free(ck->chans[k].sends.v);
+        free(ck->chans[k].recvs.v);
+    }
+    free(ck->chans);
+    if (ck->chan_of)
+        for (int32_t r = 0; r < ck->P; r++) free(ck->chan_of[r]);
+    free(ck->chan_of);
+    free(ck->chan_n);
+    free(ck->chan_cap);
+    if (ck->groups)
+        for (int32_t g = 0; g < ck->s->ngroups; g++) {
+            free(ck->groups[g].member_of);
+            free(ck->groups[g].count);
+            free(ck->groups[g].ops.v);
+            free(ck->groups[g].arrived);
+            free(ck->groups[g].tmax);
+        }
+    free(ck->groups);
+    free(ck->cseq);
+    free(ck->grp_of);
+    free(ck->grp_end);
+    free(ck->grp_left);
+    free(ck->state);
+    free(ck->post_t);
+    free(ck->done_t);
+    free(ck->pc);
+    free(ck->free_t);
+    free(ck->first_t);
+    free(ck->last_t);
+    free(ck->queue);
+    free(ck->queued);
+}
+
+/* Allocates the checker's arrays for schedule s. */
+static int checker_init(checker *ck, const ppv_schedule *s) {
+    int32_t P = s->nranks;
+    ck->s = s;
+    ck->P = P;
+    ck->S = s->nstages;
+    ck->m = s->nmb;
+    ck->off = malloc((size_t)(P + 1) * sizeof *ck->off);
+    if (!ck->off) return -1;
+    ck->off[0] = 0;
+    for (int32_t r = 0; r < P; r++) ck->off[r + 1] = ck->off[r] + s->prog[r].n;
+    int64_t n = ck->total = ck->off[P];
+    size_t nn = (size_t)(n ? n : 1), pp = (size_t)(P ? P : 1);
+    ck->cp = malloc(nn * sizeof *ck->cp);
+    ck->peer = malloc(nn * sizeof *ck->peer);
+    ck->cseq = malloc(nn * sizeof *ck->cseq);
+    ck->grp_of = malloc(nn * sizeof *ck->grp_of);
+    ck->grp_end = malloc(nn * sizeof *ck->grp_end);
+    ck->grp_left = calloc(nn, sizeof *ck->grp_left);
+    ck->state = calloc(nn, 1);
+    ck->post_t = calloc(nn, sizeof *ck->post_t);
+    ck->done_t = calloc(nn, sizeof *ck->done_t);
+    ck->chan_of = calloc(pp, sizeof *ck->chan_of);
+    ck->chan_n = calloc(pp, sizeof *ck->chan_n);
+    ck->chan_cap = calloc(pp, sizeof *ck->chan_cap);
+    ck->pc = calloc(pp, sizeof *ck->pc);
+    ck->free_t = calloc(pp, sizeof *ck->free_t);
+    ck->first_t = malloc(pp * sizeof *ck->first_t);
+    ck->last_t = calloc(pp, sizeof *ck->last_t);
+    ck->queue = malloc(pp * sizeof *ck->queue);
+    ck->queued = calloc(pp, 1);
+    ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
+    if (!ck->cp || !ck->peer || !ck->cseq || !ck->grp_of || !ck->grp_end || !ck->grp_left ||
+        !ck->state || !ck->post_t || !ck->done_t || !ck->chan_of || !ck->chan_n ||
+        !ck->chan_cap || !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups)
+        return -1;
+    for (int64_t k = 0; k < n; k++) ck->cp[k] = -1, ck->peer[k] = -1, ck->cseq[k] = -1;
+    for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
+    for (int32_t r = 0; r < P; r++) { /* group extents */
+        int32_t open = -1;
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            int64_t op = ck->off[r] + i;
+            ppv_action_kind k = s->prog[r].acts[i].kind;
+            ck->grp_of[op] = -1;
+            ck->grp_end[op] = -1;
+            if (k == PPV_ACT_GROUP_START && open < 0) {
+                open = i;
+            } else if (k == PPV_ACT_GROUP_END && open >= 0) {
+                ck->grp_end[ck->off[r] + open] = i;
+                open = -1;
+            } else if (open >= 0 && is_sync(&s->prog[r].acts[i])) {
+                ck->grp_of[op] = open;
+                ck->grp_left[ck->off[r] + open]++;
+            }
+        }
+        if (open >= 0) ck->grp_end[ck->off[r] + open] = s->prog[r].n;
+    }
+    for (int32_t g = 0; g < s->ngroups; g++) {
+        coll_group *cg = &ck->groups[g];
+        cg->member_of = malloc(pp * sizeof *cg->member_of);
+        cg->count = calloc((size_t)s->groups[g].n, sizeof *cg->count);
+        if (!cg->member_of || !cg->count) return -1;
+        for (int32_t r = 0; r < P; r++) cg->member_of[r] = -1;
+        for (int32_t k = 0; k < s->groups[g].n; k++) cg->member_of[s->groups[g].ranks[k]] = k;
+    }
+    return 0;
+}
+
+int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
+                       ppv_check_report **out, char *err, size_t errlen) {
+    *out = NULL;
+    const ppv_costs *c = &opt->costs;
+    if (!(c->f > 0) || !(c->b - c->w > 0) || !(c->w >= 0) || !(c->comm >= 0))
+        return ppv_errf(err, errlen, "costs need F > 0, B > W >= 0 and C >= 0 (got %g,%g,%g,%g)",
+                        c->f, c->b, c->w, c->comm);
+    if (!(opt->mem.i_frac >= 0 && opt->mem.i_frac <= 1) ||
+        !(opt->mem.stash_frac >= 0 && opt->mem.stash_frac <= 1))
+        return ppv_errf(err, errlen, "memory fractions must lie in [0, 1]");
+    ppv_check_report *rep = calloc(1, sizeof *rep);
+    if (!rep) return ppv_errf(err, errlen, "out of memory");
+    rep->nranks = s->nranks;
+    rep->nstages = s->nstages;
+    rep->nmb = s->nmb;
+    rep->sem = opt->sem;
+    checker ck;
+    memset(&ck, 0, sizeof ck);
+    ck.opt = opt;
+    ck.rep = rep;
+    int rc = -1;
+    uint16_t *fl = NULL;
+    int32_t *stuck = NULL;
+    if (checker_init(&ck, s) < 0) goto oom;
+    fl = calloc((size_t)s->nstages * (size_t)s->nmb + 1, sizeof *fl);
+    if (!fl) goto oom;
+    for (int32_t r = 0; r < s->nranks; r++) check_rank(&ck, fl, r);
+    check_counts(&ck, fl);
+    rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
+    if (!rep->peak_activation || peak_memory(s, &opt->mem, rep->peak_activation) < 0) goto oom;
+
+    const ppv_schedule *run = s;
+    if (s->form == PPV_FORM_COMPUTE_ONLY) {
+        if (rep->errors_total > 0) goto verdict; /* the order is not a pipeline to lower */
+        stuck = malloc((size_t)(s->nranks ? s->nranks : 1) * sizeof *stuck);
+        if (!stuck) goto oom;
+        int lrc = ppv_lower_internal(s, c, opt->msg_bytes, &rep->checked, stuck, err, errlen);
+        if (lrc < 0) goto fail;
+        if (lrc == 1) {
+            report_dependency_deadlock(&ck, stuck);
+            if (ck.oom) goto oom;
+            goto verdict;
+        }
+        run = rep->checked;
+        checker_free(&ck);
+        memset(&ck, 0, sizeof ck);
+        ck.opt = opt;
+        ck.rep = rep;
+        if (checker_init(&ck, run) < 0) goto oom;
+    }
+    match_messages(&ck);
+    match_collectives(&ck);
+    if (ck.oom) goto oom;
+    if (opt->keep_timeline) {
+        rep->spans = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *rep->spans);
+        if (!rep->spans) goto oom;
+        for (int32_t r = 0; r < run->nranks; r++) {
+            rep->spans[r] = calloc((size_t)(run->prog[r].n ? run->prog[r].n : 1), sizeof(ppv_span));
+            if (!rep->spans[r]) goto oom;
+        }
+        if (!rep->checked) { /* spans index the checked programs: keep a copy */
+            char e2[8];
+            rep->checked = ppv_schedule_new(run->nranks);
+            if (!rep->checked) goto oom;
+            for (int32_t r = 0; r < run->nranks; r++)
+                for (int32_t i = 0; i < run->prog[r].n; i++)
+                    if (ppv_schedule_append(rep->checked, r, &run->prog[r].acts[i]) < 0) goto oom;
+            for (int32_t g = 0; g < run->ngroups; g++)
+                if (ppv_schedule_add_group(rep->checked, run->groups[g].name, run->groups[g].ranks,
+                                           run->groups[g].n) < 0)
+                    goto oom;
+            memcpy(rep->checked->name, run->name, sizeof run->name);
+            rep->checked->nmb = run->nmb;
+            if (ppv_schedule_finish(rep->checked, e2, sizeof e2) < 0) goto oom;
+        }
+    }
+    simulate(&ck);
+    if (ck.oom) goto oom;
+    if (!rep->deadlock && opt->sem.kind != PPV_SEM_EAGER) {
+        /* Time with asynchronous sends (isend, batch_isend_irecv on a
+         * communication stream): a rank never waits for its send to be
+         * received. The semantics above decides deadlock; this run decides
+         * makespan, bubble ratio and the timeline. */
+        ppv_check_options timing = *opt;
+        timing.sem.kind = PPV_SEM_EAGER;
+        checker_free(&ck);
+        memset(&ck, 0, sizeof ck);
+        ck.opt = &timing;
+        ck.rep = rep;
+        int64_t nerr = rep->errors_total;
+        int32_t nstored = rep->nerrors;
+        if (checker_init(&ck, run) < 0) goto oom;
+        match_messages(&ck);
+        match_collectives(&ck);
+        rep->errors_total = nerr; /* the same errors again: keep the first report */
+        rep->nerrors = nstored;
+        if (ck.oom) goto oom;
+        simulate(&ck);
+        if (ck.oom) goto oom;
+        ck.opt = opt;
+    }
+verdict:
+    rep->ok = rep->errors_total == 0 && !rep->deadlock;
+    *out = rep;
+    rep = NULL;
+    rc = 0;
+    goto fail;
+oom:
+    ppv_errf(err, errlen, "out of memory while checking %s", s->name);
+fail:
+    checker_free(&ck);
+    free(fl);
+    free(stuck);
+    ppv_check_report_free(rep);
+    return rc;
+}
+
+int ppv_semantics_parse(const char *text, ppv_semantics *out) {
+    if (strcmp(text, "rendezvous") == 0) {
+        *out = (ppv_semantics){PPV_SEM_RENDEZVOUS, 0};
+        return 0;
+    }
+    if (strcmp(text, "eager") == 0) {
+        *out = (ppv_semantics){PPV_SEM_EAGER, 0};
+        return 0;
+    }
+    if (strncmp(text, "eager:", 6) == 0) {
+        char *end;
+        const char *num = text + 6;
+        if (*num < '0' || *num > '9') return -1;
+        unsigned long long v = strtoull(num, &end, 10);
+        unsigned long long mul = 1;
+        if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
+        else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
+        else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
+        if (*end != 0 || v > (1ull << 50) / mul) return -1;
+        *out = (ppv_semantics){PPV_SEM_EAGER_BYTES, (int64_t)(v * mul)};
+        return 0;
+    }
+    return -1;
+}
+
+void ppv_semantics_format(const ppv_semantics *sem, char *buf, size_t n) {
+    if (sem->kind == PPV_SEM_EAGER) snprintf(buf, n, "eager");
+    else if (sem->kind == PPV_SEM_EAGER_BYTES) snprintf(buf, n, "eager:%lld",
+                                                         (long long)sem->eager_limit);
+    else snprintf(buf, n, "rendezvous");
+}

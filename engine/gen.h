@@ -1,0 +1,17 @@
+/* gen.h - shared between the generator table (gen.c) and the greedy
+ * zero-bubble family (gen_greedy.c); private to the engine layer. */
+#ifndef PPV_GEN_H
+#define PPV_GEN_H
+
+#include "internal.h"
+
+/* Appends a plain action to rank's program. Returns 0 or -1. */
+int ppv_gen_emit(ppv_schedule *s, int32_t rank, ppv_action_kind k, int32_t stage, int32_t mb);
+
+int ppv_gen_zb_check(const ppv_gen_params *p, char *err, size_t n);
+int ppv_gen_zb_h1_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_v_half_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_v_min_build(ppv_schedule *s, const ppv_gen_params *p);
+
+#endif

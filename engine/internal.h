@@ -1,0 +1,30 @@
+/* internal.h - helpers shared inside the engine layer; not part of its
+ * public interface. */
+#ifndef PPV_ENGINE_INTERNAL_H
+#define PPV_ENGINE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "ppv_engine.h"
+
+/* Formats a message into err and returns -1, so callers can
+ * `return ppv_errf(...)`. */
+int ppv_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Parses one PyTorch action token "[stage][type][mb]" of length len into a.
+ * legacy selects the older dialect (B = inputs, BW = full). On failure
+ * returns -1 with the reason (no position) in why. */
+int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a, char *why,
+                          size_t whylen);
+
+/* Cost of an action's compute under the costs (0 for non-compute). */
+double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
+
+/* Whether stage st's forward output goes to another rank. */
+static inline int ppv_stage_boundary_remote(const ppv_schedule *s, int32_t from, int32_t to) {
+    return s->stage_rank[from] != s->stage_rank[to];
+}
+
+#endif

@@ -1,0 +1,170 @@
+/* schedule.c - the schedule IR: construction, stage->rank inference and the
+ * compact spelling of actions used in messages.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+ppv_schedule *ppv_schedule_new(int32_t nranks) {
+    if (nranks < 0) return NULL;
+    ppv_schedule *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->nranks = nranks;
+    s->prog = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof *s->prog);
+    if (!s->prog) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void ppv_schedule_free(ppv_schedule *s) {
+    if (!s) return;
+    for (int32_t r = 0; r < s->nranks; r++) free(s->prog[r].acts);
+    for (int32_t g = 0; g < s->ngroups; g++) free(s->groups[g].ranks);
+    free(s->groups);
+    free(s->prog);
+    free(s->stage_rank);
+    free(s);
+}
+
+ppv_action ppv_action_make(ppv_action_kind k, int32_t stage, int32_t mb) {
+    ppv_action a;
+    memset(&a, 0, sizeof a);
+    a.kind = (uint8_t)k;
+    a.group = -1;
+    a.stage = stage;
+    a.mb = mb;
+    a.peer = -1;
+    a.tag = -1;
+    a.root = -1;
+    a.count = -1;
+    a.step = -1;
+    return a;
+}
+
+int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a) {
+    if (rank < 0 || rank >= s->nranks) return -1;
+    ppv_program *p = &s->prog[rank];
+    if (p->n == p->cap) {
+        int32_t cap = p->cap ? p->cap * 2 : 16;
+        ppv_action *acts = realloc(p->acts, (size_t)cap * sizeof *acts);
+        if (!acts) return -1;
+        p->acts = acts;
+        p->cap = cap;
+    }
+    p->acts[p->n] = *a;
+    if (p->acts[p->n].step < 0) p->acts[p->n].step = p->n ? p->acts[p->n - 1].step + 1 : 0;
+    p->n++;
+    return 0;
+}
+
+int ppv_schedule_add_group(ppv_schedule *s, const char *name, const int32_t *ranks, int32_t n) {
+    if (strlen(name) >= sizeof s->groups[0].name || ppv_schedule_find_group(s, name) >= 0)
+        return -1;
+    ppv_group *g = realloc(s->groups, (size_t)(s->ngroups + 1) * sizeof *g);
+    if (!g) return -1;
+    s->groups = g;
+    ppv_group *ng = &s->groups[s->ngroups];
+    memset(ng, 0, sizeof *ng);
+    strcpy(ng->name, name);
+    ng->ranks = malloc((size_t)(n > 0 ? n : 1) * sizeof *ng->ranks);
+    if (!ng->ranks) return -1;
+    memcpy(ng->ranks, ranks, (size_t)n * sizeof *ranks);
+    ng->n = n;
+    return s->ngroups++;
+}
+
+int ppv_schedule_find_group(const ppv_schedule *s, const char *name) {
+    for (int32_t g = 0; g < s->ngroups; g++)
+        if (strcmp(s->groups[g].name, name) == 0) return g;
+    return -1;
+}
+
+int64_t ppv_schedule_size(const ppv_schedule *s) {
+    int64_t n = 0;
+    for (int32_t r = 0; r < s->nranks; r++) n += s->prog[r].n;
+    return n;
+}
+
+/* Whether an action computes its stage on its rank (places the stage). */
+static int places_stage(const ppv_action *a) {
+    return (ppv_action_flags(a->kind) & PPV_AF_STAGE) != 0 && a->stage >= 0;
+}
+
+int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
+    int32_t maxstage = -1, maxmb = -1;
+    int comms = 0;
+    for (int32_t r = 0; r < s->nranks; r++) {
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (places_stage(a) && a->stage > maxstage) maxstage = a->stage;
+            if (a->mb > maxmb) maxmb = a->mb;
+            if (ppv_action_flags(a->kind) & (PPV_AF_COMM | PPV_AF_COLL)) comms = 1;
+            if (a->kind == PPV_ACT_GROUP_START || a->kind == PPV_ACT_GROUP_END) comms = 1;
+        }
+    }
+    s->form = comms ? PPV_FORM_COMPUTE_COMMS : PPV_FORM_COMPUTE_ONLY;
+    if (s->nmb < maxmb + 1) s->nmb = maxmb + 1;
+    free(s->stage_rank);
+    s->stage_rank = NULL;
+    s->nstages = maxstage + 1;
+    if (s->nstages == 0) return 0;
+    s->stage_rank = malloc((size_t)s->nstages * sizeof *s->stage_rank);
+    if (!s->stage_rank) return ppv_errf(err, errlen, "%s: out of memory", s->name);
+    for (int32_t st = 0; st < s->nstages; st++) s->stage_rank[st] = -1;
+    for (int32_t r = 0; r < s->nranks; r++) {
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (!places_stage(a)) continue;
+            int32_t owner = s->stage_rank[a->stage];
+            if (owner < 0) {
+                s->stage_rank[a->stage] = r;
+            } else if (owner != r) {
+                char buf[64];
+                ppv_action_format(s, a, buf, sizeof buf);
+                return ppv_errf(err, errlen,
+                                "%s:%d:%d: rank %d cell '%s': stage %d is already on rank %d "
+                                "(a stage lives on one rank)",
+                                s->name, a->line, a->col, r, buf, a->stage, owner);
+            }
+        }
+    }
+    for (int32_t st = 0; st < s->nstages; st++)
+        if (s->stage_rank[st] < 0)
+            return ppv_errf(err, errlen,
+                            "%s: stage %d is computed by no rank (stages 0..%d are named)",
+                            s->name, st, s->nstages - 1);
+    return 0;
+}
+
+void ppv_action_format(const ppv_schedule *s, const ppv_action *a, char *buf, size_t n) {
+    unsigned fl = ppv_action_flags(a->kind);
+    const char *tok = ppv_action_token(a->kind);
+    if (fl & PPV_AF_PEER) {
+        snprintf(buf, n, "%s%s%d#%d", tok, (fl & PPV_AF_SEND) ? ">" : "<", a->peer, a->tag);
+    } else if (fl & PPV_AF_COLL) {
+        const char *g = (s && a->group >= 0 && a->group < s->ngroups) ? s->groups[a->group].name
+                                                                       : "?";
+        snprintf(buf, n, "%s@%s", tok, g);
+    } else if (a->kind == PPV_ACT_CHUNK) {
+        snprintf(buf, n, "CHUNK(%d)", a->count);
+    } else if ((fl & PPV_AF_STAGE) && (fl & PPV_AF_MB)) {
+        snprintf(buf, n, "%d%s%d", a->stage, tok, a->mb);
+    } else if (fl & PPV_AF_STAGE) {
+        snprintf(buf, n, "%d%s", a->stage, tok);
+    } else {
+        snprintf(buf, n, "%s", tok);
+    }
+}
+
+int ppv_errf(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}

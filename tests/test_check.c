@@ -1,0 +1,304 @@
+/* test_check.c - the static verifier: deadlocks that only rendezvous
+ * exposes, deadlocks under every semantics, the eager:BYTES threshold,
+ * mismatched message order, count errors, groups, collectives and chunk
+ * markers, and the memory model. */
+#include "testutil.h"
+
+static ppv_check_report *check_file(const char *name, const char *sem, ppv_schedule **keep) {
+    ppv_schedule *s = load_ok(data_path(name));
+    ppv_check_report *rep = check_with(s, sem);
+    if (keep) *keep = s;
+    else ppv_schedule_free(s);
+    return rep;
+}
+
+static void assert_wait(const ppv_wait *w, int rank, const char *action, int waits_for) {
+    assert_int_equal(w->rank, rank);
+    assert_string_equal(w->action, action);
+    assert_int_equal(w->waits_for, waits_for);
+}
+
+static void test_rendezvous_deadlock_names_both_ranks_and_the_cycle(void **state) {
+    (void)state;
+    /* pytorch#172668: both ranks sit in a send */
+    ppv_check_report *rep = check_file("rendezvous_only.csv", "rendezvous", NULL);
+    assert_false(rep->ok);
+    assert_true(rep->deadlock);
+    assert_int_equal(rep->nerrors, 0);
+    assert_int_equal(rep->nblocked, 2);
+    assert_int_equal(rep->ncycle, 2);
+    assert_wait(&rep->cycle[0], 0, "0SEND_F1", 1);
+    assert_int_equal(rep->cycle[0].index, 3);
+    assert_wait(&rep->cycle[1], 1, "1SEND_F0", 0);
+    assert_string_equal(rep->cycle[1].reason,
+                        "send (rendezvous) waits for rank 0 to reach 2RECV_F0 (index 4)");
+    assert_false(rep->simulated);
+    ppv_check_report_free(rep);
+}
+
+static void test_rendezvous_only_deadlock_completes_under_eager(void **state) {
+    (void)state;
+    ppv_check_report *rep = check_file("rendezvous_only.csv", "eager", NULL);
+    assert_true(rep->ok);
+    assert_false(rep->deadlock);
+    assert_true(rep->simulated);
+    ppv_check_report_free(rep);
+}
+
+static void test_eager_bytes_threshold_hides_or_exposes_the_hang(void **state) {
+    (void)state;
+    /* 64 KiB messages fit NCCL's 4 MiB buffer: the swap completes ... */
+    ppv_check_report *rep = check_file("exchange_small.ppv", "eager:4M", NULL);
+    assert_true(rep->ok);
+    ppv_check_report_free(rep);
+    /* ... 8 MiB ones do not, which is the hang production sizes see */
+    rep = check_file("exchange_ungrouped.ppv", "eager:4M", NULL);
+    assert_true(rep->deadlock);
+    assert_int_equal(rep->ncycle, 2);
+    assert_wait(&rep->cycle[0], 0, "SEND>1#7", 1);
+    assert_wait(&rep->cycle[1], 1, "SEND>0#7", 0);
+    ppv_check_report_free(rep);
+    rep = check_file("exchange_small.ppv", "eager:65535", NULL);
+    assert_true(rep->deadlock);
+    ppv_check_report_free(rep);
+    rep = check_file("exchange_small.ppv", "eager:65536", NULL);
+    assert_false(rep->deadlock);
+    ppv_check_report_free(rep);
+}
+
+static void test_grouped_exchange_is_safe_under_rendezvous(void **state) {
+    (void)state;
+    ppv_check_report *rep = check_file("exchange_grouped.ppv", "rendezvous", NULL);
+    assert_true(rep->ok);
+    assert_int_equal(rep->nblocked, 0);
+    ppv_check_report_free(rep);
+}
+
+static void test_receive_cycle_deadlocks_under_every_semantics(void **state) {
+    (void)state;
+    static const char *sems[] = {"rendezvous", "eager", "eager:4M"};
+    for (int k = 0; k < 3; k++) {
+        ppv_check_report *rep = check_file("every_semantics.csv", sems[k], NULL);
+        assert_true(rep->deadlock);
+        assert_int_equal(rep->nerrors, 0);
+        assert_int_equal(rep->ncycle, 2);
+        assert_wait(&rep->cycle[0], 0, "2RECV_F0", 1);
+        assert_wait(&rep->cycle[1], 1, "1RECV_F0", 0);
+        ppv_check_report_free(rep);
+    }
+}
+
+static void test_compute_order_cycle_deadlocks_before_lowering(void **state) {
+    (void)state;
+    ppv_check_report *rep = check_file("dependency_cycle.csv", "eager", NULL);
+    assert_true(rep->deadlock);
+    assert_null(rep->checked);
+    assert_int_equal(rep->ncycle, 2);
+    assert_wait(&rep->cycle[0], 0, "0B0", 1);
+    assert_string_equal(rep->cycle[0].reason, "needs the input gradient of 1B/I0 from rank 1, "
+                                              "which has not computed it");
+    assert_wait(&rep->cycle[1], 1, "1F1", 0);
+    ppv_check_report_free(rep);
+}
+
+static void test_mismatched_message_order_names_both_actions(void **state) {
+    (void)state;
+    ppv_check_report *rep = check_file("mismatched_order.csv", "rendezvous", NULL);
+    assert_false(rep->ok);
+    assert_false(rep->deadlock);
+    assert_int_equal(rep->nerrors, 2);
+    assert_int_equal(rep->errors[0].rank, 1);
+    assert_int_equal(rep->errors[0].index, 0);
+    assert_string_equal(rep->errors[0].action, "1RECV_F1");
+    assert_string_equal(rep->errors[0].message,
+                        "rank 1's 1RECV_F1 (index 0) receives rank 0's 0SEND_F0 (index 1): FIFO "
+                        "order on channel 0->1 pairs them (message #0), but they name different "
+                        "microbatches (0 sent, 1 expected)");
+    ppv_check_report_free(rep);
+}
+
+static void test_count_and_order_errors_are_each_reported(void **state) {
+    (void)state;
+    ppv_check_report *rep = check_file("count_errors.csv", "rendezvous", NULL);
+    assert_false(rep->ok);
+    assert_false(rep->simulated);
+    assert_int_equal(rep->errors_total, 7);
+    static const char *want[] = {
+        "duplicate forward of stage 1 microbatch 1 (" PPV_TEST_DATA "/count_errors.csv:2:13)",
+        "W without a prior I for stage 1 microbatch 1 (" PPV_TEST_DATA "/count_errors.csv:2:17)",
+        "stage 0 microbatch 1 has I but no W: the weight gradient is never computed",
+        "stage 0 has no forward 0F2 (each of the 3 microbatches runs once per stage)",
+        "stage 0 has no backward (0B2 or 0I2) for microbatch 2",
+        "stage 1 has no backward (1B1 or 1I1) for microbatch 1",
+        "stage 1 has no backward (1B2 or 1I2) for microbatch 2"};
+    for (int k = 0; k < 7; k++) assert_string_equal(rep->errors[k].message, want[k]);
+    ppv_check_report_free(rep);
+}
+
+static void test_missing_receive_and_local_order_errors(void **state) {
+    (void)state;
+    char err[256];
+    ppv_schedule *s = NULL;
+    /* rank 1 computes 1F0 before receiving it; rank 0 computes 1? no: 0F1 before 0F0 is fine */
+    const char *text = "0F0,0SEND_F0\n1F0,1RECV_F0\n";
+    assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "m.csv", PPV_DIALECT_AUTO, &s,
+                                            err, sizeof err),
+                     0);
+    ppv_check_report *rep = check_with(s, "eager");
+    assert_int_equal(rep->errors_total, 1);
+    assert_string_equal(rep->errors[0].message,
+                        "no 1RECV_F0 before it: its input from rank 0 never arrives (m.csv:2:1)");
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+    /* two stages on one rank in the wrong order */
+    text = "1F0,0F0\n";
+    assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "o.csv", PPV_DIALECT_AUTO, &s,
+                                            err, sizeof err),
+                     0);
+    rep = check_with(s, "eager");
+    assert_string_equal(rep->errors[0].message,
+                        "input not computed yet: 0F0 must come earlier on rank 0 (o.csv:1:1)");
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+static void test_collectives_chunks_and_roots_are_checked(void **state) {
+    (void)state;
+    ppv_check_report *rep = check_file("mesh_collectives.ppv", "rendezvous", NULL);
+    assert_true(rep->ok);
+    ppv_check_report_free(rep);
+    rep = check_file("mesh_broken.ppv", "rendezvous", NULL);
+    assert_false(rep->ok);
+    assert_int_equal(rep->errors_total, 3);
+    assert_string_equal(rep->errors[0].message, "expected_generator_calls=3 but 2 GEN follow it");
+    assert_int_equal(rep->errors[0].rank, 2);
+    assert_string_equal(rep->errors[1].message,
+                        "collective #0 on group 'mesh': rank 3's BCAST@mesh (index 0) and rank "
+                        "1's BCAST@mesh (index 1) do not match: roots differ");
+    assert_true(rep->deadlock);
+    assert_int_equal(rep->nblocked, 3);
+    assert_wait(&rep->blocked[1], 1, "ALLREDUCE@mesh", 3);
+    assert_string_equal(rep->blocked[1].reason,
+                        "collective #1 on group 'mesh': rank 3 never issues it");
+    assert_int_equal(rep->ncycle, 0); /* rank 3 finished: a chain, not a cycle */
+    ppv_check_report_free(rep);
+}
+
+static void test_interop_files_check_clean(void **state) {
+    (void)state;
+    static const char *files[] = {"dualpipev_4rank_10mb.csv", "zb1p_2rank_2stagep_compute.csv",
+                                  "zb1p_2rank_2stagep_comms.csv"};
+    static const char *sems[] = {"rendezvous", "eager", "eager:4M"};
+    for (int f = 0; f < 3; f++)
+        for (int k = 0; k < 3; k++) {
+            ppv_schedule *s = load_ok(interop_path(files[f]));
+            ppv_check_report *rep = check_with(s, sems[k]);
+            assert_true(rep->ok);
+            ppv_check_report_free(rep);
+            ppv_schedule_free(s);
+        }
+}
+
+static void test_memory_model_options(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", 4, 8, 0);
+    ppv_check_options o = ppv_check_defaults();
+    o.mem.unit = 1024; /* bytes per F */
+    ppv_check_report *rep = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_true(rep->peak_activation[0] == 4096);
+    assert_true(rep->peak_activation[3] == 1024);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+    /* I frees half of the activation, W the rest */
+    const char *text = "ppv-schedule 1\nranks 1\nrank 0\n0F0\n0F1\n0I0\n0F2\n0W0\n0I1\n0W1\n"
+                       "0I2\n0W2\n";
+    assert_int_equal(ppv_schedule_parse_native(text, strlen(text), "h.ppv", &s, err, sizeof err), 0);
+    o = ppv_check_defaults();
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_true(rep->peak_activation[0] == 3.0);
+    ppv_check_report_free(rep);
+    o.mem.i_frac = 0.5;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_true(rep->peak_activation[0] == 2.5);
+    ppv_check_report_free(rep);
+    o.mem.i_frac = 1.5;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), -1);
+    assert_string_equal(err, "memory fractions must lie in [0, 1]");
+    ppv_schedule_free(s);
+}
+
+static void test_recompute_stashes_only_the_input(void **state) {
+    (void)state;
+    const char *text = "ppv-schedule 1\nranks 1\nrank 0\n0F0\n0F1\n0R0\n0B0\n0R1\n0B1\n";
+    ppv_schedule *s = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_parse_native(text, strlen(text), "r.ppv", &s, err, sizeof err), 0);
+    ppv_check_options o = ppv_check_defaults();
+    o.mem.stash_frac = 0.25;
+    ppv_check_report *rep = NULL;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_true(rep->ok);
+    /* 0.25 + 0.25 stashed, then one full recompute live at a time */
+    assert_true(rep->peak_activation[0] == 1.25);
+    ppv_check_report_free(rep);
+    o.mem.stash_frac = 0;
+    ppv_schedule_free(s);
+    text = "ppv-schedule 1\nranks 1\nrank 0\n0F0\n0B0\n0R0\n";
+    assert_int_equal(ppv_schedule_parse_native(text, strlen(text), "r.ppv", &s, err, sizeof err), 0);
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_string_equal(rep->errors[0].message,
+                        "recompute must come after 0F0 and before its backward (r.ppv:6:1)");
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+static void test_bad_costs_are_rejected(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", 2, 2, 0);
+    ppv_check_options o = ppv_check_defaults();
+    o.costs = (ppv_costs){1, 1, 1, 0}; /* I would cost 0 */
+    ppv_check_report *rep = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), -1);
+    assert_string_equal(err, "costs need F > 0, B > W >= 0 and C >= 0 (got 1,1,1,0)");
+    ppv_schedule_free(s);
+}
+
+static void test_semantics_parse(void **state) {
+    (void)state;
+    ppv_semantics sem;
+    assert_int_equal(ppv_semantics_parse("eager:4M", &sem), 0);
+    assert_int_equal(sem.kind, PPV_SEM_EAGER_BYTES);
+    assert_int_equal(sem.eager_limit, 4 << 20);
+    assert_int_equal(ppv_semantics_parse("eager:12", &sem), 0);
+    assert_int_equal(sem.eager_limit, 12);
+    assert_int_equal(ppv_semantics_parse("eager:", &sem), -1);
+    assert_int_equal(ppv_semantics_parse("eager:4X", &sem), -1);
+    assert_int_equal(ppv_semantics_parse("buffered", &sem), -1);
+    char buf[32];
+    ppv_semantics_format(&(ppv_semantics){PPV_SEM_EAGER_BYTES, 4096}, buf, sizeof buf);
+    assert_string_equal(buf, "eager:4096");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rendezvous_deadlock_names_both_ranks_and_the_cycle),
+        cmocka_unit_test(test_rendezvous_only_deadlock_completes_under_eager),
+        cmocka_unit_test(test_eager_bytes_threshold_hides_or_exposes_the_hang),
+        cmocka_unit_test(test_grouped_exchange_is_safe_under_rendezvous),
+        cmocka_unit_test(test_receive_cycle_deadlocks_under_every_semantics),
+        cmocka_unit_test(test_compute_order_cycle_deadlocks_before_lowering),
+        cmocka_unit_test(test_mismatched_message_order_names_both_actions),
+        cmocka_unit_test(test_count_and_order_errors_are_each_reported),
+        cmocka_unit_test(test_missing_receive_and_local_order_errors),
+        cmocka_unit_test(test_collectives_chunks_and_roots_are_checked),
+        cmocka_unit_test(test_interop_files_check_clean),
+        cmocka_unit_test(test_memory_model_options),
+        cmocka_unit_test(test_recompute_stashes_only_the_input),
+        cmocka_unit_test(test_bad_costs_are_rejected),
+        cmocka_unit_test(test_semantics_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

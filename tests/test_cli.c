@@ -1,0 +1,275 @@
+/* test_cli.c - the ppv command as a user runs it: exit codes 0/1/2,
+ * messages, --json fields, generated files and show's pictures. */
+#include <dirent.h>
+#include <math.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+extern char **environ;
+
+typedef struct run_result {
+    int code;
+    char *out, *err;
+} run_result;
+
+/* Runs ppv with args (NULL-terminated), capturing stdout and stderr. */
+static run_result run_ppv(const char *const *args) {
+    char outp[] = "/tmp/ppv_cli_outXXXXXX", errp[] = "/tmp/ppv_cli_errXXXXXX";
+    int fo = mkstemp(outp), fe = mkstemp(errp);
+    assert_true(fo >= 0 && fe >= 0);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = PPV_BIN;
+    for (; args[n - 1]; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    close(fo);
+    close(fe);
+    run_result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
+    unlink(outp);
+    unlink(errp);
+    return r;
+}
+
+static void run_free(run_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#define RUN(...) run_ppv((const char *const[]){__VA_ARGS__, NULL})
+
+static void test_check_exit_codes_are_0_1_2(void **state) {
+    (void)state;
+    run_result r = RUN("check", interop_path("zb1p_2rank_2stagep_comms.csv"));
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK"));
+    run_free(&r);
+    r = RUN("check", data_path("rendezvous_only.csv"));
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "cycle: rank 0 (0SEND_F1) -> rank 1 (1SEND_F0) -> rank 0\n"));
+    run_free(&r);
+    r = RUN("check", data_path("rendezvous_only.csv"), "--semantics", "eager");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", data_path("bad_token.csv"));
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "bad_token.csv:1:5: rank 0 step 1 cell '0X1': unknown action "
+                                  "type 'X'"));
+    run_free(&r);
+    r = RUN("check", "/nonexistent.csv");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "ppv: /nonexistent.csv: cannot open: No such file or directory\n");
+    run_free(&r);
+    r = RUN("check", data_path("rendezvous_only.csv"), "--semantics", "sometimes");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("check", data_path("rendezvous_only.csv"), "--costs", "1,1,1");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "costs need F > 0, B > W >= 0"));
+    run_free(&r);
+    r = RUN("frobnicate");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+}
+
+static void test_check_json_has_the_documented_fields(void **state) {
+    (void)state;
+    run_result r = RUN("check", data_path("rendezvous_only.csv"), "--json");
+    assert_int_equal(r.code, 1);
+    json_object *o = json_tokener_parse(r.out);
+    assert_non_null(o);
+    json_object *v;
+    assert_true(json_object_object_get_ex(o, "ok", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "ranks", &v));
+    assert_int_equal(json_object_get_int(v), 2);
+    assert_true(json_object_object_get_ex(o, "stages", &v));
+    assert_int_equal(json_object_get_int(v), 4);
+    assert_true(json_object_object_get_ex(o, "microbatches", &v));
+    assert_int_equal(json_object_get_int(v), 2);
+    assert_true(json_object_object_get_ex(o, "semantics", &v));
+    assert_string_equal(json_object_get_string(v), "rendezvous");
+    assert_true(json_object_object_get_ex(o, "deadlock", &v));
+    assert_true(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "cycle", &v));
+    assert_int_equal(json_object_array_length(v), 2);
+    json_object *c0 = json_object_array_get_idx(v, 0), *f;
+    assert_true(json_object_object_get_ex(c0, "rank", &f));
+    assert_int_equal(json_object_get_int(f), 0);
+    assert_true(json_object_object_get_ex(c0, "action", &f));
+    assert_string_equal(json_object_get_string(f), "0SEND_F1");
+    assert_true(json_object_object_get_ex(c0, "waits_for", &f));
+    assert_int_equal(json_object_get_int(f), 1);
+    assert_true(json_object_object_get_ex(o, "errors", &v));
+    assert_int_equal(json_object_array_length(v), 0);
+    assert_true(json_object_object_get_ex(o, "peak_activation", &v));
+    assert_int_equal(json_object_array_length(v), 2);
+    assert_true(json_object_object_get_ex(o, "makespan", &v));
+    assert_null(v); /* a deadlocked run has no makespan */
+    assert_true(json_object_object_get_ex(o, "bubble_ratio", &v));
+    json_object_put(o);
+    run_free(&r);
+
+    r = RUN("check", data_path("mismatched_order.csv"), "--json");
+    assert_int_equal(r.code, 1);
+    o = json_tokener_parse(r.out);
+    assert_true(json_object_object_get_ex(o, "errors", &v));
+    assert_int_equal(json_object_array_length(v), 2);
+    json_object *e = json_object_array_get_idx(v, 1);
+    assert_true(json_object_object_get_ex(e, "rank", &f));
+    assert_int_equal(json_object_get_int(f), 1);
+    assert_true(json_object_object_get_ex(e, "index", &f));
+    assert_int_equal(json_object_get_int(f), 1);
+    assert_true(json_object_object_get_ex(e, "action", &f));
+    assert_string_equal(json_object_get_string(f), "1RECV_F0");
+    assert_true(json_object_object_get_ex(e, "message", &f));
+    assert_non_null(strstr(json_object_get_string(f), "rank 0's 0SEND_F1 (index 3)"));
+    json_object_put(o);
+    run_free(&r);
+
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "-o", "/tmp/ppv_cli_1f1b.csv");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", "/tmp/ppv_cli_1f1b.csv", "--json", "--costs", "1,2,1,0");
+    assert_int_equal(r.code, 0);
+    o = json_tokener_parse(r.out);
+    assert_true(json_object_object_get_ex(o, "makespan", &v));
+    assert_true(json_object_get_double(v) == 33.0);
+    assert_true(json_object_object_get_ex(o, "bubble_ratio", &v));
+    assert_true(fabs(json_object_get_double(v) - 3.0 / 11.0) < 1e-12);
+    assert_true(json_object_object_get_ex(o, "peak_activation", &v));
+    assert_true(json_object_get_double(json_object_array_get_idx(v, 0)) == 4.0);
+    json_object_put(o);
+    run_free(&r);
+    unlink("/tmp/ppv_cli_1f1b.csv");
+}
+
+static void test_gen_writes_pytorch_csv_and_rejects_bad_parameters(void **state) {
+    (void)state;
+    run_result r = RUN("gen", "dualpipev", "-p", "4", "-m", "10");
+    assert_int_equal(r.code, 0);
+    char *want = slurp(interop_path("dualpipev_4rank_10mb.csv"));
+    assert_string_equal(r.out, want);
+    free(want);
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "1f1b needs at least as many microbatches as stages (m=2 < 4)"));
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "four", "-m", "2");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+}
+
+static int count_entries(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+    closedir(d);
+    return n;
+}
+
+static void test_gen_comms_output_is_complete_and_checks_clean(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ppv_cli_dirXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/zbv.csv", dir);
+    run_result r = RUN("gen", "zbv", "-p", "4", "-m", "8", "--comms", "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    assert_int_equal(count_entries(dir, "zbv.csv"), 1); /* no temporary left beside it */
+    static const char *sems[] = {"rendezvous", "eager", "eager:4M"};
+    for (int k = 0; k < 3; k++) {
+        r = RUN("check", path, "--semantics", sems[k]);
+        assert_int_equal(r.code, 0);
+        assert_non_null(strstr(r.out, "compute_comms"));
+        run_free(&r);
+    }
+    /* an unwritable target leaves nothing behind and exits 2 */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/missing/dir/x.csv", dir);
+    r = RUN("gen", "zbv", "-p", "4", "-m", "8", "-o", bad);
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_show_writes_svg_and_chrome_trace(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ppv_cli_showXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char svg[256], trace[256];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    snprintf(trace, sizeof trace, "%s/t.json", dir);
+    run_result r = RUN("show", interop_path("zb1p_2rank_2stagep_compute.csv"), "--svg", svg,
+                       "--chrome-trace", trace);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *text = slurp(svg);
+    assert_int_equal(strncmp(text, "<svg xmlns=\"http://www.w3.org/2000/svg\"", 39), 0);
+    assert_non_null(strstr(text, "bubble"));
+    assert_non_null(strstr(text, "rank 0 2I0"));
+    free(text);
+    json_object *o = json_object_from_file(trace), *ev;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "traceEvents", &ev));
+    /* 2 thread names + the lowered program: 49 + 48 computes and their messages */
+    ppv_schedule *s = load_ok(interop_path("zb1p_2rank_2stagep_compute.csv"));
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_int_equal(json_object_array_length(ev), 2 + ppv_schedule_size(rep->checked));
+    json_object *e = json_object_array_get_idx(ev, 1), *f;
+    assert_true(json_object_object_get_ex(e, "ph", &f));
+    assert_string_equal(json_object_get_string(f), "X");
+    assert_true(json_object_object_get_ex(e, "name", &f));
+    assert_string_equal(json_object_get_string(f), "0F0");
+    json_object_put(o);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+    r = RUN("show", data_path("legacy_dialect.csv"));
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "rank   1 | .1. 1F0 1B0 1F1 1B1\n"));
+    run_free(&r);
+    unlink(svg);
+    unlink(trace);
+    rmdir(dir);
+}
+
+static void test_demo_passes(void **state) {
+    (void)state;
+    run_result r = RUN("demo");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "demo: all schedules deadlock-free"));
+    assert_non_null(strstr(r.out, "dualpipev"));
+    run_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_exit_codes_are_0_1_2),
+        cmocka_unit_test(test_check_json_has_the_documented_fields),
+        cmocka_unit_test(test_gen_writes_pytorch_csv_and_rejects_bad_parameters),
+        cmocka_unit_test(test_gen_comms_output_is_complete_and_checks_clean),
+        cmocka_unit_test(test_show_writes_svg_and_chrome_trace),
+        cmocka_unit_test(test_demo_passes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,263 @@
+/* test_gen.c - the generators: PyTorch's DualPipeV artifact, validity and
+ * deadlock-freedom of every kind after ppv's lowering under every send
+ * semantics, the published memory and bubble figures, and rejected
+ * parameters. */
+#include <math.h>
+
+#include "testutil.h"
+
+static const char *const kinds[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2",
+                                    "zbv",   "v-half", "v-min", "dualpipev"};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+static void assert_exact(double got, double want, const char *what) {
+    if (got != want) fprintf(stderr, "%s: got %.17g, want %.17g\n", what, got, want);
+    assert_true(got == want);
+}
+
+static void test_dualpipev_p4_m10_equals_pytorch_artifact(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("dualpipev", 4, 10, 0);
+    char *got = csv_text(s);
+    char *want = slurp(interop_path("dualpipev_4rank_10mb.csv"));
+    assert_string_equal(got, want);
+    /* and cell for cell through the reader */
+    ppv_schedule *f = load_ok(interop_path("dualpipev_4rank_10mb.csv"));
+    for (int32_t r = 0; r < 4; r++) {
+        assert_int_equal(s->prog[r].n, f->prog[r].n);
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i], *b = &f->prog[r].acts[i];
+            assert_int_equal(a->kind, b->kind);
+            assert_int_equal(a->stage, b->stage);
+            assert_int_equal(a->mb, b->mb);
+            assert_int_equal(a->step, b->step);
+            assert_int_equal(a->overlap != 0, b->overlap != 0);
+        }
+    }
+    free(got);
+    free(want);
+    ppv_schedule_free(s);
+    ppv_schedule_free(f);
+}
+
+/* The compute order of lowered, with the messages left out, is s's. */
+static void assert_same_compute_order(const ppv_schedule *s, const ppv_schedule *lowered) {
+    for (int32_t r = 0; r < s->nranks; r++) {
+        int32_t j = 0;
+        const ppv_program *lp = &lowered->prog[r];
+        for (int32_t i = 0; i < s->prog[r].n; i++, j++) {
+            while (j < lp->n && (ppv_action_flags(lp->acts[j].kind) & PPV_AF_COMM)) j++;
+            assert_true(j < lp->n);
+            assert_int_equal(lp->acts[j].kind, s->prog[r].acts[i].kind);
+            assert_int_equal(lp->acts[j].stage, s->prog[r].acts[i].stage);
+            assert_int_equal(lp->acts[j].mb, s->prog[r].acts[i].mb);
+        }
+        while (j < lp->n) assert_true(ppv_action_flags(lp->acts[j++].kind) & PPV_AF_COMM);
+    }
+}
+
+static void test_every_kind_lowered_is_deadlock_free_under_every_semantics(void **state) {
+    (void)state;
+    static const char *sems[] = {"rendezvous", "eager", "eager:4M", "eager:0"};
+    static const int ps[] = {1, 2, 3, 4, 5, 8};
+    static const int ms[] = {1, 2, 3, 7, 8, 16, 17};
+    int checked = 0;
+    for (size_t k = 0; k < NKINDS; k++)
+        for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++)
+            for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++) {
+                ppv_gen_params gp = {ps[a], ms[b], 0};
+                ppv_schedule *s = NULL, *low = NULL;
+                char err[512];
+                if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) != 0) continue;
+                ppv_check_report *plain = check_with(s, "rendezvous");
+                if (!plain->ok) fprintf(stderr, "%s p=%d m=%d not ok\n", kinds[k], ps[a], ms[b]);
+                assert_true(plain->ok);
+                ppv_check_report_free(plain);
+                ppv_costs c = {1, 2, 1, 0};
+                assert_int_equal(ppv_schedule_lower(s, &c, 0, &low, err, sizeof err), 0);
+                /* one rank (or a V on one rank) needs no messages */
+                assert_int_equal(low->form, ps[a] > 1 ? PPV_FORM_COMPUTE_COMMS
+                                                      : PPV_FORM_COMPUTE_ONLY);
+                assert_same_compute_order(s, low);
+                for (size_t j = 0; j < sizeof sems / sizeof sems[0]; j++) {
+                    ppv_check_report *rep = check_with(low, sems[j]);
+                    if (!rep->ok)
+                        fprintf(stderr, "%s p=%d m=%d %s: deadlock=%d errors=%lld\n", kinds[k],
+                                ps[a], ms[b], sems[j], rep->deadlock,
+                                (long long)rep->errors_total);
+                    assert_true(rep->ok);
+                    assert_false(rep->deadlock);
+                    ppv_check_report_free(rep);
+                }
+                /* PyTorch reads what ppv writes: the CSV parses back to the same program */
+                char *text = csv_text(low);
+                ppv_schedule *back = NULL;
+                assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "back.csv",
+                                                        PPV_DIALECT_CURRENT, &back, err, sizeof err),
+                                 0);
+                assert_int_equal(ppv_schedule_size(back), ppv_schedule_size(low));
+                free(text);
+                ppv_schedule_free(back);
+                ppv_schedule_free(low);
+                ppv_schedule_free(s);
+                checked++;
+            }
+    /* gpipe 42 + 1f1b 29 + interleaved 15 + zb-h1 29 + zb-h2 29 + zbv, v-half, v-min 42 each
+     * + dualpipev 21: every (p, m) pair a kind accepts */
+    assert_int_equal(checked, 291);
+}
+
+static double peak_rank0(const char *kind, int p, int m) {
+    ppv_schedule *s = gen_ok(kind, p, m, 0);
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_true(rep->ok);
+    double peak = rep->peak_activation[0];
+    for (int32_t r = 1; r < rep->nranks; r++) assert_true(rep->peak_activation[r] <= peak);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+    return peak;
+}
+
+static void test_peak_activation_matches_published_figures(void **state) {
+    (void)state;
+    char what[96];
+    for (int p = 2; p <= 8; p++) {
+        int m = 4 * p;
+#define PEAK(kind, want)                                                                         \
+    do {                                                                                         \
+        snprintf(what, sizeof what, "%s p=%d m=%d", kind, p, m);                                 \
+        assert_exact(peak_rank0(kind, p, m), (want), what);                                      \
+    } while (0)
+        PEAK("1f1b", p);
+        PEAK("zb-h1", p);
+        PEAK("zb-h2", 2 * p - 1);
+        PEAK("gpipe", m);
+        PEAK("v-half", (p + 2) / 2);
+        PEAK("v-min", (p + 4) / 3);
+        PEAK("zbv", p);
+        /* DualPipeV: PP + 1 stage activations (DeepSeek's table), PP = 2p stages of half size */
+        PEAK("dualpipev", (2 * p + 1) / 2.0);
+#undef PEAK
+    }
+}
+
+static ppv_check_report *checked_kind(const char *kind, int p, int m) {
+    ppv_schedule *s = gen_ok(kind, p, m, 0);
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_true(rep->ok);
+    assert_true(rep->simulated);
+    ppv_schedule_free(s);
+    return rep;
+}
+
+static void test_bubble_ratios_match_published_figures(void **state) {
+    (void)state;
+    for (int p = 2; p <= 8; p += 2)
+        for (int m = 2 * p; m <= 8 * p; m *= 2) {
+            double b1 = (double)(p - 1) / (m + p - 1);
+            ppv_check_report *one = checked_kind("1f1b", p, m);
+            ppv_check_report *gp = checked_kind("gpipe", p, m);
+            ppv_check_report *h1 = checked_kind("zb-h1", p, m);
+            ppv_check_report *h2 = checked_kind("zb-h2", p, m);
+            ppv_check_report *zv = checked_kind("zbv", p, m);
+            ppv_check_report *vh = checked_kind("v-half", p, m);
+            /* F=1, B=2: one microbatch is 3 units per rank */
+            assert_exact(one->makespan, 3.0 * (m + p - 1), "1f1b makespan");
+            assert_exact(gp->makespan, 3.0 * (m + p - 1), "gpipe makespan");
+            assert_true(fabs(one->bubble_ratio - b1) < 1e-12);
+            assert_true(fabs(gp->bubble_ratio - b1) < 1e-12);
+            assert_true(h1->bubble_ratio < one->bubble_ratio);
+            assert_exact(h2->bubble_ratio, 0.0, "zb-h2 bubble");
+            assert_exact(zv->bubble_ratio, 0.0, "zbv bubble");
+            assert_true(vh->bubble_ratio < one->bubble_ratio);
+            ppv_check_report_free(one);
+            ppv_check_report_free(gp);
+            ppv_check_report_free(h1);
+            ppv_check_report_free(h2);
+            ppv_check_report_free(zv);
+            ppv_check_report_free(vh);
+        }
+}
+
+static void test_generator_figures_regression(void **state) {
+    (void)state;
+    /* exact figures of this generator version at p=4, m=16 (F=1, B=2, W=1) */
+    static const struct {
+        const char *kind;
+        double makespan;
+    } want[] = {{"1f1b", 57}, {"gpipe", 57}, {"interleaved-1f1b", 105}, {"zb-h1", 53},
+                {"zb-h2", 51}, {"zbv", 99}, {"v-half", 105}, {"v-min", 145}, {"dualpipev", 102}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        ppv_check_report *rep = checked_kind(want[k].kind, 4, 16);
+        assert_exact(rep->makespan, want[k].makespan, want[k].kind);
+        ppv_check_report_free(rep);
+    }
+}
+
+static void expect_rejected(const char *kind, int p, int m, int v, const char *message) {
+    ppv_gen_params gp = {p, m, v};
+    ppv_schedule *s = NULL;
+    char err[512] = "";
+    assert_int_equal(ppv_generate(kind, &gp, &s, err, sizeof err), -1);
+    assert_null(s);
+    assert_string_equal(err, message);
+}
+
+static void test_invalid_parameters_are_rejected_with_a_reason(void **state) {
+    (void)state;
+    expect_rejected("1f1b", 4, 3, 0,
+                    "1f1b needs at least as many microbatches as stages (m=3 < 4); fewer leave "
+                    "ranks waiting on backwards that never come (torchtitan#775)");
+    expect_rejected("dualpipev", 4, 7, 0,
+                    "dualpipev needs at least as many microbatches as stages: m=7 < 2p=8");
+    expect_rejected("zbv", 4, 8, 3,
+                    "V schedules place exactly 2 stages per rank (-v 2), not 3");
+    expect_rejected("interleaved-1f1b", 4, 6, 2,
+                    "interleaved-1f1b runs microbatches in groups of p=4, so m must be a positive "
+                    "multiple of 4 (m=6)");
+    expect_rejected("interleaved-1f1b", 4, 8, 1,
+                    "interleaved-1f1b needs at least 2 stages per rank (-v), not 1");
+    expect_rejected("gpipe", 4, 8, 2, "gpipe places one stage per rank (-v 1), not 2");
+    expect_rejected("zb-h2", 4, 2, 0,
+                    "zero-bubble schedules need at least as many microbatches as ranks (m=2 < p=4)");
+    expect_rejected("pipedream", 4, 8, 0,
+                    "unknown schedule kind 'pipedream' (gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 "
+                    "zbv v-half v-min dualpipev)");
+    expect_rejected("1f1b", 0, 8, 0, "1f1b: ranks must be in 1..4096, not 0");
+}
+
+static void test_dualpipev_takes_odd_rank_counts(void **state) {
+    (void)state;
+    /* DeepSeek's DualPipeV (unlike bidirectional DualPipe) asserts only m >= 2p */
+    ppv_check_report *rep = checked_kind("dualpipev", 3, 6);
+    assert_exact(rep->peak_activation[0], 3.5, "dualpipev p=3 peak");
+    ppv_check_report_free(rep);
+}
+
+static void test_lowering_reports_a_dependency_cycle(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("dependency_cycle.csv"));
+    ppv_schedule *low = NULL;
+    ppv_costs c = {1, 2, 1, 0};
+    char err[256];
+    assert_int_equal(ppv_schedule_lower(s, &c, 0, &low, err, sizeof err), 1);
+    assert_null(low);
+    c.f = 0;
+    assert_int_equal(ppv_schedule_lower(s, &c, 0, &low, err, sizeof err), -1);
+    assert_string_equal(err, "costs need F > 0, B > W >= 0 and C >= 0");
+    ppv_schedule_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dualpipev_p4_m10_equals_pytorch_artifact),
+        cmocka_unit_test(test_every_kind_lowered_is_deadlock_free_under_every_semantics),
+        cmocka_unit_test(test_peak_activation_matches_published_figures),
+        cmocka_unit_test(test_bubble_ratios_match_published_figures),
+        cmocka_unit_test(test_generator_figures_regression),
+        cmocka_unit_test(test_invalid_parameters_are_rejected_with_a_reason),
+        cmocka_unit_test(test_dualpipev_takes_odd_rank_counts),
+        cmocka_unit_test(test_lowering_reports_a_dependency_cycle),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

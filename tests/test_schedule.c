@@ -1,0 +1,287 @@
+/* test_schedule.c - the schedule IR, PyTorch's CSV in both dialects and
+ * forms, ppv's native format, and their parse errors. */
+#include <unistd.h>
+
+#include "internal.h"
+#include "testutil.h"
+
+static ppv_schedule *parse_csv(const char *text, ppv_dialect d, char *err, size_t n) {
+    ppv_schedule *s = NULL;
+    int rc = ppv_schedule_parse_csv(text, strlen(text), "t.csv", d, &s, err, n);
+    if (rc != 0) return NULL;
+    return s;
+}
+
+static void expect_csv_error(const char *text, const char *message) {
+    char err[1024] = "";
+    ppv_schedule *s = parse_csv(text, PPV_DIALECT_AUTO, err, sizeof err);
+    assert_null(s);
+    assert_string_equal(err, message);
+}
+
+static void test_interop_dualpipev_loads_with_v_placement(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(interop_path("dualpipev_4rank_10mb.csv"));
+    assert_int_equal(s->nranks, 4);
+    assert_int_equal(s->nstages, 8);
+    assert_int_equal(s->nmb, 10);
+    assert_int_equal(s->form, PPV_FORM_COMPUTE_ONLY);
+    static const int32_t vmap[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    for (int st = 0; st < 8; st++) assert_int_equal(s->stage_rank[st], vmap[st]);
+    /* row 0 holds 38 cells; 9 of them are overlapped pairs */
+    int overlapped = 0;
+    for (int32_t i = 0; i < s->prog[0].n; i++) overlapped += s->prog[0].acts[i].overlap != 0;
+    assert_int_equal(overlapped, 18);
+    assert_int_equal(s->prog[0].n, 38 + 9);
+    assert_int_equal(s->prog[0].acts[s->prog[0].n - 1].step, 37);
+    ppv_schedule_free(s);
+}
+
+static void test_interop_zb1p_compute_and_comms_load_with_loop_placement(void **state) {
+    (void)state;
+    ppv_schedule *c = load_ok(interop_path("zb1p_2rank_2stagep_compute.csv"));
+    ppv_schedule *k = load_ok(interop_path("zb1p_2rank_2stagep_comms.csv"));
+    assert_int_equal(c->form, PPV_FORM_COMPUTE_ONLY);
+    assert_int_equal(k->form, PPV_FORM_COMPUTE_COMMS);
+    for (int st = 0; st < 4; st++) {
+        assert_int_equal(c->stage_rank[st], st % 2);
+        assert_int_equal(k->stage_rank[st], st % 2);
+    }
+    assert_int_equal(c->nmb, 8);
+    assert_int_equal(k->prog[0].n, 80);
+    assert_int_equal(k->prog[1].n, 96);
+    /* rank 1's first cell is empty: its first action sits at step 1 */
+    assert_int_equal(c->prog[1].acts[0].step, 1);
+    ppv_schedule_free(c);
+    ppv_schedule_free(k);
+}
+
+static void test_csv_writer_reproduces_every_interop_file_byte_for_byte(void **state) {
+    (void)state;
+    static const char *files[] = {"dualpipev_4rank_10mb.csv", "zb1p_2rank_2stagep_compute.csv",
+                                  "zb1p_2rank_2stagep_comms.csv"};
+    for (size_t k = 0; k < 3; k++) {
+        ppv_schedule *s = load_ok(interop_path(files[k]));
+        char *want = slurp(interop_path(files[k]));
+        char *got = csv_text(s);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        ppv_schedule_free(s);
+    }
+}
+
+static void test_action_tokens_round_trip(void **state) {
+    (void)state;
+    /* PyTorch's own round-trip list */
+    static const char *toks[] = {"1F0",      "2I1",      "0W3",       "0B3",
+                                 "1UNSHARD", "3RESHARD", "2SEND_B2",  "1RECV_F1",
+                                 "0REDUCE_GRAD", "4SEND_F12", "5RECV_B0"};
+    for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+        ppv_action a;
+        char why[256], buf[64];
+        assert_int_equal(ppv_parse_torch_token(toks[k], strlen(toks[k]), 0, &a, why, sizeof why),
+                         0);
+        ppv_action_format(NULL, &a, buf, sizeof buf);
+        assert_string_equal(buf, toks[k]);
+    }
+}
+
+static void test_legacy_dialect_is_detected_and_mapped(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("legacy_dialect.csv"));
+    assert_int_equal(s->dialect, PPV_DIALECT_LEGACY);
+    /* rank 0: 0F0 0F1 0B0 0W0 ... where B meant backward-for-inputs */
+    assert_int_equal(s->prog[0].acts[2].kind, PPV_ACT_I);
+    assert_int_equal(s->prog[0].acts[3].kind, PPV_ACT_W);
+    /* rank 1: BW was the full backward */
+    assert_int_equal(s->prog[1].acts[1].kind, PPV_ACT_B);
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_true(rep->ok);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+static void test_dialect_flag_overrides_detection(void **state) {
+    (void)state;
+    char err[512];
+    /* B and W without I: read as legacy unless told otherwise */
+    ppv_schedule *s = parse_csv("0F0,0B0,0W0\n", PPV_DIALECT_AUTO, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(s->prog[0].acts[1].kind, PPV_ACT_I);
+    ppv_schedule_free(s);
+    s = parse_csv("0F0,0B0,0W0\n", PPV_DIALECT_CURRENT, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(s->prog[0].acts[1].kind, PPV_ACT_B);
+    ppv_schedule_free(s);
+    assert_null(parse_csv("0F0,0BW0\n", PPV_DIALECT_CURRENT, err, sizeof err));
+    assert_string_equal(err, "t.csv:1:5: rank 0 step 1 cell '0BW0': 'BW' is the older PyTorch "
+                             "dialect's full backward; read the file with --dialect legacy "
+                             "(today it is spelled 'B')");
+    assert_null(parse_csv("0F0,0I0\n", PPV_DIALECT_LEGACY, err, sizeof err));
+}
+
+static void test_csv_parse_errors_name_file_line_column_and_cell(void **state) {
+    (void)state;
+    expect_csv_error("0F0,0X1\n", "t.csv:1:5: rank 0 step 1 cell '0X1': unknown action type 'X' "
+                                  "(expected one of F I B W UNSHARD RESHARD REDUCE_GRAD SEND_F "
+                                  "RECV_F SEND_B RECV_B)");
+    expect_csv_error("0F0\n1F0,,F3\n", "t.csv:2:6: rank 1 step 2 cell 'F3': expected a stage "
+                                      "number first, as in '2F0' ([stage][type][microbatch])");
+    expect_csv_error("0F\n", "t.csv:1:1: rank 0 step 0 cell '0F': F needs a microbatch index, "
+                            "as in '0F0'");
+    expect_csv_error("0F0x\n", "t.csv:1:1: rank 0 step 0 cell '0F0x': unexpected 'x' after the "
+                              "action");
+    expect_csv_error("0UNSHARD3\n", "t.csv:1:1: rank 0 step 0 cell '0UNSHARD3': UNSHARD takes no "
+                                   "microbatch index");
+    expect_csv_error("(0F1;1B0\n", "t.csv:1:1: rank 0 step 0 cell '(0F1;1B0': an overlapped "
+                                  "cell is written '(a;b)OVERLAP_F_B'");
+    expect_csv_error("(0F1;0SEND_F0)OVERLAP_F_B\n",
+                     "t.csv:1:1: rank 0 step 0 cell '(0F1;0SEND_F0)OVERLAP_F_B': OVERLAP_F_B "
+                     "may only hold F, I, B or W, not SEND_F");
+    expect_csv_error("0R0\n", "t.csv:1:1: rank 0 step 0 cell '0R0': 'R' is a ppv extension; it "
+                             "belongs in a native schedule file (spec/schedule-format.md)");
+    expect_csv_error("0SEND1\n", "t.csv:1:1: rank 0 step 0 cell '0SEND1': 'SEND' is a ppv "
+                                 "extension with no stage; it belongs in a native schedule file "
+                                 "(spec/schedule-format.md)");
+    expect_csv_error("", "t.csv:1:1: empty schedule (no rank rows)");
+    expect_csv_error("0F999999999\n", "t.csv:1:1: rank 0 step 0 cell '0F999999999': microbatch "
+                                     "index too large (limit 100000000)");
+}
+
+static void test_stage_on_two_ranks_is_rejected(void **state) {
+    (void)state;
+    char err[512];
+    ppv_schedule *s = NULL;
+    assert_int_equal(ppv_schedule_load(data_path("two_ranks_one_stage.csv"), PPV_DIALECT_AUTO, &s,
+                                       err, sizeof err),
+                     -1);
+    assert_null(s);
+    assert_non_null(strstr(err, "two_ranks_one_stage.csv:2:1: rank 1 cell '1F1': stage 1 is "
+                                "already on rank 0"));
+}
+
+static void test_crlf_quotes_and_trailing_blank_lines_are_accepted(void **state) {
+    (void)state;
+    char err[512];
+    ppv_schedule *s = parse_csv("0F0,\"0B0\"\r\n1F0, 1B0 \r\n\r\n\n", PPV_DIALECT_AUTO, err,
+                                sizeof err);
+    assert_non_null(s);
+    assert_int_equal(s->nranks, 2);
+    assert_int_equal(s->prog[1].n, 2);
+    assert_int_equal(s->prog[1].acts[1].kind, PPV_ACT_B);
+    ppv_schedule_free(s);
+}
+
+static void test_native_format_round_trips_and_keeps_extensions(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("mesh_collectives.ppv"));
+    assert_int_equal(s->nranks, 4);
+    assert_int_equal(s->ngroups, 1);
+    assert_string_equal(s->groups[0].name, "mesh");
+    const ppv_action *b = &s->prog[1].acts[1];
+    assert_int_equal(b->kind, PPV_ACT_BCAST);
+    assert_int_equal(b->root, 0);
+    assert_int_equal(b->bytes, 4096);
+    assert_int_equal(b->dtype, PPV_DTYPE_U8);
+    assert_int_equal(s->prog[1].acts[2].kind, PPV_ACT_CHUNK);
+    assert_int_equal(s->prog[1].acts[2].count, 3);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(ppv_schedule_write_native(s, f), 0);
+    fclose(f);
+    ppv_schedule *t = NULL;
+    char err[512];
+    assert_int_equal(ppv_schedule_parse_native(buf, len, "rt.ppv", &t, err, sizeof err), 0);
+    assert_int_equal(ppv_schedule_size(t), ppv_schedule_size(s));
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *x = &s->prog[r].acts[i], *y = &t->prog[r].acts[i];
+            assert_int_equal(x->kind, y->kind);
+            assert_int_equal(x->peer, y->peer);
+            assert_int_equal(x->tag, y->tag);
+            assert_int_equal(x->bytes, y->bytes);
+            assert_int_equal(x->group, y->group);
+            assert_int_equal(x->root, y->root);
+            assert_int_equal(x->count, y->count);
+        }
+    /* the CSV cannot hold a collective */
+    char e2[256];
+    FILE *g = fopen("/dev/null", "w");
+    assert_int_equal(ppv_schedule_write_csv(s, g, e2, sizeof e2), -1);
+    fclose(g);
+    assert_string_equal(e2, "rank 0 uses SEND, a ppv extension PyTorch's CSV cannot hold; write "
+                            "the native format instead");
+    free(buf);
+    ppv_schedule_free(s);
+    ppv_schedule_free(t);
+}
+
+static void expect_native_error(const char *text, const char *message) {
+    ppv_schedule *s = NULL;
+    char err[1024] = "";
+    assert_int_equal(ppv_schedule_parse_native(text, strlen(text), "n.ppv", &s, err, sizeof err),
+                     -1);
+    assert_null(s);
+    assert_string_equal(err, message);
+}
+
+static void test_native_parse_errors_name_line_column_and_cell(void **state) {
+    (void)state;
+    expect_native_error("ppv-schedule 2\n", "n.ppv:1:14: native schedule version 2 is not "
+                                            "supported (this ppv reads 1)");
+    expect_native_error("ranks 2\n", "n.ppv:1:1: a native schedule starts with 'ppv-schedule 1'");
+    expect_native_error("ppv-schedule 1\nranks 2\nrank 0\nSEND tag=1\n",
+                        "n.ppv:4:1: rank 0 cell 'SEND': SEND needs peer=RANK");
+    expect_native_error("ppv-schedule 1\nranks 2\nrank 0\nSEND peer=5\n",
+                        "n.ppv:4:11: rank 0 cell 'SEND': peer must be a rank in 0..1");
+    expect_native_error("ppv-schedule 1\nranks 2\nrank 1\n  ALLREDUCE group=tp\n",
+                        "n.ppv:4:19: rank 1 cell 'ALLREDUCE': no process group 'tp' (declare it "
+                        "with 'group tp RANK...')");
+    expect_native_error("ppv-schedule 1\nranks 2\ngroup g 0 1\nrank 0\nBCAST group=g root=2\n",
+                        "n.ppv:5:1: rank 0 cell 'BCAST': root 2 is outside group 'g' of 2 ranks");
+    expect_native_error("ppv-schedule 1\nranks 2\nrank 0\nCHUNK\n",
+                        "n.ppv:4:1: rank 0 cell 'CHUNK': CHUNK needs expected_generator_calls=N");
+    expect_native_error("ppv-schedule 1\nranks 2\nrank 0\nGEN peer=1\n",
+                        "n.ppv:4:5: rank 0 cell 'GEN': GEN takes no attribute 'peer'");
+    expect_native_error("ppv-schedule 1\nranks 2\n0F0\n",
+                        "n.ppv:3:1: an action must follow a 'rank R' line");
+    expect_native_error("ppv-schedule 1\nranks 1\nmicrobatches 1\nrank 0\n0F3\n",
+                        "n.ppv: an action names microbatch 3 but 'microbatches 1' was given");
+}
+
+static void test_binary_and_missing_files_are_errors(void **state) {
+    (void)state;
+    char err[512];
+    ppv_schedule *s = NULL;
+    assert_int_equal(ppv_schedule_load("/nonexistent/x.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
+                     -1);
+    assert_string_equal(err, "/nonexistent/x.csv: cannot open: No such file or directory");
+    char path[] = "/tmp/ppv_binXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0F0\0\1", 5), 5);
+    close(fd);
+    assert_int_equal(ppv_schedule_load(path, PPV_DIALECT_AUTO, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "binary data (a NUL byte) in a schedule file"));
+    unlink(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interop_dualpipev_loads_with_v_placement),
+        cmocka_unit_test(test_interop_zb1p_compute_and_comms_load_with_loop_placement),
+        cmocka_unit_test(test_csv_writer_reproduces_every_interop_file_byte_for_byte),
+        cmocka_unit_test(test_action_tokens_round_trip),
+        cmocka_unit_test(test_legacy_dialect_is_detected_and_mapped),
+        cmocka_unit_test(test_dialect_flag_overrides_detection),
+        cmocka_unit_test(test_csv_parse_errors_name_file_line_column_and_cell),
+        cmocka_unit_test(test_stage_on_two_ranks_is_rejected),
+        cmocka_unit_test(test_crlf_quotes_and_trailing_blank_lines_are_accepted),
+        cmocka_unit_test(test_native_format_round_trips_and_keeps_extensions),
+        cmocka_unit_test(test_native_parse_errors_name_line_column_and_cell),
+        cmocka_unit_test(test_binary_and_missing_files_are_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
