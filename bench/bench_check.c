@@ -1,1 +1,140 @@
-int main(void){return 0;}
+/* bench_check.c - how long `ppv check` takes, and how much memory, on
+ * lowered 1F1B and ZB-V schedules of growing size up to p=64, m=1024,
+ * under each send semantics. A benchmark reports figures; it never fails
+ * on them (exit 2 only when a schedule cannot be built or checked).
+ *
+ * usage: ppv_bench_check PPV_BINARY [MAX_P MAX_M]
+ * For each size it writes the lowered CSV to a temporary file, then
+ *  - times ppv_schedule_check in this process (best of 3, parse excluded);
+ *  - runs the real command `ppv check FILE --semantics S` and reports its
+ *    wall time and peak resident set (wait4's ru_maxrss).
+ */
+#define _GNU_SOURCE
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ppv_engine.h"
+
+extern char **environ;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Runs `ppv check path --semantics sem`; returns its exit code, wall
+ * seconds and peak RSS in MiB. */
+static int run_check(const char *ppv, const char *path, const char *sem, double *secs,
+                     double *rss_mib) {
+    const char *argv[] = {ppv, "check", path, "--semantics", sem, "--json", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 1 /* O_WRONLY */, 0);
+    pid_t pid;
+    double t0 = now();
+    if (posix_spawn(&pid, ppv, &fa, NULL, (char *const *)argv, environ) != 0) return -1;
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid) return -1;
+    *secs = now() - t0;
+    *rss_mib = ru.ru_maxrss / 1024.0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Generates and lowers kind(p, m), writes it to path, and stores in t[j]
+ * the best of 3 in-process check times under sems[j]. Returns the action
+ * count, or -1. */
+static double build_and_time(const char *kind, int p, int m, const char *path,
+                             const char *const *sems, double *t) {
+    ppv_gen_params gp = {p, m, 0};
+    ppv_schedule *s = NULL, *low = NULL;
+    char err[512];
+    ppv_check_options o = ppv_check_defaults();
+    if (ppv_generate(kind, &gp, &s, err, sizeof err) < 0 ||
+        ppv_schedule_lower(s, &o.costs, 0, &low, err, sizeof err) != 0)
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f || ppv_schedule_write_csv(low, f, err, sizeof err) < 0 || fclose(f) != 0) return -1;
+    for (size_t j = 0; j < 3; j++) {
+        ppv_semantics_parse(sems[j], &o.sem);
+        t[j] = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            ppv_check_report *r = NULL;
+            double t0 = now();
+            if (ppv_schedule_check(low, &o, &r, err, sizeof err) < 0 || !r->ok) return -1;
+            double dt = now() - t0;
+            if (dt < t[j]) t[j] = dt;
+            ppv_check_report_free(r);
+        }
+    }
+    double n = (double)ppv_schedule_size(low);
+    ppv_schedule_free(s);
+    ppv_schedule_free(low);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2 && argc != 4) {
+        fprintf(stderr, "usage: %s PPV_BINARY [MAX_P MAX_M]\n", argv[0]);
+        return 2;
+    }
+    int max_p = argc == 4 ? atoi(argv[2]) : 64, max_m = argc == 4 ? atoi(argv[3]) : 1024;
+    static const int sizes[][2] = {{4, 16}, {8, 64}, {16, 128}, {32, 256}, {64, 512}, {64, 1024}};
+    static const char *kinds[] = {"1f1b", "zbv"};
+    static const char *const sems[] = {"rendezvous", "eager", "eager:4M"};
+    printf("%-6s %4s %5s %9s  %-10s %10s %10s %9s\n", "kind", "p", "m", "actions", "semantics",
+           "check_s", "command_s", "rss_MiB");
+    int rc = 0;
+    for (size_t k = 0; k < 2; k++)
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            int p = sizes[z][0], m = sizes[z][1];
+            if (p > max_p || m > max_m) continue;
+            char path[] = "/tmp/ppv_bench_XXXXXX";
+            int fd = mkstemp(path), pfd[2];
+            if (fd < 0 || pipe(pfd) < 0) return 2;
+            close(fd);
+            /* A child builds the schedule and times the library, so this
+             * process stays small and the commands' peak RSS is their own
+             * (a spawned child starts from its parent's high-water mark). */
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(pfd[0]);
+                double out[4] = {0, 0, 0, 0};
+                out[3] = build_and_time(kinds[k], p, m, path, sems, out);
+                _exit(write(pfd[1], out, sizeof out) == sizeof out && out[3] >= 0 ? 0 : 2);
+            }
+            close(pfd[1]);
+            double got[4];
+            int st;
+            ssize_t nread = read(pfd[0], got, sizeof got);
+            close(pfd[0]);
+            if (pid < 0 || waitpid(pid, &st, 0) != pid || nread != sizeof got || !WIFEXITED(st) ||
+                WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "bench: %s p=%d m=%d could not be built or checked\n", kinds[k],
+                        p, m);
+                unlink(path);
+                return 2;
+            }
+            for (size_t j = 0; j < 3; j++) {
+                double secs = 0, rss = 0;
+                int code = run_check(argv[1], path, sems[j], &secs, &rss);
+                if (code != 0) {
+                    fprintf(stderr, "bench: ppv check exited %d\n", code);
+                    rc = 2;
+                }
+                printf("%-6s %4d %5d %9.0f  %-10s %10.4f %10.4f %9.1f\n", kinds[k], p, m, got[3],
+                       sems[j], got[j], secs, rss);
+                fflush(stdout);
+            }
+            unlink(path);
+        }
+    return rc;
+}

@@ -64,16 +64,17 @@ typedef struct checker {
     int64_t *off, total;
     int oom;
     /* matching */
-    int64_t *cp;   /* [total]: counterpart op of a message, -1 */
+    int32_t *cp;   /* [total]: index of a message's counterpart in the peer's program, -1 */
     int32_t *peer; /* [total]: the other rank of a message, -1 */
     channel *chans;
     int32_t nchans, capchans;
     int32_t **chan_of; /* [P] -> list of (to, channel) pairs, n in chan_n */
     int32_t *chan_n, *chan_cap;
     coll_group *groups;
-    int32_t *cseq;   /* [total]: sequence number of a collective */
-    int32_t *grp_of; /* [total]: index of the GROUP_START an op sits in, -1 */
-    int32_t *grp_end; /* [total]: for a GROUP_START, index of its GROUP_END */
+    /* allocated only for schedules with groups or collectives */
+    int32_t *cseq;     /* [total]: sequence number of a collective */
+    int32_t *grp_of;   /* [total]: index of the GROUP_START an op sits in, -1 */
+    int32_t *grp_end;  /* [total]: for a GROUP_START, index of its GROUP_END */
     int32_t *grp_left; /* [total]: for a GROUP_START, ops not yet done */
     /* simulation */
     uint8_t *state; /* bit 1 posted, bit 2 done */
@@ -392,10 +393,10 @@ static void match_messages(checker *ck) {
         int32_t sr, si, rr, ri;
         for (int64_t j = 0; j < n; j++) {
             int64_t so = c->sends.v[j], ro = c->recvs.v[j];
-            ck->cp[so] = ro;
-            ck->cp[ro] = so;
             const ppv_action *snd = op_action(ck, so, &sr, &si);
             const ppv_action *rcv = op_action(ck, ro, &rr, &ri);
+            ck->cp[so] = ri;
+            ck->cp[ro] = si;
             const char *bad = pair_mismatch(snd, rcv, why, sizeof why);
             if (bad) {
                 ppv_action_format(ck->s, snd, sa, sizeof sa);
@@ -500,7 +501,7 @@ static void wake(checker *ck, int32_t r) {
 static void complete(checker *ck, int32_t rank, int64_t op, double t) {
     ck->state[op] |= DONE;
     ck->done_t[op] = t;
-    int32_t g = ck->grp_of[op];
+    int32_t g = ck->grp_of ? ck->grp_of[op] : -1;
     if (g >= 0) ck->grp_left[ck->off[rank] + g]--;
     wake(ck, rank);
 }
@@ -529,8 +530,8 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
         }
         return;
     }
-    int64_t c = ck->cp[op];
     int32_t other = ck->peer[op];
+    int64_t c = ck->cp[op] >= 0 ? ck->off[other] + ck->cp[op] : -1;
     if (af & PPV_AF_SEND) {
         int eager = eager_send(ck, a);
         if (eager) complete(ck, r, op, t);
@@ -668,8 +669,8 @@ static void describe_wait(checker *ck, int32_t r, ppv_wait *w) {
         }
         return;
     }
-    int64_t c = ck->cp[op];
     w->waits_for = ck->peer[op];
+    int64_t c = ck->cp[op] >= 0 ? ck->off[w->waits_for] + ck->cp[op] : -1;
     int snd = (af & PPV_AF_SEND) != 0;
     if (w->waits_for < 0) {
         snprintf(w->reason, sizeof w->reason, "no rank can ever be its peer");
@@ -915,10 +916,6 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     size_t nn = (size_t)(n ? n : 1), pp = (size_t)(P ? P : 1);
     ck->cp = malloc(nn * sizeof *ck->cp);
     ck->peer = malloc(nn * sizeof *ck->peer);
-    ck->cseq = malloc(nn * sizeof *ck->cseq);
-    ck->grp_of = malloc(nn * sizeof *ck->grp_of);
-    ck->grp_end = malloc(nn * sizeof *ck->grp_end);
-    ck->grp_left = calloc(nn, sizeof *ck->grp_left);
     ck->state = calloc(nn, 1);
     ck->post_t = calloc(nn, sizeof *ck->post_t);
     ck->done_t = calloc(nn, sizeof *ck->done_t);
@@ -932,12 +929,22 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->queue = malloc(pp * sizeof *ck->queue);
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
-    if (!ck->cp || !ck->peer || !ck->cseq || !ck->grp_of || !ck->grp_end || !ck->grp_left ||
-        !ck->state || !ck->post_t || !ck->done_t || !ck->chan_of || !ck->chan_n ||
+    if (!ck->cp || !ck->peer || !ck->state || !ck->post_t || !ck->done_t || !ck->chan_of || !ck->chan_n ||
         !ck->chan_cap || !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups)
         return -1;
-    for (int64_t k = 0; k < n; k++) ck->cp[k] = -1, ck->peer[k] = -1, ck->cseq[k] = -1;
+    for (int64_t k = 0; k < n; k++) ck->cp[k] = -1, ck->peer[k] = -1;
     for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
+    int grouped = s->ngroups > 0;
+    for (int32_t r = 0; r < P && !grouped; r++)
+        for (int32_t i = 0; i < s->prog[r].n && !grouped; i++)
+            grouped = s->prog[r].acts[i].kind == PPV_ACT_GROUP_START;
+    if (!grouped) return 0;
+    ck->cseq = malloc(nn * sizeof *ck->cseq);
+    ck->grp_of = malloc(nn * sizeof *ck->grp_of);
+    ck->grp_end = malloc(nn * sizeof *ck->grp_end);
+    ck->grp_left = calloc(nn, sizeof *ck->grp_left);
+    if (!ck->cseq || !ck->grp_of || !ck->grp_end || !ck->grp_left) return -1;
+    for (int64_t k = 0; k < n; k++) ck->cseq[k] = -1;
     for (int32_t r = 0; r < P; r++) { /* group extents */
         int32_t open = -1;
         for (int32_t i = 0; i < s->prog[r].n; i++) {

@@ -24,10 +24,14 @@ typedef struct ppv_action {
     int16_t group;   /* collective: index into ppv_schedule.groups */
     int32_t stage;   /* stage index */
     int32_t mb;      /* microbatch index */
-    int32_t peer;    /* native SEND/RECV: peer rank */
-    int32_t tag;     /* native SEND/RECV: tag that both sides must agree on */
-    int32_t root;    /* BCAST: root as a rank of the group */
-    int32_t count;   /* CHUNK: expected_generator_calls */
+    union {          /* what only some kinds carry */
+        struct {
+            int32_t peer; /* native SEND/RECV: peer rank */
+            int32_t tag;  /* native SEND/RECV: tag that both sides must agree on */
+        };
+        int32_t root;  /* BCAST (and the other collectives, -1): root as a group rank */
+        int32_t count; /* CHUNK: expected_generator_calls */
+    };
     int32_t overlap; /* id shared by the sub-actions of one OVERLAP_F_B cell, 0 if none */
     int32_t step;    /* time step (CSV column) of the action */
     int32_t line;    /* source position, 0 when generated */

@@ -106,6 +106,12 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
         }
     }
     s->form = comms ? PPV_FORM_COMPUTE_COMMS : PPV_FORM_COMPUTE_ONLY;
+    for (int32_t r = 0; r < s->nranks; r++) { /* give back what doubling over-allocated */
+        ppv_program *p = &s->prog[r];
+        if (p->n == 0 || p->n == p->cap) continue;
+        ppv_action *acts = realloc(p->acts, (size_t)p->n * sizeof *acts);
+        if (acts) p->acts = acts, p->cap = p->n;
+    }
     if (s->nmb < maxmb + 1) s->nmb = maxmb + 1;
     free(s->stage_rank);
     s->stage_rank = NULL;
