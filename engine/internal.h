@@ -22,9 +22,4 @@ int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a
 /* Cost of an action's compute under the costs (0 for non-compute). */
 double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
 
-/* Whether stage st's forward output goes to another rank. */
-static inline int ppv_stage_boundary_remote(const ppv_schedule *s, int32_t from, int32_t to) {
-    return s->stage_rank[from] != s->stage_rank[to];
-}
-
 #endif

@@ -203,6 +203,17 @@ static void test_gen_comms_output_is_complete_and_checks_clean(void **state) {
         assert_non_null(strstr(r.out, "compute_comms"));
         run_free(&r);
     }
+    /* check writes the lowering it verified, which checks clean as written */
+    char lowered[300];
+    snprintf(lowered, sizeof lowered, "%s/lowered.csv", dir);
+    r = RUN("check", interop_path("zb1p_2rank_2stagep_compute.csv"), "--lowered-out", lowered);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", lowered, "--semantics", "rendezvous");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "compute_comms"));
+    run_free(&r);
+    unlink(lowered);
     /* an unwritable target leaves nothing behind and exits 2 */
     char bad[300];
     snprintf(bad, sizeof bad, "%s/missing/dir/x.csv", dir);

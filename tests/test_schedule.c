@@ -268,6 +268,65 @@ static void test_binary_and_missing_files_are_errors(void **state) {
     unlink(path);
 }
 
+/* Checks a schedule that parsed; the check must run to a verdict. */
+static void check_parsed(ppv_schedule *s) {
+    if (!s) return;
+    char err[512];
+    ppv_check_options o = ppv_check_defaults();
+    ppv_check_report *rep = NULL;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+/* Parses text as CSV and as native; whatever parses must also check.
+ * Returns whether the CSV parsed. */
+static int parse_and_check(const char *text, size_t len) {
+    ppv_schedule *s = NULL;
+    char err[1024];
+    int rc = ppv_schedule_parse_csv(text, len, "m.csv", PPV_DIALECT_AUTO, &s, err, sizeof err);
+    assert_true(rc == 0 || rc == -1);
+    if (rc == -1) assert_non_null(strstr(err, "m.csv:"));
+    check_parsed(s);
+    int nrc = ppv_schedule_parse_native(text, len, "m.ppv", &s, err, sizeof err);
+    assert_true(nrc == 0 || nrc == -1);
+    check_parsed(s);
+    return rc == 0;
+}
+
+static void test_truncated_and_corrupted_files_never_crash(void **state) {
+    (void)state;
+    static const char *files[] = {"zb1p_2rank_2stagep_comms.csv", "dualpipev_4rank_10mb.csv"};
+    static const char junk[] = {'\0', ',', '(', ')', ';', '9', 'F', 'B', '\n', ' ', '"', 'X'};
+    int parsed = 0, runs = 0;
+    for (int f = 0; f < 2; f++) {
+        char *text = slurp(interop_path(files[f]));
+        size_t len = strlen(text);
+        for (size_t cut = 0; cut <= len; cut += 7, runs++) parsed += parse_and_check(text, cut);
+        for (size_t at = 0; at < len; at += 5)
+            for (size_t j = 0; j < sizeof junk; j += 3, runs++) {
+                char saved = text[at];
+                text[at] = junk[(at + j) % sizeof junk];
+                parsed += parse_and_check(text, len);
+                text[at] = saved;
+            }
+        free(text);
+    }
+    /* most truncations still parse (a shorter row); most corruptions do not */
+    assert_true(parsed > 0 && parsed < runs);
+    const char *nat = slurp(data_path("mesh_collectives.ppv"));
+    size_t nlen = strlen(nat);
+    char *m = strdup(nat);
+    for (size_t at = 0; at < nlen; at++)
+        for (size_t j = 0; j < sizeof junk; j += 2) {
+            m[at] = junk[(at + j) % sizeof junk];
+            parse_and_check(m, nlen);
+            m[at] = nat[at];
+        }
+    free(m);
+    free((char *)nat);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interop_dualpipev_loads_with_v_placement),
@@ -282,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_native_format_round_trips_and_keeps_extensions),
         cmocka_unit_test(test_native_parse_errors_name_line_column_and_cell),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
+        cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
