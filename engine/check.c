@@ -688,39 +688,7 @@ static void describe_wait(checker *ck, int32_t r, ppv_wait *w) {
 
 /* Fills rep->cycle from the wait-for edges of the blocked ranks. */
 static int find_cycle(ppv_check_report *rep, int32_t P) {
-    int32_t *next = malloc((size_t)P * sizeof *next);
-    int32_t *slot = malloc((size_t)P * sizeof *slot);
-    int32_t *mark = calloc((size_t)P, sizeof *mark);
-    if (!next || !slot || !mark) {
-        free(next), free(slot), free(mark);
-        return -1;
-    }
-    for (int32_t r = 0; r < P; r++) next[r] = -1, slot[r] = -1;
-    for (int32_t k = 0; k < rep->nblocked; k++) {
-        next[rep->blocked[k].rank] = rep->blocked[k].waits_for;
-        slot[rep->blocked[k].rank] = k;
-    }
-    int32_t at = -1;
-    for (int32_t k = 0; k < rep->nblocked && at < 0; k++) {
-        int32_t r = rep->blocked[k].rank;
-        while (r >= 0 && slot[r] >= 0 && mark[r] == 0) {
-            mark[r] = k + 1;
-            r = next[r];
-        }
-        if (r >= 0 && slot[r] >= 0 && mark[r] == k + 1) at = r; /* closed on this walk */
-    }
-    int rc = 0;
-    if (at >= 0) {
-        int32_t n = 0, r = at;
-        do n++, r = next[r];
-        while (r != at);
-        rep->cycle = malloc((size_t)n * sizeof *rep->cycle);
-        if (!rep->cycle) rc = -1;
-        for (int32_t k = 0; rc == 0 && k < n; k++, r = next[r]) rep->cycle[k] = rep->blocked[slot[r]];
-        if (rc == 0) rep->ncycle = n;
-    }
-    free(next), free(slot), free(mark);
-    return rc;
+    return ppv_wait_cycle(rep->blocked, rep->nblocked, P, &rep->cycle, &rep->ncycle);
 }
 
 static void simulate(checker *ck) {

@@ -19,6 +19,12 @@ int ppv_errf(char *err, size_t errlen, const char *fmt, ...)
 int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a, char *why,
                           size_t whylen);
 
+/* The wait-for cycle among blocked ranks (each waits for one rank), found
+ * by following waits_for; *cycle is malloc'd (NULL and 0 when the waits end
+ * in a finished rank instead of closing). Returns 0, or -1 out of memory. */
+int ppv_wait_cycle(const ppv_wait *blocked, int32_t nblocked, int32_t P, ppv_wait **cycle,
+                   int32_t *ncycle);
+
 /* Cost of an action's compute under the costs (0 for non-compute). */
 double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
 

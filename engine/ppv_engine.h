@@ -236,4 +236,133 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
 
 void ppv_check_report_free(ppv_check_report *r);
 
+/* ------------------------------------------------------------------------ */
+/* Transports                                                               */
+
+/* Errors a transport call returns (0 is success). */
+enum {
+    PPV_ERR_ABORTED = -100, /* the communicator was aborted (a peer failed, a deadlock) */
+    PPV_ERR_MISMATCH = -101, /* a collective disagrees on kind, root, size or dtype */
+    PPV_ERR_USAGE = -102     /* a bad peer, group or nesting */
+};
+
+/* One NCCL-shaped interface; the mock transport and the real NCCL one (a
+ * later layer) implement it, and the rank runtime calls only this. Every
+ * call is made by one rank on its own behalf; comm 0 is the world. Sends
+ * and receives match FIFO per (sender, receiver, communicator); collectives
+ * match by per-communicator sequence number. */
+typedef struct ppv_transport_ops {
+    int (*send)(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                int32_t comm, const char *what);
+    int (*recv)(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                const char *what);
+    int (*group_start)(void *impl, int32_t rank);
+    int (*group_end)(void *impl, int32_t rank);
+    /* Sum of fp32 buffers, added in communicator rank order (deterministic). */
+    int (*allreduce_f32)(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
+                         const char *what);
+    int (*broadcast)(void *impl, int32_t rank, void *buf, size_t bytes, int32_t root,
+                     int32_t comm, const char *what);
+    /* recv holds n x bytes: member i's send buffer lands at i * bytes. */
+    int (*allgather)(void *impl, int32_t rank, const void *send, void *recv, size_t bytes,
+                     int32_t comm, const char *what);
+    int (*abort)(void *impl, int32_t rank, const char *why);
+    /* 0, or the error that stopped the communicator. */
+    int (*async_error)(void *impl, int32_t rank);
+} ppv_transport_ops;
+
+typedef struct ppv_transport {
+    const ppv_transport_ops *ops;
+    void *impl;
+} ppv_transport;
+
+/* ------------------------------------------------------------------------ */
+/* The mock world: every rank a coroutine in this process, under the        */
+/* deterministic scheduler                                                  */
+
+typedef enum ppv_policy_kind {
+    PPV_POLICY_RR,     /* the next runnable rank after the last one */
+    PPV_POLICY_RANDOM, /* uniform among runnable ranks, from (seed, step) */
+    PPV_POLICY_PCT,    /* probabilistic concurrency testing (seed, depth) */
+    PPV_POLICY_REPLAY  /* the decisions of a trace file */
+} ppv_policy_kind;
+
+typedef struct ppv_policy {
+    ppv_policy_kind kind;
+    uint64_t seed;
+    int32_t depth;     /* PCT: number of priority change points + 1 */
+    int64_t pct_steps; /* PCT: steps over which change points are drawn */
+    const int32_t *replay; /* REPLAY: the decisions, one rank per step */
+    int64_t nreplay;
+} ppv_policy;
+
+/* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given
+ * apart). */
+int ppv_policy_parse(const char *text, ppv_policy *out);
+
+typedef struct ppv_world_options {
+    int32_t nranks;
+    ppv_semantics sem;
+    ppv_policy policy;
+    int64_t watchdog_steps; /* scheduler steps without progress that make a hang */
+    size_t stack_bytes;     /* per rank coroutine */
+} ppv_world_options;
+
+typedef enum ppv_run_status {
+    PPV_RUN_DONE,     /* every rank returned */
+    PPV_RUN_DEADLOCK, /* no rank can run and not all are done */
+    PPV_RUN_HANG,     /* the watchdog fired: steps without progress */
+    PPV_RUN_FAILED    /* a rank reported a failure (ppv_world_fail) */
+} ppv_run_status;
+
+typedef struct ppv_world_result {
+    ppv_run_status status;
+    int64_t steps;         /* scheduler decisions taken */
+    uint64_t trace_digest; /* FNV-1a of the decisions */
+    ppv_wait *blocked;     /* DEADLOCK/HANG: every rank not done */
+    int32_t nblocked;
+    ppv_wait *cycle; /* the wait-for cycle, when there is one */
+    int32_t ncycle;
+    int32_t failed_rank;
+    char message[512];
+} ppv_world_result;
+
+typedef struct ppv_world ppv_world;
+
+/* What each rank runs: its program, through the transport. */
+typedef void (*ppv_rank_main)(ppv_transport *t, int32_t rank, void *arg);
+
+ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen);
+void ppv_world_free(ppv_world *w);
+
+/* Adds a communicator over the given global ranks before the run; returns
+ * its id (the world is 0), or -1. */
+int32_t ppv_world_add_comm(ppv_world *w, const int32_t *ranks, int32_t n);
+
+/* Runs fn on every rank to completion, deadlock, hang or failure. The
+ * result's arrays are freed by ppv_world_result_free. Returns 0, or -1 on
+ * an internal error (out of memory) with a message in result->message. */
+int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *result);
+void ppv_world_result_free(ppv_world_result *r);
+
+/* From inside a rank: the run fails with this message (a tripwire); the
+ * world is aborted so every other rank's next transport call returns
+ * PPV_ERR_ABORTED. */
+void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* From inside a rank: a scheduling point that does nothing (a poll). It is
+ * not progress: a rank that only polls trips the watchdog. */
+void ppv_world_yield(ppv_transport *t, int32_t rank);
+
+/* From inside a rank: work was done (a compute), for the watchdog. */
+void ppv_world_progress(ppv_transport *t, int32_t rank);
+
+/* The decisions taken so far, and the trace file that replays them. */
+const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
+int ppv_trace_write(FILE *f, const ppv_world *w);
+/* Reads a trace file's decisions (malloc'd). */
+int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *nranks, char *err,
+                   size_t errlen);
+
 #endif

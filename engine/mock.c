@@ -1,0 +1,328 @@
+/* mock.c - the mock transport: NCCL-shaped calls between the coroutine
+ * ranks of one process.
+ *
+ * Every call is a scheduling point. Sends and receives match FIFO per
+ * (sender, receiver, communicator). Send semantics as in `ppv check`:
+ * eager sends are copied and complete at once, rendezvous sends complete
+ * when their receive is posted, eager:BYTES picks by size. Operations
+ * between group_start and group_end are posted together at group_end and
+ * the rank continues when all complete. Collectives match by
+ * per-communicator sequence number; kind, root and size must agree, and
+ * reductions add in communicator rank order so results never depend on
+ * arrival order.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "world.h"
+
+static int eager(const ppv_world *w, size_t bytes) {
+    const ppv_semantics *s = &w->opt.sem;
+    return s->kind == PPV_SEM_EAGER ||
+           (s->kind == PPV_SEM_EAGER_BYTES && (int64_t)bytes <= s->eager_limit);
+}
+
+static void queue_push(p2p_op **head, p2p_op **tail, p2p_op *op) {
+    op->next = NULL;
+    if (*tail) (*tail)->next = op;
+    else *head = op;
+    *tail = op;
+}
+
+static p2p_op *queue_pop(p2p_op **head, p2p_op **tail) {
+    p2p_op *op = *head;
+    *head = op->next;
+    if (!*head) *tail = NULL;
+    op->next = NULL;
+    return op;
+}
+
+/* Delivers send s into receive r; both are the heads of their queues. */
+static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
+    if (s->bytes != r->bytes) {
+        ppv_world_fail(&w->transport, r->rank,
+                       "%s receives %zu bytes but rank %d's %s sends %zu (communicator %d)",
+                       r->what, r->bytes, s->rank, s->what, s->bytes, r->comm);
+        return PPV_ERR_MISMATCH;
+    }
+    memcpy(r->rbuf, s->owned ? s->owned : s->sbuf, r->bytes);
+    r->done = 1;
+    ppv_world_complete(w, r->rank);
+    if (!s->owned) {
+        s->done = 1;
+        ppv_world_complete(w, s->rank);
+    }
+    return 0;
+}
+
+/* Posts op (its rank's pending count already includes it). */
+static int post(ppv_world *w, p2p_op *op) {
+    if (op->send) {
+        channel *ch = world_channel(w, op->comm, op->rank, op->peer);
+        if (ch->recvs) {
+            p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
+            return deliver(w, op, r);
+        }
+        if (eager(w, op->bytes)) {
+            p2p_op *msg = malloc(sizeof *msg);
+            void *copy = malloc(op->bytes ? op->bytes : 1);
+            if (!msg || !copy) {
+                free(msg), free(copy);
+                ppv_world_fail(&w->transport, op->rank, "out of memory buffering a send");
+                return PPV_ERR_ABORTED;
+            }
+            *msg = *op;
+            memcpy(copy, op->sbuf, op->bytes);
+            msg->owned = copy;
+            msg->done = 1;
+            queue_push(&ch->sends, &ch->sends_tail, msg);
+            op->done = 1;
+            ppv_world_complete(w, op->rank);
+            return 0;
+        }
+        queue_push(&ch->sends, &ch->sends_tail, op);
+        return 0;
+    }
+    channel *ch = world_channel(w, op->comm, op->peer, op->rank);
+    if (ch->sends) {
+        p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
+        int rc = deliver(w, s, op);
+        if (s->owned) {
+            free(s->owned);
+            free(s);
+        }
+        return rc;
+    }
+    queue_push(&ch->recvs, &ch->recvs_tail, op);
+    return 0;
+}
+
+/* Validates a point-to-point call and builds its op. */
+static int make_op(ppv_world *w, int32_t rank, int send, const void *sbuf, void *rbuf,
+                   size_t bytes, int32_t peer, int32_t comm, const char *what, p2p_op **out) {
+    *out = NULL;
+    if (w->aborted) return PPV_ERR_ABORTED;
+    if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0 || peer < 0 ||
+        peer >= w->P || peer == rank || w->comms[comm].member_of[peer] < 0) {
+        ppv_world_fail(&w->transport, rank, "%s: rank %d cannot %s rank %d on communicator %d",
+                       what, rank, send ? "send to" : "receive from", peer, comm);
+        return PPV_ERR_USAGE;
+    }
+    p2p_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        ppv_world_fail(&w->transport, rank, "out of memory");
+        return PPV_ERR_ABORTED;
+    }
+    op->send = send;
+    op->rank = rank;
+    op->peer = peer;
+    op->comm = comm;
+    op->sbuf = sbuf;
+    op->rbuf = rbuf;
+    op->bytes = bytes;
+    snprintf(op->what, sizeof op->what, "%s", what ? what : (send ? "SEND" : "RECV"));
+    *out = op;
+    return 0;
+}
+
+/* A single (ungrouped) op: post it and wait for it. */
+static int run_op(ppv_world *w, int32_t rank, p2p_op *op) {
+    rank_ctx *rc = &w->ranks[rank];
+    if (rc->in_group) {
+        queue_push(&rc->group, &rc->group_tail, op); /* posted at group_end */
+        return 0;
+    }
+    rc->pending++;
+    rc->waiting = op;
+    int rc2 = post(w, op);
+    if (rc2 == 0) rc2 = ppv_world_wait(w, rank);
+    rc->waiting = NULL;
+    /* a completed op left every queue; an aborted one may still sit in a
+     * channel, which ppv_world_free releases */
+    if (op->done) free(op);
+    return rc2;
+}
+
+static int mock_send(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                     int32_t comm, const char *what) {
+    ppv_world *w = impl;
+    ppv_world_switch(w, rank);
+    p2p_op *op;
+    int rc = make_op(w, rank, 1, buf, NULL, bytes, peer, comm, what, &op);
+    return rc ? rc : run_op(w, rank, op);
+}
+
+static int mock_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer,
+                     int32_t comm, const char *what) {
+    ppv_world *w = impl;
+    ppv_world_switch(w, rank);
+    p2p_op *op;
+    int rc = make_op(w, rank, 0, NULL, buf, bytes, peer, comm, what, &op);
+    return rc ? rc : run_op(w, rank, op);
+}
+
+static int mock_group_start(void *impl, int32_t rank) {
+    ppv_world *w = impl;
+    if (w->aborted) return PPV_ERR_ABORTED;
+    if (w->ranks[rank].in_group) {
+        ppv_world_fail(&w->transport, rank, "group_start inside an open group");
+        return PPV_ERR_USAGE;
+    }
+    w->ranks[rank].in_group = 1;
+    return 0;
+}
+
+static int mock_group_end(void *impl, int32_t rank) {
+    ppv_world *w = impl;
+    rank_ctx *rc = &w->ranks[rank];
+    ppv_world_switch(w, rank);
+    if (w->aborted) return PPV_ERR_ABORTED;
+    if (!rc->in_group) {
+        ppv_world_fail(&w->transport, rank, "group_end without group_start");
+        return PPV_ERR_USAGE;
+    }
+    rc->in_group = 0;
+    p2p_op *list = rc->group;
+    rc->group = rc->group_tail = NULL;
+    int err = 0;
+    for (p2p_op *op = list; op; op = op->next) rc->pending++;
+    rc->waiting = list;
+    /* post in call order; op->next is reused by the channel queues, so walk
+     * a saved chain */
+    p2p_op *ops[256], **all = ops;
+    size_t n = 0;
+    for (p2p_op *op = list; op; op = op->next) n++;
+    if (n > 256 && !(all = malloc(n * sizeof *all))) {
+        ppv_world_fail(&w->transport, rank, "out of memory");
+        return PPV_ERR_ABORTED;
+    }
+    n = 0;
+    for (p2p_op *op = list; op; op = op->next) all[n++] = op;
+    for (size_t k = 0; k < n && !err; k++) err = post(w, all[k]);
+    /* report the first op not yet done while the rank waits */
+    for (size_t k = 0; k < n; k++)
+        if (!all[k]->done) {
+            rc->waiting = all[k];
+            break;
+        }
+    if (!err) err = ppv_world_wait(w, rank);
+    rc->waiting = NULL;
+    for (size_t k = 0; k < n; k++)
+        if (all[k]->done) free(all[k]);
+    if (all != ops) free(all);
+    return err;
+}
+
+/* Joins rank to the next collective of comm; the last member to arrive
+ * performs it. */
+static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const void *src,
+                      size_t bytes, int32_t root, int32_t comm, const char *what) {
+    ppv_world_switch(w, rank);
+    if (w->aborted) return PPV_ERR_ABORTED;
+    rank_ctx *rc = &w->ranks[rank];
+    if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0 || rc->in_group) {
+        ppv_world_fail(&w->transport, rank, "%s: rank %d is not a member of communicator %d%s",
+                       what, rank, comm, rc->in_group ? " (or calls it inside a group)" : "");
+        return PPV_ERR_USAGE;
+    }
+    world_comm *c = &w->comms[comm];
+    int32_t me = c->member_of[rank];
+    int64_t seq = c->seq[me]++;
+    if (seq >= c->nslots) {
+        coll_slot **sl = realloc(c->slots, (size_t)(seq + 1) * sizeof *sl);
+        if (!sl) goto oom;
+        for (int64_t k = c->nslots; k <= seq; k++) sl[k] = NULL;
+        c->slots = sl;
+        c->nslots = seq + 1;
+    }
+    coll_slot *s = c->slots[seq];
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) goto oom;
+        s->bufs = calloc((size_t)c->n, sizeof *s->bufs);
+        s->src = calloc((size_t)c->n, sizeof *s->src);
+        if (!s->bufs || !s->src) {
+            free(s->bufs), free(s->src), free(s);
+            goto oom;
+        }
+        s->kind = kind;
+        s->root = root;
+        s->bytes = bytes;
+        snprintf(s->what, sizeof s->what, "%s", what ? what : "COLLECTIVE");
+        c->slots[seq] = s;
+    } else if (s->kind != kind || s->root != root || s->bytes != bytes) {
+        ppv_world_fail(&w->transport, rank,
+                       "collective #%lld on communicator %d: rank %d's %s (%zu bytes, root %d) "
+                       "does not match %s (%zu bytes, root %d)",
+                       (long long)seq, comm, rank, what, bytes, root, s->what, s->bytes, s->root);
+        return PPV_ERR_MISMATCH;
+    }
+    s->bufs[me] = buf;
+    s->src[me] = src;
+    rc->pending++;
+    rc->waiting_coll = s;
+    rc->waiting_comm = comm;
+    if (++s->arrived == c->n) {
+        if (kind == COLL_ALLREDUCE) {
+            size_t count = bytes / sizeof(float);
+            for (size_t i = 0; i < count; i++) {
+                float acc = 0.0f; /* member order, whoever arrived last */
+                for (int32_t k = 0; k < c->n; k++) acc += ((float *)s->bufs[k])[i];
+                for (int32_t k = 0; k < c->n; k++) ((float *)s->bufs[k])[i] = acc;
+            }
+        } else if (kind == COLL_BCAST) {
+            for (int32_t k = 0; k < c->n; k++)
+                if (k != root) memcpy(s->bufs[k], s->bufs[root], bytes);
+        } else {
+            for (int32_t k = 0; k < c->n; k++)
+                for (int32_t j = 0; j < c->n; j++)
+                    memcpy((char *)s->bufs[k] + (size_t)j * bytes, s->src[j], bytes);
+        }
+        s->done = 1;
+        for (int32_t k = 0; k < c->n; k++) ppv_world_complete(w, c->ranks[k]);
+    }
+    int err = ppv_world_wait(w, rank);
+    rc->waiting_coll = NULL;
+    return err;
+oom:
+    ppv_world_fail(&w->transport, rank, "out of memory");
+    return PPV_ERR_ABORTED;
+}
+
+static int mock_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
+                              const char *what) {
+    return collective(impl, rank, COLL_ALLREDUCE, buf, NULL, count * sizeof(float), -1, comm,
+                      what ? what : "ALLREDUCE");
+}
+
+static int mock_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int32_t root,
+                          int32_t comm, const char *what) {
+    ppv_world *w = impl;
+    if (comm >= 0 && comm < w->ncomms && (root < 0 || root >= w->comms[comm].n)) {
+        ppv_world_fail(&w->transport, rank, "broadcast root %d is outside communicator %d", root,
+                       comm);
+        return PPV_ERR_USAGE;
+    }
+    return collective(w, rank, COLL_BCAST, buf, NULL, bytes, root, comm, what ? what : "BCAST");
+}
+
+static int mock_allgather(void *impl, int32_t rank, const void *send, void *recv, size_t bytes,
+                          int32_t comm, const char *what) {
+    return collective(impl, rank, COLL_ALLGATHER, recv, send, bytes, -1, comm,
+                      what ? what : "ALLGATHER");
+}
+
+static int mock_abort(void *impl, int32_t rank, const char *why) {
+    ppv_world *w = impl;
+    ppv_world_fail(&w->transport, rank, "aborted: %s", why ? why : "(no reason)");
+    return 0;
+}
+
+static int mock_async_error(void *impl, int32_t rank) {
+    (void)rank;
+    return ((ppv_world *)impl)->aborted ? PPV_ERR_ABORTED : 0;
+}
+
+const ppv_transport_ops ppv_mock_ops = {mock_send,          mock_recv,      mock_group_start,
+                                        mock_group_end,     mock_allreduce_f32, mock_broadcast,
+                                        mock_allgather,     mock_abort,     mock_async_error};

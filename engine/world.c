@@ -1,0 +1,534 @@
+/* world.c - the mock world's deterministic scheduler.
+ *
+ * Every rank is a coroutine (ucontext) with its own stack. A rank runs
+ * until it reaches a scheduling point (every transport call is one) or
+ * blocks; the scheduler then picks the next runnable rank by policy and
+ * records the decision. The decisions alone determine the run, so a trace
+ * replays it exactly. When no rank can run and not all are done, the run is
+ * a deadlock and is reported with the same wait-for report as `ppv check`;
+ * when `watchdog_steps` decisions pass without progress, it is a hang. On
+ * either, the world is aborted and every rank unwinds through
+ * PPV_ERR_ABORTED, so no rank's memory is left behind.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "world.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define PPV_HAVE_VALGRIND 1
+#endif
+#endif
+
+#define RNG_SCHED 0x5343484544ULL /* stream id of the scheduler's random draws */
+
+/* 64 random bits from (seed, stream, index): splitmix64's finaliser over a
+ * mix of the three, so every decision is a pure function of its key. */
+static uint64_t sched_bits(uint64_t seed, uint64_t stream, uint64_t index) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ULL ^ (stream + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL ^
+                 (index + 1) * 0x94D049BB133111EBULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static void rank_entry(unsigned hi, unsigned lo, int rank) {
+    ppv_world *w = (ppv_world *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
+    w->fn(&w->transport, rank, w->arg);
+    w->ranks[rank].state = RANK_DONE;
+    w->last_progress = w->steps;
+    /* uc_link returns to the scheduler */
+}
+
+ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen) {
+    if (opt->nranks < 1 || opt->nranks > 1024) {
+        ppv_errf(err, errlen, "the mock world takes 1..1024 ranks, not %d", opt->nranks);
+        return NULL;
+    }
+    if (opt->policy.kind == PPV_POLICY_PCT && opt->policy.depth < 1) {
+        ppv_errf(err, errlen, "PCT needs a depth of at least 1");
+        return NULL;
+    }
+    ppv_world *w = calloc(1, sizeof *w);
+    if (!w) goto oom;
+    w->opt = *opt;
+    if (w->opt.watchdog_steps <= 0) w->opt.watchdog_steps = 100000;
+    if (w->opt.stack_bytes < 65536) w->opt.stack_bytes = 1 << 20;
+    w->P = opt->nranks;
+    w->ranks = calloc((size_t)w->P, sizeof *w->ranks);
+    w->transport.ops = &ppv_mock_ops;
+    w->transport.impl = w;
+    w->last = -1;
+    if (!w->ranks) goto oom;
+    int32_t *all = malloc((size_t)w->P * sizeof *all);
+    if (!all) goto oom;
+    for (int32_t r = 0; r < w->P; r++) all[r] = r;
+    int32_t c = ppv_world_add_comm(w, all, w->P);
+    free(all);
+    if (c != 0) goto oom;
+    return w;
+oom:
+    ppv_world_free(w);
+    ppv_errf(err, errlen, "out of memory");
+    return NULL;
+}
+
+int32_t ppv_world_add_comm(ppv_world *w, const int32_t *ranks, int32_t n) {
+    if (n < 1) return -1;
+    for (int32_t k = 0; k < n; k++)
+        if (ranks[k] < 0 || ranks[k] >= w->P) return -1;
+    world_comm *cs = realloc(w->comms, (size_t)(w->ncomms + 1) * sizeof *cs);
+    if (!cs) return -1;
+    w->comms = cs;
+    size_t per = (size_t)w->P * (size_t)w->P;
+    channel *ch = realloc(w->chans, (size_t)(w->ncomms + 1) * per * sizeof *ch);
+    if (!ch) return -1;
+    w->chans = ch;
+    memset(&w->chans[(size_t)w->ncomms * per], 0, per * sizeof *ch);
+    world_comm *c = &w->comms[w->ncomms];
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->ranks = malloc((size_t)n * sizeof *c->ranks);
+    c->member_of = malloc((size_t)w->P * sizeof *c->member_of);
+    c->seq = calloc((size_t)n, sizeof *c->seq);
+    if (!c->ranks || !c->member_of || !c->seq) {
+        free(c->ranks), free(c->member_of), free(c->seq);
+        return -1;
+    }
+    for (int32_t r = 0; r < w->P; r++) c->member_of[r] = -1;
+    for (int32_t k = 0; k < n; k++) {
+        if (c->member_of[ranks[k]] >= 0) {
+            free(c->ranks), free(c->member_of), free(c->seq);
+            return -1;
+        }
+        c->ranks[k] = ranks[k];
+        c->member_of[ranks[k]] = k;
+    }
+    return w->ncomms++;
+}
+
+static void free_queue(p2p_op *op) {
+    while (op) {
+        p2p_op *next = op->next;
+        free(op->owned);
+        free(op);
+        op = next;
+    }
+}
+
+void ppv_world_free(ppv_world *w) {
+    if (!w) return;
+    for (int32_t r = 0; w->ranks && r < w->P; r++) {
+#ifdef PPV_HAVE_VALGRIND
+        if (w->ranks[r].stack) VALGRIND_STACK_DEREGISTER(w->ranks[r].stack_id);
+#endif
+        free(w->ranks[r].stack);
+        free_queue(w->ranks[r].group);
+    }
+    for (int32_t c = 0; c < w->ncomms; c++) {
+        for (int32_t a = 0; a < w->P; a++)
+            for (int32_t b = 0; b < w->P; b++) {
+                channel *ch = world_channel(w, c, a, b);
+                /* receives and rendezvous sends still queued belong to an
+                 * aborted run; eager copies belong to the channel */
+                free_queue(ch->sends);
+                free_queue(ch->recvs);
+            }
+        world_comm *cm = &w->comms[c];
+        for (int64_t k = 0; k < cm->nslots; k++) {
+            if (!cm->slots[k]) continue;
+            free(cm->slots[k]->bufs);
+            free(cm->slots[k]->src);
+            free(cm->slots[k]);
+        }
+        free(cm->slots);
+        free(cm->ranks);
+        free(cm->member_of);
+        free(cm->seq);
+    }
+    free(w->comms);
+    free(w->chans);
+    free(w->ranks);
+    free(w->decisions);
+    free(w->pct_prio);
+    free(w->pct_change);
+    free(w);
+}
+
+void ppv_world_switch(ppv_world *w, int32_t rank) {
+    swapcontext(&w->ranks[rank].ctx, &w->sched_ctx);
+}
+
+int ppv_world_wait(ppv_world *w, int32_t rank) {
+    rank_ctx *rc = &w->ranks[rank];
+    while (rc->pending > 0 && !w->aborted) {
+        rc->state = RANK_BLOCKED;
+        ppv_world_switch(w, rank);
+    }
+    rc->state = RANK_READY;
+    return w->aborted ? PPV_ERR_ABORTED : 0;
+}
+
+void ppv_world_complete(ppv_world *w, int32_t rank) {
+    rank_ctx *rc = &w->ranks[rank];
+    w->last_progress = w->steps;
+    if (--rc->pending == 0) {
+        rc->waiting = NULL;
+        rc->waiting_coll = NULL;
+        if (rc->state == RANK_BLOCKED) rc->state = RANK_READY;
+    }
+}
+
+void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...) {
+    ppv_world *w = t->impl;
+    if (!w->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(w->fail_msg, sizeof w->fail_msg, fmt, ap);
+        va_end(ap);
+        w->failed = 1;
+        w->failed_rank = rank;
+    }
+    w->aborted = 1;
+}
+
+void ppv_world_yield(ppv_transport *t, int32_t rank) {
+    ppv_world_switch(t->impl, rank);
+}
+
+void ppv_world_progress(ppv_transport *t, int32_t rank) {
+    ppv_world *w = t->impl;
+    (void)rank;
+    w->last_progress = w->steps;
+}
+
+/* ---- policies ---------------------------------------------------------------- */
+
+int ppv_policy_parse(const char *text, ppv_policy *out) {
+    memset(out, 0, sizeof *out);
+    if (strcmp(text, "rr") == 0) out->kind = PPV_POLICY_RR;
+    else if (strcmp(text, "random") == 0) out->kind = PPV_POLICY_RANDOM;
+    else if (strcmp(text, "pct") == 0) out->kind = PPV_POLICY_PCT, out->depth = 3;
+    else if (strncmp(text, "pct:", 4) == 0) {
+        char *end;
+        long d = strtol(text + 4, &end, 10);
+        if (*end || d < 1 || d > 64) return -1;
+        out->kind = PPV_POLICY_PCT;
+        out->depth = (int32_t)d;
+    } else
+        return -1;
+    return 0;
+}
+
+/* PCT (Burckhardt et al., ASPLOS'10): distinct random priorities above
+ * depth-1, and depth-1 change points in [1, pct_steps] at which the rank
+ * about to run drops below every initial priority. */
+static int pct_init(ppv_world *w) {
+    const ppv_policy *pol = &w->opt.policy;
+    int32_t d = pol->depth;
+    w->pct_prio = malloc((size_t)w->P * sizeof *w->pct_prio);
+    w->pct_change = malloc((size_t)(d > 1 ? d - 1 : 1) * sizeof *w->pct_change);
+    if (!w->pct_prio || !w->pct_change) return -1;
+    for (int32_t r = 0; r < w->P; r++) w->pct_prio[r] = d + r;
+    for (int32_t r = w->P - 1; r > 0; r--) { /* Fisher-Yates */
+        int32_t j = (int32_t)(sched_bits(pol->seed, RNG_SCHED, (uint64_t)r) % (uint64_t)(r + 1));
+        int64_t t = w->pct_prio[r];
+        w->pct_prio[r] = w->pct_prio[j];
+        w->pct_prio[j] = t;
+    }
+    int64_t k = pol->pct_steps > 0 ? pol->pct_steps : 1000;
+    for (int32_t i = 0; i < d - 1; i++)
+        w->pct_change[i] = 1 + (int64_t)(sched_bits(pol->seed, RNG_SCHED + 1, (uint64_t)i) %
+                                          (uint64_t)k);
+    return 0;
+}
+
+/* The next rank to run, or -1 with a message (replay divergence). */
+static int32_t pick(ppv_world *w, int32_t nready) {
+    const ppv_policy *pol = &w->opt.policy;
+    int32_t P = w->P;
+    switch (pol->kind) {
+    case PPV_POLICY_RR:
+        for (int32_t k = 1; k <= P; k++) {
+            int32_t r = (w->last + k + P) % P;
+            if (w->ranks[r].state == RANK_READY) return r;
+        }
+        return -1;
+    case PPV_POLICY_RANDOM: {
+        int32_t n = (int32_t)(sched_bits(pol->seed, RNG_SCHED, (uint64_t)w->steps) %
+                              (uint64_t)nready);
+        for (int32_t r = 0; r < P; r++)
+            if (w->ranks[r].state == RANK_READY && n-- == 0) return r;
+        return -1;
+    }
+    case PPV_POLICY_PCT: {
+        for (int pass = 0; pass < 2; pass++) {
+            int32_t best = -1;
+            for (int32_t r = 0; r < P; r++)
+                if (w->ranks[r].state == RANK_READY &&
+                    (best < 0 || w->pct_prio[r] > w->pct_prio[best]))
+                    best = r;
+            int demoted = 0;
+            for (int32_t i = 0; pass == 0 && i < pol->depth - 1; i++)
+                if (w->pct_change[i] == w->steps) {
+                    w->pct_prio[best] = pol->depth - 1 - i;
+                    demoted = 1;
+                }
+            if (!demoted) return best;
+        }
+        return -1;
+    }
+    case PPV_POLICY_REPLAY: {
+        if (w->steps >= pol->nreplay) {
+            snprintf(w->fail_msg, sizeof w->fail_msg,
+                     "trace ends after %lld decisions but ranks still run",
+                     (long long)pol->nreplay);
+            return -1;
+        }
+        int32_t r = pol->replay[w->steps];
+        if (r < 0 || r >= P || w->ranks[r].state != RANK_READY) {
+            snprintf(w->fail_msg, sizeof w->fail_msg,
+                     "trace diverges at step %lld: it runs rank %d, which cannot run now",
+                     (long long)w->steps, r);
+            return -1;
+        }
+        return r;
+    }
+    }
+    return -1;
+}
+
+static int record(ppv_world *w, int32_t r) {
+    if (w->ndecisions == w->capdecisions) {
+        int64_t cap = w->capdecisions ? w->capdecisions * 2 : 1024;
+        int32_t *d = realloc(w->decisions, (size_t)cap * sizeof *d);
+        if (!d) return -1;
+        w->decisions = d;
+        w->capdecisions = cap;
+    }
+    w->decisions[w->ndecisions++] = r;
+    return 0;
+}
+
+/* ---- reports ---------------------------------------------------------------- */
+
+static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
+    rank_ctx *rc = &w->ranks[r];
+    memset(out, 0, sizeof *out);
+    out->rank = r;
+    out->index = -1;
+    out->waits_for = -1;
+    if (rc->waiting) {
+        p2p_op *op = rc->waiting;
+        snprintf(out->action, sizeof out->action, "%s", op->what);
+        out->waits_for = op->peer;
+        if (op->send)
+            snprintf(out->reason, sizeof out->reason,
+                     "send of %zu bytes (rendezvous) waits for rank %d to post its receive",
+                     op->bytes, op->peer);
+        else
+            snprintf(out->reason, sizeof out->reason, "receive waits for rank %d to send",
+                     op->peer);
+    } else if (rc->waiting_coll) {
+        coll_slot *s = rc->waiting_coll;
+        world_comm *c = &w->comms[rc->waiting_comm];
+        snprintf(out->action, sizeof out->action, "%s", s->what);
+        for (int32_t k = 0; k < c->n; k++)
+            if (!s->bufs[k]) {
+                out->waits_for = c->ranks[k];
+                snprintf(out->reason, sizeof out->reason,
+                         "collective on communicator %d waits for rank %d to join",
+                         rc->waiting_comm, c->ranks[k]);
+                break;
+            }
+    } else {
+        snprintf(out->action, sizeof out->action, "(running)");
+        snprintf(out->reason, sizeof out->reason, "runnable, but made no progress");
+    }
+}
+
+static int report_stuck(ppv_world *w, ppv_world_result *res) {
+    res->blocked = calloc((size_t)w->P, sizeof *res->blocked);
+    if (!res->blocked) return -1;
+    for (int32_t r = 0; r < w->P; r++)
+        if (w->ranks[r].state != RANK_DONE) describe(w, r, &res->blocked[res->nblocked++]);
+    return ppv_wait_cycle(res->blocked, res->nblocked, w->P, &res->cycle, &res->ncycle);
+}
+
+/* Resumes every unfinished rank until it returns (transport calls fail with
+ * PPV_ERR_ABORTED now). */
+static void unwind(ppv_world *w) {
+    w->aborted = 1;
+    for (int64_t guard = 0; guard < 1000000; guard++) {
+        int32_t live = -1;
+        for (int32_t r = 0; r < w->P && live < 0; r++)
+            if (w->ranks[r].state != RANK_DONE) live = r;
+        if (live < 0) return;
+        w->ranks[live].state = RANK_READY;
+        w->current = live;
+        swapcontext(&w->sched_ctx, &w->ranks[live].ctx);
+    }
+}
+
+/* Gives rank r its stack and a context that starts in rank_entry. */
+static int start_rank(ppv_world *w, int32_t r) {
+    uintptr_t self = (uintptr_t)w;
+    rank_ctx *rc = &w->ranks[r];
+    rc->stack = malloc(w->opt.stack_bytes);
+    if (!rc->stack || getcontext(&rc->ctx) < 0) return -1;
+#ifdef PPV_HAVE_VALGRIND
+    rc->stack_id = VALGRIND_STACK_REGISTER(rc->stack, (char *)rc->stack + w->opt.stack_bytes);
+#endif
+    rc->ctx.uc_stack.ss_sp = rc->stack;
+    rc->ctx.uc_stack.ss_size = w->opt.stack_bytes;
+    rc->ctx.uc_link = &w->sched_ctx;
+    makecontext(&rc->ctx, (void (*)(void))rank_entry, 3, (unsigned)(self >> 32),
+                (unsigned)(self & 0xffffffffu), (int)r);
+    rc->state = RANK_READY;
+    return 0;
+}
+
+int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *res) {
+    memset(res, 0, sizeof *res);
+    res->failed_rank = -1;
+    w->fn = fn;
+    w->arg = arg;
+    if (w->opt.policy.kind == PPV_POLICY_PCT && pct_init(w) < 0) goto oom;
+    for (int32_t r = 0; r < w->P; r++)
+        if (start_rank(w, r) < 0) goto oom;
+    for (;;) {
+        int32_t nready = 0, ndone = 0;
+        for (int32_t r = 0; r < w->P; r++) {
+            nready += w->ranks[r].state == RANK_READY;
+            ndone += w->ranks[r].state == RANK_DONE;
+        }
+        if (w->failed) {
+            res->status = PPV_RUN_FAILED;
+            res->failed_rank = w->failed_rank;
+            snprintf(res->message, sizeof res->message, "rank %d: %.480s", w->failed_rank,
+                     w->fail_msg);
+            break;
+        }
+        if (ndone == w->P) {
+            res->status = PPV_RUN_DONE;
+            break;
+        }
+        if (nready == 0) {
+            res->status = PPV_RUN_DEADLOCK;
+            if (report_stuck(w, res) < 0) goto oom;
+            snprintf(res->message, sizeof res->message,
+                     "deadlock after %lld scheduler steps: %d of %d ranks blocked",
+                     (long long)w->steps, res->nblocked, w->P);
+            break;
+        }
+        if (w->steps - w->last_progress > w->opt.watchdog_steps) {
+            res->status = PPV_RUN_HANG;
+            if (report_stuck(w, res) < 0) goto oom;
+            snprintf(res->message, sizeof res->message,
+                     "hang: %lld scheduler steps without progress (watchdog %lld)",
+                     (long long)(w->steps - w->last_progress), (long long)w->opt.watchdog_steps);
+            break;
+        }
+        int32_t r = pick(w, nready);
+        if (r < 0) {
+            res->status = PPV_RUN_FAILED;
+            snprintf(res->message, sizeof res->message, "%.500s", w->fail_msg);
+            break;
+        }
+        if (record(w, r) < 0) goto oom;
+        w->steps++;
+        w->last = r;
+        w->current = r;
+        swapcontext(&w->sched_ctx, &w->ranks[r].ctx);
+    }
+    unwind(w);
+    res->steps = w->steps;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the decisions */
+    for (int64_t k = 0; k < w->ndecisions; k++) {
+        uint32_t v = (uint32_t)w->decisions[k];
+        for (int b = 0; b < 4; b++) {
+            h ^= (v >> (8 * b)) & 0xffu;
+            h *= 1099511628211ULL;
+        }
+    }
+    res->trace_digest = h;
+    return 0;
+oom:
+    unwind(w);
+    snprintf(res->message, sizeof res->message, "out of memory in the mock world");
+    return -1;
+}
+
+void ppv_world_result_free(ppv_world_result *r) {
+    free(r->blocked);
+    free(r->cycle);
+    r->blocked = r->cycle = NULL;
+    r->nblocked = r->ncycle = 0;
+}
+
+/* ---- traces ------------------------------------------------------------------ */
+
+const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n) {
+    *n = w->ndecisions;
+    return w->decisions;
+}
+
+int ppv_trace_write(FILE *f, const ppv_world *w) {
+    fprintf(f, "ppv-trace 1\nranks %d\ndecisions %lld\n", w->P, (long long)w->ndecisions);
+    for (int64_t k = 0; k < w->ndecisions;) { /* run-length: RANK COUNT */
+        int64_t j = k;
+        while (j < w->ndecisions && w->decisions[j] == w->decisions[k]) j++;
+        fprintf(f, "%d %lld\n", w->decisions[k], (long long)(j - k));
+        k = j;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *nranks, char *err,
+                   size_t errlen) {
+    *decisions = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return ppv_errf(err, errlen, "%s: cannot open trace", path);
+    int version = 0, line = 3;
+    long long total = 0;
+    int32_t P = 0;
+    if (fscanf(f, "ppv-trace %d\nranks %d\ndecisions %lld\n", &version, &P, &total) != 3 ||
+        version != 1 || P < 1 || total < 0 || total > (1LL << 40)) {
+        fclose(f);
+        return ppv_errf(err, errlen, "%s:1:1: not a ppv trace (expected 'ppv-trace 1', 'ranks "
+                        "N', 'decisions N')", path);
+    }
+    int32_t *d = malloc((size_t)(total ? total : 1) * sizeof *d);
+    if (!d) {
+        fclose(f);
+        return ppv_errf(err, errlen, "%s: out of memory", path);
+    }
+    long long got = 0;
+    int r;
+    long long cnt;
+    while (fscanf(f, "%d %lld", &r, &cnt) == 2) {
+        line++;
+        if (r < 0 || r >= P || cnt < 1 || got + cnt > total) {
+            free(d);
+            fclose(f);
+            return ppv_errf(err, errlen, "%s:%d: bad run '%d %lld' (rank 0..%d, %lld decisions "
+                            "in all)", path, line, r, cnt, P - 1, total);
+        }
+        for (long long k = 0; k < cnt; k++) d[got++] = r;
+    }
+    int bad = !feof(f) || got != total;
+    fclose(f);
+    if (bad) {
+        free(d);
+        return ppv_errf(err, errlen, "%s:%d: trace truncated or malformed (%lld of %lld decisions)",
+                        path, line, got, total);
+    }
+    *decisions = d;
+    *n = total;
+    *nranks = P;
+    return 0;
+}

@@ -1,0 +1,109 @@
+/* world.h - the mock world's state, shared by the scheduler (world.c) and
+ * the mock transport (mock.c); private to the engine layer. */
+#ifndef PPV_WORLD_H
+#define PPV_WORLD_H
+
+#include <ucontext.h>
+
+#include "internal.h"
+
+enum { RANK_READY, RANK_BLOCKED, RANK_DONE };
+
+/* A posted point-to-point operation. */
+typedef struct p2p_op {
+    int send;          /* 1 send, 0 receive */
+    int32_t rank, peer, comm;
+    const void *sbuf;  /* send: the caller's buffer (rendezvous) */
+    void *rbuf;        /* receive: where the data lands */
+    void *owned;       /* eager send: the copy held by the channel */
+    size_t bytes;
+    int done;
+    char what[64];
+    struct p2p_op *next; /* in the channel queue, or the group list */
+} p2p_op;
+
+/* FIFO queues of one (sender, receiver, communicator). */
+typedef struct channel {
+    p2p_op *sends, *sends_tail; /* posted, not yet received (eager ones are done) */
+    p2p_op *recvs, *recvs_tail; /* posted, not yet matched */
+} channel;
+
+enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER };
+
+/* The k-th collective of a communicator, as its members arrive. */
+typedef struct coll_slot {
+    int kind;
+    int32_t root;
+    size_t bytes;
+    int32_t arrived;
+    void **bufs;       /* [n] member buffers (in/out) */
+    const void **src;  /* [n] allgather send buffers */
+    int done;
+    char what[64];
+} coll_slot;
+
+typedef struct world_comm {
+    int32_t n;
+    int32_t *ranks;     /* [n] global ranks */
+    int32_t *member_of; /* [nranks] index in the comm, -1 */
+    int64_t *seq;       /* [n] collectives issued per member */
+    coll_slot **slots;  /* by sequence number */
+    int64_t nslots;
+} world_comm;
+
+typedef struct rank_ctx {
+    ucontext_t ctx;
+    void *stack;
+    unsigned stack_id; /* valgrind stack registration */
+    int state;
+    int in_group;
+    p2p_op *group, *group_tail; /* ops queued in the open group */
+    int32_t pending;    /* ops this rank waits on */
+    p2p_op *waiting;    /* first op it waits on (report) */
+    coll_slot *waiting_coll;
+    int32_t waiting_comm;
+} rank_ctx;
+
+struct ppv_world {
+    ppv_world_options opt;
+    int32_t P;
+    rank_ctx *ranks;
+    ucontext_t sched_ctx;
+    ppv_transport transport;
+    channel *chans;     /* [ncomms][P][P], grown by add_comm */
+    world_comm *comms;
+    int32_t ncomms;
+    int aborted;
+    int failed;
+    int32_t failed_rank;
+    char fail_msg[512];
+    int64_t steps, last_progress;
+    int32_t *decisions;
+    int64_t ndecisions, capdecisions;
+    int32_t last; /* last rank chosen */
+    int64_t *pct_prio;   /* [P] */
+    int64_t *pct_change; /* [depth-1] steps at which the running rank is demoted */
+    ppv_rank_main fn;
+    void *arg;
+    int32_t current;
+};
+
+/* Channel of (from -> to) on comm c. */
+static inline channel *world_channel(ppv_world *w, int32_t c, int32_t from, int32_t to) {
+    return &w->chans[((size_t)c * w->P + (size_t)from) * w->P + (size_t)to];
+}
+
+/* A scheduling point: back to the scheduler, as runnable. */
+void ppv_world_switch(ppv_world *w, int32_t rank);
+
+/* Blocks the rank until its pending count reaches zero (or an abort);
+ * returns 0 or PPV_ERR_ABORTED. */
+int ppv_world_wait(ppv_world *w, int32_t rank);
+
+/* An op of rank completed: progress, and wake the rank when it waits on
+ * nothing more. */
+void ppv_world_complete(ppv_world *w, int32_t rank);
+
+extern const ppv_transport_ops ppv_mock_ops;
+
+#endif
