@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ppv_kernels.h"
 #include "ppv_spec.h"
 
 /* ------------------------------------------------------------------------ */
@@ -364,5 +365,89 @@ int ppv_trace_write(FILE *f, const ppv_world *w);
 /* Reads a trace file's decisions (malloc'd). */
 int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *nranks, char *err,
                    size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* Running a schedule: one training step of the built-in model              */
+
+typedef struct ppv_run_options {
+    ppv_semantics sem;
+    ppv_policy policy;
+    ppv_model_config model;   /* layers are split over the schedule's stages */
+    const uint8_t *recompute; /* [nstages]: 1 = keep only the stage input and
+                                 recompute the forward before its backward */
+    int64_t watchdog_steps;
+    int perturb; /* self-test: flip the lowest bit of the first summed gradient,
+                    so a comparison that must fail can be seen to fail */
+} ppv_run_options;
+
+ppv_run_options ppv_run_defaults(void);
+
+/* Activation bytes of one stage: what a forward saves for the backward,
+ * what the backward-for-inputs keeps for the weights, and the stage input a
+ * recomputed stage stashes instead. */
+typedef struct ppv_stage_bytes {
+    int64_t saved, wstate, input;
+} ppv_stage_bytes;
+
+typedef struct ppv_run_report {
+    ppv_world_result world; /* status, steps, trace digest, deadlock report */
+    int32_t nranks, nstages, nmb, nlayers;
+    int32_t *stage_layer; /* [nstages + 1]: stage s holds layers [stage_layer[s], stage_layer[s+1]) */
+    double loss;          /* mean over microbatches */
+    float *grads;         /* all layers' gradients, summed over microbatches in order */
+    size_t ngrads;
+    uint64_t grad_digest; /* FNV-1a of grads */
+    int64_t *peak_bytes;      /* [nranks] measured by the engine's allocator */
+    int64_t *predicted_bytes; /* [nranks] from the schedule alone */
+    ppv_world *trace;         /* the run's decisions, for ppv_trace_write */
+} ppv_run_report;
+
+/* Runs one training step of s (lowered first if compute-only) on the mock
+ * transport. Returns 0 with *out (the verdict is in out->world.status), or
+ * -1 when the schedule or options cannot run (message in err). */
+int ppv_run(const ppv_schedule *s, const ppv_run_options *o, ppv_run_report **out, char *err,
+            size_t errlen);
+void ppv_run_report_free(ppv_run_report *r);
+
+/* The same step on one rank with no pipeline: grads and mean loss. */
+int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, size_t *ngrads,
+                      double *loss, char *err, size_t errlen);
+
+/* Peak activation bytes per rank that the schedule implies, for the
+ * engine's allocation rules (F keeps `saved`, I adds `wstate`, W frees
+ * both, B does I and W; a recomputed stage keeps `input` and holds `saved`
+ * only while a forward runs and from its recompute to its W). */
+int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *bytes,
+                                 const uint8_t *recompute, int64_t *peak);
+
+uint64_t ppv_digest(const void *data, size_t n);
+
+/* How two gradient vectors differ. */
+typedef struct ppv_grad_diff {
+    int bitwise_equal;
+    uint64_t max_ulp;
+    double max_abs, max_rel;
+    int64_t first_index; /* -1 when equal */
+    float first_a, first_b;
+} ppv_grad_diff;
+
+void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *d);
+
+/* Recompute against stash: the same step with no stage recomputed and with
+ * o->recompute's stages recomputed (every stage when NULL), gradients
+ * compared bit for bit. o->perturb applies to the recompute path only. */
+typedef struct ppv_recompute_verdict {
+    ppv_grad_diff diff;          /* recompute (a) against stash (b) */
+    int32_t first_layer;         /* where the first difference is; -1 when equal */
+    char first_tensor[32];       /* parameter tensor name, "qkv_w" */
+    int64_t first_tensor_index;  /* row-major index within that tensor */
+    ppv_run_report *stash, *recompute;
+} ppv_recompute_verdict;
+
+/* 0 with both runs in *v (compare only when both are PPV_RUN_DONE), or -1
+ * when the schedule cannot run (message in err). */
+int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o,
+                         ppv_recompute_verdict *v, char *err, size_t errlen);
+void ppv_recompute_verdict_free(ppv_recompute_verdict *v);
 
 #endif

@@ -264,12 +264,178 @@ static void test_show_writes_svg_and_chrome_trace(void **state) {
     rmdir(dir);
 }
 
+/* The value of key in object o, which must be there. */
+static json_object *field(json_object *o, const char *key) {
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(o, key, &v)) fprintf(stderr, "no field '%s'\n", key);
+    assert_true(json_object_object_get_ex(o, key, &v));
+    return v;
+}
+
+static void test_run_json_fields_exit_codes_and_replay(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ppv_cli_runXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sched[256], trace[256];
+    snprintf(sched, sizeof sched, "%s/zbv.csv", dir);
+    snprintf(trace, sizeof trace, "%s/run.trace", dir);
+    run_result r = RUN("gen", "zbv", "-p", "4", "-m", "8", "-o", sched);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+
+    r = RUN("run", sched, "--policy", "random", "--seed", "9", "--trace-out", trace, "--json");
+    assert_int_equal(r.code, 0);
+    json_object *o = json_tokener_parse(r.out);
+    assert_non_null(o);
+    assert_true(json_object_get_boolean(field(o, "ok")));
+    assert_false(json_object_get_boolean(field(o, "deadlock")));
+    assert_true(json_object_get_boolean(field(o, "matches_reference")));
+    assert_string_equal(json_object_get_string(field(o, "semantics")), "rendezvous");
+    char g[32];
+    snprintf(g, sizeof g, "%s", json_object_get_string(field(o, "grad_digest")));
+    assert_int_equal(strlen(g), 16);
+    assert_string_equal(g, json_object_get_string(field(o, "reference_grad_digest")));
+    assert_true(isfinite(json_object_get_double(field(o, "loss"))));
+    json_object *peak = field(o, "peak_activation_bytes"), *pred = field(o, "predicted_peak_activation_bytes");
+    assert_int_equal(json_object_array_length(peak), 4);
+    for (int k = 0; k < 4; k++) {
+        int64_t a = json_object_get_int64(json_object_array_get_idx(peak, k));
+        assert_true(a > 0);
+        assert_int_equal(a, json_object_get_int64(json_object_array_get_idx(pred, k)));
+    }
+    char digest[32];
+    snprintf(digest, sizeof digest, "%s", json_object_get_string(field(o, "trace_digest")));
+    int64_t steps = json_object_get_int64(field(o, "steps"));
+    json_object_put(o);
+    run_free(&r);
+
+    /* the trace replays the same interleaving; another seed gives another */
+    r = RUN("run", sched, "--replay", trace, "--json");
+    assert_int_equal(r.code, 0);
+    o = json_tokener_parse(r.out);
+    assert_string_equal(json_object_get_string(field(o, "trace_digest")), digest);
+    assert_int_equal(json_object_get_int64(field(o, "steps")), steps);
+    json_object_put(o);
+    run_free(&r);
+    r = RUN("run", sched, "--policy", "random", "--seed", "10", "--json");
+    assert_int_equal(r.code, 0);
+    o = json_tokener_parse(r.out);
+    assert_string_not_equal(json_object_get_string(field(o, "trace_digest")), digest);
+    assert_string_equal(json_object_get_string(field(o, "grad_digest")), g);
+    json_object_put(o);
+    run_free(&r);
+
+    /* a wrong gradient on purpose: the comparison with the reference fails */
+    r = RUN("run", sched, "--perturb");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "DIFFERENT"));
+    assert_non_null(strstr(r.out, "result: PROBLEM"));
+    run_free(&r);
+
+    /* rendezvous deadlock: exit 1 with the wait-for report; eager completes */
+    r = RUN("run", data_path("rendezvous_only_train.csv"), "--json");
+    assert_int_equal(r.code, 1);
+    o = json_tokener_parse(r.out);
+    assert_true(json_object_get_boolean(field(o, "deadlock")));
+    assert_false(json_object_get_boolean(field(o, "ok")));
+    assert_null(field(o, "grad_digest"));
+    json_object *cyc = field(o, "cycle");
+    assert_int_equal(json_object_array_length(cyc), 2);
+    json_object *c1 = json_object_array_get_idx(cyc, 1);
+    assert_int_equal(json_object_get_int(field(c1, "rank")), 1);
+    assert_string_equal(json_object_get_string(field(c1, "action")), "1SEND_F0");
+    assert_int_equal(json_object_get_int(field(c1, "waits_for")), 0);
+    json_object_put(o);
+    run_free(&r);
+    r = RUN("run", data_path("rendezvous_only_train.csv"));
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "cycle: rank 0 (0SEND_F1) -> rank 1 (1SEND_F0) -> rank 0\n"));
+    run_free(&r);
+    r = RUN("run", data_path("rendezvous_only_train.csv"), "--semantics", "eager");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "bitwise equal"));
+    run_free(&r);
+
+    /* bad input: exit 2 with the reason */
+    r = RUN("run", data_path("rendezvous_only.csv"), "--semantics", "eager");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "stage 0 microbatch 0 has no backward (B or I)"));
+    run_free(&r);
+    r = RUN("run", sched, "--recompute", "8");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--recompute is none, all or stage numbers in 0..7, not '8'"));
+    run_free(&r);
+    r = RUN("run", sched, "--replay", data_path("rendezvous_only.csv"));
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("run", sched, "--width", "7");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    unlink(trace);
+    unlink(sched);
+    rmdir(dir);
+}
+
+static void test_verify_recompute_reports_equal_and_perturbed(void **state) {
+    (void)state;
+    char sched[] = "/tmp/ppv_cli_vrXXXXXX";
+    int fd = mkstemp(sched);
+    assert_true(fd >= 0);
+    close(fd);
+    run_result r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "-o", sched);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("verify-recompute", sched, "--json");
+    assert_int_equal(r.code, 0);
+    json_object *o = json_tokener_parse(r.out);
+    assert_true(json_object_get_boolean(field(o, "bitwise_equal")));
+    assert_int_equal(json_object_get_int64(field(o, "max_ulp")), 0);
+    assert_int_equal(json_object_get_int64(field(o, "first_index")), -1);
+    assert_string_equal(json_object_get_string(field(o, "stash_grad_digest")),
+                        json_object_get_string(field(o, "recompute_grad_digest")));
+    json_object *sp = field(o, "stash_peak_activation_bytes"),
+                *rp = field(o, "recompute_peak_activation_bytes");
+    assert_true(json_object_get_int64(json_object_array_get_idx(rp, 0)) <
+                json_object_get_int64(json_object_array_get_idx(sp, 0)));
+    json_object_put(o);
+    run_free(&r);
+
+    r = RUN("verify-recompute", sched, "--perturb", "--json");
+    assert_int_equal(r.code, 1);
+    o = json_tokener_parse(r.out);
+    assert_false(json_object_get_boolean(field(o, "bitwise_equal")));
+    assert_int_equal(json_object_get_int64(field(o, "max_ulp")), 1);
+    assert_int_equal(json_object_get_int64(field(o, "first_index")), 0);
+    assert_int_equal(json_object_get_int(field(o, "first_layer")), 0);
+    assert_string_equal(json_object_get_string(field(o, "first_tensor")), "ada_w");
+    assert_int_equal(json_object_get_int64(field(o, "first_tensor_index")), 0);
+    double a = json_object_get_double(field(o, "first_recompute"));
+    double b = json_object_get_double(field(o, "first_stash"));
+    assert_true(json_object_get_double(field(o, "max_abs")) == fabs(a - b));
+    assert_true(nextafterf((float)b, (float)a) == (float)a);
+    json_object_put(o);
+    run_free(&r);
+    r = RUN("verify-recompute", sched, "--perturb");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "recompute vs stash: DIFFERENT"));
+    assert_non_null(strstr(r.out, "max ulp 1,"));
+    assert_non_null(strstr(r.out, "gradient 0 = layer 0 ada_w[0]"));
+    run_free(&r);
+    r = RUN("verify-recompute", data_path("rendezvous_only_train.csv"));
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "the stash run did not complete (deadlock)"));
+    run_free(&r);
+    unlink(sched);
+}
+
 static void test_demo_passes(void **state) {
     (void)state;
     run_result r = RUN("demo");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "demo: all schedules deadlock-free"));
     assert_non_null(strstr(r.out, "dualpipev"));
+    assert_non_null(strstr(r.out, "demo: every schedule's gradients equal the reference bit for bit"));
+    assert_null(strstr(r.out, "DIFFERENT"));
     run_free(&r);
 }
 
@@ -280,6 +446,8 @@ int main(void) {
         cmocka_unit_test(test_gen_writes_pytorch_csv_and_rejects_bad_parameters),
         cmocka_unit_test(test_gen_comms_output_is_complete_and_checks_clean),
         cmocka_unit_test(test_show_writes_svg_and_chrome_trace),
+        cmocka_unit_test(test_run_json_fields_exit_codes_and_replay),
+        cmocka_unit_test(test_verify_recompute_reports_equal_and_perturbed),
         cmocka_unit_test(test_demo_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

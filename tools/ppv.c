@@ -29,6 +29,18 @@ static const char usage_text[] =
     "      matching, deadlock, peak activation memory, makespan and bubble ratio\n"
     "  show FILE [--svg OUT] [--chrome-trace OUT] [check options]\n"
     "      timeline of the simulated schedule (text on stdout without outputs)\n"
+    "  run SCHEDULE [--semantics S] [--policy rr|random|pct[:DEPTH]] [--seed N]\n"
+    "        [--recompute none|all|STAGE,...] [--trace-out FILE] [--replay TRACE]\n"
+    "        [--layers N] [--width C] [--watchdog STEPS] [--perturb] [--json]\n"
+    "      one training step of the built-in model on the mock transport, every rank\n"
+    "      a coroutine under the deterministic scheduler; compares the gradients with\n"
+    "      the one-rank reference and activation memory with the prediction; the\n"
+    "      model has max(--layers, stages) layers (default 4) of width --width\n"
+    "      (default 32, MLP 2C), split evenly over the stages\n"
+    "  verify-recompute SCHEDULE [run options] [--perturb] [--json]\n"
+    "      run with no stage recomputed and with every stage (or --recompute's)\n"
+    "      recomputed, and compare the gradients bit for bit; --perturb flips the\n"
+    "      lowest bit of one recompute-path gradient to show the report firing\n"
     "  demo\n"
     "      generate every schedule kind and check it under every semantics\n"
     "\n"
@@ -375,7 +387,406 @@ static int cmd_check(int argc, char **argv, int show) {
     return rc;
 }
 
+/* ---- run / verify-recompute --------------------------------------------------------- */
+
+typedef struct run_args {
+    ppv_run_options opt;
+    uint8_t *recompute; /* [nstages] once the schedule is known */
+    const char *recompute_text, *trace_out, *replay, *file;
+    int32_t *replay_decisions;
+    int json, perturb;
+} run_args;
+
+/* Parses run's options. Returns -1 on success, else an exit code. */
+static int parse_run_args(int argc, char **argv, run_args *ra) {
+    static const struct option opts[] = {{"semantics", required_argument, 0, 's'},
+                                         {"policy", required_argument, 0, 'p'},
+                                         {"seed", required_argument, 0, 'e'},
+                                         {"recompute", required_argument, 0, 'r'},
+                                         {"trace-out", required_argument, 0, 't'},
+                                         {"replay", required_argument, 0, 'R'},
+                                         {"layers", required_argument, 0, 'l'},
+                                         {"width", required_argument, 0, 'W'},
+                                         {"watchdog", required_argument, 0, 'w'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"perturb", no_argument, 0, 'P'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    memset(ra, 0, sizeof *ra);
+    ra->opt = ppv_run_defaults();
+    ra->recompute_text = "none";
+    long long n;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (ppv_semantics_parse(optarg, &ra->opt.sem) < 0)
+                return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
+                                   optarg);
+            break;
+        case 'p': {
+            uint64_t seed = ra->opt.policy.seed;
+            if (ppv_policy_parse(optarg, &ra->opt.policy) < 0)
+                return usage_error("--policy is rr, random, pct or pct:DEPTH, not '%s'", optarg);
+            ra->opt.policy.seed = seed;
+            break;
+        }
+        case 'e':
+            if (parse_int(optarg, 0, INT64_MAX, &n) < 0)
+                return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
+            ra->opt.policy.seed = (uint64_t)n;
+            break;
+        case 'r': ra->recompute_text = optarg; break;
+        case 't': ra->trace_out = optarg; break;
+        case 'R': ra->replay = optarg; break;
+        case 'l':
+            if (parse_int(optarg, 1, 4096, &n) < 0)
+                return usage_error("--layers needs a count in 1..4096, not '%s'", optarg);
+            ra->opt.model.layers = (int32_t)n;
+            break;
+        case 'W':
+            if (parse_int(optarg, 2, 4096, &n) < 0 || n % ra->opt.model.n_heads)
+                return usage_error("--width needs a multiple of the model's heads in 2..4096, "
+                                   "not '%s'", optarg);
+            ra->opt.model.d_model = (int32_t)n;
+            ra->opt.model.d_ff = 2 * (int32_t)n;
+            break;
+        case 'w':
+            if (parse_int(optarg, 1, INT64_MAX, &n) < 0)
+                return usage_error("--watchdog needs a positive step count, not '%s'", optarg);
+            ra->opt.watchdog_steps = n;
+            break;
+        case 'j': ra->json = 1; break;
+        case 'P': ra->perturb = 1; break;
+        case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
+        default: return PPV_EXIT_BAD_INPUT;
+        }
+    }
+    if (optind != argc - 1) return usage_error("run needs one schedule FILE%s", "");
+    ra->file = argv[optind];
+    return -1;
+}
+
+/* Stages to recompute from "none", "all" or "0,2,5". */
+static int parse_recompute(const char *text, int32_t S, uint8_t *mask) {
+    memset(mask, 0, (size_t)S);
+    if (strcmp(text, "none") == 0) return 0;
+    if (strcmp(text, "all") == 0) {
+        memset(mask, 1, (size_t)S);
+        return 0;
+    }
+    for (const char *p = text; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= S || (*end != ',' && *end)) return -1;
+        mask[v] = 1;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* Loads the schedule and the trace to replay, and sets the recompute mask. */
+static int prepare_run(run_args *ra, ppv_schedule **s) {
+    char err[1024];
+    if (ppv_schedule_load(ra->file, PPV_DIALECT_AUTO, s, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    ra->recompute = calloc((size_t)((*s)->nstages + 1), 1);
+    if (!ra->recompute || parse_recompute(ra->recompute_text, (*s)->nstages, ra->recompute) < 0) {
+        fprintf(stderr, "ppv: --recompute is none, all or stage numbers in 0..%d, not '%s'\n",
+                (*s)->nstages - 1, ra->recompute_text);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    ra->opt.recompute = ra->recompute;
+    if (ra->replay) {
+        int64_t n;
+        int32_t P;
+        if (ppv_trace_read(ra->replay, &ra->replay_decisions, &n, &P, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        if (P != (*s)->nranks) {
+            fprintf(stderr, "ppv: %s: trace of %d ranks, schedule of %d\n", ra->replay, P,
+                    (*s)->nranks);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        ra->opt.policy.kind = PPV_POLICY_REPLAY;
+        ra->opt.policy.replay = ra->replay_decisions;
+        ra->opt.policy.nreplay = n;
+    }
+    return -1;
+}
+
+static const char *status_name(ppv_run_status st) {
+    static const char *const names[] = {"done", "deadlock", "hang", "failed"};
+    return names[st];
+}
+
+static json_object *bytes_json(const int64_t *v, int32_t n) {
+    json_object *a = json_object_new_array();
+    for (int32_t k = 0; k < n; k++) json_object_array_add(a, json_object_new_int64(v[k]));
+    return a;
+}
+
+static json_object *hex_json(uint64_t v) {
+    char buf[20];
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+    return json_object_new_string(buf);
+}
+
+static int cmd_run(int argc, char **argv) {
+    run_args ra;
+    int rc = parse_run_args(argc, argv, &ra);
+    if (rc >= 0) return rc;
+    ppv_schedule *s = NULL;
+    ppv_run_report *rep = NULL;
+    float *ref = NULL;
+    char err[1024];
+    if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
+    ra.opt.perturb = ra.perturb;
+    if (ppv_run(s, &ra.opt, &rep, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv run: %s\n", err);
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    int done_ok = rep->world.status == PPV_RUN_DONE;
+    size_t nref = 0;
+    double ref_loss = 0;
+    ppv_model_config cfg = ra.opt.model;
+    if (cfg.layers < s->nstages) cfg.layers = s->nstages;
+    if (ppv_run_reference(&cfg, s->nmb, &ref, &nref, &ref_loss, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv run: reference: %s\n", err);
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    uint64_t ref_digest = ppv_digest(ref, nref * sizeof *ref);
+    int matches = done_ok && rep->grad_digest == ref_digest;
+    int mem_ok = done_ok && memcmp(rep->peak_bytes, rep->predicted_bytes,
+                                   (size_t)rep->nranks * sizeof *rep->peak_bytes) == 0;
+    int ok = done_ok && matches && mem_ok;
+    if (ra.trace_out && rep->trace) {
+        atomic_file af;
+        if (atomic_open(&af, ra.trace_out) < 0 || ppv_trace_write(af.f, rep->trace) < 0 ||
+            atomic_commit(&af) < 0) {
+            fprintf(stderr, "ppv run: cannot write %s\n", ra.trace_out);
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    if (ra.json) {
+        json_object *o = json_object_new_object();
+        char sem[64];
+        ppv_semantics_format(&ra.opt.sem, sem, sizeof sem);
+        json_object_object_add(o, "ok", json_object_new_boolean(ok));
+        json_object_object_add(o, "status", json_object_new_string(status_name(rep->world.status)));
+        json_object_object_add(o, "message", json_object_new_string(rep->world.message));
+        json_object_object_add(o, "semantics", json_object_new_string(sem));
+        json_object_object_add(o, "steps", json_object_new_int64(rep->world.steps));
+        json_object_object_add(o, "loss", done_ok ? json_object_new_double(rep->loss) : NULL);
+        json_object_object_add(o, "grad_digest", done_ok ? hex_json(rep->grad_digest) : NULL);
+        json_object_object_add(o, "reference_grad_digest", hex_json(ref_digest));
+        json_object_object_add(o, "matches_reference", json_object_new_boolean(matches));
+        json_object_object_add(o, "peak_activation_bytes",
+                               bytes_json(rep->peak_bytes ? rep->peak_bytes : rep->predicted_bytes,
+                                          rep->peak_bytes ? rep->nranks : 0));
+        json_object_object_add(o, "predicted_peak_activation_bytes",
+                               bytes_json(rep->predicted_bytes, rep->predicted_bytes ? rep->nranks : 0));
+        json_object_object_add(o, "trace_digest", hex_json(rep->world.trace_digest));
+        json_object_object_add(o, "deadlock",
+                               json_object_new_boolean(rep->world.status == PPV_RUN_DEADLOCK));
+        json_object *cyc = json_object_new_array(), *bl = json_object_new_array();
+        for (int32_t k = 0; k < rep->world.ncycle; k++)
+            json_object_array_add(cyc, wait_json(&rep->world.cycle[k]));
+        for (int32_t k = 0; k < rep->world.nblocked; k++)
+            json_object_array_add(bl, wait_json(&rep->world.blocked[k]));
+        json_object_object_add(o, "cycle", cyc);
+        json_object_object_add(o, "blocked", bl);
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        printf("%s: %d ranks, %d stages, %d microbatches, %d layers\n", s->name, rep->nranks,
+               rep->nstages, rep->nmb, rep->nlayers);
+        if (rep->world.status == PPV_RUN_FAILED)
+            printf("status: failed: %s\n", rep->world.message);
+        else if (rep->world.message[0]) /* the message opens with the status */
+            printf("status: %s\n", rep->world.message);
+        else
+            printf("status: %s after %lld scheduler steps\n", status_name(rep->world.status),
+                   (long long)rep->world.steps);
+        for (int32_t k = 0; k < rep->world.nblocked; k++) {
+            const ppv_wait *w = &rep->world.blocked[k];
+            printf("  rank %d blocked at %s, waits for rank %d: %s\n", w->rank, w->action,
+                   w->waits_for, w->reason);
+        }
+        if (rep->world.ncycle) {
+            printf("cycle:");
+            for (int32_t k = 0; k < rep->world.ncycle; k++)
+                printf(" rank %d (%s) ->", rep->world.cycle[k].rank, rep->world.cycle[k].action);
+            printf(" rank %d\n", rep->world.cycle[0].rank);
+        }
+        if (done_ok) {
+            printf("loss: %.9g\ngrad digest: %016llx (reference %016llx): %s\n", rep->loss,
+                   (unsigned long long)rep->grad_digest, (unsigned long long)ref_digest,
+                   matches ? "bitwise equal" : "DIFFERENT");
+            printf("peak activation bytes:");
+            for (int32_t r = 0; r < rep->nranks; r++)
+                printf(" %lld%s", (long long)rep->peak_bytes[r],
+                       rep->peak_bytes[r] == rep->predicted_bytes[r] ? "" : "(!)");
+            printf("  (predicted%s)\n", mem_ok ? ": all equal" : " differs where marked");
+        }
+        printf("trace digest: %016llx\nresult: %s\n", (unsigned long long)rep->world.trace_digest,
+               ok ? "OK" : "PROBLEM");
+    }
+    rc = ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+done:
+    free(ref);
+    free(ra.recompute);
+    free(ra.replay_decisions);
+    ppv_run_report_free(rep);
+    ppv_schedule_free(s);
+    return rc;
+}
+
+static void print_bytes(const char *label, const int64_t *v, int32_t n) {
+    printf("%s", label);
+    for (int32_t r = 0; r < n; r++) printf(" %lld", (long long)v[r]);
+    putchar('\n');
+}
+
+static int cmd_verify_recompute(int argc, char **argv) {
+    run_args ra;
+    int rc = parse_run_args(argc, argv, &ra);
+    if (rc >= 0) return rc;
+    ppv_schedule *s = NULL;
+    ppv_recompute_verdict v;
+    memset(&v, 0, sizeof v);
+    char err[1024];
+    if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
+    ppv_run_options o = ra.opt;
+    if (strcmp(ra.recompute_text, "none") == 0) o.recompute = NULL; /* every stage */
+    o.perturb = ra.perturb;
+    if (ppv_verify_recompute(s, &o, &v, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv verify-recompute: %s\n", err);
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    const ppv_run_report *bad = v.stash->world.status != PPV_RUN_DONE       ? v.stash
+                                : v.recompute->world.status != PPV_RUN_DONE ? v.recompute
+                                                                            : NULL;
+    if (bad) {
+        fprintf(stderr, "ppv verify-recompute: the %s run did not complete (%s): %s\n",
+                bad == v.stash ? "stash" : "recompute", status_name(bad->world.status),
+                bad->world.message);
+        rc = PPV_EXIT_PROBLEM;
+        goto done;
+    }
+    const ppv_grad_diff *d = &v.diff;
+    if (ra.json) {
+        json_object *o2 = json_object_new_object();
+        json_object_object_add(o2, "ok", json_object_new_boolean(d->bitwise_equal));
+        json_object_object_add(o2, "bitwise_equal", json_object_new_boolean(d->bitwise_equal));
+        json_object_object_add(o2, "gradients", json_object_new_int64((int64_t)v.stash->ngrads));
+        json_object_object_add(o2, "max_ulp", json_object_new_int64((int64_t)d->max_ulp));
+        json_object_object_add(o2, "max_abs", json_object_new_double(d->max_abs));
+        json_object_object_add(o2, "max_rel", json_object_new_double(d->max_rel));
+        json_object_object_add(o2, "first_index", json_object_new_int64(d->first_index));
+        json_object_object_add(o2, "first_layer", json_object_new_int(v.first_layer));
+        json_object_object_add(o2, "first_tensor",
+                               d->bitwise_equal ? NULL : json_object_new_string(v.first_tensor));
+        json_object_object_add(o2, "first_tensor_index", json_object_new_int64(v.first_tensor_index));
+        json_object_object_add(o2, "first_recompute",
+                               d->bitwise_equal ? NULL : json_object_new_double(d->first_a));
+        json_object_object_add(o2, "first_stash",
+                               d->bitwise_equal ? NULL : json_object_new_double(d->first_b));
+        json_object_object_add(o2, "stash_grad_digest", hex_json(v.stash->grad_digest));
+        json_object_object_add(o2, "recompute_grad_digest", hex_json(v.recompute->grad_digest));
+        json_object_object_add(o2, "stash_peak_activation_bytes",
+                               bytes_json(v.stash->peak_bytes, v.stash->nranks));
+        json_object_object_add(o2, "recompute_peak_activation_bytes",
+                               bytes_json(v.recompute->peak_bytes, v.recompute->nranks));
+        json_object_object_add(o2, "recompute_predicted_peak_activation_bytes",
+                               bytes_json(v.recompute->predicted_bytes, v.recompute->nranks));
+        puts(json_object_to_json_string_ext(o2, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o2);
+    } else {
+        printf("%s: %zu gradients, recompute vs stash: %s\n", s->name, v.stash->ngrads,
+               d->bitwise_equal ? "bitwise equal" : "DIFFERENT");
+        if (!d->bitwise_equal)
+            printf("max ulp %llu, max abs %.9g, max rel %.9g\nfirst difference: gradient %lld = "
+                   "layer %d %s[%lld]: recompute %.9g, stash %.9g\n",
+                   (unsigned long long)d->max_ulp, d->max_abs, d->max_rel,
+                   (long long)d->first_index, v.first_layer, v.first_tensor,
+                   (long long)v.first_tensor_index, d->first_a, d->first_b);
+        print_bytes("peak activation bytes, stash:    ", v.stash->peak_bytes, v.stash->nranks);
+        print_bytes("peak activation bytes, recompute:", v.recompute->peak_bytes,
+                    v.recompute->nranks);
+        printf("result: %s\n", d->bitwise_equal ? "OK" : "PROBLEM");
+    }
+    rc = d->bitwise_equal ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+done:
+    free(ra.recompute);
+    free(ra.replay_decisions);
+    ppv_recompute_verdict_free(&v);
+    ppv_schedule_free(s);
+    return rc;
+}
+
 /* ---- demo ------------------------------------------------------------------------ */
+
+/* The demo's second half: each kind run on the engine, stash and recompute,
+ * against the one-rank reference. Returns the number of failures. */
+static int demo_runs(const char *const *kinds) {
+    enum { P = 4, M = 8, LAYERS = 8 };
+    printf("\nppv demo: one training step of the built-in model (%d layers), every rank a\n"
+           "coroutine on the mock transport (rendezvous, random policy, seed 1)\n", LAYERS);
+    printf("%-17s %-10s %-10s %-10s %14s %14s\n", "schedule", "reference", "recompute",
+           "memory", "peak[r0] stash", "recomputed");
+    ppv_run_options o = ppv_run_defaults();
+    o.policy.kind = PPV_POLICY_RANDOM;
+    o.policy.seed = 1;
+    o.model.layers = LAYERS;
+    char err[512];
+    float *ref = NULL;
+    size_t nref = 0;
+    double loss = 0;
+    if (ppv_run_reference(&o.model, M, &ref, &nref, &loss, err, sizeof err) < 0) {
+        printf("reference failed: %s\n", err);
+        return 1;
+    }
+    uint64_t want = ppv_digest(ref, nref * sizeof *ref);
+    free(ref);
+    int failures = 0;
+    for (int k = 0; kinds[k]; k++) {
+        ppv_gen_params gp = {P, M, 0};
+        ppv_schedule *s = NULL;
+        ppv_recompute_verdict v;
+        memset(&v, 0, sizeof v);
+        if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) < 0 ||
+            ppv_verify_recompute(s, &o, &v, err, sizeof err) < 0 ||
+            v.stash->world.status != PPV_RUN_DONE || v.recompute->world.status != PPV_RUN_DONE) {
+            printf("%-17s run failed: %s\n", kinds[k],
+                   v.stash && v.stash->world.status != PPV_RUN_DONE ? v.stash->world.message : err);
+            failures++;
+        } else {
+            int same = v.stash->grad_digest == want;
+            int mem = 1;
+            for (int32_t r = 0; r < P; r++)
+                mem &= v.stash->peak_bytes[r] == v.stash->predicted_bytes[r] &&
+                       v.recompute->peak_bytes[r] == v.recompute->predicted_bytes[r];
+            failures += !same + !v.diff.bitwise_equal + !mem;
+            printf("%-17s %-10s %-10s %-10s %14lld %14lld\n", kinds[k], same ? "bitwise" : "DIFFERENT",
+                   v.diff.bitwise_equal ? "bitwise" : "DIFFERENT", mem ? "predicted" : "MISPREDICTED",
+                   (long long)v.stash->peak_bytes[0], (long long)v.recompute->peak_bytes[0]);
+        }
+        ppv_recompute_verdict_free(&v);
+        ppv_schedule_free(s);
+    }
+    printf("%s\n", failures ? "demo: PROBLEM"
+                             : "demo: every schedule's gradients equal the reference bit for bit");
+    return failures;
+}
 
 static int cmd_demo(void) {
     static const char *const sems[] = {"rendezvous", "eager", "eager:4M"};
@@ -416,6 +827,7 @@ static int cmd_demo(void) {
         ppv_schedule_free(low);
     }
     printf("%s\n", failures ? "demo: PROBLEM" : "demo: all schedules deadlock-free");
+    failures += demo_runs(kinds);
     return failures ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
 }
 
@@ -436,6 +848,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "gen")) return cmd_gen(argc - 1, argv + 1);
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1, 0);
     if (!strcmp(cmd, "show")) return cmd_check(argc - 1, argv + 1, 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify-recompute")) return cmd_verify_recompute(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return cmd_demo();
     return usage_error("unknown command '%s'", cmd);
 }

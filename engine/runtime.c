@@ -1,0 +1,704 @@
+/* runtime.c - the rank runtime: one training step of the built-in model,
+ * each rank executing its schedule program on real tensors through the
+ * transport, under the mock world's scheduler.
+ *
+ * Determinism: every kernel is deterministic and batch invariant, and the
+ * gradients of each microbatch are kept apart and summed in microbatch
+ * order at the end, so any schedule, policy and seed gives the gradients of
+ * the one-rank reference bit for bit.
+ *
+ * Activation memory is what the engine's allocator holds for backwards:
+ * the forward's saved tensors, the backward-for-inputs' state for the
+ * weight backward, and a recomputed stage's stashed input.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower.h"
+
+/* Per (stage, microbatch) buffers, owned by the stage's rank. */
+typedef struct slot {
+    ppv_bf16 *x;     /* stage input (T, C) */
+    ppv_bf16 *y;     /* stage output, until sent or handed on */
+    ppv_bf16 *dy;    /* gradient of the output */
+    ppv_bf16 *dx;    /* gradient of the input, until sent or handed on */
+    void *saved;     /* forward state for the backward */
+    void *wstate;    /* backward-for-inputs state for the weight backward */
+    ppv_bf16 *stash; /* recomputed stage: the kept input */
+    float *dparams;  /* this microbatch's weight gradients */
+} slot;
+
+typedef struct run_ctx {
+    const ppv_schedule *s;
+    const ppv_run_options *o;
+    const ppv_model *model;
+    int32_t S, m, T, C;
+    size_t tc;              /* T * C elements */
+    int32_t *stage_layer;   /* [S + 1] */
+    ppv_stage_bytes *bytes; /* [S] */
+    slot *slots;            /* [S * m] */
+    ppv_mb_inputs *inputs;  /* [m] */
+    float *loss;            /* [m] */
+    int64_t *cur, *peak;    /* [P] activation bytes */
+} run_ctx;
+
+/* ---- activation accounting ------------------------------------------------- */
+
+static void *act_alloc(run_ctx *c, int32_t rank, int64_t bytes) {
+    void *p = malloc(bytes > 0 ? (size_t)bytes : 1);
+    if (!p) return NULL;
+    c->cur[rank] += bytes;
+    if (c->cur[rank] > c->peak[rank]) c->peak[rank] = c->cur[rank];
+    return p;
+}
+
+static void act_free(run_ctx *c, int32_t rank, void **p, int64_t bytes) {
+    if (!*p) return;
+    free(*p);
+    *p = NULL;
+    c->cur[rank] -= bytes;
+}
+
+int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *bytes,
+                                 const uint8_t *recompute, int64_t *peak) {
+    int32_t S = s->nstages, m = s->nmb;
+    uint8_t *regen = calloc((size_t)S * (size_t)m + 1, 1);
+    if (!regen) return -1;
+    for (int32_t r = 0; r < s->nranks; r++) {
+        int64_t cur = 0, top = 0;
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (a->stage < 0 || a->mb < 0) continue;
+            const ppv_stage_bytes *b = &bytes[a->stage];
+            int rc = recompute && recompute[a->stage];
+            uint8_t *g = &regen[(size_t)a->stage * m + a->mb];
+            switch (a->kind) {
+            case PPV_ACT_F:
+                if (rc) { /* stash the input; saved lives only while the forward runs */
+                    cur += b->input;
+                    if (cur + b->saved > top) top = cur + b->saved;
+                } else {
+                    cur += b->saved;
+                }
+                break;
+            case PPV_ACT_R:
+                if (rc && !*g) cur += b->saved, *g = 1;
+                break;
+            case PPV_ACT_I:
+            case PPV_ACT_B:
+                if (rc && !*g) cur += b->saved, *g = 1;
+                cur += b->wstate;
+                if (cur > top) top = cur;
+                if (a->kind == PPV_ACT_B) cur -= b->saved + b->wstate + (rc ? b->input : 0);
+                break;
+            case PPV_ACT_W:
+                cur -= b->saved + b->wstate + (rc ? b->input : 0);
+                break;
+            default:
+                break;
+            }
+            if (cur > top) top = cur;
+        }
+        peak[r] = top;
+    }
+    free(regen);
+    return 0;
+}
+
+/* ---- executing actions ---------------------------------------------------- */
+
+static slot *slot_of(run_ctx *c, int32_t stage, int32_t mb) {
+    return &c->slots[(size_t)stage * c->m + mb];
+}
+
+static int is_recomputed(const run_ctx *c, int32_t stage) {
+    return c->o->recompute && c->o->recompute[stage];
+}
+
+/* Runs the forward of stage s into a fresh saved buffer. */
+static int forward_into(run_ctx *c, int32_t rank, int32_t s, int32_t mb, slot *sl,
+                        const ppv_bf16 *x) {
+    sl->saved = act_alloc(c, rank, c->bytes[s].saved);
+    ppv_bf16 *y = malloc(c->tc * sizeof *y);
+    if (!sl->saved || !y) {
+        free(y);
+        return -1;
+    }
+    int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
+    int rc = l0 < l1 ? ppv_layers_forward(c->model, l0, l1, &c->inputs[mb], x, y, sl->saved)
+                     : (memcpy(y, x, c->tc * sizeof *y), 0);
+    free(sl->y);
+    sl->y = y;
+    return rc;
+}
+
+static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
+    int32_t s = a->stage, mb = a->mb;
+    slot *sl = slot_of(c, s, mb);
+    const ppv_bf16 *x = s == 0 ? c->inputs[mb].x : sl->x;
+    if (!x) {
+        ppv_world_fail(t, rank, "%dF%d has no input: nothing received or computed for it", s, mb);
+        return -1;
+    }
+    if (sl->saved) {
+        ppv_world_fail(t, rank, "%dF%d runs twice", s, mb);
+        return -1;
+    }
+    if (is_recomputed(c, s)) {
+        sl->stash = act_alloc(c, rank, c->bytes[s].input);
+        if (!sl->stash) return -1;
+        memcpy(sl->stash, x, c->tc * sizeof *x);
+    }
+    if (forward_into(c, rank, s, mb, sl, x) < 0) return -1;
+    if (is_recomputed(c, s)) act_free(c, rank, &sl->saved, c->bytes[s].saved);
+    if (s == c->S - 1)
+        c->loss[mb] = ppv_loss_forward(c->model, &c->inputs[mb], sl->y);
+    else if (c->s->stage_rank[s + 1] == rank) { /* the next stage is here: hand it over */
+        slot *nx = slot_of(c, s + 1, mb);
+        free(nx->x);
+        nx->x = sl->y;
+        sl->y = NULL;
+    }
+    free(sl->x);
+    sl->x = NULL;
+    ppv_world_progress(t, rank);
+    return 0;
+}
+
+/* Rebuilds a recomputed stage's saved tensors from its stashed input. */
+static int recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int32_t mb) {
+    slot *sl = slot_of(c, s, mb);
+    if (sl->saved || !is_recomputed(c, s)) return 0;
+    if (!sl->stash) {
+        ppv_world_fail(t, rank, "%dR%d: no stashed input (forward missing)", s, mb);
+        return -1;
+    }
+    ppv_bf16 *keep = sl->y;
+    sl->y = NULL;
+    int rc = forward_into(c, rank, s, mb, sl, sl->stash);
+    free(sl->y);
+    sl->y = keep;
+    ppv_world_progress(t, rank);
+    return rc;
+}
+
+static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
+    int32_t s = a->stage, mb = a->mb;
+    slot *sl = slot_of(c, s, mb);
+    if (recompute(c, t, rank, s, mb) < 0) return -1;
+    if (!sl->saved) {
+        ppv_world_fail(t, rank, "%d%s%d before its forward", s, ppv_action_token(a->kind), mb);
+        return -1;
+    }
+    if (s == c->S - 1) {
+        free(sl->dy);
+        sl->dy = malloc(c->tc * sizeof *sl->dy);
+        if (!sl->dy || !sl->y) return -1;
+        ppv_loss_backward(c->model, &c->inputs[mb], sl->y, sl->dy);
+        free(sl->y);
+        sl->y = NULL;
+    }
+    if (!sl->dy) {
+        ppv_world_fail(t, rank, "%d%s%d has no output gradient: nothing received or computed", s,
+                       ppv_action_token(a->kind), mb);
+        return -1;
+    }
+    sl->wstate = act_alloc(c, rank, c->bytes[s].wstate);
+    ppv_bf16 *dx = malloc(c->tc * sizeof *dx);
+    if (!sl->wstate || !dx) {
+        free(dx);
+        return -1;
+    }
+    int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
+    if (l0 < l1)
+        ppv_layers_backward_input(c->model, l0, l1, &c->inputs[mb], sl->saved, sl->dy, dx,
+                                  sl->wstate);
+    else
+        memcpy(dx, sl->dy, c->tc * sizeof *dx);
+    if (s > 0 && c->s->stage_rank[s - 1] == rank) {
+        slot *pv = slot_of(c, s - 1, mb);
+        free(pv->dy);
+        pv->dy = dx;
+    } else if (s > 0) {
+        free(sl->dx);
+        sl->dx = dx;
+    } else {
+        free(dx);
+    }
+    ppv_world_progress(t, rank);
+    return 0;
+}
+
+static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
+    int32_t s = a->stage, mb = a->mb;
+    slot *sl = slot_of(c, s, mb);
+    if (!sl->wstate) {
+        ppv_world_fail(t, rank, "%dW%d before its I", s, mb);
+        return -1;
+    }
+    int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
+    size_t n = ppv_model_grad_count(c->model, l0, l1);
+    sl->dparams = malloc((n ? n : 1) * sizeof *sl->dparams);
+    if (!sl->dparams) return -1;
+    if (l0 < l1)
+        ppv_layers_backward_weight(c->model, l0, l1, &c->inputs[mb], sl->saved, sl->wstate,
+                                   sl->dparams);
+    act_free(c, rank, &sl->wstate, c->bytes[s].wstate);
+    act_free(c, rank, &sl->saved, c->bytes[s].saved);
+    act_free(c, rank, (void **)&sl->stash, is_recomputed(c, s) ? c->bytes[s].input : 0);
+    free(sl->dy);
+    sl->dy = NULL;
+    ppv_world_progress(t, rank);
+    return 0;
+}
+
+/* Point-to-point actions: the buffer, its peer and direction. */
+static int do_message(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
+    int32_t s = a->stage, mb = a->mb;
+    slot *sl = slot_of(c, s, mb);
+    size_t bytes = c->tc * sizeof(ppv_bf16);
+    char what[64];
+    ppv_action_format(c->s, a, what, sizeof what);
+    int rc;
+    switch (a->kind) {
+    case PPV_ACT_SEND_F:
+        if (!sl->y) goto missing;
+        rc = t->ops->send(t->impl, rank, sl->y, bytes, c->s->stage_rank[s + 1], 0, what);
+        free(sl->y);
+        sl->y = NULL;
+        return rc;
+    case PPV_ACT_SEND_B:
+        if (!sl->dx) goto missing;
+        rc = t->ops->send(t->impl, rank, sl->dx, bytes, c->s->stage_rank[s - 1], 0, what);
+        free(sl->dx);
+        sl->dx = NULL;
+        return rc;
+    case PPV_ACT_RECV_F:
+        free(sl->x);
+        if (!(sl->x = malloc(bytes))) return -1;
+        return t->ops->recv(t->impl, rank, sl->x, bytes, c->s->stage_rank[s - 1], 0, what);
+    case PPV_ACT_RECV_B:
+        free(sl->dy);
+        if (!(sl->dy = malloc(bytes))) return -1;
+        return t->ops->recv(t->impl, rank, sl->dy, bytes, c->s->stage_rank[s + 1], 0, what);
+    default:
+        return 0;
+    }
+missing:
+    ppv_world_fail(t, rank, "%s sends a tensor not computed yet", what);
+    return -1;
+}
+
+static int do_action(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
+    switch (a->kind) {
+    case PPV_ACT_F:
+        return do_forward(c, t, rank, a);
+    case PPV_ACT_R:
+        return recompute(c, t, rank, a->stage, a->mb);
+    case PPV_ACT_I:
+        return do_backward_input(c, t, rank, a);
+    case PPV_ACT_W:
+        return do_backward_weight(c, t, rank, a);
+    case PPV_ACT_B:
+        if (do_backward_input(c, t, rank, a) < 0) return -1;
+        return do_backward_weight(c, t, rank, a);
+    case PPV_ACT_SEND_F:
+    case PPV_ACT_SEND_B:
+    case PPV_ACT_RECV_F:
+    case PPV_ACT_RECV_B:
+        return do_message(c, t, rank, a);
+    case PPV_ACT_UNSHARD:
+    case PPV_ACT_RESHARD:
+    case PPV_ACT_REDUCE_GRAD:
+        return 0; /* parameters are replicated: nothing to do */
+    default:
+        ppv_world_fail(t, rank, "ppv run does not execute %s actions", ppv_action_token(a->kind));
+        return -1;
+    }
+}
+
+static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
+    run_ctx *c = arg;
+    const ppv_program *p = &c->s->prog[rank];
+    for (int32_t i = 0; i < p->n; i++) {
+        int rc = do_action(c, t, rank, &p->acts[i]);
+        if (rc == -1 && t->ops->async_error(t->impl, rank) == 0)
+            ppv_world_fail(t, rank, "out of memory running %s", ppv_action_token(p->acts[i].kind));
+        if (rc != 0) return;
+    }
+}
+
+/* ---- the step --------------------------------------------------------------- */
+
+ppv_run_options ppv_run_defaults(void) {
+    ppv_run_options o;
+    memset(&o, 0, sizeof o);
+    o.sem.kind = PPV_SEM_RENDEZVOUS;
+    o.policy.kind = PPV_POLICY_RR;
+    o.model = ppv_model_config_default();
+    o.watchdog_steps = 100000;
+    return o;
+}
+
+uint64_t ppv_digest(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < n; k++) {
+        h ^= p[k];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *d) {
+    memset(d, 0, sizeof *d);
+    d->bitwise_equal = 1;
+    d->first_index = -1;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t ua, ub;
+        memcpy(&ua, &a[k], 4);
+        memcpy(&ub, &b[k], 4);
+        if (ua == ub) continue;
+        if (d->bitwise_equal) {
+            d->bitwise_equal = 0;
+            d->first_index = (int64_t)k;
+            d->first_a = a[k];
+            d->first_b = b[k];
+        }
+        /* biased-integer distance: adjacent floats are adjacent integers */
+        int64_t ia = (ua & 0x80000000u) ? -(int64_t)(ua & 0x7fffffffu) : (int64_t)ua;
+        int64_t ib = (ub & 0x80000000u) ? -(int64_t)(ub & 0x7fffffffu) : (int64_t)ub;
+        uint64_t ulp = (uint64_t)(ia > ib ? ia - ib : ib - ia);
+        double abs = (double)a[k] - (double)b[k];
+        abs = abs < 0 ? -abs : abs;
+        double mag = (double)b[k] < 0 ? -(double)b[k] : (double)b[k];
+        double rel = mag > 0 ? abs / mag : (abs > 0 ? 1.0 / 0.0 : 0.0);
+        if (ulp > d->max_ulp) d->max_ulp = ulp;
+        if (abs > d->max_abs) d->max_abs = abs;
+        if (rel > d->max_rel) d->max_rel = rel;
+    }
+}
+
+static void free_ctx(run_ctx *c) {
+    if (c->slots)
+        for (size_t k = 0; k < (size_t)c->S * (size_t)c->m; k++) {
+            slot *sl = &c->slots[k];
+            free(sl->x), free(sl->y), free(sl->dy), free(sl->dx), free(sl->saved);
+            free(sl->wstate), free(sl->stash), free(sl->dparams);
+        }
+    if (c->inputs)
+        for (int32_t mb = 0; mb < c->m; mb++)
+            ppv_mb_inputs_free(&c->inputs[mb]);
+    free(c->slots);
+    free(c->inputs);
+    free(c->loss);
+    free(c->bytes);
+    free(c->cur);
+    free(c->peak);
+}
+
+/* ppv run executes training steps: every (stage, microbatch) needs its
+ * forward and a full backward (B, or I then W). */
+static int require_training(const ppv_schedule *s, char *err, size_t errlen) {
+    size_t n = (size_t)s->nstages * (size_t)s->nmb;
+    uint8_t *seen = calloc(n + 1, 1); /* bit 1 F, 2 B or I, 4 B or W */
+    if (!seen) return ppv_errf(err, errlen, "out of memory");
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (a->stage < 0 || a->mb < 0) continue;
+            uint8_t *b = &seen[(size_t)a->stage * s->nmb + a->mb];
+            if (a->kind == PPV_ACT_F) *b |= 1;
+            if (a->kind == PPV_ACT_B || a->kind == PPV_ACT_I) *b |= 2;
+            if (a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) *b |= 4;
+        }
+    int rc = 0;
+    for (size_t k = 0; k < n && rc == 0; k++)
+        if (seen[k] != 7)
+            rc = ppv_errf(err, errlen,
+                          "%s: stage %d microbatch %d has no %s; ppv run executes a training "
+                          "step, which needs F and B (or I and W) for every stage and microbatch",
+                          s->name, (int)(k / (size_t)s->nmb), (int)(k % (size_t)s->nmb),
+                          !(seen[k] & 1)   ? "forward (F)"
+                          : !(seen[k] & 2) ? "backward (B or I)"
+                                           : "weight backward (B or W)");
+    free(seen);
+    return rc;
+}
+
+/* Layers of stage s: floor(L * s / S) to floor(L * (s + 1) / S), so when L
+ * does not divide evenly the later stages hold one layer more. */
+static void split_layers(int32_t L, int32_t S, int32_t *stage_layer) {
+    for (int32_t s = 0; s <= S; s++)
+        stage_layer[s] = (int32_t)(((int64_t)L * s) / S);
+}
+
+int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report **out, char *err,
+            size_t errlen) {
+    *out = NULL;
+    if (s_in->nstages < 1 || s_in->nmb < 1)
+        return ppv_errf(err, errlen, "%s: no stage or microbatch to run", s_in->name);
+    ppv_check_options co = ppv_check_defaults();
+    co.sem = o->sem;
+    ppv_check_report *chk = NULL;
+    if (ppv_schedule_check(s_in, &co, &chk, err, errlen) < 0) return -1;
+    if (chk->errors_total > 0) {
+        ppv_errf(err, errlen, "%s: %s (rank %d index %d); run 'ppv check' for every error",
+                 s_in->name, chk->errors[0].message, chk->errors[0].rank, chk->errors[0].index);
+        ppv_check_report_free(chk);
+        return -1;
+    }
+    if (require_training(s_in, err, errlen) < 0) {
+        ppv_check_report_free(chk);
+        return -1;
+    }
+    if (chk->deadlock && s_in->form == PPV_FORM_COMPUTE_ONLY) {
+        /* the compute order itself cannot progress: nothing to lower or run */
+        ppv_run_report *rep = calloc(1, sizeof *rep);
+        if (!rep) return ppv_errf(err, errlen, "out of memory");
+        rep->nranks = s_in->nranks;
+        rep->nstages = s_in->nstages;
+        rep->nmb = s_in->nmb;
+        rep->world.status = PPV_RUN_DEADLOCK;
+        rep->world.blocked = chk->blocked;
+        rep->world.nblocked = chk->nblocked;
+        rep->world.cycle = chk->cycle;
+        rep->world.ncycle = chk->ncycle;
+        chk->blocked = chk->cycle = NULL;
+        snprintf(rep->world.message, sizeof rep->world.message,
+                 "deadlock in the compute order itself (found before running): %d of %d ranks "
+                 "can never finish",
+                 rep->world.nblocked, rep->nranks);
+        ppv_check_report_free(chk);
+        *out = rep;
+        return 0;
+    }
+    ppv_schedule *lowered = NULL;
+    const ppv_schedule *s = s_in;
+    if (s_in->form == PPV_FORM_COMPUTE_ONLY && chk->checked) {
+        lowered = chk->checked;
+        chk->checked = NULL;
+        s = lowered;
+    }
+    ppv_check_report_free(chk);
+
+    ppv_model_config cfg = o->model;
+    if (cfg.layers < s->nstages) cfg.layers = s->nstages;
+    ppv_model *model = ppv_model_new(&cfg, err, errlen);
+    ppv_run_report *rep = calloc(1, sizeof *rep);
+    run_ctx c;
+    memset(&c, 0, sizeof c);
+    int rc = -1;
+    if (!model || !rep) goto done;
+    c.s = s;
+    c.o = o;
+    c.model = model;
+    c.S = s->nstages;
+    c.m = s->nmb;
+    c.T = cfg.seq_len;
+    c.C = cfg.d_model;
+    c.tc = (size_t)c.T * (size_t)c.C;
+    rep->nranks = s->nranks;
+    rep->nstages = c.S;
+    rep->nmb = c.m;
+    rep->nlayers = cfg.layers;
+    rep->stage_layer = malloc((size_t)(c.S + 1) * sizeof *rep->stage_layer);
+    c.bytes = calloc((size_t)c.S, sizeof *c.bytes);
+    c.slots = calloc((size_t)c.S * (size_t)c.m, sizeof *c.slots);
+    c.inputs = calloc((size_t)c.m, sizeof *c.inputs);
+    c.loss = calloc((size_t)c.m, sizeof *c.loss);
+    c.cur = calloc((size_t)s->nranks, sizeof *c.cur);
+    c.peak = calloc((size_t)s->nranks, sizeof *c.peak);
+    rep->peak_bytes = calloc((size_t)s->nranks, sizeof *rep->peak_bytes);
+    rep->predicted_bytes = calloc((size_t)s->nranks, sizeof *rep->predicted_bytes);
+    if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.loss || !c.cur || !c.peak ||
+        !rep->peak_bytes || !rep->predicted_bytes)
+        goto oom;
+    split_layers(cfg.layers, c.S, rep->stage_layer);
+    c.stage_layer = rep->stage_layer;
+    for (int32_t st = 0; st < c.S; st++) {
+        int32_t l0 = c.stage_layer[st], l1 = c.stage_layer[st + 1];
+        c.bytes[st].saved = l0 < l1 ? (int64_t)ppv_layers_saved_bytes(model, l0, l1) : 0;
+        c.bytes[st].wstate = l0 < l1 ? (int64_t)ppv_layers_wstate_bytes(model, l0, l1) : 0;
+        c.bytes[st].input = (int64_t)(c.tc * sizeof(ppv_bf16));
+    }
+    for (int32_t mb = 0; mb < c.m; mb++)
+        if (ppv_mb_inputs_init(model, mb, &c.inputs[mb]) < 0) goto oom;
+    if (ppv_predict_activation_bytes(s, c.bytes, o->recompute, rep->predicted_bytes) < 0) goto oom;
+
+    ppv_world_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.nranks = s->nranks;
+    wo.sem = o->sem;
+    wo.policy = o->policy;
+    wo.watchdog_steps = o->watchdog_steps;
+    ppv_world *w = ppv_world_new(&wo, err, errlen);
+    if (!w) goto done;
+    rep->trace = w;
+    if (ppv_world_run(w, rank_main, &c, &rep->world) < 0) {
+        ppv_errf(err, errlen, "%s", rep->world.message);
+        goto done;
+    }
+    memcpy(rep->peak_bytes, c.peak, (size_t)s->nranks * sizeof *c.peak);
+    if (rep->world.status == PPV_RUN_DONE) {
+        /* gradients: per stage, microbatches added in order */
+        rep->ngrads = ppv_model_grad_count(model, 0, cfg.layers);
+        rep->grads = calloc(rep->ngrads ? rep->ngrads : 1, sizeof *rep->grads);
+        if (!rep->grads) goto oom;
+        for (int32_t st = 0; st < c.S; st++) {
+            int32_t l0 = c.stage_layer[st], l1 = c.stage_layer[st + 1];
+            size_t base = ppv_model_grad_count(model, 0, l0),
+                   n = ppv_model_grad_count(model, l0, l1);
+            for (int32_t mb = 0; mb < c.m; mb++) {
+                const float *g = slot_of(&c, st, mb)->dparams;
+                if (!g) {
+                    ppv_errf(err, errlen, "stage %d never ran the weight backward of microbatch %d",
+                             st, mb);
+                    goto done;
+                }
+                for (size_t k = 0; k < n; k++)
+                    rep->grads[base + k] += g[k];
+            }
+        }
+        if (o->perturb && rep->ngrads > 0) { /* tests: one path made wrong by one ULP */
+            uint32_t bits;
+            memcpy(&bits, &rep->grads[0], sizeof bits);
+            bits ^= 1u;
+            memcpy(&rep->grads[0], &bits, sizeof bits);
+        }
+        double loss = 0;
+        for (int32_t mb = 0; mb < c.m; mb++)
+            loss += c.loss[mb];
+        rep->loss = loss / c.m;
+        rep->grad_digest = ppv_digest(rep->grads, rep->ngrads * sizeof *rep->grads);
+    }
+    *out = rep;
+    rep = NULL;
+    rc = 0;
+    goto done;
+oom:
+    ppv_errf(err, errlen, "out of memory");
+done:
+    free_ctx(&c);
+    ppv_run_report_free(rep);
+    ppv_model_free(model);
+    ppv_schedule_free(lowered);
+    return rc;
+}
+
+void ppv_run_report_free(ppv_run_report *r) {
+    if (!r) return;
+    ppv_world_result_free(&r->world);
+    ppv_world_free(r->trace);
+    free(r->stage_layer);
+    free(r->grads);
+    free(r->peak_bytes);
+    free(r->predicted_bytes);
+    free(r);
+}
+
+int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, size_t *ngrads,
+                      double *loss, char *err, size_t errlen) {
+    *grads = NULL;
+    ppv_model *m = ppv_model_new(cfg, err, errlen);
+    if (!m) return -1;
+    int32_t L = cfg->layers;
+    size_t tc = (size_t)cfg->seq_len * (size_t)cfg->d_model, n = ppv_model_grad_count(m, 0, L);
+    void *saved = malloc(ppv_layers_saved_bytes(m, 0, L) + 1);
+    void *wstate = malloc(ppv_layers_wstate_bytes(m, 0, L) + 1);
+    ppv_bf16 *y = malloc(tc * sizeof *y), *dy = malloc(tc * sizeof *dy),
+             *dx = malloc(tc * sizeof *dx);
+    float *g = calloc(n ? n : 1, sizeof *g), *one = malloc((n ? n : 1) * sizeof *one);
+    int rc = -1;
+    double total = 0;
+    if (!saved || !wstate || !y || !dy || !dx || !g || !one) {
+        ppv_errf(err, errlen, "out of memory");
+        goto done;
+    }
+    for (int32_t mb = 0; mb < nmb; mb++) {
+        ppv_mb_inputs in;
+        if (ppv_mb_inputs_init(m, mb, &in) < 0) goto done;
+        ppv_layers_forward(m, 0, L, &in, in.x, y, saved);
+        total += ppv_loss_forward(m, &in, y);
+        ppv_loss_backward(m, &in, y, dy);
+        ppv_layers_backward_input(m, 0, L, &in, saved, dy, dx, wstate);
+        ppv_layers_backward_weight(m, 0, L, &in, saved, wstate, one);
+        for (size_t k = 0; k < n; k++)
+            g[k] += one[k];
+        ppv_mb_inputs_free(&in);
+    }
+    *grads = g;
+    g = NULL;
+    *ngrads = n;
+    *loss = total / nmb;
+    rc = 0;
+done:
+    free(saved), free(wstate), free(y), free(dy), free(dx), free(g), free(one);
+    ppv_model_free(m);
+    return rc;
+}
+
+/* Names gradient index k of the full model: its layer, parameter tensor and
+ * index within that tensor. */
+static void name_gradient(const ppv_model *m, int64_t k, ppv_recompute_verdict *v) {
+    const ppv_model_config *cfg = ppv_model_config_of(m);
+    for (int32_t l = 0; l < cfg->layers; l++) {
+        int64_t lo = (int64_t)ppv_model_grad_count(m, 0, l);
+        int64_t hi = (int64_t)ppv_model_grad_count(m, 0, l + 1);
+        if (k < lo || k >= hi) continue;
+        v->first_layer = l;
+        for (int i = 0; i < PPV_MODEL_PARAM_TENSORS; i++) {
+            ppv_param_tensor pt;
+            ppv_model_param_tensor(m, i, &pt);
+            int64_t off = k - lo - (int64_t)pt.offset;
+            if (off >= 0 && off < (int64_t)pt.rows * pt.cols) {
+                snprintf(v->first_tensor, sizeof v->first_tensor, "%s", pt.name);
+                v->first_tensor_index = off;
+            }
+        }
+        return;
+    }
+}
+
+int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o, ppv_recompute_verdict *v,
+                         char *err, size_t errlen) {
+    memset(v, 0, sizeof *v);
+    v->first_layer = -1;
+    v->first_tensor_index = -1;
+    uint8_t *all = NULL;
+    ppv_run_options so = *o, ro = *o;
+    so.recompute = NULL;
+    so.perturb = 0;
+    if (!ro.recompute) {
+        if (!(all = malloc((size_t)s->nstages + 1))) return ppv_errf(err, errlen, "out of memory");
+        memset(all, 1, (size_t)s->nstages);
+        ro.recompute = all;
+    }
+    int rc = -1;
+    if (ppv_run(s, &so, &v->stash, err, errlen) < 0) goto done;
+    if (ppv_run(s, &ro, &v->recompute, err, errlen) < 0) goto done;
+    rc = 0;
+    if (v->stash->world.status != PPV_RUN_DONE || v->recompute->world.status != PPV_RUN_DONE)
+        goto done; /* the caller reports the run that did not complete */
+    ppv_grads_compare(v->recompute->grads, v->stash->grads, v->stash->ngrads, &v->diff);
+    if (!v->diff.bitwise_equal) {
+        ppv_model_config cfg = o->model;
+        if (cfg.layers < s->nstages) cfg.layers = s->nstages;
+        ppv_model *m = ppv_model_new(&cfg, err, errlen);
+        if (!m) {
+            rc = -1;
+            goto done;
+        }
+        name_gradient(m, v->diff.first_index, v);
+        ppv_model_free(m);
+    }
+done:
+    free(all);
+    return rc;
+}
+
+void ppv_recompute_verdict_free(ppv_recompute_verdict *v) {
+    ppv_run_report_free(v->stash);
+    ppv_run_report_free(v->recompute);
+    v->stash = v->recompute = NULL;
+}

@@ -1,0 +1,44 @@
+/* bf16.c - fp32 <-> bf16 (the top 16 bits of an fp32), round to nearest
+ * even. NaN stays a quiet NaN (the rounding carry could otherwise turn a
+ * NaN whose payload sits in the low bits into inf); inf stays inf; values
+ * past the largest bf16 round to inf as IEEE rounding says.
+ */
+#include <string.h>
+
+#include "kernels_internal.h"
+
+/* fp32 -> bf16, round to nearest even, NaN kept quiet. */
+ppv_bf16 ppv_bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ppv_bf16)((u >> 16) | 0x0040u); /* quiet NaN */
+    uint32_t lsb = (u >> 16) & 1u;
+    u += 0x7fffu + lsb; /* ties go to the even neighbour; the carry may reach the exponent */
+    return (ppv_bf16)(u >> 16);
+}
+
+/* bf16 -> fp32, exact. */
+float ppv_bf16_to_f32(ppv_bf16 h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Widens n bf16 values to fp32 (exact). */
+void ppvk_bf16_to_f32(float *out, const ppv_bf16 *in, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = ppv_bf16_to_f32(in[i]);
+}
+
+/* Rounds n fp32 values to bf16. */
+void ppvk_f32_to_bf16(ppv_bf16 *out, const float *in, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = ppv_bf16_from_f32(in[i]);
+}
+
+/* Rounds n fp32 values to bf16 precision, in place. */
+void ppvk_round_bf16(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = ppv_bf16_to_f32(ppv_bf16_from_f32(x[i]));
+}

@@ -1,0 +1,145 @@
+/* ppv_kernels.h - the kernels layer's one public header: deterministic CPU
+ * reference kernels and the small DiT-like transformer built from them.
+ *
+ * Determinism rules: bf16 storage with round-to-nearest-even, fp32
+ * accumulation in a fixed order, no implicit FMA contraction (this layer is
+ * compiled with -ffp-contract=off), weights and inputs from a counter-based
+ * RNG keyed by (seed, tensor, index). Batch invariance: every output row
+ * depends only on its own inputs, never on how many rows one call
+ * processes (matmuls reduce over k in a fixed order; attention visits keys
+ * in a fixed order per query). Multithreading, if any, splits output rows,
+ * never a reduction.
+ *
+ * Functions return 0 on success and a negative value on failure.
+ */
+#ifndef PPV_KERNELS_H
+#define PPV_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ppv_spec.h"
+
+/* ---- bf16 ----------------------------------------------------------------- */
+
+typedef uint16_t ppv_bf16;
+
+/* float -> bf16, round to nearest even; NaN stays a (quiet) NaN. */
+ppv_bf16 ppv_bf16_from_f32(float x);
+float ppv_bf16_to_f32(ppv_bf16 h);
+
+/* ---- counter-based RNG ------------------------------------------------------ */
+
+/* 64 random bits that depend only on (seed, tensor, index). */
+uint64_t ppv_rng_bits(uint64_t seed, uint64_t tensor, uint64_t index);
+/* Uniform in [0, 1) and standard normal, from the same key. */
+float ppv_rng_uniform(uint64_t seed, uint64_t tensor, uint64_t index);
+float ppv_rng_normal(uint64_t seed, uint64_t tensor, uint64_t index);
+
+/* ---- the model ---------------------------------------------------------------- */
+
+typedef struct ppv_model_config {
+    int32_t layers;   /* transformer blocks */
+    int32_t d_model;  /* C */
+    int32_t n_heads;  /* H, divides C */
+    int32_t d_ff;     /* MLP hidden width */
+    int32_t seq_len;  /* T: tokens per microbatch */
+    int32_t cond_len; /* Tc: conditioning tokens for cross-attention */
+    uint64_t seed;    /* weights and inputs */
+} ppv_model_config;
+
+/* A small default that runs in milliseconds (4 layers, C=32, 2 heads,
+ * d_ff=64, T=8, Tc=4, seed 1). */
+ppv_model_config ppv_model_config_default(void);
+
+typedef struct ppv_model ppv_model; /* weights (bf16), opaque */
+
+/* Builds the model with weights drawn from the counter RNG; NULL on a bad
+ * config (with a reason in err) or out of memory. */
+ppv_model *ppv_model_new(const ppv_model_config *cfg, char *err, size_t errlen);
+void ppv_model_free(ppv_model *m);
+const ppv_model_config *ppv_model_config_of(const ppv_model *m);
+
+/* Number of fp32 gradient values of layers [l0, l1). */
+size_t ppv_model_grad_count(const ppv_model *m, int32_t l0, int32_t l1);
+
+/* Every layer has the same PPV_MODEL_PARAM_TENSORS parameter tensors, stored
+ * one after another in this order (weights and dparams alike):
+ *   ada_w (6C, C)  ada_b (6C)   adaLN: shift, scale, gate (attn), then (MLP)
+ *   qkv_w (3C, C)  qkv_b (3C)   self-attention q, k, v
+ *   attn_out_w (C, C)  attn_out_b (C)
+ *   xq_w (C, C)  xq_b (C)       cross-attention query from the tokens
+ *   xkv_w (2C, C)  xkv_b (2C)   cross-attention k, v from cond
+ *   xout_w (C, C)  xout_b (C)
+ *   fc1_w (d_ff, C)  fc1_b (d_ff)   fc2_w (C, d_ff)  fc2_b (C)
+ * dparams of layers [l0, l1) is layer l0's tensors, then l0+1's, and so on. */
+enum { PPV_MODEL_PARAM_TENSORS = 16 };
+
+typedef struct ppv_param_tensor {
+    const char *name; /* "qkv_w" */
+    int32_t rows;     /* out features */
+    int32_t cols;     /* in features; 1 for a bias */
+    size_t offset;    /* first value within its layer's parameters */
+} ppv_param_tensor;
+
+/* Describes parameter tensor i (0 <= i < PPV_MODEL_PARAM_TENSORS); -1 if i
+ * is out of range. */
+int ppv_model_param_tensor(const ppv_model *m, int i, ppv_param_tensor *out);
+
+/* The bf16 parameters of one layer in the order above
+ * (ppv_model_grad_count(m, layer, layer + 1) values); NULL if layer is out
+ * of range. */
+const ppv_bf16 *ppv_model_layer_params(const ppv_model *m, int32_t layer);
+
+/* One microbatch's inputs, drawn from the counter RNG keyed by the model's
+ * seed and the microbatch index. */
+typedef struct ppv_mb_inputs {
+    ppv_bf16 *x;      /* (T, C) noisy latent entering layer 0 */
+    ppv_bf16 *cond;   /* (Tc, C) conditioning embeddings */
+    ppv_bf16 *target; /* (T, C) what the last layer should produce */
+    float timestep;   /* adaLN conditioning, in [0, 1) */
+} ppv_mb_inputs;
+
+int ppv_mb_inputs_init(const ppv_model *m, int32_t mb, ppv_mb_inputs *in);
+void ppv_mb_inputs_free(ppv_mb_inputs *in);
+
+/* Bytes a forward of layers [l0, l1) saves for its backward, and bytes the
+ * backward-for-inputs keeps for the backward-for-weights. Both depend only
+ * on the config and the layer range. */
+size_t ppv_layers_saved_bytes(const ppv_model *m, int32_t l0, int32_t l1);
+size_t ppv_layers_wstate_bytes(const ppv_model *m, int32_t l0, int32_t l1);
+
+/* Forward of layers [l0, l1): x_in (T, C) -> x_out (T, C), filling saved
+ * (ppv_layers_saved_bytes) with what the backward needs. */
+int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+                       const ppv_bf16 *x_in, ppv_bf16 *x_out, void *saved);
+
+/* Backward for inputs: dy (T, C) -> dx (T, C), filling wstate
+ * (ppv_layers_wstate_bytes) with what the weight backward needs. */
+int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+                              const void *saved, const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate);
+
+/* Backward for weights: writes (not accumulates) the fp32 gradients of
+ * layers [l0, l1) for this microbatch into dparams
+ * (ppv_model_grad_count values). */
+int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+                               const void *saved, const void *wstate, float *dparams);
+
+/* Loss of the last layer's output y against in->target (mean squared
+ * error, fp32) and its gradient dy (T, C). */
+float ppv_loss_forward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y);
+int ppv_loss_backward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y, ppv_bf16 *dy);
+
+/* ---- matmul (the benchmarked kernel) ------------------------------------------- */
+
+/* out (M, N) = a (M, K) . w (N, K)^T, fp32 in and out, each output element
+ * reduced over k = 0..K-1 in order. threads > 1 splits output rows (a small
+ * product uses fewer threads: at least 64 MFLOP each). */
+void ppv_matmul_f32(float *out, const float *a, const float *w, int32_t M, int32_t N, int32_t K,
+                    int32_t threads);
+
+/* The instruction set ppv_matmul_f32 runs on this machine ("generic",
+ * "avx2", "avx512"); every choice gives the same bits. */
+const char *ppv_matmul_isa(void);
+
+#endif

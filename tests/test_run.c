@@ -1,0 +1,398 @@
+/* test_run.c - schedules executed on real tensors: every generated kind
+ * under every policy gives the one-rank reference's gradients bit for bit,
+ * recompute equals stash, measured activation bytes equal the prediction,
+ * runs replay exactly, and deadlocks are reported, not waited out. */
+#include <math.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+enum { P = 4, M = 8, LAYERS = 8 };
+
+/* Every kind ppv gen knows, with the stages per rank it takes. */
+static const struct {
+    const char *kind;
+    int v;
+} kinds[] = {{"gpipe", 1},  {"1f1b", 1},  {"interleaved-1f1b", 2},
+             {"zb-h1", 1},  {"zb-h2", 1}, {"zbv", 2},
+             {"v-half", 2}, {"v-min", 2}, {"dualpipev", 2}};
+
+static ppv_run_options options(const char *sem, const char *policy, uint64_t seed) {
+    ppv_run_options o = ppv_run_defaults();
+    assert_int_equal(ppv_semantics_parse(sem, &o.sem), 0);
+    assert_int_equal(ppv_policy_parse(policy, &o.policy), 0);
+    o.policy.seed = seed;
+    o.model.layers = LAYERS;
+    return o;
+}
+
+/* Runs s and requires the run itself (not its verdict) to succeed. */
+static ppv_run_report *run_ok(const ppv_schedule *s, const ppv_run_options *o) {
+    ppv_run_report *rep = NULL;
+    char err[1024] = "";
+    int rc = ppv_run(s, o, &rep, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "run %s: %s\n", s->name, err);
+    assert_int_equal(rc, 0);
+    assert_non_null(rep);
+    return rep;
+}
+
+/* The one-rank reference's gradient digest for LAYERS layers and M
+ * microbatches. */
+static uint64_t reference_digest(float **grads, size_t *n) {
+    ppv_model_config cfg = ppv_model_config_default();
+    cfg.layers = LAYERS;
+    double loss;
+    char err[256];
+    assert_int_equal(ppv_run_reference(&cfg, M, grads, n, &loss, err, sizeof err), 0);
+    assert_true(isfinite(loss) && loss > 0);
+    return ppv_digest(*grads, *n * sizeof **grads);
+}
+
+static void test_every_kind_under_every_policy_matches_the_reference(void **state) {
+    (void)state;
+    float *ref;
+    size_t nref;
+    uint64_t want = reference_digest(&ref, &nref);
+    static const struct {
+        const char *policy;
+        uint64_t seed;
+    } pols[] = {{"rr", 0}, {"random", 1}, {"random", 2}, {"pct", 3}, {"pct:5", 4}};
+    static const char *sems[] = {"rendezvous", "eager"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        ppv_schedule *s = gen_ok(kinds[k].kind, P, M, kinds[k].v);
+        for (size_t q = 0; q < sizeof pols / sizeof pols[0]; q++)
+            for (size_t e = 0; e < 2; e++) {
+                ppv_run_options o = options(sems[e], pols[q].policy, pols[q].seed);
+                ppv_run_report *rep = run_ok(s, &o);
+                if (rep->world.status != PPV_RUN_DONE || rep->grad_digest != want)
+                    fprintf(stderr, "%s %s seed %llu %s: %s\n", kinds[k].kind, pols[q].policy,
+                            (unsigned long long)pols[q].seed, sems[e], rep->world.message);
+                assert_int_equal(rep->world.status, PPV_RUN_DONE);
+                assert_int_equal(rep->ngrads, nref);
+                assert_memory_equal(rep->grads, ref, nref * sizeof *ref);
+                assert_int_equal(rep->grad_digest, want);
+                for (int32_t r = 0; r < rep->nranks; r++)
+                    assert_int_equal(rep->peak_bytes[r], rep->predicted_bytes[r]);
+                ppv_run_report_free(rep);
+            }
+        ppv_schedule_free(s);
+    }
+    free(ref);
+}
+
+static void test_lowered_comms_files_run_like_their_compute_only_form(void **state) {
+    (void)state;
+    float *ref;
+    size_t nref;
+    uint64_t want = reference_digest(&ref, &nref);
+    free(ref);
+    static const char *files[] = {"zb1p_2rank_2stagep_comms.csv", "zb1p_2rank_2stagep_compute.csv",
+                                  "dualpipev_4rank_10mb.csv"};
+    for (size_t k = 0; k < 3; k++) {
+        ppv_schedule *s = load_ok(interop_path(files[k]));
+        ppv_run_options o = options("rendezvous", "random", 7);
+        ppv_model_config cfg = o.model;
+        if (cfg.layers < s->nstages) cfg.layers = s->nstages;
+        float *g;
+        size_t n;
+        double loss;
+        char err[256];
+        assert_int_equal(ppv_run_reference(&cfg, s->nmb, &g, &n, &loss, err, sizeof err), 0);
+        ppv_run_report *rep = run_ok(s, &o);
+        assert_int_equal(rep->world.status, PPV_RUN_DONE);
+        assert_memory_equal(rep->grads, g, n * sizeof *g);
+        assert_true(rep->loss == loss);
+        if (s->nmb == M && cfg.layers == LAYERS) assert_int_equal(rep->grad_digest, want);
+        free(g);
+        ppv_run_report_free(rep);
+        ppv_schedule_free(s);
+    }
+}
+
+static void test_unequal_and_single_layer_stages_still_match(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", P, 5, 1);
+    static const int32_t layers[] = {4, 5, 7};
+    static const int32_t last_stage_layers[] = {1, 2, 2};
+    for (int k = 0; k < 3; k++) {
+        ppv_run_options o = options("rendezvous", "rr", 0);
+        o.model.layers = layers[k];
+        ppv_run_report *rep = run_ok(s, &o);
+        assert_int_equal(rep->world.status, PPV_RUN_DONE);
+        assert_int_equal(rep->stage_layer[0], 0);
+        assert_int_equal(rep->stage_layer[P], layers[k]);
+        assert_int_equal(rep->stage_layer[P] - rep->stage_layer[P - 1], last_stage_layers[k]);
+        float *g;
+        size_t n;
+        double loss;
+        char err[256];
+        assert_int_equal(ppv_run_reference(&o.model, 5, &g, &n, &loss, err, sizeof err), 0);
+        assert_int_equal(rep->ngrads, n);
+        assert_memory_equal(rep->grads, g, n * sizeof *g);
+        free(g);
+        ppv_run_report_free(rep);
+    }
+    ppv_schedule_free(s);
+}
+
+/* 1F1B's peaks by formula: rank r holds p - r forwards' saved tensors (or,
+ * recomputed, their inputs plus one regenerated stage) and one backward's
+ * weight state. */
+static void test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", P, M, 1);
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.model.layers = P; /* one layer per stage */
+    char err[256];
+    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
+    assert_non_null(m);
+    int64_t saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
+    int64_t wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
+    int64_t input = (int64_t)o.model.seq_len * o.model.d_model * 2;
+    ppv_model_free(m);
+    assert_true(input < saved);
+
+    ppv_recompute_verdict v;
+    assert_int_equal(ppv_verify_recompute(s, &o, &v, err, sizeof err), 0);
+    assert_true(v.diff.bitwise_equal);
+    assert_int_equal(v.diff.first_index, -1);
+    assert_int_equal(v.first_layer, -1);
+    for (int32_t r = 0; r < P; r++) {
+        assert_int_equal(v.stash->peak_bytes[r], (P - r) * saved + wstate);
+        assert_int_equal(v.stash->predicted_bytes[r], v.stash->peak_bytes[r]);
+        assert_int_equal(v.recompute->peak_bytes[r], (P - r) * input + saved + wstate);
+        assert_int_equal(v.recompute->predicted_bytes[r], v.recompute->peak_bytes[r]);
+    }
+    assert_true(v.recompute->peak_bytes[0] < v.stash->peak_bytes[0] / 2);
+    ppv_recompute_verdict_free(&v);
+
+    /* GPipe holds every microbatch: m saved sets against m inputs */
+    ppv_schedule *g = gen_ok("gpipe", P, M, 1);
+    assert_int_equal(ppv_verify_recompute(g, &o, &v, err, sizeof err), 0);
+    assert_true(v.diff.bitwise_equal);
+    for (int32_t r = 0; r < P; r++) {
+        assert_int_equal(v.stash->peak_bytes[r], M * saved + wstate);
+        assert_int_equal(v.recompute->peak_bytes[r], M * input + saved + wstate);
+    }
+    ppv_recompute_verdict_free(&v);
+    ppv_schedule_free(g);
+    ppv_schedule_free(s);
+}
+
+static void test_recompute_equals_stash_for_every_kind_and_some_stages(void **state) {
+    (void)state;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        ppv_schedule *s = gen_ok(kinds[k].kind, P, M, kinds[k].v);
+        ppv_run_options o = options("rendezvous", "random", 11);
+        uint8_t odd[16] = {0};
+        for (int32_t st = 1; st < s->nstages; st += 2)
+            odd[st] = 1;
+        for (int pass = 0; pass < 2; pass++) {
+            o.recompute = pass ? odd : NULL;
+            ppv_recompute_verdict v;
+            char err[256];
+            assert_int_equal(ppv_verify_recompute(s, &o, &v, err, sizeof err), 0);
+            assert_int_equal(v.recompute->world.status, PPV_RUN_DONE);
+            assert_true(v.diff.bitwise_equal);
+            assert_int_equal(v.stash->grad_digest, v.recompute->grad_digest);
+            for (int32_t r = 0; r < P; r++)
+                assert_int_equal(v.recompute->peak_bytes[r], v.recompute->predicted_bytes[r]);
+            ppv_recompute_verdict_free(&v);
+        }
+        ppv_schedule_free(s);
+    }
+}
+
+static void test_a_perturbed_recompute_path_is_reported_exactly(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("zbv", P, M, 2);
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.perturb = 1;
+    ppv_recompute_verdict v;
+    char err[256];
+    assert_int_equal(ppv_verify_recompute(s, &o, &v, err, sizeof err), 0);
+    assert_false(v.diff.bitwise_equal);
+    assert_int_equal(v.diff.max_ulp, 1);
+    assert_int_equal(v.diff.first_index, 0);
+    assert_int_equal(v.first_layer, 0);
+    assert_string_equal(v.first_tensor, "ada_w");
+    assert_int_equal(v.first_tensor_index, 0);
+    float a = v.recompute->grads[0], b = v.stash->grads[0];
+    assert_true(a == v.diff.first_a && b == v.diff.first_b);
+    assert_true(nextafterf(b, a) == a); /* one step apart */
+    assert_true(v.diff.max_abs == fabs((double)a - (double)b));
+    assert_true(v.diff.max_rel == fabs((double)a - (double)b) / fabs((double)b));
+    /* everything after the first gradient is untouched */
+    assert_memory_equal(v.recompute->grads + 1, v.stash->grads + 1,
+                        (v.stash->ngrads - 1) * sizeof(float));
+    ppv_recompute_verdict_free(&v);
+    ppv_schedule_free(s);
+}
+
+static void test_gradient_comparison_measures_ulps_across_signs(void **state) {
+    (void)state;
+    float a[5] = {1.0f, 0.0f, -1.0f, 3.0f, 2.0f};
+    float b[5] = {1.0f, -0.0f, 1.0f, 3.0f, 2.0f};
+    ppv_grad_diff d;
+    ppv_grads_compare(a, b, 5, &d);
+    assert_false(d.bitwise_equal); /* +0 and -0 differ bit for bit */
+    assert_int_equal(d.first_index, 1);
+    assert_int_equal(d.max_ulp, 2ull * 0x3f800000u); /* -1 to +1 through zero */
+    assert_true(d.max_abs == 2.0);
+    assert_true(d.max_rel == 2.0);
+    a[1] = 0.0f, b[1] = 0.0f, a[2] = nextafterf(1.0f, 2.0f);
+    ppv_grads_compare(a, b, 5, &d);
+    assert_int_equal(d.first_index, 2);
+    assert_int_equal(d.max_ulp, 1);
+    ppv_grads_compare(b, b, 5, &d);
+    assert_true(d.bitwise_equal);
+    assert_int_equal(d.first_index, -1);
+    assert_int_equal(d.max_ulp, 0);
+}
+
+/* Writes a run's trace to a temporary file and reads its decisions back. */
+static int32_t *trace_round_trip(const ppv_run_report *rep, int64_t *n) {
+    char path[] = "/tmp/ppv_run_traceXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_int_equal(ppv_trace_write(f, rep->trace), 0);
+    fclose(f);
+    int32_t *dec = NULL, nranks = 0;
+    char err[256];
+    assert_int_equal(ppv_trace_read(path, &dec, n, &nranks, err, sizeof err), 0);
+    assert_int_equal(nranks, rep->nranks);
+    unlink(path);
+    return dec;
+}
+
+static void test_runs_repeat_and_replay_bit_for_bit(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("interleaved-1f1b", P, M, 2);
+    ppv_run_options o = options("eager", "pct", 42);
+    ppv_run_report *a = run_ok(s, &o), *b = run_ok(s, &o);
+    assert_int_equal(a->world.status, PPV_RUN_DONE);
+    assert_int_equal(a->world.trace_digest, b->world.trace_digest);
+    assert_int_equal(a->world.steps, b->world.steps);
+    assert_int_equal(a->grad_digest, b->grad_digest);
+    assert_true(a->loss == b->loss);
+
+    int64_t n;
+    int32_t *dec = trace_round_trip(a, &n);
+    assert_int_equal(n, a->world.steps);
+    ppv_run_options r = o;
+    r.policy.kind = PPV_POLICY_REPLAY;
+    r.policy.replay = dec;
+    r.policy.nreplay = n;
+    ppv_run_report *c = run_ok(s, &r);
+    assert_int_equal(c->world.status, PPV_RUN_DONE);
+    assert_int_equal(c->world.trace_digest, a->world.trace_digest);
+    assert_int_equal(c->grad_digest, a->grad_digest);
+
+    /* other seeds interleave differently and still give the same gradients */
+    int differs = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        ppv_run_options q = options("eager", "random", seed);
+        ppv_run_report *d = run_ok(s, &q);
+        differs += d->world.trace_digest != a->world.trace_digest;
+        assert_int_equal(d->grad_digest, a->grad_digest);
+        ppv_run_report_free(d);
+    }
+    assert_int_equal(differs, 4);
+
+    /* a trace cut short no longer describes the run: replay says so */
+    r.policy.nreplay = n / 2;
+    ppv_run_report *e = run_ok(s, &r);
+    assert_int_equal(e->world.status, PPV_RUN_FAILED);
+    assert_non_null(strstr(e->world.message, "trace ends after"));
+    free(dec);
+    ppv_run_report_free(a);
+    ppv_run_report_free(b);
+    ppv_run_report_free(c);
+    ppv_run_report_free(e);
+    ppv_schedule_free(s);
+}
+
+static void test_rendezvous_deadlock_is_reported_and_eager_completes(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("rendezvous_only_train.csv"));
+    /* messages are seq_len * d_model bf16 values: 8 * 32 * 2 = 512 bytes */
+    static const struct {
+        const char *sem;
+        ppv_run_status want;
+    } cases[] = {{"rendezvous", PPV_RUN_DEADLOCK},
+                 {"eager:511", PPV_RUN_DEADLOCK},
+                 {"eager:512", PPV_RUN_DONE},
+                 {"eager", PPV_RUN_DONE}};
+    for (int k = 0; k < 4; k++)
+        for (uint64_t seed = 0; seed < 3; seed++) {
+            ppv_run_options o = options(cases[k].sem, seed ? "random" : "rr", seed);
+            ppv_run_report *rep = run_ok(s, &o);
+            assert_int_equal(rep->world.status, cases[k].want);
+            if (cases[k].want == PPV_RUN_DEADLOCK) {
+                assert_int_equal(rep->world.ncycle, 2);
+                assert_int_equal(rep->world.nblocked, 2);
+                assert_int_equal(rep->world.cycle[0].rank, 0);
+                assert_string_equal(rep->world.cycle[0].action, "0SEND_F1");
+                assert_int_equal(rep->world.cycle[0].waits_for, 1);
+                assert_int_equal(rep->world.cycle[1].rank, 1);
+                assert_string_equal(rep->world.cycle[1].action, "1SEND_F0");
+                assert_int_equal(rep->world.cycle[1].waits_for, 0);
+                assert_null(rep->grads);
+            } else {
+                assert_non_null(rep->grads);
+                assert_int_equal(rep->peak_bytes[0], rep->predicted_bytes[0]);
+            }
+            ppv_run_report_free(rep);
+        }
+    ppv_schedule_free(s);
+}
+
+static void test_a_compute_order_cycle_is_reported_before_running(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("dependency_cycle.csv"));
+    ppv_run_options o = options("eager", "rr", 0);
+    ppv_run_report *rep = run_ok(s, &o);
+    assert_int_equal(rep->world.status, PPV_RUN_DEADLOCK);
+    assert_int_equal(rep->world.steps, 0);
+    assert_int_equal(rep->world.ncycle, 2);
+    assert_string_equal(rep->world.cycle[0].action, "0B0");
+    assert_string_equal(rep->world.cycle[1].action, "1F1");
+    ppv_run_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+static void test_schedules_that_cannot_train_are_refused(void **state) {
+    (void)state;
+    ppv_run_options o = options("eager", "rr", 0);
+    ppv_run_report *rep = NULL;
+    char err[512] = "";
+    ppv_schedule *s = load_ok(data_path("rendezvous_only.csv")); /* forwards only */
+    assert_int_equal(ppv_run(s, &o, &rep, err, sizeof err), -1);
+    assert_null(rep);
+    assert_non_null(strstr(err, "stage 0 microbatch 0 has no backward (B or I)"));
+    ppv_schedule_free(s);
+    s = load_ok(data_path("count_errors.csv"));
+    assert_int_equal(ppv_run(s, &o, &rep, err, sizeof err), -1);
+    assert_null(rep);
+    assert_non_null(strstr(err, "run 'ppv check' for every error"));
+    ppv_schedule_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_kind_under_every_policy_matches_the_reference),
+        cmocka_unit_test(test_lowered_comms_files_run_like_their_compute_only_form),
+        cmocka_unit_test(test_unequal_and_single_layer_stages_still_match),
+        cmocka_unit_test(test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute),
+        cmocka_unit_test(test_recompute_equals_stash_for_every_kind_and_some_stages),
+        cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),
+        cmocka_unit_test(test_gradient_comparison_measures_ulps_across_signs),
+        cmocka_unit_test(test_runs_repeat_and_replay_bit_for_bit),
+        cmocka_unit_test(test_rendezvous_deadlock_is_reported_and_eager_completes),
+        cmocka_unit_test(test_a_compute_order_cycle_is_reported_before_running),
+        cmocka_unit_test(test_schedules_that_cannot_train_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
