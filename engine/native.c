@@ -371,6 +371,18 @@ int ppv_schedule_write_native(const ppv_schedule *s, FILE *f) {
     return ferror(f) ? -1 : 0;
 }
 
+int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
+                            ppv_schedule **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (memchr(text, '\0', len))
+        return ppv_errf(err, errlen, "%s: binary data (a NUL byte) in a schedule file", name);
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)text[i])) i++;
+    if (len - i >= 12 && memcmp(text + i, "ppv-schedule", 12) == 0)
+        return ppv_schedule_parse_native(text, len, name, out, err, errlen);
+    return ppv_schedule_parse_csv(text, len, name, dialect, out, err, errlen);
+}
+
 int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
                       size_t errlen) {
     *out = NULL;
@@ -401,16 +413,7 @@ int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out,
         ppv_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
         goto done;
     }
-    if (memchr(buf, '\0', len)) {
-        ppv_errf(err, errlen, "%s: binary data (a NUL byte) in a schedule file", path);
-        goto done;
-    }
-    size_t i = 0;
-    while (i < len && isspace((unsigned char)buf[i])) i++;
-    if (len - i >= 12 && memcmp(buf + i, "ppv-schedule", 12) == 0)
-        rc = ppv_schedule_parse_native(buf, len, path, out, err, errlen);
-    else
-        rc = ppv_schedule_parse_csv(buf, len, path, dialect, out, err, errlen);
+    rc = ppv_schedule_parse_text(buf, len, path, dialect, out, err, errlen);
 done:
     free(buf);
     fclose(f);

@@ -109,6 +109,10 @@ int64_t ppv_schedule_size(const ppv_schedule *s);
 int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
                       size_t errlen);
 
+/* Parses a schedule held in memory, native or CSV by its first word. */
+int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
+                            ppv_schedule **out, char *err, size_t errlen);
+
 /* Parses PyTorch CSV text (name is used in messages). */
 int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect,
                            ppv_schedule **out, char *err, size_t errlen);
@@ -378,9 +382,22 @@ typedef struct ppv_run_options {
     int64_t watchdog_steps;
     int perturb; /* self-test: flip the lowest bit of the first summed gradient,
                     so a comparison that must fail can be seen to fail */
+    /* Where the model and inputs come from (a golden file's replay): by
+     * default the model is built from `model` and each microbatch's inputs
+     * drawn from the RNG. With `weights`, that model runs as given (its
+     * layers split over the stages, even if fewer); with `load_inputs`,
+     * microbatch mb's inputs are loaded on first use (0, or -1 with a
+     * message) and freed after its last weight backward. */
+    const ppv_model *weights;
+    int (*load_inputs)(void *ctx, int32_t mb, ppv_mb_inputs *in, char *err, size_t errlen);
+    void *inputs_ctx;
 } ppv_run_options;
 
 ppv_run_options ppv_run_defaults(void);
+
+/* Stages to recompute from "none", "all" or "0,2,5" into mask[nstages];
+ * -1 if the text is none of these or names a stage out of range. */
+int ppv_recompute_parse(const char *text, int32_t nstages, uint8_t *mask);
 
 /* Activation bytes of one stage: what a forward saves for the backward,
  * what the backward-for-inputs keeps for the weights, and the stage input a
@@ -394,6 +411,7 @@ typedef struct ppv_run_report {
     int32_t nranks, nstages, nmb, nlayers;
     int32_t *stage_layer; /* [nstages + 1]: stage s holds layers [stage_layer[s], stage_layer[s+1]) */
     double loss;          /* mean over microbatches */
+    float *mb_loss;       /* [nmb] each microbatch's loss */
     float *grads;         /* all layers' gradients, summed over microbatches in order */
     size_t ngrads;
     uint64_t grad_digest; /* FNV-1a of grads */

@@ -37,7 +37,8 @@ typedef struct run_ctx {
     int32_t *stage_layer;   /* [S + 1] */
     ppv_stage_bytes *bytes; /* [S] */
     slot *slots;            /* [S * m] */
-    ppv_mb_inputs *inputs;  /* [m] */
+    ppv_mb_inputs *inputs;  /* [m], loaded on first use, freed after the last W */
+    int32_t *wdone;         /* [m] weight backwards done */
     float *loss;            /* [m] */
     int64_t *cur, *peak;    /* [P] activation bytes */
 } run_ctx;
@@ -115,8 +116,24 @@ static int is_recomputed(const run_ctx *c, int32_t stage) {
     return c->o->recompute && c->o->recompute[stage];
 }
 
+/* Microbatch mb's inputs: drawn from the RNG, or from o->load_inputs, on
+ * first use; released after the microbatch's last weight backward, so only
+ * microbatches in flight hold inputs. NULL after failing the run. */
+static const ppv_mb_inputs *inputs_of(run_ctx *c, ppv_transport *t, int32_t rank, int32_t mb) {
+    ppv_mb_inputs *in = &c->inputs[mb];
+    if (in->x) return in;
+    char err[256] = "out of memory";
+    int rc = c->o->load_inputs ? c->o->load_inputs(c->o->inputs_ctx, mb, in, err, sizeof err)
+                               : ppv_mb_inputs_init(c->model, mb, in);
+    if (rc < 0) {
+        ppv_world_fail(t, rank, "inputs of microbatch %d: %s", mb, err);
+        return NULL;
+    }
+    return in;
+}
+
 /* Runs the forward of stage s into a fresh saved buffer. */
-static int forward_into(run_ctx *c, int32_t rank, int32_t s, int32_t mb, slot *sl,
+static int forward_into(run_ctx *c, int32_t rank, int32_t s, const ppv_mb_inputs *in, slot *sl,
                         const ppv_bf16 *x) {
     sl->saved = act_alloc(c, rank, c->bytes[s].saved);
     ppv_bf16 *y = malloc(c->tc * sizeof *y);
@@ -125,7 +142,7 @@ static int forward_into(run_ctx *c, int32_t rank, int32_t s, int32_t mb, slot *s
         return -1;
     }
     int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
-    int rc = l0 < l1 ? ppv_layers_forward(c->model, l0, l1, &c->inputs[mb], x, y, sl->saved)
+    int rc = l0 < l1 ? ppv_layers_forward(c->model, l0, l1, in, x, y, sl->saved)
                      : (memcpy(y, x, c->tc * sizeof *y), 0);
     free(sl->y);
     sl->y = y;
@@ -135,7 +152,9 @@ static int forward_into(run_ctx *c, int32_t rank, int32_t s, int32_t mb, slot *s
 static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
     int32_t s = a->stage, mb = a->mb;
     slot *sl = slot_of(c, s, mb);
-    const ppv_bf16 *x = s == 0 ? c->inputs[mb].x : sl->x;
+    const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
+    if (!in) return -1;
+    const ppv_bf16 *x = s == 0 ? in->x : sl->x;
     if (!x) {
         ppv_world_fail(t, rank, "%dF%d has no input: nothing received or computed for it", s, mb);
         return -1;
@@ -149,10 +168,10 @@ static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_acti
         if (!sl->stash) return -1;
         memcpy(sl->stash, x, c->tc * sizeof *x);
     }
-    if (forward_into(c, rank, s, mb, sl, x) < 0) return -1;
+    if (forward_into(c, rank, s, in, sl, x) < 0) return -1;
     if (is_recomputed(c, s)) act_free(c, rank, &sl->saved, c->bytes[s].saved);
     if (s == c->S - 1)
-        c->loss[mb] = ppv_loss_forward(c->model, &c->inputs[mb], sl->y);
+        c->loss[mb] = ppv_loss_forward(c->model, in, sl->y);
     else if (c->s->stage_rank[s + 1] == rank) { /* the next stage is here: hand it over */
         slot *nx = slot_of(c, s + 1, mb);
         free(nx->x);
@@ -173,9 +192,11 @@ static int recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int3
         ppv_world_fail(t, rank, "%dR%d: no stashed input (forward missing)", s, mb);
         return -1;
     }
+    const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
+    if (!in) return -1;
     ppv_bf16 *keep = sl->y;
     sl->y = NULL;
-    int rc = forward_into(c, rank, s, mb, sl, sl->stash);
+    int rc = forward_into(c, rank, s, in, sl, sl->stash);
     free(sl->y);
     sl->y = keep;
     ppv_world_progress(t, rank);
@@ -190,11 +211,13 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
         ppv_world_fail(t, rank, "%d%s%d before its forward", s, ppv_action_token(a->kind), mb);
         return -1;
     }
+    const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
+    if (!in) return -1;
     if (s == c->S - 1) {
         free(sl->dy);
         sl->dy = malloc(c->tc * sizeof *sl->dy);
         if (!sl->dy || !sl->y) return -1;
-        ppv_loss_backward(c->model, &c->inputs[mb], sl->y, sl->dy);
+        ppv_loss_backward(c->model, in, sl->y, sl->dy);
         free(sl->y);
         sl->y = NULL;
     }
@@ -211,7 +234,7 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
     }
     int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
     if (l0 < l1)
-        ppv_layers_backward_input(c->model, l0, l1, &c->inputs[mb], sl->saved, sl->dy, dx,
+        ppv_layers_backward_input(c->model, l0, l1, in, sl->saved, sl->dy, dx,
                                   sl->wstate);
     else
         memcpy(dx, sl->dy, c->tc * sizeof *dx);
@@ -236,18 +259,21 @@ static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const 
         ppv_world_fail(t, rank, "%dW%d before its I", s, mb);
         return -1;
     }
+    const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
+    if (!in) return -1;
     int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
     size_t n = ppv_model_grad_count(c->model, l0, l1);
     sl->dparams = malloc((n ? n : 1) * sizeof *sl->dparams);
     if (!sl->dparams) return -1;
     if (l0 < l1)
-        ppv_layers_backward_weight(c->model, l0, l1, &c->inputs[mb], sl->saved, sl->wstate,
+        ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate,
                                    sl->dparams);
     act_free(c, rank, &sl->wstate, c->bytes[s].wstate);
     act_free(c, rank, &sl->saved, c->bytes[s].saved);
     act_free(c, rank, (void **)&sl->stash, is_recomputed(c, s) ? c->bytes[s].input : 0);
     free(sl->dy);
     sl->dy = NULL;
+    if (++c->wdone[mb] == c->S) ppv_mb_inputs_free(&c->inputs[mb]);
     ppv_world_progress(t, rank);
     return 0;
 }
@@ -330,6 +356,23 @@ static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
 
 /* ---- the step --------------------------------------------------------------- */
 
+int ppv_recompute_parse(const char *text, int32_t nstages, uint8_t *mask) {
+    memset(mask, 0, (size_t)nstages);
+    if (strcmp(text, "none") == 0) return 0;
+    if (strcmp(text, "all") == 0) {
+        memset(mask, 1, (size_t)nstages);
+        return 0;
+    }
+    for (const char *p = text; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= nstages || (*end != ',' && *end)) return -1;
+        mask[v] = 1;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 ppv_run_options ppv_run_defaults(void) {
     ppv_run_options o;
     memset(&o, 0, sizeof o);
@@ -391,6 +434,7 @@ static void free_ctx(run_ctx *c) {
             ppv_mb_inputs_free(&c->inputs[mb]);
     free(c->slots);
     free(c->inputs);
+    free(c->wdone);
     free(c->loss);
     free(c->bytes);
     free(c->cur);
@@ -482,9 +526,12 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     }
     ppv_check_report_free(chk);
 
-    ppv_model_config cfg = o->model;
-    if (cfg.layers < s->nstages) cfg.layers = s->nstages;
-    ppv_model *model = ppv_model_new(&cfg, err, errlen);
+    /* the model: given (its layers split as they come), or built from the
+     * config with at least one layer per stage */
+    ppv_model_config cfg = o->weights ? *ppv_model_config_of(o->weights) : o->model;
+    if (!o->weights && cfg.layers < s->nstages) cfg.layers = s->nstages;
+    ppv_model *owned = o->weights ? NULL : ppv_model_new(&cfg, err, errlen);
+    const ppv_model *model = o->weights ? o->weights : owned;
     ppv_run_report *rep = calloc(1, sizeof *rep);
     run_ctx c;
     memset(&c, 0, sizeof c);
@@ -506,12 +553,13 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     c.bytes = calloc((size_t)c.S, sizeof *c.bytes);
     c.slots = calloc((size_t)c.S * (size_t)c.m, sizeof *c.slots);
     c.inputs = calloc((size_t)c.m, sizeof *c.inputs);
+    c.wdone = calloc((size_t)c.m, sizeof *c.wdone);
     c.loss = calloc((size_t)c.m, sizeof *c.loss);
     c.cur = calloc((size_t)s->nranks, sizeof *c.cur);
     c.peak = calloc((size_t)s->nranks, sizeof *c.peak);
     rep->peak_bytes = calloc((size_t)s->nranks, sizeof *rep->peak_bytes);
     rep->predicted_bytes = calloc((size_t)s->nranks, sizeof *rep->predicted_bytes);
-    if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.loss || !c.cur || !c.peak ||
+    if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.wdone || !c.loss || !c.cur || !c.peak ||
         !rep->peak_bytes || !rep->predicted_bytes)
         goto oom;
     split_layers(cfg.layers, c.S, rep->stage_layer);
@@ -522,8 +570,6 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         c.bytes[st].wstate = l0 < l1 ? (int64_t)ppv_layers_wstate_bytes(model, l0, l1) : 0;
         c.bytes[st].input = (int64_t)(c.tc * sizeof(ppv_bf16));
     }
-    for (int32_t mb = 0; mb < c.m; mb++)
-        if (ppv_mb_inputs_init(model, mb, &c.inputs[mb]) < 0) goto oom;
     if (ppv_predict_activation_bytes(s, c.bytes, o->recompute, rep->predicted_bytes) < 0) goto oom;
 
     ppv_world_options wo;
@@ -569,6 +615,8 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         double loss = 0;
         for (int32_t mb = 0; mb < c.m; mb++)
             loss += c.loss[mb];
+        rep->mb_loss = c.loss;
+        c.loss = NULL;
         rep->loss = loss / c.m;
         rep->grad_digest = ppv_digest(rep->grads, rep->ngrads * sizeof *rep->grads);
     }
@@ -581,7 +629,7 @@ oom:
 done:
     free_ctx(&c);
     ppv_run_report_free(rep);
-    ppv_model_free(model);
+    ppv_model_free(owned);
     ppv_schedule_free(lowered);
     return rc;
 }
@@ -592,6 +640,7 @@ void ppv_run_report_free(ppv_run_report *r) {
     ppv_world_free(r->trace);
     free(r->stage_layer);
     free(r->grads);
+    free(r->mb_loss);
     free(r->peak_bytes);
     free(r->predicted_bytes);
     free(r);

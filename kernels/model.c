@@ -343,6 +343,14 @@ const ppv_bf16 *ppv_model_layer_params(const ppv_model *m, int32_t layer) {
     return m->w16 + (size_t)layer * m->layer_params;
 }
 
+int ppv_model_set_layer_params(ppv_model *m, int32_t layer, const ppv_bf16 *params) {
+    if (!m || !params || layer < 0 || layer >= m->cfg.layers) return -1;
+    size_t n = m->layer_params, base = (size_t)layer * n;
+    memcpy(m->w16 + base, params, n * sizeof *params);
+    for (size_t k = 0; k < n; k++) m->w32[base + k] = ppv_bf16_to_f32(params[k]);
+    return 0;
+}
+
 /* Draws microbatch mb's x, cond, target and timestep; 0, or -1 (nothing
  * left allocated). */
 int ppv_mb_inputs_init(const ppv_model *m, int32_t mb, ppv_mb_inputs *in) {

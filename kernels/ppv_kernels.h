@@ -91,6 +91,10 @@ int ppv_model_param_tensor(const ppv_model *m, int i, ppv_param_tensor *out);
  * of range. */
 const ppv_bf16 *ppv_model_layer_params(const ppv_model *m, int32_t layer);
 
+/* Replaces one layer's parameters (a model read back from a file); 0, or
+ * -1 if layer is out of range. */
+int ppv_model_set_layer_params(ppv_model *m, int32_t layer, const ppv_bf16 *params);
+
 /* One microbatch's inputs, drawn from the counter RNG keyed by the model's
  * seed and the microbatch index. */
 typedef struct ppv_mb_inputs {

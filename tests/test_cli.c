@@ -428,6 +428,79 @@ static void test_verify_recompute_reports_equal_and_perturbed(void **state) {
     unlink(sched);
 }
 
+/* 1 if path exists. */
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void test_record_killed_at_any_point_leaves_nothing_or_a_whole_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/ppv_cli_recXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sched[300], out[300];
+    snprintf(sched, sizeof sched, "%s/s.csv", dir);
+    snprintf(out, sizeof out, "%s/g.h5", dir);
+    run_result r = RUN("gen", "zbv", "-p", "2", "-m", "4", "-o", sched);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    /* stopped after 1, 20, 60 and 120 of its 159 datasets: no target */
+    static const char *points[] = {"1", "20", "60", "120"};
+    for (int k = 0; k < 4; k++) {
+        r = RUN("record", out, sched, "--fail-after", points[k]);
+        assert_int_equal(r.code, 3);
+        run_free(&r);
+        assert_false(exists(out));
+    }
+    r = RUN("record", out, sched, "--layers", "6", "--width", "16");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", out, "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"same\":true"));
+    run_free(&r);
+    /* a crash while replacing it leaves the old, complete file */
+    r = RUN("record", out, sched, "--fail-after", "30");
+    assert_int_equal(r.code, 3);
+    run_free(&r);
+    r = RUN("replay", out);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK"));
+    run_free(&r);
+    /* a run that deadlocks records nothing */
+    char out2[300];
+    snprintf(out2, sizeof out2, "%s/dead.h5", dir);
+    r = RUN("record", out2, data_path("rendezvous_only_train.csv"));
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "nothing written"));
+    run_free(&r);
+    assert_false(exists(out2));
+    /* diff: same file 0, perturbed replay 1, missing file 2 */
+    r = RUN("diff", out, out);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", out, "--perturb");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "1 of 1536 fp32 values differ"));
+    assert_non_null(strstr(r.out, "[0,0]:"));
+    run_free(&r);
+    r = RUN("diff", out, "/nonexistent.h5");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "/nonexistent.h5: cannot open"));
+    run_free(&r);
+    r = RUN("diff", out, out, "--tolerance", "sloppy");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    /* temporaries left by the crashes are dot files beside the target */
+    DIR *dd = opendir(dir);
+    struct dirent *de;
+    char p[600];
+    while ((de = readdir(dd)))
+        if (de->d_name[0] != '.' || strstr(de->d_name, ".tmp.")) {
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    closedir(dd);
+    rmdir(dir);
+}
+
 static void test_demo_passes(void **state) {
     (void)state;
     run_result r = RUN("demo");
@@ -436,6 +509,7 @@ static void test_demo_passes(void **state) {
     assert_non_null(strstr(r.out, "dualpipev"));
     assert_non_null(strstr(r.out, "demo: every schedule's gradients equal the reference bit for bit"));
     assert_null(strstr(r.out, "DIFFERENT"));
+    assert_non_null(strstr(r.out, "demo: every golden file replays bit for bit"));
     run_free(&r);
 }
 
@@ -448,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_show_writes_svg_and_chrome_trace),
         cmocka_unit_test(test_run_json_fields_exit_codes_and_replay),
         cmocka_unit_test(test_verify_recompute_reports_equal_and_perturbed),
+        cmocka_unit_test(test_record_killed_at_any_point_leaves_nothing_or_a_whole_file),
         cmocka_unit_test(test_demo_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ppv_golden.h"
 
 #define PPV_VERSION "0.1.0"
 
@@ -41,6 +42,15 @@ static const char usage_text[] =
     "      run with no stage recomputed and with every stage (or --recompute's)\n"
     "      recomputed, and compare the gradients bit for bit; --perturb flips the\n"
     "      lowest bit of one recompute-path gradient to show the report firing\n"
+    "  record OUT.h5 SCHEDULE [run options]\n"
+    "      run the step and write it as a golden file (temporary name, then renamed)\n"
+    "  replay GOLDEN.h5 [--tolerance MODE] [--nan equal|differ] [--max-report N] [--json]\n"
+    "      rebuild the run from the file alone, re-run it, compare loss and gradients\n"
+    "  diff A.h5 B.h5 [--tolerance MODE] [--nan equal|differ] [--max-report N]\n"
+    "        [--all-attributes] [--json]\n"
+    "      compare two HDF5 files (B is the expected side); MODE is bitwise (default),\n"
+    "      ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|); exit 0 same, 1\n"
+    "      different, 2 error\n"
     "  demo\n"
     "      generate every schedule kind and check it under every semantics\n"
     "\n"
@@ -394,7 +404,7 @@ typedef struct run_args {
     uint8_t *recompute; /* [nstages] once the schedule is known */
     const char *recompute_text, *trace_out, *replay, *file;
     int32_t *replay_decisions;
-    int json, perturb;
+    int json, perturb, fail_after;
 } run_args;
 
 /* Parses run's options. Returns -1 on success, else an exit code. */
@@ -410,6 +420,7 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                          {"watchdog", required_argument, 0, 'w'},
                                          {"json", no_argument, 0, 'j'},
                                          {"perturb", no_argument, 0, 'P'},
+                                         {"fail-after", required_argument, 0, 'F'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(ra, 0, sizeof *ra);
@@ -459,6 +470,11 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
             break;
         case 'j': ra->json = 1; break;
         case 'P': ra->perturb = 1; break;
+        case 'F': /* record's crash test: stop after N datasets */
+            if (parse_int(optarg, 1, INT32_MAX, &n) < 0)
+                return usage_error("--fail-after needs a positive count, not '%s'", optarg);
+            ra->fail_after = (int)n;
+            break;
         case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
         default: return PPV_EXIT_BAD_INPUT;
         }
@@ -466,24 +482,6 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
     if (optind != argc - 1) return usage_error("run needs one schedule FILE%s", "");
     ra->file = argv[optind];
     return -1;
-}
-
-/* Stages to recompute from "none", "all" or "0,2,5". */
-static int parse_recompute(const char *text, int32_t S, uint8_t *mask) {
-    memset(mask, 0, (size_t)S);
-    if (strcmp(text, "none") == 0) return 0;
-    if (strcmp(text, "all") == 0) {
-        memset(mask, 1, (size_t)S);
-        return 0;
-    }
-    for (const char *p = text; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v >= S || (*end != ',' && *end)) return -1;
-        mask[v] = 1;
-        p = *end ? end + 1 : end;
-    }
-    return 0;
 }
 
 /* Loads the schedule and the trace to replay, and sets the recompute mask. */
@@ -494,7 +492,7 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
         return PPV_EXIT_BAD_INPUT;
     }
     ra->recompute = calloc((size_t)((*s)->nstages + 1), 1);
-    if (!ra->recompute || parse_recompute(ra->recompute_text, (*s)->nstages, ra->recompute) < 0) {
+    if (!ra->recompute || ppv_recompute_parse(ra->recompute_text, (*s)->nstages, ra->recompute) < 0) {
         fprintf(stderr, "ppv: --recompute is none, all or stage numbers in 0..%d, not '%s'\n",
                 (*s)->nstages - 1, ra->recompute_text);
         return PPV_EXIT_BAD_INPUT;
@@ -733,6 +731,267 @@ done:
     return rc;
 }
 
+/* ---- record / replay / diff ----------------------------------------------------------- */
+
+/* Reads a whole file into a malloc'd buffer. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static int cmd_record(int argc, char **argv) {
+    if (argc < 2 || argv[1][0] == '-')
+        return usage_error("record needs OUT.h5 and a schedule FILE%s", "");
+    const char *out = argv[1];
+    run_args ra;
+    int rc = parse_run_args(argc - 1, argv + 1, &ra); /* OUT.h5 stands where the command was */
+    if (rc >= 0) return rc;
+    ppv_schedule *s = NULL;
+    ppv_run_report *rep = NULL;
+    char *text = NULL, err[1024];
+    if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
+    size_t len = 0;
+    if (!(text = read_all(ra.file, &len))) {
+        fprintf(stderr, "ppv record: %s: cannot read\n", ra.file);
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    ppv_record_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.run = ra.opt;
+    ro.schedule_text = text;
+    ro.schedule_len = len;
+    const char *slash = strrchr(ra.file, '/');
+    ro.schedule_name = slash ? slash + 1 : ra.file;
+    ro.recompute_text = ra.recompute_text;
+    ro.fail_after = ra.fail_after;
+    if (ppv_golden_record(out, s, &ro, &rep, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv record: %s\n", err);
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    if (rep->world.status != PPV_RUN_DONE) {
+        fprintf(stderr, "ppv record: the run did not complete, nothing written: %s\n",
+                rep->world.message);
+        rc = PPV_EXIT_PROBLEM;
+        goto done;
+    }
+    printf("%s: recorded %s (%d ranks, %d stages, %d microbatches, %d layers), loss %.9g, grad "
+           "digest %016llx\n",
+           out, ra.file, rep->nranks, rep->nstages, rep->nmb, rep->nlayers, rep->loss,
+           (unsigned long long)rep->grad_digest);
+    rc = PPV_EXIT_OK;
+done:
+    free(text);
+    free(ra.recompute);
+    free(ra.replay_decisions);
+    ppv_run_report_free(rep);
+    ppv_schedule_free(s);
+    return rc;
+}
+
+typedef struct diff_args {
+    ppv_diff_options o;
+    int json, perturb;
+    const char *files[2];
+    int nfiles;
+} diff_args;
+
+/* Options shared by replay and diff. Returns -1 on success, else an exit code. */
+static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
+    static const struct option opts[] = {{"tolerance", required_argument, 0, 't'},
+                                         {"nan", required_argument, 0, 'n'},
+                                         {"max-report", required_argument, 0, 'm'},
+                                         {"all-attributes", no_argument, 0, 'a'},
+                                         {"perturb", no_argument, 0, 'P'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    memset(da, 0, sizeof *da);
+    da->o = ppv_diff_defaults();
+    const char *tol = "bitwise";
+    long long n;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': tol = optarg; break;
+        case 'n':
+            if (strcmp(optarg, "equal") && strcmp(optarg, "differ"))
+                return usage_error("--nan is equal or differ, not '%s'", optarg);
+            da->o.tol.nan_differ = strcmp(optarg, "differ") == 0;
+            break;
+        case 'm':
+            if (parse_int(optarg, 0, 1000000, &n) < 0)
+                return usage_error("--max-report needs a count in 0..1000000, not '%s'", optarg);
+            da->o.max_report = (int)n;
+            break;
+        case 'a': da->o.all_attributes = 1; break;
+        case 'P': da->perturb = 1; break;
+        case 'j': da->json = 1; break;
+        case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
+        default: return PPV_EXIT_BAD_INPUT;
+        }
+    }
+    if (ppv_tolerance_parse(tol, &da->o.tol) < 0)
+        return usage_error("--tolerance is bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y, not '%s'",
+                           tol);
+    if (argc - optind != nfiles)
+        return usage_error(nfiles == 1 ? "replay needs one GOLDEN.h5 file%s"
+                                       : "diff needs two files A and B%s",
+                           "");
+    for (int k = 0; k < nfiles; k++) da->files[k] = argv[optind + k];
+    da->nfiles = nfiles;
+    return -1;
+}
+
+/* Number of entries that are differences (some only inform). */
+static uint64_t differences(const ppv_diff_report *r) {
+    uint64_t n = 0;
+    for (int k = 0; k < r->n; k++) n += r->entries[k].count > 0;
+    return n;
+}
+
+static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *o) {
+    json_object *obj = json_object_new_object(), *list = json_object_new_array();
+    char tol[96];
+    ppv_tolerance_format(&o->tol, tol, sizeof tol);
+    uint64_t nd = differences(r);
+    json_object_object_add(obj, "same", json_object_new_boolean(nd == 0));
+    json_object_object_add(obj, "tolerance", json_object_new_string(tol));
+    json_object_object_add(obj, "nan", json_object_new_string(o->tol.nan_differ ? "differ" : "equal"));
+    json_object_object_add(obj, "ppv_files", json_object_new_boolean(r->ppv_files));
+    json_object_object_add(obj, "objects", json_object_new_int64((int64_t)r->objects));
+    json_object_object_add(obj, "datasets", json_object_new_int64((int64_t)r->datasets));
+    json_object_object_add(obj, "elements", json_object_new_int64((int64_t)r->elements));
+    json_object_object_add(obj, "differences", json_object_new_int64((int64_t)nd));
+    for (int k = 0; k < r->n; k++) {
+        const ppv_diff_entry *e = &r->entries[k];
+        json_object *je = json_object_new_object(), *pts = json_object_new_array();
+        json_object_object_add(je, "path", json_object_new_string(e->path));
+        json_object_object_add(je, "what", json_object_new_string(e->what));
+        if (e->type[0]) json_object_object_add(je, "type", json_object_new_string(e->type));
+        json_object_object_add(je, "compared", json_object_new_int64((int64_t)e->compared));
+        json_object_object_add(je, "count", json_object_new_int64((int64_t)e->count));
+        json_object_object_add(je, "max_abs", json_object_new_double(e->max_abs));
+        json_object_object_add(je, "max_rel", json_object_new_double(e->max_rel));
+        json_object_object_add(je, "max_ulp", json_object_new_int64((int64_t)e->max_ulp));
+        for (int q = 0; q < e->nfirst; q++) {
+            json_object *jp = json_object_new_object();
+            json_object_object_add(jp, "index", json_object_new_int64((int64_t)e->first[q].index));
+            json_object_object_add(jp, "where", json_object_new_string(e->first[q].where));
+            json_object_object_add(jp, "a", isfinite(e->first[q].a) ? json_object_new_double(e->first[q].a)
+                                                                   : json_object_new_string(isnan(e->first[q].a) ? "nan" : e->first[q].a > 0 ? "inf" : "-inf"));
+            json_object_object_add(jp, "b", isfinite(e->first[q].b) ? json_object_new_double(e->first[q].b)
+                                                                   : json_object_new_string(isnan(e->first[q].b) ? "nan" : e->first[q].b > 0 ? "inf" : "-inf"));
+            json_object_object_add(jp, "ulp", json_object_new_int64((int64_t)e->first[q].ulp));
+            json_object_array_add(pts, jp);
+        }
+        json_object_object_add(je, "first", pts);
+        json_object_array_add(list, je);
+    }
+    json_object_object_add(obj, "entries", list);
+    return obj;
+}
+
+static void diff_print(const ppv_diff_report *r, const ppv_diff_options *o) {
+    for (int k = 0; k < r->n; k++) {
+        const ppv_diff_entry *e = &r->entries[k];
+        if (strcmp(e->what, "values") != 0) {
+            printf("%s: %s\n", e->path, e->what);
+            continue;
+        }
+        printf("%s: %llu of %llu %s values differ; max abs %.9g, max rel %.9g, max ulp %llu\n",
+               e->path, (unsigned long long)e->count, (unsigned long long)e->compared, e->type,
+               e->max_abs, e->max_rel, (unsigned long long)e->max_ulp);
+        for (int q = 0; q < e->nfirst; q++)
+            printf("  %s: %.9g vs %.9g (%llu ulp)\n", e->first[q].where, e->first[q].a,
+                   e->first[q].b, (unsigned long long)e->first[q].ulp);
+        if ((uint64_t)e->nfirst < e->count)
+            printf("  ... %llu more\n", (unsigned long long)(e->count - (uint64_t)e->nfirst));
+    }
+    char tol[96];
+    ppv_tolerance_format(&o->tol, tol, sizeof tol);
+    uint64_t nd = differences(r);
+    printf("%llu objects, %llu datasets, %llu values compared (%s, NaN %s): %s\n",
+           (unsigned long long)r->objects, (unsigned long long)r->datasets,
+           (unsigned long long)r->elements, tol, o->tol.nan_differ ? "differs" : "equals NaN",
+           nd ? "DIFFERENT" : "same");
+}
+
+static int cmd_diff(int argc, char **argv) {
+    diff_args da;
+    int rc = parse_diff_args(argc, argv, 2, &da);
+    if (rc >= 0) return rc;
+    if (da.perturb) return usage_error("--perturb is replay's option%s", "");
+    ppv_diff_report *r = NULL;
+    char err[1024];
+    if (ppv_diff_files(da.files[0], da.files[1], &da.o, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv diff: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (da.json) {
+        json_object *o = diff_json(r, &da.o);
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        diff_print(r, &da.o);
+    }
+    rc = differences(r) ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    ppv_diff_report_free(r);
+    return rc;
+}
+
+static int cmd_replay(int argc, char **argv) {
+    diff_args da;
+    int rc = parse_diff_args(argc, argv, 1, &da);
+    if (rc >= 0) return rc;
+    ppv_replay_result res;
+    char err[1024];
+    if (ppv_golden_replay(da.files[0], &da.o, da.perturb, &res, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv replay: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    uint64_t nd = differences(res.diff);
+    if (da.json) {
+        json_object *o = diff_json(res.diff, &da.o);
+        json_object_object_add(o, "ok", json_object_new_boolean(nd == 0));
+        json_object_object_add(o, "schedule", json_object_new_string(res.schedule_name));
+        json_object_object_add(o, "microbatches", json_object_new_int(res.microbatches));
+        json_object_object_add(o, "layers", json_object_new_int(res.layers));
+        json_object_object_add(o, "trace_digest", hex_json(res.run->world.trace_digest));
+        json_object_object_add(o, "grad_digest", res.run->grads ? hex_json(res.run->grad_digest) : NULL);
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        printf("%s: re-ran %s (%d microbatches, %d layers) from the file's weights and inputs\n",
+               da.files[0], res.schedule_name, res.microbatches, res.layers);
+        diff_print(res.diff, &da.o);
+        printf("result: %s\n", nd ? "PROBLEM" : "OK");
+    }
+    ppv_replay_result_free(&res);
+    return nd ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+}
+
 /* ---- demo ------------------------------------------------------------------------ */
 
 /* The demo's second half: each kind run on the engine, stash and recompute,
@@ -788,6 +1047,32 @@ static int demo_runs(const char *const *kinds) {
     return failures;
 }
 
+/* The demo's last part: the shipped golden files replay bit for bit. */
+static int demo_goldens(void) {
+    static const char *const files[] = {"train_1f1b_p4_m8.h5", "train_zbv_p2_m4_recompute.h5"};
+    printf("\nppv demo: shipped golden files (%s), rebuilt from the file alone and re-run\n",
+           PPV_GOLDEN_DIR);
+    int failures = 0;
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char path[4096], err[1024];
+        snprintf(path, sizeof path, "%s/%s", PPV_GOLDEN_DIR, files[k]);
+        ppv_diff_options o = ppv_diff_defaults();
+        ppv_replay_result res;
+        if (ppv_golden_replay(path, &o, 0, &res, err, sizeof err) < 0) {
+            printf("%-30s ERROR: %s\n", files[k], err);
+            failures++;
+            continue;
+        }
+        uint64_t nd = differences(res.diff);
+        printf("%-30s %3d microbatches %3d layers %8llu values: %s\n", files[k], res.microbatches,
+               res.layers, (unsigned long long)res.diff->elements, nd ? "DIFFERENT" : "bitwise equal");
+        failures += nd != 0;
+        ppv_replay_result_free(&res);
+    }
+    printf("%s\n", failures ? "demo: PROBLEM" : "demo: every golden file replays bit for bit");
+    return failures;
+}
+
 static int cmd_demo(void) {
     static const char *const sems[] = {"rendezvous", "eager", "eager:4M"};
     const char *const *kinds = ppv_generator_names();
@@ -828,6 +1113,7 @@ static int cmd_demo(void) {
     }
     printf("%s\n", failures ? "demo: PROBLEM" : "demo: all schedules deadlock-free");
     failures += demo_runs(kinds);
+    failures += demo_goldens();
     return failures ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
 }
 
@@ -850,6 +1136,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "show")) return cmd_check(argc - 1, argv + 1, 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify-recompute")) return cmd_verify_recompute(argc - 1, argv + 1);
+    if (!strcmp(cmd, "record")) return cmd_record(argc - 1, argv + 1);
+    if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
+    if (!strcmp(cmd, "diff")) return cmd_diff(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return cmd_demo();
     return usage_error("unknown command '%s'", cmd);
 }

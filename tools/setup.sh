@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what=${1:-demo}
-packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev valgrind)
+packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev valgrind)
 
 missing=()
 for p in "${packages[@]}"; do

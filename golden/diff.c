@@ -1,0 +1,475 @@
+/* diff.c - `ppv diff`: compare any two HDF5 files, like h5diff, with ppv's
+ * tolerance modes, an explicit NaN policy, a report of the first differing
+ * elements per dataset, and the ppv-specific checks when both files are
+ * golden files. Values are streamed in blocks of at most BLOCK_BYTES per
+ * side, so memory does not grow with the file. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "golden_internal.h"
+
+enum { BLOCK_BYTES = 16 << 20 };
+
+typedef struct obj {
+    char *path;
+    H5O_type_t type;
+} obj;
+
+typedef struct objlist {
+    obj *v;
+    size_t n, cap;
+} objlist;
+
+static herr_t visit(hid_t loc, const char *name, const H5O_info_t *info, void *arg) {
+    (void)loc;
+    objlist *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        obj *nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    size_t len = strlen(name);
+    char *p = malloc(len + 2);
+    if (!p) return -1;
+    p[0] = '/';
+    memcpy(p + 1, name, len + 1);
+    if (strcmp(name, ".") == 0) p[1] = '\0'; /* the root group */
+    l->v[l->n].path = p;
+    l->v[l->n++].type = info->type;
+    return 0;
+}
+
+static int by_path(const void *a, const void *b) {
+    return strcmp(((const obj *)a)->path, ((const obj *)b)->path);
+}
+
+static void objlist_free(objlist *l) {
+    for (size_t k = 0; k < l->n; k++) free(l->v[k].path);
+    free(l->v);
+}
+
+static const char *type_name(H5O_type_t t) {
+    return t == H5O_TYPE_GROUP ? "group" : t == H5O_TYPE_DATASET ? "dataset"
+                                       : t == H5O_TYPE_NAMED_DATATYPE ? "named datatype"
+                                                                      : "object";
+}
+
+/* A short name for a dataset or attribute type. */
+static void describe(hid_t t, char *buf, size_t len) {
+    size_t sz = H5Tget_size(t);
+    switch (H5Tget_class(t)) {
+    case H5T_FLOAT:
+        if (h5_is_bf16(t)) snprintf(buf, len, "bf16");
+        else if (sz == 4 || sz == 8) snprintf(buf, len, "fp%zu", sz * 8);
+        else snprintf(buf, len, "float%zu", sz * 8);
+        break;
+    case H5T_INTEGER:
+        snprintf(buf, len, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", sz * 8);
+        break;
+    case H5T_STRING: snprintf(buf, len, "string"); break;
+    default: snprintf(buf, len, "other%zu", sz * 8); break;
+    }
+}
+
+/* How values of type t are compared, and their size in memory. */
+static elem_kind kind_of(hid_t t, size_t *esize) {
+    if (H5Tget_class(t) == H5T_FLOAT) {
+        if (h5_is_bf16(t)) return *esize = 2, ELEM_BF16;
+        if (H5Tget_size(t) == 4) return *esize = 4, ELEM_F32;
+        return *esize = 8, ELEM_F64;
+    }
+    if (H5Tget_class(t) == H5T_INTEGER) return *esize = 8, ELEM_INT;
+    *esize = H5Tget_size(t);
+    return ELEM_RAW;
+}
+
+/* The memory type to read values of kind k stored as t (caller closes). */
+static hid_t mem_type(elem_kind k, hid_t t) {
+    switch (k) {
+    case ELEM_F32: return H5Tcopy(H5T_NATIVE_FLOAT);
+    case ELEM_F64: return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case ELEM_BF16: return h5_bf16_type();
+    case ELEM_INT: return H5Tcopy(H5T_NATIVE_INT64);
+    case ELEM_RAW: return H5Tget_native_type(t, H5T_DIR_ASCEND);
+    }
+    return -1;
+}
+
+typedef struct differ {
+    hid_t fa, fb;
+    const ppv_diff_options *o;
+    ppv_diff_report *r;
+    char *err;
+    size_t errlen;
+} differ;
+
+/* ---- attributes ---------------------------------------------------------------- */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static herr_t attr_name(hid_t loc, const char *name, const H5A_info_t *info, void *arg) {
+    (void)loc, (void)info;
+    names *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    return (l->v[l->n++] = strdup(name)) ? 0 : -1;
+}
+
+static void names_free(names *l) {
+    for (size_t k = 0; k < l->n; k++) free(l->v[k]);
+    free(l->v);
+}
+
+/* Reads an attribute's values as text for comparison and reports. */
+static char *attr_text(hid_t obj, const char *name) {
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return NULL;
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+    char *out = NULL;
+    if (t < 0 || n < 0 || n > (1 << 20)) goto done;
+    if (H5Tget_class(t) == H5T_STRING) {
+        if (n == 1) {
+            H5Aclose(a), a = -1;
+            h5_read_attr_str(obj, name, &out);
+        }
+        goto done;
+    }
+    size_t len = 32 * (size_t)n + 2, at = 0;
+    out = calloc(len, 1);
+    if (!out) goto done;
+    if (H5Tget_class(t) == H5T_FLOAT || H5Tget_class(t) == H5T_INTEGER) {
+        double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+        int ok = v && H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0;
+        for (hssize_t k = 0; ok && k < n; k++)
+            at += (size_t)snprintf(out + at, len - at, "%s%.17g", k ? "," : "", v[k]);
+        free(v);
+        if (!ok) free(out), out = NULL;
+    } else {
+        size_t sz = H5Tget_size(t);
+        unsigned char *raw = malloc(sz * (size_t)n + 1);
+        hid_t nt = H5Tget_native_type(t, H5T_DIR_ASCEND);
+        free(out);
+        out = NULL;
+        if (raw && nt >= 0 && H5Aread(a, nt, raw) >= 0 && (out = malloc(2 * sz * n + 1))) {
+            for (size_t k = 0; k < sz * (size_t)n; k++) sprintf(out + 2 * k, "%02x", raw[k]);
+            out[2 * sz * n] = '\0';
+        }
+        if (nt >= 0) H5Tclose(nt);
+        free(raw);
+    }
+done:
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return out;
+}
+
+static int informational(const differ *d, const char *path, const char *name) {
+    return d->r->ppv_files && !d->o->all_attributes && strcmp(path, "/") == 0 &&
+           (strcmp(name, "created") == 0 || strcmp(name, "producer_version") == 0);
+}
+
+static int compare_attributes(differ *d, const char *path) {
+    names na = {0}, nb = {0};
+    hid_t oa = H5Oopen(d->fa, path, H5P_DEFAULT), ob = H5Oopen(d->fb, path, H5P_DEFAULT);
+    int rc = -1;
+    if (oa < 0 || ob < 0 ||
+        H5Aiterate2(oa, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &na) < 0 ||
+        H5Aiterate2(ob, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &nb) < 0) {
+        gerr(d->err, d->errlen, "%s: cannot read its attributes (corrupted?)", path);
+        goto done;
+    }
+    size_t i = 0, j = 0;
+    while (i < na.n || j < nb.n) {
+        int c = i == na.n ? 1 : j == nb.n ? -1 : strcmp(na.v[i], nb.v[j]);
+        char what[320];
+        if (c != 0) {
+            const char *nm = c < 0 ? na.v[i] : nb.v[j];
+            if (!informational(d, path, nm)) {
+                snprintf(what, sizeof what, "attribute %s only in %s", nm, c < 0 ? "A" : "B");
+                ppv_diff_entry *e = diff_add(d->r, path, what);
+                if (!e) goto oom;
+                e->count = 1;
+            }
+            c < 0 ? i++ : j++;
+            continue;
+        }
+        const char *nm = na.v[i];
+        i++, j++;
+        if (informational(d, path, nm)) continue;
+        char *ta = attr_text(oa, nm), *tb = attr_text(ob, nm);
+        if (!ta || !tb || strcmp(ta, tb) != 0) {
+            snprintf(what, sizeof what, "attribute %s: %.120s vs %.120s", nm, ta ? ta : "(unreadable)",
+                     tb ? tb : "(unreadable)");
+            ppv_diff_entry *e = diff_add(d->r, path, what);
+            if (!e) {
+                free(ta), free(tb);
+                goto oom;
+            }
+            e->count = 1;
+        }
+        free(ta);
+        free(tb);
+    }
+    rc = 0;
+    goto done;
+oom:
+    gerr(d->err, d->errlen, "out of memory");
+done:
+    names_free(&na);
+    names_free(&nb);
+    if (oa >= 0) H5Oclose(oa);
+    if (ob >= 0) H5Oclose(ob);
+    return rc;
+}
+
+/* ---- datasets -------------------------------------------------------------------- */
+
+/* Datasets a ppv file must hold as bf16: weights and input tensors (the
+ * timestep is a scalar fp32). */
+static int ppv_bf16_path(const char *path) {
+    size_t n = strlen(path);
+    int timestep = n >= 9 && strcmp(path + n - 9, "/timestep") == 0;
+    return (strncmp(path, "/model/", 7) == 0 || strstr(path, "/inputs/") != NULL) && !timestep;
+}
+
+/* Reads rows [r0, r0 + nr) of dataset d (dims, rank) into buf. */
+static int read_rows(hid_t d, hid_t mt, int rank, const hsize_t *dims, hsize_t r0, hsize_t nr,
+                     void *buf) {
+    if (rank == 0) return H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
+    hsize_t start[8] = {0}, count[8];
+    for (int k = 0; k < rank; k++) count[k] = dims[k];
+    start[0] = r0;
+    count[0] = nr;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(rank, count, NULL);
+    int rc = fs >= 0 && ms >= 0 &&
+                     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+                     H5Dread(d, mt, ms, fs, H5P_DEFAULT, buf) >= 0
+                 ? 0
+                 : -1;
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return rc;
+}
+
+static int compare_dataset(differ *d, const char *path) {
+    hid_t da = H5Dopen2(d->fa, path, H5P_DEFAULT), db = H5Dopen2(d->fb, path, H5P_DEFAULT);
+    hid_t ta = da < 0 ? -1 : H5Dget_type(da), tb = db < 0 ? -1 : H5Dget_type(db);
+    hid_t sa = da < 0 ? -1 : H5Dget_space(da), sb = db < 0 ? -1 : H5Dget_space(db);
+    hid_t mt = -1;
+    void *ba = NULL, *bb = NULL;
+    int rc = -1;
+    if (ta < 0 || tb < 0 || sa < 0 || sb < 0) {
+        gerr(d->err, d->errlen, "%s: cannot open the dataset (corrupted?)", path);
+        goto done;
+    }
+    char na[16], nb[16], what[320];
+    describe(ta, na, sizeof na);
+    describe(tb, nb, sizeof nb);
+    d->r->datasets++;
+    if (d->r->ppv_files && ppv_bf16_path(path) && (strcmp(na, "bf16") || strcmp(nb, "bf16"))) {
+        snprintf(what, sizeof what, "type: %s vs %s, where a ppv file holds bf16", na, nb);
+        ppv_diff_entry *e = diff_add(d->r, path, what);
+        if (!e) goto oom;
+        e->count = 1;
+        rc = 0;
+        goto done;
+    }
+    if (strcmp(na, nb) != 0 || H5Tget_size(ta) != H5Tget_size(tb)) {
+        snprintf(what, sizeof what, "type: %s vs %s", na, nb);
+        ppv_diff_entry *e = diff_add(d->r, path, what);
+        if (!e) goto oom;
+        e->count = 1;
+        rc = 0;
+        goto done;
+    }
+    int rank = H5Sget_simple_extent_ndims(sa);
+    hsize_t dims[8], dimsb[8];
+    if (rank < 0 || rank > 8 || H5Sget_simple_extent_ndims(sb) != rank) {
+        snprintf(what, sizeof what, "shape: %d vs %d dimensions", rank,
+                 H5Sget_simple_extent_ndims(sb));
+        ppv_diff_entry *e = diff_add(d->r, path, what);
+        if (!e) goto oom;
+        e->count = 1;
+        rc = 0;
+        goto done;
+    }
+    H5Sget_simple_extent_dims(sa, dims, NULL);
+    H5Sget_simple_extent_dims(sb, dimsb, NULL);
+    if (rank && memcmp(dims, dimsb, (size_t)rank * sizeof *dims) != 0) {
+        size_t at = (size_t)snprintf(what, sizeof what, "shape: (");
+        for (int k = 0; k < rank; k++)
+            at += (size_t)snprintf(what + at, sizeof what - at, "%s%llu", k ? "," : "",
+                                   (unsigned long long)dims[k]);
+        at += (size_t)snprintf(what + at, sizeof what - at, ") vs (");
+        for (int k = 0; k < rank; k++)
+            at += (size_t)snprintf(what + at, sizeof what - at, "%s%llu", k ? "," : "",
+                                   (unsigned long long)dimsb[k]);
+        snprintf(what + at, sizeof what - at, ")");
+        ppv_diff_entry *e = diff_add(d->r, path, what);
+        if (!e) goto oom;
+        e->count = 1;
+        rc = 0;
+        goto done;
+    }
+    if (H5Tget_class(ta) == H5T_VLEN || H5Tis_variable_str(ta) > 0 ||
+        H5Tget_class(ta) == H5T_REFERENCE) {
+        ppv_diff_entry *e = diff_add(d->r, path, "values of a variable-length type are not compared");
+        if (!e) goto oom;
+        e->count = 0; /* listed, like h5diff -c, but not a difference */
+        rc = 0;
+        goto done;
+    }
+    size_t esize;
+    elem_kind k = kind_of(ta, &esize);
+    if ((mt = mem_type(k, ta)) < 0) goto oom;
+    esize = H5Tget_size(mt);
+    hsize_t row = 1, rows = rank ? dims[0] : 1;
+    for (int j = 1; j < rank; j++) row *= dims[j];
+    hsize_t per = row ? (BLOCK_BYTES / esize) / row : 1;
+    if (per < 1) per = 1; /* one row larger than a block: read it whole */
+    if (per > rows) per = rows;
+    hsize_t elems = per * row;
+    size_t cap = (size_t)(elems > 0 ? elems : 1) * esize;
+    ba = malloc(cap);
+    bb = malloc(cap);
+    if (!ba || !bb) goto oom;
+    ppv_diff_entry *e = diff_add(d->r, path, "values");
+    if (!e) goto oom;
+    snprintf(e->type, sizeof e->type, "%s", na);
+    int idx = d->r->n - 1;
+    for (hsize_t r0 = 0; r0 < rows && row; r0 += per) {
+        hsize_t nr = rows - r0 < per ? rows - r0 : per;
+        if (read_rows(da, mt, rank, dims, r0, nr, ba) < 0 ||
+            read_rows(db, mt, rank, dims, r0, nr, bb) < 0) {
+            gerr(d->err, d->errlen,
+                 "%s: cannot read the values: corrupted data (checksum failed) or unreadable",
+                 path);
+            goto done;
+        }
+        compare_block(&d->r->entries[idx], k, esize, ba, bb, (size_t)(nr * row), r0 * row, dims,
+                      rank, d->o);
+    }
+    d->r->elements += d->r->entries[idx].compared;
+    diff_drop_if_clean(d->r);
+    rc = 0;
+    goto done;
+oom:
+    gerr(d->err, d->errlen, "out of memory");
+done:
+    free(ba);
+    free(bb);
+    if (mt >= 0) H5Tclose(mt);
+    if (sa >= 0) H5Sclose(sa);
+    if (sb >= 0) H5Sclose(sb);
+    if (ta >= 0) H5Tclose(ta);
+    if (tb >= 0) H5Tclose(tb);
+    if (da >= 0) H5Dclose(da);
+    if (db >= 0) H5Dclose(db);
+    return rc;
+}
+
+/* ---- files -------------------------------------------------------------------------- */
+
+/* Opens path for reading; -1 with the reason. */
+static hid_t open_file(const char *path, char *err, size_t errlen) {
+    if (access(path, R_OK) != 0)
+        return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return gerr(err, errlen, "%s: cannot open as HDF5 (truncated or corrupted?)", path);
+    return f;
+}
+
+/* 1 if f is a ppv file (of a supported version), 0 if not a ppv file, -1
+ * (with the reason) for a ppv file this ppv cannot read. */
+static int ppv_file(hid_t f, const char *path, char *err, size_t errlen) {
+    char *fmt = NULL;
+    if (h5_read_attr_str(f, "ppv_format", &fmt) < 0) return 0;
+    int is = strcmp(fmt, "ppv-golden") == 0;
+    free(fmt);
+    if (!is) return 0;
+    int64_t v;
+    if (h5_read_attr_i64(f, "format_version", &v) < 0)
+        return gerr(err, errlen, "%s: a ppv file with no integer format_version", path);
+    if (v < 1 || v > PPV_GOLDEN_FORMAT_VERSION)
+        return gerr(err, errlen, "%s: format version %lld is not supported (this ppv reads 1 to %d)",
+                    path, (long long)v, PPV_GOLDEN_FORMAT_VERSION);
+    return 1;
+}
+
+int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_diff_report **out,
+                   char *err, size_t errlen) {
+    h5_quiet();
+    *out = NULL;
+    objlist la = {0}, lb = {0};
+    differ d = {-1, -1, o, calloc(1, sizeof(ppv_diff_report)), err, errlen};
+    int rc = -1;
+    if (!d.r) return gerr(err, errlen, "out of memory");
+    if ((d.fa = open_file(a, err, errlen)) < 0 || (d.fb = open_file(b, err, errlen)) < 0) goto done;
+    int pa = ppv_file(d.fa, a, err, errlen), pb = ppv_file(d.fb, b, err, errlen);
+    if (pa < 0 || pb < 0) goto done;
+    d.r->ppv_files = pa && pb;
+    if (H5Ovisit(d.fa, H5_INDEX_NAME, H5_ITER_INC, visit, &la) < 0 ||
+        H5Ovisit(d.fb, H5_INDEX_NAME, H5_ITER_INC, visit, &lb) < 0) {
+        gerr(err, errlen, "cannot list the objects of %s and %s (corrupted?)", a, b);
+        goto done;
+    }
+    qsort(la.v, la.n, sizeof *la.v, by_path);
+    qsort(lb.v, lb.n, sizeof *lb.v, by_path);
+    size_t i = 0, j = 0;
+    while (i < la.n || j < lb.n) {
+        int c = i == la.n ? 1 : j == lb.n ? -1 : strcmp(la.v[i].path, lb.v[j].path);
+        if (c != 0) {
+            const char *p = c < 0 ? la.v[i].path : lb.v[j].path;
+            char what[64];
+            snprintf(what, sizeof what, "%s only in %s", type_name(c < 0 ? la.v[i].type : lb.v[j].type),
+                     c < 0 ? "A" : "B");
+            ppv_diff_entry *e = diff_add(d.r, p, what);
+            if (!e) goto oom;
+            e->count = 1;
+            c < 0 ? i++ : j++;
+            continue;
+        }
+        const char *p = la.v[i].path;
+        d.r->objects++;
+        if (la.v[i].type != lb.v[j].type) {
+            char what[64];
+            snprintf(what, sizeof what, "object type: %s vs %s", type_name(la.v[i].type),
+                     type_name(lb.v[j].type));
+            ppv_diff_entry *e = diff_add(d.r, p, what);
+            if (!e) goto oom;
+            e->count = 1;
+        } else {
+            if (compare_attributes(&d, p) < 0) goto done;
+            if (la.v[i].type == H5O_TYPE_DATASET && compare_dataset(&d, p) < 0) goto done;
+        }
+        i++, j++;
+    }
+    *out = d.r;
+    d.r = NULL;
+    rc = 0;
+    goto done;
+oom:
+    gerr(err, errlen, "out of memory");
+done:
+    objlist_free(&la);
+    objlist_free(&lb);
+    ppv_diff_report_free(d.r);
+    if (d.fa >= 0) H5Fclose(d.fa);
+    if (d.fb >= 0) H5Fclose(d.fb);
+    return rc;
+}

@@ -1,0 +1,67 @@
+/* golden_internal.h - HDF5 helpers and the element comparator shared by
+ * record.c, replay.c and diff.c. Private to golden/. */
+#ifndef PPV_GOLDEN_INTERNAL_H
+#define PPV_GOLDEN_INTERNAL_H
+
+#include <hdf5.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "ppv_golden.h"
+
+/* Formats a message into err and returns -1, for `return gerr(...)`. */
+static inline int gerr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int gerr(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Silences HDF5's own error printing; ppv reports errors itself. */
+void h5_quiet(void);
+
+/* The bf16 file type of spec/golden-format.md (caller closes). */
+hid_t h5_bf16_type(void);
+/* 1 if t is that type (a 16-bit float with bf16's fields). */
+int h5_is_bf16(hid_t t);
+
+int h5_attr_i64(hid_t obj, const char *name, int64_t v);
+int h5_attr_f64(hid_t obj, const char *name, double v);
+int h5_attr_str(hid_t obj, const char *name, const char *v);
+/* Reads an integer attribute; -1 if absent or not an integer. */
+int h5_read_attr_i64(hid_t obj, const char *name, int64_t *v);
+/* Reads a string attribute (fixed or variable length) into a malloc'd
+ * string; -1 if absent or not a string. */
+int h5_read_attr_str(hid_t obj, const char *name, char **v);
+
+/* Writes a chunked, Fletcher-32-checked dataset. */
+int h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
+             const hsize_t *dims, const void *data);
+
+/* Reads a dataset whose shape must be exactly dims (rank dimensions);
+ * -1 with "path: what is wrong" in err. */
+int h5_read(hid_t loc, const char *name, hid_t mtype, int rank, const hsize_t *dims, void *data,
+            char *err, size_t errlen);
+
+/* Element comparison ------------------------------------------------------- */
+
+typedef enum elem_kind { ELEM_F32, ELEM_F64, ELEM_BF16, ELEM_INT, ELEM_RAW } elem_kind;
+
+/* Adds to e the comparison of n elements starting at flat index base.
+ * a and b hold values of kind k (ELEM_INT: int64; ELEM_RAW: elem_size
+ * bytes each, compared as bytes). dims/rank name indices in reports. */
+void compare_block(ppv_diff_entry *e, elem_kind k, size_t elem_size, const void *a,
+                   const void *b, size_t n, uint64_t base, const hsize_t *dims, int rank,
+                   const ppv_diff_options *o);
+
+/* Appends an entry to r and returns it (zeroed, path and what set); NULL
+ * when out of memory. */
+ppv_diff_entry *diff_add(ppv_diff_report *r, const char *path, const char *what);
+
+/* Removes the last entry if it holds no difference. */
+void diff_drop_if_clean(ppv_diff_report *r);
+
+#endif

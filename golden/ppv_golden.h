@@ -1,0 +1,114 @@
+/* ppv_golden.h - golden files: record an engine run into HDF5, replay it,
+ * and compare any two HDF5 files with a stated tolerance. The layout is
+ * spec/golden-format.md. Depends on ppv_engine.h; nothing below depends on
+ * this layer. */
+#ifndef PPV_GOLDEN_H
+#define PPV_GOLDEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ppv_engine.h"
+
+enum { PPV_GOLDEN_FORMAT_VERSION = 1 };
+
+/* ---- tolerances ----------------------------------------------------------- */
+
+typedef enum ppv_tol_kind {
+    PPV_TOL_BITWISE, /* the stored bits; +0 and -0 differ */
+    PPV_TOL_ULP,     /* biased-integer distance <= ulp */
+    PPV_TOL_ABSREL   /* |a - b| <= abs + rel * |b| */
+} ppv_tol_kind;
+
+typedef struct ppv_tolerance {
+    ppv_tol_kind kind;
+    uint64_t ulp;
+    double abs, rel;
+    int nan_differ; /* 0: NaN equals NaN (default); 1: a NaN equals nothing */
+} ppv_tolerance;
+
+/* Parses "bitwise", "ulp:N", "abs:X", "rel:Y" or "abs:X,rel:Y"; -1 if bad. */
+int ppv_tolerance_parse(const char *text, ppv_tolerance *t);
+void ppv_tolerance_format(const ppv_tolerance *t, char *buf, size_t len);
+
+/* ---- comparison reports --------------------------------------------------- */
+
+typedef struct ppv_diff_point {
+    uint64_t index;   /* flat element index */
+    char where[48];   /* "[3,17]" */
+    double a, b;      /* both values (as double) */
+    uint64_t ulp;     /* their distance in ULPs of the stored type */
+} ppv_diff_point;
+
+/* One difference between the two sides: a whole object (missing, other
+ * type or shape, attribute) or a dataset's values. */
+typedef struct ppv_diff_entry {
+    char path[256];
+    char what[320];      /* "values", "only in A", "type: fp32 vs bf16", ... */
+    char type[16];       /* "fp32", "bf16", "fp64", "int64", ... */
+    uint64_t compared;   /* elements compared */
+    uint64_t count;      /* elements that differ */
+    double max_abs, max_rel;
+    uint64_t max_ulp;
+    ppv_diff_point *first; /* the first max_report differing elements */
+    int nfirst;
+} ppv_diff_entry;
+
+typedef struct ppv_diff_report {
+    ppv_diff_entry *entries;
+    int n, cap;
+    uint64_t objects, datasets, elements; /* compared */
+    int ppv_files;                        /* both are ppv golden files */
+} ppv_diff_report;
+
+typedef struct ppv_diff_options {
+    ppv_tolerance tol;
+    int max_report;     /* differing elements listed per dataset (default 10) */
+    int all_attributes; /* also compare created/producer_version of ppv files */
+} ppv_diff_options;
+
+ppv_diff_options ppv_diff_defaults(void);
+void ppv_diff_report_free(ppv_diff_report *r);
+
+/* Compares files a and b (b is the expected side). Returns 0 with *out
+ * (empty entries: same), or -1 with the reason in err: a missing or
+ * non-HDF5 file, a ppv file of an unsupported version, unreadable or
+ * corrupted data (a failed checksum). */
+int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o,
+                   ppv_diff_report **out, char *err, size_t errlen);
+
+/* ---- record and replay ---------------------------------------------------- */
+
+typedef struct ppv_record_options {
+    ppv_run_options run;       /* run.recompute may be NULL */
+    const char *schedule_text; /* the schedule file as read */
+    size_t schedule_len;
+    const char *schedule_name;
+    const char *recompute_text; /* "none", "all", "0,2" */
+    int fail_after;             /* tests: exit(3) after this many datasets (0: never) */
+} ppv_record_options;
+
+/* Runs s and writes the run to path through a temporary file in the same
+ * folder, flushed, synced and renamed: path is either untouched or a
+ * complete file. Returns 0 with *rep (status in rep->world; no file is
+ * written unless the run completed), or -1 with the reason in err. */
+int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_options *o,
+                      ppv_run_report **rep, char *err, size_t errlen);
+
+typedef struct ppv_replay_result {
+    ppv_run_report *run;   /* the re-run */
+    ppv_diff_report *diff; /* re-run (a) against the recorded outputs (b) */
+    int32_t microbatches, layers;
+    char schedule_name[256];
+} ppv_replay_result;
+
+/* Rebuilds the model, schedule, options and inputs from the file, re-runs
+ * the step and compares loss and gradients with the recorded ones. Inputs
+ * are read per microbatch when first needed; gradients are compared one
+ * tensor at a time. perturb flips one gradient bit (a self-test). Returns 0
+ * with *out, or -1 with the reason (exit 2 material) in err. */
+int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
+                      ppv_replay_result *out, char *err, size_t errlen);
+void ppv_replay_result_free(ppv_replay_result *r);
+
+#endif

@@ -1,0 +1,230 @@
+/* record.c - `ppv record`: run the engine and write the run as a golden
+ * file (spec/golden-format.md) through a temporary name, flushed, synced
+ * and renamed, so the target is either untouched or complete. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "golden_internal.h"
+
+#ifndef PPV_VERSION_STRING
+#define PPV_VERSION_STRING "0"
+#endif
+
+typedef struct writer {
+    hid_t file, bf16;
+    int written, fail_after;
+} writer;
+
+/* Every dataset goes through here, so a test can stop the program after
+ * any number of them, as a crash would. */
+static int put(writer *w, hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
+               const hsize_t *dims, const void *data) {
+    if (h5_write(loc, name, ftype, mtype, rank, dims, data) < 0) return -1;
+    if (w->fail_after && ++w->written == w->fail_after) _exit(3);
+    return 0;
+}
+
+static void created_now(char *buf, size_t len) {
+    const char *sde = getenv("SOURCE_DATE_EPOCH");
+    time_t t = sde && *sde ? (time_t)strtoll(sde, NULL, 10) : time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int write_root(writer *w, const ppv_record_options *o, const ppv_model_config *cfg) {
+    hid_t f = w->file;
+    char sem[64], created[32];
+    static const char *const policies[] = {"rr", "random", "pct", "replay"};
+    ppv_semantics_format(&o->run.sem, sem, sizeof sem);
+    created_now(created, sizeof created);
+    char *text = malloc(o->schedule_len + 1);
+    if (!text) return -1;
+    memcpy(text, o->schedule_text, o->schedule_len);
+    text[o->schedule_len] = '\0';
+    int rc = h5_attr_str(f, "ppv_format", "ppv-golden") | h5_attr_i64(f, "format_version", PPV_GOLDEN_FORMAT_VERSION) |
+             h5_attr_str(f, "producer", "ppv") | h5_attr_str(f, "producer_version", PPV_VERSION_STRING) |
+             h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "training") |
+             h5_attr_i64(f, "seed", (int64_t)cfg->seed) | h5_attr_str(f, "schedule", text) |
+             h5_attr_str(f, "schedule_name", o->schedule_name ? o->schedule_name : "") |
+             h5_attr_str(f, "semantics", sem) |
+             h5_attr_str(f, "policy", policies[o->run.policy.kind]) |
+             h5_attr_i64(f, "policy_seed", (int64_t)o->run.policy.seed) |
+             h5_attr_str(f, "recompute", o->recompute_text ? o->recompute_text : "none");
+    free(text);
+    return rc ? -1 : 0;
+}
+
+/* /model: the config as attributes, then each layer's tensors as bf16. */
+static int write_model(writer *w, const ppv_model *m) {
+    const ppv_model_config *c = ppv_model_config_of(m);
+    hid_t g = H5Gcreate2(w->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) return -1;
+    int rc = h5_attr_i64(g, "layers", c->layers) | h5_attr_i64(g, "d_model", c->d_model) |
+             h5_attr_i64(g, "n_heads", c->n_heads) | h5_attr_i64(g, "d_ff", c->d_ff) |
+             h5_attr_i64(g, "seq_len", c->seq_len) | h5_attr_i64(g, "cond_len", c->cond_len) |
+             h5_attr_i64(g, "seed", (int64_t)c->seed);
+    for (int32_t l = 0; rc == 0 && l < c->layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer_%04d", l);
+        hid_t lg = H5Gcreate2(g, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (lg < 0) {
+            rc = -1;
+            break;
+        }
+        const ppv_bf16 *p = ppv_model_layer_params(m, l);
+        for (int i = 0; rc == 0 && i < PPV_MODEL_PARAM_TENSORS; i++) {
+            ppv_param_tensor pt;
+            ppv_model_param_tensor(m, i, &pt);
+            hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
+            rc = put(w, lg, pt.name, w->bf16, w->bf16, pt.cols > 1 ? 2 : 1, dims, p + pt.offset);
+        }
+        H5Gclose(lg);
+    }
+    H5Gclose(g);
+    return rc;
+}
+
+/* /training: inputs per microbatch (drawn again, one at a time), losses
+ * and gradients. */
+static int write_training(writer *w, const ppv_model *m, const ppv_run_report *rep) {
+    const ppv_model_config *c = ppv_model_config_of(m);
+    hid_t g = H5Gcreate2(w->file, "training", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ig = g < 0 ? -1 : H5Gcreate2(g, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gg = ig < 0 ? -1 : H5Gcreate2(g, "grads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = gg < 0 ? -1 : h5_attr_i64(g, "microbatches", rep->nmb);
+    hsize_t tok[2] = {(hsize_t)c->seq_len, (hsize_t)c->d_model};
+    hsize_t cond[2] = {(hsize_t)c->cond_len, (hsize_t)c->d_model}, one = 1;
+    for (int32_t mb = 0; rc == 0 && mb < rep->nmb; mb++) {
+        char name[32];
+        snprintf(name, sizeof name, "mb_%04d", mb);
+        ppv_mb_inputs in;
+        if (ppv_mb_inputs_init(m, mb, &in) < 0) {
+            rc = -1;
+            break;
+        }
+        hid_t mg = H5Gcreate2(ig, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        rc = mg < 0 ||
+                     put(w, mg, "x", w->bf16, w->bf16, 2, tok, in.x) < 0 ||
+                     put(w, mg, "cond", w->bf16, w->bf16, 2, cond, in.cond) < 0 ||
+                     put(w, mg, "target", w->bf16, w->bf16, 2, tok, in.target) < 0 ||
+                     put(w, mg, "timestep", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &one,
+                         &in.timestep) < 0
+                 ? -1
+                 : 0;
+        if (mg >= 0) H5Gclose(mg);
+        ppv_mb_inputs_free(&in);
+    }
+    hsize_t nmb = (hsize_t)rep->nmb;
+    if (rc == 0) rc = put(w, g, "loss", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &nmb, rep->mb_loss);
+    if (rc == 0) {
+        hid_t d = H5Dopen2(g, "loss", H5P_DEFAULT);
+        rc = d < 0 ? -1 : h5_attr_f64(d, "mean", rep->loss);
+        if (d >= 0) H5Dclose(d);
+    }
+    size_t at = 0;
+    for (int32_t l = 0; rc == 0 && l < c->layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer_%04d", l);
+        hid_t lg = H5Gcreate2(gg, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (lg < 0) {
+            rc = -1;
+            break;
+        }
+        for (int i = 0; rc == 0 && i < PPV_MODEL_PARAM_TENSORS; i++) {
+            ppv_param_tensor pt;
+            ppv_model_param_tensor(m, i, &pt);
+            hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
+            rc = put(w, lg, pt.name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, pt.cols > 1 ? 2 : 1, dims,
+                     rep->grads + at + pt.offset);
+        }
+        at += ppv_model_grad_count(m, l, l + 1);
+        H5Gclose(lg);
+    }
+    if (gg >= 0) H5Gclose(gg);
+    if (ig >= 0) H5Gclose(ig);
+    if (g >= 0) H5Gclose(g);
+    return rc;
+}
+
+/* Syncs a file or folder by path; 0 or -1. */
+static int sync_path(const char *path, int dir) {
+    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_options *o,
+                      ppv_run_report **repp, char *err, size_t errlen) {
+    h5_quiet();
+    *repp = NULL;
+    if (ppv_run(s, &o->run, repp, err, errlen) < 0) return -1;
+    ppv_run_report *rep = *repp;
+    if (rep->world.status != PPV_RUN_DONE) return 0; /* nothing to record */
+
+    ppv_model_config cfg = o->run.weights ? *ppv_model_config_of(o->run.weights) : o->run.model;
+    cfg.layers = rep->nlayers;
+    ppv_model *owned = o->run.weights ? NULL : ppv_model_new(&cfg, err, errlen);
+    const ppv_model *m = o->run.weights ? o->run.weights : owned;
+    if (!m) return -1;
+
+    /* the temporary sits beside the target, so the rename is atomic */
+    char *dcopy = strdup(path), *bcopy = strdup(path);
+    char tmp[4096] = "", dir[4096] = "";
+    int rc = -1;
+    writer w = {-1, -1, 0, o->fail_after};
+    if (!dcopy || !bcopy) {
+        gerr(err, errlen, "out of memory");
+        goto done;
+    }
+    snprintf(dir, sizeof dir, "%s", dirname(dcopy));
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, basename(bcopy));
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        gerr(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
+             strerror(errno));
+        tmp[0] = '\0';
+        goto done;
+    }
+    mode_t mask = umask(0); /* mkstemp makes 0600; a golden file is as readable as any */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    close(fd);
+    /* the 1.10 file format: checksummed object headers and chunk indexes, so a
+     * flipped metadata byte is caught like a flipped data byte */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+    w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0) H5Pclose(fapl);
+    w.bf16 = h5_bf16_type();
+    if (w.file < 0 || w.bf16 < 0 || write_root(&w, o, &cfg) < 0 || write_model(&w, m) < 0 ||
+        write_training(&w, m, rep) < 0 || H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) {
+        gerr(err, errlen, "%s: cannot write the golden file (disk full or not writable?)", path);
+        goto done;
+    }
+    H5Fclose(w.file);
+    w.file = -1;
+    if (sync_path(tmp, 0) < 0 || rename(tmp, path) < 0) {
+        gerr(err, errlen, "%s: cannot put the file in place: %s", path, strerror(errno));
+        goto done;
+    }
+    tmp[0] = '\0';
+    sync_path(dir, 1); /* best effort: the rename itself is durable on most systems */
+    rc = 0;
+done:
+    if (w.bf16 >= 0) H5Tclose(w.bf16);
+    if (w.file >= 0) H5Fclose(w.file);
+    if (tmp[0] && rc < 0) unlink(tmp);
+    free(dcopy);
+    free(bcopy);
+    ppv_model_free(owned);
+    return rc;
+}

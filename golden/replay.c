@@ -1,0 +1,315 @@
+/* replay.c - `ppv replay`: rebuild a recorded run from its golden file
+ * alone (weights, schedule, options, inputs), run it again and compare
+ * the loss and gradients with the recorded ones. Memory: the model, the
+ * run's own state, and one gradient tensor of the file at a time; inputs
+ * are read per microbatch when the run first needs them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "golden_internal.h"
+
+typedef struct replay_ctx {
+    hid_t file, bf16;
+    const ppv_model_config *cfg;
+} replay_ctx;
+
+/* Checks the root attributes: a ppv golden file of a supported version. */
+static int check_header(hid_t f, const char *path, char *err, size_t errlen) {
+    char *fmt = NULL, *kind = NULL;
+    int64_t version = 0;
+    int rc = -1;
+    if (h5_read_attr_str(f, "ppv_format", &fmt) < 0 || strcmp(fmt, "ppv-golden") != 0)
+        gerr(err, errlen, "%s: not a ppv golden file (no ppv_format = \"ppv-golden\" attribute)",
+             path);
+    else if (h5_read_attr_i64(f, "format_version", &version) < 0)
+        gerr(err, errlen, "%s: no integer format_version attribute", path);
+    else if (version < 1 || version > PPV_GOLDEN_FORMAT_VERSION)
+        gerr(err, errlen, "%s: format version %lld is not supported (this ppv reads 1 to %d)",
+             path, (long long)version, PPV_GOLDEN_FORMAT_VERSION);
+    else if (h5_read_attr_str(f, "kind", &kind) < 0)
+        gerr(err, errlen, "%s: no kind attribute", path);
+    else if (strcmp(kind, "inference") == 0)
+        gerr(err, errlen,
+             "%s: an inference recording; replaying envelopes needs the generator stage of the "
+             "PP inference contract, which this ppv does not have yet (it replays training files)",
+             path);
+    else if (strcmp(kind, "training") != 0)
+        gerr(err, errlen, "%s: unknown kind '%s'", path, kind);
+    else
+        rc = 0;
+    free(fmt);
+    free(kind);
+    return rc;
+}
+
+static int read_config(hid_t f, ppv_model_config *cfg, char *err, size_t errlen) {
+    hid_t g = H5Lexists(f, "model", H5P_DEFAULT) > 0 ? H5Gopen2(f, "model", H5P_DEFAULT) : -1;
+    if (g < 0) return gerr(err, errlen, "/model: missing");
+    static const char *const names[] = {"layers", "d_model", "n_heads", "d_ff", "seq_len",
+                                        "cond_len", "seed"};
+    int64_t v[7];
+    int rc = 0;
+    for (int k = 0; k < 7 && rc == 0; k++)
+        if (h5_read_attr_i64(g, names[k], &v[k]) < 0 ||
+            (k < 6 && (v[k] < 1 || v[k] > (1 << 20))))
+            rc = gerr(err, errlen, "/model: attribute %s missing or out of range", names[k]);
+    H5Gclose(g);
+    if (rc < 0) return -1;
+    *cfg = ppv_model_config_default();
+    cfg->layers = (int32_t)v[0];
+    cfg->d_model = (int32_t)v[1];
+    cfg->n_heads = (int32_t)v[2];
+    cfg->d_ff = (int32_t)v[3];
+    cfg->seq_len = (int32_t)v[4];
+    cfg->cond_len = (int32_t)v[5];
+    cfg->seed = (uint64_t)v[6];
+    return 0;
+}
+
+/* The model with the file's weights. */
+static ppv_model *read_model(replay_ctx *c, char *err, size_t errlen) {
+    ppv_model *m = ppv_model_new(c->cfg, err, errlen);
+    if (!m) return NULL;
+    size_t n = ppv_model_grad_count(m, 0, 1);
+    ppv_bf16 *p = malloc(n * sizeof *p);
+    int rc = p ? 0 : gerr(err, errlen, "out of memory");
+    for (int32_t l = 0; rc == 0 && l < c->cfg->layers; l++) {
+        char path[64];
+        snprintf(path, sizeof path, "model/layer_%04d", l);
+        hid_t g = H5Lexists(c->file, path, H5P_DEFAULT) > 0 ? H5Gopen2(c->file, path, H5P_DEFAULT)
+                                                           : -1;
+        if (g < 0) {
+            rc = gerr(err, errlen, "/%s: missing", path);
+            break;
+        }
+        for (int i = 0; rc == 0 && i < PPV_MODEL_PARAM_TENSORS; i++) {
+            ppv_param_tensor pt;
+            ppv_model_param_tensor(m, i, &pt);
+            hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
+            char e2[256];
+            if (h5_read(g, pt.name, c->bf16, pt.cols > 1 ? 2 : 1, dims, p + pt.offset, e2,
+                        sizeof e2) < 0)
+                rc = gerr(err, errlen, "/%s/%s", path, e2);
+        }
+        H5Gclose(g);
+        if (rc == 0) ppv_model_set_layer_params(m, l, p);
+    }
+    free(p);
+    if (rc < 0) {
+        ppv_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ppv_run_options.load_inputs: one microbatch from /training/inputs. */
+static int load_inputs(void *arg, int32_t mb, ppv_mb_inputs *in, char *err, size_t errlen) {
+    replay_ctx *c = arg;
+    const ppv_model_config *cfg = c->cfg;
+    char path[64];
+    snprintf(path, sizeof path, "training/inputs/mb_%04d", mb);
+    hid_t g = H5Lexists(c->file, "training/inputs", H5P_DEFAULT) > 0 &&
+                      H5Lexists(c->file, path, H5P_DEFAULT) > 0
+                  ? H5Gopen2(c->file, path, H5P_DEFAULT)
+                  : -1;
+    if (g < 0) return gerr(err, errlen, "/%s: missing", path);
+    size_t ntok = (size_t)cfg->seq_len * cfg->d_model, ncond = (size_t)cfg->cond_len * cfg->d_model;
+    memset(in, 0, sizeof *in);
+    in->x = malloc(ntok * sizeof *in->x);
+    in->cond = malloc(ncond * sizeof *in->cond);
+    in->target = malloc(ntok * sizeof *in->target);
+    hsize_t tok[2] = {(hsize_t)cfg->seq_len, (hsize_t)cfg->d_model};
+    hsize_t cond[2] = {(hsize_t)cfg->cond_len, (hsize_t)cfg->d_model}, one = 1;
+    char e2[256] = "out of memory";
+    int rc = in->x && in->cond && in->target &&
+                     h5_read(g, "x", c->bf16, 2, tok, in->x, e2, sizeof e2) == 0 &&
+                     h5_read(g, "cond", c->bf16, 2, cond, in->cond, e2, sizeof e2) == 0 &&
+                     h5_read(g, "target", c->bf16, 2, tok, in->target, e2, sizeof e2) == 0 &&
+                     h5_read(g, "timestep", H5T_NATIVE_FLOAT, 1, &one, &in->timestep, e2,
+                             sizeof e2) == 0
+                 ? 0
+                 : gerr(err, errlen, "/%s/%s", path, e2);
+    H5Gclose(g);
+    if (rc < 0) ppv_mb_inputs_free(in);
+    return rc;
+}
+
+/* Compares n re-run values with the file's dataset at path (fp32). */
+static int compare_f32(replay_ctx *c, const char *path, int rank, const hsize_t *dims,
+                       const float *got, const ppv_diff_options *o, ppv_diff_report *rep,
+                       char *err, size_t errlen) {
+    size_t n = 1;
+    for (int k = 0; k < rank; k++) n *= (size_t)dims[k];
+    float *want = malloc(n * sizeof *want);
+    if (!want) return gerr(err, errlen, "out of memory");
+    char e2[256];
+    if (h5_read(c->file, path, H5T_NATIVE_FLOAT, rank, dims, want, e2, sizeof e2) < 0) {
+        free(want);
+        return gerr(err, errlen, "/%s", e2);
+    }
+    char full[256];
+    snprintf(full, sizeof full, "/%s", path);
+    ppv_diff_entry *e = diff_add(rep, full, "values");
+    if (!e) {
+        free(want);
+        return gerr(err, errlen, "out of memory");
+    }
+    snprintf(e->type, sizeof e->type, "fp32");
+    compare_block(e, ELEM_F32, 4, got, want, n, 0, dims, rank, o);
+    rep->objects++;
+    rep->datasets++;
+    rep->elements += n;
+    diff_drop_if_clean(rep);
+    free(want);
+    return 0;
+}
+
+static int compare_outputs(replay_ctx *c, const ppv_model *m, const ppv_run_report *run,
+                           const ppv_diff_options *o, ppv_diff_report *rep, char *err,
+                           size_t errlen) {
+    hsize_t nmb = (hsize_t)run->nmb;
+    if (compare_f32(c, "training/loss", 1, &nmb, run->mb_loss, o, rep, err, errlen) < 0) return -1;
+    size_t at = 0;
+    for (int32_t l = 0; l < c->cfg->layers; l++) {
+        for (int i = 0; i < PPV_MODEL_PARAM_TENSORS; i++) {
+            ppv_param_tensor pt;
+            ppv_model_param_tensor(m, i, &pt);
+            char path[96];
+            snprintf(path, sizeof path, "training/grads/layer_%04d/%s", l, pt.name);
+            hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
+            if (compare_f32(c, path, pt.cols > 1 ? 2 : 1, dims, run->grads + at + pt.offset, o,
+                            rep, err, errlen) < 0)
+                return -1;
+        }
+        at += ppv_model_grad_count(m, l, l + 1);
+    }
+    return 0;
+}
+
+/* The run options the file recorded. */
+static int read_options(hid_t f, const ppv_schedule *s, ppv_run_options *ro, uint8_t *mask,
+                        char *err, size_t errlen) {
+    char *sem = NULL, *pol = NULL, *rec = NULL;
+    int64_t seed = 0;
+    int rc = -1;
+    if (h5_read_attr_str(f, "semantics", &sem) < 0 || ppv_semantics_parse(sem, &ro->sem) < 0)
+        gerr(err, errlen, "root attribute semantics: missing or not eager|rendezvous|eager:BYTES");
+    else if (h5_read_attr_str(f, "policy", &pol) < 0 || ppv_policy_parse(pol, &ro->policy) < 0 ||
+             ro->policy.kind == PPV_POLICY_REPLAY)
+        gerr(err, errlen, "root attribute policy: missing or not rr|random|pct");
+    else if (h5_read_attr_i64(f, "policy_seed", &seed) < 0)
+        gerr(err, errlen, "root attribute policy_seed: missing");
+    else if (h5_read_attr_str(f, "recompute", &rec) < 0 ||
+             ppv_recompute_parse(rec, s->nstages, mask) < 0)
+        gerr(err, errlen, "root attribute recompute: missing or not none|all|STAGE,...");
+    else {
+        ro->policy.seed = (uint64_t)seed;
+        ro->recompute = mask;
+        rc = 0;
+    }
+    free(sem);
+    free(pol);
+    free(rec);
+    return rc;
+}
+
+int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
+                      ppv_replay_result *out, char *err, size_t errlen) {
+    h5_quiet();
+    memset(out, 0, sizeof *out);
+    if (access(path, R_OK) != 0) return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
+    replay_ctx c = {H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), h5_bf16_type(), NULL};
+    ppv_model_config cfg;
+    ppv_model *m = NULL;
+    ppv_schedule *s = NULL;
+    uint8_t *mask = NULL;
+    char *text = NULL;
+    int64_t nmb = 0;
+    int rc = -1;
+    if (c.file < 0) {
+        gerr(err, errlen, "%s: cannot open as HDF5 (truncated or corrupted?)", path);
+        goto done;
+    }
+    if (check_header(c.file, path, err, errlen) < 0 || read_config(c.file, &cfg, err, errlen) < 0)
+        goto done;
+    c.cfg = &cfg;
+    if (!(m = read_model(&c, err, errlen))) goto done;
+    if (h5_read_attr_str(c.file, "schedule", &text) < 0) {
+        gerr(err, errlen, "%s: no schedule attribute", path);
+        goto done;
+    }
+    char *name = NULL;
+    h5_read_attr_str(c.file, "schedule_name", &name);
+    snprintf(out->schedule_name, sizeof out->schedule_name, "%s", name ? name : "");
+    free(name);
+    char e2[1024];
+    if (ppv_schedule_parse_text(text, strlen(text), "schedule attribute", PPV_DIALECT_AUTO, &s,
+                                e2, sizeof e2) < 0) {
+        gerr(err, errlen, "%s: %s", path, e2);
+        goto done;
+    }
+    hid_t tg = H5Lexists(c.file, "training", H5P_DEFAULT) > 0
+                   ? H5Gopen2(c.file, "training", H5P_DEFAULT)
+                   : -1;
+    int have = tg >= 0 && h5_read_attr_i64(tg, "microbatches", &nmb) == 0;
+    if (tg >= 0) H5Gclose(tg);
+    if (!have || nmb != s->nmb) {
+        gerr(err, errlen, "%s: /training microbatches attribute %s (the schedule has %d)", path,
+             have ? "disagrees with the schedule" : "missing", s->nmb);
+        goto done;
+    }
+    ppv_run_options ro = ppv_run_defaults();
+    if (!(mask = calloc((size_t)s->nstages + 1, 1))) goto done;
+    if (read_options(c.file, s, &ro, mask, e2, sizeof e2) < 0) {
+        gerr(err, errlen, "%s: %s", path, e2);
+        goto done;
+    }
+    ro.weights = m;
+    ro.load_inputs = load_inputs;
+    ro.inputs_ctx = &c;
+    ro.perturb = perturb;
+    if (ppv_run(s, &ro, &out->run, e2, sizeof e2) < 0) {
+        gerr(err, errlen, "%s: %s", path, e2);
+        goto done;
+    }
+    out->microbatches = s->nmb;
+    out->layers = cfg.layers;
+    if (!(out->diff = calloc(1, sizeof *out->diff))) goto done;
+    out->diff->ppv_files = 1;
+    if (out->run->world.status != PPV_RUN_DONE) {
+        /* a failure to read inputs ends the run too: that is an error, not a difference */
+        if (out->run->world.status == PPV_RUN_FAILED && strstr(out->run->world.message, "inputs of")) {
+            gerr(err, errlen, "%s: %s", path, out->run->world.message);
+            goto done;
+        }
+        ppv_diff_entry *e = diff_add(out->diff, "/", "the re-run did not complete");
+        if (e) {
+            snprintf(e->what, sizeof e->what, "the re-run did not complete: %.280s",
+                     out->run->world.message);
+            e->count = 1;
+        }
+        rc = 0;
+        goto done;
+    }
+    if (compare_outputs(&c, m, out->run, o, out->diff, err, errlen) < 0) goto done;
+    rc = 0;
+done:
+    if (rc < 0) ppv_replay_result_free(out);
+    free(text);
+    free(mask);
+    ppv_schedule_free(s);
+    ppv_model_free(m);
+    if (c.bf16 >= 0) H5Tclose(c.bf16);
+    if (c.file >= 0) H5Fclose(c.file);
+    return rc;
+}
+
+void ppv_replay_result_free(ppv_replay_result *r) {
+    ppv_run_report_free(r->run);
+    ppv_diff_report_free(r->diff);
+    r->run = NULL;
+    r->diff = NULL;
+}
