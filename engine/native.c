@@ -383,39 +383,51 @@ int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_
     return ppv_schedule_parse_csv(text, len, name, dialect, out, err, errlen);
 }
 
-int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
-                      size_t errlen) {
-    *out = NULL;
+char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen) {
+    *len = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return ppv_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = -1;
-    if (!buf) {
-        ppv_errf(err, errlen, "%s: out of memory", path);
-        goto done;
+    if (!f) {
+        ppv_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
     }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
     for (;;) {
-        if (len == cap) {
+        if (!buf) {
+            ppv_errf(err, errlen, "%s: out of memory", path);
+            break;
+        }
+        if (n == cap) {
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
-                ppv_errf(err, errlen, "%s: out of memory", path);
-                goto done;
+                free(buf);
+                buf = NULL;
+                continue;
             }
             buf = nb;
             cap *= 2;
         }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
         if (got == 0) break;
     }
-    if (ferror(f)) {
+    if (buf && ferror(f)) {
         ppv_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
-        goto done;
+        free(buf);
+        buf = NULL;
     }
-    rc = ppv_schedule_parse_text(buf, len, path, dialect, out, err, errlen);
-done:
-    free(buf);
     fclose(f);
+    *len = buf ? n : 0;
+    return buf;
+}
+
+int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
+                      size_t errlen) {
+    *out = NULL;
+    size_t len;
+    char *buf = ppv_file_read(path, &len, err, errlen);
+    if (!buf) return -1;
+    int rc = ppv_schedule_parse_text(buf, len, path, dialect, out, err, errlen);
+    free(buf);
     return rc;
 }

@@ -109,6 +109,10 @@ int64_t ppv_schedule_size(const ppv_schedule *s);
 int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
                       size_t errlen);
 
+/* A whole file, malloc'd (len bytes, not terminated); NULL with
+ * "path: reason" in err. */
+char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen);
+
 /* Parses a schedule held in memory, native or CSV by its first word. */
 int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
                             ppv_schedule **out, char *err, size_t errlen);
@@ -394,6 +398,10 @@ typedef struct ppv_run_options {
 } ppv_run_options;
 
 ppv_run_options ppv_run_defaults(void);
+
+/* The model config a run of s with o uses: the given weights' config, or
+ * o->model with at least one layer per stage. */
+ppv_model_config ppv_run_model_config(const ppv_run_options *o, const ppv_schedule *s);
 
 /* Stages to recompute from "none", "all" or "0,2,5" into mask[nstages];
  * -1 if the text is none of these or names a stage out of range. */

@@ -373,6 +373,13 @@ int ppv_recompute_parse(const char *text, int32_t nstages, uint8_t *mask) {
     return 0;
 }
 
+ppv_model_config ppv_run_model_config(const ppv_run_options *o, const ppv_schedule *s) {
+    if (o->weights) return *ppv_model_config_of(o->weights); /* layers split as they come */
+    ppv_model_config cfg = o->model;
+    if (cfg.layers < s->nstages) cfg.layers = s->nstages; /* at least one layer per stage */
+    return cfg;
+}
+
 ppv_run_options ppv_run_defaults(void) {
     ppv_run_options o;
     memset(&o, 0, sizeof o);
@@ -408,10 +415,7 @@ void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *
             d->first_a = a[k];
             d->first_b = b[k];
         }
-        /* biased-integer distance: adjacent floats are adjacent integers */
-        int64_t ia = (ua & 0x80000000u) ? -(int64_t)(ua & 0x7fffffffu) : (int64_t)ua;
-        int64_t ib = (ub & 0x80000000u) ? -(int64_t)(ub & 0x7fffffffu) : (int64_t)ub;
-        uint64_t ulp = (uint64_t)(ia > ib ? ia - ib : ib - ia);
+        uint64_t ulp = ppv_ulp_distance(ua, ub, 32);
         double abs = (double)a[k] - (double)b[k];
         abs = abs < 0 ? -abs : abs;
         double mag = (double)b[k] < 0 ? -(double)b[k] : (double)b[k];
@@ -526,10 +530,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     }
     ppv_check_report_free(chk);
 
-    /* the model: given (its layers split as they come), or built from the
-     * config with at least one layer per stage */
-    ppv_model_config cfg = o->weights ? *ppv_model_config_of(o->weights) : o->model;
-    if (!o->weights && cfg.layers < s->nstages) cfg.layers = s->nstages;
+    ppv_model_config cfg = ppv_run_model_config(o, s);
     ppv_model *owned = o->weights ? NULL : ppv_model_new(&cfg, err, errlen);
     const ppv_model *model = o->weights ? o->weights : owned;
     ppv_run_report *rep = calloc(1, sizeof *rep);
@@ -731,8 +732,7 @@ int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o, ppv_re
         goto done; /* the caller reports the run that did not complete */
     ppv_grads_compare(v->recompute->grads, v->stash->grads, v->stash->ngrads, &v->diff);
     if (!v->diff.bitwise_equal) {
-        ppv_model_config cfg = o->model;
-        if (cfg.layers < s->nstages) cfg.layers = s->nstages;
+        ppv_model_config cfg = ppv_run_model_config(o, s);
         ppv_model *m = ppv_model_new(&cfg, err, errlen);
         if (!m) {
             rc = -1;

@@ -48,14 +48,16 @@ static int by_path(const void *a, const void *b) {
 }
 
 static void objlist_free(objlist *l) {
-    for (size_t k = 0; k < l->n; k++) free(l->v[k].path);
+    for (size_t k = 0; k < l->n; k++)
+        free(l->v[k].path);
     free(l->v);
 }
 
 static const char *type_name(H5O_type_t t) {
-    return t == H5O_TYPE_GROUP ? "group" : t == H5O_TYPE_DATASET ? "dataset"
-                                       : t == H5O_TYPE_NAMED_DATATYPE ? "named datatype"
-                                                                      : "object";
+    return t == H5O_TYPE_GROUP            ? "group"
+           : t == H5O_TYPE_DATASET        ? "dataset"
+           : t == H5O_TYPE_NAMED_DATATYPE ? "named datatype"
+                                          : "object";
 }
 
 /* A short name for a dataset or attribute type. */
@@ -63,15 +65,22 @@ static void describe(hid_t t, char *buf, size_t len) {
     size_t sz = H5Tget_size(t);
     switch (H5Tget_class(t)) {
     case H5T_FLOAT:
-        if (h5_is_bf16(t)) snprintf(buf, len, "bf16");
-        else if (sz == 4 || sz == 8) snprintf(buf, len, "fp%zu", sz * 8);
-        else snprintf(buf, len, "float%zu", sz * 8);
+        if (h5_is_bf16(t))
+            snprintf(buf, len, "bf16");
+        else if (sz == 4 || sz == 8)
+            snprintf(buf, len, "fp%zu", sz * 8);
+        else
+            snprintf(buf, len, "float%zu", sz * 8);
         break;
     case H5T_INTEGER:
         snprintf(buf, len, "%sint%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "", sz * 8);
         break;
-    case H5T_STRING: snprintf(buf, len, "string"); break;
-    default: snprintf(buf, len, "other%zu", sz * 8); break;
+    case H5T_STRING:
+        snprintf(buf, len, "string");
+        break;
+    default:
+        snprintf(buf, len, "other%zu", sz * 8);
+        break;
     }
 }
 
@@ -90,11 +99,16 @@ static elem_kind kind_of(hid_t t, size_t *esize) {
 /* The memory type to read values of kind k stored as t (caller closes). */
 static hid_t mem_type(elem_kind k, hid_t t) {
     switch (k) {
-    case ELEM_F32: return H5Tcopy(H5T_NATIVE_FLOAT);
-    case ELEM_F64: return H5Tcopy(H5T_NATIVE_DOUBLE);
-    case ELEM_BF16: return h5_bf16_type();
-    case ELEM_INT: return H5Tcopy(H5T_NATIVE_INT64);
-    case ELEM_RAW: return H5Tget_native_type(t, H5T_DIR_ASCEND);
+    case ELEM_F32:
+        return H5Tcopy(H5T_NATIVE_FLOAT);
+    case ELEM_F64:
+        return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case ELEM_BF16:
+        return h5_bf16_type();
+    case ELEM_INT:
+        return H5Tcopy(H5T_NATIVE_INT64);
+    case ELEM_RAW:
+        return H5Tget_native_type(t, H5T_DIR_ASCEND);
     }
     return -1;
 }
@@ -128,7 +142,8 @@ static herr_t attr_name(hid_t loc, const char *name, const H5A_info_t *info, voi
 }
 
 static void names_free(names *l) {
-    for (size_t k = 0; k < l->n; k++) free(l->v[k]);
+    for (size_t k = 0; k < l->n; k++)
+        free(l->v[k]);
     free(l->v);
 }
 
@@ -164,7 +179,8 @@ static char *attr_text(hid_t obj, const char *name) {
         free(out);
         out = NULL;
         if (raw && nt >= 0 && H5Aread(a, nt, raw) >= 0 && (out = malloc(2 * sz * n + 1))) {
-            for (size_t k = 0; k < sz * (size_t)n; k++) sprintf(out + 2 * k, "%02x", raw[k]);
+            for (size_t k = 0; k < sz * (size_t)n; k++)
+                sprintf(out + 2 * k, "%02x", raw[k]);
             out[2 * sz * n] = '\0';
         }
         if (nt >= 0) H5Tclose(nt);
@@ -186,8 +202,7 @@ static int compare_attributes(differ *d, const char *path) {
     names na = {0}, nb = {0};
     hid_t oa = H5Oopen(d->fa, path, H5P_DEFAULT), ob = H5Oopen(d->fb, path, H5P_DEFAULT);
     int rc = -1;
-    if (oa < 0 || ob < 0 ||
-        H5Aiterate2(oa, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &na) < 0 ||
+    if (oa < 0 || ob < 0 || H5Aiterate2(oa, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &na) < 0 ||
         H5Aiterate2(ob, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &nb) < 0) {
         gerr(d->err, d->errlen, "%s: cannot read its attributes (corrupted?)", path);
         goto done;
@@ -195,15 +210,11 @@ static int compare_attributes(differ *d, const char *path) {
     size_t i = 0, j = 0;
     while (i < na.n || j < nb.n) {
         int c = i == na.n ? 1 : j == nb.n ? -1 : strcmp(na.v[i], nb.v[j]);
-        char what[320];
         if (c != 0) {
             const char *nm = c < 0 ? na.v[i] : nb.v[j];
-            if (!informational(d, path, nm)) {
-                snprintf(what, sizeof what, "attribute %s only in %s", nm, c < 0 ? "A" : "B");
-                ppv_diff_entry *e = diff_add(d->r, path, what);
-                if (!e) goto oom;
-                e->count = 1;
-            }
+            if (!informational(d, path, nm) &&
+                diff_mismatch(d->r, path, "attribute %s only in %s", nm, c < 0 ? "A" : "B") < 0)
+                goto oom;
             c < 0 ? i++ : j++;
             continue;
         }
@@ -211,18 +222,12 @@ static int compare_attributes(differ *d, const char *path) {
         i++, j++;
         if (informational(d, path, nm)) continue;
         char *ta = attr_text(oa, nm), *tb = attr_text(ob, nm);
-        if (!ta || !tb || strcmp(ta, tb) != 0) {
-            snprintf(what, sizeof what, "attribute %s: %.120s vs %.120s", nm, ta ? ta : "(unreadable)",
-                     tb ? tb : "(unreadable)");
-            ppv_diff_entry *e = diff_add(d->r, path, what);
-            if (!e) {
-                free(ta), free(tb);
-                goto oom;
-            }
-            e->count = 1;
-        }
+        int bad = (!ta || !tb || strcmp(ta, tb) != 0) &&
+                  diff_mismatch(d->r, path, "attribute %s: %.120s vs %.120s", nm,
+                                ta ? ta : "(unreadable)", tb ? tb : "(unreadable)") < 0;
         free(ta);
         free(tb);
+        if (bad) goto oom;
     }
     rc = 0;
     goto done;
@@ -246,12 +251,23 @@ static int ppv_bf16_path(const char *path) {
     return (strncmp(path, "/model/", 7) == 0 || strstr(path, "/inputs/") != NULL) && !timestep;
 }
 
+/* "(4,16)" */
+static const char *shape_text(const hsize_t *dims, int rank, char *buf, size_t len) {
+    size_t at = (size_t)snprintf(buf, len, "(");
+    for (int k = 0; k < rank && at < len; k++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%llu", k ? "," : "",
+                               (unsigned long long)dims[k]);
+    if (at < len) snprintf(buf + at, len - at, ")");
+    return buf;
+}
+
 /* Reads rows [r0, r0 + nr) of dataset d (dims, rank) into buf. */
 static int read_rows(hid_t d, hid_t mt, int rank, const hsize_t *dims, hsize_t r0, hsize_t nr,
                      void *buf) {
     if (rank == 0) return H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
     hsize_t start[8] = {0}, count[8];
-    for (int k = 0; k < rank; k++) count[k] = dims[k];
+    for (int k = 0; k < rank; k++)
+        count[k] = dims[k];
     start[0] = r0;
     count[0] = nr;
     hid_t fs = H5Dget_space(d), ms = H5Screate_simple(rank, count, NULL);
@@ -276,58 +292,38 @@ static int compare_dataset(differ *d, const char *path) {
         gerr(d->err, d->errlen, "%s: cannot open the dataset (corrupted?)", path);
         goto done;
     }
-    char na[16], nb[16], what[320];
+    char na[16], nb[16], shape_a[160], shape_b[160];
     describe(ta, na, sizeof na);
     describe(tb, nb, sizeof nb);
     d->r->datasets++;
-    if (d->r->ppv_files && ppv_bf16_path(path) && (strcmp(na, "bf16") || strcmp(nb, "bf16"))) {
-        snprintf(what, sizeof what, "type: %s vs %s, where a ppv file holds bf16", na, nb);
-        ppv_diff_entry *e = diff_add(d->r, path, what);
-        if (!e) goto oom;
-        e->count = 1;
-        rc = 0;
-        goto done;
-    }
-    if (strcmp(na, nb) != 0 || H5Tget_size(ta) != H5Tget_size(tb)) {
-        snprintf(what, sizeof what, "type: %s vs %s", na, nb);
-        ppv_diff_entry *e = diff_add(d->r, path, what);
-        if (!e) goto oom;
-        e->count = 1;
-        rc = 0;
-        goto done;
-    }
-    int rank = H5Sget_simple_extent_ndims(sa);
+    int rank = H5Sget_simple_extent_ndims(sa), rank_b = H5Sget_simple_extent_ndims(sb);
     hsize_t dims[8], dimsb[8];
-    if (rank < 0 || rank > 8 || H5Sget_simple_extent_ndims(sb) != rank) {
-        snprintf(what, sizeof what, "shape: %d vs %d dimensions", rank,
-                 H5Sget_simple_extent_ndims(sb));
-        ppv_diff_entry *e = diff_add(d->r, path, what);
-        if (!e) goto oom;
-        e->count = 1;
-        rc = 0;
-        goto done;
+    if (rank >= 0 && rank <= 8 && rank == rank_b) {
+        H5Sget_simple_extent_dims(sa, dims, NULL);
+        H5Sget_simple_extent_dims(sb, dimsb, NULL);
     }
-    H5Sget_simple_extent_dims(sa, dims, NULL);
-    H5Sget_simple_extent_dims(sb, dimsb, NULL);
-    if (rank && memcmp(dims, dimsb, (size_t)rank * sizeof *dims) != 0) {
-        size_t at = (size_t)snprintf(what, sizeof what, "shape: (");
-        for (int k = 0; k < rank; k++)
-            at += (size_t)snprintf(what + at, sizeof what - at, "%s%llu", k ? "," : "",
-                                   (unsigned long long)dims[k]);
-        at += (size_t)snprintf(what + at, sizeof what - at, ") vs (");
-        for (int k = 0; k < rank; k++)
-            at += (size_t)snprintf(what + at, sizeof what - at, "%s%llu", k ? "," : "",
-                                   (unsigned long long)dimsb[k]);
-        snprintf(what + at, sizeof what - at, ")");
-        ppv_diff_entry *e = diff_add(d->r, path, what);
-        if (!e) goto oom;
-        e->count = 1;
+    int mismatch;
+    if (d->r->ppv_files && ppv_bf16_path(path) && (strcmp(na, "bf16") || strcmp(nb, "bf16")))
+        mismatch = diff_mismatch(d->r, path, "type: %s vs %s, where a ppv file holds bf16", na, nb);
+    else if (strcmp(na, nb) != 0 || H5Tget_size(ta) != H5Tget_size(tb))
+        mismatch = diff_mismatch(d->r, path, "type: %s vs %s", na, nb);
+    else if (rank < 0 || rank > 8 || rank != rank_b)
+        mismatch = diff_mismatch(d->r, path, "shape: %d vs %d dimensions", rank, rank_b);
+    else if (rank && memcmp(dims, dimsb, (size_t)rank * sizeof *dims) != 0)
+        mismatch = diff_mismatch(d->r, path, "shape: %s vs %s",
+                                 shape_text(dims, rank, shape_a, sizeof shape_a),
+                                 shape_text(dimsb, rank, shape_b, sizeof shape_b));
+    else
+        mismatch = 1; /* none: compare the values */
+    if (mismatch < 0) goto oom;
+    if (mismatch == 0) {
         rc = 0;
         goto done;
     }
     if (H5Tget_class(ta) == H5T_VLEN || H5Tis_variable_str(ta) > 0 ||
         H5Tget_class(ta) == H5T_REFERENCE) {
-        ppv_diff_entry *e = diff_add(d->r, path, "values of a variable-length type are not compared");
+        ppv_diff_entry *e =
+            diff_add(d->r, path, "values of a variable-length type are not compared");
         if (!e) goto oom;
         e->count = 0; /* listed, like h5diff -c, but not a difference */
         rc = 0;
@@ -338,7 +334,8 @@ static int compare_dataset(differ *d, const char *path) {
     if ((mt = mem_type(k, ta)) < 0) goto oom;
     esize = H5Tget_size(mt);
     hsize_t row = 1, rows = rank ? dims[0] : 1;
-    for (int j = 1; j < rank; j++) row *= dims[j];
+    for (int j = 1; j < rank; j++)
+        row *= dims[j];
     hsize_t per = row ? (BLOCK_BYTES / esize) / row : 1;
     if (per < 1) per = 1; /* one row larger than a block: read it whole */
     if (per > rows) per = rows;
@@ -394,23 +391,6 @@ static hid_t open_file(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-/* 1 if f is a ppv file (of a supported version), 0 if not a ppv file, -1
- * (with the reason) for a ppv file this ppv cannot read. */
-static int ppv_file(hid_t f, const char *path, char *err, size_t errlen) {
-    char *fmt = NULL;
-    if (h5_read_attr_str(f, "ppv_format", &fmt) < 0) return 0;
-    int is = strcmp(fmt, "ppv-golden") == 0;
-    free(fmt);
-    if (!is) return 0;
-    int64_t v;
-    if (h5_read_attr_i64(f, "format_version", &v) < 0)
-        return gerr(err, errlen, "%s: a ppv file with no integer format_version", path);
-    if (v < 1 || v > PPV_GOLDEN_FORMAT_VERSION)
-        return gerr(err, errlen, "%s: format version %lld is not supported (this ppv reads 1 to %d)",
-                    path, (long long)v, PPV_GOLDEN_FORMAT_VERSION);
-    return 1;
-}
-
 int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_diff_report **out,
                    char *err, size_t errlen) {
     h5_quiet();
@@ -420,7 +400,7 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     int rc = -1;
     if (!d.r) return gerr(err, errlen, "out of memory");
     if ((d.fa = open_file(a, err, errlen)) < 0 || (d.fb = open_file(b, err, errlen)) < 0) goto done;
-    int pa = ppv_file(d.fa, a, err, errlen), pb = ppv_file(d.fb, b, err, errlen);
+    int pa = h5_ppv_file(d.fa, a, err, errlen), pb = h5_ppv_file(d.fb, b, err, errlen);
     if (pa < 0 || pb < 0) goto done;
     d.r->ppv_files = pa && pb;
     if (H5Ovisit(d.fa, H5_INDEX_NAME, H5_ITER_INC, visit, &la) < 0 ||
@@ -434,25 +414,19 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     while (i < la.n || j < lb.n) {
         int c = i == la.n ? 1 : j == lb.n ? -1 : strcmp(la.v[i].path, lb.v[j].path);
         if (c != 0) {
-            const char *p = c < 0 ? la.v[i].path : lb.v[j].path;
-            char what[64];
-            snprintf(what, sizeof what, "%s only in %s", type_name(c < 0 ? la.v[i].type : lb.v[j].type),
-                     c < 0 ? "A" : "B");
-            ppv_diff_entry *e = diff_add(d.r, p, what);
-            if (!e) goto oom;
-            e->count = 1;
+            const obj *only = c < 0 ? &la.v[i] : &lb.v[j];
+            if (diff_mismatch(d.r, only->path, "%s only in %s", type_name(only->type),
+                              c < 0 ? "A" : "B") < 0)
+                goto oom;
             c < 0 ? i++ : j++;
             continue;
         }
         const char *p = la.v[i].path;
         d.r->objects++;
         if (la.v[i].type != lb.v[j].type) {
-            char what[64];
-            snprintf(what, sizeof what, "object type: %s vs %s", type_name(la.v[i].type),
-                     type_name(lb.v[j].type));
-            ppv_diff_entry *e = diff_add(d.r, p, what);
-            if (!e) goto oom;
-            e->count = 1;
+            if (diff_mismatch(d.r, p, "object type: %s vs %s", type_name(la.v[i].type),
+                              type_name(lb.v[j].type)) < 0)
+                goto oom;
         } else {
             if (compare_attributes(&d, p) < 0) goto done;
             if (la.v[i].type == H5O_TYPE_DATASET && compare_dataset(&d, p) < 0) goto done;

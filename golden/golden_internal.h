@@ -37,9 +37,13 @@ int h5_read_attr_i64(hid_t obj, const char *name, int64_t *v);
  * string; -1 if absent or not a string. */
 int h5_read_attr_str(hid_t obj, const char *name, char **v);
 
+/* 1 if f is a ppv golden file of a supported version, 0 if it is no ppv
+ * file, -1 (reason in err) for a ppv file this ppv cannot read. */
+int h5_ppv_file(hid_t f, const char *path, char *err, size_t errlen);
+
 /* Writes a chunked, Fletcher-32-checked dataset. */
-int h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
-             const hsize_t *dims, const void *data);
+int h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
+             const void *data);
 
 /* Reads a dataset whose shape must be exactly dims (rank dimensions);
  * -1 with "path: what is wrong" in err. */
@@ -53,13 +57,18 @@ typedef enum elem_kind { ELEM_F32, ELEM_F64, ELEM_BF16, ELEM_INT, ELEM_RAW } ele
 /* Adds to e the comparison of n elements starting at flat index base.
  * a and b hold values of kind k (ELEM_INT: int64; ELEM_RAW: elem_size
  * bytes each, compared as bytes). dims/rank name indices in reports. */
-void compare_block(ppv_diff_entry *e, elem_kind k, size_t elem_size, const void *a,
-                   const void *b, size_t n, uint64_t base, const hsize_t *dims, int rank,
+void compare_block(ppv_diff_entry *e, elem_kind k, size_t elem_size, const void *a, const void *b,
+                   size_t n, uint64_t base, const hsize_t *dims, int rank,
                    const ppv_diff_options *o);
 
 /* Appends an entry to r and returns it (zeroed, path and what set); NULL
  * when out of memory. */
 ppv_diff_entry *diff_add(ppv_diff_report *r, const char *path, const char *what);
+
+/* Appends a one-count difference (a whole object, type, shape or
+ * attribute) described by fmt; 0, or -1 when out of memory. */
+int diff_mismatch(ppv_diff_report *r, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Removes the last entry if it holds no difference. */
 void diff_drop_if_clean(ppv_diff_report *r);

@@ -7,7 +7,9 @@
 
 #include "golden_internal.h"
 
-void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+void h5_quiet(void) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
 
 /* ---- types ------------------------------------------------------------------ */
 
@@ -66,7 +68,8 @@ int h5_read_attr_i64(hid_t obj, const char *name, int64_t *v) {
     if (a < 0) return -1;
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
     int rc = -1;
-    if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1)
+    if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && sp >= 0 &&
+        H5Sget_simple_extent_npoints(sp) == 1)
         rc = H5Aread(a, H5T_NATIVE_INT64, v) < 0 ? -1 : 0;
     if (sp >= 0) H5Sclose(sp);
     if (t >= 0) H5Tclose(t);
@@ -111,15 +114,35 @@ done:
     return rc;
 }
 
+/* 1 if f is a ppv file (of a supported version), 0 if not a ppv file, -1
+ * (with the reason) for a ppv file this ppv cannot read. */
+int h5_ppv_file(hid_t f, const char *path, char *err, size_t errlen) {
+    char *fmt = NULL;
+    if (h5_read_attr_str(f, "ppv_format", &fmt) < 0) return 0;
+    int is = strcmp(fmt, PPV_GOLDEN_FORMAT_NAME) == 0;
+    free(fmt);
+    if (!is) return 0;
+    int64_t v;
+    if (h5_read_attr_i64(f, "format_version", &v) < 0)
+        return gerr(err, errlen, "%s: a ppv file with no integer format_version", path);
+    if (v < 1 || v > PPV_GOLDEN_FORMAT_VERSION)
+        return gerr(err, errlen,
+                    "%s: format version %lld is not supported (this ppv reads 1 to %d)", path,
+                    (long long)v, PPV_GOLDEN_FORMAT_VERSION);
+    return 1;
+}
+
 /* ---- datasets ------------------------------------------------------------------- */
 
 int h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
              const void *data) {
     hsize_t chunk[8];
     size_t esize = H5Tget_size(ftype), bytes = esize;
-    for (int k = 0; k < rank; k++) chunk[k] = dims[k] ? dims[k] : 1;
+    for (int k = 0; k < rank; k++)
+        chunk[k] = dims[k] ? dims[k] : 1;
     /* at most 1 MiB per chunk: halve the leading dimensions until it fits */
-    for (int k = 0; k < rank; k++) bytes *= chunk[k];
+    for (int k = 0; k < rank; k++)
+        bytes *= chunk[k];
     for (int k = 0; k < rank && bytes > (1u << 20); k++)
         while (chunk[k] > 1 && bytes > (1u << 20)) {
             bytes /= chunk[k];
@@ -143,8 +166,7 @@ done:
 
 int h5_read(hid_t loc, const char *name, hid_t mtype, int rank, const hsize_t *dims, void *data,
             char *err, size_t errlen) {
-    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0)
-        return gerr(err, errlen, "%s: missing", name);
+    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0) return gerr(err, errlen, "%s: missing", name);
     hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
     if (d < 0) return gerr(err, errlen, "%s: not a dataset", name);
     hid_t sp = H5Dget_space(d);
@@ -159,12 +181,14 @@ int h5_read(hid_t loc, const char *name, hid_t mtype, int rank, const hsize_t *d
     for (int k = 0; k < rank; k++)
         if (got[k] != dims[k]) {
             gerr(err, errlen, "%s: dimension %d is %llu, expected %llu", name, k,
-                     (unsigned long long)got[k], (unsigned long long)dims[k]);
+                 (unsigned long long)got[k], (unsigned long long)dims[k]);
             goto done;
         }
     if (H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-        gerr(err, errlen, "%s: cannot read: corrupted data (checksum) or a type that does "
-                              "not convert", name);
+        gerr(err, errlen,
+             "%s: cannot read: corrupted data (checksum) or a type that does "
+             "not convert",
+             name);
         goto done;
     }
     rc = 0;
@@ -221,24 +245,19 @@ int ppv_tolerance_parse(const char *text, ppv_tolerance *t) {
 
 void ppv_tolerance_format(const ppv_tolerance *t, char *buf, size_t len) {
     switch (t->kind) {
-    case PPV_TOL_BITWISE: snprintf(buf, len, "bitwise"); break;
-    case PPV_TOL_ULP: snprintf(buf, len, "ulp:%llu", (unsigned long long)t->ulp); break;
-    case PPV_TOL_ABSREL: snprintf(buf, len, "abs:%.17g,rel:%.17g", t->abs, t->rel); break;
+    case PPV_TOL_BITWISE:
+        snprintf(buf, len, "bitwise");
+        break;
+    case PPV_TOL_ULP:
+        snprintf(buf, len, "ulp:%llu", (unsigned long long)t->ulp);
+        break;
+    case PPV_TOL_ABSREL:
+        snprintf(buf, len, "abs:%.17g,rel:%.17g", t->abs, t->rel);
+        break;
     }
 }
 
 /* ---- element comparison -------------------------------------------------------------- */
-
-/* Sign-magnitude bits mapped onto an ordered line where +0 and -0 meet. */
-static uint64_t ordered(uint64_t bits, int width) {
-    uint64_t sign = 1ull << (width - 1), mag = bits & (sign - 1);
-    return bits & sign ? sign - mag : sign + mag;
-}
-
-static uint64_t dist(uint64_t a, uint64_t b, int width) {
-    uint64_t x = ordered(a, width), y = ordered(b, width);
-    return x > y ? x - y : y - x;
-}
 
 static void where_of(uint64_t idx, const hsize_t *dims, int rank, char *buf, size_t len) {
     uint64_t c[8];
@@ -258,8 +277,10 @@ static int judge(const ppv_tolerance *t, double a, double b, int a_nan, int b_na
                  uint64_t ulps) {
     if (a_nan || b_nan) return !(a_nan && b_nan && !t->nan_differ);
     switch (t->kind) {
-    case PPV_TOL_BITWISE: return !same_bits;
-    case PPV_TOL_ULP: return ulps > t->ulp;
+    case PPV_TOL_BITWISE:
+        return !same_bits;
+    case PPV_TOL_ULP:
+        return ulps > t->ulp;
     case PPV_TOL_ABSREL:
         if (a == b) return 0; /* equal infinities too */
         return !(fabs(a - b) <= t->abs + t->rel * fabs(b));
@@ -288,11 +309,25 @@ static void note(ppv_diff_entry *e, const ppv_diff_options *o, uint64_t idx, dou
     }
 }
 
-static float bf16_value(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+/* Element i of a float array of width 16 (bf16), 32 or 64 bits: its bits
+ * and its value. */
+static void float_at(const char *p, size_t i, int width, uint64_t *bits, double *value) {
+    if (width == 16) {
+        uint16_t h;
+        memcpy(&h, p + i * 2, 2);
+        *bits = h;
+        *value = ppv_bf16_to_f32(h);
+    } else if (width == 32) {
+        uint32_t u;
+        float f;
+        memcpy(&u, p + i * 4, 4);
+        memcpy(&f, &u, 4);
+        *bits = u;
+        *value = f;
+    } else {
+        memcpy(bits, p + i * 8, 8);
+        memcpy(value, bits, 8);
+    }
 }
 
 void compare_block(ppv_diff_entry *e, elem_kind k, size_t esize, const void *a, const void *b,
@@ -311,36 +346,15 @@ void compare_block(ppv_diff_entry *e, elem_kind k, size_t esize, const void *a, 
         for (size_t i = 0; i < m; i++) {
             uint64_t idx = base + s + i;
             switch (k) {
-            case ELEM_F32: {
-                uint32_t ua, ub;
-                memcpy(&ua, pa + i * 4, 4);
-                memcpy(&ub, pb + i * 4, 4);
-                float fa, fb;
-                memcpy(&fa, &ua, 4);
-                memcpy(&fb, &ub, 4);
-                uint64_t u = dist(ua, ub, 32);
-                if (judge(t, fa, fb, isnan(fa), isnan(fb), ua == ub, u))
-                    note(e, o, idx, fa, fb, u, dims, rank);
-                break;
-            }
-            case ELEM_F64: {
-                uint64_t ua, ub;
-                memcpy(&ua, pa + i * 8, 8);
-                memcpy(&ub, pb + i * 8, 8);
-                double fa, fb;
-                memcpy(&fa, &ua, 8);
-                memcpy(&fb, &ub, 8);
-                uint64_t u = dist(ua, ub, 64);
-                if (judge(t, fa, fb, isnan(fa), isnan(fb), ua == ub, u))
-                    note(e, o, idx, fa, fb, u, dims, rank);
-                break;
-            }
+            case ELEM_F32:
+            case ELEM_F64:
             case ELEM_BF16: {
-                uint16_t ua, ub;
-                memcpy(&ua, pa + i * 2, 2);
-                memcpy(&ub, pb + i * 2, 2);
-                float fa = bf16_value(ua), fb = bf16_value(ub);
-                uint64_t u = dist(ua, ub, 16);
+                int width = k == ELEM_BF16 ? 16 : k == ELEM_F32 ? 32 : 64;
+                uint64_t ua, ub;
+                double fa, fb;
+                float_at(pa, i, width, &ua, &fa);
+                float_at(pb, i, width, &ub, &fb);
+                uint64_t u = ppv_ulp_distance(ua, ub, width);
                 if (judge(t, fa, fb, isnan(fa), isnan(fb), ua == ub, u))
                     note(e, o, idx, fa, fb, u, dims, rank);
                 break;
@@ -380,6 +394,18 @@ ppv_diff_entry *diff_add(ppv_diff_report *r, const char *path, const char *what)
     return e;
 }
 
+int diff_mismatch(ppv_diff_report *r, const char *path, const char *fmt, ...) {
+    char what[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    ppv_diff_entry *e = diff_add(r, path, what);
+    if (!e) return -1;
+    e->count = 1;
+    return 0;
+}
+
 void diff_drop_if_clean(ppv_diff_report *r) {
     if (r->n == 0) return;
     ppv_diff_entry *e = &r->entries[r->n - 1];
@@ -398,7 +424,8 @@ ppv_diff_options ppv_diff_defaults(void) {
 
 void ppv_diff_report_free(ppv_diff_report *r) {
     if (!r) return;
-    for (int k = 0; k < r->n; k++) free(r->entries[k].first);
+    for (int k = 0; k < r->n; k++)
+        free(r->entries[k].first);
     free(r->entries);
     free(r);
 }

@@ -10,8 +10,6 @@
 
 #include "ppv_engine.h"
 
-enum { PPV_GOLDEN_FORMAT_VERSION = 1 };
-
 /* ---- tolerances ----------------------------------------------------------- */
 
 typedef enum ppv_tol_kind {
@@ -34,20 +32,20 @@ void ppv_tolerance_format(const ppv_tolerance *t, char *buf, size_t len);
 /* ---- comparison reports --------------------------------------------------- */
 
 typedef struct ppv_diff_point {
-    uint64_t index;   /* flat element index */
-    char where[48];   /* "[3,17]" */
-    double a, b;      /* both values (as double) */
-    uint64_t ulp;     /* their distance in ULPs of the stored type */
+    uint64_t index; /* flat element index */
+    char where[48]; /* "[3,17]" */
+    double a, b;    /* both values (as double) */
+    uint64_t ulp;   /* their distance in ULPs of the stored type */
 } ppv_diff_point;
 
 /* One difference between the two sides: a whole object (missing, other
  * type or shape, attribute) or a dataset's values. */
 typedef struct ppv_diff_entry {
     char path[256];
-    char what[320];      /* "values", "only in A", "type: fp32 vs bf16", ... */
-    char type[16];       /* "fp32", "bf16", "fp64", "int64", ... */
-    uint64_t compared;   /* elements compared */
-    uint64_t count;      /* elements that differ */
+    char what[320];    /* "values", "only in A", "type: fp32 vs bf16", ... */
+    char type[16];     /* "fp32", "bf16", "fp64", "int64", ... */
+    uint64_t compared; /* elements compared */
+    uint64_t count;    /* elements that differ */
     double max_abs, max_rel;
     uint64_t max_ulp;
     ppv_diff_point *first; /* the first max_report differing elements */
@@ -74,8 +72,8 @@ void ppv_diff_report_free(ppv_diff_report *r);
  * (empty entries: same), or -1 with the reason in err: a missing or
  * non-HDF5 file, a ppv file of an unsupported version, unreadable or
  * corrupted data (a failed checksum). */
-int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o,
-                   ppv_diff_report **out, char *err, size_t errlen);
+int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_diff_report **out,
+                   char *err, size_t errlen);
 
 /* ---- record and replay ---------------------------------------------------- */
 

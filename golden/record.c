@@ -6,15 +6,11 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "golden_internal.h"
-
-#ifndef PPV_VERSION_STRING
-#define PPV_VERSION_STRING "0"
-#endif
 
 typedef struct writer {
     hid_t file, bf16;
@@ -48,17 +44,39 @@ static int write_root(writer *w, const ppv_record_options *o, const ppv_model_co
     if (!text) return -1;
     memcpy(text, o->schedule_text, o->schedule_len);
     text[o->schedule_len] = '\0';
-    int rc = h5_attr_str(f, "ppv_format", "ppv-golden") | h5_attr_i64(f, "format_version", PPV_GOLDEN_FORMAT_VERSION) |
-             h5_attr_str(f, "producer", "ppv") | h5_attr_str(f, "producer_version", PPV_VERSION_STRING) |
-             h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "training") |
-             h5_attr_i64(f, "seed", (int64_t)cfg->seed) | h5_attr_str(f, "schedule", text) |
-             h5_attr_str(f, "schedule_name", o->schedule_name ? o->schedule_name : "") |
-             h5_attr_str(f, "semantics", sem) |
-             h5_attr_str(f, "policy", policies[o->run.policy.kind]) |
-             h5_attr_i64(f, "policy_seed", (int64_t)o->run.policy.seed) |
-             h5_attr_str(f, "recompute", o->recompute_text ? o->recompute_text : "none");
+    int rc =
+        h5_attr_str(f, "ppv_format", PPV_GOLDEN_FORMAT_NAME) |
+        h5_attr_i64(f, "format_version", PPV_GOLDEN_FORMAT_VERSION) |
+        h5_attr_str(f, "producer", "ppv") | h5_attr_str(f, "producer_version", PPV_VERSION_STRING) |
+        h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "training") |
+        h5_attr_i64(f, "seed", (int64_t)cfg->seed) | h5_attr_str(f, "schedule", text) |
+        h5_attr_str(f, "schedule_name", o->schedule_name ? o->schedule_name : "") |
+        h5_attr_str(f, "semantics", sem) | h5_attr_str(f, "policy", policies[o->run.policy.kind]) |
+        h5_attr_i64(f, "policy_seed", (int64_t)o->run.policy.seed) |
+        h5_attr_str(f, "recompute", o->recompute_text ? o->recompute_text : "none");
     free(text);
     return rc ? -1 : 0;
+}
+
+/* parent/layer_NNNN: one layer's parameter-shaped tensors (weights or
+ * gradients), from values laid out as the model's parameters. */
+static int write_layer(writer *w, const ppv_model *m, hid_t parent, int32_t l, hid_t ftype,
+                       hid_t mtype, const void *values) {
+    char name[32];
+    snprintf(name, sizeof name, "layer_%04d", l);
+    hid_t lg = H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (lg < 0) return -1;
+    size_t esize = H5Tget_size(mtype);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < PPV_MODEL_PARAM_TENSORS; i++) {
+        ppv_param_tensor pt;
+        ppv_model_param_tensor(m, i, &pt);
+        hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
+        rc = put(w, lg, pt.name, ftype, mtype, pt.cols > 1 ? 2 : 1, dims,
+                 (const char *)values + pt.offset * esize);
+    }
+    H5Gclose(lg);
+    return rc;
 }
 
 /* /model: the config as attributes, then each layer's tensors as bf16. */
@@ -70,23 +88,8 @@ static int write_model(writer *w, const ppv_model *m) {
              h5_attr_i64(g, "n_heads", c->n_heads) | h5_attr_i64(g, "d_ff", c->d_ff) |
              h5_attr_i64(g, "seq_len", c->seq_len) | h5_attr_i64(g, "cond_len", c->cond_len) |
              h5_attr_i64(g, "seed", (int64_t)c->seed);
-    for (int32_t l = 0; rc == 0 && l < c->layers; l++) {
-        char name[32];
-        snprintf(name, sizeof name, "layer_%04d", l);
-        hid_t lg = H5Gcreate2(g, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (lg < 0) {
-            rc = -1;
-            break;
-        }
-        const ppv_bf16 *p = ppv_model_layer_params(m, l);
-        for (int i = 0; rc == 0 && i < PPV_MODEL_PARAM_TENSORS; i++) {
-            ppv_param_tensor pt;
-            ppv_model_param_tensor(m, i, &pt);
-            hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
-            rc = put(w, lg, pt.name, w->bf16, w->bf16, pt.cols > 1 ? 2 : 1, dims, p + pt.offset);
-        }
-        H5Gclose(lg);
-    }
+    for (int32_t l = 0; rc == 0 && l < c->layers; l++)
+        rc = write_layer(w, m, g, l, w->bf16, w->bf16, ppv_model_layer_params(m, l));
     H5Gclose(g);
     return rc;
 }
@@ -110,8 +113,7 @@ static int write_training(writer *w, const ppv_model *m, const ppv_run_report *r
             break;
         }
         hid_t mg = H5Gcreate2(ig, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        rc = mg < 0 ||
-                     put(w, mg, "x", w->bf16, w->bf16, 2, tok, in.x) < 0 ||
+        rc = mg < 0 || put(w, mg, "x", w->bf16, w->bf16, 2, tok, in.x) < 0 ||
                      put(w, mg, "cond", w->bf16, w->bf16, 2, cond, in.cond) < 0 ||
                      put(w, mg, "target", w->bf16, w->bf16, 2, tok, in.target) < 0 ||
                      put(w, mg, "timestep", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &one,
@@ -128,25 +130,9 @@ static int write_training(writer *w, const ppv_model *m, const ppv_run_report *r
         rc = d < 0 ? -1 : h5_attr_f64(d, "mean", rep->loss);
         if (d >= 0) H5Dclose(d);
     }
-    size_t at = 0;
-    for (int32_t l = 0; rc == 0 && l < c->layers; l++) {
-        char name[32];
-        snprintf(name, sizeof name, "layer_%04d", l);
-        hid_t lg = H5Gcreate2(gg, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (lg < 0) {
-            rc = -1;
-            break;
-        }
-        for (int i = 0; rc == 0 && i < PPV_MODEL_PARAM_TENSORS; i++) {
-            ppv_param_tensor pt;
-            ppv_model_param_tensor(m, i, &pt);
-            hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
-            rc = put(w, lg, pt.name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, pt.cols > 1 ? 2 : 1, dims,
-                     rep->grads + at + pt.offset);
-        }
-        at += ppv_model_grad_count(m, l, l + 1);
-        H5Gclose(lg);
-    }
+    for (int32_t l = 0; rc == 0 && l < c->layers; l++)
+        rc = write_layer(w, m, gg, l, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                         rep->grads + ppv_model_grad_count(m, 0, l));
     if (gg >= 0) H5Gclose(gg);
     if (ig >= 0) H5Gclose(ig);
     if (g >= 0) H5Gclose(g);
@@ -170,8 +156,7 @@ int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_
     ppv_run_report *rep = *repp;
     if (rep->world.status != PPV_RUN_DONE) return 0; /* nothing to record */
 
-    ppv_model_config cfg = o->run.weights ? *ppv_model_config_of(o->run.weights) : o->run.model;
-    cfg.layers = rep->nlayers;
+    ppv_model_config cfg = ppv_run_model_config(&o->run, s);
     ppv_model *owned = o->run.weights ? NULL : ppv_model_new(&cfg, err, errlen);
     const ppv_model *m = o->run.weights ? o->run.weights : owned;
     if (!m) return -1;

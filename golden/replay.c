@@ -13,22 +13,20 @@
 typedef struct replay_ctx {
     hid_t file, bf16;
     const ppv_model_config *cfg;
+    char load_err[512]; /* set when reading a microbatch's inputs failed */
 } replay_ctx;
 
-/* Checks the root attributes: a ppv golden file of a supported version. */
+/* Checks the root attributes: a ppv golden file of a supported version,
+ * recording a training step. */
 static int check_header(hid_t f, const char *path, char *err, size_t errlen) {
-    char *fmt = NULL, *kind = NULL;
-    int64_t version = 0;
+    int is = h5_ppv_file(f, path, err, errlen);
+    if (is < 0) return -1;
+    if (is == 0)
+        return gerr(err, errlen, "%s: not a ppv golden file (no ppv_format = \"%s\" attribute)",
+                    path, PPV_GOLDEN_FORMAT_NAME);
+    char *kind = NULL;
     int rc = -1;
-    if (h5_read_attr_str(f, "ppv_format", &fmt) < 0 || strcmp(fmt, "ppv-golden") != 0)
-        gerr(err, errlen, "%s: not a ppv golden file (no ppv_format = \"ppv-golden\" attribute)",
-             path);
-    else if (h5_read_attr_i64(f, "format_version", &version) < 0)
-        gerr(err, errlen, "%s: no integer format_version attribute", path);
-    else if (version < 1 || version > PPV_GOLDEN_FORMAT_VERSION)
-        gerr(err, errlen, "%s: format version %lld is not supported (this ppv reads 1 to %d)",
-             path, (long long)version, PPV_GOLDEN_FORMAT_VERSION);
-    else if (h5_read_attr_str(f, "kind", &kind) < 0)
+    if (h5_read_attr_str(f, "kind", &kind) < 0)
         gerr(err, errlen, "%s: no kind attribute", path);
     else if (strcmp(kind, "inference") == 0)
         gerr(err, errlen,
@@ -39,7 +37,6 @@ static int check_header(hid_t f, const char *path, char *err, size_t errlen) {
         gerr(err, errlen, "%s: unknown kind '%s'", path, kind);
     else
         rc = 0;
-    free(fmt);
     free(kind);
     return rc;
 }
@@ -47,13 +44,12 @@ static int check_header(hid_t f, const char *path, char *err, size_t errlen) {
 static int read_config(hid_t f, ppv_model_config *cfg, char *err, size_t errlen) {
     hid_t g = H5Lexists(f, "model", H5P_DEFAULT) > 0 ? H5Gopen2(f, "model", H5P_DEFAULT) : -1;
     if (g < 0) return gerr(err, errlen, "/model: missing");
-    static const char *const names[] = {"layers", "d_model", "n_heads", "d_ff", "seq_len",
-                                        "cond_len", "seed"};
+    static const char *const names[] = {"layers",  "d_model",  "n_heads", "d_ff",
+                                        "seq_len", "cond_len", "seed"};
     int64_t v[7];
     int rc = 0;
     for (int k = 0; k < 7 && rc == 0; k++)
-        if (h5_read_attr_i64(g, names[k], &v[k]) < 0 ||
-            (k < 6 && (v[k] < 1 || v[k] > (1 << 20))))
+        if (h5_read_attr_i64(g, names[k], &v[k]) < 0 || (k < 6 && (v[k] < 1 || v[k] > (1 << 20))))
             rc = gerr(err, errlen, "/model: attribute %s missing or out of range", names[k]);
     H5Gclose(g);
     if (rc < 0) return -1;
@@ -78,8 +74,8 @@ static ppv_model *read_model(replay_ctx *c, char *err, size_t errlen) {
     for (int32_t l = 0; rc == 0 && l < c->cfg->layers; l++) {
         char path[64];
         snprintf(path, sizeof path, "model/layer_%04d", l);
-        hid_t g = H5Lexists(c->file, path, H5P_DEFAULT) > 0 ? H5Gopen2(c->file, path, H5P_DEFAULT)
-                                                           : -1;
+        hid_t g =
+            H5Lexists(c->file, path, H5P_DEFAULT) > 0 ? H5Gopen2(c->file, path, H5P_DEFAULT) : -1;
         if (g < 0) {
             rc = gerr(err, errlen, "/%s: missing", path);
             break;
@@ -123,25 +119,29 @@ static int load_inputs(void *arg, int32_t mb, ppv_mb_inputs *in, char *err, size
     hsize_t tok[2] = {(hsize_t)cfg->seq_len, (hsize_t)cfg->d_model};
     hsize_t cond[2] = {(hsize_t)cfg->cond_len, (hsize_t)cfg->d_model}, one = 1;
     char e2[256] = "out of memory";
-    int rc = in->x && in->cond && in->target &&
-                     h5_read(g, "x", c->bf16, 2, tok, in->x, e2, sizeof e2) == 0 &&
-                     h5_read(g, "cond", c->bf16, 2, cond, in->cond, e2, sizeof e2) == 0 &&
-                     h5_read(g, "target", c->bf16, 2, tok, in->target, e2, sizeof e2) == 0 &&
-                     h5_read(g, "timestep", H5T_NATIVE_FLOAT, 1, &one, &in->timestep, e2,
-                             sizeof e2) == 0
-                 ? 0
-                 : gerr(err, errlen, "/%s/%s", path, e2);
+    int rc =
+        in->x && in->cond && in->target &&
+                h5_read(g, "x", c->bf16, 2, tok, in->x, e2, sizeof e2) == 0 &&
+                h5_read(g, "cond", c->bf16, 2, cond, in->cond, e2, sizeof e2) == 0 &&
+                h5_read(g, "target", c->bf16, 2, tok, in->target, e2, sizeof e2) == 0 &&
+                h5_read(g, "timestep", H5T_NATIVE_FLOAT, 1, &one, &in->timestep, e2, sizeof e2) == 0
+            ? 0
+            : gerr(err, errlen, "/%s/%s", path, e2);
     H5Gclose(g);
-    if (rc < 0) ppv_mb_inputs_free(in);
+    if (rc < 0) {
+        ppv_mb_inputs_free(in);
+        snprintf(c->load_err, sizeof c->load_err, "microbatch %d: %.480s", mb, err);
+    }
     return rc;
 }
 
 /* Compares n re-run values with the file's dataset at path (fp32). */
 static int compare_f32(replay_ctx *c, const char *path, int rank, const hsize_t *dims,
-                       const float *got, const ppv_diff_options *o, ppv_diff_report *rep,
-                       char *err, size_t errlen) {
+                       const float *got, const ppv_diff_options *o, ppv_diff_report *rep, char *err,
+                       size_t errlen) {
     size_t n = 1;
-    for (int k = 0; k < rank; k++) n *= (size_t)dims[k];
+    for (int k = 0; k < rank; k++)
+        n *= (size_t)dims[k];
     float *want = malloc(n * sizeof *want);
     if (!want) return gerr(err, errlen, "out of memory");
     char e2[256];
@@ -179,8 +179,8 @@ static int compare_outputs(replay_ctx *c, const ppv_model *m, const ppv_run_repo
             char path[96];
             snprintf(path, sizeof path, "training/grads/layer_%04d/%s", l, pt.name);
             hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
-            if (compare_f32(c, path, pt.cols > 1 ? 2 : 1, dims, run->grads + at + pt.offset, o,
-                            rep, err, errlen) < 0)
+            if (compare_f32(c, path, pt.cols > 1 ? 2 : 1, dims, run->grads + at + pt.offset, o, rep,
+                            err, errlen) < 0)
                 return -1;
         }
         at += ppv_model_grad_count(m, l, l + 1);
@@ -219,9 +219,10 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
                       ppv_replay_result *out, char *err, size_t errlen) {
     h5_quiet();
     memset(out, 0, sizeof *out);
-    if (access(path, R_OK) != 0) return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (access(path, R_OK) != 0)
+        return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
-    replay_ctx c = {H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), h5_bf16_type(), NULL};
+    replay_ctx c = {H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), h5_bf16_type(), NULL, ""};
     ppv_model_config cfg;
     ppv_model *m = NULL;
     ppv_schedule *s = NULL;
@@ -246,8 +247,8 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
     snprintf(out->schedule_name, sizeof out->schedule_name, "%s", name ? name : "");
     free(name);
     char e2[1024];
-    if (ppv_schedule_parse_text(text, strlen(text), "schedule attribute", PPV_DIALECT_AUTO, &s,
-                                e2, sizeof e2) < 0) {
+    if (ppv_schedule_parse_text(text, strlen(text), "schedule attribute", PPV_DIALECT_AUTO, &s, e2,
+                                sizeof e2) < 0) {
         gerr(err, errlen, "%s: %s", path, e2);
         goto done;
     }
@@ -279,12 +280,11 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
     out->layers = cfg.layers;
     if (!(out->diff = calloc(1, sizeof *out->diff))) goto done;
     out->diff->ppv_files = 1;
+    if (c.load_err[0]) { /* unreadable inputs end the run: an error, not a difference */
+        gerr(err, errlen, "%s: inputs of %s", path, c.load_err);
+        goto done;
+    }
     if (out->run->world.status != PPV_RUN_DONE) {
-        /* a failure to read inputs ends the run too: that is an error, not a difference */
-        if (out->run->world.status == PPV_RUN_FAILED && strstr(out->run->world.message, "inputs of")) {
-            gerr(err, errlen, "%s: %s", path, out->run->world.message);
-            goto done;
-        }
         ppv_diff_entry *e = diff_add(out->diff, "/", "the re-run did not complete");
         if (e) {
             snprintf(e->what, sizeof e->what, "the re-run did not complete: %.280s",

@@ -18,6 +18,13 @@ ppv_bf16 ppv_bf16_from_f32(float x) {
 }
 
 /* bf16 -> fp32, exact. */
+uint64_t ppv_ulp_distance(uint64_t a_bits, uint64_t b_bits, int width) {
+    uint64_t sign = 1ull << (width - 1);
+    uint64_t a = a_bits & sign ? sign - (a_bits & (sign - 1)) : sign + (a_bits & (sign - 1));
+    uint64_t b = b_bits & sign ? sign - (b_bits & (sign - 1)) : sign + (b_bits & (sign - 1));
+    return a > b ? a - b : b - a;
+}
+
 float ppv_bf16_to_f32(ppv_bf16 h) {
     uint32_t u = (uint32_t)h << 16;
     float x;

@@ -28,6 +28,11 @@ typedef uint16_t ppv_bf16;
 ppv_bf16 ppv_bf16_from_f32(float x);
 float ppv_bf16_to_f32(ppv_bf16 h);
 
+/* ULPs between two IEEE floats of width 16 (bf16), 32 or 64 bits, given as
+ * bit patterns: the sign-magnitude bits mapped onto one ordered line, so
+ * adjacent floats are 1 apart and +0 and -0 are 0 apart. */
+uint64_t ppv_ulp_distance(uint64_t a_bits, uint64_t b_bits, int width);
+
 /* ---- counter-based RNG ------------------------------------------------------ */
 
 /* 64 random bits that depend only on (seed, tensor, index). */

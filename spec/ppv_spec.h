@@ -24,6 +24,17 @@ enum {
     PPV_AF_TORCH = 1 << 9 /* part of PyTorch's CSV grammar */
 };
 
+/* The golden file contract (spec/golden-format.md): the root attribute
+ * ppv_format holds PPV_GOLDEN_FORMAT_NAME and format_version at most
+ * PPV_GOLDEN_FORMAT_VERSION. */
+#define PPV_GOLDEN_FORMAT_NAME "ppv-golden"
+enum { PPV_GOLDEN_FORMAT_VERSION = 1 };
+
+/* ppv's version, from the CMake project (PPV_VERSION_STRING). */
+#ifndef PPV_VERSION_STRING
+#define PPV_VERSION_STRING "unknown"
+#endif
+
 typedef enum ppv_action_kind {
 #define PPV_ACTION(name, token, flags) PPV_ACT_##name,
 #include "actions.def"

@@ -12,7 +12,6 @@
 #include "cli.h"
 #include "ppv_golden.h"
 
-#define PPV_VERSION "0.1.0"
 
 static const char usage_text[] =
     "usage: ppv COMMAND [options]\n"
@@ -552,8 +551,7 @@ static int cmd_run(int argc, char **argv) {
     int done_ok = rep->world.status == PPV_RUN_DONE;
     size_t nref = 0;
     double ref_loss = 0;
-    ppv_model_config cfg = ra.opt.model;
-    if (cfg.layers < s->nstages) cfg.layers = s->nstages;
+    ppv_model_config cfg = ppv_run_model_config(&ra.opt, s);
     if (ppv_run_reference(&cfg, s->nmb, &ref, &nref, &ref_loss, err, sizeof err) < 0) {
         fprintf(stderr, "ppv run: reference: %s\n", err);
         rc = PPV_EXIT_BAD_INPUT;
@@ -733,31 +731,6 @@ done:
 
 /* ---- record / replay / diff ----------------------------------------------------------- */
 
-/* Reads a whole file into a malloc'd buffer. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static int cmd_record(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         return usage_error("record needs OUT.h5 and a schedule FILE%s", "");
@@ -770,8 +743,8 @@ static int cmd_record(int argc, char **argv) {
     char *text = NULL, err[1024];
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     size_t len = 0;
-    if (!(text = read_all(ra.file, &len))) {
-        fprintf(stderr, "ppv record: %s: cannot read\n", ra.file);
+    if (!(text = ppv_file_read(ra.file, &len, err, sizeof err))) {
+        fprintf(stderr, "ppv record: %s\n", err);
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }
@@ -1128,7 +1101,7 @@ int main(int argc, char **argv) {
         return PPV_EXIT_OK;
     }
     if (!strcmp(cmd, "--version")) {
-        printf("ppv %s\n", PPV_VERSION);
+        printf("ppv %s\n", PPV_VERSION_STRING);
         return PPV_EXIT_OK;
     }
     if (!strcmp(cmd, "gen")) return cmd_gen(argc - 1, argv + 1);
