@@ -61,6 +61,22 @@ void compare_block(ppv_diff_entry *e, elem_kind k, size_t elem_size, const void 
                    size_t n, uint64_t base, const hsize_t *dims, int rank,
                    const ppv_diff_options *o);
 
+/* Values stored raw, in the comparison's memory layout, at a file
+ * offset. */
+typedef struct raw_side {
+    int fd;
+    uint64_t offset;
+} raw_side;
+
+/* Adds to e the comparison of n elements of kind k stored raw at a and b
+ * (dims/rank name indices), read with pread in 1 MiB blocks by up to
+ * o->threads threads (0: one per CPU, at most 8). The report is the same
+ * for any number of threads. -1 with the reason if a read fails or the
+ * file ends. */
+int compare_raw(ppv_diff_entry *e, elem_kind k, size_t esize, raw_side a, raw_side b, uint64_t n,
+                const hsize_t *dims, int rank, const ppv_diff_options *o, char *err,
+                size_t errlen);
+
 /* Appends an entry to r and returns it (zeroed, path and what set); NULL
  * when out of memory. */
 ppv_diff_entry *diff_add(ppv_diff_report *r, const char *path, const char *what);

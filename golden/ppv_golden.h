@@ -63,6 +63,7 @@ typedef struct ppv_diff_options {
     ppv_tolerance tol;
     int max_report;     /* differing elements listed per dataset (default 10) */
     int all_attributes; /* also compare created/producer_version of ppv files */
+    int threads;        /* threads that scan large contiguous datasets (0: one per CPU) */
 } ppv_diff_options;
 
 ppv_diff_options ppv_diff_defaults(void);

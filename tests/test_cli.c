@@ -488,6 +488,14 @@ static void test_record_killed_at_any_point_leaves_nothing_or_a_whole_file(void 
     r = RUN("diff", out, out, "--tolerance", "sloppy");
     assert_int_equal(r.code, 2);
     run_free(&r);
+    r = RUN("diff", out, out, "--threads", "0");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--threads needs a count in 1..8"));
+    run_free(&r);
+    r = RUN("diff", out, out, "--threads", "3", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"same\":true"));
+    run_free(&r);
     /* temporaries left by the crashes are dot files beside the target */
     DIR *dd = opendir(dir);
     struct dirent *de;

@@ -371,6 +371,217 @@ static void test_truncated_and_flipped_files_never_crash(void **state) {
     unlink(path);
 }
 
+/* ---- the raw parallel scan and the HDF5 path agree, for any threads ---------------- */
+
+static uint64_t mixbits(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+/* The stored bits of one element of width 16 (bf16), 32 or 64 as double. */
+static double value_of(uint64_t u, int width) {
+    if (width == 64) {
+        double d;
+        memcpy(&d, &u, 8);
+        return d;
+    }
+    uint32_t w = width == 16 ? (uint32_t)u << 16 : (uint32_t)u;
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
+}
+
+/* The oracle: spec/golden-format.md's rules, written out plainly. */
+static int oracle_differs(uint64_t ua, uint64_t ub, int width, const ppv_tolerance *t) {
+    double a = value_of(ua, width), b = value_of(ub, width);
+    if (isnan(a) || isnan(b)) return !(isnan(a) && isnan(b) && !t->nan_differ);
+    if (t->kind == PPV_TOL_BITWISE) return ua != ub;
+    if (t->kind == PPV_TOL_ULP) {
+        uint64_t sign = 1ull << (width - 1);
+        int64_t ka = ua & sign ? -(int64_t)(ua & (sign - 1)) : (int64_t)(ua & (sign - 1));
+        int64_t kb = ub & sign ? -(int64_t)(ub & (sign - 1)) : (int64_t)(ub & (sign - 1));
+        uint64_t d = ka > kb ? (uint64_t)(ka - kb) : (uint64_t)(kb - ka);
+        return d > t->ulp;
+    }
+    if (a == b) return 0;
+    return !(fabs(a - b) <= t->abs + t->rel * fabs(b));
+}
+
+/* The bits of x stored at the given width (bf16 truncated). */
+static uint64_t bits_of(double x, int width) {
+    uint64_t u = 0;
+    if (width == 64) {
+        memcpy(&u, &x, 8);
+        return u;
+    }
+    float f = (float)x;
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    return width == 16 ? w >> 16 : w;
+}
+
+/* Pairs that sit on every edge the modes have: equal, a few ulps apart,
+ * a few ulps either side of abs 1e-3, rel 1e-2 and both, NaNs with equal and
+ * other payloads, infinities, signed zeros, subnormals, random bits. The
+ * scan skips a 4 KiB run whose elements all pass, so most runs hold pairs
+ * that pass every tolerance but bitwise and ulp:0 (equal, +-0, 1 ulp) and
+ * about one edge pair: a skip that should not happen changes the count.
+ * One stretch of 1024 elements in eight holds edge pairs only. */
+static void edge_pair(uint64_t k, int width, uint64_t *ua, uint64_t *ub) {
+    uint64_t h = mixbits(k), mask = width == 64 ? ~0ull : (1ull << width) - 1;
+    uint64_t sign = 1ull << (width - 1);
+    uint64_t inf = width == 16 ? 0x7f80 : width == 32 ? 0x7f800000 : 0x7ff0000000000000ull;
+    uint64_t a = bits_of((double)(h >> 11) / 9007199254740992.0 * 4 - 2, width); /* [-2, 2) */
+    uint64_t b = a;
+    int edges_only = (k >> 10) % 8 == 0, edge = edges_only || (h >> 40) % 1024 < 2;
+    if (!edge) {
+        switch ((h >> 3) % 4) {
+        case 0: case 1: break;                              /* equal */
+        case 2: a = h & sign, b = (h >> 1) & sign; break;   /* +-0 */
+        case 3: b = a + 1; break;                           /* 1 ulp */
+        }
+    } else {
+        switch ((h >> 3) % 10) {
+        case 0: b = a + 2 + (h >> 20) % 2; break; /* 2 or 3 ulps up */
+        case 1: b = a - 2 - (h >> 20) % 2; break; /* 2 or 3 ulps down */
+        case 2: case 3: { /* +-2 ulps around abs 1e-3, rel 1e-2 (of b) or both */
+            double x = value_of(a, width), y = (h >> 30) % 3 == 0   ? x + 1e-3
+                                              : (h >> 30) % 3 == 1 ? x / (1 + 1e-2)
+                                                                   : (x - copysign(1e-3, x)) / (1 + 1e-2);
+            b = bits_of(y, width) + (h >> 24) % 5 - 2;
+            break;
+        }
+        case 4: a = (h >> 8) % 3, b = (h >> 12) % 3 | ((h >> 2) & sign); break; /* subnormals */
+        case 5: a = inf | 1 | (h & sign), b = inf | (h & 2 ? 1 : 3); break;    /* NaNs */
+        case 6: a = inf | (h & sign), b = inf | ((h >> 1) & sign); break;      /* infinities */
+        case 7: a = inf - 1 - (h >> 20) % 2, b = inf; break; /* largest finite vs infinity */
+        case 8: b = mixbits(h) & mask; break;                /* anything */
+        case 9: a = mixbits(h + 1) & mask, b = a ^ 1; break;
+        }
+    }
+    *ua = a & mask;
+    *ub = b & mask;
+}
+
+/* Writes dataset /v of n elements of the given bits: contiguous, or
+ * chunked with Fletcher-32; with a 4 KiB user block when userblock. */
+static void write_bits(const char *path, hid_t ftype, int width, const void *vals, hsize_t n,
+                       int chunked, int userblock) {
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (userblock) H5Pset_userblock(fcpl, 4096);
+    hsize_t chunk = 65536;
+    if (chunked) H5Pset_chunk(dcpl, 1, &chunk), H5Pset_fletcher32(dcpl);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, "v", ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t mt = width == 16 ? H5Tcopy(ftype) : H5Tcopy(width == 32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE);
+    assert_true(d >= 0 && H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals) >= 0);
+    H5Tclose(mt), H5Dclose(d), H5Sclose(sp), H5Pclose(dcpl), H5Pclose(fcpl);
+    assert_true(H5Fclose(f) >= 0);
+}
+
+static ppv_diff_report *diff_with(const char *a, const char *b, const ppv_tolerance *t,
+                                  int threads) {
+    ppv_diff_options o = ppv_diff_defaults();
+    o.tol = *t;
+    o.threads = threads;
+    o.max_report = 7;
+    ppv_diff_report *r = NULL;
+    char err[512];
+    int rc = ppv_diff_files(a, b, &o, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    return r;
+}
+
+static void test_raw_scan_and_hdf5_path_agree_with_the_oracle(void **state) {
+    (void)state;
+    /* 600,000 fp32 values are 3 blocks of the raw scan: 3 threads take one each */
+    static const struct {
+        int width;
+        hsize_t n;
+    } kinds[] = {{32, 600000}, {16, 300000}, {64, 150000}};
+    static const char *tols[] = {"bitwise", "ulp:0", "ulp:2", "abs:0.001", "rel:0.01",
+                                 "abs:0.001,rel:0.01"};
+    const char *pa = "/tmp/ppv_raw_a.h5", *pb = "/tmp/ppv_raw_b.h5", *ca = "/tmp/ppv_raw_ca.h5",
+               *cb = "/tmp/ppv_raw_cb.h5", *ua = "/tmp/ppv_raw_ua.h5";
+    for (size_t kk = 0; kk < sizeof kinds / sizeof kinds[0]; kk++) {
+        int width = kinds[kk].width;
+        hsize_t n = kinds[kk].n;
+        size_t es = (size_t)width / 8;
+        unsigned char *va = malloc(n * es), *vb = malloc(n * es);
+        uint64_t *bits_a = malloc(n * 8), *bits_b = malloc(n * 8);
+        for (hsize_t k = 0; k < n; k++) {
+            edge_pair(k + 977 * (uint64_t)width, width, &bits_a[k], &bits_b[k]);
+            memcpy(va + k * es, &bits_a[k], es); /* little-endian host */
+            memcpy(vb + k * es, &bits_b[k], es);
+        }
+        hid_t bf16 = H5Tcopy(H5T_IEEE_F32LE);
+        H5Tset_fields(bf16, 15, 7, 8, 0, 7), H5Tset_precision(bf16, 16), H5Tset_size(bf16, 2);
+        H5Tset_ebias(bf16, 127);
+        hid_t ft = width == 16 ? bf16 : width == 32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+        write_bits(pa, ft, width, va, n, 0, 0);
+        write_bits(pb, ft, width, vb, n, 0, 0);
+        write_bits(ca, ft, width, va, n, 1, 0);
+        write_bits(cb, ft, width, vb, n, 1, 0);
+        write_bits(ua, ft, width, va, n, 0, 1);
+        H5Tclose(bf16);
+        for (size_t ti = 0; ti < sizeof tols / sizeof tols[0]; ti++) {
+            for (int nan_differ = 0; nan_differ < 2; nan_differ++) {
+                ppv_tolerance t = {0};
+                t.nan_differ = nan_differ;
+                assert_int_equal(ppv_tolerance_parse(tols[ti], &t), 0);
+                uint64_t want = 0, first[7];
+                int nfirst = 0;
+                for (hsize_t k = 0; k < n; k++)
+                    if (oracle_differs(bits_a[k], bits_b[k], width, &t)) {
+                        if (nfirst < 7) first[nfirst++] = k;
+                        want++;
+                    }
+                assert_true(want > 0 && want < n);
+                ppv_diff_report *r[5] = {diff_with(pa, pb, &t, 1), diff_with(pa, pb, &t, 3),
+                                         diff_with(pa, pb, &t, 8), diff_with(ca, cb, &t, 1),
+                                         diff_with(ua, pb, &t, 2)};
+                for (int q = 0; q < 5; q++) {
+                    assert_int_equal(r[q]->n, 1);
+                    const ppv_diff_entry *e = &r[q]->entries[0], *e0 = &r[0]->entries[0];
+                    if (e->count != want)
+                        fprintf(stderr, "width %d %s nan %d report %d: %llu vs %llu\n", width,
+                                tols[ti], nan_differ, q, (unsigned long long)e->count,
+                                (unsigned long long)want);
+                    assert_int_equal(e->count, want);
+                    assert_int_equal(e->compared, n);
+                    assert_int_equal(e->nfirst, nfirst);
+                    for (int i = 0; i < nfirst; i++) {
+                        assert_int_equal(e->first[i].index, first[i]);
+                        assert_memory_equal(&e->first[i].a, &e0->first[i].a, sizeof(double));
+                        assert_memory_equal(&e->first[i].b, &e0->first[i].b, sizeof(double));
+                        assert_int_equal(e->first[i].ulp, e0->first[i].ulp);
+                    }
+                    assert_memory_equal(&e->max_abs, &e0->max_abs, sizeof(double));
+                    assert_memory_equal(&e->max_rel, &e0->max_rel, sizeof(double));
+                    assert_int_equal(e->max_ulp, e0->max_ulp);
+                }
+                for (int q = 0; q < 5; q++) ppv_diff_report_free(r[q]);
+            }
+        }
+        free(va), free(vb), free(bits_a), free(bits_b);
+    }
+    /* a contiguous file cut inside its values is an error, not a crash */
+    FILE *f = fopen(pa, "r+b");
+    fseek(f, 0, SEEK_END);
+    assert_int_equal(ftruncate(fileno(f), ftell(f) / 2), 0);
+    fclose(f);
+    ppv_diff_options o = ppv_diff_defaults();
+    ppv_diff_report *r = NULL;
+    char err[512];
+    assert_int_equal(ppv_diff_files(pa, pb, &o, &r, err, sizeof err), -1);
+    unlink(pa), unlink(pb), unlink(ca), unlink(cb), unlink(ua);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_goldens_replay_bit_for_bit),
@@ -380,6 +591,7 @@ int main(void) {
         cmocka_unit_test(test_structure_differences_are_named),
         cmocka_unit_test(test_bad_files_are_errors_with_reasons),
         cmocka_unit_test(test_truncated_and_flipped_files_never_crash),
+        cmocka_unit_test(test_raw_scan_and_hdf5_path_agree_with_the_oracle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

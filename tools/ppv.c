@@ -46,10 +46,11 @@ static const char usage_text[] =
     "  replay GOLDEN.h5 [--tolerance MODE] [--nan equal|differ] [--max-report N] [--json]\n"
     "      rebuild the run from the file alone, re-run it, compare loss and gradients\n"
     "  diff A.h5 B.h5 [--tolerance MODE] [--nan equal|differ] [--max-report N]\n"
-    "        [--all-attributes] [--json]\n"
+    "        [--all-attributes] [--threads N] [--json]\n"
     "      compare two HDF5 files (B is the expected side); MODE is bitwise (default),\n"
     "      ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|); exit 0 same, 1\n"
-    "      different, 2 error\n"
+    "      different, 2 error; N threads scan contiguous datasets (default: one per\n"
+    "      CPU; the report is the same for any N)\n"
     "  demo\n"
     "      generate every schedule kind and check it under every semantics\n"
     "\n"
@@ -795,6 +796,7 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                                          {"nan", required_argument, 0, 'n'},
                                          {"max-report", required_argument, 0, 'm'},
                                          {"all-attributes", no_argument, 0, 'a'},
+                                         {"threads", required_argument, 0, 'T'},
                                          {"perturb", no_argument, 0, 'P'},
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
@@ -819,6 +821,11 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             da->o.max_report = (int)n;
             break;
         case 'a': da->o.all_attributes = 1; break;
+        case 'T':
+            if (parse_int(optarg, 1, 8, &n) < 0)
+                return usage_error("--threads needs a count in 1..8, not '%s'", optarg);
+            da->o.threads = (int)n;
+            break;
         case 'P': da->perturb = 1; break;
         case 'j': da->json = 1; break;
         case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
