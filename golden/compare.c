@@ -101,8 +101,8 @@ static int judge(const ppv_tolerance *t, double a, double b, int a_nan, int b_na
     return 1;
 }
 
-static void note(ppv_diff_entry *e, const ppv_diff_options *o, uint64_t idx, double a, double b,
-                 uint64_t ulps, const hsize_t *dims, int rank) {
+void diff_note(ppv_diff_entry *e, const ppv_diff_options *o, uint64_t idx, double a, double b,
+               uint64_t ulps, const hsize_t *dims, int rank) {
     e->count++;
     if (!isnan(a) && !isnan(b)) {
         double d = fabs(a - b);
@@ -112,6 +112,8 @@ static void note(ppv_diff_entry *e, const ppv_diff_options *o, uint64_t idx, dou
         if (r > e->max_rel) e->max_rel = r;
     }
     if (ulps > e->max_ulp) e->max_ulp = ulps;
+    if (!e->first && o->max_report > 0)
+        e->first = calloc((size_t)o->max_report, sizeof *e->first);
     if (e->nfirst < o->max_report && e->first) {
         ppv_diff_point *p = &e->first[e->nfirst++];
         p->index = idx;
@@ -255,8 +257,6 @@ void compare_block(ppv_diff_entry *e, elem_kind k, size_t esize, const void *a, 
         const char *pa = (const char *)a + s * esize, *pb = (const char *)b + s * esize;
         if (!t->nan_differ && memcmp(pa, pb, m * esize) == 0) continue;
         if (run_passes(k, t, pa, pb, m)) continue;
-        if (!e->first && o->max_report > 0)
-            e->first = calloc((size_t)o->max_report, sizeof *e->first);
         for (size_t i = 0; i < m; i++) {
             uint64_t idx = base + s + i;
             switch (k) {
@@ -270,7 +270,7 @@ void compare_block(ppv_diff_entry *e, elem_kind k, size_t esize, const void *a, 
                 float_at(pb, i, width, &ub, &fb);
                 uint64_t u = ppv_ulp_distance(ua, ub, width);
                 if (judge(t, fa, fb, isnan(fa), isnan(fb), ua == ub, u))
-                    note(e, o, idx, fa, fb, u, dims, rank);
+                    diff_note(e, o, idx, fa, fb, u, dims, rank);
                 break;
             }
             case ELEM_INT: {
@@ -281,12 +281,12 @@ void compare_block(ppv_diff_entry *e, elem_kind k, size_t esize, const void *a, 
                 int differ = t->kind == PPV_TOL_ABSREL
                                  ? !((double)u <= t->abs + t->rel * fabs((double)ib))
                                  : ia != ib;
-                if (differ) note(e, o, idx, (double)ia, (double)ib, u, dims, rank);
+                if (differ) diff_note(e, o, idx, (double)ia, (double)ib, u, dims, rank);
                 break;
             }
             case ELEM_RAW:
                 if (memcmp(pa + i * esize, pb + i * esize, esize))
-                    note(e, o, idx, NAN, NAN, 0, dims, rank);
+                    diff_note(e, o, idx, NAN, NAN, 0, dims, rank);
                 break;
             }
         }

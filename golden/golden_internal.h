@@ -61,6 +61,12 @@ void compare_block(ppv_diff_entry *e, elem_kind k, size_t elem_size, const void 
                    size_t n, uint64_t base, const hsize_t *dims, int rank,
                    const ppv_diff_options *o);
 
+/* Counts one differing element at flat index idx in e (a, b its values,
+ * NaN for values that are not numbers; ulps their distance) and lists it
+ * among the first o->max_report. */
+void diff_note(ppv_diff_entry *e, const ppv_diff_options *o, uint64_t idx, double a, double b,
+               uint64_t ulps, const hsize_t *dims, int rank);
+
 /* Values stored raw, in the comparison's memory layout, at a file
  * offset. */
 typedef struct raw_side {

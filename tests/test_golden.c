@@ -241,6 +241,31 @@ static void test_structure_differences_are_named(void **state) {
     assert_int_equal(ppv_diff_files("/tmp/ppv_st_1.h5", "/tmp/ppv_st_3.h5", &o, &r, err, sizeof err), 0);
     assert_string_equal(r->entries[0].what, "type: fp32 vs fp64");
     ppv_diff_report_free(r);
+    /* variable-length strings are compared as text */
+    static const char *words_a[] = {"alpha", "beta", "gamma", ""}, *words_b[] = {"alpha", "beta!", "gamma", NULL};
+    for (int k = 0; k < 2; k++) {
+        f = H5Fcreate(k ? "/tmp/ppv_st_5.h5" : "/tmp/ppv_st_4.h5", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, H5T_VARIABLE);
+        sp = H5Screate_simple(1, &n, NULL);
+        d = H5Dcreate2(f, "words", st, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        assert_true(H5Dwrite(d, st, H5S_ALL, H5S_ALL, H5P_DEFAULT, k ? words_b : words_a) >= 0);
+        H5Dclose(d), H5Sclose(sp), H5Tclose(st), H5Fclose(f);
+    }
+    assert_int_equal(ppv_diff_files("/tmp/ppv_st_4.h5", "/tmp/ppv_st_5.h5", &o, &r, err, sizeof err), 0);
+    assert_int_equal(r->n, 1);
+    assert_string_equal(r->entries[0].what, "values");
+    assert_string_equal(r->entries[0].type, "vlen string");
+    assert_int_equal(r->entries[0].compared, 4);
+    assert_int_equal(r->entries[0].count, 1); /* beta vs beta!; "" and NULL are both empty */
+    assert_int_equal(r->entries[0].nfirst, 1);
+    assert_string_equal(r->entries[0].first[0].where, "[1]");
+    ppv_diff_report_free(r);
+    assert_int_equal(ppv_diff_files("/tmp/ppv_st_4.h5", "/tmp/ppv_st_4.h5", &o, &r, err, sizeof err), 0);
+    assert_int_equal(r->n, 0);
+    assert_int_equal(r->elements, 4);
+    ppv_diff_report_free(r);
+    unlink("/tmp/ppv_st_4.h5"), unlink("/tmp/ppv_st_5.h5");
     /* a file against itself */
     assert_int_equal(ppv_diff_files(golden("train_1f1b_p4_m8.h5"), golden("train_1f1b_p4_m8.h5"),
                                     &o, &r, err, sizeof err), 0);
@@ -277,6 +302,18 @@ static void test_bad_files_are_errors_with_reasons(void **state) {
     char err[512];
     assert_int_equal(ppv_diff_files(tmp, golden("train_zbv_p2_m4_recompute.h5"), &o, &r, err, sizeof err), -1);
     assert_non_null(strstr(err, "format version 2 is not supported"));
+    unlink(tmp);
+    /* an inference recording: the layout is read, but replaying envelopes
+     * needs the generator stage, which this ppv does not have */
+    tmp = copy_tmp(golden("train_zbv_p2_m4_recompute.h5"));
+    f = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(H5Adelete(f, "kind") >= 0);
+    hid_t st = H5Tcopy(H5T_C_S1), sp0 = H5Screate(H5S_SCALAR);
+    H5Tset_size(st, 9);
+    a = H5Acreate2(f, "kind", st, sp0, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(H5Awrite(a, st, "inference") >= 0);
+    H5Aclose(a), H5Sclose(sp0), H5Tclose(st), H5Fclose(f);
+    expect_replay_error(tmp, "an inference recording; replaying envelopes needs the generator stage");
     unlink(tmp);
     /* a missing dataset, a wrong shape, a wrong type */
     static const struct {

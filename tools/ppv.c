@@ -851,6 +851,13 @@ static uint64_t differences(const ppv_diff_report *r) {
     return n;
 }
 
+/* 1 if e's differing elements have numeric values to show (not strings
+ * or other types compared as bytes). */
+static int numeric(const ppv_diff_entry *e) {
+    return strncmp(e->type, "fp", 2) == 0 || strcmp(e->type, "bf16") == 0 ||
+           strstr(e->type, "int") != NULL;
+}
+
 static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *o) {
     json_object *obj = json_object_new_object(), *list = json_object_new_array();
     char tol[96];
@@ -879,6 +886,10 @@ static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *
             json_object *jp = json_object_new_object();
             json_object_object_add(jp, "index", json_object_new_int64((int64_t)e->first[q].index));
             json_object_object_add(jp, "where", json_object_new_string(e->first[q].where));
+            if (!numeric(e)) {
+                json_object_array_add(pts, jp);
+                continue;
+            }
             json_object_object_add(jp, "a", isfinite(e->first[q].a) ? json_object_new_double(e->first[q].a)
                                                                    : json_object_new_string(isnan(e->first[q].a) ? "nan" : e->first[q].a > 0 ? "inf" : "-inf"));
             json_object_object_add(jp, "b", isfinite(e->first[q].b) ? json_object_new_double(e->first[q].b)
@@ -904,8 +915,11 @@ static void diff_print(const ppv_diff_report *r, const ppv_diff_options *o) {
                e->path, (unsigned long long)e->count, (unsigned long long)e->compared, e->type,
                e->max_abs, e->max_rel, (unsigned long long)e->max_ulp);
         for (int q = 0; q < e->nfirst; q++)
-            printf("  %s: %.9g vs %.9g (%llu ulp)\n", e->first[q].where, e->first[q].a,
-                   e->first[q].b, (unsigned long long)e->first[q].ulp);
+            if (numeric(e))
+                printf("  %s: %.9g vs %.9g (%llu ulp)\n", e->first[q].where, e->first[q].a,
+                       e->first[q].b, (unsigned long long)e->first[q].ulp);
+            else
+                printf("  %s: differs\n", e->first[q].where);
         if ((uint64_t)e->nfirst < e->count)
             printf("  ... %llu more\n", (unsigned long long)(e->count - (uint64_t)e->nfirst));
     }
