@@ -188,6 +188,80 @@ static int compare_outputs(replay_ctx *c, const ppv_model *m, const ppv_run_repo
     return 0;
 }
 
+/* ---- objects the layout does not have -------------------------------------------- */
+
+typedef struct layout_check {
+    const ppv_model *m;
+    int32_t layers, nmb;
+    ppv_diff_report *rep;
+    int oom;
+} layout_check;
+
+/* 1 if s is "<prefix>NNNN" (the index written as %04d) with NNNN < limit;
+ * *rest is what follows. */
+static int numbered(const char *s, const char *prefix, int32_t limit, const char **rest) {
+    size_t n = strlen(prefix), digits = 0;
+    if (strncmp(s, prefix, n) != 0) return 0;
+    s += n;
+    long v = 0;
+    while (s[digits] >= '0' && s[digits] <= '9' && digits < 10)
+        v = v * 10 + (s[digits++] - '0');
+    char canon[16];
+    snprintf(canon, sizeof canon, "%04ld", v);
+    *rest = s + digits;
+    return digits >= 4 && strlen(canon) == digits && strncmp(canon, s, digits) == 0 && v < limit;
+}
+
+static int param_tensor_name(const ppv_model *m, const char *name) {
+    for (int i = 0; i < PPV_MODEL_PARAM_TENSORS; i++) {
+        ppv_param_tensor pt;
+        ppv_model_param_tensor(m, i, &pt);
+        if (strcmp(pt.name, name) == 0) return 1;
+    }
+    return 0;
+}
+
+/* 1 if path (no leading slash) is part of a training file's layout. */
+static int in_layout(const layout_check *lc, const char *p) {
+    const char *r;
+    if (!strcmp(p, ".") || !strcmp(p, "model") || !strcmp(p, "training") ||
+        !strcmp(p, "training/loss") || !strcmp(p, "training/inputs") ||
+        !strcmp(p, "training/grads"))
+        return 1;
+    if (numbered(p, "model/layer_", lc->layers, &r) ||
+        numbered(p, "training/grads/layer_", lc->layers, &r))
+        return r[0] == '\0' || (r[0] == '/' && param_tensor_name(lc->m, r + 1));
+    if (numbered(p, "training/inputs/mb_", lc->nmb, &r))
+        return r[0] == '\0' || !strcmp(r, "/x") || !strcmp(r, "/cond") || !strcmp(r, "/target") ||
+               !strcmp(r, "/timestep");
+    return 0;
+}
+
+static herr_t check_object(hid_t loc, const char *name, const H5O_info_t *info, void *arg) {
+    (void)loc;
+    layout_check *lc = arg;
+    if (in_layout(lc, name)) return 0;
+    char full[256];
+    snprintf(full, sizeof full, "/%s", name);
+    if (diff_mismatch(lc->rep, full, "%s the layout does not have (nothing re-runs it)",
+                      info->type == H5O_TYPE_DATASET ? "a dataset" : "an object") < 0) {
+        lc->oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Lists every object of a training file that is not part of its layout
+ * (spec/golden-format.md) as a difference: an extra dataset is a recorded
+ * output the re-run does not reproduce. */
+static int check_layout(hid_t f, const ppv_model *m, int32_t layers, int32_t nmb,
+                        ppv_diff_report *rep, char *err, size_t errlen) {
+    layout_check lc = {m, layers, nmb, rep, 0};
+    if (H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, check_object, &lc) < 0)
+        return gerr(err, errlen, lc.oom ? "out of memory" : "cannot list the file's objects (corrupted?)");
+    return 0;
+}
+
 /* The run options the file recorded. */
 static int read_options(hid_t f, const ppv_schedule *s, ppv_run_options *ro, uint8_t *mask,
                         char *err, size_t errlen) {
@@ -294,7 +368,9 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
         rc = 0;
         goto done;
     }
-    if (compare_outputs(&c, m, out->run, o, out->diff, err, errlen) < 0) goto done;
+    if (compare_outputs(&c, m, out->run, o, out->diff, err, errlen) < 0 ||
+        check_layout(c.file, m, cfg.layers, s->nmb, out->diff, err, errlen) < 0)
+        goto done;
     rc = 0;
 done:
     if (rc < 0) ppv_replay_result_free(out);

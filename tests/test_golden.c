@@ -1,8 +1,10 @@
 /* test_golden.c - golden files: the shipped ones replay bit for bit, a
  * one-bit change fails, bf16 is a real HDF5 float type, every tolerance
  * mode and the NaN policy judge exactly, structure differences are named,
- * and broken files (missing, not HDF5, a future version, truncated,
- * flipped bytes, wrong types and shapes) are errors, never crashes. */
+ * broken files (missing, not HDF5, a future version, truncated, flipped
+ * bytes, wrong types and shapes) are errors, never crashes, extra objects
+ * are differences, and diff's raw parallel scan, its HDF5 path and a plain
+ * oracle agree element for element. */
 #define _GNU_SOURCE
 #include <hdf5.h>
 #include <math.h>
@@ -341,6 +343,37 @@ static void test_bad_files_are_errors_with_reasons(void **state) {
     }
 }
 
+/* Objects a training file's layout does not have are differences (exit 1)
+ * naming them: nothing in the re-run reproduces them. */
+static void test_extra_objects_are_differences(void **state) {
+    (void)state;
+    static const char *extra[] = {"/training/grads/layer_0000/extra", "/training/inputs/mb_0004",
+                                  "/notes"};
+    const char *tmp = copy_tmp(golden("train_zbv_p2_m4_recompute.h5"));
+    hid_t f = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t n = 3;
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, extra[0], H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g1 = H5Gcreate2(f, extra[1], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g2 = H5Gcreate2(f, extra[2], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(d >= 0 && g1 >= 0 && g2 >= 0);
+    H5Gclose(g2), H5Gclose(g1), H5Dclose(d), H5Sclose(sp), H5Fclose(f);
+    ppv_replay_result res;
+    char err[1024];
+    assert_int_equal(replay(tmp, &res, err, sizeof err), 0);
+    assert_int_equal(ndiff(res.diff), 3);
+    /* in the order H5Ovisit lists them: by name */
+    static const char *order[] = {"/notes", "/training/grads/layer_0000/extra",
+                                  "/training/inputs/mb_0004"};
+    for (int k = 0; k < 3; k++) {
+        assert_string_equal(res.diff->entries[k].path, order[k]);
+        assert_non_null(strstr(res.diff->entries[k].what, "the layout does not have"));
+    }
+    assert_non_null(strstr(res.diff->entries[1].what, "a dataset"));
+    ppv_replay_result_free(&res);
+    unlink(tmp);
+}
+
 static void test_truncated_and_flipped_files_never_crash(void **state) {
     (void)state;
     const char *src = golden("train_zbv_p2_m4_recompute.h5");
@@ -627,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_tolerance_modes_and_nan_policy_judge_exactly),
         cmocka_unit_test(test_structure_differences_are_named),
         cmocka_unit_test(test_bad_files_are_errors_with_reasons),
+        cmocka_unit_test(test_extra_objects_are_differences),
         cmocka_unit_test(test_truncated_and_flipped_files_never_crash),
         cmocka_unit_test(test_raw_scan_and_hdf5_path_agree_with_the_oracle),
     };
