@@ -425,7 +425,12 @@ typedef struct ppv_run_report {
     uint64_t grad_digest; /* FNV-1a of grads */
     int64_t *peak_bytes;      /* [nranks] measured by the engine's allocator */
     int64_t *predicted_bytes; /* [nranks] from the schedule alone */
-    ppv_world *trace;         /* the run's decisions, for ppv_trace_write */
+    /* Most microbatch weight-gradient buffers held at once: a finished W's
+     * gradients wait only until every earlier microbatch of its stage is
+     * added (sums run in microbatch order), so this is 1 when each stage's
+     * W actions run in microbatch order, and never grows with nmb then. */
+    int32_t grad_buffers_peak;
+    ppv_world *trace; /* the run's decisions, for ppv_trace_write */
 } ppv_run_report;
 
 /* Runs one training step of s (lowered first if compute-only) on the mock

@@ -25,7 +25,7 @@ typedef struct slot {
     void *saved;     /* forward state for the backward */
     void *wstate;    /* backward-for-inputs state for the weight backward */
     ppv_bf16 *stash; /* recomputed stage: the kept input */
-    float *dparams;  /* this microbatch's weight gradients */
+    float *dparams;  /* this microbatch's weight gradients, until folded */
 } slot;
 
 typedef struct run_ctx {
@@ -39,6 +39,9 @@ typedef struct run_ctx {
     slot *slots;            /* [S * m] */
     ppv_mb_inputs *inputs;  /* [m], loaded on first use, freed after the last W */
     int32_t *wdone;         /* [m] weight backwards done */
+    float **gsum;           /* [S] weight gradients of microbatches 0..folded-1 */
+    int32_t *folded;        /* [S] microbatches added to gsum */
+    int32_t held, held_peak; /* gradient buffers not yet added */
     float *loss;            /* [m] */
     int64_t *cur, *peak;    /* [P] activation bytes */
 } run_ctx;
@@ -252,6 +255,26 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
     return 0;
 }
 
+/* Adds the stage's finished weight gradients to its sum in microbatch
+ * order (0, 1, 2, ...), so the sum is the same whatever order the W
+ * actions ran in, and frees each once added: memory holds only the
+ * microbatches that finished ahead of an earlier one. */
+static int fold_grads(run_ctx *c, int32_t s) {
+    size_t n = ppv_model_grad_count(c->model, c->stage_layer[s], c->stage_layer[s + 1]);
+    while (c->folded[s] < c->m) {
+        slot *sl = slot_of(c, s, c->folded[s]);
+        if (!sl->dparams) break;
+        if (!c->gsum[s] && !(c->gsum[s] = calloc(n ? n : 1, sizeof *c->gsum[s]))) return -1;
+        for (size_t k = 0; k < n; k++)
+            c->gsum[s][k] += sl->dparams[k];
+        free(sl->dparams);
+        sl->dparams = NULL;
+        c->folded[s]++;
+        c->held--;
+    }
+    return 0;
+}
+
 static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
     int32_t s = a->stage, mb = a->mb;
     slot *sl = slot_of(c, s, mb);
@@ -265,9 +288,14 @@ static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const 
     size_t n = ppv_model_grad_count(c->model, l0, l1);
     sl->dparams = malloc((n ? n : 1) * sizeof *sl->dparams);
     if (!sl->dparams) return -1;
+    if (++c->held > c->held_peak) c->held_peak = c->held;
     if (l0 < l1)
         ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate,
                                    sl->dparams);
+    if (fold_grads(c, s) < 0) {
+        ppv_world_fail(t, rank, "out of memory");
+        return -1;
+    }
     act_free(c, rank, &sl->wstate, c->bytes[s].wstate);
     act_free(c, rank, &sl->saved, c->bytes[s].saved);
     act_free(c, rank, (void **)&sl->stash, is_recomputed(c, s) ? c->bytes[s].input : 0);
@@ -436,6 +464,11 @@ static void free_ctx(run_ctx *c) {
     if (c->inputs)
         for (int32_t mb = 0; mb < c->m; mb++)
             ppv_mb_inputs_free(&c->inputs[mb]);
+    if (c->gsum)
+        for (int32_t st = 0; st < c->S; st++)
+            free(c->gsum[st]);
+    free(c->gsum);
+    free(c->folded);
     free(c->slots);
     free(c->inputs);
     free(c->wdone);
@@ -555,13 +588,15 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     c.slots = calloc((size_t)c.S * (size_t)c.m, sizeof *c.slots);
     c.inputs = calloc((size_t)c.m, sizeof *c.inputs);
     c.wdone = calloc((size_t)c.m, sizeof *c.wdone);
+    c.gsum = calloc((size_t)c.S, sizeof *c.gsum);
+    c.folded = calloc((size_t)c.S, sizeof *c.folded);
     c.loss = calloc((size_t)c.m, sizeof *c.loss);
     c.cur = calloc((size_t)s->nranks, sizeof *c.cur);
     c.peak = calloc((size_t)s->nranks, sizeof *c.peak);
     rep->peak_bytes = calloc((size_t)s->nranks, sizeof *rep->peak_bytes);
     rep->predicted_bytes = calloc((size_t)s->nranks, sizeof *rep->predicted_bytes);
-    if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.wdone || !c.loss || !c.cur || !c.peak ||
-        !rep->peak_bytes || !rep->predicted_bytes)
+    if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.wdone || !c.gsum ||
+        !c.folded || !c.loss || !c.cur || !c.peak || !rep->peak_bytes || !rep->predicted_bytes)
         goto oom;
     split_layers(cfg.layers, c.S, rep->stage_layer);
     c.stage_layer = rep->stage_layer;
@@ -587,6 +622,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         goto done;
     }
     memcpy(rep->peak_bytes, c.peak, (size_t)s->nranks * sizeof *c.peak);
+    rep->grad_buffers_peak = c.held_peak;
     if (rep->world.status == PPV_RUN_DONE) {
         /* gradients: per stage, microbatches added in order */
         rep->ngrads = ppv_model_grad_count(model, 0, cfg.layers);
@@ -596,16 +632,12 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
             int32_t l0 = c.stage_layer[st], l1 = c.stage_layer[st + 1];
             size_t base = ppv_model_grad_count(model, 0, l0),
                    n = ppv_model_grad_count(model, l0, l1);
-            for (int32_t mb = 0; mb < c.m; mb++) {
-                const float *g = slot_of(&c, st, mb)->dparams;
-                if (!g) {
-                    ppv_errf(err, errlen, "stage %d never ran the weight backward of microbatch %d",
-                             st, mb);
-                    goto done;
-                }
-                for (size_t k = 0; k < n; k++)
-                    rep->grads[base + k] += g[k];
+            if (c.folded[st] < c.m) {
+                ppv_errf(err, errlen, "stage %d never ran the weight backward of microbatch %d",
+                         st, c.folded[st]);
+                goto done;
             }
+            if (n) memcpy(rep->grads + base, c.gsum[st], n * sizeof *rep->grads);
         }
         if (o->perturb && rep->ngrads > 0) { /* tests: one path made wrong by one ULP */
             uint32_t bits;

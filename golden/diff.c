@@ -492,7 +492,7 @@ static hid_t open_file(const char *path, char *err, size_t errlen) {
     if (access(path, R_OK) != 0)
         return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t f = h5_open_read(path);
     if (f < 0) return gerr(err, errlen, "%s: cannot open as HDF5 (truncated or corrupted?)", path);
     return f;
 }

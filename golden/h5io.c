@@ -10,6 +10,24 @@ void h5_quiet(void) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
+hid_t h5_open_read(const char *path) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) return -1;
+    H5AC_cache_config_t mdc;
+    memset(&mdc, 0, sizeof mdc);
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+        mdc.set_initial_size = 1;
+        mdc.initial_size = 1 << 20;
+        mdc.max_size = 4 << 20;
+        mdc.min_size = 1 << 20;
+        H5Pset_mdc_config(fapl, &mdc);
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
 /* ---- types ------------------------------------------------------------------ */
 
 hid_t h5_bf16_type(void) {

@@ -296,7 +296,7 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
     if (access(path, R_OK) != 0)
         return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
-    replay_ctx c = {H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), h5_bf16_type(), NULL, ""};
+    replay_ctx c = {h5_open_read(path), h5_bf16_type(), NULL, ""};
     ppv_model_config cfg;
     ppv_model *m = NULL;
     ppv_schedule *s = NULL;

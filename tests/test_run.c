@@ -74,11 +74,41 @@ static void test_every_kind_under_every_policy_matches_the_reference(void **stat
                 assert_int_equal(rep->grad_digest, want);
                 for (int32_t r = 0; r < rep->nranks; r++)
                     assert_int_equal(rep->peak_bytes[r], rep->predicted_bytes[r]);
+                /* every kind runs each stage's W in microbatch order: gradients are
+                 * summed as they finish, one buffer at a time */
+                assert_int_equal(rep->grad_buffers_peak, 1);
                 ppv_run_report_free(rep);
             }
         ppv_schedule_free(s);
     }
     free(ref);
+}
+
+/* Gradients are summed in microbatch order whatever order the backwards
+ * ran in: a schedule that runs them backwards holds every buffer until
+ * microbatch 0's arrives, and still gives the reference's bits. */
+static void test_out_of_order_backwards_sum_in_microbatch_order(void **state) {
+    (void)state;
+    static const char text[] = "0F0,0F1,0F2,0F3,0B3,0B2,0B1,0B0\n";
+    ppv_schedule *s = NULL;
+    char err[512];
+    assert_int_equal(ppv_schedule_parse_text(text, sizeof text - 1, "reverse", PPV_DIALECT_AUTO,
+                                             &s, err, sizeof err),
+                     0);
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.model.layers = 2;
+    ppv_run_report *rep = run_ok(s, &o);
+    assert_int_equal(rep->world.status, PPV_RUN_DONE);
+    assert_int_equal(rep->grad_buffers_peak, 4);
+    float *g;
+    size_t n;
+    double loss;
+    assert_int_equal(ppv_run_reference(&o.model, 4, &g, &n, &loss, err, sizeof err), 0);
+    assert_int_equal(rep->ngrads, n);
+    assert_memory_equal(rep->grads, g, n * sizeof *g);
+    free(g);
+    ppv_run_report_free(rep);
+    ppv_schedule_free(s);
 }
 
 static void test_lowered_comms_files_run_like_their_compute_only_form(void **state) {
@@ -385,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_every_kind_under_every_policy_matches_the_reference),
         cmocka_unit_test(test_lowered_comms_files_run_like_their_compute_only_form),
         cmocka_unit_test(test_unequal_and_single_layer_stages_still_match),
+        cmocka_unit_test(test_out_of_order_backwards_sum_in_microbatch_order),
         cmocka_unit_test(test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute),
         cmocka_unit_test(test_recompute_equals_stash_for_every_kind_and_some_stages),
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),

@@ -590,6 +590,7 @@ static int cmd_run(int argc, char **argv) {
                                           rep->peak_bytes ? rep->nranks : 0));
         json_object_object_add(o, "predicted_peak_activation_bytes",
                                bytes_json(rep->predicted_bytes, rep->predicted_bytes ? rep->nranks : 0));
+        json_object_object_add(o, "grad_buffers_peak", json_object_new_int(rep->grad_buffers_peak));
         json_object_object_add(o, "trace_digest", hex_json(rep->world.trace_digest));
         json_object_object_add(o, "deadlock",
                                json_object_new_boolean(rep->world.status == PPV_RUN_DEADLOCK));
