@@ -23,8 +23,9 @@ static inline int gerr(char *err, size_t errlen, const char *fmt, ...) {
 /* Silences HDF5's own error printing; ppv reports errors itself. */
 void h5_quiet(void);
 
-/* Opens path read-only with HDF5's metadata cache held to 4 MiB, so a
- * file of many objects is read in bounded memory; -1 if it cannot. */
+/* Opens path read-only with HDF5's metadata cache held to 1 MiB of file
+ * metadata (decoded, several times that in memory), so a file of many
+ * objects is read in bounded memory; -1 if it cannot. */
 hid_t h5_open_read(const char *path);
 
 /* The bf16 file type of spec/golden-format.md (caller closes). */

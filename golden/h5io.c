@@ -18,9 +18,9 @@ hid_t h5_open_read(const char *path) {
     mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
     if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
         mdc.set_initial_size = 1;
-        mdc.initial_size = 1 << 20;
-        mdc.max_size = 4 << 20;
-        mdc.min_size = 1 << 20;
+        mdc.initial_size = 1 << 19;
+        mdc.max_size = 1 << 20;
+        mdc.min_size = 1 << 18;
         H5Pset_mdc_config(fapl, &mdc);
     }
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
