@@ -10,43 +10,20 @@
  *    wall time and peak resident set (wait4's ru_maxrss).
  */
 #define _GNU_SOURCE
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "ppv_engine.h"
-
-extern char **environ;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Runs `ppv check path --semantics sem`; returns its exit code, wall
  * seconds and peak RSS in MiB. */
 static int run_check(const char *ppv, const char *path, const char *sem, double *secs,
                      double *rss_mib) {
     const char *argv[] = {ppv, "check", path, "--semantics", sem, "--json", NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 1 /* O_WRONLY */, 0);
-    pid_t pid;
-    double t0 = now();
-    if (posix_spawn(&pid, ppv, &fa, NULL, (char *const *)argv, environ) != 0) return -1;
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) != pid) return -1;
-    *secs = now() - t0;
-    *rss_mib = ru.ru_maxrss / 1024.0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return bench_run((char *const *)argv, NULL, 0, secs, rss_mib);
 }
 
 /* Generates and lowers kind(p, m), writes it to path, and stores in t[j]
@@ -68,9 +45,9 @@ static double build_and_time(const char *kind, int p, int m, const char *path,
         t[j] = 1e30;
         for (int rep = 0; rep < 3; rep++) {
             ppv_check_report *r = NULL;
-            double t0 = now();
+            double t0 = bench_now();
             if (ppv_schedule_check(low, &o, &r, err, sizeof err) < 0 || !r->ok) return -1;
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             if (dt < t[j]) t[j] = dt;
             ppv_check_report_free(r);
         }

@@ -20,25 +20,15 @@
  * exit code. Without h5diff it reports ppv's figures alone. */
 #define _GNU_SOURCE
 #include <hdf5.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "bench_util.h"
 
 enum { COLS = 4096, OUTLIERS = 1000 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t mix(uint64_t x) {
     x ^= x >> 33;
@@ -93,35 +83,6 @@ static int write_file(const char *path, hsize_t rows, int chunked, int variant) 
     return rc;
 }
 
-/* Runs argv with stdout into out (up to len bytes); returns the exit code
- * and the wall seconds in *secs. */
-static int run(char *const *argv, char *out, size_t len, double *secs) {
-    int fd[2];
-    if (pipe(fd) != 0) return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fd[0]);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    double t0 = now();
-    if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) != 0) return -1;
-    posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    size_t at = 0;
-    ssize_t got;
-    char sink[4096];
-    while ((got = read(fd[0], at + 1 < len ? out + at : sink,
-                       at + 1 < len ? len - 1 - at : sizeof sink)) > 0)
-        if (at + 1 < len) at += (size_t)got;
-    out[at] = '\0';
-    close(fd[0]);
-    int st;
-    if (waitpid(pid, &st, 0) != pid) return -1;
-    *secs = now() - t0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -131,9 +92,9 @@ static int by_value(const void *a, const void *b) {
  * exit code and output. */
 static double median(char *const *argv, int runs, int *code, char *out, size_t len) {
     double t[64], s;
-    *code = run(argv, out, len, &s);
+    *code = bench_run(argv, out, len, &s, NULL);
     for (int k = 0; k < runs; k++) {
-        int c = run(argv, out, len, &t[k]);
+        int c = bench_run(argv, out, len, &t[k], NULL);
         if (c != *code) *code = -1;
     }
     qsort(t, (size_t)runs, sizeof *t, by_value);
@@ -168,7 +129,7 @@ int main(int argc, char **argv) {
     static char out[1 << 16];
     double ignored;
     char *probe[] = {"h5diff", "--version", NULL};
-    int have_h5diff = run(probe, out, sizeof out, &ignored) == 0;
+    int have_h5diff = bench_run(probe, out, sizeof out, &ignored, NULL) == 0;
     if (!have_h5diff)
         printf("h5diff not found (Debian: apt-get install hdf5-tools): ppv figures only\n");
     hsize_t rows = (hsize_t)mib * (1 << 20) / (COLS * sizeof(float));

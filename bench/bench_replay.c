@@ -9,42 +9,13 @@
  * replays it, reporting the file size and each command's wall time and
  * peak resident set (wait4's ru_maxrss). */
 #define _GNU_SOURCE
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Runs argv with its output discarded; the exit code, wall seconds and
- * peak RSS in MiB. */
-static int run(char *const *argv, double *secs, double *rss_mib) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    double t0 = now();
-    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0) return -1;
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) != pid) return -1;
-    *secs = now() - t0;
-    *rss_mib = ru.ru_maxrss / 1024.0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "bench_util.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -67,7 +38,7 @@ int main(int argc, char **argv) {
         char *rep[] = {ppv, "replay", golden, NULL};
         double ts, rs, tr, rr, tp, rp;
         struct stat st;
-        if (run(gen, &ts, &rs) != 0 || run(rec, &tr, &rr) != 0 || run(rep, &tp, &rp) != 0 ||
+        if (bench_run(gen, NULL, 0, &ts, &rs) != 0 || bench_run(rec, NULL, 0, &tr, &rr) != 0 || bench_run(rep, NULL, 0, &tp, &rp) != 0 ||
             stat(golden, &st) != 0) {
             fprintf(stderr, "m=%s: a command failed\n", ms[k]);
             return 2;
