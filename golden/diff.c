@@ -292,6 +292,21 @@ static int read_rows(hid_t d, hid_t mt, int rank, const hsize_t *dims, hsize_t r
     return rc;
 }
 
+/* How a dataset of shape dims (rank dimensions; a scalar is one row) is
+ * read in blocks of whole rows of at most block elements: *row elements
+ * per row, *rows rows; returns the rows per block (at least one: a row
+ * larger than a block is read whole). */
+static hsize_t block_rows(int rank, const hsize_t *dims, hsize_t block, hsize_t *row,
+                          hsize_t *rows) {
+    *row = 1;
+    *rows = rank ? dims[0] : 1;
+    for (int j = 1; j < rank; j++)
+        *row *= dims[j];
+    hsize_t per = *row ? block / *row : 1;
+    if (per < 1) per = 1;
+    return per > *rows ? *rows : per;
+}
+
 /* The memory type to read variable-length strings stored as t. */
 static hid_t vlen_string_type(hid_t t) {
     hid_t m = H5Tcopy(H5T_C_S1);
@@ -305,12 +320,7 @@ static hid_t vlen_string_type(hid_t t) {
 static int compare_vlen_strings(differ *d, const char *path, hid_t da, hid_t db, hid_t ta,
                                 hid_t tb, int rank, const hsize_t *dims) {
     hid_t ma = vlen_string_type(ta), mb = vlen_string_type(tb);
-    hsize_t row = 1, rows = rank ? dims[0] : 1;
-    for (int j = 1; j < rank; j++)
-        row *= dims[j];
-    hsize_t per = row ? 65536 / row : 1;
-    if (per < 1) per = 1;
-    if (per > rows) per = rows;
+    hsize_t row, rows, per = block_rows(rank, dims, 65536, &row, &rows);
     hsize_t cap = per * row > 0 ? per * row : 1;
     char **sa = calloc(cap, sizeof *sa), **sb = calloc(cap, sizeof *sb);
     hid_t ms = H5Screate_simple(1, &cap, NULL);
@@ -430,12 +440,7 @@ static int compare_dataset(differ *d, const char *path) {
     elem_kind k = kind_of(ta, &esize);
     if ((mt = mem_type(k, ta)) < 0) goto oom;
     esize = H5Tget_size(mt);
-    hsize_t row = 1, rows = rank ? dims[0] : 1;
-    for (int j = 1; j < rank; j++)
-        row *= dims[j];
-    hsize_t per = row ? (BLOCK_BYTES / esize) / row : 1;
-    if (per < 1) per = 1; /* one row larger than a block: read it whole */
-    if (per > rows) per = rows;
+    hsize_t row, rows, per = block_rows(rank, dims, BLOCK_BYTES / esize, &row, &rows);
     hsize_t elems = per * row;
     size_t cap = (size_t)(elems > 0 ? elems : 1) * esize;
     ppv_diff_entry *e = diff_add(d->r, path, "values");
