@@ -164,8 +164,8 @@ int main(int argc, char **argv) {
             int agree = pc >= 0 && pc <= 1 && np == (c == 0 ? 0 : OUTLIERS) &&
                         (!have_h5diff || (pc == hc && np == nh));
             bad |= !agree;
-            printf("%-11s %-7s %9.3f %9.2f %10.3f %8.2f %8.1fx %8lld%s\n", layouts[l], cases[c],
-                   tp, mb / tp / 1e3, th, mb / th / 1e3, th / tp, np,
+            printf("%-11s %-7s %9.3f %9.2f %10.3f %8.2f %8.1fx %8lld%s\n", layouts[l], cases[c], tp,
+                   mb / tp / 1e3, th, mb / th / 1e3, th / tp, np,
                    agree ? "" : "  DISAGREE (see exit codes/counts)");
             if (!agree)
                 printf("  ppv exit %d count %lld; h5diff exit %d count %lld\n", pc, np, hc, nh);

@@ -27,8 +27,8 @@ int main(int argc, char **argv) {
     char *width = argc > 3 ? argv[3] : "64";
     static const char *ms[] = {"8", "64", "256", "1024"};
     printf("1f1b p=4, 8 layers, width %s: record and replay as microbatches grow\n", width);
-    printf("%6s %10s %10s %10s %10s %10s\n", "m", "file MiB", "record s", "record MiB",
-           "replay s", "replay MiB");
+    printf("%6s %10s %10s %10s %10s %10s\n", "m", "file MiB", "record s", "record MiB", "replay s",
+           "replay MiB");
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
         char sched[512], golden[512];
         snprintf(sched, sizeof sched, "%s/ppv_bench_replay_%s.csv", dir, ms[k]);
@@ -38,8 +38,8 @@ int main(int argc, char **argv) {
         char *rep[] = {ppv, "replay", golden, NULL};
         double ts, rs, tr, rr, tp, rp;
         struct stat st;
-        if (bench_run(gen, NULL, 0, &ts, &rs) != 0 || bench_run(rec, NULL, 0, &tr, &rr) != 0 || bench_run(rep, NULL, 0, &tp, &rp) != 0 ||
-            stat(golden, &st) != 0) {
+        if (bench_run(gen, NULL, 0, &ts, &rs) != 0 || bench_run(rec, NULL, 0, &tr, &rr) != 0 ||
+            bench_run(rep, NULL, 0, &tp, &rp) != 0 || stat(golden, &st) != 0) {
             fprintf(stderr, "m=%s: a command failed\n", ms[k]);
             return 2;
         }

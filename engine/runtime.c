@@ -33,17 +33,17 @@ typedef struct run_ctx {
     const ppv_run_options *o;
     const ppv_model *model;
     int32_t S, m, T, C;
-    size_t tc;              /* T * C elements */
-    int32_t *stage_layer;   /* [S + 1] */
-    ppv_stage_bytes *bytes; /* [S] */
-    slot *slots;            /* [S * m] */
-    ppv_mb_inputs *inputs;  /* [m], loaded on first use, freed after the last W */
-    int32_t *wdone;         /* [m] weight backwards done */
-    float **gsum;           /* [S] weight gradients of microbatches 0..folded-1 */
-    int32_t *folded;        /* [S] microbatches added to gsum */
+    size_t tc;               /* T * C elements */
+    int32_t *stage_layer;    /* [S + 1] */
+    ppv_stage_bytes *bytes;  /* [S] */
+    slot *slots;             /* [S * m] */
+    ppv_mb_inputs *inputs;   /* [m], loaded on first use, freed after the last W */
+    int32_t *wdone;          /* [m] weight backwards done */
+    float **gsum;            /* [S] weight gradients of microbatches 0..folded-1 */
+    int32_t *folded;         /* [S] microbatches added to gsum */
     int32_t held, held_peak; /* gradient buffers not yet added */
-    float *loss;            /* [m] */
-    int64_t *cur, *peak;    /* [P] activation bytes */
+    float *loss;             /* [m] */
+    int64_t *cur, *peak;     /* [P] activation bytes */
 } run_ctx;
 
 /* ---- activation accounting ------------------------------------------------- */
@@ -237,8 +237,7 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
     }
     int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
     if (l0 < l1)
-        ppv_layers_backward_input(c->model, l0, l1, in, sl->saved, sl->dy, dx,
-                                  sl->wstate);
+        ppv_layers_backward_input(c->model, l0, l1, in, sl->saved, sl->dy, dx, sl->wstate);
     else
         memcpy(dx, sl->dy, c->tc * sizeof *dx);
     if (s > 0 && c->s->stage_rank[s - 1] == rank) {
@@ -290,8 +289,7 @@ static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const 
     if (!sl->dparams) return -1;
     if (++c->held > c->held_peak) c->held_peak = c->held;
     if (l0 < l1)
-        ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate,
-                                   sl->dparams);
+        ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate, sl->dparams);
     if (fold_grads(c, s) < 0) {
         ppv_world_fail(t, rank, "out of memory");
         return -1;
@@ -633,8 +631,8 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
             size_t base = ppv_model_grad_count(model, 0, l0),
                    n = ppv_model_grad_count(model, l0, l1);
             if (c.folded[st] < c.m) {
-                ppv_errf(err, errlen, "stage %d never ran the weight backward of microbatch %d",
-                         st, c.folded[st]);
+                ppv_errf(err, errlen, "stage %d never ran the weight backward of microbatch %d", st,
+                         c.folded[st]);
                 goto done;
             }
             if (n) memcpy(rep->grads + base, c.gsum[st], n * sizeof *rep->grads);

@@ -112,8 +112,7 @@ void diff_note(ppv_diff_entry *e, const ppv_diff_options *o, uint64_t idx, doubl
         if (r > e->max_rel) e->max_rel = r;
     }
     if (ulps > e->max_ulp) e->max_ulp = ulps;
-    if (!e->first && o->max_report > 0)
-        e->first = calloc((size_t)o->max_report, sizeof *e->first);
+    if (!e->first && o->max_report > 0) e->first = calloc((size_t)o->max_report, sizeof *e->first);
     if (e->nfirst < o->max_report && e->first) {
         ppv_diff_point *p = &e->first[e->nfirst++];
         p->index = idx;
@@ -177,15 +176,15 @@ static inline double load_bf16(const unsigned char *p, size_t i) {
     return v.f;
 }
 
-#define ABSREL_RUN(name, load)                                                                   \
-    PPV_SIMD static int name(const unsigned char *a, const unsigned char *b, size_t m,            \
-                             double abs, double rel) {                                            \
-        int bad = 0;                                                                              \
-        for (size_t i = 0; i < m; i++) {                                                          \
-            double x = load(a, i), y = load(b, i);                                                \
-            bad |= !(fabs(x - y) <= abs + rel * fabs(y));                                         \
-        }                                                                                         \
-        return !bad;                                                                              \
+#define ABSREL_RUN(name, load)                                                                     \
+    PPV_SIMD static int name(const unsigned char *a, const unsigned char *b, size_t m, double abs, \
+                             double rel) {                                                         \
+        int bad = 0;                                                                               \
+        for (size_t i = 0; i < m; i++) {                                                           \
+            double x = load(a, i), y = load(b, i);                                                 \
+            bad |= !(fabs(x - y) <= abs + rel * fabs(y));                                          \
+        }                                                                                          \
+        return !bad;                                                                               \
     }
 ABSREL_RUN(absrel_run_f32, load_f32)
 ABSREL_RUN(absrel_run_f64, load_f64)
@@ -193,20 +192,20 @@ ABSREL_RUN(absrel_run_bf16, load_bf16)
 
 /* The biased-integer key of ppv_ulp_distance: keys of neighbouring values
  * differ by one, and +0 and -0 share a key. */
-#define ULP_RUN(name, utype, raw, width, inf_bits)                                                     \
-    PPV_SIMD static int name(const unsigned char *a, const unsigned char *b, size_t m,            \
-                             utype ulp) {                                                         \
-        const utype sign = (utype)((utype)1 << (width - 1)), mag = (utype)(sign - 1);             \
-        int bad = 0;                                                                              \
-        for (size_t i = 0; i < m; i++) {                                                          \
-            utype x = ((const raw *)a)[i], y = ((const raw *)b)[i];                               \
-            utype mx = (utype)(x & mag), my = (utype)(y & mag);                                   \
-            utype kx = (utype)(x & sign ? sign - mx : sign + mx);                                 \
-            utype ky = (utype)(y & sign ? sign - my : sign + my);                                 \
-            utype dist = (utype)(kx > ky ? kx - ky : ky - kx);                                    \
-            bad |= (dist > ulp) | (mx > (utype)(inf_bits)) | (my > (utype)(inf_bits));            \
-        }                                                                                         \
-        return !bad;                                                                              \
+#define ULP_RUN(name, utype, raw, width, inf_bits)                                                 \
+    PPV_SIMD static int name(const unsigned char *a, const unsigned char *b, size_t m,             \
+                             utype ulp) {                                                          \
+        const utype sign = (utype)((utype)1 << (width - 1)), mag = (utype)(sign - 1);              \
+        int bad = 0;                                                                               \
+        for (size_t i = 0; i < m; i++) {                                                           \
+            utype x = ((const raw *)a)[i], y = ((const raw *)b)[i];                                \
+            utype mx = (utype)(x & mag), my = (utype)(y & mag);                                    \
+            utype kx = (utype)(x & sign ? sign - mx : sign + mx);                                  \
+            utype ky = (utype)(y & sign ? sign - my : sign + my);                                  \
+            utype dist = (utype)(kx > ky ? kx - ky : ky - kx);                                     \
+            bad |= (dist > ulp) | (mx > (utype)(inf_bits)) | (my > (utype)(inf_bits));             \
+        }                                                                                          \
+        return !bad;                                                                               \
     }
 /* inf_bits: the magnitude bits of infinity; anything above is a NaN. */
 ULP_RUN(ulp_run_bf16, uint16_t, raw_u16, 16, 0x7f80u)
@@ -214,8 +213,7 @@ ULP_RUN(ulp_run_f32, uint32_t, raw_u32, 32, 0x7f800000u)
 ULP_RUN(ulp_run_f64, uint64_t, raw_u64, 64, 0x7ff0000000000000ull)
 
 /* 1 if every element of the run passes (see above). */
-static int run_passes(elem_kind k, const ppv_tolerance *t, const void *a, const void *b,
-                      size_t m) {
+static int run_passes(elem_kind k, const ppv_tolerance *t, const void *a, const void *b, size_t m) {
     if (t->kind == PPV_TOL_ABSREL) {
         switch (k) {
         case ELEM_F32:
@@ -427,8 +425,15 @@ int compare_raw(ppv_diff_entry *e, elem_kind k, size_t esize, raw_side a, raw_si
         /* whole blocks per part, so block edges do not depend on threads */
         uint64_t lo = blocks * (uint64_t)t / (uint64_t)threads * per;
         uint64_t hi = blocks * (uint64_t)(t + 1) / (uint64_t)threads * per;
-        parts[t] = (raw_part){.k = k, .esize = esize, .a = a, .b = b, .lo = lo,
-                              .hi = hi < n ? hi : n, .dims = dims, .rank = rank, .o = o};
+        parts[t] = (raw_part){.k = k,
+                              .esize = esize,
+                              .a = a,
+                              .b = b,
+                              .lo = lo,
+                              .hi = hi < n ? hi : n,
+                              .dims = dims,
+                              .rank = rank,
+                              .o = o};
         /* part 0 runs here; a thread that cannot start runs here too */
         if (t > 0) started[t] = pthread_create(&tids[t], NULL, raw_part_run, &parts[t]) == 0;
     }
@@ -442,8 +447,9 @@ int compare_raw(ppv_diff_entry *e, elem_kind k, size_t esize, raw_side a, raw_si
     int rc = 0;
     for (long t = 0; t < threads; t++) {
         if (parts[t].failed && rc == 0)
-            rc = gerr(err, errlen, "%s", parts[t].err == 0 ? "the file ends inside the values"
-                                                              : strerror(parts[t].err));
+            rc = gerr(err, errlen, "%s",
+                      parts[t].err == 0 ? "the file ends inside the values"
+                                        : strerror(parts[t].err));
         entry_merge(e, &parts[t].e, o->max_report);
     }
     return rc;

@@ -317,8 +317,8 @@ static hid_t vlen_string_type(hid_t t) {
 
 /* Compares datasets of variable-length strings element by element as
  * text (a NULL string reads as empty), in blocks of rows. */
-static int compare_vlen_strings(differ *d, const char *path, hid_t da, hid_t db, hid_t ta,
-                                hid_t tb, int rank, const hsize_t *dims) {
+static int compare_vlen_strings(differ *d, const char *path, hid_t da, hid_t db, hid_t ta, hid_t tb,
+                                int rank, const hsize_t *dims) {
     hid_t ma = vlen_string_type(ta), mb = vlen_string_type(tb);
     hsize_t row, rows, per = block_rows(rank, dims, 65536, &row, &rows);
     hsize_t cap = per * row > 0 ? per * row : 1;

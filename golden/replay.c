@@ -258,7 +258,8 @@ static int check_layout(hid_t f, const ppv_model *m, int32_t layers, int32_t nmb
                         ppv_diff_report *rep, char *err, size_t errlen) {
     layout_check lc = {m, layers, nmb, rep, 0};
     if (H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, check_object, &lc) < 0)
-        return gerr(err, errlen, lc.oom ? "out of memory" : "cannot list the file's objects (corrupted?)");
+        return gerr(err, errlen,
+                    lc.oom ? "out of memory" : "cannot list the file's objects (corrupted?)");
     return 0;
 }
 
