@@ -93,16 +93,13 @@ static void describe(hid_t t, char *buf, size_t len) {
     }
 }
 
-/* How values of type t are compared, and their size in memory. */
-static elem_kind kind_of(hid_t t, size_t *esize) {
+/* How values of type t are compared (mem_type gives the type read). */
+static elem_kind kind_of(hid_t t) {
     if (H5Tget_class(t) == H5T_FLOAT) {
-        if (h5_is_bf16(t)) return *esize = 2, ELEM_BF16;
-        if (H5Tget_size(t) == 4) return *esize = 4, ELEM_F32;
-        return *esize = 8, ELEM_F64;
+        if (h5_is_bf16(t)) return ELEM_BF16;
+        return H5Tget_size(t) == 4 ? ELEM_F32 : ELEM_F64;
     }
-    if (H5Tget_class(t) == H5T_INTEGER) return *esize = 8, ELEM_INT;
-    *esize = H5Tget_size(t);
-    return ELEM_RAW;
+    return H5Tget_class(t) == H5T_INTEGER ? ELEM_INT : ELEM_RAW;
 }
 
 /* The memory type to read values of kind k stored as t (caller closes). */
@@ -436,10 +433,9 @@ static int compare_dataset(differ *d, const char *path) {
         rc = 0;
         goto done;
     }
-    size_t esize;
-    elem_kind k = kind_of(ta, &esize);
+    elem_kind k = kind_of(ta);
     if ((mt = mem_type(k, ta)) < 0) goto oom;
-    esize = H5Tget_size(mt);
+    size_t esize = H5Tget_size(mt);
     hsize_t row, rows, per = block_rows(rank, dims, BLOCK_BYTES / esize, &row, &rows);
     hsize_t elems = per * row;
     size_t cap = (size_t)(elems > 0 ? elems : 1) * esize;

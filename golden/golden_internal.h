@@ -46,6 +46,23 @@ int h5_read_attr_str(hid_t obj, const char *name, char **v);
  * file, -1 (reason in err) for a ppv file this ppv cannot read. */
 int h5_ppv_file(hid_t f, const char *path, char *err, size_t errlen);
 
+/* One microbatch input dataset (spec/golden_inputs.def). */
+typedef struct golden_input {
+    const char *name;
+    ppv_golden_shape shape;
+    size_t field; /* offsetof the ppv_mb_inputs field */
+} golden_input;
+extern const golden_input golden_inputs[];
+extern const int golden_ninputs;
+
+/* Its dataset shape for config c: the rank, dims filled. */
+int golden_input_dims(const golden_input *gi, const ppv_model_config *c, hsize_t dims[2]);
+/* Where its values live in in: the field itself for a scalar, else what
+ * the field points to. */
+void *golden_input_data(const golden_input *gi, ppv_mb_inputs *in);
+/* The field itself, for a tensor field's pointer. */
+ppv_bf16 **golden_input_tensor(const golden_input *gi, ppv_mb_inputs *in);
+
 /* Writes a chunked, Fletcher-32-checked dataset. */
 int h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank, const hsize_t *dims,
              const void *data);
@@ -85,8 +102,7 @@ typedef struct raw_side {
  * for any number of threads. -1 with the reason if a read fails or the
  * file ends. */
 int compare_raw(ppv_diff_entry *e, elem_kind k, size_t esize, raw_side a, raw_side b, uint64_t n,
-                const hsize_t *dims, int rank, const ppv_diff_options *o, char *err,
-                size_t errlen);
+                const hsize_t *dims, int rank, const ppv_diff_options *o, char *err, size_t errlen);
 
 /* Appends an entry to r and returns it (zeroed, path and what set); NULL
  * when out of memory. */

@@ -1,5 +1,6 @@
 /* h5io.c - HDF5 helpers: the bf16 type, attributes, checksummed datasets
  * and the ppv-file check. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,31 @@ int h5_ppv_file(hid_t f, const char *path, char *err, size_t errlen) {
                     "%s: format version %lld is not supported (this ppv reads 1 to %d)", path,
                     (long long)v, PPV_GOLDEN_FORMAT_VERSION);
     return 1;
+}
+
+/* ---- microbatch inputs ------------------------------------------------------------ */
+
+const golden_input golden_inputs[] = {
+#define PPV_GOLDEN_INPUT(name, shape) {#name, PPV_GOLDEN_##shape, offsetof(ppv_mb_inputs, name)},
+#include "golden_inputs.def"
+#undef PPV_GOLDEN_INPUT
+};
+const int golden_ninputs = (int)(sizeof golden_inputs / sizeof golden_inputs[0]);
+
+int golden_input_dims(const golden_input *gi, const ppv_model_config *c, hsize_t dims[2]) {
+    if (gi->shape == PPV_GOLDEN_SCALAR) return dims[0] = 1, 1;
+    dims[0] = (hsize_t)(gi->shape == PPV_GOLDEN_TOKENS ? c->seq_len : c->cond_len);
+    dims[1] = (hsize_t)c->d_model;
+    return 2;
+}
+
+ppv_bf16 **golden_input_tensor(const golden_input *gi, ppv_mb_inputs *in) {
+    return (ppv_bf16 **)((char *)in + gi->field);
+}
+
+void *golden_input_data(const golden_input *gi, ppv_mb_inputs *in) {
+    return gi->shape == PPV_GOLDEN_SCALAR ? (void *)((char *)in + gi->field)
+                                          : (void *)*golden_input_tensor(gi, in);
 }
 
 /* ---- datasets ------------------------------------------------------------------- */

@@ -63,7 +63,7 @@ static int write_root(writer *w, const ppv_record_options *o, const ppv_model_co
 static int write_layer(writer *w, const ppv_model *m, hid_t parent, int32_t l, hid_t ftype,
                        hid_t mtype, const void *values) {
     char name[32];
-    snprintf(name, sizeof name, "layer_%04d", l);
+    snprintf(name, sizeof name, PPV_GOLDEN_LAYER_FMT, l);
     hid_t lg = H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (lg < 0) return -1;
     size_t esize = H5Tget_size(mtype);
@@ -102,24 +102,23 @@ static int write_training(writer *w, const ppv_model *m, const ppv_run_report *r
     hid_t ig = g < 0 ? -1 : H5Gcreate2(g, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t gg = ig < 0 ? -1 : H5Gcreate2(g, "grads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int rc = gg < 0 ? -1 : h5_attr_i64(g, "microbatches", rep->nmb);
-    hsize_t tok[2] = {(hsize_t)c->seq_len, (hsize_t)c->d_model};
-    hsize_t cond[2] = {(hsize_t)c->cond_len, (hsize_t)c->d_model}, one = 1;
     for (int32_t mb = 0; rc == 0 && mb < rep->nmb; mb++) {
         char name[32];
-        snprintf(name, sizeof name, "mb_%04d", mb);
+        snprintf(name, sizeof name, PPV_GOLDEN_MB_FMT, mb);
         ppv_mb_inputs in;
         if (ppv_mb_inputs_init(m, mb, &in) < 0) {
             rc = -1;
             break;
         }
         hid_t mg = H5Gcreate2(ig, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        rc = mg < 0 || put(w, mg, "x", w->bf16, w->bf16, 2, tok, in.x) < 0 ||
-                     put(w, mg, "cond", w->bf16, w->bf16, 2, cond, in.cond) < 0 ||
-                     put(w, mg, "target", w->bf16, w->bf16, 2, tok, in.target) < 0 ||
-                     put(w, mg, "timestep", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &one,
-                         &in.timestep) < 0
-                 ? -1
-                 : 0;
+        rc = mg < 0 ? -1 : 0;
+        for (int k = 0; rc == 0 && k < golden_ninputs; k++) {
+            const golden_input *gi = &golden_inputs[k];
+            hsize_t dims[2];
+            int rank = golden_input_dims(gi, c, dims), scalar = gi->shape == PPV_GOLDEN_SCALAR;
+            rc = put(w, mg, gi->name, scalar ? H5T_IEEE_F32LE : w->bf16,
+                     scalar ? H5T_NATIVE_FLOAT : w->bf16, rank, dims, golden_input_data(gi, &in));
+        }
         if (mg >= 0) H5Gclose(mg);
         ppv_mb_inputs_free(&in);
     }

@@ -73,7 +73,7 @@ static ppv_model *read_model(replay_ctx *c, char *err, size_t errlen) {
     int rc = p ? 0 : gerr(err, errlen, "out of memory");
     for (int32_t l = 0; rc == 0 && l < c->cfg->layers; l++) {
         char path[64];
-        snprintf(path, sizeof path, "model/layer_%04d", l);
+        snprintf(path, sizeof path, "model/" PPV_GOLDEN_LAYER_FMT, l);
         hid_t g =
             H5Lexists(c->file, path, H5P_DEFAULT) > 0 ? H5Gopen2(c->file, path, H5P_DEFAULT) : -1;
         if (g < 0) {
@@ -105,28 +105,25 @@ static int load_inputs(void *arg, int32_t mb, ppv_mb_inputs *in, char *err, size
     replay_ctx *c = arg;
     const ppv_model_config *cfg = c->cfg;
     char path[64];
-    snprintf(path, sizeof path, "training/inputs/mb_%04d", mb);
+    snprintf(path, sizeof path, "training/inputs/" PPV_GOLDEN_MB_FMT, mb);
     hid_t g = H5Lexists(c->file, "training/inputs", H5P_DEFAULT) > 0 &&
                       H5Lexists(c->file, path, H5P_DEFAULT) > 0
                   ? H5Gopen2(c->file, path, H5P_DEFAULT)
                   : -1;
     if (g < 0) return gerr(err, errlen, "/%s: missing", path);
-    size_t ntok = (size_t)cfg->seq_len * cfg->d_model, ncond = (size_t)cfg->cond_len * cfg->d_model;
     memset(in, 0, sizeof *in);
-    in->x = malloc(ntok * sizeof *in->x);
-    in->cond = malloc(ncond * sizeof *in->cond);
-    in->target = malloc(ntok * sizeof *in->target);
-    hsize_t tok[2] = {(hsize_t)cfg->seq_len, (hsize_t)cfg->d_model};
-    hsize_t cond[2] = {(hsize_t)cfg->cond_len, (hsize_t)cfg->d_model}, one = 1;
-    char e2[256] = "out of memory";
-    int rc =
-        in->x && in->cond && in->target &&
-                h5_read(g, "x", c->bf16, 2, tok, in->x, e2, sizeof e2) == 0 &&
-                h5_read(g, "cond", c->bf16, 2, cond, in->cond, e2, sizeof e2) == 0 &&
-                h5_read(g, "target", c->bf16, 2, tok, in->target, e2, sizeof e2) == 0 &&
-                h5_read(g, "timestep", H5T_NATIVE_FLOAT, 1, &one, &in->timestep, e2, sizeof e2) == 0
-            ? 0
-            : gerr(err, errlen, "/%s/%s", path, e2);
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < golden_ninputs; k++) {
+        const golden_input *gi = &golden_inputs[k];
+        hsize_t dims[2];
+        int rank = golden_input_dims(gi, cfg, dims), scalar = gi->shape == PPV_GOLDEN_SCALAR;
+        char e2[256] = "out of memory";
+        if (!scalar) *golden_input_tensor(gi, in) = malloc(dims[0] * dims[1] * sizeof(ppv_bf16));
+        if ((!scalar && !*golden_input_tensor(gi, in)) ||
+            h5_read(g, gi->name, scalar ? H5T_NATIVE_FLOAT : c->bf16, rank, dims,
+                    golden_input_data(gi, in), e2, sizeof e2) < 0)
+            rc = gerr(err, errlen, "/%s/%s", path, e2);
+    }
     H5Gclose(g);
     if (rc < 0) {
         ppv_mb_inputs_free(in);
@@ -177,7 +174,7 @@ static int compare_outputs(replay_ctx *c, const ppv_model *m, const ppv_run_repo
             ppv_param_tensor pt;
             ppv_model_param_tensor(m, i, &pt);
             char path[96];
-            snprintf(path, sizeof path, "training/grads/layer_%04d/%s", l, pt.name);
+            snprintf(path, sizeof path, "training/grads/" PPV_GOLDEN_LAYER_FMT "/%s", l, pt.name);
             hsize_t dims[2] = {(hsize_t)pt.rows, (hsize_t)pt.cols};
             if (compare_f32(c, path, pt.cols > 1 ? 2 : 1, dims, run->grads + at + pt.offset, o, rep,
                             err, errlen) < 0)
@@ -197,19 +194,21 @@ typedef struct layout_check {
     int oom;
 } layout_check;
 
-/* 1 if s is "<prefix>NNNN" (the index written as %04d) with NNNN < limit;
- * *rest is what follows. */
-static int numbered(const char *s, const char *prefix, int32_t limit, const char **rest) {
-    size_t n = strlen(prefix), digits = 0;
-    if (strncmp(s, prefix, n) != 0) return 0;
-    s += n;
+/* 1 if s is group then fmt (one %d conversion, as record writes it)
+ * rendering an index below limit; *rest is what follows. */
+static int numbered(const char *s, const char *group, const char *fmt, int32_t limit,
+                    const char **rest) {
+    size_t n = strlen(group), lit = strcspn(fmt, "%"), digits = 0;
+    if (strncmp(s, group, n) != 0 || strncmp(s + n, fmt, lit) != 0) return 0;
+    const char *d = s + n + lit;
     long v = 0;
-    while (s[digits] >= '0' && s[digits] <= '9' && digits < 10)
-        v = v * 10 + (s[digits++] - '0');
-    char canon[16];
-    snprintf(canon, sizeof canon, "%04ld", v);
-    *rest = s + digits;
-    return digits >= 4 && strlen(canon) == digits && strncmp(canon, s, digits) == 0 && v < limit;
+    while (d[digits] >= '0' && d[digits] <= '9' && digits < 9)
+        v = v * 10 + (d[digits++] - '0');
+    char canon[32];
+    int len = digits && v < limit ? snprintf(canon, sizeof canon, fmt, (int)v) : -1;
+    if (len < 0 || strncmp(canon, s + n, (size_t)len) != 0) return 0;
+    *rest = s + n + len;
+    return 1;
 }
 
 static int param_tensor_name(const ppv_model *m, const char *name) {
@@ -228,12 +227,14 @@ static int in_layout(const layout_check *lc, const char *p) {
         !strcmp(p, "training/loss") || !strcmp(p, "training/inputs") ||
         !strcmp(p, "training/grads"))
         return 1;
-    if (numbered(p, "model/layer_", lc->layers, &r) ||
-        numbered(p, "training/grads/layer_", lc->layers, &r))
+    if (numbered(p, "model/", PPV_GOLDEN_LAYER_FMT, lc->layers, &r) ||
+        numbered(p, "training/grads/", PPV_GOLDEN_LAYER_FMT, lc->layers, &r))
         return r[0] == '\0' || (r[0] == '/' && param_tensor_name(lc->m, r + 1));
-    if (numbered(p, "training/inputs/mb_", lc->nmb, &r))
-        return r[0] == '\0' || !strcmp(r, "/x") || !strcmp(r, "/cond") || !strcmp(r, "/target") ||
-               !strcmp(r, "/timestep");
+    if (numbered(p, "training/inputs/", PPV_GOLDEN_MB_FMT, lc->nmb, &r)) {
+        if (r[0] == '\0') return 1;
+        for (int k = 0; r[0] == '/' && k < golden_ninputs; k++)
+            if (strcmp(r + 1, golden_inputs[k].name) == 0) return 1;
+    }
     return 0;
 }
 

@@ -30,6 +30,18 @@ enum {
 #define PPV_GOLDEN_FORMAT_NAME "ppv-golden"
 enum { PPV_GOLDEN_FORMAT_VERSION = 1 };
 
+/* Numbered groups of the golden layout: /model/layer_NNNN,
+ * /training/grads/layer_NNNN and /training/inputs/mb_NNNN. */
+#define PPV_GOLDEN_LAYER_FMT "layer_%04d"
+#define PPV_GOLDEN_MB_FMT "mb_%04d"
+
+/* Shapes of a microbatch's input datasets (golden_inputs.def). */
+typedef enum ppv_golden_shape {
+    PPV_GOLDEN_TOKENS, /* (seq_len, d_model) bf16 */
+    PPV_GOLDEN_COND,   /* (cond_len, d_model) bf16 */
+    PPV_GOLDEN_SCALAR  /* (1) fp32 */
+} ppv_golden_shape;
+
 /* ppv's version, from the CMake project (PPV_VERSION_STRING). */
 #ifndef PPV_VERSION_STRING
 #define PPV_VERSION_STRING "unknown"
