@@ -82,9 +82,6 @@ static int bench_run(const char *kind, int32_t p, int32_t m, int32_t v) {
     ppv_run_options o = ppv_run_defaults();
     o.policy.kind = PPV_POLICY_RANDOM;
     o.policy.seed = 1;
-    int64_t actions = 0;
-    for (int32_t r = 0; r < s->nranks; r++)
-        actions += s->prog[r].n;
     ppv_run_report *rep = NULL;
     double t0 = now();
     int rc = ppv_run(s, &o, &rep, err, sizeof err);

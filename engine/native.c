@@ -124,8 +124,9 @@ static int apply_attr(const cursor *c, ppv_schedule *s, int32_t rank, ppv_action
 /* Parses one action line of rank into s. */
 static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const char *p,
                         const char *end, int32_t *overlap_ids) {
-    const char *ws, *we;
-    next_word(&p, end, &ws, &we);
+    const char *ws = p, *we = p;
+    if (!next_word(&p, end, &ws, &we))
+        return fail_at(c, p, rank, p, 0, "expected an action");
     size_t toklen = (size_t)(we - ws);
     ppv_action a;
     char why[256];
@@ -383,13 +384,19 @@ int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_
     return ppv_schedule_parse_csv(text, len, name, dialect, out, err, errlen);
 }
 
+const char *ppv_path_name(const char *path) {
+    return strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
+
 char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen) {
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) {
         ppv_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    path = ppv_path_name(path);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -416,7 +423,7 @@ char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen) {
         free(buf);
         buf = NULL;
     }
-    fclose(f);
+    if (!is_stdin) fclose(f);
     *len = buf ? n : 0;
     return buf;
 }
@@ -427,7 +434,7 @@ int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out,
     size_t len;
     char *buf = ppv_file_read(path, &len, err, errlen);
     if (!buf) return -1;
-    int rc = ppv_schedule_parse_text(buf, len, path, dialect, out, err, errlen);
+    int rc = ppv_schedule_parse_text(buf, len, ppv_path_name(path), dialect, out, err, errlen);
     free(buf);
     return rc;
 }

@@ -113,6 +113,9 @@ int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out,
  * "path: reason" in err. */
 char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen);
 
+/* The name messages give a path: "<stdin>" for "-", else the path. */
+const char *ppv_path_name(const char *path);
+
 /* Parses a schedule held in memory, native or CSV by its first word. */
 int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
                             ppv_schedule **out, char *err, size_t errlen);
@@ -395,6 +398,10 @@ typedef struct ppv_run_options {
     const ppv_model *weights;
     int (*load_inputs)(void *ctx, int32_t mb, ppv_mb_inputs *in, char *err, size_t errlen);
     void *inputs_ctx;
+    /* Called after every executed action with the count done and the
+     * schedule's total (a progress display; it must not touch the run). */
+    void (*progress)(void *ctx, int64_t done, int64_t total);
+    void *progress_ctx;
 } ppv_run_options;
 
 ppv_run_options ppv_run_defaults(void);

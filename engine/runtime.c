@@ -44,6 +44,7 @@ typedef struct run_ctx {
     int32_t held, held_peak; /* gradient buffers not yet added */
     float *loss;             /* [m] */
     int64_t *cur, *peak;     /* [P] activation bytes */
+    int64_t actions_done, actions_total;
 } run_ctx;
 
 /* ---- activation accounting ------------------------------------------------- */
@@ -377,6 +378,8 @@ static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
         if (rc == -1 && t->ops->async_error(t->impl, rank) == 0)
             ppv_world_fail(t, rank, "out of memory running %s", ppv_action_token(p->acts[i].kind));
         if (rc != 0) return;
+        c->actions_done++;
+        if (c->o->progress) c->o->progress(c->o->progress_ctx, c->actions_done, c->actions_total);
     }
 }
 
@@ -522,8 +525,13 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     ppv_check_report *chk = NULL;
     if (ppv_schedule_check(s_in, &co, &chk, err, errlen) < 0) return -1;
     if (chk->errors_total > 0) {
-        ppv_errf(err, errlen, "%s: %s (rank %d index %d); run 'ppv check' for every error",
-                 s_in->name, chk->errors[0].message, chk->errors[0].rank, chk->errors[0].index);
+        const ppv_problem *e = &chk->errors[0];
+        if (e->index >= 0)
+            ppv_errf(err, errlen, "%s: %s (rank %d, action %d); run 'ppv check' for every error",
+                     s_in->name, e->message, e->rank, e->index);
+        else
+            ppv_errf(err, errlen, "%s: %s (rank %d); run 'ppv check' for every error", s_in->name,
+                     e->message, e->rank);
         ppv_check_report_free(chk);
         return -1;
     }
@@ -577,6 +585,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     c.T = cfg.seq_len;
     c.C = cfg.d_model;
     c.tc = (size_t)c.T * (size_t)c.C;
+    for (int32_t r = 0; r < s->nranks; r++) c.actions_total += s->prog[r].n;
     rep->nranks = s->nranks;
     rep->nstages = c.S;
     rep->nmb = c.m;

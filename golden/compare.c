@@ -318,9 +318,10 @@ int diff_mismatch(ppv_diff_report *r, const char *path, const char *fmt, ...) {
     return 0;
 }
 
-void diff_drop_if_clean(ppv_diff_report *r) {
+void diff_values_done(ppv_diff_report *r, const ppv_diff_options *o) {
     if (r->n == 0) return;
     ppv_diff_entry *e = &r->entries[r->n - 1];
+    if (o->on_values) o->on_values(o->on_values_ctx, e);
     if (e->count == 0) {
         free(e->first);
         r->n--;

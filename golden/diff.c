@@ -5,9 +5,11 @@
  * stored as the comparison reads them are scanned raw, in parallel
  * (compare_raw); the rest are read through HDF5 (which checks Fletcher-32)
  * in blocks of at most BLOCK_BYTES per side, small enough to stay in the
- * cache. */
+ * cache. Objects under an excluded path and ignored attributes are left
+ * out before anything is read or reported. */
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +131,49 @@ typedef struct differ {
     size_t errlen;
 } differ;
 
+/* ---- what is left out ----------------------------------------------------------- */
+
+int ppv_diff_attr_ignored(const ppv_diff_options *o, const char *name) {
+    for (int k = 0; k < o->nignore_attrs; k++)
+        if (fnmatch(o->ignore_attrs[k], name, 0) == 0) return 1;
+    return 0;
+}
+
+/* 1 if the exclude pattern pat leaves out the object at path: pat (with
+ * repeated and trailing slashes dropped) matches path or an ancestor's
+ * path whole; the root only for pat "/". 0 also when out of memory: the
+ * object is then compared, never skipped by mistake. */
+static int excluded_by(const char *pat, const char *path) {
+    size_t pn = strlen(pat), n = strlen(path);
+    char small[1024], *buf = pn + n + 2 <= sizeof small ? small : malloc(pn + n + 2);
+    if (!buf) return 0;
+    char *p = buf, *q = buf + pn + 1;
+    size_t m = 0;
+    for (size_t k = 0; k < pn; k++)
+        if (pat[k] != '/' || m == 0 || p[m - 1] != '/') p[m++] = pat[k];
+    while (m > 1 && p[m - 1] == '/')
+        m--;
+    p[m] = '\0';
+    memcpy(q, path, n + 1);
+    int hit = strcmp(p, "/") == 0;
+    /* each prefix of path that ends a component: /a, /a/b, /a/b/c */
+    for (size_t at = 1; !hit && n > 1 && at <= n; at++) {
+        if (q[at] != '/' && q[at] != '\0') continue;
+        char c = q[at];
+        q[at] = '\0';
+        hit = fnmatch(p, q, FNM_PATHNAME) == 0;
+        q[at] = c;
+    }
+    if (buf != small) free(buf);
+    return hit;
+}
+
+int ppv_diff_path_excluded(const ppv_diff_options *o, const char *path) {
+    for (int k = 0; k < o->nexcludes; k++)
+        if (excluded_by(o->excludes[k], path)) return 1;
+    return 0;
+}
+
 /* ---- attributes ---------------------------------------------------------------- */
 
 typedef struct names {
@@ -220,7 +265,7 @@ static int compare_attributes(differ *d, const char *path) {
         int c = i == na.n ? 1 : j == nb.n ? -1 : strcmp(na.v[i], nb.v[j]);
         if (c != 0) {
             const char *nm = c < 0 ? na.v[i] : nb.v[j];
-            if (!informational(d, path, nm) &&
+            if (!informational(d, path, nm) && !ppv_diff_attr_ignored(d->o, nm) &&
                 diff_mismatch(d->r, path, "attribute %s only in %s", nm, c < 0 ? "A" : "B") < 0)
                 goto oom;
             c < 0 ? i++ : j++;
@@ -228,7 +273,7 @@ static int compare_attributes(differ *d, const char *path) {
         }
         const char *nm = na.v[i];
         i++, j++;
-        if (informational(d, path, nm)) continue;
+        if (informational(d, path, nm) || ppv_diff_attr_ignored(d->o, nm)) continue;
         char *ta = attr_text(oa, nm), *tb = attr_text(ob, nm);
         int bad = (!ta || !tb || strcmp(ta, tb) != 0) &&
                   diff_mismatch(d->r, path, "attribute %s: %.120s vs %.120s", nm,
@@ -350,7 +395,7 @@ static int compare_vlen_strings(differ *d, const char *path, hid_t da, hid_t db,
         }
     }
     d->r->elements += d->r->entries[idx].compared;
-    diff_drop_if_clean(d->r);
+    diff_values_done(d->r, d->o);
     rc = 0;
 done:
     free(sa);
@@ -468,7 +513,7 @@ static int compare_dataset(differ *d, const char *path) {
                       rank, d->o);
     }
     d->r->elements += d->r->entries[idx].compared;
-    diff_drop_if_clean(d->r);
+    diff_values_done(d->r, d->o);
     rc = 0;
     goto done;
 oom:
@@ -516,6 +561,12 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     differ d = {-1, -1, -1, -1, 0, 0, o, calloc(1, sizeof(ppv_diff_report)), err, errlen};
     int rc = -1;
     if (!d.r) return gerr(err, errlen, "out of memory");
+    for (int k = 0; k < o->nexcludes; k++)
+        if (o->excludes[k][0] != '/') {
+            gerr(err, errlen, "exclude '%s': not an absolute HDF5 path (start it with /)",
+                 o->excludes[k]);
+            goto done;
+        }
     if ((d.fa = open_file(a, err, errlen)) < 0 || (d.fb = open_file(b, err, errlen)) < 0) goto done;
     d.fd_a = open_raw(a, &d.size_a);
     d.fd_b = open_raw(b, &d.size_b);
@@ -532,6 +583,11 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     size_t i = 0, j = 0;
     while (i < la.n || j < lb.n) {
         int c = i == la.n ? 1 : j == lb.n ? -1 : strcmp(la.v[i].path, lb.v[j].path);
+        if (ppv_diff_path_excluded(o, c <= 0 ? la.v[i].path : lb.v[j].path)) {
+            if (c <= 0) i++; /* on either side or both: not compared, not missing */
+            if (c >= 0) j++;
+            continue;
+        }
         if (c != 0) {
             const obj *only = c < 0 ? &la.v[i] : &lb.v[j];
             if (diff_mismatch(d.r, only->path, "%s only in %s", type_name(only->type),

@@ -113,7 +113,8 @@ ppv_diff_entry *diff_add(ppv_diff_report *r, const char *path, const char *what)
 int diff_mismatch(ppv_diff_report *r, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Removes the last entry if it holds no difference. */
-void diff_drop_if_clean(ppv_diff_report *r);
+/* Ends the comparison of one dataset's values, the last entry: tells
+ * o->on_values, then removes the entry if it holds no difference. */
+void diff_values_done(ppv_diff_report *r, const ppv_diff_options *o);
 
 #endif

@@ -64,15 +64,40 @@ typedef struct ppv_diff_options {
     int max_report;     /* differing elements listed per dataset (default 10) */
     int all_attributes; /* also compare created/producer_version of ppv files */
     int threads;        /* threads that scan large contiguous datasets (0: one per CPU) */
+    /* Left out of the comparison: neither compared nor reported as only on
+     * one side. The strings are the caller's; the defaults have none. */
+    const char *const *ignore_attrs; /* attribute names, fnmatch globs, on every object */
+    int nignore_attrs;
+    const char *const *excludes; /* absolute object paths, FNM_PATHNAME globs: the */
+    int nexcludes;               /* object and everything below it */
+    /* Called once for each dataset whose values were compared, with its
+     * entry (count 0: the values are the same), before a clean entry is
+     * dropped from the report: a JUnit report lists every dataset. */
+    void (*on_values)(void *ctx, const ppv_diff_entry *e);
+    void *on_values_ctx;
 } ppv_diff_options;
 
 ppv_diff_options ppv_diff_defaults(void);
+
+/* 1 if the attribute name matches one of o->ignore_attrs (fnmatch, no
+ * flags: "seed" is that name, "*seed" any name ending in seed), else 0. */
+int ppv_diff_attr_ignored(const ppv_diff_options *o, const char *name);
+
+/* 1 if the object at path (absolute, as "/training/grads/layer_0001") is
+ * left out by one of o->excludes, else 0: a pattern (trailing and repeated
+ * slashes ignored) leaves out every object whose path or an ancestor's
+ * matches it whole, component by component (fnmatch FNM_PATHNAME), so
+ * "/a/b" leaves out /a/b and /a/b/c but not /a/bc, and
+ * "/model/layer_000?" layers 0 to 9 of /model but not /model itself. Only
+ * "/" leaves out the root group (its attributes). */
+int ppv_diff_path_excluded(const ppv_diff_options *o, const char *path);
 void ppv_diff_report_free(ppv_diff_report *r);
 
-/* Compares files a and b (b is the expected side). Returns 0 with *out
- * (empty entries: same), or -1 with the reason in err: a missing or
- * non-HDF5 file, a ppv file of an unsupported version, unreadable or
- * corrupted data (a failed checksum). */
+/* Compares files a and b (b is the expected side), leaving out what
+ * o->excludes and o->ignore_attrs name. Returns 0 with *out (empty
+ * entries: same), or -1 with the reason in err: an exclude pattern that
+ * does not start with '/', a missing or non-HDF5 file, a ppv file of an
+ * unsupported version, unreadable or corrupted data (a failed checksum). */
 int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_diff_report **out,
                    char *err, size_t errlen);
 

@@ -136,6 +136,9 @@ static int load_inputs(void *arg, int32_t mb, ppv_mb_inputs *in, char *err, size
 static int compare_f32(replay_ctx *c, const char *path, int rank, const hsize_t *dims,
                        const float *got, const ppv_diff_options *o, ppv_diff_report *rep, char *err,
                        size_t errlen) {
+    char full[256];
+    snprintf(full, sizeof full, "/%s", path);
+    if (ppv_diff_path_excluded(o, full)) return 0; /* --exclude: not compared */
     size_t n = 1;
     for (int k = 0; k < rank; k++)
         n *= (size_t)dims[k];
@@ -146,8 +149,6 @@ static int compare_f32(replay_ctx *c, const char *path, int rank, const hsize_t 
         free(want);
         return gerr(err, errlen, "/%s", e2);
     }
-    char full[256];
-    snprintf(full, sizeof full, "/%s", path);
     ppv_diff_entry *e = diff_add(rep, full, "values");
     if (!e) {
         free(want);
@@ -158,7 +159,7 @@ static int compare_f32(replay_ctx *c, const char *path, int rank, const hsize_t 
     rep->objects++;
     rep->datasets++;
     rep->elements += n;
-    diff_drop_if_clean(rep);
+    diff_values_done(rep, o);
     free(want);
     return 0;
 }
@@ -189,6 +190,7 @@ static int compare_outputs(replay_ctx *c, const ppv_model *m, const ppv_run_repo
 
 typedef struct layout_check {
     const ppv_model *m;
+    const ppv_diff_options *o;
     int32_t layers, nmb;
     ppv_diff_report *rep;
     int oom;
@@ -241,9 +243,9 @@ static int in_layout(const layout_check *lc, const char *p) {
 static herr_t check_object(hid_t loc, const char *name, const H5O_info_t *info, void *arg) {
     (void)loc;
     layout_check *lc = arg;
-    if (in_layout(lc, name)) return 0;
     char full[256];
     snprintf(full, sizeof full, "/%s", name);
+    if (in_layout(lc, name) || ppv_diff_path_excluded(lc->o, full)) return 0;
     if (diff_mismatch(lc->rep, full, "%s the layout does not have (nothing re-runs it)",
                       info->type == H5O_TYPE_DATASET ? "a dataset" : "an object") < 0) {
         lc->oom = 1;
@@ -255,9 +257,9 @@ static herr_t check_object(hid_t loc, const char *name, const H5O_info_t *info, 
 /* Lists every object of a training file that is not part of its layout
  * (spec/golden-format.md) as a difference: an extra dataset is a recorded
  * output the re-run does not reproduce. */
-static int check_layout(hid_t f, const ppv_model *m, int32_t layers, int32_t nmb,
-                        ppv_diff_report *rep, char *err, size_t errlen) {
-    layout_check lc = {m, layers, nmb, rep, 0};
+static int check_layout(hid_t f, const ppv_model *m, const ppv_diff_options *o, int32_t layers,
+                        int32_t nmb, ppv_diff_report *rep, char *err, size_t errlen) {
+    layout_check lc = {m, o, layers, nmb, rep, 0};
     if (H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, check_object, &lc) < 0)
         return gerr(err, errlen,
                     lc.oom ? "out of memory" : "cannot list the file's objects (corrupted?)");
@@ -371,7 +373,7 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
         goto done;
     }
     if (compare_outputs(&c, m, out->run, o, out->diff, err, errlen) < 0 ||
-        check_layout(c.file, m, cfg.layers, s->nmb, out->diff, err, errlen) < 0)
+        check_layout(c.file, m, o, cfg.layers, s->nmb, out->diff, err, errlen) < 0)
         goto done;
     rc = 0;
 done:

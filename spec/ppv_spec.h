@@ -42,10 +42,8 @@ typedef enum ppv_golden_shape {
     PPV_GOLDEN_SCALAR  /* (1) fp32 */
 } ppv_golden_shape;
 
-/* ppv's version, from the CMake project (PPV_VERSION_STRING). */
-#ifndef PPV_VERSION_STRING
-#define PPV_VERSION_STRING "unknown"
-#endif
+/* ppv's version, from the CMake project: PPV_VERSION_STRING. */
+#include "ppv_version.h"
 
 typedef enum ppv_action_kind {
 #define PPV_ACTION(name, token, flags) PPV_ACT_##name,

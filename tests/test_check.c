@@ -300,5 +300,5 @@ int main(void) {
         cmocka_unit_test(test_bad_costs_are_rejected),
         cmocka_unit_test(test_semantics_parse),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -17,15 +17,22 @@ typedef struct run_result {
     char *out, *err;
 } run_result;
 
-/* Runs ppv with args (NULL-terminated), capturing stdout and stderr. */
+/* Runs ppv with args (NULL-terminated), capturing stdout and stderr
+ * through files in the test's directory (not tmp_path's buffers, which the
+ * caller's arguments may be in). */
 static run_result run_ppv(const char *const *args) {
-    char outp[] = "/tmp/ppv_cli_outXXXXXX", errp[] = "/tmp/ppv_cli_errXXXXXX";
+    char outp[4200], errp[4200];
+    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
+    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
     int fo = mkstemp(outp), fe = mkstemp(errp);
     assert_true(fo >= 0 && fe >= 0);
-    const char *argv[32];
+    const char *argv[160];
     int n = 0;
     argv[n++] = PPV_BIN;
-    for (; args[n - 1]; n++) argv[n] = args[n - 1];
+    for (; args[n - 1]; n++) {
+        assert_true(n < 159);
+        argv[n] = args[n - 1];
+    }
     argv[n] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -52,6 +59,12 @@ static void run_free(run_result *r) {
 
 #define RUN(...) run_ppv((const char *const[]){__VA_ARGS__, NULL})
 
+/* Makes directory name in the test's directory; its path goes in buf. */
+static void make_dir(char *buf, size_t len, const char *name) {
+    snprintf(buf, len, "%s/%s", tmp_dir(), name);
+    assert_int_equal(mkdir(buf, 0700), 0);
+}
+
 static void test_check_exit_codes_are_0_1_2(void **state) {
     (void)state;
     run_result r = RUN("check", interop_path("zb1p_2rank_2stagep_comms.csv"));
@@ -72,7 +85,8 @@ static void test_check_exit_codes_are_0_1_2(void **state) {
     run_free(&r);
     r = RUN("check", "/nonexistent.csv");
     assert_int_equal(r.code, 2);
-    assert_string_equal(r.err, "ppv: /nonexistent.csv: cannot open: No such file or directory\n");
+    assert_string_equal(r.err,
+                        "ppv check: /nonexistent.csv: cannot open: No such file or directory\n");
     run_free(&r);
     r = RUN("check", data_path("rendezvous_only.csv"), "--semantics", "sometimes");
     assert_int_equal(r.code, 2);
@@ -141,10 +155,11 @@ static void test_check_json_has_the_documented_fields(void **state) {
     json_object_put(o);
     run_free(&r);
 
-    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "-o", "/tmp/ppv_cli_1f1b.csv");
+    const char *csv = tmp_path("1f1b.csv");
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "-o", csv);
     assert_int_equal(r.code, 0);
     run_free(&r);
-    r = RUN("check", "/tmp/ppv_cli_1f1b.csv", "--json", "--costs", "1,2,1,0");
+    r = RUN("check", csv, "--json", "--costs", "1,2,1,0");
     assert_int_equal(r.code, 0);
     o = json_tokener_parse(r.out);
     assert_true(json_object_object_get_ex(o, "makespan", &v));
@@ -155,7 +170,6 @@ static void test_check_json_has_the_documented_fields(void **state) {
     assert_true(json_object_get_double(json_object_array_get_idx(v, 0)) == 4.0);
     json_object_put(o);
     run_free(&r);
-    unlink("/tmp/ppv_cli_1f1b.csv");
 }
 
 static void test_gen_writes_pytorch_csv_and_rejects_bad_parameters(void **state) {
@@ -188,9 +202,8 @@ static int count_entries(const char *dir, const char *prefix) {
 
 static void test_gen_comms_output_is_complete_and_checks_clean(void **state) {
     (void)state;
-    char dir[] = "/tmp/ppv_cli_dirXXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
+    char dir[4096], path[4200];
+    make_dir(dir, sizeof dir, "gen_comms");
     snprintf(path, sizeof path, "%s/zbv.csv", dir);
     run_result r = RUN("gen", "zbv", "-p", "4", "-m", "8", "--comms", "-o", path);
     assert_int_equal(r.code, 0);
@@ -204,7 +217,7 @@ static void test_gen_comms_output_is_complete_and_checks_clean(void **state) {
         run_free(&r);
     }
     /* check writes the lowering it verified, which checks clean as written */
-    char lowered[300];
+    char lowered[4200];
     snprintf(lowered, sizeof lowered, "%s/lowered.csv", dir);
     r = RUN("check", interop_path("zb1p_2rank_2stagep_compute.csv"), "--lowered-out", lowered);
     assert_int_equal(r.code, 0);
@@ -213,22 +226,18 @@ static void test_gen_comms_output_is_complete_and_checks_clean(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "compute_comms"));
     run_free(&r);
-    unlink(lowered);
     /* an unwritable target leaves nothing behind and exits 2 */
-    char bad[300];
+    char bad[4200];
     snprintf(bad, sizeof bad, "%s/missing/dir/x.csv", dir);
     r = RUN("gen", "zbv", "-p", "4", "-m", "8", "-o", bad);
     assert_int_equal(r.code, 2);
     run_free(&r);
-    unlink(path);
-    rmdir(dir);
 }
 
 static void test_show_writes_svg_and_chrome_trace(void **state) {
     (void)state;
-    char dir[] = "/tmp/ppv_cli_showXXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char svg[256], trace[256];
+    char dir[4096], svg[4200], trace[4200];
+    make_dir(dir, sizeof dir, "show");
     snprintf(svg, sizeof svg, "%s/t.svg", dir);
     snprintf(trace, sizeof trace, "%s/t.json", dir);
     run_result r = RUN("show", interop_path("zb1p_2rank_2stagep_compute.csv"), "--svg", svg,
@@ -259,9 +268,6 @@ static void test_show_writes_svg_and_chrome_trace(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "rank   1 | .1. 1F0 1B0 1F1 1B1\n"));
     run_free(&r);
-    unlink(svg);
-    unlink(trace);
-    rmdir(dir);
 }
 
 /* The value of key in object o, which must be there. */
@@ -274,9 +280,8 @@ static json_object *field(json_object *o, const char *key) {
 
 static void test_run_json_fields_exit_codes_and_replay(void **state) {
     (void)state;
-    char dir[] = "/tmp/ppv_cli_runXXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char sched[256], trace[256];
+    char dir[4096], sched[4200], trace[4200];
+    make_dir(dir, sizeof dir, "run");
     snprintf(sched, sizeof sched, "%s/zbv.csv", dir);
     snprintf(trace, sizeof trace, "%s/run.trace", dir);
     run_result r = RUN("gen", "zbv", "-p", "4", "-m", "8", "-o", sched);
@@ -371,17 +376,11 @@ static void test_run_json_fields_exit_codes_and_replay(void **state) {
     r = RUN("run", sched, "--width", "7");
     assert_int_equal(r.code, 2);
     run_free(&r);
-    unlink(trace);
-    unlink(sched);
-    rmdir(dir);
 }
 
 static void test_verify_recompute_reports_equal_and_perturbed(void **state) {
     (void)state;
-    char sched[] = "/tmp/ppv_cli_vrXXXXXX";
-    int fd = mkstemp(sched);
-    assert_true(fd >= 0);
-    close(fd);
+    const char *sched = tmp_path("verify_recompute.csv");
     run_result r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "-o", sched);
     assert_int_equal(r.code, 0);
     run_free(&r);
@@ -425,7 +424,6 @@ static void test_verify_recompute_reports_equal_and_perturbed(void **state) {
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "the stash run did not complete (deadlock)"));
     run_free(&r);
-    unlink(sched);
 }
 
 /* 1 if path exists. */
@@ -433,9 +431,8 @@ static int exists(const char *path) { return access(path, F_OK) == 0; }
 
 static void test_record_killed_at_any_point_leaves_nothing_or_a_whole_file(void **state) {
     (void)state;
-    char dir[] = "/tmp/ppv_cli_recXXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char sched[300], out[300];
+    char dir[4096], sched[4200], out[4200];
+    make_dir(dir, sizeof dir, "record");
     snprintf(sched, sizeof sched, "%s/s.csv", dir);
     snprintf(out, sizeof out, "%s/g.h5", dir);
     run_result r = RUN("gen", "zbv", "-p", "2", "-m", "4", "-o", sched);
@@ -465,7 +462,7 @@ static void test_record_killed_at_any_point_leaves_nothing_or_a_whole_file(void 
     assert_non_null(strstr(r.out, "result: OK"));
     run_free(&r);
     /* a run that deadlocks records nothing */
-    char out2[300];
+    char out2[4200];
     snprintf(out2, sizeof out2, "%s/dead.h5", dir);
     r = RUN("record", out2, data_path("rendezvous_only_train.csv"));
     assert_int_equal(r.code, 1);
@@ -496,17 +493,90 @@ static void test_record_killed_at_any_point_leaves_nothing_or_a_whole_file(void 
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "\"same\":true"));
     run_free(&r);
-    /* temporaries left by the crashes are dot files beside the target */
-    DIR *dd = opendir(dir);
-    struct dirent *de;
-    char p[600];
-    while ((de = readdir(dd)))
-        if (de->d_name[0] != '.' || strstr(de->d_name, ".tmp.")) {
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-        }
-    closedir(dd);
-    rmdir(dir);
+}
+
+/* Two recordings that differ only in the scheduler's seed: the interleaving
+ * differs, the data is the same bits, and policy_seed is the one
+ * difference, which --ignore-attr leaves out. */
+static void test_diff_leaves_out_the_seed_attribute_and_excluded_paths(void **state) {
+    (void)state;
+    char dir[4096], sched[4200], g1[4200], g2[4200];
+    make_dir(dir, sizeof dir, "seed");
+    snprintf(sched, sizeof sched, "%s/s.csv", dir);
+    snprintf(g1, sizeof g1, "%s/seed1.h5", dir);
+    snprintf(g2, sizeof g2, "%s/seed2.h5", dir);
+    run_result r = RUN("gen", "zbv", "-p", "2", "-m", "4", "-o", sched);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    static const char *seeds[] = {"1", "2"};
+    for (int k = 0; k < 2; k++) {
+        r = RUN("record", k ? g2 : g1, sched, "--policy", "random", "--seed", seeds[k], "--width",
+                "16");
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+    }
+    r = RUN("diff", g1, g2);
+    assert_int_equal(r.code, 1);
+    assert_string_equal(strstr(r.out, "/: "), "/: attribute policy_seed: 1 vs 2\n"
+                                              "162 objects, 145 datasets, 40328 values compared "
+                                              "(bitwise, NaN equals NaN): DIFFERENT\n");
+    run_free(&r);
+    r = RUN("diff", g1, g2, "--ignore-attr", "policy_seed");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "left out: attribute policy_seed\n"
+                               "162 objects, 145 datasets, 40328 values compared "
+                               "(bitwise, NaN equals NaN): same\n");
+    run_free(&r);
+    r = RUN("diff", g1, g2, "--ignore-attr", "*seed", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"same\":true"));
+    assert_non_null(strstr(r.out, "\"ignore_attrs\":[\"*seed\"],\"excludes\":[]"));
+    run_free(&r);
+    /* the model's seed attribute is another name, equal on both sides */
+    r = RUN("diff", g1, g2, "--ignore-attr", "seed");
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    /* the difference is on the root, which only --exclude / leaves out */
+    r = RUN("diff", g1, g2, "--exclude", "/training", "--exclude", "/model/");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "1 objects, 0 datasets, 0 values compared"));
+    run_free(&r);
+    r = RUN("diff", g1, g2, "--exclude", "/training/grads/layer_000?", "--ignore-attr", "seed",
+            "--ignore-attr", "policy_seed");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "94 objects, 81 datasets, 20808 values compared"));
+    run_free(&r);
+    /* bad uses: a relative path, a 65th pattern, replay */
+    r = RUN("diff", g1, g2, "--exclude", "training");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--exclude needs an absolute HDF5 path such as /training/grads, "
+                                  "not 'training'"));
+    run_free(&r);
+    const char *many[2 * 65 + 4] = {"diff", g1, g2};
+    for (int k = 0; k < 65; k++)
+        many[3 + 2 * k] = "--ignore-attr", many[4 + 2 * k] = "x";
+    many[3 + 2 * 65] = NULL;
+    r = run_ppv(many);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--ignore-attr is given at most 64 times"));
+    run_free(&r);
+    /* replay honours --exclude (a perturbed gradient left out is not a difference) and
+     * refuses the options it would ignore */
+    r = RUN("replay", g1, "--perturb");
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    r = RUN("replay", g1, "--perturb", "--exclude", "/training/grads");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", g1, "--ignore-attr", "policy_seed");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("replay", g1, "--threads", "2");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("replay", g1, "--all-attributes");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
 }
 
 static void test_demo_passes(void **state) {
@@ -531,7 +601,8 @@ int main(void) {
         cmocka_unit_test(test_run_json_fields_exit_codes_and_replay),
         cmocka_unit_test(test_verify_recompute_reports_equal_and_perturbed),
         cmocka_unit_test(test_record_killed_at_any_point_leaves_nothing_or_a_whole_file),
+        cmocka_unit_test(test_diff_leaves_out_the_seed_attribute_and_excluded_paths),
         cmocka_unit_test(test_demo_passes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -259,5 +259,5 @@ int main(void) {
         cmocka_unit_test(test_dualpipev_takes_odd_rank_counts),
         cmocka_unit_test(test_lowering_reports_a_dependency_cycle),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -25,10 +25,10 @@ static uint64_t ndiff(const ppv_diff_report *r) {
     return n;
 }
 
-/* Copies a file to a fresh temporary path (static buffer). */
+/* Copies a file to a fresh path in the test's directory (a tmp_path
+ * buffer). */
 static const char *copy_tmp(const char *src) {
-    static char path[64];
-    snprintf(path, sizeof path, "/tmp/ppv_golden_XXXXXX");
+    char *path = tmp_path("golden_XXXXXX");
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     FILE *in = fopen(src, "rb");
@@ -170,9 +170,9 @@ static void test_tolerance_modes_and_nan_policy_judge_exactly(void **state) {
     const char *names[] = {"v"};
     const float *va[] = {a}, *vb[] = {b};
     hsize_t len = 6;
-    write_f32("/tmp/ppv_tol_a.h5", names, va, &len, 1);
-    write_f32("/tmp/ppv_tol_b.h5", names, vb, &len, 1);
-    const char *A = "/tmp/ppv_tol_a.h5", *B = "/tmp/ppv_tol_b.h5";
+    const char *A = tmp_path("tol_a.h5"), *B = tmp_path("tol_b.h5");
+    write_f32(A, names, va, &len, 1);
+    write_f32(B, names, vb, &len, 1);
     ppv_diff_report *r;
     assert_int_equal(diff_count(A, B, "bitwise", 0, &r), 4); /* 1 ulp, +-0, 100/101, -1/1 */
     const ppv_diff_entry *e = &r->entries[0];
@@ -208,11 +208,11 @@ static void test_tolerance_modes_and_nan_policy_judge_exactly(void **state) {
     float c[1] = {2.0f}, d1[1] = {1.0f};
     const float *vc[] = {c}, *vd[] = {d1};
     len = 1;
-    write_f32("/tmp/ppv_tol_c.h5", names, vc, &len, 1);
-    write_f32("/tmp/ppv_tol_d.h5", names, vd, &len, 1);
-    assert_int_equal(diff_count("/tmp/ppv_tol_c.h5", "/tmp/ppv_tol_d.h5", "rel:0.75", 0, NULL), 1);
-    assert_int_equal(diff_count("/tmp/ppv_tol_d.h5", "/tmp/ppv_tol_c.h5", "rel:0.75", 0, NULL), 0);
-    unlink(A), unlink(B), unlink("/tmp/ppv_tol_c.h5"), unlink("/tmp/ppv_tol_d.h5");
+    const char *C = tmp_path("tol_c.h5"), *D = tmp_path("tol_d.h5");
+    write_f32(C, names, vc, &len, 1);
+    write_f32(D, names, vd, &len, 1);
+    assert_int_equal(diff_count(C, D, "rel:0.75", 0, NULL), 1);
+    assert_int_equal(diff_count(D, C, "rel:0.75", 0, NULL), 0);
 }
 
 static void test_structure_differences_are_named(void **state) {
@@ -221,12 +221,14 @@ static void test_structure_differences_are_named(void **state) {
     const float *v2[] = {x, x}, *v1[] = {x};
     const char *n_ab[] = {"a", "b"}, *n_a[] = {"a"};
     hsize_t l2[] = {4, 4}, l3[] = {3};
-    write_f32("/tmp/ppv_st_1.h5", n_ab, v2, l2, 2);
-    write_f32("/tmp/ppv_st_2.h5", n_a, v1, l3, 1);
+    const char *st1 = tmp_path("st_1.h5"), *st2 = tmp_path("st_2.h5"), *st3 = tmp_path("st_3.h5"),
+               *st4 = tmp_path("st_4.h5"), *st5 = tmp_path("st_5.h5");
+    write_f32(st1, n_ab, v2, l2, 2);
+    write_f32(st2, n_a, v1, l3, 1);
     ppv_diff_options o = ppv_diff_defaults();
     ppv_diff_report *r;
     char err[512];
-    assert_int_equal(ppv_diff_files("/tmp/ppv_st_1.h5", "/tmp/ppv_st_2.h5", &o, &r, err, sizeof err), 0);
+    assert_int_equal(ppv_diff_files(st1, st2, &o, &r, err, sizeof err), 0);
     assert_int_equal(r->n, 2);
     assert_string_equal(r->entries[0].path, "/a");
     assert_string_equal(r->entries[0].what, "shape: (4) vs (3)");
@@ -234,19 +236,19 @@ static void test_structure_differences_are_named(void **state) {
     assert_string_equal(r->entries[1].what, "dataset only in A");
     ppv_diff_report_free(r);
     /* a type difference */
-    hid_t f = H5Fcreate("/tmp/ppv_st_3.h5", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t f = H5Fcreate(st3, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hsize_t n = 4;
     hid_t sp = H5Screate_simple(1, &n, NULL);
     hid_t d = H5Dcreate2(f, "a", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
     H5Dclose(d), H5Sclose(sp), H5Fclose(f);
-    assert_int_equal(ppv_diff_files("/tmp/ppv_st_1.h5", "/tmp/ppv_st_3.h5", &o, &r, err, sizeof err), 0);
+    assert_int_equal(ppv_diff_files(st1, st3, &o, &r, err, sizeof err), 0);
     assert_string_equal(r->entries[0].what, "type: fp32 vs fp64");
     ppv_diff_report_free(r);
     /* variable-length strings are compared as text */
     static const char *words_a[] = {"alpha", "beta", "gamma", ""}, *words_b[] = {"alpha", "beta!", "gamma", NULL};
     for (int k = 0; k < 2; k++) {
-        f = H5Fcreate(k ? "/tmp/ppv_st_5.h5" : "/tmp/ppv_st_4.h5", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        f = H5Fcreate(k ? st5 : st4, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         hid_t st = H5Tcopy(H5T_C_S1);
         H5Tset_size(st, H5T_VARIABLE);
         sp = H5Screate_simple(1, &n, NULL);
@@ -254,7 +256,7 @@ static void test_structure_differences_are_named(void **state) {
         assert_true(H5Dwrite(d, st, H5S_ALL, H5S_ALL, H5P_DEFAULT, k ? words_b : words_a) >= 0);
         H5Dclose(d), H5Sclose(sp), H5Tclose(st), H5Fclose(f);
     }
-    assert_int_equal(ppv_diff_files("/tmp/ppv_st_4.h5", "/tmp/ppv_st_5.h5", &o, &r, err, sizeof err), 0);
+    assert_int_equal(ppv_diff_files(st4, st5, &o, &r, err, sizeof err), 0);
     assert_int_equal(r->n, 1);
     assert_string_equal(r->entries[0].what, "values");
     assert_string_equal(r->entries[0].type, "vlen string");
@@ -263,11 +265,10 @@ static void test_structure_differences_are_named(void **state) {
     assert_int_equal(r->entries[0].nfirst, 1);
     assert_string_equal(r->entries[0].first[0].where, "[1]");
     ppv_diff_report_free(r);
-    assert_int_equal(ppv_diff_files("/tmp/ppv_st_4.h5", "/tmp/ppv_st_4.h5", &o, &r, err, sizeof err), 0);
+    assert_int_equal(ppv_diff_files(st4, st4, &o, &r, err, sizeof err), 0);
     assert_int_equal(r->n, 0);
     assert_int_equal(r->elements, 4);
     ppv_diff_report_free(r);
-    unlink("/tmp/ppv_st_4.h5"), unlink("/tmp/ppv_st_5.h5");
     /* a file against itself */
     assert_int_equal(ppv_diff_files(golden("train_1f1b_p4_m8.h5"), golden("train_1f1b_p4_m8.h5"),
                                     &o, &r, err, sizeof err), 0);
@@ -275,7 +276,185 @@ static void test_structure_differences_are_named(void **state) {
     assert_true(r->ppv_files);
     assert_int_equal(r->datasets, 161);
     ppv_diff_report_free(r);
-    unlink("/tmp/ppv_st_1.h5"), unlink("/tmp/ppv_st_2.h5"), unlink("/tmp/ppv_st_3.h5");
+}
+
+/* ---- leaving attributes and paths out of a diff ------------------------------------ */
+
+/* Sets the int64 attribute name = v on the object at path in file f. */
+static void set_attr(hid_t f, const char *path, const char *name, int64_t v) {
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a =
+        H5Acreate_by_name(f, path, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0);
+    H5Aclose(a), H5Sclose(sp);
+}
+
+/* Writes a file holding a float32 dataset {first[k], 2, 3, 4} at each of
+ * the n absolute paths, making the groups on the way. */
+static void write_tree(const char *file, const char *const *paths, const float *first, int n) {
+    hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hsize_t len = 4;
+    hid_t sp = H5Screate_simple(1, &len, NULL);
+    for (int k = 0; k < n; k++) {
+        float v[4] = {first[k], 2, 3, 4};
+        hid_t d = H5Dcreate2(f, paths[k], H5T_IEEE_F32LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        assert_true(d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+        H5Dclose(d);
+    }
+    H5Sclose(sp), H5Pclose(lcpl), H5Fclose(f);
+}
+
+/* The report of diffing a and b with the n attribute patterns and the m
+ * path patterns left out (caller frees). */
+static ppv_diff_report *diff_leaving_out(const char *a, const char *b, const char *const *attrs,
+                                         int n, const char *const *paths, int m) {
+    ppv_diff_options o = ppv_diff_defaults();
+    o.ignore_attrs = attrs, o.nignore_attrs = n;
+    o.excludes = paths, o.nexcludes = m;
+    ppv_diff_report *r = NULL;
+    char err[512] = "";
+    int rc = ppv_diff_files(a, b, &o, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    return r;
+}
+
+/* The number of entries of diffing a and b with those left out. */
+static int ndiff_leaving_out(const char *a, const char *b, const char *const *attrs, int n,
+                             const char *const *paths, int m) {
+    ppv_diff_report *r = diff_leaving_out(a, b, attrs, n, paths, m);
+    int nd = r->n;
+    ppv_diff_report_free(r);
+    return nd;
+}
+
+static void test_ignore_attr_leaves_out_that_attribute_on_every_object(void **state) {
+    (void)state;
+    const char *A = tmp_path("attr_a.h5"), *B = tmp_path("attr_b.h5");
+    static const char *const v[] = {"/v"};
+    static const float one[] = {1};
+    write_tree(A, v, one, 1);
+    write_tree(B, v, one, 1);
+    for (int k = 0; k < 2; k++) {
+        hid_t f = H5Fopen(k ? B : A, H5F_ACC_RDWR, H5P_DEFAULT);
+        set_attr(f, "/", "seed", k + 1);
+        set_attr(f, "/v", "seed", k + 1);
+        if (k == 0) set_attr(f, "/v", "note", 7);
+        H5Fclose(f);
+    }
+    ppv_diff_report *r = diff_leaving_out(A, B, NULL, 0, NULL, 0);
+    assert_int_equal(r->n, 3);
+    assert_string_equal(r->entries[0].path, "/");
+    assert_string_equal(r->entries[0].what, "attribute seed: 1 vs 2");
+    assert_string_equal(r->entries[1].path, "/v");
+    assert_string_equal(r->entries[1].what, "attribute note only in A");
+    assert_string_equal(r->entries[2].path, "/v");
+    assert_string_equal(r->entries[2].what, "attribute seed: 1 vs 2");
+    ppv_diff_report_free(r);
+    /* seed: on the root and on /v; the dataset's values are still compared */
+    static const char *const seed[] = {"seed"};
+    r = diff_leaving_out(A, B, seed, 1, NULL, 0);
+    assert_int_equal(r->n, 1);
+    assert_string_equal(r->entries[0].what, "attribute note only in A");
+    assert_int_equal(r->objects, 2);
+    assert_int_equal(r->elements, 4);
+    ppv_diff_report_free(r);
+    static const char *const both[] = {"note", "seed"}, *const glob[] = {"note", "s*d"},
+                             *const other[] = {"policy_seed"}, *const cased[] = {"Seed"};
+    assert_int_equal(ndiff_leaving_out(A, B, both, 2, NULL, 0), 0);
+    assert_int_equal(ndiff_leaving_out(A, B, glob, 2, NULL, 0), 0);
+    assert_int_equal(ndiff_leaving_out(A, B, other, 1, NULL, 0), 3);
+    assert_int_equal(ndiff_leaving_out(A, B, cased, 1, NULL, 0), 3);
+}
+
+static void test_exclude_leaves_out_the_path_and_everything_below_it(void **state) {
+    (void)state;
+    const char *A = tmp_path("excl_a.h5"), *B = tmp_path("excl_b.h5");
+    static const char *const pa[] = {"/g/layer_0000/w", "/g/layer_0001/w", "/notes/x"},
+                             *const pb[] = {"/g/layer_0000/w", "/g/layer_0001/w"};
+    static const float fa[] = {1, 1, 1}, fb[] = {1, 5};
+    write_tree(A, pa, fa, 3);
+    write_tree(B, pb, fb, 2);
+    ppv_diff_report *r = diff_leaving_out(A, B, NULL, 0, NULL, 0);
+    assert_int_equal(r->n, 3);
+    assert_string_equal(r->entries[0].path, "/g/layer_0001/w");
+    assert_string_equal(r->entries[0].what, "values");
+    assert_string_equal(r->entries[1].path, "/notes");
+    assert_string_equal(r->entries[1].what, "group only in A");
+    assert_string_equal(r->entries[2].path, "/notes/x");
+    assert_string_equal(r->entries[2].what, "dataset only in A");
+    ppv_diff_report_free(r);
+    /* both left out: same, and only what is left was compared */
+    static const char *const out[] = {"/g/layer_0001", "/notes"};
+    r = diff_leaving_out(A, B, NULL, 0, out, 2);
+    assert_int_equal(r->n, 0);
+    assert_int_equal(r->objects, 4); /* /, /g, /g/layer_0000, /g/layer_0000/w */
+    assert_int_equal(r->datasets, 1);
+    assert_int_equal(r->elements, 4);
+    ppv_diff_report_free(r);
+    /* a trailing slash and a glob name the same objects */
+    static const char *const slash[] = {"/g/layer_0001/", "/notes//"};
+    static const char *const glob[] = {"/g/layer_000[1-9]", "/not*"};
+    assert_int_equal(ndiff_leaving_out(A, B, NULL, 0, slash, 2), 0);
+    assert_int_equal(ndiff_leaving_out(A, B, NULL, 0, glob, 2), 0);
+    /* a sibling left out leaves the difference */
+    static const char *const sibling[] = {"/g/layer_0000", "/notes"};
+    r = diff_leaving_out(A, B, NULL, 0, sibling, 2);
+    assert_int_equal(r->n, 1);
+    assert_string_equal(r->entries[0].path, "/g/layer_0001/w");
+    ppv_diff_report_free(r);
+    static const char *const values_only[] = {"/g/layer_0001/w"};
+    r = diff_leaving_out(A, B, NULL, 0, values_only, 1);
+    assert_int_equal(r->n, 2);
+    assert_string_equal(r->entries[0].path, "/notes");
+    ppv_diff_report_free(r);
+}
+
+static void test_exclude_matches_whole_path_components(void **state) {
+    (void)state;
+    const char *A = tmp_path("comp_a.h5"), *B = tmp_path("comp_b.h5");
+    static const char *const paths[] = {"/a/b/c", "/a/bc"};
+    static const float fa[] = {1, 1}, fb[] = {2, 2};
+    write_tree(A, paths, fa, 2);
+    write_tree(B, paths, fb, 2);
+    static const struct {
+        const char *pattern;
+        int n;                              /* entries left */
+        const char *left;                   /* the first one's path */
+        uint64_t objects;                   /* objects compared */
+    } cases[] = {{"/a/b", 1, "/a/bc", 3},   /* /, /a, /a/bc */
+                 {"/a/bc", 1, "/a/b/c", 4}, /* /, /a, /a/b, /a/b/c */
+                 {"/a/b?", 1, "/a/b/c", 4}, /* ? is one character, never a slash */
+                 {"/a/*", 0, NULL, 2},      /* /a's members, not /a */
+                 {"/a/b/c/d", 2, "/a/b/c", 5}, {"/", 0, NULL, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ppv_diff_report *r = diff_leaving_out(A, B, NULL, 0, &cases[k].pattern, 1);
+        if (r->n != cases[k].n) fprintf(stderr, "--exclude %s\n", cases[k].pattern);
+        assert_int_equal(r->n, cases[k].n);
+        if (cases[k].left) assert_string_equal(r->entries[0].path, cases[k].left);
+        assert_int_equal(r->objects, cases[k].objects);
+        ppv_diff_report_free(r);
+    }
+    /* a pattern longer than the matcher's stack buffer: the same answer */
+    static char longer[2048];
+    memset(longer, '/', sizeof longer - 1);
+    memcpy(longer, "/a/b", 4);
+    const char *lp = longer;
+    ppv_diff_report *lr = diff_leaving_out(A, B, NULL, 0, &lp, 1);
+    assert_int_equal(lr->n, 1);
+    assert_string_equal(lr->entries[0].path, "/a/bc");
+    ppv_diff_report_free(lr);
+    /* a relative pattern is an error, not a pattern that never matches */
+    ppv_diff_options o = ppv_diff_defaults();
+    static const char *const relative[] = {"a/b"};
+    o.excludes = relative, o.nexcludes = 1;
+    ppv_diff_report *r = NULL;
+    char err[512] = "";
+    assert_int_equal(ppv_diff_files(A, B, &o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "exclude 'a/b': not an absolute HDF5 path (start it with /)");
+    assert_null(r);
 }
 
 static void expect_replay_error(const char *path, const char *want) {
@@ -387,9 +566,7 @@ static void test_truncated_and_flipped_files_never_crash(void **state) {
     unsigned char *buf = malloc((size_t)size);
     assert_int_equal(fread(buf, 1, (size_t)size, in), (size_t)size);
     fclose(in);
-    char path[] = "/tmp/ppv_broken_XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
+    const char *path = tmp_path("broken.h5");
     /* truncated anywhere: always an error */
     for (int k = 0; k < 16; k++) {
         long at = k == 0 ? 0 : k == 1 ? 7 : (size * k) / 16;
@@ -579,8 +756,8 @@ static void test_raw_scan_and_hdf5_path_agree_with_the_oracle(void **state) {
     } kinds[] = {{32, 600000}, {16, 300000}, {64, 150000}};
     static const char *tols[] = {"bitwise", "ulp:0", "ulp:2", "abs:0.001", "rel:0.01",
                                  "abs:0.001,rel:0.01"};
-    const char *pa = "/tmp/ppv_raw_a.h5", *pb = "/tmp/ppv_raw_b.h5", *ca = "/tmp/ppv_raw_ca.h5",
-               *cb = "/tmp/ppv_raw_cb.h5", *ua = "/tmp/ppv_raw_ua.h5";
+    const char *pa = tmp_path("raw_a.h5"), *pb = tmp_path("raw_b.h5"), *ca = tmp_path("raw_ca.h5"),
+               *cb = tmp_path("raw_cb.h5"), *ua = tmp_path("raw_ua.h5");
     for (size_t kk = 0; kk < sizeof kinds / sizeof kinds[0]; kk++) {
         int width = kinds[kk].width;
         hsize_t n = kinds[kk].n;
@@ -673,12 +850,20 @@ int main(void) {
         cmocka_unit_test_teardown(test_shipped_goldens_replay_bit_for_bit, no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_one_bit_changes_fail_the_replay, no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_bf16_is_an_hdf5_float_that_converts, no_open_hdf5_objects),
-        cmocka_unit_test_teardown(test_tolerance_modes_and_nan_policy_judge_exactly, no_open_hdf5_objects),
+        cmocka_unit_test_teardown(test_tolerance_modes_and_nan_policy_judge_exactly,
+                                  no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_structure_differences_are_named, no_open_hdf5_objects),
+        cmocka_unit_test_teardown(test_ignore_attr_leaves_out_that_attribute_on_every_object,
+                                  no_open_hdf5_objects),
+        cmocka_unit_test_teardown(test_exclude_leaves_out_the_path_and_everything_below_it,
+                                  no_open_hdf5_objects),
+        cmocka_unit_test_teardown(test_exclude_matches_whole_path_components, no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_bad_files_are_errors_with_reasons, no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_extra_objects_are_differences, no_open_hdf5_objects),
-        cmocka_unit_test_teardown(test_truncated_and_flipped_files_never_crash, no_open_hdf5_objects),
-        cmocka_unit_test_teardown(test_raw_scan_and_hdf5_path_agree_with_the_oracle, no_open_hdf5_objects),
+        cmocka_unit_test_teardown(test_truncated_and_flipped_files_never_crash,
+                                  no_open_hdf5_objects),
+        cmocka_unit_test_teardown(test_raw_scan_and_hdf5_path_agree_with_the_oracle,
+                                  no_open_hdf5_objects),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -283,7 +283,7 @@ static void test_gradient_comparison_measures_ulps_across_signs(void **state) {
 
 /* Writes a run's trace to a temporary file and reads its decisions back. */
 static int32_t *trace_round_trip(const ppv_run_report *rep, int64_t *n) {
-    char path[] = "/tmp/ppv_run_traceXXXXXX";
+    char *path = tmp_path("traceXXXXXX");
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     FILE *f = fdopen(fd, "w");
@@ -425,5 +425,5 @@ int main(void) {
         cmocka_unit_test(test_a_compute_order_cycle_is_reported_before_running),
         cmocka_unit_test(test_schedules_that_cannot_train_are_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -258,8 +258,8 @@ static void test_binary_and_missing_files_are_errors(void **state) {
     assert_int_equal(ppv_schedule_load("/nonexistent/x.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
                      -1);
     assert_string_equal(err, "/nonexistent/x.csv: cannot open: No such file or directory");
-    char path[] = "/tmp/ppv_binXXXXXX";
-    int fd = mkstemp(path);
+    const char *path = tmp_path("binary.csv");
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "0F0\0\1", 5), 5);
     close(fd);
@@ -343,5 +343,5 @@ int main(void) {
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -175,8 +175,8 @@ static void test_a_trace_file_replays_the_run_exactly(void **state) {
     fan_arg a, b;
     ppv_world *w;
     uint64_t digest = run_fan(&pol, &res, &a, &w);
-    char path[] = "/tmp/ppv_traceXXXXXX";
-    int fd = mkstemp(path);
+    const char *path = tmp_path("fan.trace");
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     FILE *f = fdopen(fd, "w");
     assert_int_equal(ppv_trace_write(f, w), 0);
     fclose(f);
@@ -378,5 +378,5 @@ int main(void) {
         cmocka_unit_test(test_a_failing_rank_aborts_the_others_cleanly),
         cmocka_unit_test(test_bad_usage_fails_the_run),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

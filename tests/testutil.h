@@ -1,7 +1,13 @@
-/* testutil.h - helpers for ppv's cmocka tests. */
+/* testutil.h - helpers for ppv's cmocka tests. Files a test writes go in
+ * its process's own temporary directory (tmp_path), made under $TMPDIR on
+ * first use and removed by the group teardown tmp_cleanup, so two test runs
+ * on one machine never share a name. */
 #ifndef PPV_TESTUTIL_H
 #define PPV_TESTUTIL_H
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -26,6 +34,93 @@ static inline const char *interop_path(const char *name) {
     snprintf(buf, sizeof buf, "%s/%s", PPV_INTEROP_DIR, name);
     return buf;
 }
+
+/* ---- the process's temporary directory --------------------------------------- */
+
+/* The directory's path once made ("" before); state of this test program. */
+static inline char *tmp_dir_state(void) {
+    static char dir[4096];
+    return dir;
+}
+
+/* The process's temporary directory, $TMPDIR/ppv_test_XXXXXX (/tmp when
+ * TMPDIR is unset or empty), made by mkdtemp on the first call; fails the
+ * calling test if it cannot be made. */
+static inline const char *tmp_dir(void) {
+    char *dir = tmp_dir_state();
+    if (dir[0]) return dir;
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    size_t n = strlen(base);
+    while (n > 1 && base[n - 1] == '/')
+        n--;
+    snprintf(dir, 4096, "%.*s/ppv_test_XXXXXX", (int)n, base);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr,
+                "cannot make a temporary directory %s: %s (set TMPDIR to a writable "
+                "directory)\n",
+                dir, strerror(errno));
+        dir[0] = '\0';
+        fail();
+    }
+    return dir;
+}
+
+/* name inside tmp_dir(), in one of 16 buffers used in turn: a path stays
+ * valid until 16 more calls. Writable, so mkstemp can fill in XXXXXX. */
+static inline char *tmp_path(const char *name) {
+    static char ring[16][4096];
+    static int next;
+    char *p = ring[next++ % 16];
+    snprintf(p, sizeof ring[0], "%s/%s", tmp_dir(), name);
+    return p;
+}
+
+/* Removes every entry of the directory open as dfd (closed on return),
+ * depth first; symbolic links are removed, never followed. 0, or -1 if
+ * something stays. */
+static inline int tmp_empty_dir(int dfd) {
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            rc = -1;
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            rc |= unlinkat(dirfd(d), n, 0);
+            continue;
+        }
+        /* O_NOFOLLOW: a directory swapped for a link since fstatat is not entered */
+        int sub = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (sub < 0 || tmp_empty_dir(sub) < 0 || unlinkat(dirfd(d), n, AT_REMOVEDIR) != 0) rc = -1;
+    }
+    closedir(d);
+    return rc ? -1 : 0;
+}
+
+/* Group teardown for cmocka_run_group_tests: removes tmp_dir() and all it
+ * holds, if it was made. 0, or -1 (the group fails) if anything stays. */
+static inline int tmp_cleanup(void **state) {
+    (void)state;
+    char *dir = tmp_dir_state();
+    if (!dir[0]) return 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    int rc = fd < 0 || tmp_empty_dir(fd) < 0 || rmdir(dir) != 0 ? -1 : 0;
+    if (rc) fprintf(stderr, "cannot remove the temporary directory %s: %s\n", dir, strerror(errno));
+    dir[0] = '\0';
+    return rc;
+}
+
+/* ---- schedules ------------------------------------------------------------------ */
 
 /* Loads a schedule that must parse. */
 static inline ppv_schedule *load_ok(const char *path) {

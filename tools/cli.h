@@ -2,6 +2,7 @@
 #ifndef PPV_CLI_H
 #define PPV_CLI_H
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "ppv_engine.h"
@@ -23,5 +24,47 @@ void atomic_abort(atomic_file *af);
 int render_svg(const ppv_check_report *rep, FILE *f);
 int render_chrome_trace(const ppv_check_report *rep, FILE *f);
 void render_text(const ppv_check_report *rep, FILE *f);
+
+/* JUnit XML: one suite, one case per check made. */
+typedef struct junit_case {
+    char *name;
+    char *failure; /* NULL: passed */
+} junit_case;
+
+typedef struct junit {
+    char suite[256];
+    junit_case *cases;
+    int n, cap, failures;
+} junit;
+
+void junit_init(junit *j, const char *suite);
+/* Adds a case; failure_fmt NULL means it passed. Returns 0, or -1 when out
+ * of memory. */
+int junit_add(junit *j, const char *name, const char *failure_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Writes the XML to path atomically; -1 with the OS reason in err. */
+int junit_write(const junit *j, const char *path, char *err, size_t errlen);
+void junit_free(junit *j);
+
+/* One option of a command's help: its spellings, its argument (NULL for a
+ * flag), what it does and its default (NULL when it has none to state). */
+typedef struct help_option {
+    const char *names, *arg, *text, *def;
+} help_option;
+
+typedef struct help_command {
+    const char *name, *args, *summary, *description;
+    const help_option *const *groups; /* NULL-terminated; each ends with a NULL name */
+    const char *const *examples;      /* NULL-terminated */
+} help_command;
+
+/* The command called name, or NULL. */
+const help_command *help_find(const char *name);
+/* Every command, ending with a NULL name. */
+const help_command *help_commands(void);
+void help_print(const help_command *c, FILE *f);
+void help_print_overview(FILE *f);
+/* ppv(1) when c is NULL, else ppv-NAME(1), in roff. */
+void help_print_man(const help_command *c, FILE *f);
 
 #endif

@@ -3,64 +3,151 @@
  * Exit codes (spec/exit_codes.def): 0 the check holds, 1 the check found a
  * problem, 2 bad usage or unreadable input. Only this file decides them.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ppv_golden.h"
 
 
-static const char usage_text[] =
-    "usage: ppv COMMAND [options]\n"
-    "\n"
-    "commands:\n"
-    "  gen KIND -p RANKS -m MICROBATCHES [-v STAGES_PER_RANK] [--comms] [-o FILE]\n"
-    "        [--format csv|native]\n"
-    "      write a schedule: gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv v-half v-min\n"
-    "      dualpipev; compute-only CSV, or with --comms the send/recv lowering that\n"
-    "      completes under every send semantics\n"
-    "  check FILE [--semantics eager|rendezvous|eager:BYTES] [--costs F,B,W,C]\n"
-    "        [--mem UNIT[,IFRAC[,STASH]]] [--msg-bytes N] [--dialect auto|current|legacy]\n"
-    "        [--json] [--lowered-out FILE]\n"
-    "      verify a schedule (PyTorch CSV or ppv native): structure, message\n"
-    "      matching, deadlock, peak activation memory, makespan and bubble ratio\n"
-    "  show FILE [--svg OUT] [--chrome-trace OUT] [check options]\n"
-    "      timeline of the simulated schedule (text on stdout without outputs)\n"
-    "  run SCHEDULE [--semantics S] [--policy rr|random|pct[:DEPTH]] [--seed N]\n"
-    "        [--recompute none|all|STAGE,...] [--trace-out FILE] [--replay TRACE]\n"
-    "        [--layers N] [--width C] [--watchdog STEPS] [--perturb] [--json]\n"
-    "      one training step of the built-in model on the mock transport, every rank\n"
-    "      a coroutine under the deterministic scheduler; compares the gradients with\n"
-    "      the one-rank reference and activation memory with the prediction; the\n"
-    "      model has max(--layers, stages) layers (default 4) of width --width\n"
-    "      (default 32, MLP 2C), split evenly over the stages\n"
-    "  verify-recompute SCHEDULE [run options] [--perturb] [--json]\n"
-    "      run with no stage recomputed and with every stage (or --recompute's)\n"
-    "      recomputed, and compare the gradients bit for bit; --perturb flips the\n"
-    "      lowest bit of one recompute-path gradient to show the report firing\n"
-    "  record OUT.h5 SCHEDULE [run options]\n"
-    "      run the step and write it as a golden file (temporary name, then renamed)\n"
-    "  replay GOLDEN.h5 [--tolerance MODE] [--nan equal|differ] [--max-report N] [--json]\n"
-    "      rebuild the run from the file alone, re-run it, compare loss and gradients\n"
-    "  diff A.h5 B.h5 [--tolerance MODE] [--nan equal|differ] [--max-report N]\n"
-    "        [--all-attributes] [--threads N] [--json]\n"
-    "      compare two HDF5 files (B is the expected side); MODE is bitwise (default),\n"
-    "      ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|); exit 0 same, 1\n"
-    "      different, 2 error; N threads scan contiguous datasets (default: one per\n"
-    "      CPU; the report is the same for any N)\n"
-    "  demo\n"
-    "      generate every schedule kind and check it under every semantics\n"
-    "\n"
-    "exit codes: 0 the check holds, 1 a problem was found, 2 bad usage or input\n";
+/* The command being run ("check", ...), for messages; set once by main. */
+static const char *g_cmd = NULL;
 
+/* Prints "ppv CMD: " (or "ppv: ") and the message, then where to find help. */
 static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "ppv: ");
+    fprintf(stderr, "ppv%s%s: ", g_cmd ? " " : "", g_cmd ? g_cmd : "");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run 'ppv help' for usage)\n");
+    fprintf(stderr, "\n(run 'ppv help%s%s' for usage)\n", g_cmd ? " " : "", g_cmd ? g_cmd : "");
     return PPV_EXIT_BAD_INPUT;
+}
+
+/* Prints this command's help on stdout; the exit code of --help. */
+static int print_help(void) {
+    help_print(help_find(g_cmd), stdout);
+    return PPV_EXIT_OK;
+}
+
+/* getopt's own messages name argv[0]: make it "ppv CMD", and point at help
+ * after them. */
+static void getopt_prepare(char **argv) {
+    static char name[64];
+    snprintf(name, sizeof name, "ppv %s", g_cmd);
+    argv[0] = name;
+    optind = 1;
+}
+
+static int bad_option(void) {
+    fprintf(stderr, "(run 'ppv help %s' for usage)\n", g_cmd);
+    return PPV_EXIT_BAD_INPUT;
+}
+
+/* Parses a byte count with an optional K, M or G suffix (powers of 1024). */
+static int parse_bytes(const char *s, long long *out) {
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end != 0 || !(v >= 0) || v * mul > 9e18) return -1;
+    *out = (long long)(v * mul);
+    return 0;
+}
+
+/* This machine's physical memory in bytes: the default --max-memory. */
+static long long physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? (long long)pages * size : 1LL << 62;
+}
+
+/* Prints a size as "12.3 GiB". */
+static const char *human_bytes(double b, char *buf, size_t n) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (b >= 1024 && u < 5) b /= 1024, u++;
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+    return buf;
+}
+
+/* Refuses work whose estimated memory exceeds the limit: exit 2 with both
+ * figures, else -1. */
+static int refuse_if_too_big(const char *what, double estimate, long long limit) {
+    if (estimate <= (double)limit) return -1;
+    char e[32], l[32];
+    fprintf(stderr,
+            "ppv %s: %s needs about %s of memory, more than the limit of %s; use smaller "
+            "sizes (or --max-memory BYTES if this machine really has it)\n",
+            g_cmd, what, human_bytes(estimate, e, sizeof e), human_bytes((double)limit, l, sizeof l));
+    return PPV_EXIT_BAD_INPUT;
+}
+
+/* Bytes a loaded schedule takes per action, measured (ppv check on lowered
+ * 1F1B and ZBV up to 1.5 million actions) with headroom for the checker's
+ * and the runtime's per-action state. */
+enum { BYTES_PER_ACTION = 160, BYTES_PER_FILE_BYTE = 32 };
+
+/* Estimated memory of loading and checking the schedule file at path: a
+ * file of n bytes holds at most about n/3 actions. -1 when unknown (stdin). */
+static double file_estimate(const char *path) {
+    struct stat st;
+    if (strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    return (double)st.st_size * BYTES_PER_FILE_BYTE;
+}
+
+/* ---- progress on a terminal ---------------------------------------------------------- */
+
+typedef struct progress {
+    const char *what;
+    double start, last;
+    int shown;
+} progress;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ppv_run_options.progress: redraws one status line on stderr at most five
+ * times a second, and at the end. */
+static void progress_update(void *ctx, int64_t done, int64_t total) {
+    progress *p = ctx;
+    double t = now_seconds();
+    if (!p->start) p->start = p->last = t;
+    if (done < total && p->shown && t - p->last < 0.2) return;
+    p->last = t;
+    p->shown = 1;
+    double el = t - p->start, rate = el > 0 ? (double)done / el : 0;
+    double left = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(stderr, "\r\033[K%s: %lld of %lld actions (%.0f%%), %.0f actions/s, %.1f s left",
+            p->what, (long long)done, (long long)total, total ? 100.0 * (double)done / (double)total : 100.0,
+            rate, left);
+    fflush(stderr);
+}
+
+/* Ends the status line, if one was drawn. */
+static void progress_end(progress *p) {
+    if (p->shown) fputs("\r\033[K", stderr);
+    p->shown = 0;
+    p->start = 0;
+}
+
+/* Turns progress on for o when stderr is a terminal and the output is not
+ * JSON. */
+static void progress_attach(ppv_run_options *o, progress *p, const char *what, int json) {
+    memset(p, 0, sizeof *p);
+    p->what = what;
+    if (json || !isatty(STDERR_FILENO)) return;
+    o->progress = progress_update;
+    o->progress_ctx = p;
 }
 
 /* Parses a non-negative decimal into *out (with K/M/G suffix when sized). */
@@ -98,14 +185,15 @@ static int cmd_gen(int argc, char **argv) {
                                          {"comms", no_argument, 0, 'c'},
                                          {"output", required_argument, 0, 'o'},
                                          {"format", required_argument, 0, 'f'},
+                                         {"max-memory", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     ppv_gen_params gp = {0, 0, 0};
     int comms = 0, native = 0;
     const char *outpath = NULL;
-    long long v;
+    long long v, limit = physical_memory();
     int c;
-    optind = 1;
+    getopt_prepare(argv);
     while ((c = getopt_long(argc, argv, "p:m:v:o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
@@ -130,19 +218,32 @@ static int cmd_gen(int argc, char **argv) {
             else if (strcmp(optarg, "native") == 0) native = 1;
             else return usage_error("--format is csv or native, not '%s'", optarg);
             break;
-        case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
-        default: return PPV_EXIT_BAD_INPUT;
+        case 'X':
+            if (parse_bytes(optarg, &limit) < 0)
+                return usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'",
+                                   optarg);
+            break;
+        case 'h': return print_help();
+        default: return bad_option();
         }
     }
-    if (optind != argc - 1) return usage_error("gen needs one schedule KIND%s", "");
-    if (!gp.ranks || !gp.microbatches) return usage_error("gen needs -p RANKS and -m MICROBATCHES%s", "");
+    if (optind != argc - 1) return usage_error("needs one schedule KIND%s", "");
+    if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
+    /* at most F, I and W per stage and microbatch, and a send and a receive
+     * beside each once lowered */
+    double actions = (double)gp.ranks * (gp.stages_per_rank ? gp.stages_per_rank : 2) *
+                     (double)gp.microbatches * 3.0 * (comms ? 3.0 : 1.0);
+    char what[128];
+    snprintf(what, sizeof what, "a schedule of up to %.0f actions", actions);
+    int rc = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
+    if (rc >= 0) return rc;
     char err[512];
     ppv_schedule *s = NULL, *low = NULL;
     if (ppv_generate(argv[optind], &gp, &s, err, sizeof err) < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);
         return PPV_EXIT_BAD_INPUT;
     }
-    int rc = PPV_EXIT_OK;
+    rc = PPV_EXIT_OK;
     if (comms) {
         ppv_check_options o = ppv_check_defaults();
         int lrc = ppv_schedule_lower(s, &o.costs, 0, &low, err, sizeof err);
@@ -158,16 +259,22 @@ static int cmd_gen(int argc, char **argv) {
     FILE *f = stdout;
     if (outpath) {
         if (atomic_open(&af, outpath) < 0) {
-            fprintf(stderr, "ppv gen: cannot write %s\n", outpath);
+            fprintf(stderr, "ppv gen: cannot write %s: %s\n", outpath, strerror(errno));
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
         f = af.f;
     }
     int wrc = native ? ppv_schedule_write_native(w, f) : ppv_schedule_write_csv(w, f, err, sizeof err);
+    if (wrc < 0 && native)
+        snprintf(err, sizeof err, "cannot write %s: %s", outpath ? outpath : "standard output",
+                 strerror(errno));
+    if (!outpath && wrc == 0 && fflush(stdout) != 0)
+        wrc = -1, snprintf(err, sizeof err, "cannot write standard output: %s", strerror(errno));
     if (outpath) {
         if (wrc < 0) atomic_abort(&af);
-        else if (atomic_commit(&af) < 0) wrc = -1, snprintf(err, sizeof err, "cannot write %s", outpath);
+        else if (atomic_commit(&af) < 0)
+            wrc = -1, snprintf(err, sizeof err, "cannot write %s: %s", outpath, strerror(errno));
     }
     if (wrc < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);
@@ -185,7 +292,8 @@ typedef struct check_args {
     ppv_check_options opt;
     ppv_dialect dialect;
     int json;
-    const char *file, *lowered_out, *svg, *trace;
+    long long max_memory;
+    const char *file, *lowered_out, *svg, *trace, *junit;
 } check_args;
 
 /* Parses check's and show's shared options. Returns -1 on success, else an
@@ -200,15 +308,18 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
                                          {"lowered-out", required_argument, 0, 'L'},
                                          {"svg", required_argument, 0, 'S'},
                                          {"chrome-trace", required_argument, 0, 'T'},
+                                         {"junit", required_argument, 0, 'J'},
+                                         {"max-memory", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(ca, 0, sizeof *ca);
     ca->opt = ppv_check_defaults();
     ca->dialect = PPV_DIALECT_AUTO;
+    ca->max_memory = physical_memory();
     double v[4];
     long long n;
     int c, k;
-    optind = 1;
+    getopt_prepare(argv);
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's':
@@ -245,11 +356,17 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             if (c == 'S') ca->svg = optarg;
             else ca->trace = optarg;
             break;
-        case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
-        default: return PPV_EXIT_BAD_INPUT;
+        case 'J': ca->junit = optarg; break;
+        case 'X':
+            if (parse_bytes(optarg, &ca->max_memory) < 0)
+                return usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'",
+                                   optarg);
+            break;
+        case 'h': return print_help();
+        default: return bad_option();
         }
     }
-    if (optind != argc - 1) return usage_error("%s needs one schedule FILE", show ? "show" : "check");
+    if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ca->file = argv[optind];
     ca->opt.keep_timeline = show;
     return -1;
@@ -348,19 +465,56 @@ static int write_output(const char *path, const ppv_check_report *rep,
                         int (*fn)(const ppv_check_report *, FILE *)) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
-        fprintf(stderr, "ppv: cannot write %s\n", path);
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         return -1;
     }
     if (fn(rep, af.f) < 0) {
         atomic_abort(&af);
-        fprintf(stderr, "ppv: nothing to draw in %s (no timeline)\n", path);
+        fprintf(stderr, "ppv %s: nothing to write in %s (%s)\n", g_cmd, path,
+                rep->checked ? "the schedule could not be simulated" : "no checked schedule");
         return -1;
     }
     if (atomic_commit(&af) < 0) {
-        fprintf(stderr, "ppv: cannot write %s\n", path);
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/* Writes check's JUnit XML: the structure, then one case per rank for
+ * deadlock. Returns 0, or -1 after printing the reason. */
+static int check_junit(const char *path, const ppv_schedule *s, const ppv_check_report *rep) {
+    junit j;
+    char suite[400], sem[64], err[512];
+    ppv_semantics_format(&rep->sem, sem, sizeof sem);
+    snprintf(suite, sizeof suite, "ppv check %s (%s)", s->name, sem);
+    junit_init(&j, suite);
+    int rc = 0;
+    if (rep->nerrors == 0)
+        rc |= junit_add(&j, "structure", NULL);
+    else
+        rc |= junit_add(&j, "structure", "%lld errors; first: rank %d%s%s: %s",
+                        (long long)rep->errors_total, rep->errors[0].rank,
+                        rep->errors[0].index >= 0 ? " " : "",
+                        rep->errors[0].index >= 0 ? rep->errors[0].action : "",
+                        rep->errors[0].message);
+    for (int32_t r = 0; r < rep->nranks; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "deadlock-free: rank %d", r);
+        const ppv_wait *w = NULL;
+        for (int32_t k = 0; k < rep->nblocked; k++)
+            if (rep->blocked[k].rank == r) w = &rep->blocked[k];
+        if (w)
+            rc |= junit_add(&j, name, "blocked at %s (action %d), waits for rank %d: %s", w->action,
+                            w->index, w->waits_for, w->reason);
+        else
+            rc |= junit_add(&j, name, NULL);
+    }
+    if (rc == 0) rc = junit_write(&j, path, err, sizeof err);
+    else snprintf(err, sizeof err, "out of memory");
+    if (rc < 0) fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+    junit_free(&j);
+    return rc;
 }
 
 static int write_lowered(const ppv_check_report *rep, FILE *f) {
@@ -374,13 +528,15 @@ static int cmd_check(int argc, char **argv, int show) {
     if (rc >= 0) return rc;
     char err[1024];
     ppv_schedule *s = NULL;
+    rc = refuse_if_too_big(ca.file, file_estimate(ca.file), ca.max_memory);
+    if (rc >= 0) return rc;
     if (ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv: %s\n", err);
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
         return PPV_EXIT_BAD_INPUT;
     }
     ppv_check_report *rep = NULL;
     if (ppv_schedule_check(s, &ca.opt, &rep, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv: %s\n", err);
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
         ppv_schedule_free(s);
         return PPV_EXIT_BAD_INPUT;
     }
@@ -390,7 +546,8 @@ static int cmd_check(int argc, char **argv, int show) {
     rc = rep->ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
     if ((ca.svg && write_output(ca.svg, rep, render_svg) < 0) ||
         (ca.trace && write_output(ca.trace, rep, render_chrome_trace) < 0) ||
-        (ca.lowered_out && write_output(ca.lowered_out, rep, write_lowered) < 0))
+        (ca.lowered_out && write_output(ca.lowered_out, rep, write_lowered) < 0) ||
+        (ca.junit && check_junit(ca.junit, s, rep) < 0))
         rc = PPV_EXIT_BAD_INPUT;
     ppv_check_report_free(rep);
     ppv_schedule_free(s);
@@ -402,9 +559,10 @@ static int cmd_check(int argc, char **argv, int show) {
 typedef struct run_args {
     ppv_run_options opt;
     uint8_t *recompute; /* [nstages] once the schedule is known */
-    const char *recompute_text, *trace_out, *replay, *file;
+    const char *recompute_text, *trace_out, *replay, *file, *junit;
     int32_t *replay_decisions;
     int json, perturb, fail_after;
+    long long max_memory;
 } run_args;
 
 /* Parses run's options. Returns -1 on success, else an exit code. */
@@ -421,15 +579,24 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                          {"json", no_argument, 0, 'j'},
                                          {"perturb", no_argument, 0, 'P'},
                                          {"fail-after", required_argument, 0, 'F'},
+                                         {"junit", required_argument, 0, 'J'},
+                                         {"max-memory", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(ra, 0, sizeof *ra);
     ra->opt = ppv_run_defaults();
     ra->recompute_text = "none";
+    ra->max_memory = physical_memory();
+    int is_run = strcmp(g_cmd, "run") == 0, is_record = strcmp(g_cmd, "record") == 0;
     long long n;
     int c;
-    optind = 1;
+    getopt_prepare(argv);
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        /* each command takes only the options it honours */
+        if ((c == 't' && !is_run && !is_record) || (c == 'J' && is_record) ||
+            (c == 'F' && !is_record))
+            return usage_error("%s is not an option of this command",
+                               c == 't' ? "--trace-out" : c == 'J' ? "--junit" : "--fail-after");
         switch (c) {
         case 's':
             if (ppv_semantics_parse(optarg, &ra->opt.sem) < 0)
@@ -475,26 +642,52 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                 return usage_error("--fail-after needs a positive count, not '%s'", optarg);
             ra->fail_after = (int)n;
             break;
-        case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
-        default: return PPV_EXIT_BAD_INPUT;
+        case 'J': ra->junit = optarg; break;
+        case 'X':
+            if (parse_bytes(optarg, &ra->max_memory) < 0)
+                return usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'",
+                                   optarg);
+            break;
+        case 'h': return print_help();
+        default: return bad_option();
         }
     }
-    if (optind != argc - 1) return usage_error("run needs one schedule FILE%s", "");
+    if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ra->file = argv[optind];
     return -1;
+}
+
+/* Estimated memory of running s with o: the schedule, every microbatch's
+ * inputs, and each stage's activations for every microbatch (the most a
+ * rank can hold), in bytes. */
+static double run_estimate(const ppv_schedule *s, const ppv_run_options *o) {
+    ppv_model_config cfg = ppv_run_model_config(o, s);
+    double actions = 0;
+    for (int32_t r = 0; r < s->nranks; r++) actions += s->prog[r].n;
+    double tc = (double)cfg.seq_len * cfg.d_model;
+    double per_layer_mb = tc * 2 * 16 + (double)cfg.seq_len * cfg.seq_len * cfg.n_heads * 4;
+    double weights = (double)cfg.layers * (12.0 * cfg.d_model * cfg.d_model) * 4 * 3;
+    return actions * BYTES_PER_ACTION + weights +
+           (double)s->nmb * ((double)cfg.layers * per_layer_mb + tc * 8);
 }
 
 /* Loads the schedule and the trace to replay, and sets the recompute mask. */
 static int prepare_run(run_args *ra, ppv_schedule **s) {
     char err[1024];
+    int rc = refuse_if_too_big(ra->file, file_estimate(ra->file), ra->max_memory);
+    if (rc >= 0) return rc;
     if (ppv_schedule_load(ra->file, PPV_DIALECT_AUTO, s, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv: %s\n", err);
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
         return PPV_EXIT_BAD_INPUT;
     }
+    char what[300];
+    snprintf(what, sizeof what, "running %s", (*s)->name);
+    rc = refuse_if_too_big(what, run_estimate(*s, &ra->opt), ra->max_memory);
+    if (rc >= 0) return rc;
     ra->recompute = calloc((size_t)((*s)->nstages + 1), 1);
     if (!ra->recompute || ppv_recompute_parse(ra->recompute_text, (*s)->nstages, ra->recompute) < 0) {
-        fprintf(stderr, "ppv: --recompute is none, all or stage numbers in 0..%d, not '%s'\n",
-                (*s)->nstages - 1, ra->recompute_text);
+        fprintf(stderr, "ppv %s: --recompute is none, all or stage numbers in 0..%d, not '%s'\n",
+                g_cmd, (*s)->nstages - 1, ra->recompute_text);
         return PPV_EXIT_BAD_INPUT;
     }
     ra->opt.recompute = ra->recompute;
@@ -502,11 +695,11 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
         int64_t n;
         int32_t P;
         if (ppv_trace_read(ra->replay, &ra->replay_decisions, &n, &P, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv: %s\n", err);
+            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             return PPV_EXIT_BAD_INPUT;
         }
         if (P != (*s)->nranks) {
-            fprintf(stderr, "ppv: %s: trace of %d ranks, schedule of %d\n", ra->replay, P,
+            fprintf(stderr, "ppv %s: %s: trace of %d ranks, schedule of %d\n", g_cmd, ra->replay, P,
                     (*s)->nranks);
             return PPV_EXIT_BAD_INPUT;
         }
@@ -534,6 +727,82 @@ static json_object *hex_json(uint64_t v) {
     return json_object_new_string(buf);
 }
 
+/* Writes rep's scheduling decisions to path atomically; -1 after printing
+ * the reason. */
+static int write_trace(const char *path, const ppv_run_report *rep) {
+    atomic_file af;
+    if (atomic_open(&af, path) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        return -1;
+    }
+    if (ppv_trace_write(af.f, rep->trace) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        atomic_abort(&af);
+        return -1;
+    }
+    if (atomic_commit(&af) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds a run's checks to j: completion, one case per rank for deadlock and
+ * for measured vs predicted memory, and the gradients against the
+ * reference (when given). Returns 0, or -1 when out of memory. */
+static int run_cases(junit *j, const char *label, const ppv_run_report *rep, int ref_known,
+                     int matches, uint64_t ref_digest) {
+    char name[128];
+    int rc = 0, done = rep->world.status == PPV_RUN_DONE;
+    snprintf(name, sizeof name, "%scompletes", label);
+    rc |= done ? junit_add(j, name, NULL)
+               : junit_add(j, name, "%s: %s", status_name(rep->world.status), rep->world.message);
+    for (int32_t r = 0; r < rep->nranks; r++) {
+        const ppv_wait *w = NULL;
+        for (int32_t k = 0; k < rep->world.nblocked; k++)
+            if (rep->world.blocked[k].rank == r) w = &rep->world.blocked[k];
+        snprintf(name, sizeof name, "%sdeadlock-free: rank %d", label, r);
+        rc |= w ? junit_add(j, name, "blocked at %s, waits for rank %d: %s", w->action, w->waits_for,
+                            w->reason)
+                : junit_add(j, name, NULL);
+    }
+    if (!done) return rc;
+    for (int32_t r = 0; r < rep->nranks; r++) {
+        snprintf(name, sizeof name, "%sactivation bytes as predicted: rank %d", label, r);
+        rc |= rep->peak_bytes[r] == rep->predicted_bytes[r]
+                  ? junit_add(j, name, NULL)
+                  : junit_add(j, name, "measured peak %lld bytes, predicted %lld",
+                              (long long)rep->peak_bytes[r], (long long)rep->predicted_bytes[r]);
+    }
+    if (ref_known) {
+        snprintf(name, sizeof name, "%sgradients equal the one-rank reference", label);
+        rc |= matches ? junit_add(j, name, NULL)
+                      : junit_add(j, name, "grad digest %016llx, reference %016llx",
+                                  (unsigned long long)rep->grad_digest,
+                                  (unsigned long long)ref_digest);
+    }
+    return rc;
+}
+
+/* Writes a finished JUnit suite; -1 after printing the reason. */
+static int finish_junit(junit *j, const char *path, int rc) {
+    char err[512];
+    if (rc == 0) rc = junit_write(j, path, err, sizeof err);
+    else snprintf(err, sizeof err, "out of memory");
+    if (rc < 0) fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+    junit_free(j);
+    return rc;
+}
+
+static int run_junit(const char *path, const ppv_schedule *s, const ppv_run_report *rep,
+                     int matches, uint64_t ref_digest) {
+    junit j;
+    char suite[300];
+    snprintf(suite, sizeof suite, "ppv run %s", s->name);
+    junit_init(&j, suite);
+    return finish_junit(&j, path, run_cases(&j, "", rep, 1, matches, ref_digest));
+}
+
 static int cmd_run(int argc, char **argv) {
     run_args ra;
     int rc = parse_run_args(argc, argv, &ra);
@@ -544,7 +813,11 @@ static int cmd_run(int argc, char **argv) {
     char err[1024];
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     ra.opt.perturb = ra.perturb;
-    if (ppv_run(s, &ra.opt, &rep, err, sizeof err) < 0) {
+    progress pr;
+    progress_attach(&ra.opt, &pr, "run", ra.json);
+    int run_rc = ppv_run(s, &ra.opt, &rep, err, sizeof err);
+    progress_end(&pr);
+    if (run_rc < 0) {
         fprintf(stderr, "ppv run: %s\n", err);
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
@@ -564,13 +837,14 @@ static int cmd_run(int argc, char **argv) {
                                    (size_t)rep->nranks * sizeof *rep->peak_bytes) == 0;
     int ok = done_ok && matches && mem_ok;
     if (ra.trace_out && rep->trace) {
-        atomic_file af;
-        if (atomic_open(&af, ra.trace_out) < 0 || ppv_trace_write(af.f, rep->trace) < 0 ||
-            atomic_commit(&af) < 0) {
-            fprintf(stderr, "ppv run: cannot write %s\n", ra.trace_out);
+        if (write_trace(ra.trace_out, rep) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
+    }
+    if (ra.junit && run_junit(ra.junit, s, rep, matches, ref_digest) < 0) {
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
     }
     if (ra.json) {
         json_object *o = json_object_new_object();
@@ -665,10 +939,35 @@ static int cmd_verify_recompute(int argc, char **argv) {
     ppv_run_options o = ra.opt;
     if (strcmp(ra.recompute_text, "none") == 0) o.recompute = NULL; /* every stage */
     o.perturb = ra.perturb;
-    if (ppv_verify_recompute(s, &o, &v, err, sizeof err) < 0) {
+    progress pr;
+    progress_attach(&o, &pr, "verify-recompute", ra.json);
+    int vrc = ppv_verify_recompute(s, &o, &v, err, sizeof err);
+    progress_end(&pr);
+    if (vrc < 0) {
         fprintf(stderr, "ppv verify-recompute: %s\n", err);
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
+    }
+    if (ra.junit) {
+        junit j;
+        char suite[300];
+        snprintf(suite, sizeof suite, "ppv verify-recompute %s", s->name);
+        junit_init(&j, suite);
+        int jrc = run_cases(&j, "stash: ", v.stash, 0, 0, 0) |
+                  run_cases(&j, "recompute: ", v.recompute, 0, 0, 0);
+        if (v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE)
+            jrc |= v.diff.bitwise_equal
+                       ? junit_add(&j, "recompute equals stash bit for bit", NULL)
+                       : junit_add(&j, "recompute equals stash bit for bit",
+                                   "first difference: layer %d %s[%lld]: recompute %.9g, stash %.9g; "
+                                   "max ulp %llu",
+                                   v.first_layer, v.first_tensor, (long long)v.first_tensor_index,
+                                   v.diff.first_a, v.diff.first_b,
+                                   (unsigned long long)v.diff.max_ulp);
+        if (finish_junit(&j, ra.junit, jrc) < 0) {
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
     }
     const ppv_run_report *bad = v.stash->world.status != PPV_RUN_DONE       ? v.stash
                                 : v.recompute->world.status != PPV_RUN_DONE ? v.recompute
@@ -734,8 +1033,9 @@ done:
 /* ---- record / replay / diff ----------------------------------------------------------- */
 
 static int cmd_record(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return print_help();
     if (argc < 2 || argv[1][0] == '-')
-        return usage_error("record needs OUT.h5 and a schedule FILE%s", "");
+        return usage_error("needs OUT.h5 and a schedule FILE%s", "");
     const char *out = argv[1];
     run_args ra;
     int rc = parse_run_args(argc - 1, argv + 1, &ra); /* OUT.h5 stands where the command was */
@@ -753,13 +1053,18 @@ static int cmd_record(int argc, char **argv) {
     ppv_record_options ro;
     memset(&ro, 0, sizeof ro);
     ro.run = ra.opt;
+    ro.run.perturb = ra.perturb; /* the file then holds the flipped bit: its replay must fail */
     ro.schedule_text = text;
     ro.schedule_len = len;
     const char *slash = strrchr(ra.file, '/');
-    ro.schedule_name = slash ? slash + 1 : ra.file;
+    ro.schedule_name = strcmp(ra.file, "-") == 0 ? "stdin" : slash ? slash + 1 : ra.file;
     ro.recompute_text = ra.recompute_text;
     ro.fail_after = ra.fail_after;
-    if (ppv_golden_record(out, s, &ro, &rep, err, sizeof err) < 0) {
+    progress pr;
+    progress_attach(&ro.run, &pr, "record", ra.json);
+    int rrc = ppv_golden_record(out, s, &ro, &rep, err, sizeof err);
+    progress_end(&pr);
+    if (rrc < 0) {
         fprintf(stderr, "ppv record: %s\n", err);
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
@@ -770,10 +1075,32 @@ static int cmd_record(int argc, char **argv) {
         rc = PPV_EXIT_PROBLEM;
         goto done;
     }
-    printf("%s: recorded %s (%d ranks, %d stages, %d microbatches, %d layers), loss %.9g, grad "
-           "digest %016llx\n",
-           out, ra.file, rep->nranks, rep->nstages, rep->nmb, rep->nlayers, rep->loss,
-           (unsigned long long)rep->grad_digest);
+    if (ra.trace_out && write_trace(ra.trace_out, rep) < 0) {
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    if (ra.json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "ok", json_object_new_boolean(1));
+        json_object_object_add(o, "file", json_object_new_string(out));
+        json_object_object_add(o, "schedule", json_object_new_string(s->name));
+        json_object_object_add(o, "ranks", json_object_new_int(rep->nranks));
+        json_object_object_add(o, "stages", json_object_new_int(rep->nstages));
+        json_object_object_add(o, "microbatches", json_object_new_int(rep->nmb));
+        json_object_object_add(o, "layers", json_object_new_int(rep->nlayers));
+        json_object_object_add(o, "loss", json_object_new_double(rep->loss));
+        json_object_object_add(o, "grad_digest", hex_json(rep->grad_digest));
+        json_object_object_add(o, "trace_digest", hex_json(rep->world.trace_digest));
+        json_object_object_add(o, "perturbed", json_object_new_boolean(ra.perturb));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        printf("%s: recorded %s (%d ranks, %d stages, %d microbatches, %d layers), loss %.9g, grad "
+               "digest %016llx%s\n",
+               out, s->name, rep->nranks, rep->nstages, rep->nmb, rep->nlayers, rep->loss,
+               (unsigned long long)rep->grad_digest,
+               ra.perturb ? " (perturbed: one gradient bit flipped, so its replay fails)" : "");
+    }
     rc = PPV_EXIT_OK;
 done:
     free(text);
@@ -784,11 +1111,15 @@ done:
     return rc;
 }
 
+enum { MAX_LEFT_OUT = 64 }; /* --ignore-attr and --exclude patterns, each */
+
 typedef struct diff_args {
-    ppv_diff_options o;
+    ppv_diff_options o; /* o.ignore_attrs and o.excludes point into the arrays below */
     int json, perturb;
+    const char *junit;
     const char *files[2];
     int nfiles;
+    const char *ignore_attrs[MAX_LEFT_OUT], *excludes[MAX_LEFT_OUT]; /* argv's strings */
 } diff_args;
 
 /* Options shared by replay and diff. Returns -1 on success, else an exit code. */
@@ -800,14 +1131,19 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                                          {"threads", required_argument, 0, 'T'},
                                          {"perturb", no_argument, 0, 'P'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"junit", required_argument, 0, 'J'},
+                                         {"ignore-attr", required_argument, 0, 'i'},
+                                         {"exclude", required_argument, 0, 'x'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(da, 0, sizeof *da);
     da->o = ppv_diff_defaults();
+    da->o.ignore_attrs = da->ignore_attrs;
+    da->o.excludes = da->excludes;
     const char *tol = "bitwise";
     long long n;
     int c;
-    optind = 1;
+    getopt_prepare(argv);
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 't': tol = optarg; break;
@@ -829,16 +1165,39 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             break;
         case 'P': da->perturb = 1; break;
         case 'j': da->json = 1; break;
-        case 'h': fputs(usage_text, stdout); return PPV_EXIT_OK;
-        default: return PPV_EXIT_BAD_INPUT;
+        case 'J': da->junit = optarg; break;
+        case 'i':
+            if (da->o.nignore_attrs == MAX_LEFT_OUT)
+                return usage_error("--ignore-attr is given at most 64 times; '%s' is one more",
+                                   optarg);
+            da->ignore_attrs[da->o.nignore_attrs++] = optarg;
+            break;
+        case 'x':
+            if (da->o.nexcludes == MAX_LEFT_OUT)
+                return usage_error("--exclude is given at most 64 times; '%s' is one more", optarg);
+            if (optarg[0] != '/')
+                return usage_error("--exclude needs an absolute HDF5 path such as /training/grads, "
+                                   "not '%s'", optarg);
+            da->excludes[da->o.nexcludes++] = optarg;
+            break;
+        case 'h': return print_help();
+        default: return bad_option();
         }
     }
     if (ppv_tolerance_parse(tol, &da->o.tol) < 0)
         return usage_error("--tolerance is bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y, not '%s'",
                            tol);
+    /* replay compares no attributes and reads its datasets through HDF5 alone */
+    if (nfiles == 1 && da->o.nignore_attrs)
+        return usage_error("%s is diff's option; replay compares no attributes", "--ignore-attr");
+    if (nfiles == 1 && da->o.all_attributes)
+        return usage_error("%s is diff's option; replay compares no attributes",
+                           "--all-attributes");
+    if (nfiles == 1 && da->o.threads)
+        return usage_error("%s is diff's option; replay compares one tensor at a time",
+                           "--threads");
     if (argc - optind != nfiles)
-        return usage_error(nfiles == 1 ? "replay needs one GOLDEN.h5 file%s"
-                                       : "diff needs two files A and B%s",
+        return usage_error(nfiles == 1 ? "needs one GOLDEN.h5 file%s" : "needs two files A and B%s",
                            "");
     for (int k = 0; k < nfiles; k++) da->files[k] = argv[optind + k];
     da->nfiles = nfiles;
@@ -872,6 +1231,13 @@ static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *
     json_object_object_add(obj, "datasets", json_object_new_int64((int64_t)r->datasets));
     json_object_object_add(obj, "elements", json_object_new_int64((int64_t)r->elements));
     json_object_object_add(obj, "differences", json_object_new_int64((int64_t)nd));
+    json_object *ia = json_object_new_array(), *ex = json_object_new_array();
+    for (int k = 0; k < o->nignore_attrs; k++)
+        json_object_array_add(ia, json_object_new_string(o->ignore_attrs[k]));
+    for (int k = 0; k < o->nexcludes; k++)
+        json_object_array_add(ex, json_object_new_string(o->excludes[k]));
+    json_object_object_add(obj, "ignore_attrs", ia);
+    json_object_object_add(obj, "excludes", ex);
     for (int k = 0; k < r->n; k++) {
         const ppv_diff_entry *e = &r->entries[k];
         json_object *je = json_object_new_object(), *pts = json_object_new_array();
@@ -905,6 +1271,18 @@ static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *
     return obj;
 }
 
+/* The patterns --ignore-attr and --exclude left out, as one line of text
+ * (empty when none). */
+static void left_out_text(const ppv_diff_options *o, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < o->nignore_attrs && len < n; k++)
+        len += (size_t)snprintf(buf + len, n - len, "%sattribute %s", len ? ", " : "left out: ",
+                                o->ignore_attrs[k]);
+    for (int k = 0; k < o->nexcludes && len < n; k++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "left out: ", o->excludes[k]);
+}
+
 static void diff_print(const ppv_diff_report *r, const ppv_diff_options *o) {
     for (int k = 0; k < r->n; k++) {
         const ppv_diff_entry *e = &r->entries[k];
@@ -927,10 +1305,63 @@ static void diff_print(const ppv_diff_report *r, const ppv_diff_options *o) {
     char tol[96];
     ppv_tolerance_format(&o->tol, tol, sizeof tol);
     uint64_t nd = differences(r);
+    char left[1024];
+    left_out_text(o, left, sizeof left);
+    if (left[0]) printf("%s\n", left);
     printf("%llu objects, %llu datasets, %llu values compared (%s, NaN %s): %s\n",
            (unsigned long long)r->objects, (unsigned long long)r->datasets,
            (unsigned long long)r->elements, tol, o->tol.nan_differ ? "differs" : "equals NaN",
            nd ? "DIFFERENT" : "same");
+}
+
+/* A comparison's JUnit suite while it is being filled. */
+typedef struct diff_junit {
+    junit j;
+    int oom;
+} diff_junit;
+
+/* ppv_diff_options.on_values: one testcase per dataset compared. */
+static void junit_dataset(void *ctx, const ppv_diff_entry *e) {
+    diff_junit *dj = ctx;
+    if (e->count == 0) {
+        dj->oom |= junit_add(&dj->j, e->path, NULL) < 0;
+        return;
+    }
+    char first[200] = "";
+    if (e->nfirst)
+        snprintf(first, sizeof first, "; first at %s: %.9g vs %.9g", e->first[0].where, e->first[0].a,
+                 e->first[0].b);
+    dj->oom |= junit_add(&dj->j, e->path,
+                         "%llu of %llu %s values differ; max abs %.9g, max rel %.9g, max ulp %llu%s",
+                         (unsigned long long)e->count, (unsigned long long)e->compared, e->type,
+                         e->max_abs, e->max_rel, (unsigned long long)e->max_ulp, first) < 0;
+}
+
+/* Starts a JUnit suite for da's comparison when --junit asks for one. */
+static void diff_junit_begin(diff_args *da, diff_junit *dj) {
+    memset(dj, 0, sizeof *dj);
+    if (!da->junit) return;
+    char suite[300];
+    snprintf(suite, sizeof suite, "ppv %s %s%s%s", g_cmd, da->files[0], da->nfiles > 1 ? " " : "",
+             da->nfiles > 1 ? da->files[1] : "");
+    junit_init(&dj->j, suite);
+    da->o.on_values = junit_dataset;
+    da->o.on_values_ctx = dj;
+}
+
+/* Adds the differences that are not a dataset's values (objects on one
+ * side only, types, shapes, attributes) and writes the file; -1 after
+ * printing the reason. */
+static int diff_junit_end(const diff_args *da, diff_junit *dj, const ppv_diff_report *r) {
+    if (!da->junit) return 0;
+    for (int k = 0; r && k < r->n; k++) {
+        const ppv_diff_entry *e = &r->entries[k];
+        if (strcmp(e->what, "values") == 0 || e->count == 0) continue;
+        char name[300];
+        snprintf(name, sizeof name, "structure: %s", e->path);
+        dj->oom |= junit_add(&dj->j, name, "%s", e->what) < 0;
+    }
+    return finish_junit(&dj->j, da->junit, dj->oom ? -1 : 0);
 }
 
 static int cmd_diff(int argc, char **argv) {
@@ -940,8 +1371,15 @@ static int cmd_diff(int argc, char **argv) {
     if (da.perturb) return usage_error("--perturb is replay's option%s", "");
     ppv_diff_report *r = NULL;
     char err[1024];
+    diff_junit dj;
+    diff_junit_begin(&da, &dj);
     if (ppv_diff_files(da.files[0], da.files[1], &da.o, &r, err, sizeof err) < 0) {
         fprintf(stderr, "ppv diff: %s\n", err);
+        if (da.junit) junit_free(&dj.j);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (diff_junit_end(&da, &dj, r) < 0) {
+        ppv_diff_report_free(r);
         return PPV_EXIT_BAD_INPUT;
     }
     if (da.json) {
@@ -962,8 +1400,15 @@ static int cmd_replay(int argc, char **argv) {
     if (rc >= 0) return rc;
     ppv_replay_result res;
     char err[1024];
+    diff_junit dj;
+    diff_junit_begin(&da, &dj);
     if (ppv_golden_replay(da.files[0], &da.o, da.perturb, &res, err, sizeof err) < 0) {
         fprintf(stderr, "ppv replay: %s\n", err);
+        if (da.junit) junit_free(&dj.j);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (diff_junit_end(&da, &dj, res.diff) < 0) {
+        ppv_replay_result_free(&res);
         return PPV_EXIT_BAD_INPUT;
     }
     uint64_t nd = differences(res.diff);
@@ -1042,15 +1487,33 @@ static int demo_runs(const char *const *kinds) {
     return failures;
 }
 
+/* Where the shipped golden files are: beside an installed ppv
+ * (PPV_GOLDEN_INSTALL_DIR, relative to the executable's folder), else the
+ * source tree's golden/ that this build came from. */
+static void golden_dir(char *buf, size_t n) {
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(buf, n, "%s/%s", exe, PPV_GOLDEN_INSTALL_DIR);
+        struct stat st;
+        if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return;
+    }
+    snprintf(buf, n, "%s", PPV_GOLDEN_DIR);
+}
+
 /* The demo's last part: the shipped golden files replay bit for bit. */
 static int demo_goldens(void) {
     static const char *const files[] = {"train_1f1b_p4_m8.h5", "train_zbv_p2_m4_recompute.h5"};
-    printf("\nppv demo: shipped golden files (%s), rebuilt from the file alone and re-run\n",
-           PPV_GOLDEN_DIR);
+    char dir[8192];
+    golden_dir(dir, sizeof dir);
+    printf("\nppv demo: shipped golden files (%s), rebuilt from the file alone and re-run\n", dir);
     int failures = 0;
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
-        char path[4096], err[1024];
-        snprintf(path, sizeof path, "%s/%s", PPV_GOLDEN_DIR, files[k]);
+        char path[8400], err[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, files[k]);
         ppv_diff_options o = ppv_diff_defaults();
         ppv_replay_result res;
         if (ppv_golden_replay(path, &o, 0, &res, err, sizeof err) < 0) {
@@ -1112,19 +1575,46 @@ static int cmd_demo(void) {
     return failures ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
 }
 
+/* ppv help [CMD], ppv man [CMD]. */
+static int cmd_help(int argc, char **argv, int man) {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return print_help();
+    if (argc > 2) return usage_error("takes at most one COMMAND%s", "");
+    const help_command *c = NULL;
+    if (argc == 2 && !(c = help_find(argv[1]))) return usage_error("no command '%s'", argv[1]);
+    if (man) help_print_man(c, stdout);
+    else if (c) help_print(c, stdout);
+    else help_print_overview(stdout);
+    return PPV_EXIT_OK;
+}
+
+/* Commands that take no operand: --help, or nothing. */
+static int no_operands(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return print_help();
+    if (argc > 1) return usage_error("takes no argument, not '%s'", argv[1]);
+    return -1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        help_print_overview(stderr);
         return PPV_EXIT_BAD_INPUT;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        fputs(usage_text, stdout);
-        return PPV_EXIT_OK;
-    }
-    if (!strcmp(cmd, "--version")) {
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) cmd = "help";
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) cmd = "version";
+    if (!help_find(cmd)) return usage_error("unknown command '%s'", cmd);
+    g_cmd = cmd;
+    int rc;
+    if (!strcmp(cmd, "help")) return cmd_help(argc - 1, argv + 1, 0);
+    if (!strcmp(cmd, "man")) return cmd_help(argc - 1, argv + 1, 1);
+    if (!strcmp(cmd, "version")) {
+        if ((rc = no_operands(argc - 1, argv + 1)) >= 0) return rc;
         printf("ppv %s\n", PPV_VERSION_STRING);
         return PPV_EXIT_OK;
+    }
+    if (!strcmp(cmd, "demo")) {
+        if ((rc = no_operands(argc - 1, argv + 1)) >= 0) return rc;
+        return cmd_demo();
     }
     if (!strcmp(cmd, "gen")) return cmd_gen(argc - 1, argv + 1);
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1, 0);
@@ -1133,7 +1623,5 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "verify-recompute")) return cmd_verify_recompute(argc - 1, argv + 1);
     if (!strcmp(cmd, "record")) return cmd_record(argc - 1, argv + 1);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
-    if (!strcmp(cmd, "diff")) return cmd_diff(argc - 1, argv + 1);
-    if (!strcmp(cmd, "demo")) return cmd_demo();
-    return usage_error("unknown command '%s'", cmd);
+    return cmd_diff(argc - 1, argv + 1);
 }

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # tools/setup.sh - install what is missing (Debian, as root), build, then run
-# the demo (`demo`) or every test, plain and under valgrind (`test`).
+# the demo (`demo`) or every test (`test`).
+#
+# `test` builds twice, warnings as errors: RelWithDebInfo with gcc in build/
+# and Release with clang in build-release/. It runs both test suites at the
+# same time (two runs on one machine must not disturb each other), then
+# build/'s again under valgrind, and closes with one summary line counting
+# test cases.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what=${1:-demo}
-packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev valgrind)
+packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev)
+[ "$what" = test ] && packages+=(valgrind clang)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -18,19 +25,76 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)"
+# build DIR TYPE CC: configures and builds with warnings as errors.
+build() {
+  CC=$3 cmake -S . -B "$1" -DCMAKE_BUILD_TYPE="$2" -DPPV_WERROR=ON >/dev/null
+  cmake --build "$1" -j"$(nproc)"
+}
+
+# cases DIR: test cases the last ctest run in DIR ran, from its log: cmocka's
+# "N test(s) run", a script's "N passed, M failed", else 1 per test.
+cases() {
+  awk '
+    /^[0-9]+\/[0-9]+ Testing: / { if (open) total += seen ? seen : 1; open = 1; seen = 0 }
+    /^\[==========\] [0-9]+ test\(s\) run\./ { seen += $2 }
+    /^[a-z_]+: [0-9]+ passed, [0-9]+ failed$/ { seen += $2 + $4 }
+    END { if (open) total += seen ? seen : 1; print total + 0 }
+  ' "$1/Testing/Temporary/LastTest.log"
+}
+
+# memcheck_report DIR: names each test valgrind complained about, with what
+# it said (the logs ctest leaves in Testing/Temporary).
+memcheck_report() {
+  local log n name
+  for log in "$1"/Testing/Temporary/MemoryChecker.*.log; do
+    [ -f "$log" ] || continue
+    grep -qE 'ERROR SUMMARY: [1-9]|(definitely|indirectly|possibly) lost: [1-9]' "$log" || continue
+    n=${log##*MemoryChecker.}
+    n=${n%.log}
+    name=$(cd "$1" && ctest -N | sed -n "s/^ *Test *#$n: //p")
+    echo "valgrind: test ${name:-#$n} ($log):"
+    grep -vE '^==[0-9]+== (Memcheck|Copyright|Using Valgrind|Command|Parent PID|$)' "$log" |
+      grep -E '^==[0-9]+==' | head -60 | sed 's/^/  /'
+  done
+}
 
 case "$what" in
   demo)
+    build build RelWithDebInfo "${CC:-cc}"
     ./build/tools/ppv demo
     ;;
   test)
-    cd build
-    ctest --output-on-failure
-    ctest -T memcheck --output-on-failure
-    n=$(ctest -N | sed -n 's/^Total Tests: //p')
-    echo "ctest: $n passed, 0 failed (each also clean under valgrind memcheck)"
+    build build RelWithDebInfo gcc
+    build build-release Release clang
+    # both suites at once, each logging to its build folder
+    (cd build && ctest --output-on-failure >Testing/run.log 2>&1) & gcc_run=$!
+    (cd build-release && ctest --output-on-failure >Testing/run.log 2>&1) & clang_run=$!
+    status=0
+    wait $gcc_run || status=1
+    wait $clang_run || status=$((status | 2))
+    tail -n 4 build/Testing/run.log | sed 's/^/gcc RelWithDebInfo: /'
+    tail -n 4 build-release/Testing/run.log | sed 's/^/clang Release: /'
+    if ((status)); then
+      ((status & 1)) && cat build/Testing/run.log
+      ((status & 2)) && cat build-release/Testing/run.log
+      echo "ctest: 0 passed, 1 failed (see above)"
+      exit 1
+    fi
+    n=$(cases build)
+    (cd build && ctest -T memcheck --output-on-failure) || {
+      memcheck_report build
+      echo "ctest: 0 passed, 1 failed (valgrind memcheck, see above)"
+      exit 1
+    }
+    report=$(memcheck_report build)
+    if [ -n "$report" ]; then
+      echo "$report"
+      echo "ctest: 0 passed, 1 failed (valgrind memcheck, see above)"
+      exit 1
+    fi
+    programs=$(cd build && ctest -N | sed -n 's/^Total Tests: //p')
+    echo "ctest: $programs test programs, $n test cases, each passed with gcc and with clang and clean under valgrind"
+    echo "$n passed, 0 failed"
     ;;
   *)
     echo "usage: tools/setup.sh demo|test" >&2

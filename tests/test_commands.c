@@ -1,0 +1,557 @@
+/* test_commands.c - every command behaves as a user expects: its own help
+ * (listing only options it takes), version, standard input, record honouring
+ * run's options, bounds before work, the user's umask, OS reasons in errors,
+ * progress only on a terminal, JUnit XML and manual pages. */
+#include <json-c/json.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+extern char **environ;
+
+typedef struct result {
+    int code;
+    char *out, *err;
+} result;
+
+/* Runs ppv with args (NULL-terminated) and stdin from in_path (NULL: the
+ * test's own), capturing stdout and stderr through files in tmp_dir(). */
+static result run_in(const char *in_path, const char *const *args) {
+    char outp[4200], errp[4200];
+    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
+    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
+    int fo = mkstemp(outp), fe = mkstemp(errp);
+    assert_true(fo >= 0 && fe >= 0);
+    const char *argv[48];
+    int n = 0;
+    argv[n++] = PPV_BIN;
+    for (; args[n - 1]; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (in_path) posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    close(fo);
+    close(fe);
+    result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
+    unlink(outp);
+    unlink(errp);
+    return r;
+}
+
+static void result_free(result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_STDIN(in, ...) run_in(in, (const char *const[]){__VA_ARGS__, NULL})
+
+static const char *const commands[] = {"gen",    "check",  "show", "run",     "verify-recompute",
+                                       "record", "replay", "diff", "demo",    "version",
+                                       "help",   "man",    NULL};
+
+/* Counts the occurrences of needle in hay. */
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* Writes a generated schedule into the test's directory; returns its path. */
+static char *gen_file(const char *name, const char *kind, const char *p, const char *m) {
+    char *path = tmp_path(name);
+    result r = RUN("gen", kind, "-p", p, "-m", m, "-o", path);
+    assert_int_equal(r.code, 0);
+    result_free(&r);
+    return path;
+}
+
+static void test_every_command_has_its_own_help_three_ways(void **state) {
+    (void)state;
+    result all = RUN("help");
+    assert_int_equal(all.code, 0);
+    for (int k = 0; commands[k]; k++) {
+        char line[64], usage[64];
+        snprintf(line, sizeof line, "\n  %s ", commands[k]);
+        assert_non_null(strstr(all.out, line));
+        snprintf(usage, sizeof usage, "usage: ppv %s", commands[k]);
+        result a = RUN("help", commands[k]), b = RUN(commands[k], "--help"),
+               c = RUN(commands[k], "-h");
+        assert_int_equal(a.code, 0);
+        assert_int_equal(b.code, 0);
+        assert_int_equal(c.code, 0);
+        assert_memory_equal(a.out, usage, strlen(usage));
+        assert_non_null(strstr(a.out, "\noptions:\n"));
+        assert_non_null(strstr(a.out, "\nexamples:\n  ppv "));
+        assert_string_equal(a.out, b.out);
+        assert_string_equal(a.out, c.out);
+        assert_string_equal(b.err, "");
+        result_free(&a), result_free(&b), result_free(&c);
+    }
+    result_free(&all);
+    /* demo --help prints help, it does not run the demo */
+    result d = RUN("demo", "--help");
+    assert_null(strstr(d.out, "ppv demo: every generator"));
+    result_free(&d);
+}
+
+/* A valid value for each option a help text lists; NULL for a flag. */
+static const char *sample_value(const char *opt) {
+    static const char *const table[][2] = {
+        {"--ranks", "4"},          {"--microbatches", "8"},  {"--stages-per-rank", "2"},
+        {"--output", "o.csv"},     {"--format", "native"},   {"--semantics", "eager"},
+        {"--costs", "1,2,1,0"},    {"--mem", "1"},           {"--msg-bytes", "1024"},
+        {"--dialect", "legacy"},   {"--junit", "j.xml"},     {"--lowered-out", "l.csv"},
+        {"--max-memory", "1G"},    {"--svg", "s.svg"},       {"--chrome-trace", "t.json"},
+        {"--policy", "random"},    {"--seed", "3"},          {"--recompute", "all"},
+        {"--trace-out", "t.trace"}, {"--replay", "t.trace"}, {"--layers", "4"},
+        {"--width", "32"},         {"--watchdog", "100"},    {"--tolerance", "ulp:2"},
+        {"--nan", "differ"},       {"--max-report", "3"},    {"--threads", "2"},
+        {"--ignore-attr", "seed"}, {"--exclude", "/x"},      {"--fail-after", "1"}};
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
+        if (strcmp(table[k][0], opt) == 0) return table[k][1];
+    return NULL;
+}
+
+static void test_every_option_a_help_lists_is_taken_by_its_command(void **state) {
+    (void)state;
+    static const char *const flags[] = {"--comms", "--json", "--perturb", "--all-attributes",
+                                        "--help", NULL};
+    int checked = 0;
+    for (int k = 0; commands[k]; k++) {
+        result h = RUN("help", commands[k]);
+        const char *p = strstr(h.out, "\noptions:\n");
+        assert_non_null(p);
+        const char *end = strstr(p, "\nexamples:");
+        for (p = strchr(p + 1, '\n'); p && p < end; p = strchr(p + 1, '\n')) {
+            if (strncmp(p + 1, "  -", 3) != 0) continue;
+            /* the long spelling: "--name", after "-x, " if there is a short one */
+            const char *dd = strstr(p + 1, "--");
+            char name[64];
+            size_t n = strcspn(dd, " \n");
+            snprintf(name, sizeof name, "%.*s", (int)n, dd);
+            int flag = 0;
+            for (int f = 0; flags[f]; f++) flag |= strcmp(flags[f], name) == 0;
+            const char *v = flag ? NULL : sample_value(name);
+            if (!flag && !v) fail_msg("%s lists %s: add a sample value to this test", commands[k], name);
+            /* parsed, then --help: exit 0 only if the command knows the option */
+            const char *args[8] = {commands[k]};
+            int a = 1;
+            if (strcmp(commands[k], "record") == 0) args[a++] = "out.h5";
+            args[a++] = name;
+            if (v) args[a++] = v;
+            if (strcmp(name, "--help") != 0) args[a++] = "--help";
+            args[a] = NULL;
+            result r = run_in(NULL, args);
+            if (r.code != 0) fail_msg("ppv %s %s %s --help: exit %d: %s", commands[k], name, v ? v : "", r.code, r.err);
+            result_free(&r);
+            checked++;
+        }
+        result_free(&h);
+    }
+    assert_true(checked > 60);
+}
+
+static void test_options_a_command_does_not_honour_are_refused(void **state) {
+    (void)state;
+    char *s = gen_file("r.csv", "1f1b", "2", "2");
+    result r = RUN("verify-recompute", s, "--trace-out", tmp_path("t"));
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "ppv verify-recompute: --trace-out is not an option of this command\n"
+                               "(run 'ppv help verify-recompute' for usage)\n");
+    result_free(&r);
+    r = RUN("run", s, "--fail-after", "1");
+    assert_int_equal(r.code, 2);
+    result_free(&r);
+    r = RUN("record", tmp_path("g.h5"), s, "--junit", tmp_path("j.xml"));
+    assert_int_equal(r.code, 2);
+    result_free(&r);
+    r = RUN("demo", "extra");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "ppv demo: takes no argument, not 'extra'\n(run 'ppv help demo' for usage)\n");
+    result_free(&r);
+}
+
+static void test_version_has_three_spellings(void **state) {
+    (void)state;
+    char want[64];
+    snprintf(want, sizeof want, "ppv %s\n", PPV_VERSION_STRING);
+    const char *const spellings[] = {"version", "--version", "-V"};
+    for (int k = 0; k < 3; k++) {
+        result r = run_in(NULL, (const char *const[]){spellings[k], NULL});
+        assert_int_equal(r.code, 0);
+        assert_string_equal(r.out, want);
+        result_free(&r);
+    }
+}
+
+static void test_dash_reads_the_schedule_from_standard_input(void **state) {
+    (void)state;
+    char *s = gen_file("zbv.csv", "zbv", "2", "4");
+    result f = RUN("check", s, "--json"), i = RUN_STDIN(s, "check", "-", "--json");
+    assert_int_equal(f.code, 0);
+    assert_int_equal(i.code, 0);
+    /* the same report but for the name */
+    json_object *a = json_tokener_parse(f.out), *b = json_tokener_parse(i.out);
+    assert_string_equal(json_object_get_string(json_object_object_get(b, "file")), "<stdin>");
+    json_object_object_del(a, "file");
+    json_object_object_del(b, "file");
+    assert_string_equal(json_object_to_json_string(a), json_object_to_json_string(b));
+    json_object_put(a), json_object_put(b);
+    result_free(&f), result_free(&i);
+    /* run and errors in standard input name it */
+    result r = RUN_STDIN(s, "run", "-");
+    assert_int_equal(r.code, 0);
+    assert_memory_equal(r.out, "<stdin>: 2 ranks", 16);
+    result_free(&r);
+    char *bad = tmp_path("bad.csv");
+    FILE *fp = fopen(bad, "w");
+    fputs("0F0,0Q0\n", fp);
+    fclose(fp);
+    r = RUN_STDIN(bad, "check", "-");
+    assert_int_equal(r.code, 2);
+    assert_memory_equal(r.err, "ppv check: <stdin>:1:5: ", 24);
+    result_free(&r);
+}
+
+/* The value of a JSON object's member as text. */
+static const char *member(json_object *o, const char *key) {
+    json_object *v = json_object_object_get(o, key);
+    assert_non_null(v);
+    return json_object_get_string(v);
+}
+
+static void test_record_honours_json_trace_out_and_perturb(void **state) {
+    (void)state;
+    char *s = gen_file("rec.csv", "1f1b", "2", "4");
+    char g[4200], t[4200], rt[4200], gp[4200];
+    snprintf(g, sizeof g, "%s", tmp_path("g.h5"));
+    snprintf(t, sizeof t, "%s", tmp_path("g.trace"));
+    snprintf(rt, sizeof rt, "%s", tmp_path("run.trace"));
+    snprintf(gp, sizeof gp, "%s", tmp_path("perturbed.h5"));
+    result r = RUN("record", g, s, "--policy", "random", "--seed", "5", "--json", "--trace-out", t);
+    assert_int_equal(r.code, 0);
+    json_object *rec = json_tokener_parse(r.out);
+    assert_non_null(rec);
+    result run = RUN("run", s, "--policy", "random", "--seed", "5", "--json", "--trace-out", rt);
+    assert_int_equal(run.code, 0);
+    json_object *o = json_tokener_parse(run.out);
+    /* the recorded run is the run: same gradients, same interleaving, same trace file */
+    assert_string_equal(member(rec, "grad_digest"), member(o, "grad_digest"));
+    assert_string_equal(member(rec, "trace_digest"), member(o, "trace_digest"));
+    assert_string_equal(member(rec, "perturbed"), "false");
+    char *ta = slurp(t), *tb = slurp(rt);
+    assert_string_equal(ta, tb);
+    free(ta), free(tb);
+    json_object_put(rec), json_object_put(o);
+    result_free(&r), result_free(&run);
+    /* a perturbed recording holds the flipped bit, so its replay fails */
+    r = RUN("record", gp, s, "--perturb");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "(perturbed: one gradient bit flipped, so its replay fails)"));
+    result_free(&r);
+    r = RUN("replay", gp);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "1 of "));
+    result_free(&r);
+    r = RUN("replay", g);
+    assert_int_equal(r.code, 0);
+    result_free(&r);
+}
+
+static void test_sizes_beyond_memory_are_refused_before_work(void **state) {
+    (void)state;
+    /* this once grew to 23 GB before it was killed */
+    result r = RUN("gen", "1f1b", "-p", "4096", "-m", "100000");
+    assert_int_equal(r.code, 2);
+    assert_memory_equal(r.err, "ppv gen: a schedule of up to ", 29);
+    assert_non_null(strstr(r.err, " GiB of memory, more than the limit of "));
+    assert_string_equal(r.out, "");
+    result_free(&r);
+    r = RUN("gen", "1f1b", "-p", "64", "-m", "1024", "--max-memory", "1M");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "needs about 60.0 MiB of memory, more than the limit of 1.0 MiB"));
+    result_free(&r);
+    char *s = gen_file("big.csv", "1f1b", "4", "64");
+    r = RUN("check", s, "--max-memory", "4K");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "more than the limit of 4.0 KiB"));
+    result_free(&r);
+    r = RUN("run", s, "--max-memory", "64K");
+    assert_int_equal(r.code, 2);
+    result_free(&r);
+    r = RUN("run", s, "--max-memory", "1G");
+    assert_int_equal(r.code, 0);
+    result_free(&r);
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "--max-memory", "lots");
+    assert_int_equal(r.code, 2);
+    result_free(&r);
+}
+
+/* The permission bits of path. */
+static int mode_of(const char *path) {
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (int)(st.st_mode & 0777);
+}
+
+static void test_output_files_follow_the_umask(void **state) {
+    (void)state;
+    const mode_t masks[] = {022, 027};
+    for (int k = 0; k < 2; k++) {
+        mode_t old = umask(masks[k]); /* the child inherits it */
+        int want = 0666 & ~(int)masks[k];
+        char csv[4200], svg[4200], xml[4200], h5[4200];
+        snprintf(csv, sizeof csv, "%s", tmp_path(k ? "m1.csv" : "m0.csv"));
+        snprintf(svg, sizeof svg, "%s", tmp_path(k ? "m1.svg" : "m0.svg"));
+        snprintf(xml, sizeof xml, "%s", tmp_path(k ? "m1.xml" : "m0.xml"));
+        snprintf(h5, sizeof h5, "%s", tmp_path(k ? "m1.h5" : "m0.h5"));
+        result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", csv);
+        assert_int_equal(r.code, 0);
+        result_free(&r);
+        r = RUN("show", csv, "--svg", svg);
+        result_free(&r);
+        r = RUN("check", csv, "--junit", xml);
+        result_free(&r);
+        r = RUN("record", h5, csv);
+        assert_int_equal(r.code, 0);
+        result_free(&r);
+        umask(old);
+        assert_int_equal(mode_of(csv), want);
+        assert_int_equal(mode_of(svg), want);
+        assert_int_equal(mode_of(xml), want);
+        assert_int_equal(mode_of(h5), want);
+    }
+}
+
+static void test_errors_start_with_ppv_and_give_the_os_reason(void **state) {
+    (void)state;
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/x.csv", tmp_dir());
+    result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", missing);
+    assert_int_equal(r.code, 2);
+    char want[4400];
+    snprintf(want, sizeof want, "ppv gen: cannot write %s: No such file or directory\n", missing);
+    assert_string_equal(r.err, want);
+    result_free(&r);
+    r = RUN("check", missing);
+    assert_int_equal(r.code, 2);
+    snprintf(want, sizeof want, "ppv check: %s: cannot open: No such file or directory\n", missing);
+    assert_string_equal(r.err, want);
+    result_free(&r);
+    char *s = gen_file("e.csv", "1f1b", "2", "2");
+    r = RUN("show", s, "--svg", missing);
+    assert_int_equal(r.code, 2);
+    snprintf(want, sizeof want, "ppv show: cannot write %s: No such file or directory\n", missing);
+    assert_string_equal(r.err, want);
+    result_free(&r);
+    r = RUN("check", s, "--bogus");
+    assert_string_equal(r.err, "ppv check: unrecognized option '--bogus'\n(run 'ppv help check' for usage)\n");
+    result_free(&r);
+    r = RUN("frobnicate");
+    assert_string_equal(r.err, "ppv: unknown command 'frobnicate'\n(run 'ppv help' for usage)\n");
+    result_free(&r);
+    /* a rank-level error has no action index: none is printed */
+    char *bad = tmp_path("rank_level.csv");
+    FILE *f = fopen(bad, "w");
+    fputs("0F0,0B0\n1F0\n", f);
+    fclose(f);
+    r = RUN("run", bad);
+    assert_int_equal(r.code, 2);
+    assert_memory_equal(r.err, "ppv run: ", 9);
+    assert_null(strstr(r.err, "-1"));
+    assert_non_null(strstr(r.err, "(rank 1); run 'ppv check' for every error"));
+    result_free(&r);
+}
+
+/* Runs ppv with args under a pseudo-terminal (stdout and stderr both on
+ * it) and returns all it wrote there. */
+static char *run_on_terminal(const char *const *args) {
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *argv[16] = {PPV_BIN};
+        for (int k = 0; args[k]; k++) argv[k + 1] = args[k];
+        execv(PPV_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        struct pollfd p = {master, POLLIN, 0};
+        if (poll(&p, 1, 60000) <= 0) break; /* bounded: a minute without output */
+        ssize_t got = read(master, buf + n, cap - 1 - n);
+        if (got <= 0) break; /* EIO once the child has closed the terminal */
+        n += (size_t)got;
+        if (n == cap - 1) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    close(master);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return buf;
+}
+
+static void test_progress_shows_only_on_a_terminal_and_not_with_json(void **state) {
+    (void)state;
+    char *s = gen_file("prog.csv", "1f1b", "4", "16");
+    char *tty = run_on_terminal((const char *const[]){"run", s, NULL});
+    /* 4 ranks x 16 microbatches x (F + B) + the sends and receives of 3 links */
+    assert_non_null(strstr(tty, "run: 320 of 320 actions (100%)"));
+    assert_non_null(strstr(tty, "result: OK"));
+    free(tty);
+    tty = run_on_terminal((const char *const[]){"run", s, "--json", NULL});
+    assert_null(strstr(tty, " actions ("));
+    free(tty);
+    result r = RUN("run", s);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    result_free(&r);
+}
+
+static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state) {
+    (void)state;
+    char *xml = tmp_path("check.xml");
+    result r = RUN("check", data_path("rendezvous_only.csv"), "--junit", xml);
+    assert_int_equal(r.code, 1);
+    result_free(&r);
+    char *x = slurp(xml);
+    assert_memory_equal(x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 39);
+    assert_int_equal(count(x, "<testcase "), 3); /* structure, rank 0, rank 1 */
+    assert_int_equal(count(x, "<failure "), 2);
+    assert_non_null(strstr(x, "<testsuite name=\"ppv check "));
+    assert_non_null(strstr(x, "tests=\"3\" failures=\"2\""));
+    assert_non_null(strstr(x, "name=\"deadlock-free: rank 1\">\n      <failure message=\"blocked at 1SEND_F0"));
+    free(x);
+    r = RUN("check", data_path("rendezvous_only.csv"), "--semantics", "eager", "--junit", xml);
+    assert_int_equal(r.code, 0);
+    result_free(&r);
+    x = slurp(xml);
+    assert_non_null(strstr(x, "tests=\"3\" failures=\"0\""));
+    free(x);
+    /* run: completes, deadlock per rank, memory per rank, gradients */
+    char *s = gen_file("j.csv", "zbv", "2", "4");
+    r = RUN("run", s, "--junit", xml, "--perturb");
+    assert_int_equal(r.code, 1);
+    result_free(&r);
+    x = slurp(xml);
+    assert_int_equal(count(x, "<testcase "), 1 + 2 + 2 + 1);
+    assert_int_equal(count(x, "<failure "), 1);
+    assert_non_null(strstr(x, "name=\"gradients equal the one-rank reference\">\n      <failure"));
+    free(x);
+    r = RUN("verify-recompute", s, "--junit", xml);
+    assert_int_equal(r.code, 0);
+    result_free(&r);
+    x = slurp(xml);
+    assert_int_equal(count(x, "<testcase "), 2 * (1 + 2 + 2) + 1);
+    assert_int_equal(count(x, "<failure "), 0);
+    assert_non_null(strstr(x, "name=\"recompute equals stash bit for bit\"/>"));
+    free(x);
+}
+
+/* The integer member key of the JSON object in text. */
+static long long json_int(const char *text, const char *key) {
+    json_object *o = json_tokener_parse(text);
+    assert_non_null(o);
+    long long v = json_object_get_int64(json_object_object_get(o, key));
+    json_object_put(o);
+    return v;
+}
+
+static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {
+    (void)state;
+    char *xml = tmp_path("replay.xml");
+    const char *golden = PPV_GOLDEN_DIR "/train_zbv_p2_m4_recompute.h5";
+    result r = RUN("replay", golden, "--json", "--junit", xml);
+    assert_int_equal(r.code, 0);
+    long long datasets = json_int(r.out, "datasets");
+    result_free(&r);
+    assert_true(datasets > 10);
+    char *x = slurp(xml);
+    assert_int_equal(count(x, "<testcase "), datasets);
+    assert_int_equal(count(x, "<failure "), 0);
+    assert_non_null(strstr(x, "name=\"/training/loss\"/>"));
+    free(x);
+    /* one flipped bit: one dataset fails, and says how */
+    r = RUN("replay", golden, "--perturb", "--junit", xml);
+    assert_int_equal(r.code, 1);
+    result_free(&r);
+    x = slurp(xml);
+    assert_int_equal(count(x, "<testcase "), datasets);
+    assert_int_equal(count(x, "<failure "), 1);
+    assert_non_null(strstr(x, "<failure message=\"1 of "));
+    free(x);
+    /* diff: every dataset, plus what differs in structure */
+    char *s = gen_file("d.csv", "1f1b", "2", "2");
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s", tmp_path("a.h5"));
+    snprintf(b, sizeof b, "%s", tmp_path("b.h5"));
+    r = RUN("record", a, s, "--seed", "1");
+    result_free(&r);
+    r = RUN("record", b, s, "--seed", "2");
+    result_free(&r);
+    r = RUN("diff", a, b, "--json", "--junit", xml);
+    assert_int_equal(r.code, 1);
+    datasets = json_int(r.out, "datasets");
+    result_free(&r);
+    x = slurp(xml);
+    assert_int_equal(count(x, "<testcase "), datasets + 1);
+    assert_int_equal(count(x, "<failure "), 1);
+    assert_non_null(strstr(x, "name=\"structure: /\">\n      <failure message=\"attribute policy_seed: 1 vs 2\""));
+    free(x);
+}
+
+static void test_man_pages_come_from_the_help(void **state) {
+    (void)state;
+    result r = RUN("man", "check");
+    assert_int_equal(r.code, 0);
+    assert_memory_equal(r.out, ".TH PPV-CHECK 1 ", 16);
+    assert_non_null(strstr(r.out, "\n.SH OPTIONS\n"));
+    assert_non_null(strstr(r.out, "\\fB\\-\\-semantics\\fR \\fIS\\fR\n"));
+    assert_non_null(strstr(r.out, "\n.SH EXIT STATUS\n"));
+    result_free(&r);
+    r = RUN("man");
+    assert_int_equal(r.code, 0);
+    for (int k = 0; commands[k]; k++) {
+        char ref[64];
+        snprintf(ref, sizeof ref, ".BR ppv\\-%s (1)\n", commands[k]);
+        assert_non_null(strstr(r.out, ref));
+    }
+    result_free(&r);
+    r = RUN("man", "nope");
+    assert_int_equal(r.code, 2);
+    result_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_command_has_its_own_help_three_ways),
+        cmocka_unit_test(test_every_option_a_help_lists_is_taken_by_its_command),
+        cmocka_unit_test(test_options_a_command_does_not_honour_are_refused),
+        cmocka_unit_test(test_version_has_three_spellings),
+        cmocka_unit_test(test_dash_reads_the_schedule_from_standard_input),
+        cmocka_unit_test(test_record_honours_json_trace_out_and_perturb),
+        cmocka_unit_test(test_sizes_beyond_memory_are_refused_before_work),
+        cmocka_unit_test(test_output_files_follow_the_umask),
+        cmocka_unit_test(test_errors_start_with_ppv_and_give_the_os_reason),
+        cmocka_unit_test(test_progress_shows_only_on_a_terminal_and_not_with_json),
+        cmocka_unit_test(test_junit_has_one_case_per_check_and_fails_what_failed),
+        cmocka_unit_test(test_junit_of_a_comparison_has_one_case_per_dataset),
+        cmocka_unit_test(test_man_pages_come_from_the_help),
+    };
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+}

@@ -1,0 +1,344 @@
+/* help.c - every command's help, defined once: `ppv help CMD`, `ppv CMD
+ * --help` and the manual pages (`ppv man CMD`) are printed from this table.
+ *
+ * An option's line says its argument, what it does and its default; a test
+ * runs every listed option through its command's parser, so the table
+ * cannot name an option the command does not take.
+ */
+#include <string.h>
+
+#include "cli.h"
+
+#define END_OPTIONS {NULL, NULL, NULL, NULL}
+
+static const help_option gen_options[] = {
+    {"-p, --ranks", "N", "number of ranks (required)", NULL},
+    {"-m, --microbatches", "N", "number of microbatches (required)", NULL},
+    {"-v, --stages-per-rank", "V", "stages per rank", "the kind's own: 1, or 2 for zbv, v-half, "
+                                                      "v-min, dualpipev and interleaved-1f1b"},
+    {"--comms", NULL, "write the schedule lowered with SEND/RECV actions (completes under "
+                      "every send semantics)", "compute only"},
+    {"-o, --output", "FILE", "write to FILE (temporary name, then renamed)", "standard output"},
+    {"--format", "csv|native", "PyTorch's CSV or ppv's native format", "csv"},
+    END_OPTIONS};
+
+static const help_option check_options[] = {
+    {"--semantics", "S", "send semantics: eager, rendezvous or eager:BYTES (eager below BYTES, "
+                         "rendezvous from there; K, M, G suffixes)", "rendezvous"},
+    {"--costs", "F,B,W[,C]", "time of a forward, a full backward, a weight backward and a "
+                             "message, in cost units; a backward-for-inputs costs B-W", "1,2,1,0"},
+    {"--mem", "UNIT[,IFRAC[,STASH]]", "activation memory of one forward; the fraction a "
+                                      "backward-for-inputs keeps; a stashed input (recompute)",
+     "0,0,0; a UNIT of 0 means ranks/stages"},
+    {"--msg-bytes", "N", "size of one message, for eager:BYTES", "8388608"},
+    {"--dialect", "auto|current|legacy", "PyTorch CSV dialect (legacy: B meant I, BW meant B)",
+     "auto"},
+    {"--json", NULL, "print the report as one JSON object", NULL},
+    {"--junit", "FILE", "also write the checks as JUnit XML (one testcase per rank for "
+                        "deadlock, one for the structure)", NULL},
+    {"--lowered-out", "FILE", "write the checked schedule (lowered, for a compute-only file) as "
+                              "CSV", NULL},
+    {"--max-memory", "BYTES", "refuse inputs whose estimated memory exceeds BYTES (K, M, G "
+                              "suffixes)", "this machine's physical memory"},
+    END_OPTIONS};
+
+static const help_option show_options[] = {
+    {"--svg", "OUT", "write an SVG timeline (ranks as rows, a time axis in cost units)", NULL},
+    {"--chrome-trace", "OUT", "write Chrome-trace JSON (open in Perfetto); one cost unit is "
+                              "shown as 1 ms", NULL},
+    END_OPTIONS};
+
+static const help_option run_options[] = {
+    {"--semantics", "S", "send semantics: eager, rendezvous or eager:BYTES", "rendezvous"},
+    {"--policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr"},
+    {"--seed", "N", "seed of the random and pct policies", "0"},
+    {"--recompute", "none|all|S,...", "stages that keep only their input and recompute the "
+                                      "forward before the backward", "none"},
+    {"--replay", "TRACE", "run exactly the interleaving of a written trace", NULL},
+    {"--layers", "N", "model layers (raised to the stage count)", "4"},
+    {"--width", "C", "model width, a multiple of the heads; the MLP is 2C wide", "32"},
+    {"--watchdog", "STEPS", "scheduler steps without progress that make a hang", "100000"},
+    {"--perturb", NULL, "flip the lowest bit of one gradient, to watch a comparison fail", NULL},
+    {"--json", NULL, "print the report as one JSON object", NULL},
+    {"--max-memory", "BYTES", "refuse inputs whose estimated memory exceeds BYTES",
+     "this machine's physical memory"},
+    END_OPTIONS};
+
+static const help_option trace_option[] = {
+    {"--trace-out", "FILE", "write every scheduling decision (replay it with --replay)", NULL},
+    END_OPTIONS};
+
+static const help_option record_only[] = {
+    {"--fail-after", "N", "testing: end the process (exit 3) after writing N datasets, to show "
+                          "that a crash leaves no file", NULL},
+    END_OPTIONS};
+
+static const help_option junit_option[] = {
+    {"--junit", "FILE", "also write the checks as JUnit XML", NULL}, END_OPTIONS};
+
+static const help_option diff_options[] = {
+    {"--tolerance", "MODE", "bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|, "
+                            "b the expected side)", "bitwise"},
+    {"--nan", "equal|differ", "whether two NaNs compare equal", "equal"},
+    {"--max-report", "N", "differing elements listed per dataset", "10"},
+    {"--json", NULL, "print the report as one JSON object", NULL},
+    {"--junit", "FILE", "also write JUnit XML, one testcase per compared dataset", NULL},
+    END_OPTIONS};
+
+static const help_option diff_only[] = {
+    {"--all-attributes", NULL, "also compare created and producer_version of ppv files", NULL},
+    {"--threads", "N", "threads that scan contiguous datasets, 1..8 (same report for any N)",
+     "one per CPU"},
+    END_OPTIONS};
+
+static const help_option ignore_attr_option[] = {
+    {"--ignore-attr", "NAME", "leave attributes called NAME out, on every object (shell "
+                              "wildcards such as '*seed'; repeatable, up to 64)", NULL},
+    END_OPTIONS};
+
+static const help_option exclude_option[] = {
+    {"--exclude", "PATH", "leave the object at the absolute PATH and everything below it out "
+                          "(/a/b covers /a/b/c, not /a/bc; shell wildcards per component; "
+                          "repeatable, up to 64)", NULL},
+    END_OPTIONS};
+
+static const help_option replay_only[] = {
+    {"--perturb", NULL, "flip one gradient bit of the re-run, to watch the comparison fail",
+     NULL},
+    END_OPTIONS};
+
+static const help_option no_options[] = {END_OPTIONS};
+
+static const help_option *const gen_groups[] = {gen_options, NULL};
+static const help_option *const check_groups[] = {check_options, NULL};
+static const help_option *const show_groups[] = {show_options, check_options, NULL};
+static const help_option *const run_groups[] = {run_options, trace_option, junit_option, NULL};
+static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
+static const help_option *const record_groups[] = {run_options, trace_option, record_only, NULL};
+static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only,
+                                                    NULL};
+static const help_option *const diff_groups[] = {diff_options, diff_only, ignore_attr_option,
+                                                  exclude_option, NULL};
+static const help_option *const none_groups[] = {no_options, NULL};
+
+static const char *const gen_examples[] = {
+    "ppv gen dualpipev -p 4 -m 10 -o dpv.csv", "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
+    "ppv gen 1f1b -p 4 -m 8 --format native", NULL};
+static const char *const check_examples[] = {
+    "ppv check dpv.csv", "ppv check zbv_comms.csv --semantics eager:4M --json",
+    "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml", NULL};
+static const char *const show_examples[] = {
+    "ppv show dpv.csv", "ppv show dpv.csv --svg dpv.svg --chrome-trace dpv.json", NULL};
+static const char *const run_examples[] = {
+    "ppv run zbv.csv --policy pct --seed 7 --trace-out zbv.trace --json",
+    "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml",
+    NULL};
+static const char *const vr_examples[] = {"ppv verify-recompute zbv.csv",
+                                          "ppv verify-recompute zbv.csv --recompute 0,3 --json",
+                                          NULL};
+static const char *const record_examples[] = {
+    "ppv record g.h5 zbv.csv --policy random --seed 1",
+    "ppv record g.h5 zbv.csv --trace-out g.trace --json", NULL};
+static const char *const replay_examples[] = {"ppv replay g.h5",
+                                              "ppv replay g.h5 --json --junit replay.xml", NULL};
+static const char *const diff_examples[] = {
+    "ppv diff a.h5 b.h5 --tolerance ulp:2 --max-report 5",
+    "ppv diff a.h5 b.h5 --ignore-attr seed --ignore-attr policy_seed",
+    "ppv diff a.h5 b.h5 --exclude /training/grads --json", NULL};
+static const char *const demo_examples[] = {"ppv demo", NULL};
+static const char *const version_examples[] = {"ppv version", "ppv --version", NULL};
+static const char *const help_examples[] = {"ppv help check", "ppv check --help", NULL};
+static const char *const man_examples[] = {"ppv man check > ppv-check.1", NULL};
+
+static const help_command commands[] = {
+    {"gen", "KIND -p RANKS -m MICROBATCHES [options]", "write a schedule",
+     "Writes a schedule of KIND: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, v-half, "
+     "v-min or dualpipev. Without --comms it is PyTorch's compute-only CSV; with it, the "
+     "schedule lowered with send/recv actions. Sizes whose schedule would not fit in memory "
+     "are refused with the estimate.",
+     gen_groups, gen_examples},
+    {"check", "FILE [options]", "verify a schedule",
+     "Checks a schedule (PyTorch CSV in either dialect, or ppv's native format; - reads "
+     "standard input): structure, message matching, deadlock under the send semantics, peak "
+     "activation memory, makespan and bubble ratio. A compute-only file is lowered with "
+     "send/recv first. The bubble ratio is the zero-bubble papers' measure: 1 - (compute "
+     "time summed over ranks) / (ranks x the longest span from a rank's first compute to its "
+     "last); the idle time before a rank's first compute and after its last is not counted, "
+     "since the next iteration's work fills it.",
+     check_groups, check_examples},
+    {"show", "FILE [options]", "draw the simulated schedule",
+     "Simulates the schedule as check does and draws it: a text timeline on standard output, "
+     "or an SVG and a Chrome trace. Takes every check option.",
+     show_groups, show_examples},
+    {"run", "SCHEDULE [options]", "run one training step on the mock transport",
+     "Runs one training step of the built-in model, every rank a coroutine on the mock "
+     "transport under the deterministic scheduler, and compares the gradients with the "
+     "one-rank reference bit for bit and every rank's activation memory with the prediction. "
+     "Exit 1 on a deadlock, a hang or any difference. On a terminal, progress is shown on "
+     "standard error (not with --json).",
+     run_groups, run_examples},
+    {"verify-recompute", "SCHEDULE [options]", "compare recompute with stash, bit for bit",
+     "Runs the step once stashing every activation and once recomputing every stage (or the "
+     "stages --recompute names), and compares the gradients bit for bit; on a difference it "
+     "names the first differing gradient by layer, tensor and index.",
+     vr_groups, vr_examples},
+    {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
+     "Runs the step as run does and writes model, inputs, schedule, options, loss and "
+     "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing). "
+     "--perturb records the perturbed gradients, so that replaying the file must fail.",
+     record_groups, record_examples},
+    {"replay", "GOLDEN.h5 [options]", "re-run a golden file and compare",
+     "Rebuilds the run from the file alone (weights, inputs, schedule, options), re-runs it "
+     "and compares loss and gradients with the recorded ones. Exit 1 on any difference.",
+     replay_groups, replay_examples},
+    {"diff", "A.h5 B.h5 [options]", "compare two HDF5 files",
+     "Compares two HDF5 files, B the expected side: structure, attributes and every dataset's "
+     "values under the tolerance. Exit 0 same, 1 different, 2 error (missing file, not HDF5, "
+     "corrupted data caught by the checksums).",
+     diff_groups, diff_examples},
+    {"demo", "", "the main job on the built-in model",
+     "Generates every schedule kind, checks it under every send semantics, runs it on the "
+     "engine (stash and recompute against the one-rank reference) and replays the shipped "
+     "golden files bit for bit.",
+     none_groups, demo_examples},
+    {"version", "", "print the version", "Prints ppv's version (also -V and --version).",
+     none_groups, version_examples},
+    {"help", "[COMMAND]", "print help", "Prints the list of commands, or one command's help.",
+     none_groups, help_examples},
+    {"man", "[COMMAND]", "print a manual page",
+     "Prints the manual page of ppv, or of one command, in roff (what `man` reads).",
+     none_groups, man_examples},
+    {NULL, NULL, NULL, NULL, NULL, NULL}};
+
+const help_command *help_find(const char *name) {
+    for (const help_command *c = commands; c->name; c++)
+        if (strcmp(c->name, name) == 0) return c;
+    return NULL;
+}
+
+const help_command *help_commands(void) {
+    return commands;
+}
+
+/* Prints text wrapped at 78 columns, every line indented by indent. */
+static void wrap(FILE *f, const char *text, int indent, int first_col) {
+    int col = first_col;
+    const char *p = text;
+    while (*p) {
+        const char *sp = strchr(p, ' ');
+        size_t n = sp ? (size_t)(sp - p) : strlen(p);
+        if (col > indent && col + 1 + (int)n > 78) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', f);
+            col++;
+        } else if (col < indent) {
+            fprintf(f, "%*s", indent - col, "");
+            col = indent;
+        }
+        fwrite(p, 1, n, f);
+        col += (int)n;
+        p += n;
+        while (*p == ' ') p++;
+    }
+    fputc('\n', f);
+}
+
+void help_print(const help_command *c, FILE *f) {
+    fprintf(f, "usage: ppv %s%s%s\n\n", c->name, c->args[0] ? " " : "", c->args);
+    wrap(f, c->description, 0, 0);
+    int any = 0;
+    for (int g = 0; c->groups[g]; g++)
+        for (const help_option *o = c->groups[g]; o->names; o++) {
+            if (!any++) fputs("\noptions:\n", f);
+            char head[96];
+            snprintf(head, sizeof head, "  %s%s%s", o->names, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+            fputs(head, f);
+            char text[512];
+            snprintf(text, sizeof text, "%s%s%s%s", o->text, o->def ? " (default: " : "",
+                     o->def ? o->def : "", o->def ? ")" : "");
+            int col = (int)strlen(head);
+            if (col >= 30) {
+                fputc('\n', f);
+                col = 0;
+            }
+            wrap(f, text, 30, col);
+        }
+    fprintf(f, "%s  -h, --help%*shelp for this command\n", any ? "" : "\noptions:\n", 18, "");
+    fputs("\nexamples:\n", f);
+    for (int k = 0; c->examples[k]; k++) fprintf(f, "  %s\n", c->examples[k]);
+    fputs("\nexit codes: 0 the check holds, 1 a problem was found, 2 bad usage or input\n", f);
+}
+
+void help_print_overview(FILE *f) {
+    fputs("usage: ppv COMMAND [options]   (ppv help COMMAND for one command)\n\ncommands:\n", f);
+    for (const help_command *c = commands; c->name; c++)
+        fprintf(f, "  %-17s %s\n", c->name, c->summary);
+    fputs("\nexit codes: 0 the check holds, 1 a problem was found, 2 bad usage or input\n", f);
+}
+
+/* Writes s for roff: backslashes doubled, a leading dot or quote guarded. */
+static void roff(FILE *f, const char *s) {
+    if (*s == '.' || *s == '\'') fputs("\\&", f);
+    for (; *s; s++) {
+        if (*s == '\\') fputs("\\e", f);
+        else if (*s == '-') fputs("\\-", f);
+        else fputc(*s, f);
+    }
+}
+
+void help_print_man(const help_command *c, FILE *f) {
+    char title[64];
+    snprintf(title, sizeof title, "PPV%s%s", c ? "-" : "", c ? c->name : "");
+    for (char *p = title; *p; p++)
+        if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 'a' + 'A');
+    fprintf(f, ".TH %s 1 \"\" \"ppv %s\" \"ppv manual\"\n.SH NAME\n", title, PPV_VERSION_STRING);
+    if (!c) {
+        fputs("ppv \\- deterministic test and verification of pipeline-parallel execution\n"
+              ".SH SYNOPSIS\n.B ppv\n\\fICOMMAND\\fR [\\fIoptions\\fR]\n.SH COMMANDS\n", f);
+        for (const help_command *k = commands; k->name; k++) {
+            fprintf(f, ".TP\n.BR ppv\\-%s (1)\n", k->name);
+            roff(f, k->summary);
+            fputc('\n', f);
+        }
+    } else {
+        fprintf(f, "ppv\\-%s \\- ", c->name);
+        roff(f, c->summary);
+        fprintf(f, "\n.SH SYNOPSIS\n.B ppv %s\n", c->name);
+        roff(f, c->args);
+        fputs("\n.SH DESCRIPTION\n", f);
+        roff(f, c->description);
+        fputs("\n.SH OPTIONS\n", f);
+        for (int g = 0; c->groups[g]; g++)
+            for (const help_option *o = c->groups[g]; o->names; o++) {
+                fputs(".TP\n\\fB", f);
+                roff(f, o->names);
+                fputs("\\fR", f);
+                if (o->arg) {
+                    fputs(" \\fI", f);
+                    roff(f, o->arg);
+                    fputs("\\fR", f);
+                }
+                fputc('\n', f);
+                roff(f, o->text);
+                if (o->def) {
+                    fputs(" (default: ", f);
+                    roff(f, o->def);
+                    fputc(')', f);
+                }
+                fputc('\n', f);
+            }
+        fputs(".TP\n\\fB\\-h, \\-\\-help\\fR\nhelp for this command\n.SH EXAMPLES\n.nf\n", f);
+        for (int k = 0; c->examples[k]; k++) {
+            roff(f, c->examples[k]);
+            fputc('\n', f);
+        }
+        fputs(".fi\n", f);
+    }
+    fputs(".SH EXIT STATUS\n0 the check holds, 1 a problem was found, 2 bad usage or unreadable "
+          "input.\n",
+          f);
+    if (c) fputs(".SH SEE ALSO\n.BR ppv (1)\n", f);
+}
