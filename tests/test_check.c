@@ -2,6 +2,8 @@
  * exposes, deadlocks under every semantics, the eager:BYTES threshold,
  * mismatched message order, count errors, groups, collectives and chunk
  * markers, and the memory model. */
+#include <dirent.h>
+
 #include "testutil.h"
 
 static ppv_check_report *check_file(const char *name, const char *sem, ppv_schedule **keep) {
@@ -199,6 +201,50 @@ static void test_interop_files_check_clean(void **state) {
         }
 }
 
+/* Every schedule PyTorch's classes write (tests/data/pytorch/classes) gets
+ * PyTorch's own verdict: Schedule1F1B's files run a backward before its
+ * forward on the last rank (PyTorch's _validate_schedule rejects them too);
+ * every other file, compute-only (lowered by ppv) or lowered by PyTorch,
+ * checks clean under rendezvous. */
+static void test_every_schedule_pytorch_classes_write_gets_pytorchs_verdict(void **state) {
+    (void)state;
+    static const struct {
+        const char *cls;
+        int files;
+    } classes[] = {{"Schedule1F1B", 16},          {"ScheduleDualPipeV", 22},
+                   {"ScheduleGPipe", 38},         {"ScheduleInterleaved1F1B", 128},
+                   {"ScheduleInterleavedZeroBubble", 128}, {"ScheduleLoopedBFS", 152},
+                   {"ScheduleZBVZeroBubble", 38}};
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/classes/%s", PPV_INTEROP_DIR, classes[c].cls);
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        int n = 0, invalid = strcmp(classes[c].cls, "Schedule1F1B") == 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strstr(e->d_name, ".csv")) continue;
+            char path[8192];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            ppv_schedule *s = load_ok(path);
+            ppv_check_report *rep = check_with(s, "rendezvous");
+            if (invalid) {
+                assert_false(rep->ok);
+                assert_true(rep->nerrors > 0);
+                assert_non_null(strstr(rep->errors[0].message, "backward before its forward"));
+                assert_int_equal(rep->errors[0].rank, s->nranks - 1);
+            } else if (!rep->ok) {
+                fail_msg("%s: PyTorch accepts it, ppv does not", path);
+            }
+            ppv_check_report_free(rep);
+            ppv_schedule_free(s);
+            n++;
+        }
+        closedir(d);
+        assert_int_equal(n, classes[c].files);
+    }
+}
+
 static void test_memory_model_options(void **state) {
     (void)state;
     ppv_schedule *s = gen_ok("1f1b", 4, 8, 0);
@@ -295,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_missing_receive_and_local_order_errors),
         cmocka_unit_test(test_collectives_chunks_and_roots_are_checked),
         cmocka_unit_test(test_interop_files_check_clean),
+        cmocka_unit_test(test_every_schedule_pytorch_classes_write_gets_pytorchs_verdict),
         cmocka_unit_test(test_memory_model_options),
         cmocka_unit_test(test_recompute_stashes_only_the_input),
         cmocka_unit_test(test_bad_costs_are_rejected),
