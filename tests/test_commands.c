@@ -29,7 +29,8 @@ static result run_in(const char *in_path, const char *const *args) {
     const char *argv[48];
     int n = 0;
     argv[n++] = PPV_BIN;
-    for (; args[n - 1]; n++) argv[n] = args[n - 1];
+    for (; args[n - 1]; n++)
+        argv[n] = args[n - 1];
     argv[n] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -58,14 +59,15 @@ static void result_free(result *r) {
 #define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
 #define RUN_STDIN(in, ...) run_in(in, (const char *const[]){__VA_ARGS__, NULL})
 
-static const char *const commands[] = {"gen",    "check",  "show", "run",     "verify-recompute",
-                                       "record", "replay", "diff", "demo",    "version",
+static const char *const commands[] = {"gen",    "check",  "show", "run",  "verify-recompute",
+                                       "record", "replay", "diff", "demo", "version",
                                        "help",   "man",    NULL};
 
 /* Counts the occurrences of needle in hay. */
 static int count(const char *hay, const char *needle) {
     int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
     return n;
 }
 
@@ -110,16 +112,16 @@ static void test_every_command_has_its_own_help_three_ways(void **state) {
 /* A valid value for each option a help text lists; NULL for a flag. */
 static const char *sample_value(const char *opt) {
     static const char *const table[][2] = {
-        {"--ranks", "4"},          {"--microbatches", "8"},  {"--stages-per-rank", "2"},
-        {"--output", "o.csv"},     {"--format", "native"},   {"--semantics", "eager"},
-        {"--costs", "1,2,1,0"},    {"--mem", "1"},           {"--msg-bytes", "1024"},
-        {"--dialect", "legacy"},   {"--junit", "j.xml"},     {"--lowered-out", "l.csv"},
-        {"--max-memory", "1G"},    {"--svg", "s.svg"},       {"--chrome-trace", "t.json"},
-        {"--policy", "random"},    {"--seed", "3"},          {"--recompute", "all"},
+        {"--ranks", "4"},           {"--microbatches", "8"}, {"--stages-per-rank", "2"},
+        {"--output", "o.csv"},      {"--format", "native"},  {"--semantics", "eager"},
+        {"--costs", "1,2,1,0"},     {"--mem", "1"},          {"--msg-bytes", "1024"},
+        {"--dialect", "legacy"},    {"--junit", "j.xml"},    {"--lowered-out", "l.csv"},
+        {"--max-memory", "1G"},     {"--svg", "s.svg"},      {"--chrome-trace", "t.json"},
+        {"--policy", "random"},     {"--seed", "3"},         {"--recompute", "all"},
         {"--trace-out", "t.trace"}, {"--replay", "t.trace"}, {"--layers", "4"},
-        {"--width", "32"},         {"--watchdog", "100"},    {"--tolerance", "ulp:2"},
-        {"--nan", "differ"},       {"--max-report", "3"},    {"--threads", "2"},
-        {"--ignore-attr", "seed"}, {"--exclude", "/x"},      {"--fail-after", "1"}};
+        {"--width", "32"},          {"--watchdog", "100"},   {"--tolerance", "ulp:2"},
+        {"--nan", "differ"},        {"--max-report", "3"},   {"--threads", "2"},
+        {"--ignore-attr", "seed"},  {"--exclude", "/x"},     {"--fail-after", "1"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;
@@ -127,8 +129,8 @@ static const char *sample_value(const char *opt) {
 
 static void test_every_option_a_help_lists_is_taken_by_its_command(void **state) {
     (void)state;
-    static const char *const flags[] = {"--comms", "--json", "--perturb", "--all-attributes",
-                                        "--help", NULL};
+    static const char *const flags[] = {"--comms",          "--json", "--perturb",
+                                        "--all-attributes", "--help", NULL};
     int checked = 0;
     for (int k = 0; commands[k]; k++) {
         result h = RUN("help", commands[k]);
@@ -143,9 +145,11 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
             size_t n = strcspn(dd, " \n");
             snprintf(name, sizeof name, "%.*s", (int)n, dd);
             int flag = 0;
-            for (int f = 0; flags[f]; f++) flag |= strcmp(flags[f], name) == 0;
+            for (int f = 0; flags[f]; f++)
+                flag |= strcmp(flags[f], name) == 0;
             const char *v = flag ? NULL : sample_value(name);
-            if (!flag && !v) fail_msg("%s lists %s: add a sample value to this test", commands[k], name);
+            if (!flag && !v)
+                fail_msg("%s lists %s: add a sample value to this test", commands[k], name);
             /* parsed, then --help: exit 0 only if the command knows the option */
             const char *args[8] = {commands[k]};
             int a = 1;
@@ -155,7 +159,9 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
             if (strcmp(name, "--help") != 0) args[a++] = "--help";
             args[a] = NULL;
             result r = run_in(NULL, args);
-            if (r.code != 0) fail_msg("ppv %s %s %s --help: exit %d: %s", commands[k], name, v ? v : "", r.code, r.err);
+            if (r.code != 0)
+                fail_msg("ppv %s %s %s --help: exit %d: %s", commands[k], name, v ? v : "", r.code,
+                         r.err);
             result_free(&r);
             checked++;
         }
@@ -169,8 +175,9 @@ static void test_options_a_command_does_not_honour_are_refused(void **state) {
     char *s = gen_file("r.csv", "1f1b", "2", "2");
     result r = RUN("verify-recompute", s, "--trace-out", tmp_path("t"));
     assert_int_equal(r.code, 2);
-    assert_string_equal(r.err, "ppv verify-recompute: --trace-out is not an option of this command\n"
-                               "(run 'ppv help verify-recompute' for usage)\n");
+    assert_string_equal(r.err,
+                        "ppv verify-recompute: --trace-out is not an option of this command\n"
+                        "(run 'ppv help verify-recompute' for usage)\n");
     result_free(&r);
     r = RUN("run", s, "--fail-after", "1");
     assert_int_equal(r.code, 2);
@@ -180,7 +187,8 @@ static void test_options_a_command_does_not_honour_are_refused(void **state) {
     result_free(&r);
     r = RUN("demo", "extra");
     assert_int_equal(r.code, 2);
-    assert_string_equal(r.err, "ppv demo: takes no argument, not 'extra'\n(run 'ppv help demo' for usage)\n");
+    assert_string_equal(
+        r.err, "ppv demo: takes no argument, not 'extra'\n(run 'ppv help demo' for usage)\n");
     result_free(&r);
 }
 
@@ -282,7 +290,8 @@ static void test_sizes_beyond_memory_are_refused_before_work(void **state) {
     result_free(&r);
     r = RUN("gen", "1f1b", "-p", "64", "-m", "1024", "--max-memory", "1M");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "needs about 60.0 MiB of memory, more than the limit of 1.0 MiB"));
+    assert_non_null(
+        strstr(r.err, "needs about 60.0 MiB of memory, more than the limit of 1.0 MiB"));
     result_free(&r);
     char *s = gen_file("big.csv", "1f1b", "4", "64");
     r = RUN("check", s, "--max-memory", "4K");
@@ -358,7 +367,8 @@ static void test_errors_start_with_ppv_and_give_the_os_reason(void **state) {
     assert_string_equal(r.err, want);
     result_free(&r);
     r = RUN("check", s, "--bogus");
-    assert_string_equal(r.err, "ppv check: unrecognized option '--bogus'\n(run 'ppv help check' for usage)\n");
+    assert_string_equal(
+        r.err, "ppv check: unrecognized option '--bogus'\n(run 'ppv help check' for usage)\n");
     result_free(&r);
     r = RUN("frobnicate");
     assert_string_equal(r.err, "ppv: unknown command 'frobnicate'\n(run 'ppv help' for usage)\n");
@@ -384,7 +394,8 @@ static char *run_on_terminal(const char *const *args) {
     assert_true(pid >= 0);
     if (pid == 0) {
         const char *argv[16] = {PPV_BIN};
-        for (int k = 0; args[k]; k++) argv[k + 1] = args[k];
+        for (int k = 0; args[k]; k++)
+            argv[k + 1] = args[k];
         execv(PPV_BIN, (char *const *)argv);
         _exit(127);
     }
@@ -435,7 +446,8 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     assert_int_equal(count(x, "<failure "), 2);
     assert_non_null(strstr(x, "<testsuite name=\"ppv check "));
     assert_non_null(strstr(x, "tests=\"3\" failures=\"2\""));
-    assert_non_null(strstr(x, "name=\"deadlock-free: rank 1\">\n      <failure message=\"blocked at 1SEND_F0"));
+    assert_non_null(
+        strstr(x, "name=\"deadlock-free: rank 1\">\n      <failure message=\"blocked at 1SEND_F0"));
     free(x);
     r = RUN("check", data_path("rendezvous_only.csv"), "--semantics", "eager", "--junit", xml);
     assert_int_equal(r.code, 0);
@@ -511,7 +523,8 @@ static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {
     x = slurp(xml);
     assert_int_equal(count(x, "<testcase "), datasets + 1);
     assert_int_equal(count(x, "<failure "), 1);
-    assert_non_null(strstr(x, "name=\"structure: /\">\n      <failure message=\"attribute policy_seed: 1 vs 2\""));
+    assert_non_null(strstr(
+        x, "name=\"structure: /\">\n      <failure message=\"attribute policy_seed: 1 vs 2\""));
     free(x);
 }
 

@@ -9,51 +9,70 @@
 
 #include "cli.h"
 
-#define END_OPTIONS {NULL, NULL, NULL, NULL}
+#define END_OPTIONS                                                                                \
+    { NULL, NULL, NULL, NULL }
 
 static const help_option gen_options[] = {
     {"-p, --ranks", "N", "number of ranks (required)", NULL},
     {"-m, --microbatches", "N", "number of microbatches (required)", NULL},
-    {"-v, --stages-per-rank", "V", "stages per rank", "the kind's own: 1, or 2 for zbv, v-half, "
-                                                      "v-min, dualpipev and interleaved-1f1b"},
-    {"--comms", NULL, "write the schedule lowered with SEND/RECV actions (completes under "
-                      "every send semantics)", "compute only"},
+    {"-v, --stages-per-rank", "V", "stages per rank",
+     "the kind's own: 1, or 2 for zbv, v-half, "
+     "v-min, dualpipev and interleaved-1f1b"},
+    {"--comms", NULL,
+     "write the schedule lowered with SEND/RECV actions (completes under "
+     "every send semantics)",
+     "compute only"},
     {"-o, --output", "FILE", "write to FILE (temporary name, then renamed)", "standard output"},
     {"--format", "csv|native", "PyTorch's CSV or ppv's native format", "csv"},
     END_OPTIONS};
 
 static const help_option check_options[] = {
-    {"--semantics", "S", "send semantics: eager, rendezvous or eager:BYTES (eager below BYTES, "
-                         "rendezvous from there; K, M, G suffixes)", "rendezvous"},
-    {"--costs", "F,B,W[,C]", "time of a forward, a full backward, a weight backward and a "
-                             "message, in cost units; a backward-for-inputs costs B-W", "1,2,1,0"},
-    {"--mem", "UNIT[,IFRAC[,STASH]]", "activation memory of one forward; the fraction a "
-                                      "backward-for-inputs keeps; a stashed input (recompute)",
+    {"--semantics", "S",
+     "send semantics: eager, rendezvous or eager:BYTES (eager below BYTES, "
+     "rendezvous from there; K, M, G suffixes)",
+     "rendezvous"},
+    {"--costs", "F,B,W[,C]",
+     "time of a forward, a full backward, a weight backward and a "
+     "message, in cost units; a backward-for-inputs costs B-W",
+     "1,2,1,0"},
+    {"--mem", "UNIT[,IFRAC[,STASH]]",
+     "activation memory of one forward; the fraction a "
+     "backward-for-inputs keeps; a stashed input (recompute)",
      "0,0,0; a UNIT of 0 means ranks/stages"},
     {"--msg-bytes", "N", "size of one message, for eager:BYTES", "8388608"},
     {"--dialect", "auto|current|legacy", "PyTorch CSV dialect (legacy: B meant I, BW meant B)",
      "auto"},
     {"--json", NULL, "print the report as one JSON object", NULL},
-    {"--junit", "FILE", "also write the checks as JUnit XML (one testcase per rank for "
-                        "deadlock, one for the structure)", NULL},
-    {"--lowered-out", "FILE", "write the checked schedule (lowered, for a compute-only file) as "
-                              "CSV", NULL},
-    {"--max-memory", "BYTES", "refuse inputs whose estimated memory exceeds BYTES (K, M, G "
-                              "suffixes)", "this machine's physical memory"},
+    {"--junit", "FILE",
+     "also write the checks as JUnit XML (one testcase per rank for "
+     "deadlock, one for the structure)",
+     NULL},
+    {"--lowered-out", "FILE",
+     "write the checked schedule (lowered, for a compute-only file) as "
+     "CSV",
+     NULL},
+    {"--max-memory", "BYTES",
+     "refuse inputs whose estimated memory exceeds BYTES (K, M, G "
+     "suffixes)",
+     "this machine's physical memory"},
     END_OPTIONS};
 
 static const help_option show_options[] = {
     {"--svg", "OUT", "write an SVG timeline (ranks as rows, a time axis in cost units)", NULL},
-    {"--chrome-trace", "OUT", "write Chrome-trace JSON (open in Perfetto); one cost unit is "
-                              "shown as 1 ms", NULL},
+    {"--chrome-trace", "OUT",
+     "write Chrome-trace JSON (open in Perfetto); one cost unit is "
+     "shown as 1 ms",
+     NULL},
     END_OPTIONS};
 
 static const help_option run_options[] = {
     {"--semantics", "S", "send semantics: eager, rendezvous or eager:BYTES", "rendezvous"},
     {"--policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr"},
     {"--seed", "N", "seed of the random and pct policies", "0"},
-    {"--recompute", "none|all|S,...", "stages that keep only their input and recompute the "
-                                      "forward before the backward", "none"},
+    {"--recompute", "none|all|S,...",
+     "stages that keep only their input and recompute the "
+     "forward before the backward",
+     "none"},
     {"--replay", "TRACE", "run exactly the interleaving of a written trace", NULL},
     {"--layers", "N", "model layers (raised to the stage count)", "4"},
     {"--width", "C", "model width, a multiple of the heads; the MLP is 2C wide", "32"},
@@ -69,16 +88,20 @@ static const help_option trace_option[] = {
     END_OPTIONS};
 
 static const help_option record_only[] = {
-    {"--fail-after", "N", "testing: end the process (exit 3) after writing N datasets, to show "
-                          "that a crash leaves no file", NULL},
+    {"--fail-after", "N",
+     "testing: end the process (exit 3) after writing N datasets, to show "
+     "that a crash leaves no file",
+     NULL},
     END_OPTIONS};
 
 static const help_option junit_option[] = {
     {"--junit", "FILE", "also write the checks as JUnit XML", NULL}, END_OPTIONS};
 
 static const help_option diff_options[] = {
-    {"--tolerance", "MODE", "bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|, "
-                            "b the expected side)", "bitwise"},
+    {"--tolerance", "MODE",
+     "bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|, "
+     "b the expected side)",
+     "bitwise"},
     {"--nan", "equal|differ", "whether two NaNs compare equal", "equal"},
     {"--max-report", "N", "differing elements listed per dataset", "10"},
     {"--json", NULL, "print the report as one JSON object", NULL},
@@ -92,19 +115,22 @@ static const help_option diff_only[] = {
     END_OPTIONS};
 
 static const help_option ignore_attr_option[] = {
-    {"--ignore-attr", "NAME", "leave attributes called NAME out, on every object (shell "
-                              "wildcards such as '*seed'; repeatable, up to 64)", NULL},
+    {"--ignore-attr", "NAME",
+     "leave attributes called NAME out, on every object (shell "
+     "wildcards such as '*seed'; repeatable, up to 64)",
+     NULL},
     END_OPTIONS};
 
 static const help_option exclude_option[] = {
-    {"--exclude", "PATH", "leave the object at the absolute PATH and everything below it out "
-                          "(/a/b covers /a/b/c, not /a/bc; shell wildcards per component; "
-                          "repeatable, up to 64)", NULL},
+    {"--exclude", "PATH",
+     "leave the object at the absolute PATH and everything below it out "
+     "(/a/b covers /a/b/c, not /a/bc; shell wildcards per component; "
+     "repeatable, up to 64)",
+     NULL},
     END_OPTIONS};
 
 static const help_option replay_only[] = {
-    {"--perturb", NULL, "flip one gradient bit of the re-run, to watch the comparison fail",
-     NULL},
+    {"--perturb", NULL, "flip one gradient bit of the re-run, to watch the comparison fail", NULL},
     END_OPTIONS};
 
 static const help_option no_options[] = {END_OPTIONS};
@@ -115,15 +141,14 @@ static const help_option *const show_groups[] = {show_options, check_options, NU
 static const help_option *const run_groups[] = {run_options, trace_option, junit_option, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
 static const help_option *const record_groups[] = {run_options, trace_option, record_only, NULL};
-static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only,
-                                                    NULL};
+static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only, NULL};
 static const help_option *const diff_groups[] = {diff_options, diff_only, ignore_attr_option,
-                                                  exclude_option, NULL};
+                                                 exclude_option, NULL};
 static const help_option *const none_groups[] = {no_options, NULL};
 
-static const char *const gen_examples[] = {
-    "ppv gen dualpipev -p 4 -m 10 -o dpv.csv", "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
-    "ppv gen 1f1b -p 4 -m 8 --format native", NULL};
+static const char *const gen_examples[] = {"ppv gen dualpipev -p 4 -m 10 -o dpv.csv",
+                                           "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
+                                           "ppv gen 1f1b -p 4 -m 8 --format native", NULL};
 static const char *const check_examples[] = {
     "ppv check dpv.csv", "ppv check zbv_comms.csv --semantics eager:4M --json",
     "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml", NULL};
@@ -131,14 +156,12 @@ static const char *const show_examples[] = {
     "ppv show dpv.csv", "ppv show dpv.csv --svg dpv.svg --chrome-trace dpv.json", NULL};
 static const char *const run_examples[] = {
     "ppv run zbv.csv --policy pct --seed 7 --trace-out zbv.trace --json",
-    "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml",
-    NULL};
-static const char *const vr_examples[] = {"ppv verify-recompute zbv.csv",
-                                          "ppv verify-recompute zbv.csv --recompute 0,3 --json",
-                                          NULL};
-static const char *const record_examples[] = {
-    "ppv record g.h5 zbv.csv --policy random --seed 1",
-    "ppv record g.h5 zbv.csv --trace-out g.trace --json", NULL};
+    "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml", NULL};
+static const char *const vr_examples[] = {
+    "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json", NULL};
+static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
+                                              "ppv record g.h5 zbv.csv --trace-out g.trace --json",
+                                              NULL};
 static const char *const replay_examples[] = {"ppv replay g.h5",
                                               "ppv replay g.h5 --json --junit replay.xml", NULL};
 static const char *const diff_examples[] = {
@@ -206,8 +229,8 @@ static const help_command commands[] = {
     {"help", "[COMMAND]", "print help", "Prints the list of commands, or one command's help.",
      none_groups, help_examples},
     {"man", "[COMMAND]", "print a manual page",
-     "Prints the manual page of ppv, or of one command, in roff (what `man` reads).",
-     none_groups, man_examples},
+     "Prints the manual page of ppv, or of one command, in roff (what `man` reads).", none_groups,
+     man_examples},
     {NULL, NULL, NULL, NULL, NULL, NULL}};
 
 const help_command *help_find(const char *name) {
@@ -240,7 +263,8 @@ static void wrap(FILE *f, const char *text, int indent, int first_col) {
         fwrite(p, 1, n, f);
         col += (int)n;
         p += n;
-        while (*p == ' ') p++;
+        while (*p == ' ')
+            p++;
     }
     fputc('\n', f);
 }
@@ -268,7 +292,8 @@ void help_print(const help_command *c, FILE *f) {
         }
     fprintf(f, "%s  -h, --help%*shelp for this command\n", any ? "" : "\noptions:\n", 18, "");
     fputs("\nexamples:\n", f);
-    for (int k = 0; c->examples[k]; k++) fprintf(f, "  %s\n", c->examples[k]);
+    for (int k = 0; c->examples[k]; k++)
+        fprintf(f, "  %s\n", c->examples[k]);
     fputs("\nexit codes: 0 the check holds, 1 a problem was found, 2 bad usage or input\n", f);
 }
 
@@ -283,9 +308,12 @@ void help_print_overview(FILE *f) {
 static void roff(FILE *f, const char *s) {
     if (*s == '.' || *s == '\'') fputs("\\&", f);
     for (; *s; s++) {
-        if (*s == '\\') fputs("\\e", f);
-        else if (*s == '-') fputs("\\-", f);
-        else fputc(*s, f);
+        if (*s == '\\')
+            fputs("\\e", f);
+        else if (*s == '-')
+            fputs("\\-", f);
+        else
+            fputc(*s, f);
     }
 }
 
@@ -297,7 +325,8 @@ void help_print_man(const help_command *c, FILE *f) {
     fprintf(f, ".TH %s 1 \"\" \"ppv %s\" \"ppv manual\"\n.SH NAME\n", title, PPV_VERSION_STRING);
     if (!c) {
         fputs("ppv \\- deterministic test and verification of pipeline-parallel execution\n"
-              ".SH SYNOPSIS\n.B ppv\n\\fICOMMAND\\fR [\\fIoptions\\fR]\n.SH COMMANDS\n", f);
+              ".SH SYNOPSIS\n.B ppv\n\\fICOMMAND\\fR [\\fIoptions\\fR]\n.SH COMMANDS\n",
+              f);
         for (const help_command *k = commands; k->name; k++) {
             fprintf(f, ".TP\n.BR ppv\\-%s (1)\n", k->name);
             roff(f, k->summary);

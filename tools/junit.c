@@ -61,12 +61,23 @@ static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: fputc(ch < 0x20 && ch != '\n' && ch != '\t' ? ' ' : ch, f);
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
+        default:
+            fputc(ch < 0x20 && ch != '\n' && ch != '\t' ? ' ' : ch, f);
         }
     }
 }
@@ -78,8 +89,10 @@ int junit_write(const junit *j, const char *path, char *err, size_t errlen) {
         return -1;
     }
     FILE *f = af.f;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"%d\" failures=\"%d\">\n",
-            j->n, j->failures);
+    fprintf(
+        f,
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"%d\" failures=\"%d\">\n",
+        j->n, j->failures);
     fputs("  <testsuite name=\"", f);
     xml_text(f, j->suite);
     fprintf(f, "\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"0\">\n", j->n, j->failures);

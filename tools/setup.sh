@@ -72,8 +72,8 @@ case "$what" in
     status=0
     wait $gcc_run || status=1
     wait $clang_run || status=$((status | 2))
-    tail -n 4 build/Testing/run.log | sed 's/^/gcc RelWithDebInfo: /'
-    tail -n 4 build-release/Testing/run.log | sed 's/^/clang Release: /'
+    grep -E 'tests passed|Total Test time' build/Testing/run.log | sed 's/^/gcc RelWithDebInfo: /'
+    grep -E 'tests passed|Total Test time' build-release/Testing/run.log | sed 's/^/clang Release: /'
     if ((status)); then
       ((status & 1)) && cat build/Testing/run.log
       ((status & 2)) && cat build-release/Testing/run.log
