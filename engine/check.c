@@ -48,7 +48,8 @@ typedef struct channel {
 
 /* Per process group: the op each member issues at each sequence number. */
 typedef struct coll_group {
-    int32_t *member_of; /* [nranks]: index in the group, -1 if not a member */
+    int64_t *members;   /* [members]: rank << 32 | index in the group, sorted (not [nranks]:
+                         * 65,536 ranks x 30,000 groups would be 7.8 GB) */
     int32_t *count;     /* [members]: collectives issued so far */
     vec64 ops;          /* [seq * members + member], -1 when absent */
     int32_t nseq;
@@ -124,29 +125,116 @@ static void where(const checker *ck, const ppv_action *a, char *buf, size_t n) {
         buf[0] = 0;
 }
 
+/* ---- cells: the (stage, microbatch) pairs actions name ---------------------- */
+
+/* The per-(stage, microbatch) state of structure and memory checks lives in
+ * cells, one per pair the actions name, so that every pass costs what the
+ * file holds and not stages x the largest microbatch index ('0F99999999'
+ * is one action). Dense when stages x microbatches is within a few times
+ * the actions (cell = stage * m + mb, as generated schedules are); sparse
+ * otherwise: the sorted keys of the named pairs, found by binary search. */
+typedef struct cells {
+    int64_t m;    /* microbatches; a pair's key is stage * m + mb */
+    int64_t n;    /* cells */
+    int64_t *key; /* [n] sorted keys of the named pairs; NULL when dense (cell k is key k) */
+} cells;
+
+static int key_cmp(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Whether a names a (stage, microbatch) pair. */
+static int names_cell(const ppv_action *a) {
+    return (ppv_action_flags(a->kind) & PPV_AF_MB) && a->stage >= 0 && a->mb >= 0;
+}
+
+/* Builds the cells of s. Returns 0, or -1 when out of memory. */
+static int cells_init(cells *c, const ppv_schedule *s) {
+    memset(c, 0, sizeof *c);
+    c->m = s->nmb;
+    int64_t named = 0;
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++)
+            named += names_cell(&s->prog[r].acts[i]);
+    int64_t area = (int64_t)s->nstages * c->m;
+    if (area <= 4 * named + 1024) {
+        c->n = area;
+        return 0;
+    }
+    c->key = malloc((size_t)(named ? named : 1) * sizeof *c->key);
+    if (!c->key) return -1;
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (names_cell(a)) c->key[c->n++] = (int64_t)a->stage * c->m + a->mb;
+        }
+    qsort(c->key, (size_t)c->n, sizeof *c->key, key_cmp);
+    int64_t u = 0;
+    for (int64_t k = 0; k < c->n; k++)
+        if (u == 0 || c->key[u - 1] != c->key[k]) c->key[u++] = c->key[k];
+    c->n = u;
+    return 0;
+}
+
+/* The cell of (stage, mb), or -1 when no action names the pair. */
+static int64_t cell_of(const cells *c, int32_t stage, int32_t mb) {
+    if (stage < 0 || mb < 0 || mb >= c->m) return -1;
+    int64_t want = (int64_t)stage * c->m + mb;
+    if (!c->key) return want < c->n ? want : -1;
+    const int64_t *hit = bsearch(&want, c->key, (size_t)c->n, sizeof *c->key, key_cmp);
+    return hit ? hit - c->key : -1;
+}
+
+/* The key (stage * m + mb) of cell k. */
+static int64_t cell_key(const cells *c, int64_t k) {
+    return c->key ? c->key[k] : k;
+}
+
+/* The flags of (stage, mb); 0 when no action names the pair. */
+static uint16_t flags_at(const cells *c, const uint16_t *fl, int32_t stage, int32_t mb) {
+    int64_t k = cell_of(c, stage, mb);
+    return k < 0 ? 0 : fl[k];
+}
+
+/* Rank r's index in group g, or -1 when r is not a member. */
+static int32_t member_of(const checker *ck, int32_t g, int32_t r) {
+    const coll_group *cg = &ck->groups[g];
+    int32_t lo = 0, hi = ck->s->groups[g].n - 1;
+    while (lo <= hi) {
+        int32_t mid = lo + (hi - lo) / 2, mr = (int32_t)(cg->members[mid] >> 32);
+        if (mr == r) return (int32_t)(cg->members[mid] & 0xffffffff);
+        if (mr < r)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 /* ---- 1. per-rank structure ----------------------------------------------- */
 
 static int remote(const checker *ck, int32_t r, int32_t stage) {
     return stage >= 0 && stage < ck->S && ck->s->stage_rank[stage] != r;
 }
 
-static void check_rank(checker *ck, uint16_t *fl, int32_t r) {
+static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
     const ppv_schedule *s = ck->s;
     const ppv_program *p = &s->prog[r];
     int comms_form = s->form == PPV_FORM_COMPUTE_COMMS;
-    int32_t group_at = -1, chunk_at = -1, gens = 0, m = ck->m;
+    int32_t group_at = -1, chunk_at = -1, gens = 0;
     char loc[300], nm[64];
     for (int32_t i = 0; i < p->n; i++) {
         const ppv_action *a = &p->acts[i];
         unsigned af = ppv_action_flags(a->kind);
         where(ck, a, loc, sizeof loc);
-        uint16_t *f = (af & PPV_AF_MB) ? &fl[(size_t)a->stage * m + a->mb] : NULL;
+        uint16_t *f = (af & PPV_AF_MB) ? &fl[cell_of(c, a->stage, a->mb)] : NULL;
         int32_t st = a->stage;
         switch (a->kind) {
         case PPV_ACT_F:
             if (*f & FD) add_error(ck, r, i, "duplicate forward of stage %d microbatch %d%s", st,
                                    a->mb, loc);
-            if (st > 0 && !remote(ck, r, st - 1) && !(fl[(size_t)(st - 1) * m + a->mb] & FD))
+            if (st > 0 && !remote(ck, r, st - 1) && !(flags_at(c, fl, st - 1, a->mb) & FD))
                 add_error(ck, r, i, "input not computed yet: %dF%d must come earlier on rank %d%s",
                           st - 1, a->mb, r, loc);
             if (st > 0 && remote(ck, r, st - 1) && comms_form && !(*f & RF))
@@ -161,7 +249,7 @@ static void check_rank(checker *ck, uint16_t *fl, int32_t r) {
             if (*f & (ID | BD)) add_error(ck, r, i, "duplicate backward of stage %d microbatch "
                                           "%d%s", st, a->mb, loc);
             if (st < ck->S - 1 && !remote(ck, r, st + 1) &&
-                !(fl[(size_t)(st + 1) * m + a->mb] & (ID | BD)))
+                !(flags_at(c, fl, st + 1, a->mb) & (ID | BD)))
                 add_error(ck, r, i, "gradient not computed yet: the backward of stage %d "
                           "microbatch %d must come earlier on rank %d%s", st + 1, a->mb, r, loc);
             if (st < ck->S - 1 && remote(ck, r, st + 1) && comms_form && !(*f & RB))
@@ -234,7 +322,7 @@ static void check_rank(checker *ck, uint16_t *fl, int32_t r) {
             break;
         default: break;
         }
-        if ((af & PPV_AF_COLL) && ck->groups[a->group].member_of[r] < 0)
+        if ((af & PPV_AF_COLL) && member_of(ck, a->group, r) < 0)
             add_error(ck, r, i, "rank %d is not a member of group '%s'%s", r,
                       s->groups[a->group].name, loc);
         if (group_at >= 0 && i != group_at &&
@@ -250,25 +338,52 @@ static void check_rank(checker *ck, uint16_t *fl, int32_t r) {
                   p->acts[chunk_at].count, gens);
 }
 
-/* Counts per stage and microbatch, after every rank's pass. */
-static void check_counts(checker *ck, const uint16_t *fl) {
+/* The count errors of one (stage, microbatch) pair with flags f. */
+static void cell_errors(checker *ck, int32_t r, int32_t st, int64_t mb, uint16_t f, int backward) {
+    if (!(f & FD))
+        add_error(ck, r, -1,
+                  "stage %d has no forward %dF%lld (each of the %d microbatches runs "
+                  "once per stage)",
+                  st, st, (long long)mb, ck->m);
+    if (backward && !(f & (ID | BD)))
+        add_error(ck, r, -1, "stage %d has no backward (%dB%lld or %dI%lld) for microbatch %lld",
+                  st, st, (long long)mb, st, (long long)mb, (long long)mb);
+    if ((f & ID) && !(f & WD))
+        add_error(ck, r, -1,
+                  "stage %d microbatch %lld has I but no W: the weight gradient is "
+                  "never computed",
+                  st, (long long)mb);
+}
+
+/* The errors of stage st's microbatches [from, to), pairs no action names:
+ * each lacks its forward (and its backward when the schedule has any).
+ * Stored while there is room, the rest only counted, so a gap of 10^8
+ * microbatches costs no more than the stored messages. */
+static void missing_cells(checker *ck, int32_t r, int32_t st, int64_t from, int64_t to,
+                          int backward) {
+    int64_t mb = from;
+    for (; mb < to && ck->rep->nerrors < MAX_STORED_ERRORS && !ck->oom; mb++)
+        cell_errors(ck, r, st, mb, 0, backward);
+    if (mb < to) ck->rep->errors_total += (to - mb) * (backward ? 2 : 1);
+}
+
+/* Counts per stage and microbatch, after every rank's pass: stage by stage,
+ * microbatch by microbatch, the pairs no action names taken as runs. */
+static void check_counts(checker *ck, const cells *c, const uint16_t *fl) {
     int backward = 0;
-    for (size_t k = 0; k < (size_t)ck->S * ck->m; k++)
+    for (int64_t k = 0; k < c->n; k++)
         if (fl[k] & (ID | BD | WD)) backward = 1;
+    int64_t k = 0;
     for (int32_t st = 0; st < ck->S; st++) {
         int32_t r = ck->s->stage_rank[st];
-        for (int32_t mb = 0; mb < ck->m; mb++) {
-            uint16_t f = fl[(size_t)st * ck->m + mb];
-            if (!(f & FD))
-                add_error(ck, r, -1, "stage %d has no forward %dF%d (each of the %d "
-                          "microbatches runs once per stage)", st, st, mb, ck->m);
-            if (backward && !(f & (ID | BD)))
-                add_error(ck, r, -1, "stage %d has no backward (%dB%d or %dI%d) for microbatch "
-                          "%d", st, st, mb, st, mb, mb);
-            if ((f & ID) && !(f & WD))
-                add_error(ck, r, -1, "stage %d microbatch %d has I but no W: the weight "
-                          "gradient is never computed", st, mb);
+        int64_t next = 0; /* first microbatch of st not yet judged */
+        for (; k < c->n && cell_key(c, k) / c->m == st; k++) {
+            int64_t mb = cell_key(c, k) % c->m;
+            missing_cells(ck, r, st, next, mb, backward);
+            cell_errors(ck, r, st, mb, fl[k], backward);
+            next = mb + 1;
         }
+        missing_cells(ck, r, st, next, c->m, backward);
     }
 }
 
@@ -430,7 +545,7 @@ static void match_collectives(checker *ck) {
             const ppv_action *a = &p->acts[i];
             if (!(ppv_action_flags(a->kind) & PPV_AF_COLL)) continue;
             coll_group *g = &ck->groups[a->group];
-            int32_t me = g->member_of[r], n = s->groups[a->group].n;
+            int32_t me = member_of(ck, a->group, r), n = s->groups[a->group].n;
             if (me < 0) continue; /* reported by check_rank; never completes */
             int32_t seq = g->count[me]++;
             ck->cseq[ck->off[r] + i] = seq;
@@ -521,7 +636,7 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
     if (af & PPV_AF_COLL) {
         coll_group *g = &ck->groups[a->group];
         int32_t seq = ck->cseq[op], n = ck->s->groups[a->group].n;
-        if (g->member_of[r] < 0 || seq < 0) return;
+        if (member_of(ck, a->group, r) < 0 || seq < 0) return;
         if (t > g->tmax[seq]) g->tmax[seq] = t;
         if (++g->arrived[seq] < n) return;
         for (int32_t k = 0; k < n; k++) {
@@ -766,12 +881,14 @@ static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
 
 /* ---- 4. memory ---------------------------------------------------------------- */
 
-static int peak_memory(const ppv_schedule *s, const ppv_mem_model *mm, double *peak) {
-    int32_t S = s->nstages, m = s->nmb;
-    size_t sm = (size_t)S * (size_t)m;
+/* Peak activation per rank (into peak[nranks]) from each rank's compute
+ * order, one live amount per cell. Returns 0, or -1 when out of memory. */
+static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
+                       double *peak) {
+    int32_t S = s->nstages;
     double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
-    double *live = calloc(sm ? sm : 1, sizeof *live);
-    uint8_t *recomputed = calloc(sm ? sm : 1, 1);
+    double *live = calloc((size_t)(c->n ? c->n : 1), sizeof *live);
+    uint8_t *recomputed = calloc((size_t)(c->n ? c->n : 1), 1);
     if (!live || !recomputed) {
         free(live), free(recomputed);
         return -1;
@@ -779,16 +896,17 @@ static int peak_memory(const ppv_schedule *s, const ppv_mem_model *mm, double *p
     for (int32_t r = 0; r < s->nranks; r++)
         for (int32_t i = 0; i < s->prog[r].n; i++)
             if (s->prog[r].acts[i].kind == PPV_ACT_R)
-                recomputed[(size_t)s->prog[r].acts[i].stage * m + s->prog[r].acts[i].mb] = 1;
+                recomputed[cell_of(c, s->prog[r].acts[i].stage, s->prog[r].acts[i].mb)] = 1;
     for (int32_t r = 0; r < s->nranks; r++) {
         double cur = 0, top = 0; /* in units of one F's activation */
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
             if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
                 continue;
-            double *l = &live[(size_t)a->stage * m + a->mb], d = 0;
+            int64_t k = cell_of(c, a->stage, a->mb);
+            double *l = &live[k], d = 0;
             switch (a->kind) {
-            case PPV_ACT_F: d = recomputed[l - live] ? mm->stash_frac : 1.0; break;
+            case PPV_ACT_F: d = recomputed[k] ? mm->stash_frac : 1.0; break;
             case PPV_ACT_R: d = 1.0 - mm->stash_frac; break;
             case PPV_ACT_I: d = -fmin(*l, mm->i_frac); break;
             case PPV_ACT_W:
@@ -847,7 +965,7 @@ static void checker_free(checker *ck) {
     free(ck->chan_cap);
     if (ck->groups)
         for (int32_t g = 0; g < ck->s->ngroups; g++) {
-            free(ck->groups[g].member_of);
+            free(ck->groups[g].members);
             free(ck->groups[g].count);
             free(ck->groups[g].ops.v);
             free(ck->groups[g].arrived);
@@ -934,11 +1052,13 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     }
     for (int32_t g = 0; g < s->ngroups; g++) {
         coll_group *cg = &ck->groups[g];
-        cg->member_of = malloc(pp * sizeof *cg->member_of);
-        cg->count = calloc((size_t)s->groups[g].n, sizeof *cg->count);
-        if (!cg->member_of || !cg->count) return -1;
-        for (int32_t r = 0; r < P; r++) cg->member_of[r] = -1;
-        for (int32_t k = 0; k < s->groups[g].n; k++) cg->member_of[s->groups[g].ranks[k]] = k;
+        int32_t n = s->groups[g].n;
+        cg->members = malloc((size_t)(n ? n : 1) * sizeof *cg->members);
+        cg->count = calloc((size_t)(n ? n : 1), sizeof *cg->count);
+        if (!cg->members || !cg->count) return -1;
+        for (int32_t k = 0; k < n; k++)
+            cg->members[k] = (int64_t)s->groups[g].ranks[k] << 32 | k;
+        qsort(cg->members, (size_t)n, sizeof *cg->members, key_cmp);
     }
     return 0;
 }
@@ -966,13 +1086,15 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     int rc = -1;
     uint16_t *fl = NULL;
     int32_t *stuck = NULL;
-    if (checker_init(&ck, s) < 0) goto oom;
-    fl = calloc((size_t)s->nstages * (size_t)s->nmb + 1, sizeof *fl);
+    cells cl = {0, 0, NULL};
+    if (checker_init(&ck, s) < 0 || cells_init(&cl, s) < 0) goto oom;
+    fl = calloc((size_t)cl.n + 1, sizeof *fl);
     if (!fl) goto oom;
-    for (int32_t r = 0; r < s->nranks; r++) check_rank(&ck, fl, r);
-    check_counts(&ck, fl);
+    for (int32_t r = 0; r < s->nranks; r++)
+        check_rank(&ck, &cl, fl, r);
+    check_counts(&ck, &cl, fl);
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
-    if (!rep->peak_activation || peak_memory(s, &opt->mem, rep->peak_activation) < 0) goto oom;
+    if (!rep->peak_activation || peak_memory(s, &cl, &opt->mem, rep->peak_activation) < 0) goto oom;
 
     const ppv_schedule *run = s;
     if (s->form == PPV_FORM_COMPUTE_ONLY) {
@@ -1054,6 +1176,7 @@ oom:
     ppv_errf(err, errlen, "out of memory while checking %s", s->name);
 fail:
     checker_free(&ck);
+    free(cl.key);
     free(fl);
     free(stuck);
     ppv_check_report_free(rep);

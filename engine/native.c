@@ -103,7 +103,7 @@ static int apply_attr(const cursor *c, ppv_schedule *s, int32_t rank, ppv_action
         if (gi < 0)
             return fail_at(c, v, rank, tok, toklen,
                            "no process group '%s' (declare it with 'group %s RANK...')", g, g);
-        a->group = (int16_t)gi;
+        a->group = gi;
     } else if (KEY("root") && (fl & PPV_AF_ROOT)) {
         if (word_int(v, we, MAX_RANKS, &n) < 0)
             return fail_at(c, v, rank, tok, toklen, "root must be a group rank");

@@ -22,7 +22,8 @@
 typedef struct ppv_action {
     uint8_t kind;    /* ppv_action_kind */
     uint8_t dtype;   /* ppv_dtype, collectives and native messages */
-    int16_t group;   /* collective: index into ppv_schedule.groups */
+    int32_t group;   /* collective: index into ppv_schedule.groups (32 bits, so 65,536
+                      * groups do not wrap; ppv_action stays 48 bytes) */
     int32_t stage;   /* stage index */
     int32_t mb;      /* microbatch index */
     union {          /* what only some kinds carry */
@@ -69,6 +70,7 @@ typedef struct ppv_schedule {
     ppv_form form;
     ppv_dialect dialect; /* dialect the file was read in */
     char name[256];      /* file name for messages */
+    struct ppv_group_index *group_index; /* private to schedule.c: groups by name */
 } ppv_schedule;
 
 /* A new empty schedule of nranks programs, or NULL when out of memory. */
@@ -85,7 +87,8 @@ int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a);
  * already used). */
 int ppv_schedule_add_group(ppv_schedule *s, const char *name, const int32_t *ranks, int32_t n);
 
-/* Index of the group named name, or -1. */
+/* Index of the group named name, or -1; a hash lookup (groups must be added
+ * with ppv_schedule_add_group, which keeps the index). */
 int ppv_schedule_find_group(const ppv_schedule *s, const char *name);
 
 /* Infers nstages, nmb (unless set beforehand), form and the stage->rank map
@@ -336,6 +339,7 @@ typedef struct ppv_world_result {
     ppv_wait *cycle; /* the wait-for cycle, when there is one */
     int32_t ncycle;
     int32_t failed_rank;
+    int32_t pct_fired; /* PCT: change points that fired (at most depth - 1) */
     char message[512];
 } ppv_world_result;
 
@@ -427,6 +431,10 @@ typedef struct ppv_run_report {
     int32_t *stage_layer; /* [nstages + 1]: stage s holds layers [stage_layer[s], stage_layer[s+1]) */
     double loss;          /* mean over microbatches */
     float *mb_loss;       /* [nmb] each microbatch's loss */
+    /* [nstages * nmb] forward passes the model ran for stage s, microbatch
+     * mb (at s * nmb + mb), counted where they run: 1 per F, plus 1 when a
+     * recomputed stage rebuilds its saved tensors for the backward */
+    int32_t *forwards;
     float *grads;         /* all layers' gradients, summed over microbatches in order */
     size_t ngrads;
     uint64_t grad_digest; /* FNV-1a of grads */
@@ -437,6 +445,11 @@ typedef struct ppv_run_report {
      * added (sums run in microbatch order), so this is 1 when each stage's
      * W actions run in microbatch order, and never grows with nmb then. */
     int32_t grad_buffers_peak;
+    /* PCT: the run length its change points were drawn over, the policy's
+     * pct_steps or, when that is 0, the steps of a round-robin run of the
+     * same step (PCT's guarantee needs change points spread over the run
+     * actually taken); 0 for other policies. */
+    int64_t pct_steps;
     ppv_world *trace; /* the run's decisions, for ppv_trace_write */
 } ppv_run_report;
 
@@ -487,5 +500,92 @@ typedef struct ppv_recompute_verdict {
 int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o,
                          ppv_recompute_verdict *v, char *err, size_t errlen);
 void ppv_recompute_verdict_free(ppv_recompute_verdict *v);
+
+/* ---- the PP inference contract (spec/contract.def) ------------------------------ */
+
+/* The formula every tripwire checks: one generator call to rebuild the KV
+ * cache when recomputing, plus one per denoising step. */
+int64_t ppv_expected_generator_calls(int do_kv_recompute, int64_t num_denoise_steps);
+
+/* An INFER envelope with every field at its default (version 1,
+ * pp_disable_vace 1, kv_cache_attention_bias 0.3, ids 0) and no tensor. */
+void ppv_envelope_init(ppv_envelope *e);
+/* A result of version 1 for e's ids, ok, with no tensor. */
+void ppv_result_init(ppv_result *r, const ppv_envelope *e);
+
+/* What a receiver has seen so far, for the ordering rules: call_id
+ * strictly increases over all actions, chunk_index over the INFERs of an
+ * epoch, cache_epoch never decreases. */
+typedef struct ppv_contract_order {
+    int64_t call_id;     /* last seen; -1 before any */
+    int64_t chunk_index; /* last INFER's in this epoch; -1 before any */
+    int64_t cache_epoch; /* current; -1 before any */
+} ppv_contract_order;
+
+ppv_contract_order ppv_contract_order_start(void);
+
+/* Checks e on its own and against o, which it does not change. Returns
+ * PPV_FAIL_NONE, or the failure mode with msg naming the rule and e's
+ * call_id, chunk_index and cache_epoch. */
+ppv_failure ppv_envelope_check(const ppv_envelope *e, const ppv_contract_order *o, char *msg,
+                               size_t msglen);
+/* Takes a checked envelope's ids into o. */
+void ppv_contract_order_advance(ppv_contract_order *o, const ppv_envelope *e);
+
+/* What stage 0 does with a result of the envelope it sent. */
+typedef enum ppv_result_verdict {
+    PPV_RESULT_ACCEPT,          /* decode it (ok) or report the mesh's error (!ok) */
+    PPV_RESULT_DROP_STALE,      /* another cache epoch: never decoded */
+    PPV_RESULT_DROP_DUPLICATE,  /* a call_id already accepted: never decoded */
+    PPV_RESULT_REJECT           /* breaks the contract: *mode says how */
+} ppv_result_verdict;
+
+/* Stage 0's acceptance rules for r, given the envelope sent with that
+ * call_id, the current epoch and the last call_id accepted (-1: none). */
+ppv_result_verdict ppv_result_check(const ppv_result *r, const ppv_envelope *sent,
+                                    int64_t cache_epoch, int64_t last_accepted, ppv_failure *mode,
+                                    char *msg, size_t msglen);
+
+/* Bytes of t's elements (0 when absent). */
+size_t ppv_tensor_bytes(const ppv_tensor *t);
+
+/* Wire framing: a header of PPV_FRAME_HEADER words (action, call_id,
+ * chunk_index, cache_epoch, n_tensors, version, meta_bytes), then the
+ * metadata and tensor specs as canonical text (one "key=value" line per
+ * field and "tensor.KEY=DTYPE d0 d1 ..." per tensor, sorted by key), then
+ * the tensors in spec order. Only an INFER envelope or a result has a
+ * payload: NOOP, SHUTDOWN and ERROR are their header. */
+enum { PPV_FRAME_HEADER = 7, PPV_FRAME_MAX_TENSORS = 8 };
+
+typedef struct ppv_frame {
+    int64_t header[PPV_FRAME_HEADER];
+    char *meta; /* header[6] bytes and a NUL; NULL when there is no payload */
+    int ntensors;
+    const ppv_tensor *tensors[PPV_FRAME_MAX_TENSORS]; /* spec order */
+} ppv_frame;
+
+/* Anti-stranding: checks e against o, serialises the metadata, builds and
+ * checks every tensor spec, all before anything is sent. PPV_FAIL_NONE with
+ * *f ready to send (the header is then a commitment), or the failure mode
+ * and nothing in *f. f's tensors point into e. */
+ppv_failure ppv_envelope_frame(const ppv_envelope *e, const ppv_contract_order *o, ppv_frame *f,
+                               char *msg, size_t msglen);
+/* The same for a result; r is checked for form only (stage 0 judges it). */
+ppv_failure ppv_result_frame(const ppv_result *r, ppv_frame *f, char *msg, size_t msglen);
+void ppv_frame_free(ppv_frame *f);
+
+/* Receiver's side: rebuilds an envelope from its header and metadata,
+ * refusing an unknown version, action or field, a missing or repeated
+ * field, a header that disagrees with the metadata and a spec of the wrong
+ * dtype or rank, before anything else is received. Tensors are allocated
+ * from the specs (zeroed) and listed in spec order in order[], to be filled
+ * with the payload. meta may be NULL when header says 0 bytes. */
+ppv_failure ppv_envelope_unframe(const int64_t *header, const char *meta, ppv_envelope *e,
+                                 ppv_tensor **order, int *norder, char *msg, size_t msglen);
+ppv_failure ppv_result_unframe(const int64_t *header, const char *meta, ppv_result *r,
+                               ppv_tensor **order, int *norder, char *msg, size_t msglen);
+/* Frees the tensors an unframe allocated. */
+void ppv_envelope_free_tensors(ppv_envelope *e);
+void ppv_result_free_tensors(ppv_result *r);
 
 #endif

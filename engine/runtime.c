@@ -45,6 +45,7 @@ typedef struct run_ctx {
     float *loss;             /* [m] */
     int64_t *cur, *peak;     /* [P] activation bytes */
     int64_t actions_done, actions_total;
+    int32_t *forwards; /* [S * m] forward passes run, recomputes included */
 } run_ctx;
 
 /* ---- activation accounting ------------------------------------------------- */
@@ -139,6 +140,7 @@ static const ppv_mb_inputs *inputs_of(run_ctx *c, ppv_transport *t, int32_t rank
 /* Runs the forward of stage s into a fresh saved buffer. */
 static int forward_into(run_ctx *c, int32_t rank, int32_t s, const ppv_mb_inputs *in, slot *sl,
                         const ppv_bf16 *x) {
+    c->forwards[sl - c->slots]++; /* evidence for verify-recompute: counted where it runs */
     sl->saved = act_alloc(c, rank, c->bytes[s].saved);
     ppv_bf16 *y = malloc(c->tc * sizeof *y);
     if (!sl->saved || !y) {
@@ -191,7 +193,12 @@ static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_acti
 /* Rebuilds a recomputed stage's saved tensors from its stashed input. */
 static int recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int32_t mb) {
     slot *sl = slot_of(c, s, mb);
-    if (sl->saved || !is_recomputed(c, s)) return 0;
+    if (!is_recomputed(c, s)) return 0;
+    if (sl->saved) { /* what recompute promises: nothing kept from the forward */
+        ppv_world_fail(t, rank, "%dR%d: stage %d is recomputed but still holds its forward's saved "
+                       "tensors", s, mb, s);
+        return -1;
+    }
     if (!sl->stash) {
         ppv_world_fail(t, rank, "%dR%d: no stashed input (forward missing)", s, mb);
         return -1;
@@ -474,6 +481,7 @@ static void free_ctx(run_ctx *c) {
     free(c->inputs);
     free(c->wdone);
     free(c->loss);
+    free(c->forwards);
     free(c->bytes);
     free(c->cur);
     free(c->peak);
@@ -520,6 +528,21 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     *out = NULL;
     if (s_in->nstages < 1 || s_in->nmb < 1)
         return ppv_errf(err, errlen, "%s: no stage or microbatch to run", s_in->name);
+    if (o->policy.kind == PPV_POLICY_PCT && o->policy.pct_steps <= 0) {
+        /* PCT draws its change points over the run's length: measure it with a
+         * round-robin run of the same step first (deterministic, so the PCT
+         * run, and its replay, see the same length) */
+        ppv_run_options probe = *o;
+        probe.policy.kind = PPV_POLICY_RR;
+        probe.perturb = 0;
+        probe.progress = NULL;
+        ppv_run_report *pr = NULL;
+        if (ppv_run(s_in, &probe, &pr, err, errlen) < 0) return -1;
+        ppv_run_options measured = *o;
+        measured.policy.pct_steps = pr->world.steps > 0 ? pr->world.steps : 1;
+        ppv_run_report_free(pr);
+        return ppv_run(s_in, &measured, out, err, errlen);
+    }
     ppv_check_options co = ppv_check_defaults();
     co.sem = o->sem;
     ppv_check_report *chk = NULL;
@@ -598,12 +621,14 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     c.gsum = calloc((size_t)c.S, sizeof *c.gsum);
     c.folded = calloc((size_t)c.S, sizeof *c.folded);
     c.loss = calloc((size_t)c.m, sizeof *c.loss);
+    c.forwards = calloc((size_t)c.S * (size_t)c.m, sizeof *c.forwards);
     c.cur = calloc((size_t)s->nranks, sizeof *c.cur);
     c.peak = calloc((size_t)s->nranks, sizeof *c.peak);
     rep->peak_bytes = calloc((size_t)s->nranks, sizeof *rep->peak_bytes);
     rep->predicted_bytes = calloc((size_t)s->nranks, sizeof *rep->predicted_bytes);
     if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.wdone || !c.gsum ||
-        !c.folded || !c.loss || !c.cur || !c.peak || !rep->peak_bytes || !rep->predicted_bytes)
+        !c.folded || !c.loss || !c.forwards || !c.cur || !c.peak || !rep->peak_bytes ||
+        !rep->predicted_bytes)
         goto oom;
     split_layers(cfg.layers, c.S, rep->stage_layer);
     c.stage_layer = rep->stage_layer;
@@ -629,6 +654,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         goto done;
     }
     memcpy(rep->peak_bytes, c.peak, (size_t)s->nranks * sizeof *c.peak);
+    rep->pct_steps = o->policy.kind == PPV_POLICY_PCT ? o->policy.pct_steps : 0;
     rep->grad_buffers_peak = c.held_peak;
     if (rep->world.status == PPV_RUN_DONE) {
         /* gradients: per stage, microbatches added in order */
@@ -657,6 +683,8 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
             loss += c.loss[mb];
         rep->mb_loss = c.loss;
         c.loss = NULL;
+        rep->forwards = c.forwards;
+        c.forwards = NULL;
         rep->loss = loss / c.m;
         rep->grad_digest = ppv_digest(rep->grads, rep->ngrads * sizeof *rep->grads);
     }
@@ -681,6 +709,7 @@ void ppv_run_report_free(ppv_run_report *r) {
     free(r->stage_layer);
     free(r->grads);
     free(r->mb_loss);
+    free(r->forwards);
     free(r->peak_bytes);
     free(r->predicted_bytes);
     free(r);

@@ -24,6 +24,7 @@ void ppv_schedule_free(ppv_schedule *s) {
     for (int32_t r = 0; r < s->nranks; r++) free(s->prog[r].acts);
     for (int32_t g = 0; g < s->ngroups; g++) free(s->groups[g].ranks);
     free(s->groups);
+    free(s->group_index);
     free(s->prog);
     free(s->stage_rank);
     free(s);
@@ -60,12 +61,66 @@ int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a) {
     return 0;
 }
 
+/* Groups by name: an open-addressing hash table of group indices, so that
+ * declaring and finding n groups costs O(n), not O(n^2) (65,537 groups took
+ * 31 s by linear search). It also holds the groups array's capacity. */
+struct ppv_group_index {
+    int32_t cap;    /* groups allocated in ppv_schedule.groups */
+    int32_t nslots; /* a power of two, at least twice the groups */
+    int32_t slot[]; /* group index, or -1 when empty */
+};
+
+/* FNV-1a of a group name. */
+static uint32_t name_hash(const char *name) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+/* The slot that holds name in ix, or the empty slot where it would go. */
+static int32_t index_slot(const ppv_schedule *s, const struct ppv_group_index *ix,
+                          const char *name) {
+    uint32_t mask = (uint32_t)ix->nslots - 1, k = name_hash(name) & mask;
+    while (ix->slot[k] >= 0 && strcmp(s->groups[ix->slot[k]].name, name) != 0)
+        k = (k + 1) & mask;
+    return (int32_t)k;
+}
+
+/* Makes room for one more group: the array grows by doubling and the table
+ * is rebuilt at half load. Returns 0, or -1 when out of memory. */
+static int reserve_group(ppv_schedule *s) {
+    struct ppv_group_index *ix = s->group_index;
+    int32_t cap = ix ? ix->cap : 0;
+    if (s->ngroups == cap) {
+        int32_t ncap = cap ? 2 * cap : 4;
+        ppv_group *g = realloc(s->groups, (size_t)ncap * sizeof *g);
+        if (!g) return -1;
+        s->groups = g;
+        cap = ncap;
+        if (ix) ix->cap = cap;
+    }
+    if (ix && 2 * (int64_t)(s->ngroups + 1) <= ix->nslots) return 0;
+    int32_t nslots = 16;
+    while (nslots < 2 * (s->ngroups + 1))
+        nslots *= 2;
+    struct ppv_group_index *nx = malloc(sizeof *nx + (size_t)nslots * sizeof nx->slot[0]);
+    if (!nx) return -1;
+    nx->cap = cap;
+    nx->nslots = nslots;
+    for (int32_t k = 0; k < nslots; k++)
+        nx->slot[k] = -1;
+    free(ix);
+    s->group_index = nx;
+    for (int32_t g = 0; g < s->ngroups; g++)
+        nx->slot[index_slot(s, nx, s->groups[g].name)] = g;
+    return 0;
+}
+
 int ppv_schedule_add_group(ppv_schedule *s, const char *name, const int32_t *ranks, int32_t n) {
     if (strlen(name) >= sizeof s->groups[0].name || ppv_schedule_find_group(s, name) >= 0)
         return -1;
-    ppv_group *g = realloc(s->groups, (size_t)(s->ngroups + 1) * sizeof *g);
-    if (!g) return -1;
-    s->groups = g;
+    if (reserve_group(s) < 0) return -1;
     ppv_group *ng = &s->groups[s->ngroups];
     memset(ng, 0, sizeof *ng);
     strcpy(ng->name, name);
@@ -73,13 +128,13 @@ int ppv_schedule_add_group(ppv_schedule *s, const char *name, const int32_t *ran
     if (!ng->ranks) return -1;
     memcpy(ng->ranks, ranks, (size_t)n * sizeof *ranks);
     ng->n = n;
+    s->group_index->slot[index_slot(s, s->group_index, name)] = s->ngroups;
     return s->ngroups++;
 }
 
 int ppv_schedule_find_group(const ppv_schedule *s, const char *name) {
-    for (int32_t g = 0; g < s->ngroups; g++)
-        if (strcmp(s->groups[g].name, name) == 0) return g;
-    return -1;
+    if (!s->group_index) return -1; /* no group added yet */
+    return s->group_index->slot[index_slot(s, s->group_index, name)];
 }
 
 int64_t ppv_schedule_size(const ppv_schedule *s) {
@@ -93,12 +148,75 @@ static int places_stage(const ppv_action *a) {
     return (ppv_action_flags(a->kind) & PPV_AF_STAGE) != 0 && a->stage >= 0;
 }
 
+/* A stage-placing action, for sorting by stage. */
+typedef struct placed {
+    int32_t stage, rank, index;
+} placed;
+
+static int placed_cmp(const void *x, const void *y) {
+    const placed *a = x, *b = y;
+    if (a->stage != b->stage) return a->stage < b->stage ? -1 : 1;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* The error of a schedule whose stage count exceeds the actions that place
+ * stages ('99999999F0'): some stage is computed by no rank, unless a stage
+ * on two ranks is reported first, as the dense pass below would. Sorting
+ * the placing actions costs what the file holds, not the stage count.
+ * Always returns -1. */
+static int sparse_stages_error(ppv_schedule *s, int64_t nplaced, char *err, size_t errlen) {
+    placed *pl = malloc((size_t)(nplaced ? nplaced : 1) * sizeof *pl);
+    if (!pl) return ppv_errf(err, errlen, "%s: out of memory", s->name);
+    int64_t n = 0;
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++)
+            if (places_stage(&s->prog[r].acts[i]))
+                pl[n++] = (placed){s->prog[r].acts[i].stage, r, i};
+    qsort(pl, (size_t)n, sizeof *pl, placed_cmp);
+    /* the first action, in rank then program order, whose stage an earlier
+     * rank placed: per stage (a run of pl), the first entry off its lowest
+     * rank; and the lowest stage no action places */
+    const placed *dup = NULL;
+    int32_t dup_owner = -1, gap = -1, expect = 0;
+    for (int64_t k = 0, j; k < n; k = j) {
+        for (j = k + 1; j < n && pl[j].stage == pl[k].stage; j++)
+            continue;
+        if (pl[k].stage != expect && gap < 0) gap = expect;
+        expect = pl[k].stage + 1;
+        for (int64_t q = k + 1; q < j; q++)
+            if (pl[q].rank != pl[k].rank) {
+                if (!dup || pl[q].rank < dup->rank ||
+                    (pl[q].rank == dup->rank && pl[q].index < dup->index))
+                    dup = &pl[q], dup_owner = pl[k].rank;
+                break;
+            }
+    }
+    int rc;
+    if (dup) {
+        const ppv_action *a = &s->prog[dup->rank].acts[dup->index];
+        char buf[64];
+        ppv_action_format(s, a, buf, sizeof buf);
+        rc = ppv_errf(err, errlen,
+                      "%s:%d:%d: rank %d cell '%s': stage %d is already on rank %d (a stage "
+                      "lives on one rank)",
+                      s->name, a->line, a->col, dup->rank, buf, a->stage, dup_owner);
+    } else {
+        rc = ppv_errf(err, errlen, "%s: stage %d is computed by no rank (stages 0..%d are named)",
+                      s->name, gap, s->nstages - 1);
+    }
+    free(pl);
+    return rc;
+}
+
 int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
     int32_t maxstage = -1, maxmb = -1;
+    int64_t nplaced = 0;
     int comms = 0;
     for (int32_t r = 0; r < s->nranks; r++) {
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
+            if (places_stage(a)) nplaced++;
             if (places_stage(a) && a->stage > maxstage) maxstage = a->stage;
             if (a->mb > maxmb) maxmb = a->mb;
             if (ppv_action_flags(a->kind) & (PPV_AF_COMM | PPV_AF_COLL)) comms = 1;
@@ -117,6 +235,9 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
     s->stage_rank = NULL;
     s->nstages = maxstage + 1;
     if (s->nstages == 0) return 0;
+    /* more stages than placing actions: a stage is missing, and an array of
+     * nstages would cost what the largest index says, not the file */
+    if (s->nstages > nplaced) return sparse_stages_error(s, nplaced, err, errlen);
     s->stage_rank = malloc((size_t)s->nstages * sizeof *s->stage_rank);
     if (!s->stage_rank) return ppv_errf(err, errlen, "%s: out of memory", s->name);
     for (int32_t st = 0; st < s->nstages; st++) s->stage_rank[st] = -1;

@@ -276,6 +276,7 @@ static int32_t pick(ppv_world *w, int32_t nready) {
                 if (w->pct_change[i] == w->steps) {
                     w->pct_prio[best] = pol->depth - 1 - i;
                     demoted = 1;
+                    w->pct_fired++;
                 }
             if (!demoted) return best;
         }
@@ -446,6 +447,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     }
     unwind(w);
     res->steps = w->steps;
+    res->pct_fired = w->pct_fired;
     uint64_t h = 1469598103934665603ULL; /* FNV-1a over the decisions */
     for (int64_t k = 0; k < w->ndecisions; k++) {
         uint32_t v = (uint32_t)w->decisions[k];

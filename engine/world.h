@@ -83,6 +83,7 @@ struct ppv_world {
     int32_t last; /* last rank chosen */
     int64_t *pct_prio;   /* [P] */
     int64_t *pct_change; /* [depth-1] steps at which the running rank is demoted */
+    int32_t pct_fired;   /* change points that fired */
     ppv_rank_main fn;
     void *arg;
     int32_t current;

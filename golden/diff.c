@@ -30,25 +30,190 @@ typedef struct objlist {
     size_t n, cap;
 } objlist;
 
-static herr_t visit(hid_t loc, const char *name, const H5O_info_t *info, void *arg) {
-    (void)loc;
-    objlist *l = arg;
+/* ---- listing a file's objects ------------------------------------------------------ */
+
+/* How deep groups may nest: a ppv file is 3 deep; deeper is a corrupted
+ * or hostile file, whose walk must not exhaust the stack. */
+enum { MAX_DEPTH = 64 };
+
+/* One link of a group, as H5Literate gives it. */
+typedef struct member {
+    char *name;
+    int hard;
+} member;
+
+typedef struct members {
+    member *v;
+    size_t n, cap;
+    int oom;
+} members;
+
+/* The addresses of the objects a walk has reached (an open-addressing
+ * set; 0 marks a free slot: the superblock lies there, never an object,
+ * and the depth bound ends any walk all the same). */
+typedef struct seen {
+    haddr_t *v;
+    size_t n, cap; /* cap: a power of two, or 0 */
+} seen;
+
+/* A walk of one file: the objects it lists, where an error is told. */
+typedef struct walk {
+    const char *file;
+    objlist *l;
+    seen s;
+    char *err;
+    size_t errlen;
+} walk;
+
+/* Adds addr to s: 1 if it is new, 0 if it was there, -1 out of memory. */
+static int seen_add(seen *s, haddr_t addr) {
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        haddr_t *nv = calloc(cap, sizeof *nv);
+        if (!nv) return -1;
+        for (size_t k = 0; k < s->cap; k++)
+            for (size_t at = s->v[k] % cap; s->v[k]; at = (at + 1) % cap)
+                if (!nv[at]) {
+                    nv[at] = s->v[k];
+                    break;
+                }
+        free(s->v);
+        s->v = nv;
+        s->cap = cap;
+    }
+    size_t at = addr % s->cap;
+    for (; s->v[at]; at = (at + 1) % s->cap)
+        if (s->v[at] == addr) return 0;
+    s->v[at] = addr;
+    s->n++;
+    return 1;
+}
+
+/* Appends (path, type) to l, taking path; -1 out of memory (path freed). */
+static int objlist_add(objlist *l, char *path, H5O_type_t type) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         obj *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv) return -1;
+        if (!nv) return free(path), -1;
         l->v = nv;
         l->cap = cap;
     }
-    size_t len = strlen(name);
-    char *p = malloc(len + 2);
-    if (!p) return -1;
-    p[0] = '/';
-    memcpy(p + 1, name, len + 1);
-    if (strcmp(name, ".") == 0) p[1] = '\0'; /* the root group */
-    l->v[l->n].path = p;
-    l->v[l->n++].type = info->type;
+    l->v[l->n++] = (obj){path, type};
     return 0;
+}
+
+/* H5Literate's callback: collects the group's links (no HDF5 call). */
+static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, void *arg) {
+    (void)g;
+    members *ls = arg;
+    if (ls->n == ls->cap) {
+        size_t cap = ls->cap ? 2 * ls->cap : 16;
+        member *nv = realloc(ls->v, cap * sizeof *nv);
+        if (!nv) return ls->oom = 1, -1;
+        ls->v = nv;
+        ls->cap = cap;
+    }
+    if (!(ls->v[ls->n].name = strdup(name))) return ls->oom = 1, -1;
+    ls->v[ls->n++].hard = info->type == H5L_TYPE_HARD;
+    return 0;
+}
+
+static int by_member_name(const void *a, const void *b) {
+    return strcmp(((const member *)a)->name, ((const member *)b)->name);
+}
+
+static void members_free(members *ls) {
+    for (size_t k = 0; k < ls->n; k++)
+        free(ls->v[k].name);
+    free(ls->v);
+}
+
+/* "/a" + "b" -> "/a/b" (malloc'd; NULL out of memory). */
+static char *child_path(const char *parent, const char *name) {
+    size_t n = strlen(parent), m = strlen(name);
+    char *p = malloc(n + m + 2);
+    if (p) snprintf(p, n + m + 2, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", name);
+    return p;
+}
+
+static int walk_group(walk *w, hid_t g, const char *path, int depth);
+
+/* Checks the object that link name of group g leads to and lists it as
+ * path (malloc'd, taken), then, for a group, its members: its header
+ * must read, its type be known, and it must not have been reached before
+ * (H5Ovisit's rule: each object once, by its first path in name order).
+ * 0, or -1 with the reason in w->err. */
+static int walk_object(walk *w, hid_t g, const char *name, char *path, int depth) {
+    H5O_info_t oi;
+    int fresh;
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        gerr(w->err, w->errlen, "%s: corrupted file: cannot read the object %s", w->file, path);
+        goto fail;
+    }
+    if (oi.type != H5O_TYPE_GROUP && oi.type != H5O_TYPE_DATASET &&
+        oi.type != H5O_TYPE_NAMED_DATATYPE) {
+        gerr(w->err, w->errlen, "%s: corrupted file: the object %s is of no known type", w->file,
+             path);
+        goto fail;
+    }
+    if ((fresh = seen_add(&w->s, oi.addr)) < 0) {
+        gerr(w->err, w->errlen, "out of memory");
+        goto fail;
+    }
+    if (!fresh) { /* a second hard link to it */
+        free(path);
+        return 0;
+    }
+    if (objlist_add(w->l, path, oi.type) < 0) return gerr(w->err, w->errlen, "out of memory");
+    if (oi.type != H5O_TYPE_GROUP) return 0;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub < 0)
+        return gerr(w->err, w->errlen, "%s: corrupted file: cannot open the group %s", w->file,
+                    path);
+    int rc = walk_group(w, sub, path, depth + 1);
+    H5Gclose(sub);
+    return rc;
+fail:
+    free(path);
+    return -1;
+}
+
+/* Lists the members of group g at path, in name order, and below them.
+ * The links are read in HDF5's native order, which walks the group's
+ * index without building the sorted link table that HDF5 1.10 frees
+ * uninitialised when a corrupted link heap stops it part-way. */
+static int walk_group(walk *w, hid_t g, const char *path, int depth) {
+    if (depth > MAX_DEPTH)
+        return gerr(w->err, w->errlen,
+                    "%s: corrupted file? the group %s is nested deeper than %d groups", w->file,
+                    path, MAX_DEPTH);
+    members ls = {0};
+    int rc = 0;
+    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_link, &ls) < 0)
+        rc = ls.oom ? gerr(w->err, w->errlen, "out of memory")
+                    : gerr(w->err, w->errlen,
+                           "%s: corrupted file: cannot read the links of the group %s", w->file,
+                           path);
+    if (ls.n) qsort(ls.v, ls.n, sizeof *ls.v, by_member_name); /* ls.v may be NULL */
+    for (size_t k = 0; rc == 0 && k < ls.n; k++) {
+        if (!ls.v[k].hard) continue; /* soft and external links are not followed */
+        char *sub = child_path(path, ls.v[k].name);
+        rc = sub ? walk_object(w, g, ls.v[k].name, sub, depth)
+                 : gerr(w->err, w->errlen, "out of memory");
+    }
+    members_free(&ls);
+    return rc;
+}
+
+/* Lists every object of file f (named file in messages) reachable from
+ * its root by hard links into l, like H5Ovisit but checking each object
+ * before reading its links. 0, or -1 with the reason in err. */
+static int list_objects(hid_t f, const char *file, objlist *l, char *err, size_t errlen) {
+    walk w = {file, l, {0}, err, errlen};
+    char *root = strdup("/");
+    int rc = root ? walk_object(&w, f, ".", root, 0) : gerr(err, errlen, "out of memory");
+    free(w.s.v);
+    return rc;
 }
 
 static int by_path(const void *a, const void *b) {
@@ -573,11 +738,8 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     int pa = h5_ppv_file(d.fa, a, err, errlen), pb = h5_ppv_file(d.fb, b, err, errlen);
     if (pa < 0 || pb < 0) goto done;
     d.r->ppv_files = pa && pb;
-    if (H5Ovisit(d.fa, H5_INDEX_NAME, H5_ITER_INC, visit, &la) < 0 ||
-        H5Ovisit(d.fb, H5_INDEX_NAME, H5_ITER_INC, visit, &lb) < 0) {
-        gerr(err, errlen, "cannot list the objects of %s and %s (corrupted?)", a, b);
+    if (list_objects(d.fa, a, &la, err, errlen) < 0 || list_objects(d.fb, b, &lb, err, errlen) < 0)
         goto done;
-    }
     qsort(la.v, la.n, sizeof *la.v, by_path);
     qsort(lb.v, lb.n, sizeof *lb.v, by_path);
     size_t i = 0, j = 0;

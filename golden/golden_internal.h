@@ -20,6 +20,41 @@ static inline int gerr(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+/* ---- files written safely (h5out.c) ---- */
+
+#include <signal.h>
+
+enum { H5_CLEANUP_SIGNALS = 3 }; /* SIGINT, SIGTERM, SIGHUP */
+
+/* The cleanup signals' actions before a write took them over. */
+typedef struct h5_tmp_guard {
+    struct sigaction old[H5_CLEANUP_SIGNALS];
+    int installed[H5_CLEANUP_SIGNALS];
+} h5_tmp_guard;
+
+/* An HDF5 file being written at a temporary name beside its target. */
+typedef struct h5_out {
+    hid_t file;
+    hid_t gcpl; /* for groups: no modification time (h5_out_group) */
+    char path[4096], dir[4096], tmp[8300];
+    int guarded;
+    h5_tmp_guard guard;
+} h5_out;
+
+/* Creates the temporary file (removing stale ones of dead writers in the
+ * folder) and guards it against SIGINT, SIGTERM and SIGHUP. 0, or -1 with
+ * the reason in err (what: "the golden file", for messages). */
+int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen);
+/* A group with no modification time. */
+hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name);
+/* Flushes, closes, syncs and renames into place; on failure removes the
+ * temporary. 0, or -1 with the reason. */
+int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen);
+/* Closes and removes the temporary file. */
+void h5_out_abort(h5_out *o);
+/* The `created` attribute: now, or SOURCE_DATE_EPOCH when set. */
+void h5_created_now(char *buf, size_t len);
+
 /* Silences HDF5's own error printing; ppv reports errors itself. */
 void h5_quiet(void);
 

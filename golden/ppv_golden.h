@@ -110,12 +110,16 @@ typedef struct ppv_record_options {
     const char *schedule_name;
     const char *recompute_text; /* "none", "all", "0,2" */
     int fail_after;             /* tests: exit(3) after this many datasets (0: never) */
+    int term_after;             /* tests: raise(SIGTERM) after this many datasets (0: never) */
 } ppv_record_options;
 
 /* Runs s and writes the run to path through a temporary file in the same
  * folder, flushed, synced and renamed: path is either untouched or a
- * complete file. Returns 0 with *rep (status in rep->world; no file is
- * written unless the run completed), or -1 with the reason in err. */
+ * complete file. While it writes, SIGINT, SIGTERM and SIGHUP (those at
+ * their default action) remove the temporary file, then end the process as
+ * they would have; it first removes the temporary files in the folder that
+ * crashed records left. Returns 0 with *rep (status in rep->world; no file
+ * is written unless the run completed), or -1 with the reason in err. */
 int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_options *o,
                       ppv_run_report **rep, char *err, size_t errlen);
 
@@ -134,5 +138,37 @@ typedef struct ppv_replay_result {
 int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
                       ppv_replay_result *out, char *err, size_t errlen);
 void ppv_replay_result_free(ppv_replay_result *r);
+
+/* ---- inference recordings (/inference, spec/golden-format.md) ------------------- */
+
+/* Writes every envelope and result of a run, in call order, to a temporary
+ * file beside path that ppv_inference_commit renames into place. */
+typedef struct ppv_inference_writer ppv_inference_writer;
+
+/* NULL with the reason in err when the temporary file cannot be made. */
+ppv_inference_writer *ppv_inference_create(const char *path, char *err, size_t errlen);
+/* Appends one call: its envelope and, for an INFER, its result (NULL for
+ * NOOP, SHUTDOWN and ERROR, which have none). 0, or -1 with the reason. */
+int ppv_inference_append(ppv_inference_writer *w, const ppv_envelope *e, const ppv_result *r,
+                         char *err, size_t errlen);
+/* Writes the call count, syncs and renames; frees w either way. */
+int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen);
+/* Removes the temporary file and frees w. */
+void ppv_inference_abort(ppv_inference_writer *w);
+
+typedef struct ppv_inference_reader ppv_inference_reader;
+
+/* Opens a recording and says how many calls it holds; NULL with the
+ * reason (missing, not HDF5, not a ppv inference recording, no calls). */
+ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls, char *err,
+                                         size_t errlen);
+/* Reads call k (0-based): the envelope and, if the call has one, the
+ * result (*has_result). Tensors are malloc'd: free them with
+ * ppv_envelope_free_tensors and ppv_result_free_tensors. The contract's
+ * rules are not checked here (ppv_envelope_check does). 0, or -1 with the
+ * reason naming the call and what is wrong. */
+int ppv_inference_read(ppv_inference_reader *r, int64_t k, ppv_envelope *e, ppv_result *res,
+                       int *has_result, char *err, size_t errlen);
+void ppv_inference_close(ppv_inference_reader *r);
 
 #endif

@@ -1,37 +1,34 @@
 /* record.c - `ppv record`: run the engine and write the run as a golden
- * file (spec/golden-format.md) through a temporary name, flushed, synced
- * and renamed, so the target is either untouched or complete. */
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
+ * file (spec/golden-format.md) through h5out.c's temporary file, so the
+ * target is either untouched or complete, a signal during the write leaves
+ * nothing, and the same run recorded twice (SOURCE_DATE_EPOCH set) gives
+ * the same bytes. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "golden_internal.h"
 
 typedef struct writer {
-    hid_t file, bf16;
-    int written, fail_after;
+    hid_t file, bf16, gcpl;
+    int written, fail_after, term_after;
 } writer;
 
 /* Every dataset goes through here, so a test can stop the program after
- * any number of them, as a crash would. */
+ * any number of them, as a crash (exit 3) or a kill (SIGTERM) would. */
 static int put(writer *w, hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
                const hsize_t *dims, const void *data) {
     if (h5_write(loc, name, ftype, mtype, rank, dims, data) < 0) return -1;
-    if (w->fail_after && ++w->written == w->fail_after) _exit(3);
+    w->written++;
+    if (w->written == w->fail_after) _exit(3);
+    if (w->written == w->term_after) raise(SIGTERM);
     return 0;
 }
 
-static void created_now(char *buf, size_t len) {
-    const char *sde = getenv("SOURCE_DATE_EPOCH");
-    time_t t = sde && *sde ? (time_t)strtoll(sde, NULL, 10) : time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+/* A group with no modification time (see h5_write). */
+static hid_t new_group(const writer *w, hid_t parent, const char *name) {
+    return H5Gcreate2(parent, name, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
 }
 
 static int write_root(writer *w, const ppv_record_options *o, const ppv_model_config *cfg) {
@@ -39,7 +36,7 @@ static int write_root(writer *w, const ppv_record_options *o, const ppv_model_co
     char sem[64], created[32];
     static const char *const policies[] = {"rr", "random", "pct", "replay"};
     ppv_semantics_format(&o->run.sem, sem, sizeof sem);
-    created_now(created, sizeof created);
+    h5_created_now(created, sizeof created);
     char *text = malloc(o->schedule_len + 1);
     if (!text) return -1;
     memcpy(text, o->schedule_text, o->schedule_len);
@@ -64,7 +61,7 @@ static int write_layer(writer *w, const ppv_model *m, hid_t parent, int32_t l, h
                        hid_t mtype, const void *values) {
     char name[32];
     snprintf(name, sizeof name, PPV_GOLDEN_LAYER_FMT, l);
-    hid_t lg = H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lg = new_group(w, parent, name);
     if (lg < 0) return -1;
     size_t esize = H5Tget_size(mtype);
     int rc = 0;
@@ -82,7 +79,7 @@ static int write_layer(writer *w, const ppv_model *m, hid_t parent, int32_t l, h
 /* /model: the config as attributes, then each layer's tensors as bf16. */
 static int write_model(writer *w, const ppv_model *m) {
     const ppv_model_config *c = ppv_model_config_of(m);
-    hid_t g = H5Gcreate2(w->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g = new_group(w, w->file, "model");
     if (g < 0) return -1;
     int rc = h5_attr_i64(g, "layers", c->layers) | h5_attr_i64(g, "d_model", c->d_model) |
              h5_attr_i64(g, "n_heads", c->n_heads) | h5_attr_i64(g, "d_ff", c->d_ff) |
@@ -98,9 +95,9 @@ static int write_model(writer *w, const ppv_model *m) {
  * and gradients. */
 static int write_training(writer *w, const ppv_model *m, const ppv_run_report *rep) {
     const ppv_model_config *c = ppv_model_config_of(m);
-    hid_t g = H5Gcreate2(w->file, "training", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t ig = g < 0 ? -1 : H5Gcreate2(g, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t gg = ig < 0 ? -1 : H5Gcreate2(g, "grads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g = new_group(w, w->file, "training");
+    hid_t ig = g < 0 ? -1 : new_group(w, g, "inputs");
+    hid_t gg = ig < 0 ? -1 : new_group(w, g, "grads");
     int rc = gg < 0 ? -1 : h5_attr_i64(g, "microbatches", rep->nmb);
     for (int32_t mb = 0; rc == 0 && mb < rep->nmb; mb++) {
         char name[32];
@@ -110,7 +107,7 @@ static int write_training(writer *w, const ppv_model *m, const ppv_run_report *r
             rc = -1;
             break;
         }
-        hid_t mg = H5Gcreate2(ig, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t mg = new_group(w, ig, name);
         rc = mg < 0 ? -1 : 0;
         for (int k = 0; rc == 0 && k < golden_ninputs; k++) {
             const golden_input *gi = &golden_inputs[k];
@@ -138,15 +135,6 @@ static int write_training(writer *w, const ppv_model *m, const ppv_run_report *r
     return rc;
 }
 
-/* Syncs a file or folder by path; 0 or -1. */
-static int sync_path(const char *path, int dir) {
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_options *o,
                       ppv_run_report **repp, char *err, size_t errlen) {
     h5_quiet();
@@ -160,55 +148,22 @@ int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_
     const ppv_model *m = o->run.weights ? o->run.weights : owned;
     if (!m) return -1;
 
-    /* the temporary sits beside the target, so the rename is atomic */
-    char *dcopy = strdup(path), *bcopy = strdup(path);
-    char tmp[4096] = "", dir[4096] = "";
+    h5_out out;
     int rc = -1;
-    writer w = {-1, -1, 0, o->fail_after};
-    if (!dcopy || !bcopy) {
-        gerr(err, errlen, "out of memory");
-        goto done;
-    }
-    snprintf(dir, sizeof dir, "%s", dirname(dcopy));
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, basename(bcopy));
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        gerr(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
-             strerror(errno));
-        tmp[0] = '\0';
-        goto done;
-    }
-    mode_t mask = umask(0); /* mkstemp makes 0600; a golden file is as readable as any */
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
-    /* the 1.10 file format: checksummed object headers and chunk indexes, so a
-     * flipped metadata byte is caught like a flipped data byte */
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
-    w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl >= 0 ? fapl : H5P_DEFAULT);
-    if (fapl >= 0) H5Pclose(fapl);
+    writer w = {-1, -1, -1, 0, o->fail_after, o->term_after};
+    if (h5_out_create(&out, path, "the golden file", err, errlen) < 0) goto done;
+    w.file = out.file;
+    w.gcpl = out.gcpl;
     w.bf16 = h5_bf16_type();
-    if (w.file < 0 || w.bf16 < 0 || write_root(&w, o, &cfg) < 0 || write_model(&w, m) < 0 ||
-        write_training(&w, m, rep) < 0 || H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) {
+    if (w.bf16 < 0 || write_root(&w, o, &cfg) < 0 || write_model(&w, m) < 0 ||
+        write_training(&w, m, rep) < 0) {
         gerr(err, errlen, "%s: cannot write the golden file (disk full or not writable?)", path);
+        h5_out_abort(&out);
         goto done;
     }
-    H5Fclose(w.file);
-    w.file = -1;
-    if (sync_path(tmp, 0) < 0 || rename(tmp, path) < 0) {
-        gerr(err, errlen, "%s: cannot put the file in place: %s", path, strerror(errno));
-        goto done;
-    }
-    tmp[0] = '\0';
-    sync_path(dir, 1); /* best effort: the rename itself is durable on most systems */
-    rc = 0;
+    rc = h5_out_commit(&out, "the golden file", err, errlen);
 done:
     if (w.bf16 >= 0) H5Tclose(w.bf16);
-    if (w.file >= 0) H5Fclose(w.file);
-    if (tmp[0] && rc < 0) unlink(tmp);
-    free(dcopy);
-    free(bcopy);
     ppv_model_free(owned);
     return rc;
 }

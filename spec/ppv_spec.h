@@ -8,6 +8,7 @@
 #define PPV_SPEC_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* What an action carries and how it behaves (PPV_AF_* bits). */
@@ -34,6 +35,8 @@ enum { PPV_GOLDEN_FORMAT_VERSION = 1 };
  * /training/grads/layer_NNNN and /training/inputs/mb_NNNN. */
 #define PPV_GOLDEN_LAYER_FMT "layer_%04d"
 #define PPV_GOLDEN_MB_FMT "mb_%04d"
+/* One call of an inference recording: /inference/calls/call_NNNNNN. */
+#define PPV_GOLDEN_CALL_FMT "call_%06d"
 
 /* Shapes of a microbatch's input datasets (golden_inputs.def). */
 typedef enum ppv_golden_shape {
@@ -44,6 +47,91 @@ typedef enum ppv_golden_shape {
 
 /* ppv's version, from the CMake project: PPV_VERSION_STRING. */
 #include "ppv_version.h"
+
+/* ---- the PP inference contract (contract.def) -------------------------------- */
+
+/* The versions this ppv reads and writes: any other is refused before
+ * anything blocks on it. */
+enum { PPV_PP_ENVELOPE_VERSION = 1, PPV_PP_RESULT_VERSION = 1 };
+
+typedef enum ppv_pp_action {
+#define PPV_PP_ACTION(name, value) PPV_PP_##name = value,
+#include "contract.def"
+#undef PPV_PP_ACTION
+    PPV_PP_ACTION_COUNT
+} ppv_pp_action;
+
+typedef enum ppv_failure {
+#define PPV_FAILURE(name, id, text) PPV_FAIL_##name,
+#include "contract.def"
+#undef PPV_FAILURE
+    PPV_FAIL_COUNT
+} ppv_failure;
+
+/* "FM-02", "PPV-ORDER", ... ("none" for PPV_FAIL_NONE). */
+static inline const char *ppv_failure_id(ppv_failure f) {
+    static const char *const ids[] = {
+#define PPV_FAILURE(name, id, text) id,
+#include "contract.def"
+#undef PPV_FAILURE
+    };
+    return (unsigned)f < PPV_FAIL_COUNT ? ids[f] : "?";
+}
+
+/* What a failure mode means, in a few words. */
+static inline const char *ppv_failure_text(ppv_failure f) {
+    static const char *const texts[] = {
+#define PPV_FAILURE(name, id, text) text,
+#include "contract.def"
+#undef PPV_FAILURE
+    };
+    return (unsigned)f < PPV_FAIL_COUNT ? texts[f] : "?";
+}
+
+static inline const char *ppv_pp_action_name(int64_t a) {
+    static const char *const names[] = {
+#define PPV_PP_ACTION(name, value) #name,
+#include "contract.def"
+#undef PPV_PP_ACTION
+    };
+    return a >= 0 && a < PPV_PP_ACTION_COUNT ? names[a] : "?";
+}
+
+enum { PPV_TENSOR_MAX_RANK = 8 };
+
+/* A tensor of the contract: data == NULL means absent. The elements are
+ * dims[0] x ... x dims[rank-1] values of dtype, contiguous, row-major. */
+typedef struct ppv_tensor {
+    int dtype; /* ppv_dtype */
+    int rank;
+    int64_t dims[PPV_TENSOR_MAX_RANK];
+    void *data;
+} ppv_tensor;
+
+#define PPV_FIELD_DECL_INT(name) int64_t name;
+#define PPV_FIELD_DECL_BOOL(name) int name;
+#define PPV_FIELD_DECL_FLOAT(name) double name;
+#define PPV_FIELD_DECL_STR(name) char name[256];
+
+/* PPEnvelopeV1: stage 0 -> leader -> mesh. */
+typedef struct ppv_envelope {
+#define PPV_ENV_FIELD(name, kind, when) PPV_FIELD_DECL_##kind(name)
+#include "contract.def"
+#undef PPV_ENV_FIELD
+#define PPV_ENV_TENSOR(name, dtype, rank, when) ppv_tensor name;
+#include "contract.def"
+#undef PPV_ENV_TENSOR
+} ppv_envelope;
+
+/* PPResultV1: leader -> stage 0, exactly one per INFER, also on error. */
+typedef struct ppv_result {
+#define PPV_RES_FIELD(name, kind, when) PPV_FIELD_DECL_##kind(name)
+#include "contract.def"
+#undef PPV_RES_FIELD
+#define PPV_RES_TENSOR(name, dtype, rank, when) ppv_tensor name;
+#include "contract.def"
+#undef PPV_RES_TENSOR
+} ppv_result;
 
 typedef enum ppv_action_kind {
 #define PPV_ACTION(name, token, flags) PPV_ACT_##name,

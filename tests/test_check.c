@@ -312,6 +312,124 @@ static void test_bad_costs_are_rejected(void **state) {
     ppv_schedule_free(s);
 }
 
+/* Parses CSV text that must parse. */
+static ppv_schedule *csv_ok(const char *text) {
+    ppv_schedule *s = NULL;
+    char err[512] = "";
+    int rc =
+        ppv_schedule_parse_csv(text, strlen(text), "t.csv", PPV_DIALECT_AUTO, &s, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
+/* One action naming microbatch 99999999: the other 99,999,999 forwards are
+ * missing and every one is counted, from the one action (not an array of
+ * 10^8 microbatches); the first 1000 are stored in order. */
+static void test_microbatch_99999999_alone_lacks_every_other_forward(void **state) {
+    (void)state;
+    ppv_schedule *s = csv_ok("0F99999999\n");
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_false(rep->ok);
+    assert_int_equal(rep->nmb, 100000000);
+    assert_int_equal(rep->errors_total, 99999999);
+    assert_int_equal(rep->nerrors, 1000);
+    assert_string_equal(rep->errors[0].message,
+                        "stage 0 has no forward 0F0 (each of the 100000000 microbatches runs once "
+                        "per stage)");
+    assert_string_equal(rep->errors[999].message,
+                        "stage 0 has no forward 0F999 (each of the 100000000 microbatches runs "
+                        "once per stage)");
+    assert_true(rep->peak_activation[0] == 1.0);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+/* 64 stages at microbatch 99999999 in one 758-byte row (28 s, then out of
+ * memory, when the checker sized its arrays stages x microbatches). */
+static void test_64_stages_at_microbatch_99999999_are_counted_not_allocated(void **state) {
+    (void)state;
+    char row[1024];
+    size_t n = 0;
+    for (int st = 0; st < 64; st++)
+        n += (size_t)snprintf(row + n, sizeof row - n, "%s%dF99999999", st ? "," : "", st);
+    snprintf(row + n, sizeof row - n, "\n");
+    ppv_schedule *s = csv_ok(row);
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_int_equal(rep->errors_total, 64LL * 99999999);
+    assert_string_equal(rep->errors[0].message,
+                        "stage 0 has no forward 0F0 (each of the 100000000 microbatches runs once "
+                        "per stage)");
+    assert_true(rep->peak_activation[0] == 1.0); /* 64 forwards of 1/64 */
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+/* Sparse microbatches keep every error the dense checker gives: order
+ * errors against pairs no action names, and the count errors on both sides
+ * of a named pair, in stage and microbatch order. */
+static void test_sparse_microbatches_report_order_and_count_errors_in_place(void **state) {
+    (void)state;
+    ppv_schedule *s = csv_ok("0F5,1F99999999,1B99999999,0B5\n");
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    /* 2 order errors; 2 per missing pair: stage 0 all but 5, stage 1 all but 99999999 */
+    assert_int_equal(rep->errors_total, 2 + 4LL * 99999999);
+    static const char *const want[] = {
+        "input not computed yet: 0F99999999 must come earlier on rank 0 (t.csv:1:5)",
+        "gradient not computed yet: the backward of stage 1 microbatch 5 must come earlier on "
+        "rank 0 (t.csv:1:27)",
+        "stage 0 has no forward 0F0 (each of the 100000000 microbatches runs once per stage)",
+        "stage 0 has no backward (0B0 or 0I0) for microbatch 0",
+    };
+    for (int k = 0; k < 4; k++)
+        assert_string_equal(rep->errors[k].message, want[k]);
+    assert_string_equal(rep->errors[11].message, "stage 0 has no backward (0B4 or 0I4) for "
+                                                 "microbatch 4");
+    assert_string_equal(rep->errors[12].message, "stage 0 has no forward 0F6 (each of the "
+                                                 "100000000 microbatches runs once per stage)");
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
+/* A native schedule of two ranks declaring groups g0..g{ngroups-1} (both
+ * ranks), rank 0 running rank0's action and rank 1 rank1's; malloc'd. */
+static char *many_groups_text(int32_t ngroups, const char *rank0, const char *rank1) {
+    size_t cap = 64 + (size_t)ngroups * 24 + strlen(rank0) + strlen(rank1);
+    char *t = malloc(cap);
+    size_t n = (size_t)snprintf(t, cap, "ppv-schedule 1\nranks 2\n");
+    for (int32_t g = 0; g < ngroups; g++)
+        n += (size_t)snprintf(t + n, cap - n, "group g%d 0 1\n", g);
+    snprintf(t + n, cap - n, "rank 0\n%s\nrank 1\n%s\n", rank0, rank1);
+    return t;
+}
+
+/* Group 65536 and group 0 are two groups (16 bits made them one, and this
+ * deadlock checked OK): each rank waits in a collective the other never
+ * joins. */
+static void test_collectives_on_group_65536_and_group_0_deadlock(void **state) {
+    (void)state;
+    char *t = many_groups_text(65537, "ALLREDUCE group=g65536", "ALLREDUCE group=g0");
+    ppv_schedule *s = NULL;
+    char err[512] = "";
+    assert_int_equal(ppv_schedule_parse_native(t, strlen(t), "g.ppv", &s, err, sizeof err), 0);
+    ppv_check_report *rep = check_with(s, "rendezvous");
+    assert_false(rep->ok);
+    assert_true(rep->deadlock);
+    assert_int_equal(rep->errors_total, 2);
+    assert_string_equal(
+        rep->errors[0].message,
+        "rank 0 issues only 0 collectives on group 'g0'; others issue collective #0");
+    assert_string_equal(rep->errors[1].message, "rank 1 issues only 0 collectives on group "
+                                                "'g65536'; others issue collective #0");
+    assert_int_equal(rep->nblocked, 2);
+    assert_wait(&rep->blocked[0], 0, "ALLREDUCE@g65536", 1);
+    assert_string_equal(rep->blocked[0].reason,
+                        "collective #0 on group 'g65536': rank 1 never issues it");
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+    free(t);
+}
+
 static void test_semantics_parse(void **state) {
     (void)state;
     ppv_semantics sem;
@@ -345,6 +463,10 @@ int main(void) {
         cmocka_unit_test(test_memory_model_options),
         cmocka_unit_test(test_recompute_stashes_only_the_input),
         cmocka_unit_test(test_bad_costs_are_rejected),
+        cmocka_unit_test(test_microbatch_99999999_alone_lacks_every_other_forward),
+        cmocka_unit_test(test_64_stages_at_microbatch_99999999_are_counted_not_allocated),
+        cmocka_unit_test(test_sparse_microbatches_report_order_and_count_errors_in_place),
+        cmocka_unit_test(test_collectives_on_group_65536_and_group_0_deadlock),
         cmocka_unit_test(test_semantics_parse),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);

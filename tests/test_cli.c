@@ -1,63 +1,21 @@
 /* test_cli.c - the ppv command as a user runs it: exit codes 0/1/2,
  * messages, --json fields, generated files and show's pictures. */
 #include <dirent.h>
-#include <math.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
-extern char **environ;
-
-typedef struct run_result {
-    int code;
-    char *out, *err;
-} run_result;
-
-/* Runs ppv with args (NULL-terminated), capturing stdout and stderr
- * through files in the test's directory (not tmp_path's buffers, which the
- * caller's arguments may be in). */
+/* run_ppv(args): run_in with the test's own standard input. */
 static run_result run_ppv(const char *const *args) {
-    char outp[4200], errp[4200];
-    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
-    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
-    int fo = mkstemp(outp), fe = mkstemp(errp);
-    assert_true(fo >= 0 && fe >= 0);
-    const char *argv[160];
-    int n = 0;
-    argv[n++] = PPV_BIN;
-    for (; args[n - 1]; n++) {
-        assert_true(n < 159);
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    close(fo);
-    close(fe);
-    run_result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
-    unlink(outp);
-    unlink(errp);
-    return r;
+    return run_in(NULL, args);
 }
-
-static void run_free(run_result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-#define RUN(...) run_ppv((const char *const[]){__VA_ARGS__, NULL})
 
 /* Makes directory name in the test's directory; its path goes in buf. */
 static void make_dir(char *buf, size_t len, const char *name) {
@@ -579,6 +537,223 @@ static void test_diff_leaves_out_the_seed_attribute_and_excluded_paths(void **st
     run_free(&r);
 }
 
+/* Runs ppv with args (NULL-terminated) and the environment plus env's
+ * "NAME=value" entries (NULL-terminated, replacing the same names), with
+ * its output discarded and SIGINT, SIGTERM and SIGHUP at their default
+ * action; returns its wait status. */
+static int spawn_status(const char *const *env, const char *const *args) {
+    const char *argv[40], *envp[512];
+    int n = 0, e = 0;
+    argv[n++] = PPV_BIN;
+    for (; args[n - 1]; n++) {
+        assert_true(n < 39);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    for (char **p = environ; *p; p++) {
+        int replaced = 0;
+        for (int k = 0; env && env[k]; k++) {
+            size_t len = strcspn(env[k], "=") + 1;
+            replaced |= strncmp(*p, env[k], len) == 0;
+        }
+        if (!replaced) {
+            assert_true(e < 500);
+            envp[e++] = *p;
+        }
+    }
+    for (int k = 0; env && env[k]; k++)
+        envp[e++] = env[k];
+    envp[e] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t dfl;
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGHUP);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, &at, (char *const *)argv, (char *const *)envp),
+                     0);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+/* The names in dir but . and .., sorted (strcmp) and joined by spaces;
+ * malloc'd. */
+static char *listing(const char *dir) {
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort);
+    assert_true(n >= 0);
+    size_t cap = 1, len = 0;
+    for (int k = 0; k < n; k++)
+        cap += strlen(names[k]->d_name) + 1;
+    char *out = calloc(cap, 1);
+    for (int k = 0; k < n; k++) {
+        const char *nm = names[k]->d_name;
+        if (strcmp(nm, ".") != 0 && strcmp(nm, "..") != 0)
+            len += (size_t)sprintf(out + len, "%s%s", len ? " " : "", nm);
+        free(names[k]);
+    }
+    free(names);
+    return out;
+}
+
+/* A directory in the test's folder holding a small schedule, s.csv; its
+ * path goes in dir, the schedule's in sched. */
+static void record_dir(const char *name, char *dir, size_t dlen, char *sched, size_t slen) {
+    make_dir(dir, dlen, name);
+    snprintf(sched, slen, "%s/s.csv", dir);
+    run_result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", sched);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
+/* SIGTERM while record writes (--term-after raises it after N datasets):
+ * the process dies of the signal, its temporary file with it, and the
+ * target is not made, or stays as it was. */
+static void test_record_killed_by_sigterm_removes_its_temporary_file(void **state) {
+    (void)state;
+    char dir[4096], sched[4200], out[4200];
+    record_dir("sigterm", dir, sizeof dir, sched, sizeof sched);
+    snprintf(out, sizeof out, "%s/g.h5", dir);
+    int st = spawn_status(NULL, (const char *const[]){"record", out, sched, "--layers", "2",
+                                                      "--width", "16", "--term-after", "5", NULL});
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGTERM);
+    char *ls = listing(dir);
+    assert_string_equal(ls, "s.csv");
+    free(ls);
+    run_result r = RUN("record", out, sched, "--layers", "2", "--width", "16");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    st = spawn_status(NULL, (const char *const[]){"record", out, sched, "--layers", "2", "--width",
+                                                  "16", "--term-after", "20", NULL});
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGTERM);
+    ls = listing(dir);
+    assert_string_equal(ls, "g.h5 s.csv");
+    free(ls);
+    r = RUN("replay", out);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
+/* A PID that no process has: a child that has exited and been waited for. */
+static pid_t dead_pid(void) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+/* Creates the file (or, link, a symbolic link to s.csv) name in dir. */
+static void make_entry(const char *dir, const char *name, int link) {
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (link) {
+        assert_int_equal(symlink("s.csv", path), 0);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* Crashed records (--fail-after) leave `.g.h5.ppv-tmp.ID.PID.XXXXXX`; the
+ * next record into the folder removes those, and any other file of that
+ * exact pattern whose writer (this host and PID namespace, ID) has no
+ * process. A live writer's file, another writer's, a symbolic link and
+ * names off the pattern stay. */
+static void test_record_removes_temporary_files_whose_writer_is_gone(void **state) {
+    (void)state;
+    char dir[4096], sched[4200], out[4200];
+    record_dir("stale", dir, sizeof dir, sched, sizeof sched);
+    snprintf(out, sizeof out, "%s/g.h5", dir);
+    /* each crash leaves its temporary; the second record removes the first's */
+    char first[256] = "";
+    for (int k = 0; k < 2; k++) {
+        run_result r = RUN("record", out, sched, "--fail-after", "3");
+        assert_int_equal(r.code, 3);
+        run_free(&r);
+        char *ls = listing(dir); /* ".g.h5.ppv-tmp.ID.PID.XXXXXX s.csv" */
+        size_t name = strcspn(ls, " "), pid = strcspn(ls + 23, ".");
+        assert_memory_equal(ls, ".g.h5.ppv-tmp.", 14);
+        assert_int_equal(ls[22], '.');
+        assert_int_equal(name, 23 + pid + 7);
+        assert_string_equal(ls + name, " s.csv");
+        assert_true(strncmp(ls, first, name) != 0); /* not the first crash's */
+        snprintf(first, sizeof first, "%.*s", (int)name, ls);
+        free(ls);
+    }
+    char id[9], other[9];
+    snprintf(id, sizeof id, "%.8s", first + 14);
+    snprintf(other, sizeof other, "%c%.7s", id[0] == '0' ? '1' : '0', id + 1);
+    int dead = (int)dead_pid(), live = (int)getpid();
+    enum { NCASES = 7, REMOVED = 1, LINK = 5 }; /* only .dead goes; .link is a symbolic link */
+    char names[NCASES][128];
+    snprintf(names[0], 128, ".live.h5.ppv-tmp.%s.%d.abcDE1", id, live);
+    snprintf(names[1], 128, ".dead.h5.ppv-tmp.%s.%d.abcDE1", id, dead);
+    snprintf(names[2], 128, ".other.h5.ppv-tmp.%s.%d.abcDE1", other, dead);
+    snprintf(names[3], 128, "nodot.h5.ppv-tmp.%s.%d.abcDE1", id, dead);
+    snprintf(names[4], 128, ".short.h5.ppv-tmp.%s.%d.abcDE", id, dead);
+    snprintf(names[5], 128, ".link.h5.ppv-tmp.%s.%d.abcDE1", id, dead);
+    snprintf(names[6], 128, ".old.h5.tmp.abcDE1");
+    for (int k = 0; k < NCASES; k++)
+        make_entry(dir, names[k], k == LINK);
+    run_result r = RUN("record", out, sched, "--layers", "2", "--width", "16");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *ls = listing(dir);
+    assert_null(strstr(ls, ".g.h5.ppv-tmp."));
+    for (int k = 0; k < NCASES; k++) {
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        struct stat st;
+        if ((lstat(path, &st) == 0) != (k != REMOVED))
+            fail_msg("%s: %s", names[k], k == REMOVED ? "left" : "removed");
+    }
+    free(ls);
+}
+
+/* HDF5 keeps modification times to the second; without them, and with
+ * SOURCE_DATE_EPOCH fixing `created`, a run recorded twice in different
+ * seconds is the same file, byte for byte. */
+static void test_record_twice_with_source_date_epoch_gives_the_same_bytes(void **state) {
+    (void)state;
+    char dir[4096], sched[4200], a[4200], b[4200];
+    record_dir("repro", dir, sizeof dir, sched, sizeof sched);
+    snprintf(a, sizeof a, "%s/a.h5", dir);
+    snprintf(b, sizeof b, "%s/b.h5", dir);
+    const char *const env[] = {"SOURCE_DATE_EPOCH=1700000000", NULL};
+    int st = spawn_status(
+        env, (const char *const[]){"record", a, sched, "--layers", "2", "--width", "16", NULL});
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    time_t t0 = time(NULL);
+    while (time(NULL) == t0)
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    st = spawn_status(
+        env, (const char *const[]){"record", b, sched, "--layers", "2", "--width", "16", NULL});
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    struct stat sa, sb;
+    assert_int_equal(stat(a, &sa), 0);
+    assert_int_equal(stat(b, &sb), 0);
+    assert_int_equal(sa.st_size, sb.st_size);
+    char *da = slurp(a), *db = slurp(b);
+    assert_memory_equal(da, db, (size_t)sa.st_size);
+    free(da);
+    free(db);
+}
+
 static void test_demo_passes(void **state) {
     (void)state;
     run_result r = RUN("demo");
@@ -602,6 +777,9 @@ int main(void) {
         cmocka_unit_test(test_verify_recompute_reports_equal_and_perturbed),
         cmocka_unit_test(test_record_killed_at_any_point_leaves_nothing_or_a_whole_file),
         cmocka_unit_test(test_diff_leaves_out_the_seed_attribute_and_excluded_paths),
+        cmocka_unit_test(test_record_killed_by_sigterm_removes_its_temporary_file),
+        cmocka_unit_test(test_record_removes_temporary_files_whose_writer_is_gone),
+        cmocka_unit_test(test_record_twice_with_source_date_epoch_gives_the_same_bytes),
         cmocka_unit_test(test_demo_passes),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);

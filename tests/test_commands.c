@@ -11,54 +11,6 @@
 
 #include "testutil.h"
 
-extern char **environ;
-
-typedef struct result {
-    int code;
-    char *out, *err;
-} result;
-
-/* Runs ppv with args (NULL-terminated) and stdin from in_path (NULL: the
- * test's own), capturing stdout and stderr through files in tmp_dir(). */
-static result run_in(const char *in_path, const char *const *args) {
-    char outp[4200], errp[4200];
-    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
-    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
-    int fo = mkstemp(outp), fe = mkstemp(errp);
-    assert_true(fo >= 0 && fe >= 0);
-    const char *argv[48];
-    int n = 0;
-    argv[n++] = PPV_BIN;
-    for (; args[n - 1]; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (in_path) posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    close(fo);
-    close(fe);
-    result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
-    unlink(outp);
-    unlink(errp);
-    return r;
-}
-
-static void result_free(result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-#define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
-#define RUN_STDIN(in, ...) run_in(in, (const char *const[]){__VA_ARGS__, NULL})
-
 static const char *const commands[] = {"gen",    "check",  "show", "run",  "verify-recompute",
                                        "record", "replay", "diff", "demo", "version",
                                        "help",   "man",    NULL};
@@ -74,22 +26,22 @@ static int count(const char *hay, const char *needle) {
 /* Writes a generated schedule into the test's directory; returns its path. */
 static char *gen_file(const char *name, const char *kind, const char *p, const char *m) {
     char *path = tmp_path(name);
-    result r = RUN("gen", kind, "-p", p, "-m", m, "-o", path);
+    run_result r = RUN("gen", kind, "-p", p, "-m", m, "-o", path);
     assert_int_equal(r.code, 0);
-    result_free(&r);
+    run_free(&r);
     return path;
 }
 
 static void test_every_command_has_its_own_help_three_ways(void **state) {
     (void)state;
-    result all = RUN("help");
+    run_result all = RUN("help");
     assert_int_equal(all.code, 0);
     for (int k = 0; commands[k]; k++) {
         char line[64], usage[64];
         snprintf(line, sizeof line, "\n  %s ", commands[k]);
         assert_non_null(strstr(all.out, line));
         snprintf(usage, sizeof usage, "usage: ppv %s", commands[k]);
-        result a = RUN("help", commands[k]), b = RUN(commands[k], "--help"),
+        run_result a = RUN("help", commands[k]), b = RUN(commands[k], "--help"),
                c = RUN(commands[k], "-h");
         assert_int_equal(a.code, 0);
         assert_int_equal(b.code, 0);
@@ -100,13 +52,13 @@ static void test_every_command_has_its_own_help_three_ways(void **state) {
         assert_string_equal(a.out, b.out);
         assert_string_equal(a.out, c.out);
         assert_string_equal(b.err, "");
-        result_free(&a), result_free(&b), result_free(&c);
+        run_free(&a), run_free(&b), run_free(&c);
     }
-    result_free(&all);
+    run_free(&all);
     /* demo --help prints help, it does not run the demo */
-    result d = RUN("demo", "--help");
+    run_result d = RUN("demo", "--help");
     assert_null(strstr(d.out, "ppv demo: every generator"));
-    result_free(&d);
+    run_free(&d);
 }
 
 /* A valid value for each option a help text lists; NULL for a flag. */
@@ -121,7 +73,8 @@ static const char *sample_value(const char *opt) {
         {"--trace-out", "t.trace"}, {"--replay", "t.trace"}, {"--layers", "4"},
         {"--width", "32"},          {"--watchdog", "100"},   {"--tolerance", "ulp:2"},
         {"--nan", "differ"},        {"--max-report", "3"},   {"--threads", "2"},
-        {"--ignore-attr", "seed"},  {"--exclude", "/x"},     {"--fail-after", "1"}};
+        {"--ignore-attr", "seed"},  {"--exclude", "/x"},     {"--fail-after", "1"},
+        {"--term-after", "1"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;
@@ -133,7 +86,7 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
                                         "--all-attributes", "--help", NULL};
     int checked = 0;
     for (int k = 0; commands[k]; k++) {
-        result h = RUN("help", commands[k]);
+        run_result h = RUN("help", commands[k]);
         const char *p = strstr(h.out, "\noptions:\n");
         assert_non_null(p);
         const char *end = strstr(p, "\nexamples:");
@@ -158,14 +111,14 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
             if (v) args[a++] = v;
             if (strcmp(name, "--help") != 0) args[a++] = "--help";
             args[a] = NULL;
-            result r = run_in(NULL, args);
+            run_result r = run_in(NULL, args);
             if (r.code != 0)
                 fail_msg("ppv %s %s %s --help: exit %d: %s", commands[k], name, v ? v : "", r.code,
                          r.err);
-            result_free(&r);
+            run_free(&r);
             checked++;
         }
-        result_free(&h);
+        run_free(&h);
     }
     assert_true(checked > 60);
 }
@@ -173,23 +126,29 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
 static void test_options_a_command_does_not_honour_are_refused(void **state) {
     (void)state;
     char *s = gen_file("r.csv", "1f1b", "2", "2");
-    result r = RUN("verify-recompute", s, "--trace-out", tmp_path("t"));
+    run_result r = RUN("verify-recompute", s, "--trace-out", tmp_path("t"));
     assert_int_equal(r.code, 2);
     assert_string_equal(r.err,
                         "ppv verify-recompute: --trace-out is not an option of this command\n"
                         "(run 'ppv help verify-recompute' for usage)\n");
-    result_free(&r);
+    run_free(&r);
     r = RUN("run", s, "--fail-after", "1");
     assert_int_equal(r.code, 2);
-    result_free(&r);
+    run_free(&r);
+    r = RUN("verify-recompute", s, "--term-after", "1");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err,
+                        "ppv verify-recompute: --term-after is not an option of this command\n"
+                        "(run 'ppv help verify-recompute' for usage)\n");
+    run_free(&r);
     r = RUN("record", tmp_path("g.h5"), s, "--junit", tmp_path("j.xml"));
     assert_int_equal(r.code, 2);
-    result_free(&r);
+    run_free(&r);
     r = RUN("demo", "extra");
     assert_int_equal(r.code, 2);
     assert_string_equal(
         r.err, "ppv demo: takes no argument, not 'extra'\n(run 'ppv help demo' for usage)\n");
-    result_free(&r);
+    run_free(&r);
 }
 
 static void test_version_has_three_spellings(void **state) {
@@ -198,17 +157,17 @@ static void test_version_has_three_spellings(void **state) {
     snprintf(want, sizeof want, "ppv %s\n", PPV_VERSION_STRING);
     const char *const spellings[] = {"version", "--version", "-V"};
     for (int k = 0; k < 3; k++) {
-        result r = run_in(NULL, (const char *const[]){spellings[k], NULL});
+        run_result r = run_in(NULL, (const char *const[]){spellings[k], NULL});
         assert_int_equal(r.code, 0);
         assert_string_equal(r.out, want);
-        result_free(&r);
+        run_free(&r);
     }
 }
 
 static void test_dash_reads_the_schedule_from_standard_input(void **state) {
     (void)state;
     char *s = gen_file("zbv.csv", "zbv", "2", "4");
-    result f = RUN("check", s, "--json"), i = RUN_STDIN(s, "check", "-", "--json");
+    run_result f = RUN("check", s, "--json"), i = RUN_STDIN(s, "check", "-", "--json");
     assert_int_equal(f.code, 0);
     assert_int_equal(i.code, 0);
     /* the same report but for the name */
@@ -218,12 +177,12 @@ static void test_dash_reads_the_schedule_from_standard_input(void **state) {
     json_object_object_del(b, "file");
     assert_string_equal(json_object_to_json_string(a), json_object_to_json_string(b));
     json_object_put(a), json_object_put(b);
-    result_free(&f), result_free(&i);
+    run_free(&f), run_free(&i);
     /* run and errors in standard input name it */
-    result r = RUN_STDIN(s, "run", "-");
+    run_result r = RUN_STDIN(s, "run", "-");
     assert_int_equal(r.code, 0);
     assert_memory_equal(r.out, "<stdin>: 2 ranks", 16);
-    result_free(&r);
+    run_free(&r);
     char *bad = tmp_path("bad.csv");
     FILE *fp = fopen(bad, "w");
     fputs("0F0,0Q0\n", fp);
@@ -231,7 +190,7 @@ static void test_dash_reads_the_schedule_from_standard_input(void **state) {
     r = RUN_STDIN(bad, "check", "-");
     assert_int_equal(r.code, 2);
     assert_memory_equal(r.err, "ppv check: <stdin>:1:5: ", 24);
-    result_free(&r);
+    run_free(&r);
 }
 
 /* The value of a JSON object's member as text. */
@@ -249,11 +208,11 @@ static void test_record_honours_json_trace_out_and_perturb(void **state) {
     snprintf(t, sizeof t, "%s", tmp_path("g.trace"));
     snprintf(rt, sizeof rt, "%s", tmp_path("run.trace"));
     snprintf(gp, sizeof gp, "%s", tmp_path("perturbed.h5"));
-    result r = RUN("record", g, s, "--policy", "random", "--seed", "5", "--json", "--trace-out", t);
+    run_result r = RUN("record", g, s, "--policy", "random", "--seed", "5", "--json", "--trace-out", t);
     assert_int_equal(r.code, 0);
     json_object *rec = json_tokener_parse(r.out);
     assert_non_null(rec);
-    result run = RUN("run", s, "--policy", "random", "--seed", "5", "--json", "--trace-out", rt);
+    run_result run = RUN("run", s, "--policy", "random", "--seed", "5", "--json", "--trace-out", rt);
     assert_int_equal(run.code, 0);
     json_object *o = json_tokener_parse(run.out);
     /* the recorded run is the run: same gradients, same interleaving, same trace file */
@@ -264,49 +223,49 @@ static void test_record_honours_json_trace_out_and_perturb(void **state) {
     assert_string_equal(ta, tb);
     free(ta), free(tb);
     json_object_put(rec), json_object_put(o);
-    result_free(&r), result_free(&run);
+    run_free(&r), run_free(&run);
     /* a perturbed recording holds the flipped bit, so its replay fails */
     r = RUN("record", gp, s, "--perturb");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "(perturbed: one gradient bit flipped, so its replay fails)"));
-    result_free(&r);
+    run_free(&r);
     r = RUN("replay", gp);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "1 of "));
-    result_free(&r);
+    run_free(&r);
     r = RUN("replay", g);
     assert_int_equal(r.code, 0);
-    result_free(&r);
+    run_free(&r);
 }
 
 static void test_sizes_beyond_memory_are_refused_before_work(void **state) {
     (void)state;
     /* this once grew to 23 GB before it was killed */
-    result r = RUN("gen", "1f1b", "-p", "4096", "-m", "100000");
+    run_result r = RUN("gen", "1f1b", "-p", "4096", "-m", "100000");
     assert_int_equal(r.code, 2);
     assert_memory_equal(r.err, "ppv gen: a schedule of up to ", 29);
     assert_non_null(strstr(r.err, " GiB of memory, more than the limit of "));
     assert_string_equal(r.out, "");
-    result_free(&r);
+    run_free(&r);
     r = RUN("gen", "1f1b", "-p", "64", "-m", "1024", "--max-memory", "1M");
     assert_int_equal(r.code, 2);
     assert_non_null(
         strstr(r.err, "needs about 60.0 MiB of memory, more than the limit of 1.0 MiB"));
-    result_free(&r);
+    run_free(&r);
     char *s = gen_file("big.csv", "1f1b", "4", "64");
     r = RUN("check", s, "--max-memory", "4K");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "more than the limit of 4.0 KiB"));
-    result_free(&r);
+    run_free(&r);
     r = RUN("run", s, "--max-memory", "64K");
     assert_int_equal(r.code, 2);
-    result_free(&r);
+    run_free(&r);
     r = RUN("run", s, "--max-memory", "1G");
     assert_int_equal(r.code, 0);
-    result_free(&r);
+    run_free(&r);
     r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "--max-memory", "lots");
     assert_int_equal(r.code, 2);
-    result_free(&r);
+    run_free(&r);
 }
 
 /* The permission bits of path. */
@@ -327,16 +286,16 @@ static void test_output_files_follow_the_umask(void **state) {
         snprintf(svg, sizeof svg, "%s", tmp_path(k ? "m1.svg" : "m0.svg"));
         snprintf(xml, sizeof xml, "%s", tmp_path(k ? "m1.xml" : "m0.xml"));
         snprintf(h5, sizeof h5, "%s", tmp_path(k ? "m1.h5" : "m0.h5"));
-        result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", csv);
+        run_result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", csv);
         assert_int_equal(r.code, 0);
-        result_free(&r);
+        run_free(&r);
         r = RUN("show", csv, "--svg", svg);
-        result_free(&r);
+        run_free(&r);
         r = RUN("check", csv, "--junit", xml);
-        result_free(&r);
+        run_free(&r);
         r = RUN("record", h5, csv);
         assert_int_equal(r.code, 0);
-        result_free(&r);
+        run_free(&r);
         umask(old);
         assert_int_equal(mode_of(csv), want);
         assert_int_equal(mode_of(svg), want);
@@ -349,30 +308,30 @@ static void test_errors_start_with_ppv_and_give_the_os_reason(void **state) {
     (void)state;
     char missing[4200];
     snprintf(missing, sizeof missing, "%s/no/such/dir/x.csv", tmp_dir());
-    result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", missing);
+    run_result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", missing);
     assert_int_equal(r.code, 2);
     char want[4400];
     snprintf(want, sizeof want, "ppv gen: cannot write %s: No such file or directory\n", missing);
     assert_string_equal(r.err, want);
-    result_free(&r);
+    run_free(&r);
     r = RUN("check", missing);
     assert_int_equal(r.code, 2);
     snprintf(want, sizeof want, "ppv check: %s: cannot open: No such file or directory\n", missing);
     assert_string_equal(r.err, want);
-    result_free(&r);
+    run_free(&r);
     char *s = gen_file("e.csv", "1f1b", "2", "2");
     r = RUN("show", s, "--svg", missing);
     assert_int_equal(r.code, 2);
     snprintf(want, sizeof want, "ppv show: cannot write %s: No such file or directory\n", missing);
     assert_string_equal(r.err, want);
-    result_free(&r);
+    run_free(&r);
     r = RUN("check", s, "--bogus");
     assert_string_equal(
         r.err, "ppv check: unrecognized option '--bogus'\n(run 'ppv help check' for usage)\n");
-    result_free(&r);
+    run_free(&r);
     r = RUN("frobnicate");
     assert_string_equal(r.err, "ppv: unknown command 'frobnicate'\n(run 'ppv help' for usage)\n");
-    result_free(&r);
+    run_free(&r);
     /* a rank-level error has no action index: none is printed */
     char *bad = tmp_path("rank_level.csv");
     FILE *f = fopen(bad, "w");
@@ -383,7 +342,7 @@ static void test_errors_start_with_ppv_and_give_the_os_reason(void **state) {
     assert_memory_equal(r.err, "ppv run: ", 9);
     assert_null(strstr(r.err, "-1"));
     assert_non_null(strstr(r.err, "(rank 1); run 'ppv check' for every error"));
-    result_free(&r);
+    run_free(&r);
 }
 
 /* Runs ppv with args under a pseudo-terminal (stdout and stderr both on
@@ -428,18 +387,18 @@ static void test_progress_shows_only_on_a_terminal_and_not_with_json(void **stat
     tty = run_on_terminal((const char *const[]){"run", s, "--json", NULL});
     assert_null(strstr(tty, " actions ("));
     free(tty);
-    result r = RUN("run", s);
+    run_result r = RUN("run", s);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.err, "");
-    result_free(&r);
+    run_free(&r);
 }
 
 static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state) {
     (void)state;
     char *xml = tmp_path("check.xml");
-    result r = RUN("check", data_path("rendezvous_only.csv"), "--junit", xml);
+    run_result r = RUN("check", data_path("rendezvous_only.csv"), "--junit", xml);
     assert_int_equal(r.code, 1);
-    result_free(&r);
+    run_free(&r);
     char *x = slurp(xml);
     assert_memory_equal(x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 39);
     assert_int_equal(count(x, "<testcase "), 3); /* structure, rank 0, rank 1 */
@@ -451,7 +410,7 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     free(x);
     r = RUN("check", data_path("rendezvous_only.csv"), "--semantics", "eager", "--junit", xml);
     assert_int_equal(r.code, 0);
-    result_free(&r);
+    run_free(&r);
     x = slurp(xml);
     assert_non_null(strstr(x, "tests=\"3\" failures=\"0\""));
     free(x);
@@ -459,7 +418,7 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     char *s = gen_file("j.csv", "zbv", "2", "4");
     r = RUN("run", s, "--junit", xml, "--perturb");
     assert_int_equal(r.code, 1);
-    result_free(&r);
+    run_free(&r);
     x = slurp(xml);
     assert_int_equal(count(x, "<testcase "), 1 + 2 + 2 + 1);
     assert_int_equal(count(x, "<failure "), 1);
@@ -467,12 +426,19 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     free(x);
     r = RUN("verify-recompute", s, "--junit", xml);
     assert_int_equal(r.code, 0);
-    result_free(&r);
+    run_free(&r);
     x = slurp(xml);
-    assert_int_equal(count(x, "<testcase "), 2 * (1 + 2 + 2) + 1);
+    assert_int_equal(count(x, "<testcase "), 2 * (1 + 2 + 2) + 2);
     assert_int_equal(count(x, "<failure "), 0);
     assert_non_null(strstr(x, "name=\"recompute equals stash bit for bit\"/>"));
+    assert_non_null(strstr(x, "name=\"forward passes as the schedule implies\"/>"));
     free(x);
+    /* zbv p=2 m=4: 16 forwards; recomputing stage 1 adds its 4 backwards' forwards */
+    r = RUN("verify-recompute", s, "--recompute", "1");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "forward passes: stash 16, recompute 20 (the schedule implies 16 "
+                                  "and 20)\nresult: OK\n"));
+    run_free(&r);
 }
 
 /* The integer member key of the JSON object in text. */
@@ -488,10 +454,10 @@ static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {
     (void)state;
     char *xml = tmp_path("replay.xml");
     const char *golden = PPV_GOLDEN_DIR "/train_zbv_p2_m4_recompute.h5";
-    result r = RUN("replay", golden, "--json", "--junit", xml);
+    run_result r = RUN("replay", golden, "--json", "--junit", xml);
     assert_int_equal(r.code, 0);
     long long datasets = json_int(r.out, "datasets");
-    result_free(&r);
+    run_free(&r);
     assert_true(datasets > 10);
     char *x = slurp(xml);
     assert_int_equal(count(x, "<testcase "), datasets);
@@ -501,7 +467,7 @@ static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {
     /* one flipped bit: one dataset fails, and says how */
     r = RUN("replay", golden, "--perturb", "--junit", xml);
     assert_int_equal(r.code, 1);
-    result_free(&r);
+    run_free(&r);
     x = slurp(xml);
     assert_int_equal(count(x, "<testcase "), datasets);
     assert_int_equal(count(x, "<failure "), 1);
@@ -513,13 +479,13 @@ static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {
     snprintf(a, sizeof a, "%s", tmp_path("a.h5"));
     snprintf(b, sizeof b, "%s", tmp_path("b.h5"));
     r = RUN("record", a, s, "--seed", "1");
-    result_free(&r);
+    run_free(&r);
     r = RUN("record", b, s, "--seed", "2");
-    result_free(&r);
+    run_free(&r);
     r = RUN("diff", a, b, "--json", "--junit", xml);
     assert_int_equal(r.code, 1);
     datasets = json_int(r.out, "datasets");
-    result_free(&r);
+    run_free(&r);
     x = slurp(xml);
     assert_int_equal(count(x, "<testcase "), datasets + 1);
     assert_int_equal(count(x, "<failure "), 1);
@@ -530,13 +496,13 @@ static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {
 
 static void test_man_pages_come_from_the_help(void **state) {
     (void)state;
-    result r = RUN("man", "check");
+    run_result r = RUN("man", "check");
     assert_int_equal(r.code, 0);
     assert_memory_equal(r.out, ".TH PPV-CHECK 1 ", 16);
     assert_non_null(strstr(r.out, "\n.SH OPTIONS\n"));
     assert_non_null(strstr(r.out, "\\fB\\-\\-semantics\\fR \\fIS\\fR\n"));
     assert_non_null(strstr(r.out, "\n.SH EXIT STATUS\n"));
-    result_free(&r);
+    run_free(&r);
     r = RUN("man");
     assert_int_equal(r.code, 0);
     for (int k = 0; commands[k]; k++) {
@@ -544,10 +510,44 @@ static void test_man_pages_come_from_the_help(void **state) {
         snprintf(ref, sizeof ref, ".BR ppv\\-%s (1)\n", commands[k]);
         assert_non_null(strstr(r.out, ref));
     }
-    result_free(&r);
+    run_free(&r);
     r = RUN("man", "nope");
     assert_int_equal(r.code, 2);
-    result_free(&r);
+    run_free(&r);
+}
+
+/* Standard output on a full disk (/dev/full): the output is lost, so the
+ * command says so and exits 2, whether the loss shows while it writes (a
+ * large output) or only when main flushes (a small one); a command that
+ * had found a problem keeps its exit 1. */
+static void test_lost_standard_output_is_exit_2_with_the_reason(void **state) {
+    (void)state;
+    if (access("/dev/full", W_OK) != 0) skip();
+    char *s = gen_file("full.csv", "1f1b", "4", "8");
+    const char *const gen_small[] = {"gen", "1f1b", "-p", "4", "-m", "8", NULL};
+    const char *const gen_large[] = {"gen", "1f1b", "-p", "64", "-m", "512", NULL}; /* > buffer */
+    const char *const gen_native[] = {"gen", "1f1b",     "-p",     "4", "-m",
+                                      "8",   "--format", "native", NULL};
+    const char *const check_json[] = {"check", s, "--json", NULL};
+    const char *const show[] = {"show", s, NULL};
+    const char *const version[] = {"version", NULL};
+    const char *const *const cases[] = {gen_small,  gen_large, gen_native,
+                                        check_json, show,      version};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_result r = run_io(NULL, "/dev/full", cases[k]);
+        char want[128];
+        snprintf(want, sizeof want,
+                 "ppv %s: cannot write standard output: No space left on device\n", cases[k][0]);
+        if (r.code != 2 || strcmp(r.err, want) != 0)
+            fail_msg("case %zu, ppv %s > /dev/full: exit %d, stderr '%s'", k, cases[k][0], r.code,
+                     r.err);
+        run_free(&r);
+    }
+    run_result r = RUN_TO_FULL("check", data_path("rendezvous_only.csv"));
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err,
+                        "ppv check: cannot write standard output: No space left on device\n");
+    run_free(&r);
 }
 
 int main(void) {
@@ -561,6 +561,7 @@ int main(void) {
         cmocka_unit_test(test_sizes_beyond_memory_are_refused_before_work),
         cmocka_unit_test(test_output_files_follow_the_umask),
         cmocka_unit_test(test_errors_start_with_ppv_and_give_the_os_reason),
+        cmocka_unit_test(test_lost_standard_output_is_exit_2_with_the_reason),
         cmocka_unit_test(test_progress_shows_only_on_a_terminal_and_not_with_json),
         cmocka_unit_test(test_junit_has_one_case_per_check_and_fails_what_failed),
         cmocka_unit_test(test_junit_of_a_comparison_has_one_case_per_dataset),

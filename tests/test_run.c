@@ -228,6 +228,14 @@ static void test_recompute_equals_stash_for_every_kind_and_some_stages(void **st
             assert_int_equal(v.stash->grad_digest, v.recompute->grad_digest);
             for (int32_t r = 0; r < P; r++)
                 assert_int_equal(v.recompute->peak_bytes[r], v.recompute->predicted_bytes[r]);
+            /* the forward really ran again: once per F, and once more for each
+             * backward of a recomputed stage (every stage on the first pass) */
+            for (int32_t st = 0; st < s->nstages; st++)
+                for (int32_t mb = 0; mb < s->nmb; mb++) {
+                    assert_int_equal(v.stash->forwards[st * s->nmb + mb], 1);
+                    assert_int_equal(v.recompute->forwards[st * s->nmb + mb],
+                                     pass && !odd[st] ? 1 : 2);
+                }
             ppv_recompute_verdict_free(&v);
         }
         ppv_schedule_free(s);
@@ -344,6 +352,54 @@ static void test_runs_repeat_and_replay_bit_for_bit(void **state) {
     ppv_schedule_free(s);
 }
 
+/* Distinct values among the first n of v. */
+static int distinct(const uint64_t *v, int n) {
+    int d = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = v[j] == v[i];
+        d += !seen;
+    }
+    return d;
+}
+
+/* PCT draws its depth-1 change points over the run actually taken (its
+ * length measured first), so they fire; and the seed orders the ranks.
+ * (Drawn over a fixed 1..1000 while 1F1B p=4 m=8 takes 148 steps, most
+ * never fired and PCT gave 28 distinct interleavings in 50 seeds.) */
+static void test_pct_and_random_change_order_with_the_seed(void **state) {
+    (void)state;
+    enum { SEEDS = 20 };
+    ppv_schedule *s = gen_ok("1f1b", 4, 8, 0);
+    uint64_t d3[SEEDS], d1[SEEDS], dr[SEEDS], grads = 0;
+    for (int seed = 0; seed < SEEDS; seed++) {
+        ppv_run_options o = options("rendezvous", "pct:3", (uint64_t)seed);
+        ppv_run_report *rep = run_ok(s, &o);
+        assert_int_equal(rep->world.status, PPV_RUN_DONE);
+        assert_int_equal(rep->pct_steps, 148); /* the round-robin run's length */
+        assert_int_equal(rep->world.pct_fired, 2);
+        d3[seed] = rep->world.trace_digest;
+        if (seed == 0) grads = rep->grad_digest;
+        assert_true(rep->grad_digest == grads); /* interleavings change no bit */
+        ppv_run_report_free(rep);
+        o = options("rendezvous", "pct:1", (uint64_t)seed); /* priorities alone */
+        rep = run_ok(s, &o);
+        assert_int_equal(rep->world.pct_fired, 0);
+        d1[seed] = rep->world.trace_digest;
+        ppv_run_report_free(rep);
+        o = options("rendezvous", "random", (uint64_t)seed);
+        rep = run_ok(s, &o);
+        assert_int_equal(rep->pct_steps, 0);
+        dr[seed] = rep->world.trace_digest;
+        ppv_run_report_free(rep);
+    }
+    assert_int_equal(distinct(dr, SEEDS), SEEDS); /* random: the seed is the order */
+    /* without change points PCT is one of 4! priority orders, which the seed picks */
+    assert_true(distinct(d1, SEEDS) > 8 && distinct(d1, SEEDS) <= 24);
+    assert_int_equal(distinct(d3, SEEDS), SEEDS);
+    ppv_schedule_free(s);
+}
+
 static void test_rendezvous_deadlock_is_reported_and_eager_completes(void **state) {
     (void)state;
     ppv_schedule *s = load_ok(data_path("rendezvous_only_train.csv"));
@@ -421,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),
         cmocka_unit_test(test_gradient_comparison_measures_ulps_across_signs),
         cmocka_unit_test(test_runs_repeat_and_replay_bit_for_bit),
+        cmocka_unit_test(test_pct_and_random_change_order_with_the_seed),
         cmocka_unit_test(test_rendezvous_deadlock_is_reported_and_eager_completes),
         cmocka_unit_test(test_a_compute_order_cycle_is_reported_before_running),
         cmocka_unit_test(test_schedules_that_cannot_train_are_refused),

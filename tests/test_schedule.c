@@ -251,6 +251,83 @@ static void test_native_parse_errors_name_line_column_and_cell(void **state) {
                         "n.ppv: an action names microbatch 3 but 'microbatches 1' was given");
 }
 
+/* A native schedule declaring groups g0..g{ngroups-1} (ranks 0 and 1), then
+ * each of its two ranks' one action line; malloc'd. */
+static char *many_groups_text(int32_t ngroups, const char *rank0, const char *rank1) {
+    size_t cap = 64 + (size_t)ngroups * 24 + strlen(rank0) + strlen(rank1);
+    char *t = malloc(cap);
+    size_t n = (size_t)snprintf(t, cap, "ppv-schedule 1\nranks 2\n");
+    for (int32_t g = 0; g < ngroups; g++)
+        n += (size_t)snprintf(t + n, cap - n, "group g%d 0 1\n", g);
+    snprintf(t + n, cap - n, "rank 0\n%s\nrank 1\n%s\n", rank0, rank1);
+    return t;
+}
+
+static ppv_schedule *parse_native_ok(const char *text) {
+    ppv_schedule *s = NULL;
+    char err[1024] = "";
+    int rc = ppv_schedule_parse_native(text, strlen(text), "n.ppv", &s, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
+/* ppv_action.group held 16 bits: group 65536 was read as group 0. */
+static void test_collective_names_group_65536_not_group_0(void **state) {
+    (void)state;
+    char *t = many_groups_text(65537, "ALLREDUCE group=g65536", "ALLREDUCE group=g32768");
+    ppv_schedule *s = parse_native_ok(t);
+    assert_int_equal(s->ngroups, 65537);
+    assert_int_equal(s->prog[0].acts[0].group, 65536);
+    assert_int_equal(s->prog[1].acts[0].group, 32768);
+    char buf[64];
+    ppv_action_format(s, &s->prog[0].acts[0], buf, sizeof buf);
+    assert_string_equal(buf, "ALLREDUCE@g65536");
+    ppv_schedule_free(s);
+    free(t);
+}
+
+/* Declaring and finding groups by name is a hash lookup (30,000 took 1.6 s
+ * by linear search): every name still finds its own group, and a name
+ * declared twice is still refused. */
+static void test_thirty_thousand_groups_each_find_their_own_index(void **state) {
+    (void)state;
+    char *t = many_groups_text(30000, "ALLREDUCE group=g29999", "ALLREDUCE group=g0");
+    ppv_schedule *s = parse_native_ok(t);
+    assert_int_equal(s->ngroups, 30000);
+    for (int32_t g = 0; g < 30000; g++) {
+        char name[16];
+        snprintf(name, sizeof name, "g%d", g);
+        if (ppv_schedule_find_group(s, name) != g) fail_msg("%s is group %d", name, g);
+    }
+    assert_int_equal(ppv_schedule_find_group(s, "g30000"), -1);
+    assert_int_equal(s->prog[0].acts[0].group, 29999);
+    assert_int_equal(ppv_schedule_add_group(s, "g17", (const int32_t[]){0}, 1), -1);
+    assert_int_equal(ppv_schedule_add_group(s, "h", (const int32_t[]){1}, 1), 30000);
+    assert_int_equal(ppv_schedule_find_group(s, "h"), 30000);
+    ppv_schedule_free(s);
+    free(t);
+    t = many_groups_text(3, "group g1 1", "BARRIER group=g1");
+    expect_native_error(t, "n.ppv:7:1: group 'g1' is empty or declared twice");
+    free(t);
+}
+
+/* A stage index far beyond the actions ('99999999F0' in 11 bytes) is
+ * reported as before, from the actions alone, not from an array of 10^8
+ * stages. */
+static void test_stage_99999999_is_judged_without_an_array_of_stages(void **state) {
+    (void)state;
+    expect_csv_error("99999999F0\n",
+                     "t.csv: stage 0 is computed by no rank (stages 0..99999999 are named)");
+    expect_csv_error("0F0,99999999F0,1F0\n",
+                     "t.csv: stage 2 is computed by no rank (stages 0..99999999 are named)");
+    /* a stage on two ranks is reported first, at the first offending cell in
+     * rank and program order (not the lowest stage's) */
+    expect_csv_error("0F0,5F0\n3F1,99999999F0\n5F1,0F1,3F2\n",
+                     "t.csv:3:1: rank 2 cell '5F1': stage 5 is already on rank 0 (a stage lives "
+                     "on one rank)");
+}
+
 static void test_binary_and_missing_files_are_errors(void **state) {
     (void)state;
     char err[512];
@@ -340,6 +417,9 @@ int main(void) {
         cmocka_unit_test(test_crlf_quotes_and_trailing_blank_lines_are_accepted),
         cmocka_unit_test(test_native_format_round_trips_and_keeps_extensions),
         cmocka_unit_test(test_native_parse_errors_name_line_column_and_cell),
+        cmocka_unit_test(test_collective_names_group_65536_not_group_0),
+        cmocka_unit_test(test_thirty_thousand_groups_each_find_their_own_index),
+        cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),
     };

@@ -14,12 +14,8 @@
 
 #include "testutil.h"
 
-extern char **environ;
 
-typedef struct run_result {
-    int code;
-    char *out, *err;
-} run_result;
+
 
 /* Makes a fresh directory under $TMPDIR (or /tmp) for one test; *state
  * holds its malloc'd path. Returns 0. */
@@ -60,48 +56,11 @@ static const char *in_dir(const char *dir, const char *name) {
     return b;
 }
 
-/* Runs ppv with args (NULL-terminated), capturing stdout and stderr in
- * files of dir. Returns the exit code and both outputs (malloc'd). */
-static run_result run_ppv(const char *dir, const char *const *args) {
-    char outp[4096], errp[4096];
-    snprintf(outp, sizeof outp, "%s/stdout.txt", dir);
-    snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
-    int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fo >= 0 && fe >= 0);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = PPV_BIN;
-    for (; args[n - 1]; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    close(fo);
-    close(fe);
-    return (run_result){WEXITSTATUS(st), slurp(outp), slurp(errp)};
-}
-
-static void run_free(run_result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-#define RUN(dir, ...) run_ppv(dir, (const char *const[]){__VA_ARGS__, NULL})
-
 /* Writes `ppv gen KIND -p P -m M` into dir/name. Returns the file's path. */
 static const char *gen_schedule(const char *dir, const char *kind, const char *p, const char *m,
                                 const char *name) {
     const char *path = in_dir(dir, name);
-    run_result r = RUN(dir, "gen", kind, "-p", p, "-m", m, "-o", path);
+    run_result r = RUN("gen", kind, "-p", p, "-m", m, "-o", path);
     assert_int_equal(r.code, 0);
     run_free(&r);
     return path;
@@ -110,7 +69,7 @@ static const char *gen_schedule(const char *dir, const char *kind, const char *p
 /* The SVG `ppv show schedule --svg` writes (malloc'd). */
 static char *show_svg(const char *dir, const char *schedule) {
     const char *svg = in_dir(dir, "show.svg");
-    run_result r = RUN(dir, "show", schedule, "--svg", svg);
+    run_result r = RUN("show", schedule, "--svg", svg);
     if (r.code != 0) fprintf(stderr, "%s", r.err);
     assert_int_equal(r.code, 0);
     run_free(&r);
@@ -118,8 +77,8 @@ static char *show_svg(const char *dir, const char *schedule) {
 }
 
 /* A number field of `ppv check schedule --json`. */
-static double check_field(const char *dir, const char *schedule, const char *field) {
-    run_result r = RUN(dir, "check", schedule, "--json");
+static double check_field(const char *schedule, const char *field) {
+    run_result r = RUN("check", schedule, "--json");
     assert_int_equal(r.code, 0);
     json_object *o = json_tokener_parse(r.out), *v;
     assert_non_null(o);
@@ -266,7 +225,7 @@ static void test_short_cells_keep_a_tooltip_without_a_label(void **state) {
 static void test_axis_ticks_step_1_2_5_and_reach_the_makespan(void **state) {
     const char *dir = *state;
     const char *path = interop_path("dualpipev_4rank_10mb.csv");
-    double makespan = check_field(dir, path, "makespan");
+    double makespan = check_field(path, "makespan");
     assert_true(makespan == 66);
     char *svg = show_svg(dir, path);
     int ticks = count_in(svg, NULL, "<text class=\"tick\"");
@@ -308,8 +267,8 @@ static void test_width_grows_with_the_makespan_up_to_a_cap(void **state) {
 static void test_zbv_idle_outside_the_ratio_is_drawn_as_offset(void **state) {
     const char *dir = *state;
     const char *path = gen_schedule(dir, "zbv", "4", "8", "zbv.csv");
-    assert_true(check_field(dir, path, "bubble_ratio") == 0);
-    assert_true(check_field(dir, path, "makespan") == 51);
+    assert_true(check_field(path, "bubble_ratio") == 0);
+    assert_true(check_field(path, "makespan") == 51);
     char *svg = show_svg(dir, path);
     int nbubble, noffset;
     double bubble = idle_total(svg, "bubble", &nbubble),
@@ -332,7 +291,7 @@ static void test_zbv_idle_outside_the_ratio_is_drawn_as_offset(void **state) {
 static void test_pink_idle_adds_up_to_the_bubble_ratio(void **state) {
     const char *dir = *state;
     const char *path = interop_path("dualpipev_4rank_10mb.csv");
-    double ratio = check_field(dir, path, "bubble_ratio");
+    double ratio = check_field(path, "bubble_ratio");
     char *svg = show_svg(dir, path);
     int nbubble, noffset;
     double bubble = idle_total(svg, "bubble", &nbubble);
@@ -343,7 +302,7 @@ static void test_pink_idle_adds_up_to_the_bubble_ratio(void **state) {
     assert_non_null(strstr(svg, "= 24 / (4 x 66)</text>"));
     free(svg);
     path = gen_schedule(dir, "1f1b", "4", "8", "a.csv");
-    ratio = check_field(dir, path, "bubble_ratio");
+    ratio = check_field(path, "bubble_ratio");
     svg = show_svg(dir, path);
     bubble = idle_total(svg, "bubble", &nbubble);
     assert_true(fabs(bubble / (4 * 33.0) - ratio) < 1e-12);

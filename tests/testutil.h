@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -179,5 +181,68 @@ static inline char *slurp(const char *path) {
     fclose(f);
     return buf;
 }
+
+/* ---- running the ppv command ------------------------------------------------------- */
+
+extern char **environ;
+
+typedef struct run_result {
+    int code;
+    char *out, *err;
+} run_result;
+
+/* Runs ppv with args (NULL-terminated) and stdin from in_path (NULL: the
+ * test's own), capturing stderr, and stdout too unless out_dev names a
+ * device to open as stdout instead (then r.out is ""), through files in
+ * tmp_dir(). */
+/* The ppv binary (PPV_BIN, from tests/CMakeLists.txt) as a user runs it. */
+static inline run_result run_io(const char *in_path, const char *out_dev, const char *const *args) {
+    char outp[4200], errp[4200];
+    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
+    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
+    int fo = mkstemp(outp), fe = mkstemp(errp);
+    assert_true(fo >= 0 && fe >= 0);
+    size_t nargs = 0;
+    while (args[nargs]) nargs++;
+    const char **argv = calloc(nargs + 2, sizeof *argv);
+    assert_non_null(argv);
+    argv[0] = PPV_BIN;
+    memcpy(argv + 1, args, nargs * sizeof *argv);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (in_path) posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
+    if (out_dev)
+        posix_spawn_file_actions_addopen(&fa, 1, out_dev, O_WRONLY, 0);
+    else
+        posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    free(argv);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    close(fo);
+    close(fe);
+    run_result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
+    unlink(outp);
+    unlink(errp);
+    return r;
+}
+
+/* Runs ppv with args and stdin from in_path (NULL: the test's own). */
+static inline run_result run_in(const char *in_path, const char *const *args) {
+    return run_io(in_path, NULL, args);
+}
+
+static inline void run_free(run_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_STDIN(in, ...) run_in(in, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_TO_FULL(...) run_io(NULL, "/dev/full", (const char *const[]){__VA_ARGS__, NULL})
 
 #endif

@@ -37,6 +37,10 @@ typedef struct junit {
     int n, cap, failures;
 } junit;
 
+/* Writes s as XML text (SVG and JUnit): the five special characters
+ * escaped, other control characters (not allowed in XML 1.0) as spaces. */
+void xml_text(FILE *f, const char *s);
+
 void junit_init(junit *j, const char *suite);
 /* Adds a case; failure_fmt NULL means it passed. Returns 0, or -1 when out
  * of memory. */

@@ -67,7 +67,10 @@ static const help_option show_options[] = {
 
 static const help_option run_options[] = {
     {"--semantics", "S", "send semantics: eager, rendezvous or eager:BYTES", "rendezvous"},
-    {"--policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr"},
+    {"--policy", "rr|random|pct[:DEPTH]",
+     "scheduling policy of the mock world; pct (depth 3 by default) draws its DEPTH-1 change "
+     "points over the run's length, measured by a round-robin run first",
+     "rr"},
     {"--seed", "N", "seed of the random and pct policies", "0"},
     {"--recompute", "none|all|S,...",
      "stages that keep only their input and recompute the "
@@ -91,6 +94,10 @@ static const help_option record_only[] = {
     {"--fail-after", "N",
      "testing: end the process (exit 3) after writing N datasets, to show "
      "that a crash leaves no file",
+     NULL},
+    {"--term-after", "N",
+     "testing: send the process SIGTERM after writing N datasets, to show "
+     "that an interrupted record removes its temporary file",
      NULL},
     END_OPTIONS};
 
@@ -207,7 +214,10 @@ static const help_command commands[] = {
      vr_groups, vr_examples},
     {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
-     "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing). "
+     "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing; "
+     "SIGINT, SIGTERM and SIGHUP remove the temporary file, and the next record into the "
+     "folder removes those of crashed records). With SOURCE_DATE_EPOCH set, the same run "
+     "gives the same bytes. "
      "--perturb records the perturbed gradients, so that replaying the file must fail.",
      record_groups, record_examples},
     {"replay", "GOLDEN.h5 [options]", "re-run a golden file and compare",

@@ -62,6 +62,13 @@ static int parse_bytes(const char *s, long long *out) {
     return 0;
 }
 
+/* --max-memory's argument into *out; -1 after the usage message. */
+static int max_memory_option(const char *arg, long long *out) {
+    if (parse_bytes(arg, out) == 0) return 0;
+    usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'", arg);
+    return -1;
+}
+
 /* This machine's physical memory in bytes: the default --max-memory. */
 static long long physical_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
@@ -219,9 +226,7 @@ static int cmd_gen(int argc, char **argv) {
             else return usage_error("--format is csv or native, not '%s'", optarg);
             break;
         case 'X':
-            if (parse_bytes(optarg, &limit) < 0)
-                return usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'",
-                                   optarg);
+            if (max_memory_option(optarg, &limit) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'h': return print_help();
         default: return bad_option();
@@ -266,11 +271,9 @@ static int cmd_gen(int argc, char **argv) {
         f = af.f;
     }
     int wrc = native ? ppv_schedule_write_native(w, f) : ppv_schedule_write_csv(w, f, err, sizeof err);
+    if (!outpath && ferror(stdout)) wrc = 0; /* main reports a failed standard output */
     if (wrc < 0 && native)
-        snprintf(err, sizeof err, "cannot write %s: %s", outpath ? outpath : "standard output",
-                 strerror(errno));
-    if (!outpath && wrc == 0 && fflush(stdout) != 0)
-        wrc = -1, snprintf(err, sizeof err, "cannot write standard output: %s", strerror(errno));
+        snprintf(err, sizeof err, "cannot write %s: %s", outpath, strerror(errno));
     if (outpath) {
         if (wrc < 0) atomic_abort(&af);
         else if (atomic_commit(&af) < 0)
@@ -358,9 +361,7 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             break;
         case 'J': ca->junit = optarg; break;
         case 'X':
-            if (parse_bytes(optarg, &ca->max_memory) < 0)
-                return usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'",
-                                   optarg);
+            if (max_memory_option(optarg, &ca->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'h': return print_help();
         default: return bad_option();
@@ -561,7 +562,7 @@ typedef struct run_args {
     uint8_t *recompute; /* [nstages] once the schedule is known */
     const char *recompute_text, *trace_out, *replay, *file, *junit;
     int32_t *replay_decisions;
-    int json, perturb, fail_after;
+    int json, perturb, fail_after, term_after;
     long long max_memory;
 } run_args;
 
@@ -579,6 +580,7 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                          {"json", no_argument, 0, 'j'},
                                          {"perturb", no_argument, 0, 'P'},
                                          {"fail-after", required_argument, 0, 'F'},
+                                         {"term-after", required_argument, 0, 'K'},
                                          {"junit", required_argument, 0, 'J'},
                                          {"max-memory", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
@@ -594,9 +596,12 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         /* each command takes only the options it honours */
         if ((c == 't' && !is_run && !is_record) || (c == 'J' && is_record) ||
-            (c == 'F' && !is_record))
+            ((c == 'F' || c == 'K') && !is_record))
             return usage_error("%s is not an option of this command",
-                               c == 't' ? "--trace-out" : c == 'J' ? "--junit" : "--fail-after");
+                               c == 't'   ? "--trace-out"
+                               : c == 'J' ? "--junit"
+                               : c == 'F' ? "--fail-after"
+                                          : "--term-after");
         switch (c) {
         case 's':
             if (ppv_semantics_parse(optarg, &ra->opt.sem) < 0)
@@ -642,11 +647,14 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                 return usage_error("--fail-after needs a positive count, not '%s'", optarg);
             ra->fail_after = (int)n;
             break;
+        case 'K': /* record's interruption test: SIGTERM itself after N datasets */
+            if (parse_int(optarg, 1, INT32_MAX, &n) < 0)
+                return usage_error("--term-after needs a positive count, not '%s'", optarg);
+            ra->term_after = (int)n;
+            break;
         case 'J': ra->junit = optarg; break;
         case 'X':
-            if (parse_bytes(optarg, &ra->max_memory) < 0)
-                return usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'",
-                                   optarg);
+            if (max_memory_option(optarg, &ra->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'h': return print_help();
         default: return bad_option();
@@ -866,6 +874,11 @@ static int cmd_run(int argc, char **argv) {
                                bytes_json(rep->predicted_bytes, rep->predicted_bytes ? rep->nranks : 0));
         json_object_object_add(o, "grad_buffers_peak", json_object_new_int(rep->grad_buffers_peak));
         json_object_object_add(o, "trace_digest", hex_json(rep->world.trace_digest));
+        if (ra.opt.policy.kind == PPV_POLICY_PCT) {
+            json_object_object_add(o, "pct_steps", json_object_new_int64(rep->pct_steps));
+            json_object_object_add(o, "pct_change_points_fired",
+                                   json_object_new_int(rep->world.pct_fired));
+        }
         json_object_object_add(o, "deadlock",
                                json_object_new_boolean(rep->world.status == PPV_RUN_DEADLOCK));
         json_object *cyc = json_object_new_array(), *bl = json_object_new_array();
@@ -948,6 +961,21 @@ static int cmd_verify_recompute(int argc, char **argv) {
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }
+    /* Evidence that the recompute path really re-ran the forward: the passes
+     * the engine counted against what the schedule implies (one per F, plus
+     * one per backward of a recomputed stage). */
+    int done_both = v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE;
+    long long fw_stash = 0, fw_rec = 0, want_stash = 0, want_rec = 0;
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            int back = a->kind == PPV_ACT_B || a->kind == PPV_ACT_I;
+            want_stash += a->kind == PPV_ACT_F;
+            want_rec += a->kind == PPV_ACT_F || (back && (!o.recompute || o.recompute[a->stage]));
+        }
+    for (int64_t k = 0; done_both && k < (int64_t)s->nstages * s->nmb; k++)
+        fw_stash += v.stash->forwards[k], fw_rec += v.recompute->forwards[k];
+    int fw_ok = done_both && fw_stash == want_stash && fw_rec == want_rec;
     if (ra.junit) {
         junit j;
         char suite[300];
@@ -964,6 +992,11 @@ static int cmd_verify_recompute(int argc, char **argv) {
                                    v.first_layer, v.first_tensor, (long long)v.first_tensor_index,
                                    v.diff.first_a, v.diff.first_b,
                                    (unsigned long long)v.diff.max_ulp);
+        if (done_both)
+            jrc |= fw_ok ? junit_add(&j, "forward passes as the schedule implies", NULL)
+                         : junit_add(&j, "forward passes as the schedule implies",
+                                     "stash ran %lld (schedule: %lld), recompute %lld (schedule: %lld)",
+                                     fw_stash, want_stash, fw_rec, want_rec);
         if (finish_junit(&j, ra.junit, jrc) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
@@ -982,8 +1015,11 @@ static int cmd_verify_recompute(int argc, char **argv) {
     const ppv_grad_diff *d = &v.diff;
     if (ra.json) {
         json_object *o2 = json_object_new_object();
-        json_object_object_add(o2, "ok", json_object_new_boolean(d->bitwise_equal));
+        json_object_object_add(o2, "ok", json_object_new_boolean(d->bitwise_equal && fw_ok));
         json_object_object_add(o2, "bitwise_equal", json_object_new_boolean(d->bitwise_equal));
+        json_object_object_add(o2, "stash_forward_passes", json_object_new_int64(fw_stash));
+        json_object_object_add(o2, "recompute_forward_passes", json_object_new_int64(fw_rec));
+        json_object_object_add(o2, "expected_recompute_forward_passes", json_object_new_int64(want_rec));
         json_object_object_add(o2, "gradients", json_object_new_int64((int64_t)v.stash->ngrads));
         json_object_object_add(o2, "max_ulp", json_object_new_int64((int64_t)d->max_ulp));
         json_object_object_add(o2, "max_abs", json_object_new_double(d->max_abs));
@@ -1019,9 +1055,11 @@ static int cmd_verify_recompute(int argc, char **argv) {
         print_bytes("peak activation bytes, stash:    ", v.stash->peak_bytes, v.stash->nranks);
         print_bytes("peak activation bytes, recompute:", v.recompute->peak_bytes,
                     v.recompute->nranks);
-        printf("result: %s\n", d->bitwise_equal ? "OK" : "PROBLEM");
+        printf("forward passes: stash %lld, recompute %lld (the schedule implies %lld and %lld)%s\n",
+               fw_stash, fw_rec, want_stash, want_rec, fw_ok ? "" : ": MISMATCH");
+        printf("result: %s\n", d->bitwise_equal && fw_ok ? "OK" : "PROBLEM");
     }
-    rc = d->bitwise_equal ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    rc = d->bitwise_equal && fw_ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 done:
     free(ra.recompute);
     free(ra.replay_decisions);
@@ -1060,6 +1098,7 @@ static int cmd_record(int argc, char **argv) {
     ro.schedule_name = strcmp(ra.file, "-") == 0 ? "stdin" : slash ? slash + 1 : ra.file;
     ro.recompute_text = ra.recompute_text;
     ro.fail_after = ra.fail_after;
+    ro.term_after = ra.term_after;
     progress pr;
     progress_attach(&ro.run, &pr, "record", ra.json);
     int rrc = ppv_golden_record(out, s, &ro, &rep, err, sizeof err);
@@ -1594,16 +1633,8 @@ static int no_operands(int argc, char **argv) {
     return -1;
 }
 
-int main(int argc, char **argv) {
-    if (argc < 2) {
-        help_print_overview(stderr);
-        return PPV_EXIT_BAD_INPUT;
-    }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) cmd = "help";
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) cmd = "version";
-    if (!help_find(cmd)) return usage_error("unknown command '%s'", cmd);
-    g_cmd = cmd;
+/* Runs the command named cmd (known to help_find); its exit code. */
+static int run_command(const char *cmd, int argc, char **argv) {
     int rc;
     if (!strcmp(cmd, "help")) return cmd_help(argc - 1, argv + 1, 0);
     if (!strcmp(cmd, "man")) return cmd_help(argc - 1, argv + 1, 1);
@@ -1624,4 +1655,30 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "record")) return cmd_record(argc - 1, argv + 1);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
     return cmd_diff(argc - 1, argv + 1);
+}
+
+/* Standard output is buffered: a full disk or a closed pipe shows only when
+ * it is flushed, after the command has returned. Flushes it and, when any
+ * write to it failed, says so and makes the exit code 2 (a command that
+ * already failed keeps its own code). Returns the exit code. */
+static int finish_stdout(int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int e = errno;
+    if (!bad && !ferror(stdout)) return rc;
+    fprintf(stderr, "ppv %s: cannot write standard output: %s\n", g_cmd, strerror(e ? e : EIO));
+    return rc != PPV_EXIT_OK ? rc : PPV_EXIT_BAD_INPUT;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        help_print_overview(stderr);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) cmd = "help";
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) cmd = "version";
+    if (!help_find(cmd)) return usage_error("unknown command '%s'", cmd);
+    g_cmd = cmd;
+    return finish_stdout(run_command(cmd, argc, argv));
 }

@@ -61,31 +61,6 @@ typedef struct svg_window {
     double start, end;
 } svg_window;
 
-/* Writes text with XML's special characters escaped. */
-static void put_xml_text(FILE *f, const char *text) {
-    for (; *text; text++) {
-        switch (*text) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&apos;", f);
-            break;
-        default:
-            fputc(*text, f);
-        }
-    }
-}
-
 /* The tick step for an axis from 0 to makespan: the smallest 1, 2 or 5 x
  * 10^k that gives at most 20 intervals (so 9 to 21 ticks once the makespan
  * reaches 8 units). */
@@ -256,13 +231,13 @@ static void draw_action(FILE *f, const ppv_check_report *rep, const svg_layout *
             "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"0.5\"><title>",
             is_compute(a) ? ppv_action_token(a->kind) : "comm", x, y, width, height,
             kind_colour(a->kind));
-    put_xml_text(f, title);
+    xml_text(f, title);
     fputs("</title></rect>\n", f);
     ppv_action_format(rep->checked, a, name, sizeof name);
     if (is_compute(a) && height >= 10 && width >= SVG_CHAR_PX * (double)strlen(name) + 4) {
         fprintf(f, "<text class=\"label\" x=\"%.2f\" y=\"%.1f\" fill=\"#ffffff\">", x + 2,
                 y + height / 2.0 + 3.5);
-        put_xml_text(f, name);
+        xml_text(f, name);
         fputs("</text>\n", f);
     }
 }
@@ -343,7 +318,7 @@ static void draw_title(FILE *f, const ppv_check_report *rep, double longest, dou
                        double offset) {
     int32_t P = rep->checked->nranks;
     fprintf(f, "<text x=\"%d\" y=\"18\" font-size=\"13\">", SVG_LEFT);
-    put_xml_text(f, rep->checked->name);
+    xml_text(f, rep->checked->name);
     if (rep->deadlock) {
         fprintf(f, ": DEADLOCK, drawn up to where the ranks block (t=%.10g)</text>\n",
                 rep->makespan);

@@ -12,7 +12,10 @@ cd "$(dirname "$0")/.."
 
 what=${1:-demo}
 packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev)
-[ "$what" = test ] && packages+=(valgrind clang)
+# valgrind and clang for the test matrix; python3-h5py for the Python
+# recorder's test (tools/ppv_record.py), which must not skip here
+[ "$what" = test ] && packages+=(valgrind clang python3-h5py)
+export PPV_REQUIRE_H5PY=1
 
 missing=()
 for p in "${packages[@]}"; do

@@ -64,7 +64,7 @@ check_file() {
     [ -f "$prefix/$1" ] || missing="$missing $1"
 }
 check_file "$PPV_BINDIR/ppv"
-for h in $headers actions.def dtypes.def exit_codes.def ppv_version.h; do
+for h in $headers actions.def dtypes.def exit_codes.def contract.def ppv_version.h; do
     check_file "$PPV_INCLUDEDIR/ppv/$h"
 done
 if [ ! -f "$prefix/$PPV_LIBDIR/libppv.a" ] && [ ! -f "$prefix/$PPV_LIBDIR/libppv.so" ]; then

@@ -1,0 +1,388 @@
+/* inference.c - inference recordings: every envelope and result of a PP
+ * inference run, in call order, in the /inference layout of
+ * spec/golden-format.md.
+ *
+ * The attributes and datasets are generated from spec/contract.def, so a
+ * field added to the contract is recorded and read back without another
+ * edit. The file is written through h5out.c (a temporary name beside the
+ * target, renamed when complete), so a failed run never leaves half a
+ * recording and a signal during the write leaves nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "golden_internal.h"
+
+struct ppv_inference_writer {
+    h5_out out;
+    hid_t calls, bf16;
+    int64_t n;
+};
+
+struct ppv_inference_reader {
+    hid_t file, calls;
+    int64_t n;
+    char path[4096];
+};
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+/* Writes one tensor as a dataset of its own type (bf16 as the custom
+ * float, int64 natively); absent tensors are not written. */
+static int write_tensor(ppv_inference_writer *w, hid_t g, const char *name, const ppv_tensor *t) {
+    if (!t->data) return 0;
+    hsize_t dims[PPV_TENSOR_MAX_RANK];
+    for (int k = 0; k < t->rank; k++)
+        dims[k] = (hsize_t)t->dims[k];
+    if (t->dtype == PPV_DTYPE_BF16)
+        return h5_write(g, name, w->bf16, w->bf16, t->rank, dims, t->data);
+    if (t->dtype == PPV_DTYPE_I64)
+        return h5_write(g, name, H5T_STD_I64LE, H5T_NATIVE_INT64, t->rank, dims, t->data);
+    return -1; /* the contract has no other dtype */
+}
+
+static int write_int(hid_t g, const char *name, int64_t v) {
+    return h5_attr_i64(g, name, v);
+}
+static int write_bool(hid_t g, const char *name, int v) {
+    return h5_attr_i64(g, name, v);
+}
+static int write_float(hid_t g, const char *name, double v) {
+    return h5_attr_f64(g, name, v);
+}
+static int write_str(hid_t g, const char *name, const char *v) {
+    return memchr(v, 0, 256) ? h5_attr_str(g, name, v) : -1;
+}
+
+#define WRITE_INT(g, x, name) write_int(g, #name, (x)->name)
+#define WRITE_BOOL(g, x, name) write_bool(g, #name, (x)->name)
+#define WRITE_FLOAT(g, x, name) write_float(g, #name, (x)->name)
+#define WRITE_STR(g, x, name) write_str(g, #name, (x)->name)
+
+static int write_envelope(ppv_inference_writer *w, hid_t call, const ppv_envelope *e) {
+    hid_t g = h5_out_group(&w->out, call, "envelope");
+    if (g < 0) return -1;
+    int rc = 0;
+#define PPV_ENV_FIELD(name, kind, when) rc |= WRITE_##kind(g, e, name);
+#include "contract.def"
+#undef PPV_ENV_FIELD
+#define PPV_ENV_TENSOR(name, dtype, rank, when) rc |= write_tensor(w, g, #name, &e->name);
+#include "contract.def"
+#undef PPV_ENV_TENSOR
+    H5Gclose(g);
+    return rc ? -1 : 0;
+}
+
+static int write_result(ppv_inference_writer *w, hid_t call, const ppv_result *r) {
+    hid_t g = h5_out_group(&w->out, call, "result");
+    if (g < 0) return -1;
+    int rc = 0;
+#define PPV_RES_FIELD(name, kind, when) rc |= WRITE_##kind(g, r, name);
+#include "contract.def"
+#undef PPV_RES_FIELD
+#define PPV_RES_TENSOR(name, dtype, rank, when) rc |= write_tensor(w, g, #name, &r->name);
+#include "contract.def"
+#undef PPV_RES_TENSOR
+    H5Gclose(g);
+    return rc ? -1 : 0;
+}
+
+/* The root attributes every ppv file has. */
+static int write_root(hid_t f) {
+    char created[32] = "";
+    h5_created_now(created, sizeof created);
+    return h5_attr_str(f, "ppv_format", PPV_GOLDEN_FORMAT_NAME) |
+           h5_attr_i64(f, "format_version", PPV_GOLDEN_FORMAT_VERSION) |
+           h5_attr_str(f, "producer", "ppv") |
+           h5_attr_str(f, "producer_version", PPV_VERSION_STRING) |
+           h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "inference");
+}
+
+ppv_inference_writer *ppv_inference_create(const char *path, char *err, size_t errlen) {
+    h5_quiet();
+    ppv_inference_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        gerr(err, errlen, "out of memory");
+        return NULL;
+    }
+    w->calls = w->bf16 = -1;
+    if (h5_out_create(&w->out, path, "the recording", err, errlen) < 0) {
+        free(w);
+        return NULL;
+    }
+    w->bf16 = h5_bf16_type();
+    hid_t inf = h5_out_group(&w->out, w->out.file, "inference");
+    w->calls = inf < 0 ? -1 : h5_out_group(&w->out, inf, "calls");
+    if (inf >= 0) H5Gclose(inf);
+    if (w->bf16 < 0 || w->calls < 0 || write_root(w->out.file) < 0) {
+        gerr(err, errlen, "%s: cannot write the recording (disk full or not writable?)", path);
+        ppv_inference_abort(w);
+        return NULL;
+    }
+    return w;
+}
+
+int ppv_inference_append(ppv_inference_writer *w, const ppv_envelope *e, const ppv_result *r,
+                         char *err, size_t errlen) {
+    char name[32];
+    snprintf(name, sizeof name, PPV_GOLDEN_CALL_FMT, (int)w->n);
+    hid_t call = h5_out_group(&w->out, w->calls, name);
+    int rc = call < 0 || write_envelope(w, call, e) < 0 || (r && write_result(w, call, r) < 0);
+    if (call >= 0) H5Gclose(call);
+    if (rc)
+        return gerr(err, errlen, "%s: cannot write call %lld (call_id %lld)", w->out.path,
+                    (long long)w->n, (long long)e->call_id);
+    w->n++;
+    return 0;
+}
+
+int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen) {
+    hid_t inf = H5Gopen2(w->out.file, "inference", H5P_DEFAULT);
+    int bad = inf < 0 || h5_attr_i64(inf, "calls", w->n) < 0;
+    if (inf >= 0) H5Gclose(inf);
+    H5Gclose(w->calls);
+    w->calls = -1;
+    H5Tclose(w->bf16);
+    w->bf16 = -1;
+    int rc = bad ? gerr(err, errlen, "%s: cannot write the recording (disk full or not writable?)",
+                        w->out.path)
+                 : h5_out_commit(&w->out, "the recording", err, errlen);
+    ppv_inference_abort(w); /* what is left: the temporary after a failure */
+    return rc;
+}
+
+void ppv_inference_abort(ppv_inference_writer *w) {
+    if (!w) return;
+    if (w->calls >= 0) H5Gclose(w->calls);
+    if (w->bf16 >= 0) H5Tclose(w->bf16);
+    h5_out_abort(&w->out);
+    free(w);
+}
+
+/* ---- reading ----------------------------------------------------------------------- */
+
+static int read_int(hid_t g, const char *name, int64_t *v) {
+    return h5_read_attr_i64(g, name, v);
+}
+
+static int read_bool(hid_t g, const char *name, int *v) {
+    int64_t x;
+    if (h5_read_attr_i64(g, name, &x) < 0 || (x != 0 && x != 1)) return -1;
+    *v = (int)x;
+    return 0;
+}
+
+static int read_float(hid_t g, const char *name, double *v) {
+    if (H5Aexists(g, name) <= 0) return -1;
+    hid_t a = H5Aopen(g, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    int rc = t >= 0 && H5Tget_class(t) == H5T_FLOAT && sp >= 0 &&
+                     H5Sget_simple_extent_npoints(sp) == 1 && H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0
+                 ? 0
+                 : -1;
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+static int read_str(hid_t g, const char *name, char *v) {
+    char *s = NULL;
+    if (h5_read_attr_str(g, name, &s) < 0) return -1;
+    int rc = strlen(s) < 256 ? 0 : -1;
+    if (!rc) snprintf(v, 256, "%s", s);
+    free(s);
+    return rc;
+}
+
+/* Reads dataset name of g into t when it exists: dtype and rank as the
+ * contract says, shape from the file. 0 (absent or read), or -1 with the
+ * reason in err. */
+static int read_tensor(hid_t g, const char *where, const char *name, ppv_dtype dtype, int rank,
+                       ppv_tensor *t, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    if (H5Lexists(g, name, H5P_DEFAULT) <= 0) return 0;
+    hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
+    hid_t ty = d < 0 ? -1 : H5Dget_type(d), sp = d < 0 ? -1 : H5Dget_space(d);
+    int rc = -1;
+    hsize_t dims[PPV_TENSOR_MAX_RANK];
+    int ok_type = ty >= 0 && (dtype == PPV_DTYPE_BF16
+                                  ? h5_is_bf16(ty)
+                                  : H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 8);
+    if (d < 0 || sp < 0 || !ok_type) {
+        gerr(err, errlen, "%s/%s: not a %s dataset", where, name, ppv_dtype_token(dtype));
+        goto done;
+    }
+    if (H5Sget_simple_extent_ndims(sp) != rank) {
+        gerr(err, errlen, "%s/%s: %d dimensions, the contract says %d", where, name,
+             H5Sget_simple_extent_ndims(sp), rank);
+        goto done;
+    }
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    size_t n = dtype == PPV_DTYPE_BF16 ? 2 : 8;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int k = 0; k < rank; k++) {
+        t->dims[k] = (int64_t)dims[k];
+        n *= (size_t)dims[k];
+    }
+    if (n > ((size_t)1 << 32) || !(t->data = malloc(n ? n : 1))) {
+        gerr(err, errlen, "%s/%s: %zu bytes: too large", where, name, n);
+        goto done;
+    }
+    hid_t mt = dtype == PPV_DTYPE_BF16 ? ty : H5T_NATIVE_INT64;
+    if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0) {
+        gerr(err, errlen, "%s/%s: cannot read: corrupted data (checksum)", where, name);
+        free(t->data);
+        t->data = NULL;
+        goto done;
+    }
+    rc = 0;
+done:
+    if (sp >= 0) H5Sclose(sp);
+    if (ty >= 0) H5Tclose(ty);
+    if (d >= 0) H5Dclose(d);
+    return rc;
+}
+
+#define READ_INT(g, x, name) read_int(g, #name, &(x)->name)
+#define READ_BOOL(g, x, name) read_bool(g, #name, &(x)->name)
+#define READ_FLOAT(g, x, name) read_float(g, #name, &(x)->name)
+#define READ_STR(g, x, name) read_str(g, #name, (x)->name)
+#define KIND_NAME_INT "an integer"
+#define KIND_NAME_BOOL "0 or 1"
+#define KIND_NAME_FLOAT "a float"
+#define KIND_NAME_STR "a string"
+
+static int read_envelope(hid_t call, const char *where, ppv_envelope *e, char *err, size_t errlen) {
+    memset(e, 0, sizeof *e);
+    hid_t g =
+        H5Lexists(call, "envelope", H5P_DEFAULT) > 0 ? H5Gopen2(call, "envelope", H5P_DEFAULT) : -1;
+    if (g < 0) return gerr(err, errlen, "%s: no envelope group", where);
+    int rc = 0;
+#define PPV_ENV_FIELD(name, kind, when)                                                            \
+    if (!rc && READ_##kind(g, e, name) < 0)                                                        \
+        rc = gerr(err, errlen, "%s/envelope: attribute %s missing or not %s", where, #name,        \
+                  KIND_NAME_##kind);
+#include "contract.def"
+#undef PPV_ENV_FIELD
+    char w[200];
+    snprintf(w, sizeof w, "%s/envelope", where);
+#define PPV_ENV_TENSOR(name, dtype, rank, when)                                                    \
+    if (!rc) rc = read_tensor(g, w, #name, PPV_DTYPE_##dtype, rank, &e->name, err, errlen);
+#include "contract.def"
+#undef PPV_ENV_TENSOR
+    H5Gclose(g);
+    if (rc) ppv_envelope_free_tensors(e);
+    return rc;
+}
+
+static int read_result(hid_t call, const char *where, ppv_result *r, int *present, char *err,
+                       size_t errlen) {
+    memset(r, 0, sizeof *r);
+    *present = H5Lexists(call, "result", H5P_DEFAULT) > 0;
+    if (!*present) return 0;
+    hid_t g = H5Gopen2(call, "result", H5P_DEFAULT);
+    if (g < 0) return gerr(err, errlen, "%s/result: not a group", where);
+    int rc = 0;
+#define PPV_RES_FIELD(name, kind, when)                                                            \
+    if (!rc && READ_##kind(g, r, name) < 0)                                                        \
+        rc = gerr(err, errlen, "%s/result: attribute %s missing or not %s", where, #name,          \
+                  KIND_NAME_##kind);
+#include "contract.def"
+#undef PPV_RES_FIELD
+    char w[200];
+    snprintf(w, sizeof w, "%s/result", where);
+#define PPV_RES_TENSOR(name, dtype, rank, when)                                                    \
+    if (!rc) rc = read_tensor(g, w, #name, PPV_DTYPE_##dtype, rank, &r->name, err, errlen);
+#include "contract.def"
+#undef PPV_RES_TENSOR
+    H5Gclose(g);
+    if (rc) ppv_result_free_tensors(r);
+    return rc;
+}
+
+ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls, char *err,
+                                         size_t errlen) {
+    h5_quiet();
+    *ncalls = 0;
+    ppv_inference_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        gerr(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->file = r->calls = -1;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    r->file = h5_open_read(path);
+    if (r->file < 0) {
+        gerr(err, errlen, "%s: not an HDF5 file", path);
+        goto fail;
+    }
+    int ppv = h5_ppv_file(r->file, path, err, errlen);
+    char *kind = NULL;
+    if (ppv < 0) goto fail;
+    if (ppv == 0 || h5_read_attr_str(r->file, "kind", &kind) < 0 ||
+        strcmp(kind, "inference") != 0) {
+        gerr(err, errlen, "%s: not a ppv inference recording (kind %s)", path,
+             kind ? kind : "missing");
+        free(kind);
+        goto fail;
+    }
+    free(kind);
+    hid_t inf = H5Lexists(r->file, "inference", H5P_DEFAULT) > 0
+                    ? H5Gopen2(r->file, "inference", H5P_DEFAULT)
+                    : -1;
+    int bad = inf < 0 || h5_read_attr_i64(inf, "calls", &r->n) < 0 || r->n < 0 ||
+              H5Lexists(inf, "calls", H5P_DEFAULT) <= 0 ||
+              (r->calls = H5Gopen2(inf, "calls", H5P_DEFAULT)) < 0;
+    if (inf >= 0) H5Gclose(inf);
+    if (bad) {
+        gerr(err, errlen, "%s: /inference has no calls group or no calls count", path);
+        goto fail;
+    }
+    *ncalls = r->n;
+    return r;
+fail:
+    ppv_inference_close(r);
+    return NULL;
+}
+
+int ppv_inference_read(ppv_inference_reader *r, int64_t k, ppv_envelope *e, ppv_result *res,
+                       int *has_result, char *err, size_t errlen) {
+    char name[32], where[100];
+    snprintf(name, sizeof name, PPV_GOLDEN_CALL_FMT, (int)k);
+    snprintf(where, sizeof where, "/inference/calls/%s", name);
+    if (k < 0 || k >= r->n || H5Lexists(r->calls, name, H5P_DEFAULT) <= 0)
+        return gerr(err, errlen, "%s: %s missing (the file says %lld calls)", r->path, where,
+                    (long long)r->n);
+    hid_t call = H5Gopen2(r->calls, name, H5P_DEFAULT);
+    char why[512];
+    int rc = call < 0 ? gerr(why, sizeof why, "%s: not a group", where)
+                      : read_envelope(call, where, e, why, sizeof why);
+    if (rc == 0 && read_result(call, where, res, has_result, why, sizeof why) < 0) {
+        ppv_envelope_free_tensors(e);
+        rc = -1;
+    }
+    if (call >= 0) H5Gclose(call);
+    if (rc) return gerr(err, errlen, "%s: %s", r->path, why);
+    return 0;
+}
+
+void ppv_inference_close(ppv_inference_reader *r) {
+    if (!r) return;
+    if (r->calls >= 0) H5Gclose(r->calls);
+    if (r->file >= 0) H5Fclose(r->file);
+    free(r);
+}

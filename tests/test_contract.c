@@ -1,0 +1,448 @@
+/* test_contract.c - the PP inference contract (spec/contract.def): every
+ * rule an envelope or a result must keep is refused with its failure mode
+ * and a message naming the ids, and framing is exact, canonical, refuses
+ * before the header and parses back to the same message. */
+#include "contractutil.h"
+#include "testutil.h"
+
+/* Checks e against o and expects the failure id and message exactly. */
+static void expect(const ppv_envelope *e, const ppv_contract_order *o, const char *id,
+                   const char *message) {
+    char msg[512] = "";
+    ppv_failure f = ppv_envelope_check(e, o, msg, sizeof msg);
+    assert_string_equal(ppv_failure_id(f), id);
+    assert_string_equal(msg, message);
+}
+
+static void test_expected_generator_calls_is_steps_plus_one_when_recomputing(void **state) {
+    (void)state;
+    assert_int_equal(ppv_expected_generator_calls(0, 4), 4);
+    assert_int_equal(ppv_expected_generator_calls(1, 4), 5);
+    assert_int_equal(ppv_expected_generator_calls(1, 1), 2);
+}
+
+static void test_a_valid_stream_passes_every_rule(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = ppv_contract_order_start();
+    char msg[512];
+    /* chunk 0 of epoch 0, chunk 1 recomputing, a NOOP, a hard cut to epoch 1 */
+    make_infer(&e, &b, 0, 0, 0, 0, 4);
+    assert_int_equal(ppv_envelope_check(&e, &o, msg, sizeof msg), PPV_FAIL_NONE);
+    ppv_contract_order_advance(&o, &e);
+    make_infer(&e, &b, 1, 1, 0, 1, 4);
+    assert_int_equal(ppv_envelope_check(&e, &o, msg, sizeof msg), PPV_FAIL_NONE);
+    ppv_contract_order_advance(&o, &e);
+    ppv_envelope_init(&e);
+    e.action = PPV_PP_NOOP;
+    e.call_id = 2;
+    e.chunk_index = 1;
+    assert_int_equal(ppv_envelope_check(&e, &o, msg, sizeof msg), PPV_FAIL_NONE);
+    ppv_contract_order_advance(&o, &e);
+    make_infer(&e, &b, 3, 0, 1, 0, 2);
+    assert_int_equal(ppv_envelope_check(&e, &o, msg, sizeof msg), PPV_FAIL_NONE);
+    ppv_contract_order_advance(&o, &e);
+    assert_int_equal(o.call_id, 3);
+    assert_int_equal(o.chunk_index, 0);
+    assert_int_equal(o.cache_epoch, 1);
+}
+
+static void test_call_count_drift_is_fm02(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 1, 4);
+    e.expected_generator_calls = 4; /* recompute forgotten: one call short */
+    expect(&e, &o, "FM-02",
+           "expected_generator_calls 4, but do_kv_recompute 1 + num_denoise_steps 4 make 5 "
+           "(call_id 5, chunk_index 2, cache_epoch 0)");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.current_denoising_step_list.dims[0] = 3;
+    expect(&e, &o, "FM-02",
+           "current_denoising_step_list has 3 steps, num_denoise_steps says 4 (call_id 5, "
+           "chunk_index 2, cache_epoch 0)");
+}
+
+static void test_context_frames_present_iff_recompute(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 1, 4);
+    e.context_frames.data = NULL;
+    expect(&e, &o, "FM-06",
+           "context_frames missing (call_id 5, chunk_index 2, cache_epoch 0): do_kv_recompute "
+           "needs the context frames");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    set_tensor(&e.context_frames, PPV_DTYPE_BF16, b.ctx, 5, (int64_t[]){1, 2, 16, 8, 8});
+    expect(&e, &o, "FM-15",
+           "context_frames present in INFER envelope (call_id 5, chunk_index 2, cache_epoch 0): "
+           "do_kv_recompute is 0, so it must be absent");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.conditioning_embeds.data = NULL;
+    expect(&e, &o, "FM-06",
+           "conditioning_embeds missing (call_id 5, chunk_index 2, cache_epoch 0)");
+}
+
+static void test_tensor_dtype_and_shape_are_fm07(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.latents_in.dtype = PPV_DTYPE_F32;
+    expect(&e, &o, "FM-07",
+           "latents_in has dtype f32, the contract says bf16 (call_id 5, chunk_index 2, "
+           "cache_epoch 0)");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.latents_in.dims[3] = 4;
+    expect(&e, &o, "FM-07",
+           "latents_in is (1, 3, 16, 4, 8), the contract says (1, 3, 16, 8, 8) for 64x64 "
+           "(call_id 5, chunk_index 2, cache_epoch 0)");
+}
+
+static void test_ids_must_keep_their_order(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 4, 2, 0, 0, 4);
+    expect(&e, &o, "PPV-ORDER",
+           "call_id 4 after 4: call_id must strictly increase over every action (call_id 4, "
+           "chunk_index 2, cache_epoch 0)");
+    make_infer(&e, &b, 5, 1, 0, 0, 4);
+    expect(&e, &o, "PPV-ORDER",
+           "chunk_index 1 after 1 in the same epoch: chunk_index must increase (it may restart "
+           "only with a new cache_epoch) (call_id 5, chunk_index 1, cache_epoch 0)");
+    o.cache_epoch = 2;
+    make_infer(&e, &b, 5, 2, 1, 0, 4);
+    expect(&e, &o, "PPV-ORDER",
+           "cache_epoch 1 after 2: the epoch never goes back (call_id 5, chunk_index 2, "
+           "cache_epoch 1)");
+}
+
+static void test_epoch_rules_for_the_first_chunk(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    /* a hard cut: epoch 1 restarts chunk_index, and must init the cache */
+    make_infer(&e, &b, 5, 0, 1, 0, 4);
+    e.init_cache = 0;
+    expect(&e, &o, "PPV-RULE",
+           "the first chunk of an epoch must set init_cache (call_id 5, chunk_index 0, "
+           "cache_epoch 1)");
+    make_infer(&e, &b, 5, 0, 1, 1, 4);
+    e.init_cache = 1;
+    expect(&e, &o, "PPV-RULE",
+           "do_kv_recompute on the first chunk of an epoch: there is no context yet (call_id 5, "
+           "chunk_index 0, cache_epoch 1)");
+}
+
+static void test_fields_out_of_range_are_refused(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.pp_envelope_version = 2;
+    expect(&e, &o, "PPV-VERSION",
+           "pp_envelope_version 2: this ppv reads version 1 (call_id 5, chunk_index 2, "
+           "cache_epoch 0)");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.action = 7;
+    expect(&e, &o, "PPV-FIELD",
+           "action 7 is not a PPAction (call_id 5, chunk_index 2, cache_epoch 0)");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.reset_kv_cache = 2;
+    expect(&e, &o, "PPV-FIELD",
+           "reset_kv_cache is 2, not a boolean (call_id 5, chunk_index 2, cache_epoch 0)");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.pp_disable_vace = 0;
+    expect(&e, &o, "PPV-RULE",
+           "pp_disable_vace must be 1: VACE does not run in the pipeline (call_id 5, "
+           "chunk_index 2, cache_epoch 0)");
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.width = 72;
+    expect(&e, &o, "PPV-RULE",
+           "height 64 and width 72 must be positive multiples of 16 (call_id 5, chunk_index 2, "
+           "cache_epoch 0)");
+    ppv_envelope_init(&e);
+    e.action = PPV_PP_SHUTDOWN;
+    e.call_id = 9;
+    set_tensor(&e.latents_in, PPV_DTYPE_BF16, b.lat, 5, (int64_t[]){1, 3, 16, 8, 8});
+    expect(&e, &o, "PPV-RULE",
+           "latents_in present in SHUTDOWN envelope (call_id 9, chunk_index 0, cache_epoch 0)");
+}
+
+/* Copies every framed tensor into the receiver's tensors, in spec order. */
+static void deliver(const ppv_frame *f, ppv_tensor **order, int n) {
+    assert_int_equal(n, f->ntensors);
+    for (int k = 0; k < n; k++) {
+        assert_int_equal(ppv_tensor_bytes(order[k]), ppv_tensor_bytes(f->tensors[k]));
+        memcpy(order[k]->data, f->tensors[k]->data, ppv_tensor_bytes(f->tensors[k]));
+    }
+}
+
+static void test_framing_is_canonical_and_round_trips(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e, got;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 1, 3);
+    ppv_frame f;
+    char msg[512];
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    const char *want_meta =
+        "action=1\nbase_seed=42\ncache_epoch=0\ncall_id=5\nchunk_index=2\ncurrent_start_frame=6\n"
+        "do_kv_recompute=1\nexpected_generator_calls=4\nheight=64\ninit_cache=0\n"
+        "kv_cache_attention_bias=0.29999999999999999\nnoise_scale=0.75\nnum_denoise_steps=3\n"
+        "pp_disable_vace=1\npp_envelope_version=1\nreset_crossattn_cache=0\nreset_kv_cache=0\n"
+        "tensor.conditioning_embeds=bf16 1 4 8\ntensor.context_frames=bf16 1 2 16 8 8\n"
+        "tensor.current_denoising_step_list=i64 3\ntensor.latents_in=bf16 1 3 16 8 8\n"
+        "width=64\n";
+    assert_string_equal(f.meta, want_meta);
+    int64_t want_header[PPV_FRAME_HEADER] = {1, 5, 2, 0, 4, 1, (int64_t)strlen(want_meta)};
+    assert_memory_equal(f.header, want_header, sizeof want_header);
+    /* spec order is key order */
+    assert_ptr_equal(f.tensors[0], &e.conditioning_embeds);
+    assert_ptr_equal(f.tensors[1], &e.context_frames);
+    assert_ptr_equal(f.tensors[2], &e.current_denoising_step_list);
+    assert_ptr_equal(f.tensors[3], &e.latents_in);
+    ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+    int n = 0;
+    assert_int_equal(ppv_envelope_unframe(f.header, f.meta, &got, order, &n, msg, sizeof msg),
+                     PPV_FAIL_NONE);
+    deliver(&f, order, n);
+    /* every field and every tensor came through */
+    ppv_envelope a = e, c = got;
+    ppv_tensor *ta[] = {&a.conditioning_embeds, &a.latents_in, &a.current_denoising_step_list,
+                        &a.context_frames};
+    ppv_tensor *tc[] = {&c.conditioning_embeds, &c.latents_in, &c.current_denoising_step_list,
+                        &c.context_frames};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(ppv_tensor_bytes(ta[k]), ppv_tensor_bytes(tc[k]));
+        assert_memory_equal(ta[k]->data, tc[k]->data, ppv_tensor_bytes(ta[k]));
+        ta[k]->data = tc[k]->data = NULL;
+    }
+    assert_memory_equal(&a, &c, sizeof a);
+    assert_int_equal(ppv_envelope_check(&got, &o, msg, sizeof msg), PPV_FAIL_NONE);
+    ppv_envelope_free_tensors(&got);
+    ppv_frame_free(&f);
+    /* NOOP is its header alone */
+    ppv_envelope_init(&e);
+    e.action = PPV_PP_NOOP;
+    e.call_id = 6;
+    e.chunk_index = 2;
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    int64_t noop[PPV_FRAME_HEADER] = {0, 6, 2, 0, 0, 1, 0};
+    assert_memory_equal(f.header, noop, sizeof noop);
+    assert_null(f.meta);
+    ppv_frame_free(&f);
+}
+
+static void test_framing_refuses_before_the_header(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.current_denoising_step_list.dtype = PPV_DTYPE_U8; /* OM-02: unsupported dtype */
+    ppv_frame f;
+    char msg[512];
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_FM07);
+    int64_t zero[PPV_FRAME_HEADER] = {0};
+    assert_memory_equal(f.header, zero, sizeof zero); /* nothing to send */
+    assert_null(f.meta);
+    /* OM-03: an inconsistent plan is caught before the header too */
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    e.expected_generator_calls = 5;
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_FM02);
+    assert_memory_equal(f.header, zero, sizeof zero);
+    assert_null(f.meta);
+    /* OM-01: a result whose metadata cannot be serialised */
+    ppv_result r;
+    ppv_result_init(&r, &e);
+    r.ok = 0;
+    snprintf(r.error_message, sizeof r.error_message, "line one\nline two");
+    assert_int_equal(ppv_result_frame(&r, &f, msg, sizeof msg), PPV_FAIL_FM04);
+    assert_string_equal(msg, "error_message cannot be serialised: it holds a newline");
+    assert_memory_equal(f.header, zero, sizeof zero);
+    assert_null(f.meta);
+}
+
+/* Unframes (header, meta) and expects the failure id and message. */
+static void expect_unframe(const int64_t *header, const char *meta, const char *id,
+                           const char *message) {
+    ppv_envelope e;
+    ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+    int n = 0;
+    char msg[512] = "";
+    ppv_failure f = ppv_envelope_unframe(header, meta, &e, order, &n, msg, sizeof msg);
+    assert_string_equal(ppv_failure_id(f), id);
+    assert_string_equal(msg, message);
+    assert_int_equal(n, 0);
+    assert_null(e.latents_in.data); /* nothing left allocated */
+}
+
+/* f's metadata with the first line starting with `key=` replaced by repl
+ * (removed when repl is ""), into buf; the header's byte count follows. */
+static void edit_meta(const ppv_frame *f, const char *key, const char *repl, char *buf,
+                      int64_t *header) {
+    const char *p = strstr(f->meta, key);
+    assert_non_null(p);
+    const char *nl = strchr(p, '\n') + 1;
+    snprintf(buf, 4096, "%.*s%s%s", (int)(p - f->meta), f->meta, repl, nl);
+    memcpy(header, f->header, PPV_FRAME_HEADER * sizeof *header);
+    header[6] = (int64_t)strlen(buf);
+}
+
+static void test_unframing_refuses_what_the_contract_does_not_know(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    ppv_frame f;
+    char msg[512], buf[4096];
+    int64_t h[PPV_FRAME_HEADER];
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    const char *ids = "(call_id 5, chunk_index 2, cache_epoch 0)";
+    char want[600];
+    edit_meta(&f, "noise_scale=", "noise_scale=0.75\nnot_a_field=1\n", buf, h);
+    snprintf(want, sizeof want, "unknown field 'not_a_field' in the envelope %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    edit_meta(&f, "base_seed=", "", buf, h);
+    snprintf(want, sizeof want, "field base_seed is missing from the envelope %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    edit_meta(&f, "call_id=", "call_id=6\n", buf, h);
+    snprintf(want, sizeof want, "header says call_id 5, metadata 6 %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    edit_meta(&f, "tensor.latents_in=", "tensor.latents_in=f32 1 3 16 8 8\n", buf, h);
+    snprintf(want, sizeof want, "tensor latents_in: dtype f32, the contract says bf16 %s", ids);
+    expect_unframe(h, buf, "FM-07", want);
+    edit_meta(&f, "width=", "", buf, h);
+    strcat(buf, "aaa=1\n");
+    h[6] = (int64_t)strlen(buf);
+    snprintf(want, sizeof want, "metadata key 'aaa' out of order or repeated %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    edit_meta(&f, "height=", "height=64\nheight=64\n", buf, h);
+    snprintf(want, sizeof want, "metadata key 'height' out of order or repeated %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    memcpy(h, f.header, sizeof h);
+    h[5] = 2;
+    snprintf(want, sizeof want, "envelope version 2: this ppv reads version 1 %s", ids);
+    expect_unframe(h, f.meta, "PPV-VERSION", want);
+    memcpy(h, f.header, sizeof h);
+    h[4] = 2;
+    snprintf(want, sizeof want, "header announces 2 tensors, the specs list 3 %s", ids);
+    expect_unframe(h, f.meta, "PPV-FIELD", want);
+    int64_t noop[PPV_FRAME_HEADER] = {PPV_PP_NOOP, 6, 2, 0, 0, 1, 12};
+    expect_unframe(noop, NULL, "PPV-FIELD",
+                   "a NOOP header announces a payload (call_id 6, chunk_index 2, cache_epoch 0)");
+    ppv_frame_free(&f);
+}
+
+static void test_stage0_accepts_drops_or_rejects_results(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    make_infer(&e, &b, 5, 2, 1, 0, 4);
+    ppv_result r;
+    ppv_result_init(&r, &e);
+    r.observed_generator_calls = 4;
+    uint16_t out[sizeof b.lat / 2] = {0};
+    set_tensor(&r.latents_out, PPV_DTYPE_BF16, out, 5, (int64_t[]){1, 3, 16, 8, 8});
+    ppv_failure mode;
+    char msg[512];
+    assert_int_equal(ppv_result_check(&r, &e, 1, 4, &mode, msg, sizeof msg), PPV_RESULT_ACCEPT);
+    /* a result of an earlier epoch: dropped, never decoded (OM-09) */
+    assert_int_equal(ppv_result_check(&r, &e, 2, 4, &mode, msg, sizeof msg), PPV_RESULT_DROP_STALE);
+    assert_string_equal(msg, "result of cache_epoch 1 while the epoch is 2: dropped, never decoded "
+                             "(call_id 5, chunk_index 2, cache_epoch 1)");
+    /* the same call twice: the second is dropped */
+    assert_int_equal(ppv_result_check(&r, &e, 1, 5, &mode, msg, sizeof msg),
+                     PPV_RESULT_DROP_DUPLICATE);
+    r.observed_generator_calls = 5;
+    assert_int_equal(ppv_result_check(&r, &e, 1, 4, &mode, msg, sizeof msg), PPV_RESULT_REJECT);
+    assert_string_equal(ppv_failure_id(mode), "FM-02");
+    assert_string_equal(msg, "observed_generator_calls 5, expected_generator_calls 4 (call_id 5, "
+                             "chunk_index 2, cache_epoch 1)");
+    r.observed_generator_calls = 4;
+    r.latents_out.dims[1] = 2;
+    assert_int_equal(ppv_result_check(&r, &e, 1, 4, &mode, msg, sizeof msg), PPV_RESULT_REJECT);
+    assert_string_equal(ppv_failure_id(mode), "FM-07");
+    /* a failed result: no tensor, a reason */
+    ppv_result_init(&r, &e);
+    r.ok = 0;
+    snprintf(r.error_message, sizeof r.error_message, "FM-22: allreduce on group world");
+    assert_int_equal(ppv_result_check(&r, &e, 1, 4, &mode, msg, sizeof msg), PPV_RESULT_ACCEPT);
+    r.latents_out.data = out;
+    assert_int_equal(ppv_result_check(&r, &e, 1, 4, &mode, msg, sizeof msg), PPV_RESULT_REJECT);
+    assert_string_equal(ppv_failure_id(mode), "PPV-RULE");
+}
+
+static void test_results_round_trip_with_and_without_latents(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    make_infer(&e, &b, 5, 2, 1, 0, 4);
+    ppv_result r, got;
+    ppv_result_init(&r, &e);
+    r.observed_generator_calls = 4;
+    r.mesh_current_start_frame = 9;
+    r.output_digest_i64 = -1234567890123LL;
+    r.tB_ms = 1.5;
+    uint16_t out[sizeof b.lat / 2];
+    for (size_t k = 0; k < sizeof out / 2; k++)
+        out[k] = (uint16_t)(k * 7);
+    set_tensor(&r.latents_out, PPV_DTYPE_BF16, out, 5, (int64_t[]){1, 3, 16, 8, 8});
+    ppv_frame f;
+    char msg[512];
+    ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+    int n;
+    assert_int_equal(ppv_result_frame(&r, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    assert_int_equal(ppv_result_unframe(f.header, f.meta, &got, order, &n, msg, sizeof msg),
+                     PPV_FAIL_NONE);
+    deliver(&f, order, n);
+    assert_memory_equal(got.latents_out.data, out, sizeof out);
+    ppv_result a = r, c = got;
+    a.latents_out.data = c.latents_out.data = NULL;
+    assert_memory_equal(&a, &c, sizeof a);
+    ppv_result_free_tensors(&got);
+    ppv_frame_free(&f);
+    /* an error result: no output_digest_i64, no tensor, the message intact */
+    ppv_result_init(&r, &e);
+    r.ok = 0;
+    snprintf(r.error_message, sizeof r.error_message, "FM-23: leader rejected call_id 5");
+    assert_int_equal(ppv_result_frame(&r, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    assert_null(strstr(f.meta, "output_digest_i64"));
+    assert_int_equal(f.header[4], 0);
+    assert_int_equal(ppv_result_unframe(f.header, f.meta, &got, order, &n, msg, sizeof msg),
+                     PPV_FAIL_NONE);
+    assert_int_equal(n, 0);
+    assert_string_equal(got.error_message, "FM-23: leader rejected call_id 5");
+    assert_int_equal(got.ok, 0);
+    ppv_frame_free(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expected_generator_calls_is_steps_plus_one_when_recomputing),
+        cmocka_unit_test(test_a_valid_stream_passes_every_rule),
+        cmocka_unit_test(test_call_count_drift_is_fm02),
+        cmocka_unit_test(test_context_frames_present_iff_recompute),
+        cmocka_unit_test(test_tensor_dtype_and_shape_are_fm07),
+        cmocka_unit_test(test_ids_must_keep_their_order),
+        cmocka_unit_test(test_epoch_rules_for_the_first_chunk),
+        cmocka_unit_test(test_fields_out_of_range_are_refused),
+        cmocka_unit_test(test_framing_is_canonical_and_round_trips),
+        cmocka_unit_test(test_framing_refuses_before_the_header),
+        cmocka_unit_test(test_unframing_refuses_what_the_contract_does_not_know),
+        cmocka_unit_test(test_stage0_accepts_drops_or_rejects_results),
+        cmocka_unit_test(test_results_round_trip_with_and_without_latents),
+    };
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+}
