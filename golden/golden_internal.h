@@ -52,6 +52,9 @@ hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name);
 int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen);
 /* Closes and removes the temporary file. */
 void h5_out_abort(h5_out *o);
+/* Why a write failed, from the errno the failing write left (e): the OS's
+ * reason for a full or read-only disk or a size limit, else a guess. */
+const char *h5_write_failure(int e);
 /* The `created` attribute: now, or SOURCE_DATE_EPOCH when set. */
 void h5_created_now(char *buf, size_t len);
 

@@ -155,6 +155,18 @@ static int sync_path(const char *path, int dir) {
     return rc;
 }
 
+const char *h5_write_failure(int e) {
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EROFS:
+    case EIO:
+    case EACCES: return strerror(e);
+    default: return "disk full or not writable?";
+    }
+}
+
 int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->file = o->gcpl = -1;
@@ -194,8 +206,9 @@ int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size
     if (fapl >= 0) H5Pclose(fapl);
     if (fcpl >= 0) H5Pclose(fcpl);
     if (o->file < 0) {
+        e = errno;
         h5_out_abort(o);
-        return gerr(err, errlen, "%s: cannot write %s (disk full or not writable?)", path, what);
+        return gerr(err, errlen, "%s: cannot write %s: %s", path, what, h5_write_failure(e));
     }
     return 0;
 }
@@ -205,12 +218,15 @@ hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name) {
 }
 
 int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen) {
+    errno = 0;
     int bad = H5Fflush(o->file, H5F_SCOPE_GLOBAL) < 0;
+    int e = errno;
     bad |= H5Fclose(o->file) < 0;
+    if (!e) e = errno;
     o->file = -1;
     if (bad) {
         h5_out_abort(o);
-        return gerr(err, errlen, "%s: cannot write %s (disk full or not writable?)", o->path, what);
+        return gerr(err, errlen, "%s: cannot write %s: %s", o->path, what, h5_write_failure(e));
     }
     sigset_t before;
     int rc = sync_path(o->tmp, 0);

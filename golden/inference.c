@@ -121,7 +121,7 @@ ppv_inference_writer *ppv_inference_create(const char *path, char *err, size_t e
     w->calls = inf < 0 ? -1 : h5_out_group(&w->out, inf, "calls");
     if (inf >= 0) H5Gclose(inf);
     if (w->bf16 < 0 || w->calls < 0 || write_root(w->out.file) < 0) {
-        gerr(err, errlen, "%s: cannot write the recording (disk full or not writable?)", path);
+        gerr(err, errlen, "%s: cannot write the recording: %s", path, h5_write_failure(errno));
         ppv_inference_abort(w);
         return NULL;
     }
@@ -150,8 +150,8 @@ int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen) {
     w->calls = -1;
     H5Tclose(w->bf16);
     w->bf16 = -1;
-    int rc = bad ? gerr(err, errlen, "%s: cannot write the recording (disk full or not writable?)",
-                        w->out.path)
+    int rc = bad ? gerr(err, errlen, "%s: cannot write the recording: %s", w->out.path,
+                        h5_write_failure(errno))
                  : h5_out_commit(&w->out, "the recording", err, errlen);
     ppv_inference_abort(w); /* what is left: the temporary after a failure */
     return rc;

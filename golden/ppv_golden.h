@@ -139,6 +139,11 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
                       ppv_replay_result *out, char *err, size_t errlen);
 void ppv_replay_result_free(ppv_replay_result *r);
 
+/* For a program (the ppv command), before any other call of this layer:
+ * leaves out HDF5's exit-time cleanup, which crashes after a close that
+ * failed on a full disk. */
+void ppv_golden_process_init(void);
+
 /* ---- inference recordings (/inference, spec/golden-format.md) ------------------- */
 
 /* Writes every envelope and result of a run, in call order, to a temporary

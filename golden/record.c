@@ -3,6 +3,7 @@
  * target is either untouched or complete, a signal during the write leaves
  * nothing, and the same run recorded twice (SOURCE_DATE_EPOCH set) gives
  * the same bytes. */
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,9 +156,10 @@ int ppv_golden_record(const char *path, const ppv_schedule *s, const ppv_record_
     w.file = out.file;
     w.gcpl = out.gcpl;
     w.bf16 = h5_bf16_type();
+    errno = 0;
     if (w.bf16 < 0 || write_root(&w, o, &cfg) < 0 || write_model(&w, m) < 0 ||
         write_training(&w, m, rep) < 0) {
-        gerr(err, errlen, "%s: cannot write the golden file (disk full or not writable?)", path);
+        gerr(err, errlen, "%s: cannot write the golden file: %s", path, h5_write_failure(errno));
         h5_out_abort(&out);
         goto done;
     }

@@ -1,12 +1,15 @@
 /* test_commands.c - every command behaves as a user expects: its own help
  * (listing only options it takes), version, standard input, record honouring
  * run's options, bounds before work, the user's umask, OS reasons in errors,
- * progress only on a terminal, JUnit XML and manual pages. */
+ * progress only on a terminal, JUnit XML, manual pages, and a full disk
+ * or a closed standard output reported, never a crash or a lost result. */
 #include <json-c/json.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -550,6 +553,76 @@ static void test_lost_standard_output_is_exit_2_with_the_reason(void **state) {
     run_free(&r);
 }
 
+/* Runs `ppv record OUT SCHEDULE --layers 8 --width 64` with writes limited
+ * to limit bytes per file (0: no limit; SIGXFSZ ignored, so a write past it
+ * fails with EFBIG as on a full disk). Returns the exit status (-1 if it
+ * died by a signal) and its stderr in err (malloc'd). */
+static int record_limited(const char *out, const char *schedule, long limit, char **err) {
+    char errp[4200];
+    snprintf(errp, sizeof errp, "%s/record_errXXXXXX", tmp_dir());
+    int fe = mkstemp(errp);
+    assert_true(fe >= 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fe, 2);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        signal(SIGXFSZ, SIG_IGN);
+        if (limit) setrlimit(RLIMIT_FSIZE, &(struct rlimit){(rlim_t)limit, (rlim_t)limit});
+        execl(PPV_BIN, PPV_BIN, "record", out, schedule, "--layers", "8", "--width", "64",
+              (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    close(fe);
+    *err = slurp(errp);
+    unlink(errp);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Entries of dir other than . and .. */
+static int entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* A golden that cannot be written (a full disk, a size limit) is exit 2
+ * with the OS's reason and leaves nothing, never a crash: HDF5 1.10 used
+ * to crash at exit after the failed close (exit 139). */
+static void test_record_on_a_full_disk_is_exit_2_and_leaves_nothing(void **state) {
+    (void)state;
+    char *s = gen_file("full.csv", "1f1b", "4", "8");
+    char dir[4200], out[4300], want[4500], *err = NULL;
+    snprintf(dir, sizeof dir, "%s/limited", tmp_dir());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(out, sizeof out, "%s/out.h5", dir);
+    assert_int_equal(record_limited(out, s, 64 << 10, &err), 2);
+    snprintf(want, sizeof want, "ppv record: %s: cannot write the golden file: File too large\n", out);
+    assert_string_equal(err, want);
+    free(err);
+    assert_int_equal(entries(dir), 0);
+    /* a real full disk, where this test may mount one (root in its own mount namespace) */
+    snprintf(dir, sizeof dir, "%s/tmpfs", tmp_dir());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    if (mount("ppv-test", dir, "tmpfs", 0, "size=1m") != 0) return; /* the limit above stands in */
+    snprintf(out, sizeof out, "%s/out.h5", dir);
+    int code = record_limited(out, s, 0, &err);
+    int left = entries(dir);
+    assert_int_equal(umount(dir), 0);
+    assert_int_equal(code, 2);
+    snprintf(want, sizeof want, "ppv record: %s: cannot write the golden file: No space left on device\n", out);
+    assert_string_equal(err, want);
+    free(err);
+    assert_int_equal(left, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_command_has_its_own_help_three_ways),
@@ -566,6 +639,7 @@ int main(void) {
         cmocka_unit_test(test_junit_has_one_case_per_check_and_fails_what_failed),
         cmocka_unit_test(test_junit_of_a_comparison_has_one_case_per_dataset),
         cmocka_unit_test(test_man_pages_come_from_the_help),
+        cmocka_unit_test(test_record_on_a_full_disk_is_exit_2_and_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }
