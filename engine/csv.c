@@ -12,7 +12,6 @@
 
 #include "internal.h"
 
-#define MAX_INDEX 100000000 /* stage / microbatch indices above this are rejected */
 
 /* Reads a decimal number of at most 9 digits at *p; returns digits read. */
 static int read_index(const char *s, size_t len, size_t *p, int32_t *out) {
@@ -21,7 +20,7 @@ static int read_index(const char *s, size_t len, size_t *p, int32_t *out) {
     int nd = 0;
     while (i < len && isdigit((unsigned char)s[i])) {
         v = v * 10 + (s[i] - '0');
-        if (v > MAX_INDEX) return -1;
+        if (v > PPV_MAX_INDEX) return -1;
         i++;
         nd++;
     }
@@ -35,7 +34,7 @@ int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a
     size_t p = 0;
     int32_t stage = -1, mb = -1;
     int nd = read_index(tok, len, &p, &stage);
-    if (nd < 0) return ppv_errf(why, whylen, "stage index too large (limit %d)", MAX_INDEX);
+    if (nd < 0) return ppv_errf(why, whylen, "stage index too large (limit %d)", PPV_MAX_INDEX);
     if (nd == 0)
         return ppv_errf(why, whylen,
                         "expected a stage number first, as in '2F0' ([stage][type][microbatch])");
@@ -73,7 +72,7 @@ int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a
                         ppv_action_token((ppv_action_kind)kind));
     size_t m0 = p;
     nd = read_index(tok, len, &p, &mb);
-    if (nd < 0) return ppv_errf(why, whylen, "microbatch index too large (limit %d)", MAX_INDEX);
+    if (nd < 0) return ppv_errf(why, whylen, "microbatch index too large (limit %d)", PPV_MAX_INDEX);
     if (p != len)
         return ppv_errf(why, whylen, "unexpected '%.*s' after the action", (int)(len - p),
                         tok + p);
@@ -166,6 +165,7 @@ oom:
 int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect,
                            ppv_schedule **out, char *err, size_t errlen) {
     *out = NULL;
+    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     int legacy = dialect == PPV_DIALECT_LEGACY ||
                  (dialect == PPV_DIALECT_AUTO && detect_legacy(text, len));
     /* rows: every line up to the last non-blank one */
@@ -273,7 +273,9 @@ int ppv_schedule_write_csv(const ppv_schedule *s, FILE *f, char *err, size_t err
             }
             col++;
         }
-        fputc('\n', f);
+        /* a rank with no action: two idle cells, which read back as a rank
+         * (an empty line would read as the end of the schedule) */
+        fputs(p->n ? "\n" : ",\n", f);
     }
     return ferror(f) ? ppv_errf(err, errlen, "write error: %s", strerror(errno)) : 0;
 }

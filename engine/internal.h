@@ -8,6 +8,15 @@
 
 #include "ppv_engine.h"
 
+/* Stage and microbatch indices above this are refused by every reader, so
+ * that any schedule ppv holds can be written and read again (a count such
+ * as `microbatches` goes up to PPV_MAX_INDEX + 1). */
+#define PPV_MAX_INDEX 100000000
+
+/* "%s: binary data (a NUL byte) in a schedule file" when text holds a NUL,
+ * which no reader accepts (a name would end early); 0 otherwise. */
+int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, size_t errlen);
+
 /* Formats a message into err and returns -1, so callers can
  * `return ppv_errf(...)`. */
 int ppv_errf(char *err, size_t errlen, const char *fmt, ...)

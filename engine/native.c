@@ -157,6 +157,9 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
             }
             q = e + 1;
         }
+        if (rc == 0 && s->prog[rank].acts[s->prog[rank].n - 1].overlap == id &&
+            (s->prog[rank].n < 2 || s->prog[rank].acts[s->prog[rank].n - 2].overlap != id))
+            rc = fail_at(c, ws, rank, ws, toklen, "OVERLAP_F_B needs at least two actions");
         if (rc == 0 && next_word(&p, end, &ws, &we))
             rc = fail_at(c, ws, rank, ws, toklen, "OVERLAP_F_B takes no attributes");
         return rc;
@@ -201,9 +204,15 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
     return 0;
 }
 
+int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, size_t errlen) {
+    if (!memchr(text, '\0', len)) return 0;
+    return ppv_errf(err, errlen, "%s: binary data (a NUL byte) in a schedule file", name);
+}
+
 int ppv_schedule_parse_native(const char *text, size_t len, const char *name, ppv_schedule **out,
                               char *err, size_t errlen) {
     *out = NULL;
+    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     cursor c = {name, 0, text, err, errlen};
     ppv_schedule *s = NULL;
     int seen_header = 0;
@@ -258,7 +267,7 @@ int ppv_schedule_parse_native(const char *text, size_t len, const char *name, pp
             fail_at(&c, ws, -1, NULL, 0, "'ranks N' must come before '%.*s'", (int)wl, ws);
             goto fail;
         } else if (IS("microbatches")) {
-            if (!next_word(&q, end, &vs, &ve) || word_int(vs, ve, 100000000, &n) < 0) {
+            if (!next_word(&q, end, &vs, &ve) || word_int(vs, ve, PPV_MAX_INDEX + 1, &n) < 0) {
                 fail_at(&c, ws, -1, NULL, 0, "'microbatches M' needs a number");
                 goto fail;
             }
@@ -375,8 +384,7 @@ int ppv_schedule_write_native(const ppv_schedule *s, FILE *f) {
 int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
                             ppv_schedule **out, char *err, size_t errlen) {
     *out = NULL;
-    if (memchr(text, '\0', len))
-        return ppv_errf(err, errlen, "%s: binary data (a NUL byte) in a schedule file", name);
+    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i])) i++;
     if (len - i >= 12 && memcmp(text + i, "ppv-schedule", 12) == 0)
