@@ -6,7 +6,10 @@
  * (compare_raw); the rest are read through HDF5 (which checks Fletcher-32)
  * in blocks of at most BLOCK_BYTES per side, small enough to stay in the
  * cache. Objects under an excluded path and ignored attributes are left
- * out before anything is read or reported. */
+ * out before anything is read or reported. Files come from other systems:
+ * the walk that lists their objects checks each one before reading its
+ * links and avoids HDF5 1.10's crash on a corrupted link heap, so a
+ * corrupted file is an error that names it and the object. */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -32,9 +35,10 @@ typedef struct objlist {
 
 /* ---- listing a file's objects ------------------------------------------------------ */
 
-/* How deep groups may nest: a ppv file is 3 deep; deeper is a corrupted
- * or hostile file, whose walk must not exhaust the stack. */
-enum { MAX_DEPTH = 64 };
+/* How deep a group may lie (the groups above it; the root's members lie
+ * 1 deep): a ppv file's lie 2 deep at most, and a walk deeper than this
+ * is most likely in a corrupted file, and must not exhaust the stack. */
+enum { MAX_DEPTH = 255 };
 
 /* One link of a group, as H5Literate gives it. */
 typedef struct member {
@@ -118,10 +122,12 @@ static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, vo
     return 0;
 }
 
+/* qsort's order of members: by name, as bytes (HDF5's name order). */
 static int by_member_name(const void *a, const void *b) {
     return strcmp(((const member *)a)->name, ((const member *)b)->name);
 }
 
+/* Frees the names and the list. */
 static void members_free(members *ls) {
     for (size_t k = 0; k < ls->n; k++)
         free(ls->v[k].name);
@@ -136,72 +142,60 @@ static char *child_path(const char *parent, const char *name) {
     return p;
 }
 
-static int walk_group(walk *w, hid_t g, const char *path, int depth);
+static int walk_group(walk *w, hid_t parent, const char *name, const char *path, int depth);
 
 /* Checks the object that link name of group g leads to and lists it as
  * path (malloc'd, taken), then, for a group, its members: its header
- * must read, its type be known, and it must not have been reached before
- * (H5Ovisit's rule: each object once, by its first path in name order).
- * 0, or -1 with the reason in w->err. */
+ * must read as a group, dataset or named datatype, and it must not have
+ * been reached before (H5Ovisit's rule: each object once, by its first
+ * path in name order; a hard link up the tree ends there). 0, or -1 with
+ * the reason in w->err. */
 static int walk_object(walk *w, hid_t g, const char *name, char *path, int depth) {
     H5O_info_t oi;
     int fresh;
-    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        (oi.type != H5O_TYPE_GROUP && oi.type != H5O_TYPE_DATASET &&
+         oi.type != H5O_TYPE_NAMED_DATATYPE)) {
         gerr(w->err, w->errlen, "%s: corrupted file: cannot read the object %s", w->file, path);
-        goto fail;
-    }
-    if (oi.type != H5O_TYPE_GROUP && oi.type != H5O_TYPE_DATASET &&
-        oi.type != H5O_TYPE_NAMED_DATATYPE) {
-        gerr(w->err, w->errlen, "%s: corrupted file: the object %s is of no known type", w->file,
-             path);
-        goto fail;
-    }
-    if ((fresh = seen_add(&w->s, oi.addr)) < 0) {
-        gerr(w->err, w->errlen, "out of memory");
-        goto fail;
-    }
-    if (!fresh) { /* a second hard link to it */
         free(path);
-        return 0;
+        return -1;
+    }
+    if ((fresh = seen_add(&w->s, oi.addr)) <= 0) {
+        free(path);
+        return fresh < 0 ? gerr(w->err, w->errlen, "out of memory") : 0;
     }
     if (objlist_add(w->l, path, oi.type) < 0) return gerr(w->err, w->errlen, "out of memory");
-    if (oi.type != H5O_TYPE_GROUP) return 0;
-    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
-    if (sub < 0)
-        return gerr(w->err, w->errlen, "%s: corrupted file: cannot open the group %s", w->file,
-                    path);
-    int rc = walk_group(w, sub, path, depth + 1);
-    H5Gclose(sub);
-    return rc;
-fail:
-    free(path);
-    return -1;
+    return oi.type == H5O_TYPE_GROUP ? walk_group(w, g, name, path, depth) : 0;
 }
 
-/* Lists the members of group g at path, in name order, and below them.
- * The links are read in HDF5's native order, which walks the group's
- * index without building the sorted link table that HDF5 1.10 frees
- * uninitialised when a corrupted link heap stops it part-way. */
-static int walk_group(walk *w, hid_t g, const char *path, int depth) {
+/* Lists the members of the group that link name of parent leads to (at
+ * path, depth groups deep), in name order, and below them. The links
+ * are read in HDF5's native order, which walks the group's index without
+ * building the sorted table of links that HDF5 1.10 frees uninitialised
+ * when a corrupted link heap stops it part-way. */
+static int walk_group(walk *w, hid_t parent, const char *name, const char *path, int depth) {
     if (depth > MAX_DEPTH)
         return gerr(w->err, w->errlen,
-                    "%s: corrupted file? the group %s is nested deeper than %d groups", w->file,
-                    path, MAX_DEPTH);
+                    "%s: corrupted file? the group %s is %d groups deep, more than the %d ppv "
+                    "reads",
+                    w->file, path, depth, MAX_DEPTH);
     members ls = {0};
+    hid_t g = H5Gopen2(parent, name, H5P_DEFAULT);
     int rc = 0;
-    if (H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_link, &ls) < 0)
-        rc = ls.oom ? gerr(w->err, w->errlen, "out of memory")
-                    : gerr(w->err, w->errlen,
-                           "%s: corrupted file: cannot read the links of the group %s", w->file,
-                           path);
+    if (g < 0 || H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_link, &ls) < 0)
+        rc = ls.oom
+                 ? gerr(w->err, w->errlen, "out of memory")
+                 : gerr(w->err, w->errlen,
+                        "%s: corrupted file: cannot read the links of the group %s", w->file, path);
     if (ls.n) qsort(ls.v, ls.n, sizeof *ls.v, by_member_name); /* ls.v may be NULL */
     for (size_t k = 0; rc == 0 && k < ls.n; k++) {
         if (!ls.v[k].hard) continue; /* soft and external links are not followed */
         char *sub = child_path(path, ls.v[k].name);
-        rc = sub ? walk_object(w, g, ls.v[k].name, sub, depth)
+        rc = sub ? walk_object(w, g, ls.v[k].name, sub, depth + 1)
                  : gerr(w->err, w->errlen, "out of memory");
     }
     members_free(&ls);
+    if (g >= 0) H5Gclose(g);
     return rc;
 }
 
@@ -294,6 +288,7 @@ typedef struct differ {
     ppv_diff_report *r;
     char *err;
     size_t errlen;
+    const char *name_a, *name_b; /* the files' names, for messages */
 } differ;
 
 /* ---- what is left out ----------------------------------------------------------- */
@@ -420,9 +415,13 @@ static int compare_attributes(differ *d, const char *path) {
     names na = {0}, nb = {0};
     hid_t oa = H5Oopen(d->fa, path, H5P_DEFAULT), ob = H5Oopen(d->fb, path, H5P_DEFAULT);
     int rc = -1;
-    if (oa < 0 || ob < 0 || H5Aiterate2(oa, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &na) < 0 ||
-        H5Aiterate2(ob, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &nb) < 0) {
-        gerr(d->err, d->errlen, "%s: cannot read its attributes (corrupted?)", path);
+    const char *bad = NULL;
+    if (oa < 0 || H5Aiterate2(oa, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &na) < 0)
+        bad = d->name_a;
+    else if (ob < 0 || H5Aiterate2(ob, H5_INDEX_NAME, H5_ITER_INC, NULL, attr_name, &nb) < 0)
+        bad = d->name_b;
+    if (bad) {
+        gerr(d->err, d->errlen, "%s: corrupted file: cannot read the attributes of %s", bad, path);
         goto done;
     }
     size_t i = 0, j = 0;
@@ -723,7 +722,7 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     h5_quiet();
     *out = NULL;
     objlist la = {0}, lb = {0};
-    differ d = {-1, -1, -1, -1, 0, 0, o, calloc(1, sizeof(ppv_diff_report)), err, errlen};
+    differ d = {-1, -1, -1, -1, 0, 0, o, calloc(1, sizeof(ppv_diff_report)), err, errlen, a, b};
     int rc = -1;
     if (!d.r) return gerr(err, errlen, "out of memory");
     for (int k = 0; k < o->nexcludes; k++)

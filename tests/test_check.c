@@ -376,8 +376,8 @@ static void test_sparse_microbatches_report_order_and_count_errors_in_place(void
     assert_int_equal(rep->errors_total, 2 + 4LL * 99999999);
     static const char *const want[] = {
         "input not computed yet: 0F99999999 must come earlier on rank 0 (t.csv:1:5)",
-        "gradient not computed yet: the backward of stage 1 microbatch 5 must come earlier on "
-        "rank 0 (t.csv:1:27)",
+        ("gradient not computed yet: the backward of stage 1 microbatch 5 must come earlier on "
+         "rank 0 (t.csv:1:27)"),
         "stage 0 has no forward 0F0 (each of the 100000000 microbatches runs once per stage)",
         "stage 0 has no backward (0B0 or 0I0) for microbatch 0",
     };

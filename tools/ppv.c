@@ -7,9 +7,9 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>

@@ -2,11 +2,13 @@
 # tools/setup.sh - install what is missing (Debian, as root), build, then run
 # the demo (`demo`) or every test (`test`).
 #
-# `test` builds twice, warnings as errors: RelWithDebInfo with gcc in build/
-# and Release with clang in build-release/. It runs both test suites at the
-# same time (two runs on one machine must not disturb each other), then
-# build/'s again under valgrind, and closes with one summary line counting
-# test cases.
+# `test` builds three times, warnings as errors: RelWithDebInfo with gcc in
+# build/, Release with clang in build-release/ and Debug with gcc under
+# ASan+UBSan (PPV_SANITIZE) in build-asan/. It runs the first two test
+# suites at the same time (two runs on one machine must not disturb each
+# other), then build-asan/'s alone (its processes take several times the
+# memory), then build/'s again under valgrind, and closes with one summary
+# line counting build/'s test cases.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,6 +71,9 @@ case "$what" in
   test)
     build build RelWithDebInfo gcc
     build build-release Release clang
+    CC=gcc cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPPV_WERROR=ON -DPPV_SANITIZE=ON \
+      >/dev/null
+    cmake --build build-asan -j"$(nproc)"
     # both suites at once, each logging to its build folder
     (cd build && ctest --output-on-failure >Testing/run.log 2>&1) & gcc_run=$!
     (cd build-release && ctest --output-on-failure >Testing/run.log 2>&1) & clang_run=$!
@@ -83,6 +88,21 @@ case "$what" in
       echo "ctest: 0 passed, 1 failed (see above)"
       exit 1
     fi
+    # ASan+UBSan: reports go to files (tests/CMakeLists.txt), shown on a
+    # failure when they hold an error
+    mkdir -p build-asan/Testing/Temporary
+    rm -f build-asan/Testing/Temporary/sanitizer.*
+    if ! (cd build-asan && ctest --output-on-failure >Testing/run.log 2>&1); then
+      cat build-asan/Testing/run.log
+      for log in build-asan/Testing/Temporary/sanitizer.*; do
+        grep -qE 'ERROR: |runtime error: ' "$log" 2>/dev/null || continue
+        echo "sanitizer report $log:"
+        head -60 "$log" | sed 's/^/  /'
+      done
+      echo "ctest: 0 passed, 1 failed (ASan+UBSan, see above)"
+      exit 1
+    fi
+    grep -E 'tests passed|Total Test time' build-asan/Testing/run.log | sed 's/^/gcc Debug ASan+UBSan: /'
     n=$(cases build)
     (cd build && ctest -T memcheck --output-on-failure) || {
       memcheck_report build
@@ -96,7 +116,7 @@ case "$what" in
       exit 1
     fi
     programs=$(cd build && ctest -N | sed -n 's/^Total Tests: //p')
-    echo "ctest: $programs test programs, $n test cases, each passed with gcc and with clang and clean under valgrind"
+    echo "ctest: $programs test programs, $n test cases, each passed with gcc, with clang and under ASan+UBSan (test_install is left out there) and clean under valgrind"
     echo "$n passed, 0 failed"
     ;;
   *)
