@@ -391,18 +391,6 @@ static void test_sparse_microbatches_report_order_and_count_errors_in_place(void
     ppv_schedule_free(s);
 }
 
-/* A native schedule of two ranks declaring groups g0..g{ngroups-1} (both
- * ranks), rank 0 running rank0's action and rank 1 rank1's; malloc'd. */
-static char *many_groups_text(int32_t ngroups, const char *rank0, const char *rank1) {
-    size_t cap = 64 + (size_t)ngroups * 24 + strlen(rank0) + strlen(rank1);
-    char *t = malloc(cap);
-    size_t n = (size_t)snprintf(t, cap, "ppv-schedule 1\nranks 2\n");
-    for (int32_t g = 0; g < ngroups; g++)
-        n += (size_t)snprintf(t + n, cap - n, "group g%d 0 1\n", g);
-    snprintf(t + n, cap - n, "rank 0\n%s\nrank 1\n%s\n", rank0, rank1);
-    return t;
-}
-
 /* Group 65536 and group 0 are two groups (16 bits made them one, and this
  * deadlock checked OK): each rank waits in a collective the other never
  * joins. */

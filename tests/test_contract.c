@@ -317,6 +317,9 @@ static void test_unframing_refuses_what_the_contract_does_not_know(void **state)
     edit_meta(&f, "base_seed=", "", buf, h);
     snprintf(want, sizeof want, "field base_seed is missing from the envelope %s", ids);
     expect_unframe(h, buf, "PPV-FIELD", want);
+    edit_meta(&f, "action=", "action=0\n", buf, h);
+    snprintf(want, sizeof want, "header says action 1, metadata 0 %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
     edit_meta(&f, "call_id=", "call_id=6\n", buf, h);
     snprintf(want, sizeof want, "header says call_id 5, metadata 6 %s", ids);
     expect_unframe(h, buf, "PPV-FIELD", want);

@@ -251,18 +251,6 @@ static void test_native_parse_errors_name_line_column_and_cell(void **state) {
                         "n.ppv: an action names microbatch 3 but 'microbatches 1' was given");
 }
 
-/* A native schedule declaring groups g0..g{ngroups-1} (ranks 0 and 1), then
- * each of its two ranks' one action line; malloc'd. */
-static char *many_groups_text(int32_t ngroups, const char *rank0, const char *rank1) {
-    size_t cap = 64 + (size_t)ngroups * 24 + strlen(rank0) + strlen(rank1);
-    char *t = malloc(cap);
-    size_t n = (size_t)snprintf(t, cap, "ppv-schedule 1\nranks 2\n");
-    for (int32_t g = 0; g < ngroups; g++)
-        n += (size_t)snprintf(t + n, cap - n, "group g%d 0 1\n", g);
-    snprintf(t + n, cap - n, "rank 0\n%s\nrank 1\n%s\n", rank0, rank1);
-    return t;
-}
-
 static ppv_schedule *parse_native_ok(const char *text) {
     ppv_schedule *s = NULL;
     char err[1024] = "";

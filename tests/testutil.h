@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -182,6 +182,18 @@ static inline char *slurp(const char *path) {
     return buf;
 }
 
+/* A native schedule of two ranks declaring groups g0..g{ngroups-1} (both
+ * ranks), rank 0 running rank0's action line and rank 1 rank1's; malloc'd. */
+static inline char *many_groups_text(int32_t ngroups, const char *rank0, const char *rank1) {
+    size_t cap = 64 + (size_t)ngroups * 24 + strlen(rank0) + strlen(rank1);
+    char *t = malloc(cap);
+    size_t n = (size_t)snprintf(t, cap, "ppv-schedule 1\nranks 2\n");
+    for (int32_t g = 0; g < ngroups; g++)
+        n += (size_t)snprintf(t + n, cap - n, "group g%d 0 1\n", g);
+    snprintf(t + n, cap - n, "rank 0\n%s\nrank 1\n%s\n", rank0, rank1);
+    return t;
+}
+
 /* ---- running the ppv command ------------------------------------------------------- */
 
 extern char **environ;
@@ -203,7 +215,8 @@ static inline run_result run_io(const char *in_path, const char *out_dev, const 
     int fo = mkstemp(outp), fe = mkstemp(errp);
     assert_true(fo >= 0 && fe >= 0);
     size_t nargs = 0;
-    while (args[nargs]) nargs++;
+    while (args[nargs])
+        nargs++;
     const char **argv = calloc(nargs + 2, sizeof *argv);
     assert_non_null(argv);
     argv[0] = PPV_BIN;

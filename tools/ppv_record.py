@@ -13,15 +13,16 @@ their values. Needs h5py and numpy (Debian: python3-h5py).
 Envelope and result dicts hold the contract's fields by name (ints, bools,
 floats, the error_message string) and its tensors: bf16 tensors as numpy
 uint16 arrays of bf16 bit patterns (or float32 arrays, rounded to nearest
-even), current_denoising_step_list as int64. Fields are checked against
-the contract's lists below, which mirror spec/contract.def: an unknown or
-missing field is an error before anything is written.
+even), current_denoising_step_list as int64. The field lists are read from
+spec/contract.def, the contract's one definition; an unknown or missing
+field is an error before anything is written.
 
 `python3 tools/ppv_record.py --demo OUT.h5` writes the small four-call run
 that tests/test_inference.c records from C; the two files must compare equal.
 """
 
 import os
+import re
 import sys
 import tempfile
 import time
@@ -33,29 +34,31 @@ FORMAT_NAME = "ppv-golden"
 FORMAT_VERSION = 1
 CALL_FMT = "call_%06d"
 
-# (name, kind) in spec/contract.def's order; kind: int, bool, float, str.
-ENVELOPE_FIELDS = [
-    ("pp_envelope_version", "int"), ("action", "int"), ("call_id", "int"),
-    ("chunk_index", "int"), ("cache_epoch", "int"), ("height", "int"), ("width", "int"),
-    ("current_start_frame", "int"), ("do_kv_recompute", "bool"),
-    ("num_denoise_steps", "int"), ("expected_generator_calls", "int"),
-    ("init_cache", "bool"), ("reset_kv_cache", "bool"), ("reset_crossattn_cache", "bool"),
-    ("base_seed", "int"), ("kv_cache_attention_bias", "float"), ("noise_scale", "float"),
-    ("pp_disable_vace", "bool"),
-]
-ENVELOPE_TENSORS = [
-    ("conditioning_embeds", "bf16", 3), ("latents_in", "bf16", 5),
-    ("current_denoising_step_list", "i64", 1), ("context_frames", "bf16", 5),
-]
-RESULT_FIELDS = [
-    ("pp_result_version", "int"), ("call_id", "int"), ("chunk_index", "int"),
-    ("cache_epoch", "int"), ("observed_generator_calls", "int"),
-    ("mesh_current_start_frame", "int"), ("output_digest_i64", "int"), ("ok", "bool"),
-    ("error_message", "str"), ("tB_ms", "float"), ("t_mesh_idle_ms", "float"),
-]
-RESULT_TENSORS = [("latents_out", "bf16", 5)]
+def _contract(path=None):
+    """The contract's field and tensor lists, read from spec/contract.def (the
+    one definition; PPV_CONTRACT_DEF names another copy, such as the one
+    `cmake --install` puts in include/ppv/)."""
+    path = path or os.environ.get("PPV_CONTRACT_DEF") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "spec", "contract.def")
+    with open(path) as f:
+        text = f.read()
+    field = re.compile(r"^PPV_(ENV|RES)_FIELD\((\w+), (\w+), \w+\)", re.M)
+    tensor = re.compile(r"^PPV_(ENV|RES)_TENSOR\((\w+), (\w+), (\d+), \w+\)", re.M)
+    action = re.compile(r"^PPV_PP_ACTION\((\w+), (\d+)\)", re.M)
+    fields = {"ENV": [], "RES": []}
+    tensors = {"ENV": [], "RES": []}
+    for m in field.finditer(text):
+        fields[m.group(1)].append((m.group(2), m.group(3).lower()))
+    for m in tensor.finditer(text):
+        tensors[m.group(1)].append((m.group(2), m.group(3).lower(), int(m.group(4))))
+    actions = {m.group(1): int(m.group(2)) for m in action.finditer(text)}
+    return fields, tensors, actions
 
-ACTIONS = {"NOOP": 0, "INFER": 1, "SHUTDOWN": 2, "ERROR": 3}
+
+_FIELDS, _TENSORS, ACTIONS = _contract()
+ENVELOPE_FIELDS, RESULT_FIELDS = _FIELDS["ENV"], _FIELDS["RES"]
+ENVELOPE_TENSORS, RESULT_TENSORS = _TENSORS["ENV"], _TENSORS["RES"]
+
 
 
 def bf16_type():
