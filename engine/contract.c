@@ -264,9 +264,10 @@ static ppv_failure check_infer(const ppv_envelope *e, const ppv_contract_order *
                      e->expected_generator_calls, e->do_kv_recompute, e->num_denoise_steps, want,
                      IDS(e));
     if (!isfinite(e->kv_cache_attention_bias) || !isfinite(e->noise_scale))
-        return failf(PPV_FAIL_RULE, msg, n,
-                     "kv_cache_attention_bias and noise_scale must be finite (" IDS_FMT ")",
-                     IDS(e));
+        return failf(PPV_FAIL_FM04, msg, n,
+                     "kv_cache_attention_bias %g, noise_scale %g: the canonical metadata text "
+                     "cannot carry a value that is not finite (" IDS_FMT ")",
+                     e->kv_cache_attention_bias, e->noise_scale, IDS(e));
     ppv_failure f;
     for (int k = 0; k < COUNT(env_tensors); k++) {
         const tensor_desc *d = &env_tensors[k];
@@ -556,6 +557,24 @@ ppv_failure ppv_envelope_frame(const ppv_envelope *e, const ppv_contract_order *
             ppv_frame_free(f);
             return rc;
         }
+    }
+    f->header[0] = e->action;
+    f->header[1] = e->call_id;
+    f->header[2] = e->chunk_index;
+    f->header[3] = e->cache_epoch;
+    f->header[5] = e->pp_envelope_version;
+    return PPV_FAIL_NONE;
+}
+
+ppv_failure ppv_envelope_frame_unchecked(const ppv_envelope *e, ppv_frame *f, char *msg,
+                                         size_t msglen) {
+    memset(f, 0, sizeof *f);
+    ppv_failure rc = PPV_FAIL_NONE;
+    if (e->action == PPV_PP_INFER &&
+        (rc = frame_payload(&envelope_desc, (void *)e, 1, e->do_kv_recompute, f, msg, msglen)) !=
+            PPV_FAIL_NONE) {
+        ppv_frame_free(f);
+        return rc;
     }
     f->header[0] = e->action;
     f->header[1] = e->call_id;

@@ -37,4 +37,10 @@ int ppv_wait_cycle(const ppv_wait *blocked, int32_t nblocked, int32_t P, ppv_wai
 /* Cost of an action's compute under the costs (0 for non-compute). */
 double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
 
+/* ppv_envelope_frame without the contract checks: what a sender that
+ * skips its preflight puts on the wire (tests of the receiver's checks and
+ * of the tripwire points). Fails only when the text cannot be built. */
+ppv_failure ppv_envelope_frame_unchecked(const ppv_envelope *e, ppv_frame *f, char *msg,
+                                         size_t msglen);
+
 #endif

@@ -588,4 +588,117 @@ ppv_failure ppv_result_unframe(const int64_t *header, const char *meta, ppv_resu
 void ppv_envelope_free_tensors(ppv_envelope *e);
 void ppv_result_free_tensors(ppv_result *r);
 
+/* ---- the PP inference pipeline on the mock transport (ppv pp) -------------------- */
+
+/* Faults `ppv pp --inject` puts in on purpose (spec/inject.def). */
+typedef enum ppv_pp_inject {
+#define PPV_PP_INJECT(NAME, token, mode, caught_by, text) PPV_INJECT_##NAME,
+#include "inject.def"
+#undef PPV_PP_INJECT
+    PPV_INJECT_COUNT
+} ppv_pp_inject;
+
+/* What catches a failure: the four tripwire points, and the other checks. */
+typedef enum ppv_pp_point {
+    PPV_POINT_NONE,
+    PPV_POINT_STAGE0_SEND,   /* 1: stage 0 before it sends */
+    PPV_POINT_LEADER,        /* 2: the leader before it broadcasts */
+    PPV_POINT_MESH_RUNNING,  /* 3: every mesh rank while it runs the chunk */
+    PPV_POINT_STAGE0_RESULT, /* 4: stage 0 on the result */
+    PPV_POINT_HANDSHAKE,     /* the startup parity check */
+    PPV_POINT_GROUP,         /* the collective wrapper's group check */
+    PPV_POINT_DIGEST,        /* the mesh's input digest */
+    PPV_POINT_TRANSPORT,     /* the transport (a collective mismatch) */
+    PPV_POINT_WATCHDOG,      /* a bounded wait */
+    PPV_POINT_COUNT
+} ppv_pp_point;
+
+/* "stage0-send", "leader", ... */
+const char *ppv_pp_point_name(ppv_pp_point p);
+/* Injection token ("OM-03", "extra-generator-call"), what it does, the
+ * failure mode it must produce (PPV_FAIL_NONE: the run completes ok) and
+ * the point that must catch it. */
+const char *ppv_pp_inject_token(ppv_pp_inject i);
+const char *ppv_pp_inject_text(ppv_pp_inject i);
+ppv_failure ppv_pp_inject_mode(ppv_pp_inject i);
+ppv_pp_point ppv_pp_inject_caught_by(ppv_pp_inject i);
+/* The injection spelled token, or -1. */
+int ppv_pp_inject_lookup(const char *token);
+
+enum { PPV_PP_MAX_CUTS = 64 };
+
+typedef struct ppv_pp_options {
+    int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
+    int32_t chunks;          /* chunks stage 0 asks for */
+    int32_t steps;           /* denoising steps per chunk */
+    int kv_recompute;        /* 0: stash (R1); 1: recompute from stage 0's context frames (R0a) */
+    int32_t recompute_every; /* with kv_recompute: chunks j % E == 0 of an epoch, j > 0 */
+    int32_t kv_window;       /* latent frames the KV cache keeps: a multiple of 3 */
+    int32_t d_in, d_out;     /* stage 0's queue bounds: inflight_to_mesh, ready_for_decode */
+    int32_t cuts[PPV_PP_MAX_CUTS]; /* chunks before which stage 0 makes a hard cut */
+    int32_t ncuts;
+    int32_t height, width;   /* pixels: multiples of 16 */
+    int32_t cond_len;        /* conditioning tokens */
+    ppv_gen_config model;
+    ppv_pp_inject inject;
+    ppv_policy policy;
+    int64_t watchdog_steps;
+    int control_only; /* no model compute: a call passes its latents through, keeping every
+                         message and collective (the control plane alone) */
+    unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
+    /* Replay: stage 0 sends these envelopes in order instead of planning
+     * (they are not changed; their tensors stay the caller's), and every
+     * result it receives is passed to on_result. */
+    const ppv_envelope *replay;
+    int64_t nreplay;
+    /* Called by stage 0 for each envelope it sends, with its result once
+     * accepted (NULL for SHUTDOWN, or when none came): a recorder. */
+    int (*on_call)(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
+                   size_t errlen);
+    void *on_call_ctx;
+    /* --compare-kv: keep the whole mesh's KV cache as each chunk's
+     * denoising starts (ppv_pp_report.kv) */
+    int keep_kv;
+} ppv_pp_options;
+
+/* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no
+ * cut, 32x32, 4 conditioning tokens, the generator's default, rr,
+ * watchdog 100000 steps. */
+ppv_pp_options ppv_pp_defaults(void);
+
+/* Checks the options on their own; 0, or -1 with the reason. */
+int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen);
+
+typedef struct ppv_pp_report {
+    int ok;
+    ppv_failure failure;      /* PPV_FAIL_NONE when ok */
+    ppv_pp_point caught_by;   /* PPV_POINT_NONE when ok */
+    int32_t failed_rank;      /* -1 when ok */
+    char message[1024];       /* carries call_id, chunk_index, cache_epoch, rank and group */
+    int64_t chunks_emitted;   /* results decoded */
+    int64_t *expected_calls;  /* [chunks_emitted] */
+    int64_t *observed_calls;  /* [chunks_emitted] */
+    int64_t *emitted_call_ids;
+    int64_t dropped_stale, dropped_duplicate;
+    uint64_t output_digest;   /* FNV-1a over the decoded latents, in order */
+    int32_t max_inflight, max_ready; /* the queues' high-water marks */
+    int64_t generator_calls;  /* leader's, over the run */
+    ppv_world_result world;   /* steps, trace digest, blocked ranks */
+    ppv_world *trace;
+    /* keep_kv: per emitted chunk, every layer's K then V of the whole mesh
+     * (heads in order), as the chunk's denoising started */
+    float **kv;        /* [nkv], by chunk; NULL where the chunk never ran */
+    size_t *kv_floats; /* [nkv] */
+    int64_t nkv;
+    /* the decoded latents of every emitted chunk, bf16 in order */
+    uint16_t *outputs;
+    size_t noutputs;
+} ppv_pp_report;
+
+/* Runs stage 0 and the mesh on the mock transport. 0 with *out (the
+ * verdict is in it), or -1 when the options cannot run (err). */
+int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t errlen);
+void ppv_pp_report_free(ppv_pp_report *r);
+
+
 #endif

@@ -104,7 +104,57 @@ static int write_root(hid_t f) {
            h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "inference");
 }
 
-ppv_inference_writer *ppv_inference_create(const char *path, char *err, size_t errlen) {
+/* The generator's configuration keys on /inference/generator. */
+#define GENERATOR_KEYS(X) X(layers) X(d_model) X(n_heads) X(d_ff) X(cond_dim)
+
+static int write_setup(ppv_inference_writer *w, hid_t inf, const ppv_inference_setup *s) {
+    hid_t g = h5_out_group(&w->out, inf, "generator");
+    if (g < 0) return -1;
+    int rc = h5_attr_i64(inf, "mesh", s->mesh) | h5_attr_i64(inf, "kv_window", s->kv_window) |
+             h5_attr_i64(g, "seed", (int64_t)s->model.seed);
+#define WRITE_KEY(k) rc |= h5_attr_i64(g, #k, s->model.k);
+    GENERATOR_KEYS(WRITE_KEY)
+#undef WRITE_KEY
+    H5Gclose(g);
+    return rc;
+}
+
+/* 1 with *s filled when the file has a setup, 0 when it has none, -1 when
+ * it has one that is incomplete or out of range (err). */
+static int read_setup(hid_t inf, const char *path, ppv_inference_setup *s, char *err,
+                      size_t errlen) {
+    if (H5Aexists(inf, "mesh") <= 0 && H5Lexists(inf, "generator", H5P_DEFAULT) <= 0) return 0;
+    int64_t v[8];
+    hid_t g = H5Lexists(inf, "generator", H5P_DEFAULT) > 0
+                  ? H5Gopen2(inf, "generator", H5P_DEFAULT)
+                  : -1;
+    int bad = g < 0 || h5_read_attr_i64(inf, "mesh", &v[0]) < 0 ||
+              h5_read_attr_i64(inf, "kv_window", &v[1]) < 0 ||
+              h5_read_attr_i64(g, "seed", &v[2]) < 0;
+    int k = 3;
+#define READ_KEY(key) bad |= g < 0 || h5_read_attr_i64(g, #key, &v[k++]) < 0;
+    GENERATOR_KEYS(READ_KEY)
+#undef READ_KEY
+    if (g >= 0) H5Gclose(g);
+    for (int i = 0; i < 8 && !bad; i++)
+        if (i != 2 && (v[i] < 1 || v[i] > 1000000)) bad = 1;
+    if (bad)
+        return gerr(err, errlen,
+                    "%s: /inference's setup (attributes mesh, kv_window; /inference/generator's "
+                    "seed, layers, d_model, n_heads, d_ff, cond_dim) is incomplete or out of range",
+                    path);
+    s->mesh = (int32_t)v[0];
+    s->kv_window = (int32_t)v[1];
+    s->model.seed = (uint64_t)v[2];
+    k = 3;
+#define SET_KEY(key) s->model.key = (int32_t)v[k++];
+    GENERATOR_KEYS(SET_KEY)
+#undef SET_KEY
+    return 1;
+}
+
+ppv_inference_writer *ppv_inference_create(const char *path, const ppv_inference_setup *setup,
+                                           char *err, size_t errlen) {
     h5_quiet();
     ppv_inference_writer *w = calloc(1, sizeof *w);
     if (!w) {
@@ -119,8 +169,9 @@ ppv_inference_writer *ppv_inference_create(const char *path, char *err, size_t e
     w->bf16 = h5_bf16_type();
     hid_t inf = h5_out_group(&w->out, w->out.file, "inference");
     w->calls = inf < 0 ? -1 : h5_out_group(&w->out, inf, "calls");
+    int bad_setup = inf >= 0 && setup && write_setup(w, inf, setup) != 0;
     if (inf >= 0) H5Gclose(inf);
-    if (w->bf16 < 0 || w->calls < 0 || write_root(w->out.file) < 0) {
+    if (w->bf16 < 0 || w->calls < 0 || bad_setup || write_root(w->out.file) < 0) {
         gerr(err, errlen, "%s: cannot write the recording: %s", path, h5_write_failure(errno));
         ppv_inference_abort(w);
         return NULL;
@@ -309,10 +360,12 @@ static int read_result(hid_t call, const char *where, ppv_result *r, int *presen
     return rc;
 }
 
-ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls, char *err,
+ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls,
+                                         ppv_inference_setup *setup, int *has_setup, char *err,
                                          size_t errlen) {
     h5_quiet();
     *ncalls = 0;
+    *has_setup = 0;
     ppv_inference_reader *r = calloc(1, sizeof *r);
     if (!r) {
         gerr(err, errlen, "out of memory");
@@ -347,11 +400,16 @@ ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls, char
     int bad = inf < 0 || h5_read_attr_i64(inf, "calls", &r->n) < 0 || r->n < 0 ||
               H5Lexists(inf, "calls", H5P_DEFAULT) <= 0 ||
               (r->calls = H5Gopen2(inf, "calls", H5P_DEFAULT)) < 0;
-    if (inf >= 0) H5Gclose(inf);
     if (bad) {
+        if (inf >= 0) H5Gclose(inf);
         gerr(err, errlen, "%s: /inference has no calls group or no calls count", path);
         goto fail;
     }
+    ppv_inference_setup none;
+    int got = read_setup(inf, path, setup ? setup : &none, err, errlen);
+    H5Gclose(inf);
+    if (got < 0) goto fail;
+    *has_setup = got;
     *ncalls = r->n;
     return r;
 fail:

@@ -150,8 +150,18 @@ void ppv_golden_process_init(void);
  * file beside path that ppv_inference_commit renames into place. */
 typedef struct ppv_inference_writer ppv_inference_writer;
 
-/* NULL with the reason in err when the temporary file cannot be made. */
-ppv_inference_writer *ppv_inference_create(const char *path, char *err, size_t errlen);
+/* What replay needs to rebuild the mesh that answered the calls:
+ * attributes `mesh` and `kv_window` on /inference, and the generator's
+ * configuration on /inference/generator. */
+typedef struct ppv_inference_setup {
+    int32_t mesh, kv_window;
+    ppv_gen_config model;
+} ppv_inference_setup;
+
+/* NULL with the reason in err when the temporary file cannot be made.
+ * setup may be NULL (a file of calls alone, which replay cannot re-run). */
+ppv_inference_writer *ppv_inference_create(const char *path, const ppv_inference_setup *setup,
+                                           char *err, size_t errlen);
 /* Appends one call: its envelope and, for an INFER, its result (NULL for
  * NOOP, SHUTDOWN and ERROR, which have none). 0, or -1 with the reason. */
 int ppv_inference_append(ppv_inference_writer *w, const ppv_envelope *e, const ppv_result *r,
@@ -165,7 +175,9 @@ typedef struct ppv_inference_reader ppv_inference_reader;
 
 /* Opens a recording and says how many calls it holds; NULL with the
  * reason (missing, not HDF5, not a ppv inference recording, no calls). */
-ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls, char *err,
+/* *has_setup says whether the file has the setup (and *setup holds it). */
+ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls,
+                                         ppv_inference_setup *setup, int *has_setup, char *err,
                                          size_t errlen);
 /* Reads call k (0-based): the envelope and, if the call has one, the
  * result (*has_result). Tensors are malloc'd: free them with
@@ -175,5 +187,33 @@ ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls, char
 int ppv_inference_read(ppv_inference_reader *r, int64_t k, ppv_envelope *e, ppv_result *res,
                        int *has_result, char *err, size_t errlen);
 void ppv_inference_close(ppv_inference_reader *r);
+
+/* Replaying a recording: the mesh rebuilt from the file's setup, the
+ * recorded envelopes fed to it in order (stage 0 is the file, so an
+ * envelope that breaks the contract reaches the leader as it did), each
+ * result compared with the recorded one: latents_out under o's tolerance,
+ * observed_generator_calls, mesh_current_start_frame, ok and
+ * error_message. */
+typedef struct ppv_inference_replay_result {
+    ppv_pp_report *run;
+    ppv_diff_report *diff;   /* re-run (a) against the recording (b) */
+    int64_t calls;           /* in the file */
+    int64_t first_call;      /* index of the first call that differs; -1 when none */
+    int64_t first_call_id, first_chunk_index;
+    ppv_inference_setup setup; /* as recorded */
+    int32_t mesh;              /* the mesh it was replayed on */
+} ppv_inference_replay_result;
+
+/* 0 with *out, or -1 with the reason (exit 2 material: unreadable, no
+ * setup, a setup the engine cannot run). mesh > 0 replays on a mesh of
+ * that size instead of the recorded one (the bits must not change);
+ * perturb flips the lowest bit of the first re-computed latents_out (a
+ * self-test: the replay must then fail). o->excludes leave results out. */
+int ppv_inference_replay(const char *path, const ppv_diff_options *o, int32_t mesh, int perturb,
+                         ppv_inference_replay_result *out, char *err, size_t errlen);
+void ppv_inference_replay_free(ppv_inference_replay_result *r);
+
+/* 1 if path is a ppv file of kind "inference", 0 if not (or unreadable). */
+int ppv_golden_is_inference(const char *path);
 
 #endif

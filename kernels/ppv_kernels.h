@@ -139,6 +139,96 @@ int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const
 float ppv_loss_forward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y);
 int ppv_loss_backward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y, ppv_bf16 *dy);
 
+/* ---- the streaming generator (inference) ---------------------------------------
+ *
+ * The video-diffusion generator that the PP inference engine runs: DiT
+ * blocks over latent tokens with adaLN by timestep, self-attention over a
+ * per-layer KV cache of past latent frames, cross-attention to the
+ * conditioning embeddings and an MLP. A latent chunk (1, F, 16, h, w) is
+ * patchified 2x2: each frame gives (h/2)(w/2) tokens of 64 features.
+ *
+ * Tensor parallelism: a mesh of `mesh` ranks splits the heads (and the
+ * MLP, cut into n_heads blocks) into equal contiguous parts; rank r holds
+ * heads [r*H/mesh, (r+1)*H/mesh) and their K/V. Every reduction the split
+ * cuts (attention output projections, the MLP's second linear) is summed as
+ * fixed k-blocks, one block per head, each reduced in order into its own
+ * (M, C) partial; the partials of all blocks are gathered (the callback)
+ * and added in block order 0, 1, ..., H-1 by every rank. A one-rank call
+ * forms the same partials and adds them in the same order, so the output is
+ * bitwise the same for every mesh size that divides n_heads. */
+
+typedef struct ppv_gen_config {
+    int32_t layers;    /* DiT blocks */
+    int32_t d_model;   /* C */
+    int32_t n_heads;   /* H: divides C; the mesh size must divide H */
+    int32_t d_ff;      /* MLP width: a multiple of H */
+    int32_t cond_dim;  /* last dimension of conditioning_embeds */
+    uint64_t seed;     /* weights */
+} ppv_gen_config;
+
+/* 2 layers, C=32, 4 heads, d_ff=64, cond_dim=32, seed 1. */
+ppv_gen_config ppv_gen_config_default(void);
+
+typedef struct ppv_genmodel ppv_genmodel; /* bf16 weights, opaque */
+
+/* NULL with a reason (a bad config) or out of memory. */
+ppv_genmodel *ppv_genmodel_new(const ppv_gen_config *cfg, char *err, size_t errlen);
+void ppv_genmodel_free(ppv_genmodel *m);
+const ppv_gen_config *ppv_genmodel_config(const ppv_genmodel *m);
+
+/* One rank's KV cache: for every layer, K and V of its heads for the last
+ * `window` latent frames at most (older frames are evicted first). */
+typedef struct ppv_kv_cache ppv_kv_cache;
+
+/* A cache for rank `rank` of a mesh of `mesh` ranks, frames of
+ * tokens_per_frame tokens; NULL if mesh does not divide n_heads, window < 1
+ * or out of memory. */
+ppv_kv_cache *ppv_kv_cache_new(const ppv_genmodel *m, int32_t rank, int32_t mesh, int32_t window,
+                               int32_t tokens_per_frame);
+void ppv_kv_cache_free(ppv_kv_cache *c);
+/* Drops every frame (a new epoch, or a rebuild by recompute). */
+void ppv_kv_cache_reset(ppv_kv_cache *c);
+/* Frames held now (at most the window). */
+int32_t ppv_kv_cache_frames(const ppv_kv_cache *c);
+/* Layer l's K and V of this rank's heads, oldest frame first, as fp32
+ * holding bf16 values: (frames * tokens_per_frame, heads_of_rank * C/H)
+ * each, copied into k and v (which hold that many floats). -1 if l is out
+ * of range. */
+int ppv_kv_cache_read(const ppv_kv_cache *c, int32_t l, float *k, float *v);
+/* Floats one layer's K (or V) of this rank holds when the cache is full. */
+size_t ppv_kv_cache_layer_floats(const ppv_kv_cache *c);
+
+/* Exchanges partial sums across the mesh: every rank passes `count` floats
+ * (its heads' blocks, in head order) and receives all ranks' blocks in rank
+ * order (mesh * count floats). 0, or a negative value that the call returns. */
+typedef int (*ppv_gather_fn)(void *ctx, const float *mine, float *all, size_t count);
+
+typedef struct ppv_gen_call_args {
+    const ppv_bf16 *latents; /* (frames, 16, h, w): one chunk, or context frames */
+    int32_t frames, h, w;    /* h and w even */
+    const ppv_bf16 *cond;    /* (cond_len, cond_dim) */
+    int32_t cond_len;
+    float timestep;          /* adaLN input: a step of the list / 1000 */
+    float cache_bias;        /* added to the logits of cached keys; 0 = none */
+    int write_cache;         /* 1: append this chunk's K/V to the cache (a
+                                cache write); 0: read the cache only */
+    ppv_bf16 *out;           /* (frames, 16, h, w), or NULL */
+} ppv_gen_call_args;
+
+/* One generator call on rank `rank` of a mesh of `mesh` ranks (the cache's).
+ * The chunk's queries attend to every cached key (oldest first) and then to
+ * every key of the chunk itself. With write_cache the chunk's K/V are
+ * appended to each layer's cache after that layer has used them. gather is
+ * called 3 times per layer when mesh > 1 (NULL is allowed only when mesh is
+ * 1). out is a damped denoising step, latents + (prediction - latents) / 4,
+ * so outputs fed back as inputs stay O(1); any finite timestep is taken as
+ * is (step 1000 gives 1.0). On any failure the cache and out are left as
+ * they were. Returns 0, or -1 with a reason (shapes, cond_len < 1, a
+ * non-finite timestep or cache_bias, a cache of another model) or the
+ * gather's error. */
+int ppv_gen_call(const ppv_genmodel *m, ppv_kv_cache *cache, const ppv_gen_call_args *a,
+                 ppv_gather_fn gather, void *gather_ctx, char *err, size_t errlen);
+
 /* ---- matmul (the benchmarked kernel) ------------------------------------------- */
 
 /* out (M, N) = a (M, K) . w (N, K)^T, fp32 in and out, each output element

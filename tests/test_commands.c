@@ -15,7 +15,7 @@
 #include "testutil.h"
 
 static const char *const commands[] = {"gen",    "check",  "show", "run",  "verify-recompute",
-                                       "record", "replay", "diff", "demo", "version",
+                                       "pp", "record", "replay", "diff", "demo", "version",
                                        "help",   "man",    NULL};
 
 /* Counts the occurrences of needle in hay. */
@@ -77,7 +77,11 @@ static const char *sample_value(const char *opt) {
         {"--width", "32"},          {"--watchdog", "100"},   {"--tolerance", "ulp:2"},
         {"--nan", "differ"},        {"--max-report", "3"},   {"--threads", "2"},
         {"--ignore-attr", "seed"},  {"--exclude", "/x"},     {"--fail-after", "1"},
-        {"--term-after", "1"}};
+        {"--term-after", "1"},      {"--mesh", "2"},         {"--chunks", "4"},
+        {"--steps", "2"},           {"--kv", "recompute"},   {"--recompute-every", "2"},
+        {"--kv-window", "6"},       {"--d-in", "2"},         {"--d-out", "1"},
+        {"--hard-cut-at", "2"},     {"--inject", "OM-03"},   {"--watchdog-steps", "100"},
+        {"--record", "r.h5"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;
@@ -85,8 +89,9 @@ static const char *sample_value(const char *opt) {
 
 static void test_every_option_a_help_lists_is_taken_by_its_command(void **state) {
     (void)state;
-    static const char *const flags[] = {"--comms",          "--json", "--perturb",
-                                        "--all-attributes", "--help", NULL};
+    static const char *const flags[] = {"--comms",      "--json",         "--perturb",
+                                        "--all-attributes", "--help",   "--compare-kv",
+                                        "--control-only", NULL};
     int checked = 0;
     for (int k = 0; commands[k]; k++) {
         run_result h = RUN("help", commands[k]);

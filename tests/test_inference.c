@@ -23,6 +23,9 @@ typedef struct run {
     uint16_t out[2][sizeof((bufs *)0)->lat / 2];
 } run;
 
+/* whether the last file opened had a setup (these files have none) */
+static int has_setup;
+
 static void make_run(run *x) {
     memset(x, 0, sizeof *x);
     make_infer(&x->e[0], &x->b[0], 0, 0, 0, 0, 4);
@@ -53,7 +56,7 @@ static void make_run(run *x) {
 
 static void record(const char *path, const run *x) {
     char err[512] = "";
-    ppv_inference_writer *w = ppv_inference_create(path, err, sizeof err);
+    ppv_inference_writer *w = ppv_inference_create(path, NULL, err, sizeof err);
     if (!w) fail_msg("%s", err);
     for (int k = 0; k < 4; k++)
         assert_int_equal(
@@ -80,7 +83,8 @@ static void test_every_call_reads_back_as_written(void **state) {
     record(path, &x);
     char err[512];
     int64_t n = 0;
-    ppv_inference_reader *r = ppv_inference_open(path, &n, err, sizeof err);
+    ppv_inference_reader *r = ppv_inference_open(path, &n, NULL, &has_setup, err, sizeof err);
+    assert_int_equal(has_setup, 0);
     assert_non_null(r);
     assert_int_equal(n, 4);
     ppv_contract_order order = ppv_contract_order_start();
@@ -124,7 +128,7 @@ static void test_an_abandoned_recording_leaves_nothing(void **state) {
     assert_int_equal(mkdir(dir, 0700), 0);
     char path[4300], err[512];
     snprintf(path, sizeof path, "%s/run.h5", dir);
-    ppv_inference_writer *w = ppv_inference_create(path, err, sizeof err);
+    ppv_inference_writer *w = ppv_inference_create(path, NULL, err, sizeof err);
     assert_non_null(w);
     assert_int_equal(ppv_inference_append(w, &x.e[0], &x.r[0], err, sizeof err), 0);
     ppv_inference_abort(w);
@@ -136,11 +140,11 @@ static void test_an_abandoned_recording_leaves_nothing(void **state) {
     assert_int_equal(entries, 0);
     /* and a recording of the wrong kind is refused when read */
     int64_t n;
-    assert_null(ppv_inference_open(path, &n, err, sizeof err));
+    assert_null(ppv_inference_open(path, &n, NULL, &has_setup, err, sizeof err));
     char want[4400];
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
     assert_string_equal(err, want);
-    assert_null(ppv_inference_open(PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5", &n, err, sizeof err));
+    assert_null(ppv_inference_open(PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5", &n, NULL, &has_setup, err, sizeof err));
     assert_string_equal(err, PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5: not a ppv inference recording "
                                             "(kind training)");
 }
@@ -166,7 +170,7 @@ static void test_a_broken_call_is_named_with_what_is_wrong(void **state) {
     H5Fclose(f);
     char err[512], want[4400];
     int64_t n;
-    ppv_inference_reader *r = ppv_inference_open(path, &n, err, sizeof err);
+    ppv_inference_reader *r = ppv_inference_open(path, &n, NULL, &has_setup, err, sizeof err);
     assert_non_null(r);
     ppv_envelope e;
     ppv_result res;
@@ -264,7 +268,7 @@ static void test_python_recorder_writes_what_ppv_reads(void **state) {
     /* every call reads back through ppv's reader */
     char err[512];
     int64_t n = 0;
-    ppv_inference_reader *r = ppv_inference_open(py_file, &n, err, sizeof err);
+    ppv_inference_reader *r = ppv_inference_open(py_file, &n, NULL, &has_setup, err, sizeof err);
     if (!r) fail_msg("%s", err);
     assert_int_equal(n, 4);
     for (int k = 0; k < 4; k++) {

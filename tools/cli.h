@@ -71,4 +71,26 @@ void help_print_overview(FILE *f);
 /* ppv(1) when c is NULL, else ppv-NAME(1), in roff. */
 void help_print_man(const help_command *c, FILE *f);
 
+/* ---- shared by the command files (ppv.c) ------------------------------------------- */
+
+struct json_object;
+
+/* The command being run ("check", ...), for messages; set once by main. */
+extern const char *g_cmd;
+/* Prints "ppv CMD: " and the message (one %s for arg), then where to find
+ * help; returns the usage exit code. */
+int usage_error(const char *fmt, const char *arg);
+/* Prints this command's help on stdout; the exit code of --help. */
+int print_help(void);
+/* Makes getopt's messages name "ppv CMD" and restarts it. */
+void getopt_prepare(char **argv);
+/* After getopt's own message: where to find help; the usage exit code. */
+int bad_option(void);
+/* A 64-bit digest as a 16-digit hex JSON string. */
+struct json_object *hex_json(uint64_t v);
+struct json_object *wait_json(const ppv_wait *w);
+
+/* ppv pp (cmd_pp.c). */
+int cmd_pp(int argc, char **argv);
+
 #endif

@@ -137,7 +137,14 @@ static const help_option exclude_option[] = {
     END_OPTIONS};
 
 static const help_option replay_only[] = {
-    {"--perturb", NULL, "flip one gradient bit of the re-run, to watch the comparison fail", NULL},
+    {"--perturb", NULL,
+     "flip one bit of the re-run (a gradient, or an inference recording's first latents_out), "
+     "to watch the comparison fail",
+     NULL},
+    {"--mesh", "N",
+     "inference recordings: replay on a mesh of N ranks instead of the recorded one (the "
+     "bits must not change)",
+     "the recorded mesh"},
     END_OPTIONS};
 
 static const help_option no_options[] = {END_OPTIONS};
@@ -145,7 +152,40 @@ static const help_option no_options[] = {END_OPTIONS};
 static const help_option *const gen_groups[] = {gen_options, NULL};
 static const help_option *const check_groups[] = {check_options, NULL};
 static const help_option *const show_groups[] = {show_options, check_options, NULL};
+static const help_option pp_options[] = {
+    {"--mesh", "N", "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "
+     "workers, tensor-parallel); must divide the generator's 4 heads", "2"},
+    {"--chunks", "K", "chunks stage 0 asks for (3 latent frames each)", "8"},
+    {"--steps", "S", "denoising steps per chunk: generator calls = S, plus 1 with KV recompute",
+     "4"},
+    {"--kv", "stash|recompute",
+     "stash: the mesh keeps each chunk's K/V; recompute: stage 0 sends context frames and the "
+     "mesh rebuilds the cache with one generator call (R0a)", "stash"},
+    {"--recompute-every", "E", "with --kv recompute: the chunks j of an epoch with j % E == 0, "
+     "j > 0, recompute", "1"},
+    {"--kv-window", "F", "latent frames the KV cache keeps (a multiple of 3); older ones are "
+     "evicted", "6"},
+    {"--d-in", "D", "stage 0's bound on envelopes in flight to the mesh", "2"},
+    {"--d-out", "D", "stage 0's bound on results waiting to be decoded", "2"},
+    {"--hard-cut-at", "K[,K...]", "hard cuts before these chunks: stage 0 drains what is in "
+     "flight, bumps cache_epoch and starts a new stream (init_cache)", NULL},
+    {"--inject", "NAME|list", "put in a fault of the break-it matrix; exit 0 when it is caught as "
+     "it must be; 'list' prints them all with what each must produce", NULL},
+    {"--policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr"},
+    {"--seed", "N", "seed of the random and pct policies", "0"},
+    {"--watchdog-steps", "N", "scheduler steps without progress that end a wait as a hang",
+     "100000"},
+    {"--record", "FILE.h5", "write every envelope and result in call order, with the mesh's "
+     "setup, as an inference recording (temporary name, then renamed)", NULL},
+    {"--compare-kv", NULL, "run KV stash and KV recompute and compare caches and outputs (bitwise "
+     "equal unless the window evicted frames)", NULL},
+    {"--control-only", NULL, "skip the model's compute (a call passes its latents through) and "
+     "keep every message and collective: the control plane alone", NULL},
+    {"--json", NULL, "print the report as one JSON object", NULL},
+    END_OPTIONS};
+
 static const help_option *const run_groups[] = {run_options, trace_option, junit_option, NULL};
+static const help_option *const pp_groups[] = {pp_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
 static const help_option *const record_groups[] = {run_options, trace_option, record_only, NULL};
 static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only, NULL};
@@ -164,6 +204,10 @@ static const char *const show_examples[] = {
 static const char *const run_examples[] = {
     "ppv run zbv.csv --policy pct --seed 7 --trace-out zbv.trace --json",
     "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml", NULL};
+static const char *const pp_examples[] = {
+    "ppv pp --mesh 4 --chunks 16 --policy random --seed 3 --json",
+    "ppv pp --kv recompute --hard-cut-at 5 --record run.h5", "ppv pp --inject list",
+    "ppv pp --inject OM-03", "ppv pp --compare-kv --kv-window 3", NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json", NULL};
 static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
@@ -212,6 +256,19 @@ static const help_command commands[] = {
      "stages --recompute names), and compares the gradients bit for bit; on a difference it "
      "names the first differing gradient by layer, tensor and index.",
      vr_groups, vr_examples},
+    {"pp", "[options]", "run the PP inference pipeline (stage 0 and a mesh) and break it",
+     "Runs streaming inference split in two stages on the mock transport: stage 0 (rank 0) "
+     "plans each chunk's PPEnvelopeV1, sends it and decodes the PPResultV1; the mesh (ranks "
+     "1..N, rank 1 leading) validates it, checks that every rank holds the same input, and "
+     "runs the generator (tensor-parallel, every split reduction summed in fixed blocks, so "
+     "the bits do not depend on the mesh size). expected_generator_calls is checked before "
+     "stage 0 sends, by the leader before it broadcasts, by every mesh rank while it runs and "
+     "by stage 0 on the result; a startup handshake compares every rank's plan. The "
+     "stage-0/leader link is buffered (the users' send and receive threads); stage 0's "
+     "D_in/D_out bounds are its only backpressure. The output digest does not depend on "
+     "D_in, D_out, the policy, the seed or the mesh size. Exit 1 when the run fails (or, "
+     "with --inject, when the fault is not caught as it must be).",
+     pp_groups, pp_examples},
     {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
      "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing; "
@@ -222,7 +279,12 @@ static const help_command commands[] = {
      record_groups, record_examples},
     {"replay", "GOLDEN.h5 [options]", "re-run a golden file and compare",
      "Rebuilds the run from the file alone (weights, inputs, schedule, options), re-runs it "
-     "and compares loss and gradients with the recorded ones. Exit 1 on any difference.",
+     "and compares loss and gradients with the recorded ones. An inference recording (ppv pp "
+     "--record, tools/ppv_record.py) is replayed with the file as stage 0: the mesh is "
+     "rebuilt from the file's setup, fed the recorded envelopes in order, and each result is "
+     "compared with the recorded one (latents_out under the tolerance; "
+     "observed_generator_calls, mesh_current_start_frame, ok and error_message exactly); the "
+     "first differing call is named by call_id and chunk_index. Exit 1 on any difference.",
      replay_groups, replay_examples},
     {"diff", "A.h5 B.h5 [options]", "compare two HDF5 files",
      "Compares two HDF5 files, B the expected side: structure, attributes and every dataset's "

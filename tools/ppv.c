@@ -20,10 +20,10 @@
 
 
 /* The command being run ("check", ...), for messages; set once by main. */
-static const char *g_cmd = NULL;
+const char *g_cmd = NULL;
 
 /* Prints "ppv CMD: " (or "ppv: ") and the message, then where to find help. */
-static int usage_error(const char *fmt, const char *arg) {
+int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "ppv%s%s: ", g_cmd ? " " : "", g_cmd ? g_cmd : "");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(run 'ppv help%s%s' for usage)\n", g_cmd ? " " : "", g_cmd ? g_cmd : "");
@@ -31,21 +31,21 @@ static int usage_error(const char *fmt, const char *arg) {
 }
 
 /* Prints this command's help on stdout; the exit code of --help. */
-static int print_help(void) {
+int print_help(void) {
     help_print(help_find(g_cmd), stdout);
     return PPV_EXIT_OK;
 }
 
 /* getopt's own messages name argv[0]: make it "ppv CMD", and point at help
  * after them. */
-static void getopt_prepare(char **argv) {
+void getopt_prepare(char **argv) {
     static char name[64];
     snprintf(name, sizeof name, "ppv %s", g_cmd);
     argv[0] = name;
     optind = 1;
 }
 
-static int bad_option(void) {
+int bad_option(void) {
     fprintf(stderr, "(run 'ppv help %s' for usage)\n", g_cmd);
     return PPV_EXIT_BAD_INPUT;
 }
@@ -375,7 +375,7 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
     return -1;
 }
 
-static json_object *wait_json(const ppv_wait *w) {
+json_object *wait_json(const ppv_wait *w) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "rank", json_object_new_int(w->rank));
     json_object_object_add(o, "index", json_object_new_int(w->index));
@@ -731,7 +731,7 @@ static json_object *bytes_json(const int64_t *v, int32_t n) {
     return a;
 }
 
-static json_object *hex_json(uint64_t v) {
+json_object *hex_json(uint64_t v) {
     char buf[20];
     snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
     return json_object_new_string(buf);
@@ -1157,6 +1157,7 @@ enum { MAX_LEFT_OUT = 64 }; /* --ignore-attr and --exclude patterns, each */
 typedef struct diff_args {
     ppv_diff_options o; /* o.ignore_attrs and o.excludes point into the arrays below */
     int json, perturb;
+    long long mesh; /* replay of an inference recording: another mesh size (0: the file's) */
     const char *junit;
     const char *files[2];
     int nfiles;
@@ -1175,6 +1176,7 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                                          {"junit", required_argument, 0, 'J'},
                                          {"ignore-attr", required_argument, 0, 'i'},
                                          {"exclude", required_argument, 0, 'x'},
+                                         {"mesh", required_argument, 0, 'M'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(da, 0, sizeof *da);
@@ -1220,6 +1222,11 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                 return usage_error("--exclude needs an absolute HDF5 path such as /training/grads, "
                                    "not '%s'", optarg);
             da->excludes[da->o.nexcludes++] = optarg;
+            break;
+        case 'M':
+            if (nfiles != 1) return usage_error("%s is replay's option", "--mesh");
+            if (parse_int(optarg, 1, 64, &da->mesh) < 0)
+                return usage_error("--mesh needs a count in 1..64, not '%s'", optarg);
             break;
         case 'h': return print_help();
         default: return bad_option();
@@ -1471,11 +1478,71 @@ static int cmd_diff(int argc, char **argv) {
     return rc;
 }
 
+/* ppv replay of an inference recording: the file is stage 0. */
+static int replay_inference(diff_args *da) {
+    ppv_inference_replay_result res;
+    char err[1024];
+    diff_junit dj;
+    diff_junit_begin(da, &dj);
+    if (ppv_inference_replay(da->files[0], &da->o, (int32_t)da->mesh, da->perturb, &res, err,
+                             sizeof err) < 0) {
+        fprintf(stderr, "ppv replay: %s\n", err);
+        if (da->junit) junit_free(&dj.j);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (diff_junit_end(da, &dj, res.diff) < 0) {
+        ppv_inference_replay_free(&res);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    uint64_t nd = differences(res.diff);
+    const ppv_pp_report *run = res.run;
+    if (da->json) {
+        json_object *o = diff_json(res.diff, &da->o);
+        json_object_object_add(o, "ok", json_object_new_boolean(nd == 0));
+        json_object_object_add(o, "kind", json_object_new_string("inference"));
+        json_object_object_add(o, "calls", json_object_new_int64(res.calls));
+        json_object_object_add(o, "mesh", json_object_new_int(res.mesh));
+        json_object_object_add(o, "recorded_mesh", json_object_new_int(res.setup.mesh));
+        json_object_object_add(o, "first_differing_call",
+                               res.first_call < 0 ? NULL : json_object_new_int64(res.first_call));
+        json_object_object_add(o, "first_differing_call_id",
+                               res.first_call < 0 ? NULL : json_object_new_int64(res.first_call_id));
+        json_object_object_add(o, "first_differing_chunk_index",
+                               res.first_call < 0 ? NULL
+                                                  : json_object_new_int64(res.first_chunk_index));
+        json_object_object_add(o, "run_ok", json_object_new_boolean(run->ok));
+        json_object_object_add(o, "failure_mode",
+                               run->ok ? NULL : json_object_new_string(ppv_failure_id(run->failure)));
+        json_object_object_add(o, "chunks_emitted", json_object_new_int64(run->chunks_emitted));
+        json_object_object_add(o, "output_digest", hex_json(run->output_digest));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        printf("%s: replayed %lld recorded calls on a mesh of %d (the file is stage 0; it was "
+               "recorded on %d)\n",
+               da->files[0], (long long)res.calls, res.mesh, res.setup.mesh);
+        if (!run->ok)
+            printf("the re-run failed as %s: %s\n", ppv_failure_id(run->failure), run->message);
+        diff_print(res.diff, &da->o);
+        if (res.first_call >= 0)
+            printf("first differing call: #%lld (call_id %lld, chunk_index %lld)\n",
+                   (long long)res.first_call, (long long)res.first_call_id,
+                   (long long)res.first_chunk_index);
+        printf("result: %s\n", nd ? "PROBLEM" : "OK");
+    }
+    ppv_inference_replay_free(&res);
+    return nd ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+}
+
 static int cmd_replay(int argc, char **argv) {
     diff_args da;
     int rc = parse_diff_args(argc, argv, 1, &da);
     if (rc >= 0) return rc;
     if ((rc = compare_in_child(da.files[0])) >= 0) return rc;
+    if (ppv_golden_is_inference(da.files[0])) return replay_inference(&da);
+    if (da.mesh)
+        return usage_error("--mesh is for inference recordings; %s is a training file",
+                           da.files[0]);
     ppv_replay_result res;
     char err[1024];
     diff_junit dj;
@@ -1693,6 +1760,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
     if (!strcmp(cmd, "verify-recompute")) return cmd_verify_recompute(argc - 1, argv + 1);
     if (!strcmp(cmd, "record")) return cmd_record(argc - 1, argv + 1);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pp")) return cmd_pp(argc - 1, argv + 1);
     return cmd_diff(argc - 1, argv + 1);
 }
 

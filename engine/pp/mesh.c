@@ -1,0 +1,473 @@
+/* mesh.c - stage 1: the leader (rank 1, mesh rank 0) and the workers.
+ *
+ * The leader receives a whole envelope from stage 0 and validates it
+ * (tripwire point 2) before any mesh collective; a rejected envelope gets
+ * an error result and an ERROR broadcast, so no worker waits for a chunk
+ * that will not come. Every mesh rank then checks that all hold the same
+ * input (an all-gathered digest), runs the chunk's generator calls with a
+ * count that may never pass the plan (point 3) and, on the leader, sends
+ * the one result. Every collective names its group and is refused before
+ * the transport when the group is wrong.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_internal.h"
+
+typedef struct mesh {
+    pp_ctx *c;
+    ppv_transport *t;
+    const ppv_pp_options *o;
+    int32_t rank, mr, n;
+    int leader, last;
+    ppv_kv_cache *cache;
+    ppv_bf16 *cond; /* the cross-attention's conditioning (kept until reset) */
+    int64_t cond_len;
+    int64_t frame_pos; /* where the mesh's stream is, in latent frames */
+    ppv_contract_order order;
+    const ppv_envelope *e; /* the chunk being run */
+    int64_t calls, planned;
+    int wrong_group; /* OM-08: the next gather names the world */
+    /* OM-09: a copy of the last result of the first epoch */
+    ppv_result stale;
+    ppv_bf16 *stale_data;
+    int stale_sent;
+} mesh;
+
+static pp_where where(const mesh *m, pp_group g) {
+    pp_where w = {m->rank, g, m->e};
+    return w;
+}
+
+/* The communicator of group g for a collective that must run on
+ * `expected`: refused (FM-22) before the transport when they differ. */
+static int group_comm(mesh *m, pp_group used, pp_group expected, const char *what) {
+    if (used != expected && !pp_skipped(m->c, PPV_POINT_GROUP)) {
+        pp_fail(m->c, m->t, where(m, used), PPV_FAIL_FM22, PPV_POINT_GROUP,
+                "%s called on group %s, but it belongs to group %s: refused before the "
+                "transport (under NCCL the ranks would wait for each other forever)",
+                what, pp_group_name(used), pp_group_name(expected));
+        return -1;
+    }
+    return used == PP_GROUP_MESH ? m->c->mesh_comm : 0;
+}
+
+/* The tensor-parallel gather the generator calls. */
+static int tp_gather(void *ctx, const float *mine, float *all, size_t count) {
+    mesh *m = ctx;
+    pp_group used = m->wrong_group ? PP_GROUP_WORLD : PP_GROUP_MESH;
+    m->wrong_group = 0;
+    int comm = group_comm(m, used, PP_GROUP_MESH, "a tensor-parallel gather");
+    if (comm < 0) return PPV_ERR_USAGE;
+    int rc = m->t->ops->allgather(m->t->impl, m->rank, mine, all, count * sizeof *mine, comm,
+                                  "tp gather");
+    if (rc) pp_transport_error(m->c, m->t, where(m, used), rc, "a tensor-parallel gather");
+    return rc;
+}
+
+/* A generator failure that is not already a recorded one. */
+static int gen_error(mesh *m, int rc, const char *err) {
+    if (!m->c->failed)
+        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_RULE, PPV_POINT_MESH_RUNNING,
+                "the generator failed: %s", err);
+    return rc ? rc : -1;
+}
+
+/* Counts one generator call against the plan (point 3). */
+static int count_call(mesh *m) {
+    if (m->calls + 1 > m->planned && !pp_skipped(m->c, PPV_POINT_MESH_RUNNING)) {
+        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_FM02, PPV_POINT_MESH_RUNNING,
+                "generator call %" PRId64 " would pass expected_generator_calls %" PRId64
+                ": the chunk stops here",
+                m->calls + 1, m->planned);
+        return -1;
+    }
+    m->calls++;
+    return 0;
+}
+
+/* One kernel call, or in control-only mode a pass-through with the one
+ * collective a call makes on a mesh. */
+static int kernel(mesh *m, const ppv_gen_call_args *a) {
+    if (m->o->control_only) {
+        if (a->out)
+            memcpy(a->out, a->latents,
+                   (size_t)a->frames * PP_LATENT_CHANNELS * (size_t)(a->h * a->w) *
+                       sizeof *a->out);
+        if (m->n == 1) return 0;
+        float mine = (float)m->calls, *all = malloc((size_t)m->n * sizeof *all);
+        if (!all) return gen_error(m, -1, "out of memory");
+        int rc = tp_gather(m, &mine, all, 1);
+        free(all);
+        return rc;
+    }
+    char err[256];
+    int rc = ppv_gen_call(m->c->model, m->cache, a, m->n > 1 ? tp_gather : NULL, m, err,
+                          sizeof err);
+    return rc ? gen_error(m, rc, err) : 0;
+}
+
+/* Keeps the mesh's KV cache as the chunk's denoising starts (--compare-kv). */
+static void snapshot_kv(mesh *m, int64_t chunk) {
+    ppv_pp_report *r = m->c->rep;
+    if (!r->kv || chunk < 0 || chunk >= r->nkv || !m->cache) return;
+    const ppv_gen_config *g = ppv_genmodel_config(m->c->model);
+    size_t part = ppv_kv_cache_layer_floats(m->cache) / (size_t)m->o->kv_window *
+                  (size_t)ppv_kv_cache_frames(m->cache);
+    size_t total = (size_t)g->layers * 2 * (size_t)m->n * part;
+    if (!r->kv[chunk]) {
+        if (!(r->kv[chunk] = calloc(total ? total : 1, sizeof(float)))) return;
+        r->kv_floats[chunk] = total;
+    }
+    for (int32_t l = 0; l < g->layers; l++) {
+        float *k = r->kv[chunk] + ((size_t)l * 2 * (size_t)m->n + (size_t)m->mr) * part;
+        float *v = r->kv[chunk] + (((size_t)l * 2 + 1) * (size_t)m->n + (size_t)m->mr) * part;
+        ppv_kv_cache_read(m->cache, l, k, v);
+    }
+}
+
+/* Runs one INFER on this rank: resets, optional KV recompute, the denoising
+ * loop, the cache write. out receives the final latents. */
+static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
+    const ppv_pp_options *o = m->o;
+    int32_t h = (int32_t)(e->height / 8), w = (int32_t)(e->width / 8);
+    size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(h * w);
+    if (e->init_cache || e->reset_kv_cache) {
+        if (m->cache) ppv_kv_cache_reset(m->cache);
+    }
+    if (e->init_cache || e->reset_crossattn_cache || !m->cond) {
+        size_t n = (size_t)(e->conditioning_embeds.dims[1] * e->conditioning_embeds.dims[2]);
+        ppv_bf16 *c = malloc(n * sizeof *c);
+        if (!c) return gen_error(m, -1, "out of memory");
+        memcpy(c, e->conditioning_embeds.data, n * sizeof *c);
+        free(m->cond);
+        m->cond = c;
+        m->cond_len = e->conditioning_embeds.dims[1];
+    }
+    m->calls = 0;
+    m->planned = e->expected_generator_calls;
+    ppv_gen_call_args a;
+    memset(&a, 0, sizeof a);
+    a.h = h;
+    a.w = w;
+    a.cond = m->cond;
+    a.cond_len = (int32_t)m->cond_len;
+    if (e->do_kv_recompute) {
+        /* one generator call at timestep 0 over the context frames, chunk by
+         * chunk with a block-causal mask, rebuilding the cache */
+        if (count_call(m) < 0) return -1;
+        if (m->cache) ppv_kv_cache_reset(m->cache);
+        const ppv_bf16 *ctx = e->context_frames.data;
+        int64_t nf = e->context_frames.dims[1];
+        size_t frame = (size_t)PP_LATENT_CHANNELS * (size_t)(h * w);
+        a.write_cache = 1;
+        for (int64_t f = 0; f < nf; f += PP_FRAMES_PER_CHUNK) {
+            a.latents = ctx + (size_t)f * frame;
+            a.frames = (int32_t)(nf - f < PP_FRAMES_PER_CHUNK ? nf - f : PP_FRAMES_PER_CHUNK);
+            int rc = kernel(m, &a);
+            if (rc) return rc;
+        }
+        a.write_cache = 0;
+    }
+    snapshot_kv(m, e->chunk_index);
+    ppv_bf16 *x = malloc(vals * sizeof *x), *y = malloc(vals * sizeof *y);
+    int rc = 0;
+    if (!x || !y) {
+        rc = gen_error(m, -1, "out of memory");
+        goto done;
+    }
+    memcpy(x, e->latents_in.data, vals * sizeof *x);
+    const int64_t *steps = e->current_denoising_step_list.data;
+    int64_t nsteps = e->num_denoise_steps + (m->last && o->inject == PPV_INJECT_OM04);
+    int extra = m->last && o->inject == PPV_INJECT_EXTRA_CALL && e->chunk_index == PP_INJECT_CHUNK;
+    a.frames = PP_FRAMES_PER_CHUNK;
+    a.cache_bias = (float)e->kv_cache_attention_bias;
+    for (int64_t s = 0; s < nsteps + extra && !rc; s++) {
+        if ((rc = count_call(m)) < 0) break;
+        int64_t step = steps[s < e->num_denoise_steps ? s : e->num_denoise_steps - 1];
+        a.latents = x;
+        a.out = y;
+        a.timestep = (float)step / 1000.0f;
+        if ((rc = kernel(m, &a)) == 0) {
+            ppv_bf16 *tmp = x;
+            x = y;
+            y = tmp;
+        }
+    }
+    if (rc) goto done;
+    /* the chunk's clean K/V into the cache: a cache write at timestep 0,
+     * not a generator call of the plan */
+    a.latents = x;
+    a.out = NULL;
+    a.timestep = 0;
+    a.cache_bias = 0;
+    a.write_cache = 1;
+    if (m->cache && (rc = kernel(m, &a))) goto done;
+    memcpy(out, x, vals * sizeof *out);
+done:
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* FNV-1a of what this rank received: metadata text and tensors. */
+static uint64_t input_digest(const pp_received *rm) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const unsigned char *p = (const unsigned char *)rm->meta;
+    for (int64_t i = 0; p && i < rm->header[6]; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    for (int k = 0; k < rm->norder; k++) {
+        const unsigned char *b = rm->order[k]->data;
+        size_t n = ppv_tensor_bytes(rm->order[k]);
+        for (size_t i = 0; i < n; i++) {
+            h ^= b[i];
+            h *= 0x100000001b3ULL;
+        }
+    }
+    return h;
+}
+
+/* Every mesh rank holds the same input, or the run stops (Franken-model
+ * guard). The leader reports; a worker that sees it just stops. */
+static int check_digest(mesh *m, const pp_received *rm) {
+    if (m->n < 2 || pp_skipped(m->c, PPV_POINT_DIGEST)) return 0;
+    uint64_t mine = input_digest(rm), *all = malloc((size_t)m->n * sizeof *all);
+    if (!all) return gen_error(m, -1, "out of memory");
+    int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the input digest");
+    int rc = m->t->ops->allgather(m->t->impl, m->rank, &mine, all, sizeof mine, comm,
+                                  "input digest");
+    if (rc) {
+        pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the input digest");
+        free(all);
+        return rc;
+    }
+    for (int32_t r = 1; r < m->n; r++)
+        if (all[r] != all[0]) {
+            if (m->leader)
+                pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_DIGEST, PPV_POINT_DIGEST,
+                        "mesh rank %d's input digest %016" PRIx64 " differs from the leader's %016" PRIx64
+                        ": the ranks would compute a Franken-model",
+                        r, all[r], all[0]);
+            free(all);
+            return -1;
+        }
+    free(all);
+    return 0;
+}
+
+/* The leader refuses an envelope it received: one error result for an
+ * INFER, and ERROR to the mesh so no worker waits. */
+static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, const char *why) {
+    ppv_envelope ids;
+    ppv_envelope_init(&ids);
+    ids.call_id = header[1];
+    ids.chunk_index = header[2];
+    ids.cache_epoch = header[3];
+    m->e = &ids;
+    if (header[0] == PPV_PP_INFER) {
+        ppv_result r;
+        ppv_result_init(&r, &ids);
+        r.ok = 0;
+        char text[1024];
+        snprintf(text, sizeof text, "%s: the leader rejected the envelope after receiving it "
+                 "(%s: %s)", ppv_failure_id(PPV_FAIL_FM23), ppv_failure_id(cause), why);
+        size_t len = strlen(text) < sizeof r.error_message - 1 ? strlen(text)
+                                                               : sizeof r.error_message - 1;
+        memcpy(r.error_message, text, len); /* the field's 255 bytes: a long reason is cut */
+        r.error_message[len] = 0;
+        ppv_frame f;
+        char msg[256];
+        if (ppv_result_frame(&r, &f, msg, sizeof msg) == PPV_FAIL_NONE) {
+            int rc = pp_send_frame(m->t, m->rank, 0, &f, "error result");
+            ppv_frame_free(&f);
+            if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_WORLD), rc, "the error result");
+        }
+    } else {
+        pp_fail(m->c, m->t, where(m, PP_GROUP_WORLD), PPV_FAIL_FM23, PPV_POINT_LEADER,
+                "the leader rejected a %s envelope after receiving it (%s: %s)",
+                ppv_pp_action_name(header[0]), ppv_failure_id(cause), why);
+    }
+    if (m->n > 1) {
+        int64_t err_header[PPV_FRAME_HEADER] = {PPV_PP_ERROR, header[1], header[2], header[3],
+                                                0,            1,         0};
+        int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the ERROR broadcast");
+        int rc = m->t->ops->broadcast(m->t->impl, m->rank, err_header, sizeof err_header, 0,
+                                      comm, "ERROR");
+        if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the ERROR broadcast");
+    }
+    m->e = NULL;
+}
+
+/* Sends a result frame to stage 0. */
+static int send_result(mesh *m, const ppv_result *r) {
+    ppv_frame f;
+    char msg[512];
+    ppv_failure mode = ppv_result_frame(r, &f, msg, sizeof msg);
+    if (mode != PPV_FAIL_NONE) {
+        pp_fail(m->c, m->t, where(m, PP_GROUP_WORLD), mode, PPV_POINT_LEADER,
+                "the leader cannot frame its result: %s", msg);
+        return -1;
+    }
+    int rc = pp_send_frame(m->t, m->rank, 0, &f, "result");
+    ppv_frame_free(&f);
+    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_WORLD), rc, "sending a result");
+    return rc;
+}
+
+/* The leader's answer to one INFER, with the OM-09 and duplicate-result
+ * faults where they are asked for. */
+static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_frame) {
+    const ppv_pp_options *o = m->o;
+    ppv_result r;
+    ppv_result_init(&r, e);
+    r.observed_generator_calls = m->calls;
+    r.mesh_current_start_frame = used_frame;
+    r.latents_out = e->latents_in;
+    r.latents_out.data = out;
+    r.output_digest_i64 = (int64_t)ppv_digest(out, ppv_tensor_bytes(&r.latents_out));
+    if (o->inject == PPV_INJECT_OM09 && e->cache_epoch > 0 && m->stale_data && !m->stale_sent) {
+        m->stale_sent = 1; /* delayed: the old epoch's result arrives after the cut */
+        if (send_result(m, &m->stale)) return -1;
+    }
+    if (send_result(m, &r)) return -1;
+    if (o->inject == PPV_INJECT_DUPLICATE && e->chunk_index == 0 && send_result(m, &r)) return -1;
+    if (o->inject == PPV_INJECT_OM09 && e->cache_epoch == 0) {
+        size_t n = ppv_tensor_bytes(&r.latents_out);
+        ppv_bf16 *copy = realloc(m->stale_data, n);
+        if (copy) {
+            memcpy(copy, out, n);
+            m->stale = r;
+            m->stale.latents_out.data = m->stale_data = copy;
+        }
+    }
+    return 0;
+}
+
+void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
+    const ppv_pp_options *o = c->o;
+    mesh m;
+    memset(&m, 0, sizeof m);
+    m.c = c;
+    m.t = t;
+    m.o = o;
+    m.rank = rank;
+    m.mr = rank - 1;
+    m.n = o->mesh;
+    m.leader = m.mr == 0;
+    m.last = m.mr == m.n - 1 && m.n > 1;
+    m.order = ppv_contract_order_start();
+    int32_t tpf = (o->height / 16) * (o->width / 16);
+    if (!o->control_only &&
+        !(m.cache = ppv_kv_cache_new(c->model, m.mr, m.n, o->kv_window, tpf))) {
+        gen_error(&m, -1, "cannot build the KV cache");
+        return;
+    }
+    size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(o->height / 8) *
+                  (size_t)(o->width / 8);
+    ppv_bf16 *out = malloc(vals * sizeof *out);
+    if (!out) {
+        gen_error(&m, -1, "out of memory");
+        goto done;
+    }
+    for (;;) {
+        ppv_envelope e;
+        pp_received rm;
+        ppv_failure mode;
+        char msg[768];
+        memset(&e, 0, sizeof e);
+        int rc;
+        if (m.leader) {
+            rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
+            if (rc) {
+                pp_transport_error(c, t, where(&m, PP_GROUP_WORLD), rc, "waiting for an envelope");
+                pp_received_free(&rm);
+                break;
+            }
+            if (mode == PPV_FAIL_NONE && !pp_skipped(c, PPV_POINT_LEADER))
+                mode = ppv_envelope_check(&e, &m.order, msg, sizeof msg);
+            if (mode == PPV_FAIL_NONE && e.action == PPV_PP_INFER &&
+                e.conditioning_embeds.dims[2] != o->model.cond_dim) {
+                mode = PPV_FAIL_FM07;
+                snprintf(msg, sizeof msg, "conditioning_embeds' last dimension is %" PRId64
+                         ", the generator's cond_dim %d", e.conditioning_embeds.dims[2],
+                         o->model.cond_dim);
+            }
+            if (mode == PPV_FAIL_NONE && e.action == PPV_PP_INFER &&
+                (e.height != o->height || e.width != o->width)) {
+                mode = PPV_FAIL_FM07;
+                snprintf(msg, sizeof msg, "a %" PRId64 "x%" PRId64 " chunk, the mesh runs %dx%d",
+                         e.height, e.width, o->height, o->width);
+            }
+            if (mode != PPV_FAIL_NONE) {
+                leader_reject(&m, rm.header, mode, msg);
+                pp_envelope_free(&e);
+                pp_received_free(&rm);
+                break;
+            }
+            ppv_contract_order_advance(&m.order, &e);
+            if (m.n > 1) {
+                int comm = group_comm(&m, PP_GROUP_MESH, PP_GROUP_MESH, "the envelope broadcast");
+                if ((rc = pp_bcast_send(t, rank, comm, &rm))) {
+                    pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");
+                    pp_envelope_free(&e);
+                    pp_received_free(&rm);
+                    break;
+                }
+            }
+        } else {
+            int comm = group_comm(&m, PP_GROUP_MESH, PP_GROUP_MESH, "the envelope broadcast");
+            rc = pp_bcast_recv(t, rank, comm, &rm, &e, &mode, msg, sizeof msg);
+            if (rc) pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");
+            if (!rc && mode != PPV_FAIL_NONE)
+                pp_fail(c, t, where(&m, PP_GROUP_MESH), mode, PPV_POINT_LEADER,
+                        "a worker cannot read the leader's broadcast: %s", msg);
+            if (rc || mode != PPV_FAIL_NONE || rm.header[0] == PPV_PP_ERROR ||
+                rm.header[0] == PPV_PP_SHUTDOWN) {
+                pp_envelope_free(&e);
+                pp_received_free(&rm);
+                break; /* ERROR: the leader gave up on this envelope; SHUTDOWN: done */
+            }
+        }
+        if (e.action != PPV_PP_INFER) {
+            int stop = e.action == PPV_PP_SHUTDOWN;
+            pp_envelope_free(&e);
+            pp_received_free(&rm);
+            if (stop) break;
+            continue; /* NOOP */
+        }
+        m.e = &e;
+        if (m.last && o->inject == PPV_INJECT_OM11 && e.chunk_index == PP_INJECT_CHUNK)
+            ((unsigned char *)e.latents_in.data)[0] ^= 1;
+        m.wrong_group = m.last && o->inject == PPV_INJECT_OM08 && e.chunk_index == PP_INJECT_CHUNK;
+        rc = check_digest(&m, &rm);
+        if (!rc && m.last && o->inject == PPV_INJECT_OM05) {
+            /* the flag-gated collective: only this rank's flag turns it on */
+            uint64_t mine = 0, *all = malloc((size_t)m.n * sizeof *all);
+            rc = all ? t->ops->allgather(t->impl, rank, &mine, all, sizeof mine, c->mesh_comm,
+                                         "flag-gated digest")
+                     : -1;
+            free(all);
+            if (rc) pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "a flag-gated collective");
+        }
+        if (e.init_cache) m.frame_pos = e.current_start_frame; /* a new stream */
+        int64_t used_frame = m.frame_pos;
+        if (!rc) rc = run_chunk(&m, &e, out);
+        if (!rc) {
+            m.frame_pos += PP_FRAMES_PER_CHUNK;
+            c->rep->generator_calls += m.leader ? m.calls : 0;
+            if (m.leader) rc = answer(&m, &e, out, used_frame);
+        }
+        m.e = NULL;
+        pp_envelope_free(&e);
+        pp_received_free(&rm);
+        if (rc) break;
+    }
+done:
+    free(out);
+    free(m.cond);
+    free(m.stale_data);
+    ppv_kv_cache_free(m.cache);
+}

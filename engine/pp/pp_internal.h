@@ -1,0 +1,105 @@
+/* pp_internal.h - shared by the PP inference roles (engine/pp/): the run's
+ * context, which every rank's coroutine sees (they run in one process, one
+ * at a time, under the deterministic scheduler). */
+#ifndef PPV_PP_INTERNAL_H
+#define PPV_PP_INTERNAL_H
+
+#include "../internal.h"
+
+enum { PP_FRAMES_PER_CHUNK = 3, PP_LATENT_CHANNELS = 16 };
+
+/* Communicators of the run: the world (every rank) and the mesh (ranks
+ * 1..mesh). A group is named wherever a collective is called. */
+typedef enum pp_group { PP_GROUP_WORLD, PP_GROUP_MESH } pp_group;
+
+typedef struct pp_ctx {
+    const ppv_pp_options *o;
+    ppv_pp_report *rep;
+    const ppv_genmodel *model; /* NULL when control_only */
+    int32_t mesh_comm;
+    int32_t nranks; /* 1 + mesh */
+    int64_t *plan_calls; /* [chunks] expected_generator_calls stage 0 plans */
+    /* first failure, kept by pp_fail */
+    int failed;
+    /* keep_kv: per chunk index (plan order), per mesh rank, the rank's cache */
+    float ***kv_by_rank; /* [chunks][mesh] */
+    size_t kv_rank_floats;
+} pp_ctx;
+
+static inline int pp_skipped(const pp_ctx *c, ppv_pp_point p) {
+    return (c->o->skip_points >> p) & 1u;
+}
+
+/* Where a failure is: the ids of the envelope being handled (NULL: none
+ * yet), the rank and the group. */
+typedef struct pp_where {
+    int32_t rank;
+    pp_group group;
+    const ppv_envelope *e;
+} pp_where;
+
+/* Records the run's failure (the first one only) and aborts the world:
+ * every other rank's next transport call returns PPV_ERR_ABORTED. The
+ * message opens with the mode's id and the ids, rank and group. */
+void pp_fail(pp_ctx *c, ppv_transport *t, pp_where w, ppv_failure mode, ppv_pp_point point,
+             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* A transport error as a failure: an abort (someone else failed: nothing
+ * to add) or a mismatch (a collective the ranks disagree on). */
+void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const char *what);
+
+const char *pp_group_name(pp_group g);
+
+/* The roles (stage0.c, mesh.c); the handshake runs first on every rank
+ * (pp.c). Each returns when its part of the run ends. */
+int pp_handshake(pp_ctx *c, ppv_transport *t, int32_t rank);
+void pp_stage0(pp_ctx *c, ppv_transport *t);
+void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank);
+
+/* The envelope of chunk k that stage 0 plans (tensors malloc'd; context
+ * frames from `decoded`, the epoch's decoded latents so far, oldest
+ * first, `ndecoded` frames). 0, or -1 out of memory. */
+int pp_plan_envelope(const pp_ctx *c, int32_t k, int64_t call_id, int64_t epoch,
+                     int32_t chunk_in_epoch, const uint16_t *decoded, int64_t ndecoded,
+                     ppv_envelope *e);
+/* The chunk's place in its epoch: the epoch index and j (0 = first). */
+void pp_chunk_epoch(const ppv_pp_options *o, int32_t k, int64_t *epoch, int32_t *j);
+/* do_kv_recompute for the j-th chunk of an epoch. */
+int pp_recomputes(const ppv_pp_options *o, int32_t j);
+/* Injections that act on one chunk act on this one. */
+enum { PP_INJECT_CHUNK = 1 };
+
+/* ---- the wire (wire.c): a frame is its header, then its metadata text,
+ * then its tensors in spec order; each a message (p2p) or a broadcast
+ * from the mesh's rank 0. Transport errors are returned as they are. */
+
+/* What a receiver got: the header, the metadata text and the tensors in
+ * spec order (pointing into the envelope or result it unframed into). */
+typedef struct pp_received {
+    int64_t header[PPV_FRAME_HEADER];
+    char *meta;
+    ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+    int norder;
+} pp_received;
+
+void pp_received_free(pp_received *m);
+
+int pp_send_frame(ppv_transport *t, int32_t rank, int32_t peer, const ppv_frame *f,
+                  const char *what);
+/* Receives a header from peer; then, when it announces a payload, the
+ * metadata, unframes it into e (or res) and receives the tensors. *mode is
+ * PPV_FAIL_NONE, or the unframe's failure (msg) with the header kept. */
+int pp_recv_envelope(ppv_transport *t, int32_t rank, int32_t peer, pp_received *m,
+                     ppv_envelope *e, ppv_failure *mode, char *msg, size_t msglen);
+int pp_recv_result(ppv_transport *t, int32_t rank, int32_t peer, pp_received *m, ppv_result *res,
+                   ppv_failure *mode, char *msg, size_t msglen);
+/* The leader's broadcast of what it received (root: mesh rank 0), and a
+ * worker's side of it. */
+int pp_bcast_send(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m);
+int pp_bcast_recv(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m, ppv_envelope *e,
+                  ppv_failure *mode, char *msg, size_t msglen);
+
+/* Frees an envelope's tensors that stage 0 or the mesh allocated. */
+void pp_envelope_free(ppv_envelope *e);
+
+#endif

@@ -1,0 +1,375 @@
+/* stage0.c - rank 0, outside the mesh: plans each chunk's envelope (or
+ * takes it from a recording), sends it, receives and judges results, and
+ * decodes them.
+ *
+ * Queues: at most D_in envelopes in flight to the mesh and D_out results
+ * waiting to be decoded; envelope k+1 is sent before result k is decoded
+ * whenever both bounds allow. A hard cut drains the chunks already sent
+ * (they belong to the video before the cut and are decoded) and then bumps
+ * cache_epoch, so what is emitted never depends on the queue depths or the
+ * interleaving. An envelope with do_kv_recompute carries the epoch's last
+ * decoded frames, so it waits until every earlier result is decoded (R0a).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp_internal.h"
+
+typedef struct inflight {
+    ppv_envelope e;
+    int owned; /* its tensors are stage 0's to free (planned, not replayed) */
+} inflight;
+
+typedef struct ready {
+    ppv_result r;
+    pp_received m;
+    int32_t slot; /* index into the sent ring of its envelope */
+} ready;
+
+typedef struct stage0 {
+    pp_ctx *c;
+    ppv_transport *t;
+    const ppv_pp_options *o;
+    inflight *sent; /* ring of D_in + D_out: sent, result not yet decoded */
+    int32_t nsent, sent_head, sent_cap;
+    int32_t awaiting;  /* of those, results not yet received */
+    ready *rdy;        /* ring of D_out */
+    int32_t nready, ready_head;
+    int64_t epoch, last_accepted, call_id;
+    ppv_contract_order order;
+    uint16_t *decoded; /* the epoch's last kv_window decoded frames */
+    int64_t ndecoded;
+    size_t frame;      /* values per latent frame */
+    uint64_t digest;
+    int shut; /* a SHUTDOWN was sent (a replayed one) */
+} stage0;
+
+static void fnv(uint64_t *h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        *h ^= b[i];
+        *h *= 0x100000001b3ULL;
+    }
+}
+
+static pp_where at(const stage0 *s, const ppv_envelope *e) {
+    (void)s;
+    pp_where w = {0, PP_GROUP_WORLD, e};
+    return w;
+}
+
+/* The inflight entry whose result comes next. */
+static inflight *awaited(stage0 *s) {
+    return &s->sent[(s->sent_head + s->nsent - s->awaiting) % s->sent_cap];
+}
+
+static void release(inflight *f) {
+    if (f->owned) pp_envelope_free(&f->e);
+    memset(f, 0, sizeof *f);
+}
+
+/* Sends e (stage 0's preflight first unless skipped or replaying). 0, or
+ * -1 when the run stops (a failure was recorded). */
+static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
+    char msg[768];
+    ppv_frame f;
+    ppv_failure mode =
+        preflight ? ppv_envelope_frame(e, &s->order, &f, msg, sizeof msg)
+                  : ppv_envelope_frame_unchecked(e, &f, msg, sizeof msg);
+    if (mode != PPV_FAIL_NONE) {
+        pp_fail(s->c, s->t, at(s, e), mode, PPV_POINT_STAGE0_SEND,
+                "stage 0's preflight refused the envelope, nothing was sent: %s", msg);
+        return -1;
+    }
+    ppv_contract_order_advance(&s->order, e);
+    int rc = pp_send_frame(s->t, 0, 1, &f, ppv_pp_action_name(e->action));
+    ppv_frame_free(&f);
+    if (rc) {
+        pp_transport_error(s->c, s->t, at(s, e), rc, "sending an envelope to the leader");
+        return -1;
+    }
+    return 0;
+}
+
+/* Plans (or takes from the recording) envelope k and sends it. */
+static int send_chunk(stage0 *s, int32_t k) {
+    const ppv_pp_options *o = s->o;
+    inflight *f = &s->sent[(s->sent_head + s->nsent) % s->sent_cap];
+    int preflight = !pp_skipped(s->c, PPV_POINT_STAGE0_SEND);
+    if (o->replay) {
+        f->e = o->replay[k];
+        f->owned = 0;
+        preflight = 0; /* the recording is stage 0: the mesh judges what it sent */
+    } else {
+        int64_t epoch;
+        int32_t j;
+        pp_chunk_epoch(o, k, &epoch, &j);
+        if (pp_plan_envelope(s->c, k, s->call_id, epoch, j, s->decoded, s->ndecoded, &f->e) < 0) {
+            pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
+                    "out of memory");
+            return -1;
+        }
+        f->owned = 1;
+        ppv_envelope *e = &f->e;
+        if (k == PP_INJECT_CHUNK) switch (o->inject) {
+            case PPV_INJECT_OM01:
+                e->noise_scale = NAN;
+                break;
+            case PPV_INJECT_OM02:
+                e->conditioning_embeds.dtype = PPV_DTYPE_U8;
+                break;
+            case PPV_INJECT_OM03:
+                e->expected_generator_calls -= 1;
+                break;
+            case PPV_INJECT_OM07:
+                e->pp_disable_vace = 0;
+                preflight = 0;
+                break;
+            case PPV_INJECT_OM10:
+                if (!e->do_kv_recompute) {
+                    e->do_kv_recompute = 1;
+                    e->expected_generator_calls += 1;
+                }
+                free(e->context_frames.data);
+                memset(&e->context_frames, 0, sizeof e->context_frames);
+                break;
+            default:
+                break;
+            }
+    }
+    s->call_id = f->e.call_id + 1;
+    if (f->e.action == PPV_PP_SHUTDOWN) s->shut = 1;
+    if (send_envelope(s, &f->e, preflight) < 0) {
+        release(f);
+        return -1;
+    }
+    if (f->e.action != PPV_PP_INFER) { /* a replayed NOOP or SHUTDOWN: nothing comes back */
+        char err[256];
+        if (o->on_call && o->on_call(o->on_call_ctx, &f->e, NULL, err, sizeof err) < 0) {
+            pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
+            release(f);
+            return -1;
+        }
+        release(f);
+        return 0;
+    }
+    s->nsent++;
+    s->awaiting++;
+    if (s->awaiting > s->c->rep->max_inflight) s->c->rep->max_inflight = s->awaiting;
+    return 0;
+}
+
+/* The failure mode a failed result names first in its error_message. */
+static ppv_failure mode_of(const char *text) {
+    for (int f = 1; f < PPV_FAIL_COUNT; f++) {
+        const char *id = ppv_failure_id((ppv_failure)f);
+        size_t n = strlen(id);
+        if (!strncmp(text, id, n) && (text[n] == ' ' || text[n] == ':' || !text[n]))
+            return (ppv_failure)f;
+    }
+    return PPV_FAIL_RULE;
+}
+
+/* Receives one result and judges it (tripwire point 4). */
+static int receive_result(stage0 *s) {
+    ready *rd = &s->rdy[(s->ready_head + s->nready) % s->o->d_out];
+    memset(rd, 0, sizeof *rd);
+    char msg[768];
+    ppv_failure mode;
+    inflight *f = awaited(s);
+    int rc = pp_recv_result(s->t, 0, 1, &rd->m, &rd->r, &mode, msg, sizeof msg);
+    if (rc) {
+        pp_transport_error(s->c, s->t, at(s, &f->e), rc, "receiving a result");
+        goto drop_fail;
+    }
+    if (mode != PPV_FAIL_NONE) {
+        pp_fail(s->c, s->t, at(s, &f->e), mode, PPV_POINT_STAGE0_RESULT,
+                "a result stage 0 cannot read: %s", msg);
+        goto drop_fail;
+    }
+    ppv_result_verdict v = PPV_RESULT_ACCEPT;
+    if (!pp_skipped(s->c, PPV_POINT_STAGE0_RESULT)) {
+        v = ppv_result_check(&rd->r, &f->e, s->epoch, s->last_accepted, &mode, msg, sizeof msg);
+        if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
+            rd->r.mesh_current_start_frame != f->e.current_start_frame) {
+            v = PPV_RESULT_REJECT;
+            mode = PPV_FAIL_RULE;
+            snprintf(msg, sizeof msg,
+                     "mesh_current_start_frame %" PRId64 ", the envelope said %" PRId64
+                     ": the mesh lost track of the stream",
+                     rd->r.mesh_current_start_frame, f->e.current_start_frame);
+        }
+    }
+    switch (v) {
+    case PPV_RESULT_DROP_STALE:
+        s->c->rep->dropped_stale++;
+        goto drop;
+    case PPV_RESULT_DROP_DUPLICATE:
+        s->c->rep->dropped_duplicate++;
+        goto drop;
+    case PPV_RESULT_REJECT:
+        pp_fail(s->c, s->t, at(s, &f->e), mode, PPV_POINT_STAGE0_RESULT,
+                "stage 0 rejected the result: %s", msg);
+        goto drop_fail;
+    case PPV_RESULT_ACCEPT:
+        break;
+    }
+    if (!rd->r.ok) {
+        /* the mesh said why; the failure is the mesh's, caught where it says
+         * (and recorded: a replay must fail the same way) */
+        char err[256];
+        if (s->o->on_call) s->o->on_call(s->o->on_call_ctx, &f->e, &rd->r, err, sizeof err);
+        ppv_failure m = mode_of(rd->r.error_message);
+        pp_where w = {1, PP_GROUP_WORLD, &f->e};
+        pp_fail(s->c, s->t, w, m, m == PPV_FAIL_FM23 ? PPV_POINT_LEADER : PPV_POINT_MESH_RUNNING,
+                "the mesh answered with an error: %s", rd->r.error_message);
+        goto drop_fail;
+    }
+    s->last_accepted = rd->r.call_id;
+    rd->slot = (s->sent_head + s->nsent - s->awaiting) % s->sent_cap;
+    s->awaiting--;
+    s->nready++;
+    if (s->nready > s->c->rep->max_ready) s->c->rep->max_ready = s->nready;
+    return 0;
+drop:
+    ppv_result_free_tensors(&rd->r);
+    pp_received_free(&rd->m);
+    return 0;
+drop_fail:
+    ppv_result_free_tensors(&rd->r);
+    pp_received_free(&rd->m);
+    return -1;
+}
+
+/* Decodes the oldest ready result: it is emitted. */
+static int decode(stage0 *s) {
+    ready *rd = &s->rdy[s->ready_head];
+    inflight *f = &s->sent[rd->slot];
+    ppv_pp_report *rep = s->c->rep;
+    const ppv_tensor *lat = &rd->r.latents_out;
+    size_t n = (size_t)(ppv_tensor_bytes(lat) / sizeof(uint16_t));
+    int rc = 0;
+    if (n > PP_FRAMES_PER_CHUNK * s->frame) n = PP_FRAMES_PER_CHUNK * s->frame;
+    fnv(&s->digest, lat->data, n * sizeof(uint16_t));
+    rep->output_digest = s->digest;
+    memcpy(rep->outputs + rep->noutputs, lat->data, n * sizeof(uint16_t));
+    rep->noutputs += n;
+    int64_t c = rep->chunks_emitted++;
+    rep->expected_calls[c] = f->e.expected_generator_calls;
+    rep->observed_calls[c] = rd->r.observed_generator_calls;
+    rep->emitted_call_ids[c] = rd->r.call_id;
+    /* the epoch's last kv_window frames, for context */
+    int64_t keep = s->o->kv_window - PP_FRAMES_PER_CHUNK;
+    if (s->ndecoded > keep) {
+        memmove(s->decoded, s->decoded + (size_t)(s->ndecoded - keep) * s->frame,
+                (size_t)keep * s->frame * sizeof *s->decoded);
+        s->ndecoded = keep;
+    }
+    if (n == PP_FRAMES_PER_CHUNK * s->frame) {
+        memcpy(s->decoded + (size_t)s->ndecoded * s->frame, lat->data, n * sizeof(uint16_t));
+        s->ndecoded += PP_FRAMES_PER_CHUNK;
+    }
+    char err[512];
+    if (s->o->on_call && s->o->on_call(s->o->on_call_ctx, &f->e, &rd->r, err, sizeof err) < 0) {
+        pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "%s", err);
+        rc = -1;
+    }
+    ppv_result_free_tensors(&rd->r);
+    pp_received_free(&rd->m);
+    s->ready_head = (s->ready_head + 1) % s->o->d_out;
+    s->nready--;
+    /* its envelope is done with */
+    release(f);
+    s->sent_head = (s->sent_head + 1) % s->sent_cap;
+    s->nsent--;
+    return rc;
+}
+
+/* The epoch of chunk k, and whether it needs every earlier result decoded
+ * first (a new epoch drains; recompute needs the context). */
+static int64_t chunk_epoch(const stage0 *s, int32_t k, int *must_drain) {
+    int64_t epoch;
+    if (s->o->replay) {
+        const ppv_envelope *e = &s->o->replay[k];
+        epoch = e->cache_epoch;
+        *must_drain = epoch != s->epoch || e->action != PPV_PP_INFER;
+        return epoch;
+    }
+    int32_t j;
+    pp_chunk_epoch(s->o, k, &epoch, &j);
+    *must_drain = epoch != s->epoch || pp_recomputes(s->o, j) ||
+                  (k == PP_INJECT_CHUNK && s->o->inject == PPV_INJECT_OM10);
+    return epoch;
+}
+
+void pp_stage0(pp_ctx *c, ppv_transport *t) {
+    const ppv_pp_options *o = c->o;
+    stage0 s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.t = t;
+    s.o = o;
+    s.sent_cap = o->d_in + o->d_out;
+    s.epoch = o->replay ? (o->nreplay ? o->replay[0].cache_epoch : 0) : 0;
+    s.last_accepted = -1;
+    s.order = ppv_contract_order_start();
+    s.frame = (size_t)(PP_LATENT_CHANNELS * (o->height / 8) * (o->width / 8));
+    s.digest = 0xcbf29ce484222325ULL;
+    int32_t total = o->replay ? (int32_t)o->nreplay : o->chunks;
+    s.sent = calloc((size_t)s.sent_cap, sizeof *s.sent);
+    s.rdy = calloc((size_t)o->d_out, sizeof *s.rdy);
+    s.decoded = malloc((size_t)o->kv_window * s.frame * sizeof *s.decoded);
+    if (!s.sent || !s.rdy || !s.decoded) {
+        pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "out of memory");
+        goto done;
+    }
+    int32_t k = 0;
+    for (;;) {
+        int can_send = k < total && s.awaiting < o->d_in && s.nready < o->d_out;
+        if (can_send) {
+            int drain;
+            int64_t epoch = chunk_epoch(&s, k, &drain);
+            if (drain && s.nsent) can_send = 0;
+            else if (epoch != s.epoch) {
+                s.epoch = epoch; /* a hard cut: nothing of the old epoch is in flight */
+                s.ndecoded = 0;
+            }
+        }
+        if (can_send) {
+            if (send_chunk(&s, k) < 0) goto done;
+            if (o->inject == PPV_INJECT_OM13 && k == PP_INJECT_CHUNK)
+                goto done; /* stage 0 dies: no SHUTDOWN, no receive */
+            k++;
+        } else if (s.nready) {
+            if (decode(&s) < 0) goto done;
+        } else if (s.awaiting) {
+            if (receive_result(&s) < 0) goto done;
+        } else
+            break;
+    }
+    if (s.shut) goto done;
+    /* SHUTDOWN: a header only, ending the mesh's loop */
+    ppv_envelope bye;
+    ppv_envelope_init(&bye);
+    bye.action = PPV_PP_SHUTDOWN;
+    bye.call_id = s.call_id;
+    bye.cache_epoch = s.epoch;
+    if (send_envelope(&s, &bye, 1) == 0 && o->on_call) {
+        char err[256];
+        if (o->on_call(o->on_call_ctx, &bye, NULL, err, sizeof err) < 0)
+            pp_fail(c, t, at(&s, &bye), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
+    }
+done:
+    for (int32_t i = 0; s.rdy && i < s.nready; i++) {
+        ready *rd = &s.rdy[(s.ready_head + i) % o->d_out];
+        ppv_result_free_tensors(&rd->r);
+        pp_received_free(&rd->m);
+    }
+    for (int32_t i = 0; s.sent && i < s.nsent; i++)
+        release(&s.sent[(s.sent_head + i) % s.sent_cap]);
+    free(s.sent);
+    free(s.rdy);
+    free(s.decoded);
+}

@@ -1,0 +1,469 @@
+/* cmd_pp.c - `ppv pp`: the PP inference pipeline (stage 0 and a mesh) on
+ * the mock transport, its break-it matrix (--inject), KV stash against
+ * recompute (--compare-kv) and recordings (--record). */
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ppv_golden.h"
+
+typedef struct pp_args {
+    ppv_pp_options o;
+    int json, compare_kv, list;
+    const char *record;
+} pp_args;
+
+/* A whole decimal in [lo, hi] into *v; -1 after the usage message. */
+static int int_option(const char *name, const char *arg, long long lo, long long hi, int32_t *v) {
+    char *end;
+    long long n = strtoll(arg, &end, 10);
+    if (!*arg || *end || n < lo || n > hi) {
+        char what[160];
+        snprintf(what, sizeof what, "%s needs a whole number from %lld to %lld, not '%%s'", name,
+                 lo, hi);
+        usage_error(what, arg);
+        return -1;
+    }
+    *v = (int32_t)n;
+    return 0;
+}
+
+static int parse_cuts(const char *arg, ppv_pp_options *o) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->ncuts = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->ncuts == PPV_PP_MAX_CUTS) {
+            usage_error("--hard-cut-at takes at most 64 chunks, not '%s'", arg);
+            return -1;
+        }
+        if (int_option("--hard-cut-at", tok, 1, 999999, &o->cuts[o->ncuts++]) < 0) return -1;
+    }
+    if (o->ncuts == 0) {
+        usage_error("--hard-cut-at needs chunk numbers (K or K1,K2,...), not '%s'", arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* -1 when parsed, else the exit code (help, a usage error). */
+static int parse_pp_args(int argc, char **argv, pp_args *a) {
+    static const struct option longs[] = {{"mesh", required_argument, 0, 'M'},
+                                          {"chunks", required_argument, 0, 'k'},
+                                          {"steps", required_argument, 0, 's'},
+                                          {"recompute-every", required_argument, 0, 'E'},
+                                          {"kv", required_argument, 0, 'v'},
+                                          {"kv-window", required_argument, 0, 'W'},
+                                          {"d-in", required_argument, 0, 'i'},
+                                          {"d-out", required_argument, 0, 'o'},
+                                          {"hard-cut-at", required_argument, 0, 'H'},
+                                          {"inject", required_argument, 0, 'I'},
+                                          {"policy", required_argument, 0, 'p'},
+                                          {"seed", required_argument, 0, 'e'},
+                                          {"watchdog-steps", required_argument, 0, 'w'},
+                                          {"record", required_argument, 0, 'r'},
+                                          {"compare-kv", no_argument, 0, 'C'},
+                                          {"control-only", no_argument, 0, 'c'},
+                                          {"json", no_argument, 0, 'j'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->o = ppv_pp_defaults();
+    getopt_prepare(argv);
+    int c;
+    long long seed = 0;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        int32_t v;
+        switch (c) {
+        case 'M':
+            if (int_option("--mesh", optarg, 1, 64, &a->o.mesh) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'k':
+            if (int_option("--chunks", optarg, 1, 1000000, &a->o.chunks) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            break;
+        case 's':
+            if (int_option("--steps", optarg, 1, 1000, &a->o.steps) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'E':
+            if (int_option("--recompute-every", optarg, 1, 1000000, &a->o.recompute_every) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'v':
+            if (!strcmp(optarg, "stash")) a->o.kv_recompute = 0;
+            else if (!strcmp(optarg, "recompute")) a->o.kv_recompute = 1;
+            else return usage_error("--kv is stash or recompute, not '%s'", optarg);
+            break;
+        case 'W':
+            if (int_option("--kv-window", optarg, 3, 3000, &a->o.kv_window) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'i':
+            if (int_option("--d-in", optarg, 1, 1024, &a->o.d_in) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'o':
+            if (int_option("--d-out", optarg, 1, 1024, &a->o.d_out) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'H':
+            if (parse_cuts(optarg, &a->o) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'I': {
+            if (!strcmp(optarg, "list")) {
+                a->list = 1;
+                break;
+            }
+            int i = ppv_pp_inject_lookup(optarg);
+            if (i <= 0)
+                return usage_error("--inject takes a name that 'ppv pp --inject list' shows, not "
+                                   "'%s'",
+                                   optarg);
+            a->o.inject = (ppv_pp_inject)i;
+            break;
+        }
+        case 'p': {
+            uint64_t keep = a->o.policy.seed;
+            if (ppv_policy_parse(optarg, &a->o.policy) < 0 ||
+                a->o.policy.kind == PPV_POLICY_REPLAY)
+                return usage_error("--policy is rr, random, pct or pct:DEPTH, not '%s'", optarg);
+            a->o.policy.seed = keep;
+            break;
+        }
+        case 'e': {
+            char *end;
+            seed = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || seed < 0)
+                return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
+            a->o.policy.seed = (uint64_t)seed;
+            break;
+        }
+        case 'w':
+            if (int_option("--watchdog-steps", optarg, 1, 2000000000, &v) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            a->o.watchdog_steps = v;
+            break;
+        case 'r':
+            a->record = optarg;
+            break;
+        case 'C':
+            a->compare_kv = 1;
+            break;
+        case 'c':
+            a->o.control_only = 1;
+            break;
+        case 'j':
+            a->json = 1;
+            break;
+        case 'h':
+            return print_help();
+        default:
+            return bad_option();
+        }
+    }
+    if (optind < argc) return usage_error("takes no operand, not '%s'", argv[optind]);
+    if (a->compare_kv && (a->record || a->o.inject != PPV_INJECT_NONE || a->o.control_only))
+        return usage_error("--compare-kv runs its own two configurations: it takes no --record, "
+                           "--inject or --control-only%s",
+                           "");
+    if (a->record && a->o.control_only)
+        return usage_error("--control-only computes nothing worth recording: no --record%s", "");
+    return -1;
+}
+
+static int list_injections(int json) {
+    if (json) {
+        json_object *arr = json_object_new_array();
+        for (int i = 1; i < PPV_INJECT_COUNT; i++) {
+            json_object *o = json_object_new_object();
+            ppv_failure m = ppv_pp_inject_mode((ppv_pp_inject)i);
+            json_object_object_add(o, "name", json_object_new_string(ppv_pp_inject_token(i)));
+            json_object_object_add(o, "failure_mode",
+                                   m ? json_object_new_string(ppv_failure_id(m)) : NULL);
+            json_object_object_add(
+                o, "caught_by",
+                json_object_new_string(ppv_pp_point_name(ppv_pp_inject_caught_by(i))));
+            json_object_object_add(o, "what", json_object_new_string(ppv_pp_inject_text(i)));
+            json_object_array_add(arr, o);
+        }
+        puts(json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(arr);
+        return PPV_EXIT_OK;
+    }
+    printf("%-21s %-13s %-14s %s\n", "injection", "must produce", "caught by", "what it does");
+    for (int i = 1; i < PPV_INJECT_COUNT; i++) {
+        ppv_failure m = ppv_pp_inject_mode((ppv_pp_inject)i);
+        printf("%-21s %-13s %-14s %s\n", ppv_pp_inject_token(i),
+               m ? ppv_failure_id(m) : "ok (counted)",
+               ppv_pp_point_name(ppv_pp_inject_caught_by(i)), ppv_pp_inject_text(i));
+    }
+    return PPV_EXIT_OK;
+}
+
+/* 1 when the run ended as its injection must (or ok without one). */
+static int as_expected(const ppv_pp_options *o, const ppv_pp_report *r) {
+    if (o->inject == PPV_INJECT_NONE) return r->ok;
+    ppv_failure want = ppv_pp_inject_mode(o->inject);
+    if (want == PPV_FAIL_NONE)
+        return r->ok && (o->inject == PPV_INJECT_OM09 ? r->dropped_stale == 1
+                                                      : r->dropped_duplicate == 1);
+    return !r->ok && r->failure == want && r->caught_by == ppv_pp_inject_caught_by(o->inject);
+}
+
+static json_object *calls_json(const int64_t *v, int64_t n) {
+    json_object *a = json_object_new_array();
+    for (int64_t k = 0; k < n; k++)
+        json_object_array_add(a, json_object_new_int64(v[k]));
+    return a;
+}
+
+static void describe(const ppv_pp_options *o, FILE *f) {
+    fprintf(f, "stage 0 + a mesh of %d (%s), %d chunks of %d steps, KV %s (window %d frames",
+            o->mesh, o->mesh == 1 ? "PP0" : "PP1", o->chunks, o->steps,
+            o->kv_recompute ? "recompute" : "stash", o->kv_window);
+    if (o->kv_recompute) fprintf(f, ", recompute every %d", o->recompute_every);
+    fprintf(f, "), D_in %d, D_out %d", o->d_in, o->d_out);
+    for (int32_t i = 0; i < o->ncuts; i++)
+        fprintf(f, "%s%d", i ? "," : ", hard cut before chunk ", o->cuts[i]);
+    if (o->control_only) fprintf(f, ", control plane only");
+    fputc('\n', f);
+}
+
+static int print_report(const pp_args *a, const ppv_pp_report *r) {
+    const ppv_pp_options *o = &a->o;
+    int expected = as_expected(o, r);
+    if (a->json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "ok", json_object_new_boolean(r->ok));
+        json_object_object_add(j, "failure_mode",
+                               r->ok ? NULL : json_object_new_string(ppv_failure_id(r->failure)));
+        json_object_object_add(
+            j, "caught_by", r->ok ? NULL : json_object_new_string(ppv_pp_point_name(r->caught_by)));
+        json_object_object_add(j, "failed_rank", r->ok ? NULL : json_object_new_int(r->failed_rank));
+        json_object_object_add(j, "message", json_object_new_string(r->message));
+        json_object_object_add(j, "inject", o->inject ? json_object_new_string(
+                                                           ppv_pp_inject_token(o->inject))
+                                                     : NULL);
+        json_object_object_add(j, "as_expected", json_object_new_boolean(expected));
+        json_object_object_add(j, "chunks_emitted", json_object_new_int64(r->chunks_emitted));
+        json_object_object_add(j, "expected_generator_calls",
+                               calls_json(r->expected_calls, r->chunks_emitted));
+        json_object_object_add(j, "observed_generator_calls",
+                               calls_json(r->observed_calls, r->chunks_emitted));
+        json_object_object_add(j, "dropped_stale", json_object_new_int64(r->dropped_stale));
+        json_object_object_add(j, "dropped_duplicate", json_object_new_int64(r->dropped_duplicate));
+        json_object_object_add(j, "max_inflight", json_object_new_int(r->max_inflight));
+        json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
+        json_object_object_add(j, "output_digest", hex_json(r->output_digest));
+        json_object_object_add(j, "scheduler_steps", json_object_new_int64(r->world.steps));
+        json_object_object_add(j, "trace_digest", hex_json(r->world.trace_digest));
+        json_object *bl = json_object_new_array();
+        for (int32_t k = 0; k < r->world.nblocked; k++)
+            json_object_array_add(bl, wait_json(&r->world.blocked[k]));
+        json_object_object_add(j, "blocked", bl);
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+    } else {
+        printf("ppv pp: ");
+        describe(o, stdout);
+        printf("emitted %" PRId64 " chunks; generator calls per chunk (expected/observed):",
+               r->chunks_emitted);
+        for (int64_t k = 0; k < r->chunks_emitted && k < 32; k++)
+            printf(" %" PRId64 "/%" PRId64, r->expected_calls[k], r->observed_calls[k]);
+        printf("%s\n", r->chunks_emitted > 32 ? " ..." : "");
+        printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
+               "%d ready\n",
+               r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
+        printf("output digest: %016" PRIx64 "\n", r->output_digest);
+        printf("scheduler steps: %" PRId64 " (trace digest %016" PRIx64 ")\n", r->world.steps,
+               r->world.trace_digest);
+        if (!r->ok)
+            printf("failure: %s caught by %s on rank %d: %s\n", ppv_failure_id(r->failure),
+                   ppv_pp_point_name(r->caught_by), r->failed_rank, r->message);
+        if (o->inject)
+            printf("injection %s: must give %s (%s): %s\n", ppv_pp_inject_token(o->inject),
+                   ppv_pp_inject_mode(o->inject) ? ppv_failure_id(ppv_pp_inject_mode(o->inject))
+                                                 : "ok, the fault counted",
+                   ppv_pp_point_name(ppv_pp_inject_caught_by(o->inject)),
+                   expected ? "it did" : "IT DID NOT");
+        printf("result: %s\n", r->ok ? "OK" : o->inject && expected ? "CAUGHT" : "PROBLEM");
+    }
+    return expected ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+}
+
+/* ---- --record ------------------------------------------------------------------------ */
+
+static int record_call(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
+                       size_t errlen) {
+    return ppv_inference_append(ctx, e, r, err, errlen);
+}
+
+/* ---- --compare-kv --------------------------------------------------------------------- */
+
+static void print_diff(const char *what, const ppv_grad_diff *d, const char *where) {
+    if (d->bitwise_equal)
+        printf("%s: bitwise equal\n", what);
+    else
+        printf("%s: differ: max %" PRIu64 " ULP, max abs %.9g, first at %s (stash %.9g, "
+               "recompute %.9g)\n",
+               what, d->max_ulp, d->max_abs, where, (double)d->first_b, (double)d->first_a);
+}
+
+static int compare_kv(pp_args *a) {
+    ppv_pp_options so = a->o, ro = a->o;
+    so.kv_recompute = 0;
+    ro.kv_recompute = 1;
+    so.keep_kv = ro.keep_kv = 1;
+    ppv_pp_report *s = NULL, *r = NULL;
+    char err[1024];
+    if (ppv_pp_run(&so, &s, err, sizeof err) < 0 || ppv_pp_run(&ro, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv pp: %s\n", err);
+        ppv_pp_report_free(s);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    int rc = PPV_EXIT_OK;
+    if (!s->ok || !r->ok) {
+        printf("ppv pp --compare-kv: a run failed: %s\n", !s->ok ? s->message : r->message);
+        rc = PPV_EXIT_PROBLEM;
+        goto done;
+    }
+    /* KV caches as each chunk's denoising starts, chunk by chunk */
+    ppv_grad_diff kv = {1, 0, 0, 0, -1, 0, 0};
+    char kv_where[256] = "";
+    int evicted = 0;
+    const ppv_gen_config *g = &a->o.model;
+    int32_t tpf = (a->o.height / 16) * (a->o.width / 16), hd = g->d_model / g->n_heads;
+    int32_t cols = g->n_heads / a->o.mesh * hd;
+    for (int64_t k = 0; k < s->nkv; k++) {
+        /* frames the stream held before this chunk, in its epoch */
+        int64_t start = 0;
+        for (int32_t i = 0; i < a->o.ncuts; i++)
+            if (a->o.cuts[i] <= k) start = a->o.cuts[i];
+        int64_t had = (k - start) * 3;
+        if (had > a->o.kv_window) evicted = 1;
+        if (s->kv_floats[k] != r->kv_floats[k]) {
+            if (kv.bitwise_equal) {
+                kv.bitwise_equal = 0;
+                snprintf(kv_where, sizeof kv_where, "chunk %" PRId64 ": %zu values against %zu", k,
+                         s->kv_floats[k], r->kv_floats[k]);
+            }
+            continue;
+        }
+        ppv_grad_diff d;
+        ppv_grads_compare(r->kv[k], s->kv[k], s->kv_floats[k], &d);
+        if (!d.bitwise_equal && kv.bitwise_equal) {
+            size_t part = s->kv_floats[k] / ((size_t)g->layers * 2 * (size_t)a->o.mesh);
+            size_t i = (size_t)d.first_index, sect = i / part, in = i % part;
+            int32_t layer = (int32_t)(sect / (2 * (size_t)a->o.mesh));
+            int kv_v = (int)(sect / (size_t)a->o.mesh % 2);
+            int32_t rank = (int32_t)(sect % (size_t)a->o.mesh);
+            size_t row = in / (size_t)cols;
+            snprintf(kv_where, sizeof kv_where,
+                     "chunk %" PRId64 ", layer %d, %s, frame %zu of the cache, token %zu, "
+                     "channel %zu",
+                     k, layer, kv_v ? "V" : "K", row / (size_t)tpf, row % (size_t)tpf,
+                     (size_t)rank * (size_t)cols + in % (size_t)cols);
+            kv = d;
+            kv.bitwise_equal = 0;
+        } else if (!d.bitwise_equal) {
+            if (d.max_ulp > kv.max_ulp) kv.max_ulp = d.max_ulp;
+            if (d.max_abs > kv.max_abs) kv.max_abs = d.max_abs;
+        }
+    }
+    /* outputs */
+    size_t n = s->noutputs < r->noutputs ? s->noutputs : r->noutputs;
+    float *fs = malloc((n ? n : 1) * sizeof *fs), *fr = malloc((n ? n : 1) * sizeof *fr);
+    ppv_grad_diff out = {1, 0, 0, 0, -1, 0, 0};
+    char out_where[128] = "";
+    if (fs && fr) {
+        for (size_t i = 0; i < n; i++) {
+            fs[i] = ppv_bf16_to_f32(s->outputs[i]);
+            fr[i] = ppv_bf16_to_f32(r->outputs[i]);
+        }
+        ppv_grads_compare(fr, fs, n, &out);
+        if (!out.bitwise_equal) {
+            size_t per = n / (size_t)s->chunks_emitted;
+            snprintf(out_where, sizeof out_where, "chunk %zu, value %zu",
+                     (size_t)out.first_index / per, (size_t)out.first_index % per);
+        }
+    }
+    free(fs);
+    free(fr);
+    if (a->json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "evicted", json_object_new_boolean(evicted));
+        json_object_object_add(j, "kv_bitwise_equal", json_object_new_boolean(kv.bitwise_equal));
+        json_object_object_add(j, "kv_max_ulp", json_object_new_int64((int64_t)kv.max_ulp));
+        json_object_object_add(j, "kv_max_abs", json_object_new_double(kv.max_abs));
+        json_object_object_add(j, "kv_first_difference",
+                               kv.bitwise_equal ? NULL : json_object_new_string(kv_where));
+        json_object_object_add(j, "output_bitwise_equal",
+                               json_object_new_boolean(out.bitwise_equal));
+        json_object_object_add(j, "output_max_ulp", json_object_new_int64((int64_t)out.max_ulp));
+        json_object_object_add(j, "output_max_abs", json_object_new_double(out.max_abs));
+        json_object_object_add(j, "output_first_difference",
+                               out.bitwise_equal ? NULL : json_object_new_string(out_where));
+        json_object_object_add(j, "stash_output_digest", hex_json(s->output_digest));
+        json_object_object_add(j, "recompute_output_digest", hex_json(r->output_digest));
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+    } else {
+        printf("ppv pp --compare-kv: KV stash against KV recompute (every %d), ",
+               a->o.recompute_every);
+        describe(&ro, stdout);
+        print_diff("kv caches", &kv, kv_where);
+        print_diff("outputs", &out, out_where);
+        printf("%s\n", evicted ? "the window evicted frames, so the two may legitimately differ"
+                               : "nothing was evicted, so the two must be bitwise equal");
+    }
+    if (!evicted && (!kv.bitwise_equal || !out.bitwise_equal)) {
+        if (!a->json) printf("result: PROBLEM (recompute and stash differ with nothing evicted)\n");
+        rc = PPV_EXIT_PROBLEM;
+    } else if (!a->json)
+        printf("result: OK\n");
+done:
+    ppv_pp_report_free(s);
+    ppv_pp_report_free(r);
+    return rc;
+}
+
+int cmd_pp(int argc, char **argv) {
+    pp_args a;
+    int rc = parse_pp_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (a.list) return list_injections(a.json);
+    char err[1024];
+    if (ppv_pp_options_check(&a.o, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv pp: %s\n(run 'ppv help pp' for usage)\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (a.compare_kv) return compare_kv(&a);
+    ppv_inference_writer *w = NULL;
+    if (a.record) {
+        ppv_inference_setup setup = {a.o.mesh, a.o.kv_window, a.o.model};
+        if (!(w = ppv_inference_create(a.record, &setup, err, sizeof err))) {
+            fprintf(stderr, "ppv pp: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        a.o.on_call = record_call;
+        a.o.on_call_ctx = w;
+    }
+    ppv_pp_report *r = NULL;
+    if (ppv_pp_run(&a.o, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv pp: %s\n", err);
+        ppv_inference_abort(w);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (w && ppv_inference_commit(w, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv pp: %s\n", err);
+        ppv_pp_report_free(r);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    rc = print_report(&a, r);
+    ppv_pp_report_free(r);
+    return rc;
+}
