@@ -1,8 +1,11 @@
 /* test_inference.c - inference recordings (/inference in
  * spec/golden-format.md): every field and tensor of every call reads back
  * as written, a failed recording leaves nothing, a broken file names the
- * call and what is wrong, and equal runs give equal bytes. */
+ * call and what is wrong, and equal runs give equal bytes; a `ppv pp`
+ * recording rewritten by tools/ppv_record.py replays, and replay names the
+ * one call whose result was changed. */
 #include <hdf5.h>
+#include <json-c/json.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -144,7 +147,8 @@ static void test_an_abandoned_recording_leaves_nothing(void **state) {
     char want[4400];
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
     assert_string_equal(err, want);
-    assert_null(ppv_inference_open(PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5", &n, NULL, &has_setup, err, sizeof err));
+    assert_null(ppv_inference_open(PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5", &n, NULL, &has_setup, err,
+                                   sizeof err));
     assert_string_equal(err, PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5: not a ppv inference recording "
                                             "(kind training)");
 }
@@ -246,16 +250,22 @@ static int spawn_wait(char *const *argv) {
     return WEXITSTATUS(st);
 }
 
-/* The users' pipeline is Python: a recording written by tools/ppv_record.py
- * (h5py) reads back through ppv and equals the one ppv writes from C. */
-static void test_python_recorder_writes_what_ppv_reads(void **state) {
-    (void)state;
+/* Skips the calling test when /usr/bin/python3 has no h5py, unless
+ * PPV_REQUIRE_H5PY is set: then it fails. */
+static void require_h5py(void) {
     char *const probe[] = {"/usr/bin/python3", "-c", "import h5py", NULL};
     if (spawn_wait(probe) != 0) {
         if (getenv("PPV_REQUIRE_H5PY"))
             fail_msg("/usr/bin/python3 cannot import h5py (Debian: python3-h5py)");
         skip(); /* tools/setup.sh test installs python3-h5py and sets PPV_REQUIRE_H5PY */
     }
+}
+
+/* The users' pipeline is Python: a recording written by tools/ppv_record.py
+ * (h5py) reads back through ppv and equals the one ppv writes from C. */
+static void test_python_recorder_writes_what_ppv_reads(void **state) {
+    (void)state;
+    require_h5py();
     run x;
     make_run(&x);
     char c_file[4200], py_file[4200];
@@ -295,6 +305,131 @@ static void test_python_recorder_writes_what_ppv_reads(void **state) {
     ppv_diff_report_free(rep);
 }
 
+/* A recording of a real run, `ppv pp` on a mesh of 2 recomputing the KV
+ * cache with a hard cut before chunk 2: five calls (four INFERs, call k
+ * with call_id k and chunk_index k, then SHUTDOWN) and the setup. Made once
+ * per test program, in tmp_dir(). */
+static const char *pp_recording(void) {
+    static char path[4200];
+    if (path[0]) return path;
+    snprintf(path, sizeof path, "%s", tmp_path("pp.h5"));
+    run_result r = RUN("pp", "--mesh", "2", "--chunks", "4", "--kv", "recompute", "--hard-cut-at",
+                       "2", "--record", path);
+    if (r.code != 0) fail_msg("ppv pp --record exited %d: %s", r.code, r.err);
+    run_free(&r);
+    return path;
+}
+
+/* Runs tools/ppv_record.py --rewrite IN OUT [--change CALL] (change < 0:
+ * none) and returns its exit status. */
+static int python_rewrite(const char *in, const char *out, int change) {
+    char call[24];
+    snprintf(call, sizeof call, "%d", change);
+    char *argv[] = {"/usr/bin/python3",
+                    PPV_TOOLS_DIR "/ppv_record.py",
+                    "--rewrite",
+                    (char *)in,
+                    (char *)out,
+                    "--change",
+                    call,
+                    NULL};
+    if (change < 0) argv[5] = NULL;
+    return spawn_wait(argv);
+}
+
+/* The users' pipeline records in Python what the mesh computed: the file
+ * tools/ppv_record.py writes (setup included) holds every value ppv's own
+ * does, and replays, on the recorded mesh and on another. */
+static void test_python_rewrite_of_a_pp_recording_replays_the_same(void **state) {
+    (void)state;
+    require_h5py();
+    const char *a = pp_recording();
+    char b[4200];
+    snprintf(b, sizeof b, "%s", tmp_path("pp_python.h5"));
+    assert_int_equal(python_rewrite(a, b, -1), 0);
+    /* created differs; diff leaves it out of ppv files unless --all-attributes */
+    run_result r =
+        RUN("diff", b, a, "--ignore-attr", "producer", "--ignore-attr", "producer_version");
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", b);
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "replayed 5 recorded calls on a mesh of 2"));
+    run_free(&r);
+    r = RUN("replay", b, "--mesh", "1");
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "replayed 5 recorded calls on a mesh of 1"));
+    run_free(&r);
+}
+
+/* One bf16 element of one recorded result changed: replay differs, and
+ * names that call by its index, call_id and chunk_index. */
+static void test_replay_names_the_call_whose_result_python_changed(void **state) {
+    (void)state;
+    require_h5py();
+    const char *a = pp_recording();
+    char c[4200], err[512];
+    snprintf(c, sizeof c, "%s", tmp_path("pp_changed.h5"));
+    assert_int_equal(python_rewrite(a, c, 2), 0);
+    /* the call's ids, as recorded */
+    int64_t n = 0;
+    int has = 0;
+    ppv_inference_reader *rd = ppv_inference_open(a, &n, NULL, &has_setup, err, sizeof err);
+    if (!rd) fail_msg("%s", err);
+    assert_int_equal(n, 5);
+    ppv_envelope e;
+    ppv_result res;
+    if (ppv_inference_read(rd, 2, &e, &res, &has, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(has, 1);
+    assert_int_equal(e.call_id, 2);
+    assert_int_equal(e.chunk_index, 2);
+    ppv_envelope_free_tensors(&e);
+    ppv_result_free_tensors(&res);
+    ppv_inference_close(rd);
+    run_result r = RUN("replay", c, "--json");
+    if (r.code != 1) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 1);
+    json_object *o = json_tokener_parse(r.out), *v;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "first_differing_call", &v));
+    assert_int_equal(json_object_get_int64(v), 2);
+    assert_true(json_object_object_get_ex(o, "first_differing_call_id", &v));
+    assert_int_equal(json_object_get_int64(v), 2);
+    assert_true(json_object_object_get_ex(o, "first_differing_chunk_index", &v));
+    assert_int_equal(json_object_get_int64(v), 2);
+    assert_true(json_object_object_get_ex(o, "differences", &v));
+    assert_int_equal(json_object_get_int64(v), 1);
+    assert_true(json_object_object_get_ex(o, "entries", &v));
+    json_object *entry = json_object_array_get_idx(v, 0), *path;
+    assert_true(json_object_object_get_ex(entry, "path", &path));
+    assert_string_equal(json_object_get_string(path),
+                        "/inference/calls/call_000002/result/latents_out");
+    json_object_put(o);
+    run_free(&r);
+}
+
+/* A recording with no setup cannot be replayed: exit 2, saying so. */
+static void test_replay_refuses_a_recording_without_setup(void **state) {
+    (void)state;
+    run x;
+    make_run(&x);
+    char *path = tmp_path("no_setup.h5");
+    record(path, &x);
+    run_result r = RUN("replay", path);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    char want[4400];
+    snprintf(want, sizeof want,
+             "ppv replay: %s: the recording has no setup (/inference's mesh and kv_window, "
+             "/inference/generator): replay cannot rebuild the mesh that answered it\n",
+             path);
+    assert_string_equal(r.err, want);
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_call_reads_back_as_written),
@@ -302,6 +437,9 @@ int main(void) {
         cmocka_unit_test(test_a_broken_call_is_named_with_what_is_wrong),
         cmocka_unit_test(test_equal_runs_give_equal_bytes_and_diff_finds_one_changed_value),
         cmocka_unit_test(test_python_recorder_writes_what_ppv_reads),
+        cmocka_unit_test(test_python_rewrite_of_a_pp_recording_replays_the_same),
+        cmocka_unit_test(test_replay_names_the_call_whose_result_python_changed),
+        cmocka_unit_test(test_replay_refuses_a_recording_without_setup),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

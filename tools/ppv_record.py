@@ -6,9 +6,9 @@ every envelope it sends and every result it receives with this module, and
 bf16 tensors as the HDF5 custom float type ppv uses, so h5dump and h5py show
 their values. Needs h5py and numpy (Debian: python3-h5py).
 
-    rec = Recorder("run.h5")
-    rec.append(envelope, result)   # dicts: contract fields and numpy tensors
-    rec.close()                    # renames the finished file into place
+    rec = Recorder("run.h5", setup)  # setup: optional, see below
+    rec.append(envelope, result)     # dicts: contract fields and numpy tensors
+    rec.close()                      # renames the finished file into place
 
 Envelope and result dicts hold the contract's fields by name (ints, bools,
 floats, the error_message string) and its tensors: bf16 tensors as numpy
@@ -17,10 +17,31 @@ even), current_denoising_step_list as int64. The field lists are read from
 spec/contract.def, the contract's one definition; an unknown or missing
 field is an error before anything is written.
 
-`python3 tools/ppv_record.py --demo OUT.h5` writes the small four-call run
-that tests/test_inference.c records from C; the two files must compare equal.
+The setup is what `ppv replay` needs to rebuild the mesh that answered the
+calls; a recording without one reads back but cannot be replayed. It is a
+dict written as int64 attributes, as `ppv pp --record` writes them:
+
+    setup = {"mesh": 2, "kv_window": 6,            # on /inference
+             "generator": {"seed": 1, "layers": 2, "d_model": 32,
+                           "n_heads": 4, "d_ff": 64, "cond_dim": 32}}
+                                                   # on /inference/generator
+
+Command line:
+
+    ppv_record.py --demo OUT.h5
+        writes the small four-call run that tests/test_inference.c records
+        from C; the two files must compare equal.
+    ppv_record.py --rewrite IN.h5 OUT.h5 [--change CALL]
+        reads a ppv inference recording (setup, every call's envelope and
+        result, bf16 tensors as their raw bits) and writes it again with
+        Recorder: a recording written from Python of values ppv computed.
+        --change CALL adds 1 to the bits of element 0 of call CALL's
+        latents_out, so exactly one tensor element differs.
+
+Exit status: 0 written, 2 bad input or a file that cannot be read or written.
 """
 
+import argparse
 import os
 import re
 import sys
@@ -33,6 +54,9 @@ import numpy as np
 FORMAT_NAME = "ppv-golden"
 FORMAT_VERSION = 1
 CALL_FMT = "call_%06d"
+# /inference/generator's attributes, in golden/inference.c's order (its
+# GENERATOR_KEYS, with seed first); not part of the call contract.
+GENERATOR_KEYS = ("seed", "layers", "d_model", "n_heads", "d_ff", "cond_dim")
 
 def _contract(path=None):
     """The contract's field and tensor lists, read from spec/contract.def (the
@@ -106,10 +130,34 @@ def _check(kind_name, message, fields, tensors):
                                 % (kind_name, name, np.ndim(message[name]), rank))
 
 
-class Recorder:
-    """Writes one recording: append() each call in order, then close()."""
+def _setup_values(setup):
+    """setup's (mesh, kv_window, generator values in GENERATOR_KEYS order) as
+    ints, the seed as the int64 ppv stores its uint64 as; ContractError when
+    a key is missing or unknown."""
+    def keys(d):
+        return ", ".join(sorted(d)) if isinstance(d, dict) else "a %s" % type(d).__name__
 
-    def __init__(self, path):
+    if not isinstance(setup, dict) or set(setup) != {"mesh", "kv_window", "generator"}:
+        raise ContractError("setup: needs exactly the keys generator, kv_window, mesh, not %s"
+                            % keys(setup))
+    gen = setup["generator"]
+    if not isinstance(gen, dict) or set(gen) != set(GENERATOR_KEYS):
+        raise ContractError("setup: generator needs exactly the keys %s, not %s"
+                            % (", ".join(GENERATOR_KEYS), keys(gen)))
+    values = [int(gen[k]) for k in GENERATOR_KEYS]
+    if not -2**63 <= values[0] < 2**64:
+        raise ContractError("setup: generator seed %d does not fit 64 bits" % values[0])
+    if values[0] >= 2**63:
+        values[0] -= 2**64  # a uint64 seed, stored as ppv stores it
+    return int(setup["mesh"]), int(setup["kv_window"]), values
+
+
+class Recorder:
+    """Writes one recording: append() each call in order, then close().
+    setup (optional): the dict of the module docstring, for `ppv replay`."""
+
+    def __init__(self, path, setup=None):
+        setup_values = None if setup is None else _setup_values(setup)
         self.path = os.path.abspath(path)
         fd, self.tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp.",
                                         dir=os.path.dirname(self.path))
@@ -131,7 +179,15 @@ class Recorder:
         root.create("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
                     dtype=h5py.string_dtype())
         root.create("kind", "inference", dtype=h5py.string_dtype())
-        self.calls = self._group(self._group(self.f, "inference"), "calls")
+        inference = self._group(self.f, "inference")
+        self.calls = self._group(inference, "calls")
+        if setup_values is not None:
+            mesh, kv_window, gen = setup_values
+            inference.attrs.create("mesh", mesh, dtype="<i8")
+            inference.attrs.create("kv_window", kv_window, dtype="<i8")
+            g = self._group(inference, "generator")
+            for key, v in zip(GENERATOR_KEYS, gen):
+                g.attrs.create(key, v, dtype="<i8")
 
     def _group(self, parent, name):
         gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
@@ -235,7 +291,133 @@ def _demo(path):
     rec.close()
 
 
+class RecordingError(ValueError):
+    """A file that is not a readable ppv inference recording."""
+
+
+def _is_bf16(ds):
+    """Whether dataset ds has a 2-byte float file type (ppv's bf16)."""
+    t = ds.id.get_type()
+    return t.get_class() == h5py.h5t.FLOAT and t.get_size() == 2
+
+
+def _read_tensor(group, where, name, dtype):
+    """Dataset name of group as written: bf16 as its uint16 bit patterns (no
+    conversion), int64 as int64; None when absent."""
+    if name not in group:
+        return None
+    ds = group[name]
+    if not isinstance(ds, h5py.Dataset):
+        raise RecordingError("%s/%s: not a dataset" % (where, name))
+    if dtype == "bf16":
+        if not _is_bf16(ds):
+            raise RecordingError("%s/%s: not a bf16 dataset" % (where, name))
+        bits = np.empty(ds.shape, dtype="<u2")
+        ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=ds.id.get_type())
+        return bits
+    return np.asarray(ds[()], dtype="<i8")
+
+
+def _read_message(call, where, name, fields, tensors):
+    """The dict of call's group name (envelope or result): every contract
+    field and tensor; None when the group is absent (a call with no result)."""
+    if name not in call:
+        return None
+    g = call[name]
+    where = "%s/%s" % (where, name)
+    message = {}
+    for field, kind in fields:
+        if field not in g.attrs:
+            raise RecordingError("%s: attribute %s missing" % (where, field))
+        v = g.attrs[field]
+        if kind == "str":
+            message[field] = v.decode() if isinstance(v, bytes) else str(v)
+        elif kind == "float":
+            message[field] = float(v)
+        else:
+            message[field] = int(v)
+    for tname, dtype, _ in tensors:
+        message[tname] = _read_tensor(g, where, tname, dtype)
+    return message
+
+
+def read_recording(path):
+    """(setup or None, [(envelope, result or None), ...]) of a ppv inference
+    recording, read with h5py: what Recorder takes, so rewriting it gives the
+    same values."""
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("ppv_format") != FORMAT_NAME or f.attrs.get("kind") != "inference":
+            raise RecordingError("%s: not a ppv inference recording" % path)
+        inf = f["inference"]
+        setup = None
+        if "mesh" in inf.attrs or "generator" in inf:
+            gen = inf["generator"].attrs if "generator" in inf else {}
+            missing = [k for k in ("mesh", "kv_window") if k not in inf.attrs]
+            missing += ["generator/" + k for k in GENERATOR_KEYS if k not in gen]
+            if missing:
+                raise RecordingError("%s: /inference's setup is incomplete: %s missing"
+                                     % (path, ", ".join(missing)))
+            setup = {"mesh": int(inf.attrs["mesh"]), "kv_window": int(inf.attrs["kv_window"]),
+                     "generator": {k: int(gen[k]) for k in GENERATOR_KEYS}}
+        calls = []
+        for k in range(int(inf.attrs["calls"])):
+            where = "/inference/calls/" + CALL_FMT % k
+            if where not in f:
+                raise RecordingError("%s: %s missing" % (path, where))
+            call = f[where]
+            env = _read_message(call, where, "envelope", ENVELOPE_FIELDS, ENVELOPE_TENSORS)
+            if env is None:
+                raise RecordingError("%s: %s has no envelope" % (path, where))
+            calls.append((env, _read_message(call, where, "result", RESULT_FIELDS,
+                                             RESULT_TENSORS)))
+    return setup, calls
+
+
+def rewrite(src, dst, change=None):
+    """Writes src's setup and calls to dst with Recorder; change: the call
+    whose latents_out element 0 gets 1 added to its bits."""
+    setup, calls = read_recording(src)
+    if change is not None:
+        if not 0 <= change < len(calls):
+            raise RecordingError("--change %d: %s has calls 0..%d" % (change, src, len(calls) - 1))
+        result = calls[change][1]
+        if result is None or result.get("latents_out") is None or result["latents_out"].size == 0:
+            raise RecordingError("--change %d: call %d of %s has no latents_out to change"
+                                 % (change, change, src))
+        flat = result["latents_out"].reshape(-1)
+        flat[0] = (int(flat[0]) + 1) & 0xFFFF
+    rec = Recorder(dst, setup)
+    try:
+        for env, result in calls:
+            rec.append(env, result)
+    except BaseException:
+        rec.abort()
+        raise
+    rec.close()
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="ppv_record.py",
+                                 description="Write ppv inference recordings from Python.")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--demo", metavar="OUT.h5", help="write the four-call demo run")
+    mode.add_argument("--rewrite", nargs=2, metavar=("IN.h5", "OUT.h5"),
+                      help="read a ppv inference recording and write it again from Python")
+    ap.add_argument("--change", type=int, metavar="CALL",
+                    help="with --rewrite: add 1 to the bits of call CALL's latents_out[0]")
+    a = ap.parse_args(argv)
+    if a.change is not None and not a.rewrite:
+        ap.error("--change goes with --rewrite")
+    try:
+        if a.demo:
+            _demo(a.demo)
+        else:
+            rewrite(a.rewrite[0], a.rewrite[1], a.change)
+    except (OSError, KeyError, ValueError) as e:
+        sys.stderr.write("ppv_record.py: %s\n" % e)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--demo":
-        sys.exit("usage: ppv_record.py --demo OUT.h5")
-    _demo(sys.argv[2])
+    sys.exit(main(sys.argv[1:]))

@@ -357,7 +357,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     m.mr = rank - 1;
     m.n = o->mesh;
     m.leader = m.mr == 0;
-    m.last = m.mr == m.n - 1 && m.n > 1;
+    m.last = m.mr == m.n - 1; /* the rank faults are put in (the leader on PP0) */
     m.order = ppv_contract_order_start();
     int32_t tpf = (o->height / 16) * (o->width / 16);
     if (!o->control_only &&

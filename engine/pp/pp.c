@@ -138,7 +138,7 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
         return ppv_errf(err, errlen,
                         "--inject OM-09 delivers a result after a hard cut: give --hard-cut-at");
     if ((o->inject == PPV_INJECT_OM11 || o->inject == PPV_INJECT_OM05 ||
-         o->inject == PPV_INJECT_OM04) &&
+         o->inject == PPV_INJECT_OM04 || o->inject == PPV_INJECT_OM08) &&
         o->mesh < 2)
         return ppv_errf(err, errlen, "--inject %s needs a mesh of 2 or more ranks",
                         ppv_pp_inject_token(o->inject));
@@ -362,10 +362,20 @@ int pp_plan_envelope(const pp_ctx *c, int32_t k, int64_t call_id, int64_t epoch,
         tensor_alloc(&e->current_denoising_step_list, PPV_DTYPE_I64, 1, sd))
         goto oom;
     ppv_bf16 *cond = e->conditioning_embeds.data, *lat = e->latents_in.data;
-    for (int64_t i = 0; i < cd[1] * cd[2]; i++)
-        cond[i] = ppv_bf16_from_f32(ppv_rng_normal(seed, KEY_COND(epoch), (uint64_t)i));
-    for (size_t i = 0; i < PP_FRAMES_PER_CHUNK * frame; i++)
-        lat[i] = ppv_bf16_from_f32(ppv_rng_normal(seed, KEY_NOISE(k), i));
+    if (o->control_only) {
+        /* no model reads them: cheap distinct values, 4 per random draw */
+        for (int64_t i = 0; i < cd[1] * cd[2]; i++)
+            cond[i] = (ppv_bf16)(0x3f80 | (ppv_rng_bits(seed, KEY_COND(epoch), (uint64_t)i / 4) >>
+                                           (16 * (i % 4)) & 0x7f));
+        for (size_t i = 0; i < PP_FRAMES_PER_CHUNK * frame; i++)
+            lat[i] = (ppv_bf16)(0x3f80 | (ppv_rng_bits(seed, KEY_NOISE(k), i / 4) >>
+                                          (16 * (i % 4)) & 0x7f));
+    } else {
+        for (int64_t i = 0; i < cd[1] * cd[2]; i++)
+            cond[i] = ppv_bf16_from_f32(ppv_rng_normal(seed, KEY_COND(epoch), (uint64_t)i));
+        for (size_t i = 0; i < PP_FRAMES_PER_CHUNK * frame; i++)
+            lat[i] = ppv_bf16_from_f32(ppv_rng_normal(seed, KEY_NOISE(k), i));
+    }
     int64_t *steps = e->current_denoising_step_list.data;
     for (int32_t s = 0; s < o->steps; s++)
         steps[s] = 1000 * (int64_t)(o->steps - s) / o->steps;

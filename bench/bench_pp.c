@@ -1,0 +1,74 @@
+/* bench_pp.c - `ppv pp` throughput: chunks per second of the whole
+ * pipeline with the model (PP0, and PP1 on meshes of 2 and 4), and
+ * complete control-plane runs per second with the model's compute taken
+ * out (--control-only: every message, broadcast, gather and check kept),
+ * which is what an interleaving explorer runs many times. The issue's
+ * target for the control plane: 20,000 complete 3-rank (stage 0 + a mesh
+ * of 2), 16-chunk runs per second. A benchmark reports figures; it never
+ * fails on them (exit 2 only when a run fails).
+ *
+ * usage: ppv_bench_pp [SECONDS per figure, default 2]
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_util.h"
+#include "ppv_engine.h"
+
+/* Runs o repeatedly for about `secs` seconds; runs per second, or -1. */
+static double rate(const ppv_pp_options *o, double secs, int64_t *steps) {
+    double t0 = bench_now(), t = t0;
+    long runs = 0;
+    char err[512];
+    while (t - t0 < secs) {
+        ppv_pp_report *r = NULL;
+        if (ppv_pp_run(o, &r, err, sizeof err) != 0 || !r->ok) {
+            fprintf(stderr, "ppv_bench_pp: %s\n", r ? r->message : err);
+            ppv_pp_report_free(r);
+            return -1;
+        }
+        *steps = r->world.steps;
+        ppv_pp_report_free(r);
+        runs++;
+        t = bench_now();
+    }
+    return (double)runs / (t - t0);
+}
+
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 2.0;
+    if (!(secs > 0)) secs = 2.0;
+    printf("ppv pp: whole pipeline (generator 2 layers, C 32, 4 heads; 32x32, 4 steps, stash)\n");
+    printf("%-28s %12s %14s %16s\n", "configuration", "runs/s", "chunks/s", "sched steps/run");
+    static const int32_t meshes[] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
+        ppv_pp_options o = ppv_pp_defaults();
+        o.mesh = meshes[k];
+        o.chunks = 16;
+        int64_t steps = 0;
+        double r = rate(&o, secs, &steps);
+        if (r < 0) return 2;
+        char name[64];
+        snprintf(name, sizeof name, "%s, mesh %d, 16 chunks", meshes[k] == 1 ? "PP0" : "PP1",
+                 meshes[k]);
+        printf("%-28s %12.1f %14.1f %16lld\n", name, r, r * 16, (long long)steps);
+    }
+    printf("\ncontrol plane only (--control-only), random policy\n");
+    printf("%-28s %12s %14s %16s\n", "configuration", "runs/s", "chunks/s", "sched steps/run");
+    for (int k = 0; k < 3; k++) {
+        ppv_pp_options o = ppv_pp_defaults();
+        o.mesh = meshes[k];
+        o.chunks = 16;
+        o.control_only = 1;
+        o.policy.kind = PPV_POLICY_RANDOM;
+        int64_t steps = 0;
+        double r = rate(&o, secs, &steps);
+        if (r < 0) return 2;
+        char name[64];
+        snprintf(name, sizeof name, "%d ranks, 16 chunks", 1 + meshes[k]);
+        printf("%-28s %12.1f %14.1f %16lld%s\n", name, r, r * 16, (long long)steps,
+               meshes[k] == 2 ? "   (target: 20000 runs/s)" : "");
+    }
+    return 0;
+}

@@ -1,0 +1,590 @@
+/* test_pp.c - the PP inference pipeline (ppv pp): results that do not
+ * depend on queue depths, interleavings or the mesh size; KV recompute
+ * against stash; the break-it matrix under every policy and many seeds;
+ * and each tripwire point shown to be the one that catches its fault. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ppv_engine.h"
+#include "testutil.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+/* Seeds per policy: the full sweeps natively, a sample under valgrind
+ * (which runs every test program of the suite, 50 times slower). */
+static int seeds(int native, int valgrind) {
+    return RUNNING_ON_VALGRIND ? valgrind : native;
+}
+
+/* The default pipeline's output digest: 8 chunks of 4 steps, stash, on any
+ * mesh. Pinned so that a change to the generator or the plan shows. */
+#define DEFAULT_DIGEST 0x91903f883e1b14c8ULL
+
+static ppv_pp_options small(void) {
+    ppv_pp_options o = ppv_pp_defaults();
+    o.chunks = 4;
+    o.steps = 2;
+    return o;
+}
+
+static ppv_pp_report *run(const ppv_pp_options *o) {
+    ppv_pp_report *r = NULL;
+    char err[512];
+    if (ppv_pp_run(o, &r, err, sizeof err) != 0) fail_msg("ppv_pp_run: %s", err);
+    return r;
+}
+
+static uint64_t digest_of(const ppv_pp_options *o) {
+    ppv_pp_report *r = run(o);
+    if (!r->ok) fail_msg("the run failed: %s", r->message);
+    uint64_t d = r->output_digest;
+    ppv_pp_report_free(r);
+    return d;
+}
+
+static void test_default_run_emits_every_chunk_with_the_planned_calls(void **state) {
+    (void)state;
+    ppv_pp_options o = ppv_pp_defaults();
+    ppv_pp_report *r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->failure, PPV_FAIL_NONE);
+    assert_int_equal(r->caught_by, PPV_POINT_NONE);
+    assert_int_equal(r->chunks_emitted, 8);
+    for (int k = 0; k < 8; k++) {
+        assert_int_equal(r->expected_calls[k], 4);
+        assert_int_equal(r->observed_calls[k], 4);
+        assert_int_equal(r->emitted_call_ids[k], k);
+    }
+    assert_int_equal(r->dropped_stale, 0);
+    assert_int_equal(r->dropped_duplicate, 0);
+    assert_int_equal(r->generator_calls, 32);
+    assert_int_equal(r->noutputs, 8 * 3 * 16 * 4 * 4);
+    assert_true(r->output_digest == DEFAULT_DIGEST);
+    ppv_pp_report_free(r);
+}
+
+static void test_output_does_not_depend_on_queues_policy_seed_or_mesh(void **state) {
+    (void)state;
+    ppv_pp_options base = small();
+    base.mesh = 1;
+    base.d_in = base.d_out = 1;
+    uint64_t want = digest_of(&base);
+    static const ppv_policy_kind kinds[] = {PPV_POLICY_RR, PPV_POLICY_RANDOM, PPV_POLICY_PCT};
+    int n = seeds(12, 2), runs = 0;
+    for (int32_t mesh = 1; mesh <= 4; mesh *= 2)
+        for (int p = 0; p < 3; p++)
+            for (int s = 0; s < (kinds[p] == PPV_POLICY_RR ? 1 : n); s++)
+                for (int32_t din = 1; din <= 3; din++)
+                    for (int32_t dout = 1; dout <= 2; dout++) {
+                        ppv_pp_options o = small();
+                        o.mesh = mesh;
+                        o.d_in = din;
+                        o.d_out = dout;
+                        o.policy.kind = kinds[p];
+                        o.policy.seed = (uint64_t)s;
+                        ppv_pp_report *r = run(&o);
+                        if (!r->ok || r->output_digest != want)
+                            fail_msg("mesh %d policy %d seed %d D_in %d D_out %d: %s %016llx", mesh,
+                                     p, s, din, dout, r->message,
+                                     (unsigned long long)r->output_digest);
+                        assert_true(r->max_inflight <= din && r->max_ready <= dout);
+                        ppv_pp_report_free(r);
+                        runs++;
+                    }
+    assert_int_equal(runs, 3 * (1 + 2 * n) * 6);
+}
+
+static void test_recompute_cuts_and_mesh_sizes_give_the_same_bits(void **state) {
+    (void)state;
+    uint64_t want = 0;
+    for (int32_t mesh = 1; mesh <= 4; mesh *= 2) {
+        ppv_pp_options o = ppv_pp_defaults();
+        o.mesh = mesh;
+        o.chunks = 9;
+        o.kv_recompute = 1;
+        o.recompute_every = 2;
+        o.ncuts = 2;
+        o.cuts[0] = 3;
+        o.cuts[1] = 6;
+        o.policy.kind = PPV_POLICY_RANDOM;
+        o.policy.seed = 11;
+        ppv_pp_report *r = run(&o);
+        assert_true(r->ok);
+        /* each epoch of 3 chunks: j = 0, 1 stash-only; j = 2 recomputes */
+        static const int64_t calls[9] = {4, 4, 5, 4, 4, 5, 4, 4, 5};
+        assert_int_equal(r->chunks_emitted, 9);
+        assert_memory_equal(r->expected_calls, calls, sizeof calls);
+        assert_memory_equal(r->observed_calls, calls, sizeof calls);
+        if (mesh == 1) want = r->output_digest;
+        assert_true(r->output_digest == want);
+        ppv_pp_report_free(r);
+    }
+}
+
+/* KV caches as each chunk's denoising starts, and outputs, of a stash run
+ * and a recompute run of the same options. */
+static void stash_and_recompute(int32_t window, int32_t chunks, ppv_pp_report **s,
+                                ppv_pp_report **r) {
+    ppv_pp_options o = small();
+    o.chunks = chunks;
+    o.kv_window = window;
+    o.keep_kv = 1;
+    *s = run(&o);
+    o.kv_recompute = 1;
+    *r = run(&o);
+    assert_true((*s)->ok && (*r)->ok);
+    assert_int_equal((*s)->nkv, chunks);
+}
+
+static void test_recompute_equals_stash_bit_for_bit_when_nothing_is_evicted(void **state) {
+    (void)state;
+    ppv_pp_report *s, *r;
+    stash_and_recompute(30, 5, &s, &r);
+    /* the recompute run really rebuilt the cache: one more call per chunk */
+    for (int k = 1; k < 5; k++)
+        assert_int_equal(r->observed_calls[k], s->observed_calls[k] + 1);
+    for (int k = 0; k < 5; k++) {
+        assert_int_equal(s->kv_floats[k], r->kv_floats[k]);
+        /* chunk k starts with 3k frames: 2 layers, K and V, 4 tokens, C 32 */
+        assert_int_equal(s->kv_floats[k], (size_t)k * 3 * 4 * 32 * 2 * 2);
+        if (k) assert_memory_equal(s->kv[k], r->kv[k], s->kv_floats[k] * sizeof(float));
+    }
+    assert_int_equal(s->noutputs, r->noutputs);
+    assert_memory_equal(s->outputs, r->outputs, s->noutputs * sizeof *s->outputs);
+    ppv_pp_report_free(s);
+    ppv_pp_report_free(r);
+}
+
+static void test_recompute_differs_from_stash_from_the_first_eviction_on(void **state) {
+    (void)state;
+    ppv_pp_report *s, *r;
+    stash_and_recompute(3, 4, &s, &r);
+    /* chunk 1 starts with 3 frames (the window): equal; chunk 2 with 6, of
+     * which stash keeps K/V computed against the evicted frames */
+    assert_memory_equal(s->kv[1], r->kv[1], s->kv_floats[1] * sizeof(float));
+    assert_int_equal(s->kv_floats[2], r->kv_floats[2]);
+    assert_true(memcmp(s->kv[2], r->kv[2], s->kv_floats[2] * sizeof(float)) != 0);
+    size_t chunk = s->noutputs / 4;
+    assert_memory_equal(s->outputs, r->outputs, 2 * chunk * sizeof *s->outputs);
+    assert_true(memcmp(s->outputs + 2 * chunk, r->outputs + 2 * chunk,
+                       chunk * sizeof *s->outputs) != 0);
+    ppv_pp_report_free(s);
+    ppv_pp_report_free(r);
+}
+
+static void test_stage0_sends_ahead_within_its_bounds(void **state) {
+    (void)state;
+    ppv_pp_options o = ppv_pp_defaults();
+    o.d_in = 3;
+    o.d_out = 1;
+    ppv_pp_report *r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->max_inflight, 3);
+    assert_int_equal(r->max_ready, 1);
+    ppv_pp_report_free(r);
+    /* R0a: an envelope that recomputes carries the last decoded frames, so
+     * it waits for every earlier result: one in flight at a time */
+    o.kv_recompute = 1;
+    r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->max_inflight, 1);
+    ppv_pp_report_free(r);
+    o.d_in = 1;
+    o.kv_recompute = 0;
+    r = run(&o);
+    assert_int_equal(r->max_inflight, 1);
+    ppv_pp_report_free(r);
+}
+
+static void test_a_seed_replays_its_interleaving_and_seeds_differ(void **state) {
+    (void)state;
+    ppv_pp_options o = small();
+    o.policy.kind = PPV_POLICY_RANDOM;
+    o.policy.seed = 3;
+    ppv_pp_report *a = run(&o), *b = run(&o);
+    assert_true(a->world.trace_digest == b->world.trace_digest);
+    assert_int_equal(a->world.steps, b->world.steps);
+    uint64_t first = a->world.trace_digest;
+    int distinct = 0;
+    for (uint64_t s = 4; s < 10; s++) {
+        ppv_pp_options q = o;
+        q.policy.seed = s;
+        ppv_pp_report *c = run(&q);
+        distinct += c->world.trace_digest != first;
+        ppv_pp_report_free(c);
+    }
+    assert_true(distinct >= 5);
+    ppv_pp_report_free(a);
+    ppv_pp_report_free(b);
+}
+
+/* The options an injection runs with: a mesh of 2, and a cut for OM-09. */
+static ppv_pp_options inject_options(ppv_pp_inject i, int control_only) {
+    ppv_pp_options o = small();
+    o.inject = i;
+    o.control_only = control_only;
+    if (i == PPV_INJECT_OM09) {
+        o.ncuts = 1;
+        o.cuts[0] = 2;
+    }
+    return o;
+}
+
+/* One run of the matrix: the failure the table names, caught where it
+ * says; a fault whose right outcome is not a failure completes with its
+ * copy counted and the output of the run without it. */
+static void expect_caught(ppv_pp_inject i, const ppv_pp_report *r, uint64_t clean_digest,
+                          const char *how) {
+    ppv_failure mode = ppv_pp_inject_mode(i);
+    if (mode == PPV_FAIL_NONE) {
+        if (!r->ok) fail_msg("%s %s: %s", ppv_pp_inject_token(i), how, r->message);
+        assert_int_equal(r->dropped_stale, i == PPV_INJECT_OM09);
+        assert_int_equal(r->dropped_duplicate, i == PPV_INJECT_DUPLICATE);
+        assert_true(r->output_digest == clean_digest);
+        return;
+    }
+    if (r->ok || r->failure != mode || r->caught_by != ppv_pp_inject_caught_by(i))
+        fail_msg("%s %s: ok %d, %s caught by %s: %s", ppv_pp_inject_token(i), how, r->ok,
+                 ppv_failure_id(r->failure), ppv_pp_point_name(r->caught_by), r->message);
+}
+
+static void matrix(int control_only, int nseeds) {
+    static const ppv_policy_kind kinds[] = {PPV_POLICY_RR, PPV_POLICY_RANDOM, PPV_POLICY_PCT};
+    int runs = 0;
+    for (int i = 1; i < PPV_INJECT_COUNT; i++) {
+        ppv_pp_options clean = inject_options((ppv_pp_inject)i, control_only);
+        clean.inject = PPV_INJECT_NONE;
+        uint64_t clean_digest = digest_of(&clean);
+        for (int p = 0; p < 3; p++)
+            for (int s = 0; s < nseeds; s++) {
+                ppv_pp_options o = inject_options((ppv_pp_inject)i, control_only);
+                o.policy.kind = kinds[p];
+                o.policy.seed = (uint64_t)s;
+                ppv_pp_report *r = run(&o);
+                char how[64];
+                snprintf(how, sizeof how, "policy %d seed %d", p, s);
+                expect_caught((ppv_pp_inject)i, r, clean_digest, how);
+                ppv_pp_report_free(r);
+                runs++;
+            }
+    }
+    assert_int_equal(runs, (PPV_INJECT_COUNT - 1) * 3 * nseeds);
+}
+
+static void test_break_it_matrix_on_the_control_plane_every_policy_1000_seeds(void **state) {
+    (void)state;
+    matrix(1, seeds(1000, 5));
+}
+
+static void test_break_it_matrix_with_the_model_every_policy(void **state) {
+    (void)state;
+    matrix(0, seeds(20, 2));
+}
+
+/* Runs injection i with some checks taken out (PPV_POINT_* bits). */
+static ppv_pp_report *without(ppv_pp_inject i, unsigned points, int32_t mesh) {
+    ppv_pp_options o = inject_options(i, 0);
+    o.mesh = mesh;
+    o.skip_points = points;
+    return run(&o);
+}
+
+#define BIT(p) (1u << (p))
+
+static void expect_failure(ppv_pp_report *r, ppv_failure mode, ppv_pp_point point,
+                           const char *needle) {
+    if (r->ok || r->failure != mode || r->caught_by != point)
+        fail_msg("wanted %s at %s, got ok %d %s at %s: %s", ppv_failure_id(mode),
+                 ppv_pp_point_name(point), r->ok, ppv_failure_id(r->failure),
+                 ppv_pp_point_name(r->caught_by), r->message);
+    if (needle && !strstr(r->message, needle)) fail_msg("'%s' not in: %s", needle, r->message);
+    ppv_pp_report_free(r);
+}
+
+/* A hang NCCL would wait out: a collective mismatch or the watchdog. */
+static void expect_hang(ppv_pp_report *r) {
+    if (r->ok || (r->caught_by != PPV_POINT_TRANSPORT && r->caught_by != PPV_POINT_WATCHDOG))
+        fail_msg("wanted a hang caught, got ok %d %s at %s: %s", r->ok, ppv_failure_id(r->failure),
+                 ppv_pp_point_name(r->caught_by), r->message);
+    ppv_pp_report_free(r);
+}
+
+/* Silent: the run completes, its output is not the clean run's. */
+static void expect_silent_corruption(ppv_pp_report *r, ppv_pp_inject i) {
+    ppv_pp_options clean = inject_options(i, 0);
+    clean.inject = PPV_INJECT_NONE;
+    assert_true(r->ok);
+    assert_true(r->output_digest != digest_of(&clean));
+    ppv_pp_report_free(r);
+}
+
+static void test_the_call_count_drift_moves_through_the_four_points(void **state) {
+    (void)state;
+    ppv_pp_inject i = PPV_INJECT_OM03; /* expected_generator_calls one short */
+    expect_failure(without(i, 0, 2), PPV_FAIL_FM02, PPV_POINT_STAGE0_SEND, "nothing was sent");
+    expect_failure(without(i, BIT(PPV_POINT_STAGE0_SEND), 2), PPV_FAIL_FM23, PPV_POINT_LEADER,
+                   "FM-02");
+    expect_failure(without(i, BIT(PPV_POINT_STAGE0_SEND) | BIT(PPV_POINT_LEADER), 2),
+                   PPV_FAIL_FM02, PPV_POINT_MESH_RUNNING, "generator call 2 would pass");
+    expect_failure(without(i,
+                           BIT(PPV_POINT_STAGE0_SEND) | BIT(PPV_POINT_LEADER) |
+                               BIT(PPV_POINT_MESH_RUNNING),
+                           2),
+                   PPV_FAIL_FM02, PPV_POINT_STAGE0_RESULT, "observed_generator_calls 2");
+    /* with all four out, the drift goes through unseen */
+    ppv_pp_report *r = without(i,
+                               BIT(PPV_POINT_STAGE0_SEND) | BIT(PPV_POINT_LEADER) |
+                                   BIT(PPV_POINT_MESH_RUNNING) | BIT(PPV_POINT_STAGE0_RESULT),
+                               2);
+    assert_true(r->ok);
+    assert_int_equal(r->expected_calls[1], 1);
+    assert_int_equal(r->observed_calls[1], 2);
+    ppv_pp_report_free(r);
+}
+
+static void test_an_extra_generator_call_is_stopped_while_running(void **state) {
+    (void)state;
+    ppv_pp_inject i = PPV_INJECT_EXTRA_CALL;
+    expect_failure(without(i, 0, 2), PPV_FAIL_FM02, PPV_POINT_MESH_RUNNING, "rank 2, group mesh");
+    /* without point 3: on a mesh the extra call's collectives meet another
+     * rank's different ones (a hang under NCCL) */
+    expect_hang(without(i, BIT(PPV_POINT_MESH_RUNNING), 2));
+    /* PP0 has no collectives: stage 0's check of the result catches it */
+    expect_failure(without(i, BIT(PPV_POINT_MESH_RUNNING), 1), PPV_FAIL_FM02,
+                   PPV_POINT_STAGE0_RESULT, "observed_generator_calls 3");
+    expect_silent_corruption(
+        without(i, BIT(PPV_POINT_MESH_RUNNING) | BIT(PPV_POINT_STAGE0_RESULT), 1), i);
+}
+
+static void test_stage0_preflight_faults_reach_the_leader_without_it(void **state) {
+    (void)state;
+    expect_failure(without(PPV_INJECT_OM01, BIT(PPV_POINT_STAGE0_SEND), 2), PPV_FAIL_FM23,
+                   PPV_POINT_LEADER, "FM-04");
+    expect_failure(without(PPV_INJECT_OM02, BIT(PPV_POINT_STAGE0_SEND), 2), PPV_FAIL_FM23,
+                   PPV_POINT_LEADER, "FM-07");
+    expect_failure(without(PPV_INJECT_OM10, BIT(PPV_POINT_STAGE0_SEND), 2), PPV_FAIL_FM23,
+                   PPV_POINT_LEADER, "FM-06");
+    /* the leader is the only check of the VACE bit: without it the envelope runs */
+    ppv_pp_report *r = without(PPV_INJECT_OM07, BIT(PPV_POINT_LEADER), 2);
+    assert_true(r->ok);
+    ppv_pp_report_free(r);
+}
+
+static void test_the_other_checks_each_stand_between_a_fault_and_a_hang(void **state) {
+    (void)state;
+    /* the group check: a gather on the world waits for stage 0 forever */
+    expect_hang(without(PPV_INJECT_OM08, BIT(PPV_POINT_GROUP), 2));
+    /* the handshake: a rank with another plan runs an extra step, which
+     * point 3 stops; a rank with a flag-gated collective hangs the mesh */
+    expect_failure(without(PPV_INJECT_OM04, BIT(PPV_POINT_HANDSHAKE), 2), PPV_FAIL_FM02,
+                   PPV_POINT_MESH_RUNNING, "rank 2");
+    expect_hang(without(PPV_INJECT_OM05, BIT(PPV_POINT_HANDSHAKE), 2));
+    /* the input digest: a perturbed rank computes a Franken-model silently */
+    expect_silent_corruption(without(PPV_INJECT_OM11, BIT(PPV_POINT_DIGEST), 2), PPV_INJECT_OM11);
+    /* stage 0's result check: a stale or duplicate result would be decoded */
+    expect_silent_corruption(without(PPV_INJECT_OM09, BIT(PPV_POINT_STAGE0_RESULT), 2),
+                             PPV_INJECT_OM09);
+    expect_silent_corruption(without(PPV_INJECT_DUPLICATE, BIT(PPV_POINT_STAGE0_RESULT), 2),
+                             PPV_INJECT_DUPLICATE);
+}
+
+static void test_failures_carry_ids_rank_and_group(void **state) {
+    (void)state;
+    ppv_pp_report *r = without(PPV_INJECT_OM08, 0, 2);
+    assert_int_equal(r->failed_rank, 2);
+    assert_non_null(strstr(r->message,
+                           "FM-22 (rank 2, group world, call_id 1, chunk_index 1, cache_epoch 0)"));
+    ppv_pp_report_free(r);
+    r = without(PPV_INJECT_OM04, 0, 2);
+    assert_non_null(strstr(r->message, "FM-01 (rank 0, group world, before the first envelope)"));
+    assert_non_null(strstr(r->message, "steps: rank 2 has 3, rank 0 has 2"));
+    ppv_pp_report_free(r);
+    r = without(PPV_INJECT_OM05, 0, 4);
+    assert_non_null(strstr(r->message, "extra_digest_collective: rank 4 has 1, rank 0 has 0"));
+    ppv_pp_report_free(r);
+}
+
+static void test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits(void **state) {
+    (void)state;
+    ppv_pp_report *r = without(PPV_INJECT_OM13, 0, 2);
+    assert_false(r->ok);
+    assert_int_equal(r->failure, PPV_FAIL_WATCHDOG);
+    assert_int_equal(r->world.nblocked, 2);
+    assert_int_equal(r->world.blocked[0].rank, 1);
+    assert_int_equal(r->world.blocked[1].rank, 2);
+    assert_non_null(strstr(r->message, "rank 1 (leader) waits at envelope header"));
+    assert_non_null(strstr(r->message, "rank 2 (worker) waits at header"));
+    /* stage 0 decoded nothing of chunk 1 */
+    assert_true(r->chunks_emitted <= 1);
+    ppv_pp_report_free(r);
+}
+
+static void refused(ppv_pp_options o, const char *needle) {
+    char err[512];
+    assert_int_equal(ppv_pp_options_check(&o, err, sizeof err), -1);
+    if (!strstr(err, needle)) fail_msg("'%s' not in: %s", needle, err);
+    ppv_pp_report *r = (ppv_pp_report *)1;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_null(r);
+}
+
+static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(void **state) {
+    (void)state;
+    ppv_pp_options o = small();
+    o.mesh = 3;
+    refused(o, "--mesh 3 must divide the generator's 4 heads");
+    o = small();
+    o.kv_window = 4;
+    refused(o, "--kv-window 4: a multiple of 3");
+    o = small();
+    o.ncuts = 1;
+    o.cuts[0] = 0;
+    refused(o, "--hard-cut-at 0");
+    o = small();
+    o.ncuts = 2;
+    o.cuts[0] = 3;
+    o.cuts[1] = 2;
+    refused(o, "increasing order");
+    o = small();
+    o.inject = PPV_INJECT_OM09;
+    refused(o, "give --hard-cut-at");
+    o = small();
+    o.inject = PPV_INJECT_OM11;
+    o.mesh = 1;
+    refused(o, "needs a mesh of 2");
+    o = small();
+    o.inject = PPV_INJECT_OM03;
+    o.chunks = 1;
+    refused(o, "--chunks 2 or more");
+    o = small();
+    o.d_in = 0;
+    refused(o, "--d-in 0");
+}
+
+static void test_every_injection_is_named_in_the_table(void **state) {
+    (void)state;
+    assert_int_equal(PPV_INJECT_COUNT, 14);
+    for (int i = 0; i < PPV_INJECT_COUNT; i++)
+        assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
+    assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
+    assert_int_equal(ppv_pp_inject_mode(PPV_INJECT_OM07), PPV_FAIL_FM23);
+    assert_int_equal(ppv_pp_inject_caught_by(PPV_INJECT_EXTRA_CALL), PPV_POINT_MESH_RUNNING);
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+static void test_command_reports_and_exits_by_the_verdict(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--chunks", "3", "--steps", "2");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "emitted 3 chunks; generator calls per chunk "
+                                  "(expected/observed): 2/2 2/2 2/2\n"));
+    assert_non_null(strstr(r.out, "result: OK\n"));
+    run_free(&r);
+    r = RUN("pp", "--inject", "OM-03", "--json");
+    assert_int_equal(r.code, 0); /* caught as it must be */
+    assert_non_null(strstr(r.out, "\"ok\":false,\"failure_mode\":\"FM-02\","
+                                  "\"caught_by\":\"stage0-send\",\"failed_rank\":0"));
+    assert_non_null(strstr(r.out, "\"as_expected\":true"));
+    run_free(&r);
+    r = RUN("pp", "--inject", "list");
+    assert_int_equal(r.code, 0);
+    int lines = 0;
+    for (const char *p = r.out; (p = strchr(p, '\n')); p++)
+        lines++;
+    assert_int_equal(lines, 14); /* a heading and 13 injections */
+    run_free(&r);
+    r = RUN("pp", "--mesh", "3");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--mesh 3 must divide"));
+    run_free(&r);
+    r = RUN("pp", "--inject", "OM-99");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("pp", "--kv", "sometimes");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+}
+
+static void test_command_compare_kv_says_equal_or_evicted(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--compare-kv", "--kv-window", "30", "--chunks", "4");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kv caches: bitwise equal\noutputs: bitwise equal\n"
+                                  "nothing was evicted, so the two must be bitwise equal\n"));
+    run_free(&r);
+    r = RUN("pp", "--compare-kv", "--kv-window", "3", "--chunks", "4", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"evicted\":true,\"kv_bitwise_equal\":false"));
+    assert_non_null(strstr(r.out, "\"kv_first_difference\":\"chunk 2, layer "));
+    run_free(&r);
+}
+
+static void test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails(void **state) {
+    (void)state;
+    const char *file = tmp_path("pp.h5");
+    run_result r = RUN("pp", "--mesh", "4", "--chunks", "5", "--kv", "recompute",
+                       "--hard-cut-at", "3", "--record", file);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", file);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "replayed 6 recorded calls on a mesh of 4"));
+    assert_non_null(strstr(r.out, "6 objects, 5 datasets, 3840 values compared"));
+    run_free(&r);
+    r = RUN("replay", file, "--mesh", "1");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", file, "--mesh", "2", "--perturb");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "first differing call: #0 (call_id 0, chunk_index 0)"));
+    run_free(&r);
+    /* a recorded fault fails the same way on replay, which then passes */
+    const char *bad = tmp_path("om07.h5");
+    r = RUN("pp", "--inject", "OM-07", "--record", bad);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", bad);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "the re-run failed as FM-23"));
+    run_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_run_emits_every_chunk_with_the_planned_calls),
+        cmocka_unit_test(test_output_does_not_depend_on_queues_policy_seed_or_mesh),
+        cmocka_unit_test(test_recompute_cuts_and_mesh_sizes_give_the_same_bits),
+        cmocka_unit_test(test_recompute_equals_stash_bit_for_bit_when_nothing_is_evicted),
+        cmocka_unit_test(test_recompute_differs_from_stash_from_the_first_eviction_on),
+        cmocka_unit_test(test_stage0_sends_ahead_within_its_bounds),
+        cmocka_unit_test(test_a_seed_replays_its_interleaving_and_seeds_differ),
+        cmocka_unit_test(test_break_it_matrix_on_the_control_plane_every_policy_1000_seeds),
+        cmocka_unit_test(test_break_it_matrix_with_the_model_every_policy),
+        cmocka_unit_test(test_the_call_count_drift_moves_through_the_four_points),
+        cmocka_unit_test(test_an_extra_generator_call_is_stopped_while_running),
+        cmocka_unit_test(test_stage0_preflight_faults_reach_the_leader_without_it),
+        cmocka_unit_test(test_the_other_checks_each_stand_between_a_fault_and_a_hang),
+        cmocka_unit_test(test_failures_carry_ids_rank_and_group),
+        cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
+        cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
+        cmocka_unit_test(test_every_injection_is_named_in_the_table),
+        cmocka_unit_test(test_command_reports_and_exits_by_the_verdict),
+        cmocka_unit_test(test_command_compare_kv_says_equal_or_evicted),
+        cmocka_unit_test(test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails),
+    };
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+}
