@@ -763,6 +763,10 @@ static void test_demo_passes(void **state) {
     assert_non_null(strstr(r.out, "demo: every schedule's gradients equal the reference bit for bit"));
     assert_null(strstr(r.out, "DIFFERENT"));
     assert_non_null(strstr(r.out, "demo: every golden file replays bit for bit"));
+    assert_non_null(strstr(r.out, "demo: the same bits on every mesh; every fault caught where it "
+                                  "must be"));
+    assert_null(strstr(r.out, "WRONG"));
+    assert_non_null(strstr(r.out, "infer_pp1_mesh4_recompute_cut.h5     9 calls, mesh 1 (recorded 4)"));
     run_free(&r);
 }
 

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ppv_engine.h"
+#include "ppv_golden.h"
 #include "testutil.h"
 
 #if defined(__has_include)
@@ -537,7 +538,7 @@ static void test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails(void **
     (void)state;
     const char *file = tmp_path("pp.h5");
     run_result r = RUN("pp", "--mesh", "4", "--chunks", "5", "--kv", "recompute",
-                       "--hard-cut-at", "3", "--record", file);
+                       "--hard-cut-at", "3", "--policy", "pct", "--record", file);
     assert_int_equal(r.code, 0);
     run_free(&r);
     r = RUN("replay", file);
@@ -563,6 +564,38 @@ static void test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails(void **
     run_free(&r);
 }
 
+/* The shipped inference goldens replay bit for bit on their recorded mesh
+ * and on meshes of 1, 2 and 4; each holds its setup and every call. */
+static void test_shipped_inference_goldens_replay_on_every_mesh(void **state) {
+    (void)state;
+    static const struct {
+        const char *file;
+        int32_t mesh;
+        int64_t calls;
+    } files[] = {{"infer_pp0_stash_cut.h5", 1, 7},
+                 {"infer_pp0_recompute_cut.h5", 1, 7},
+                 {"infer_pp1_stash_cut.h5", 2, 7},
+                 {"infer_pp1_mesh4_recompute_cut.h5", 4, 9}};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++)
+        for (int32_t mesh = 0; mesh <= 4; mesh = mesh ? mesh * 2 : 1) {
+            char path[512], err[512];
+            snprintf(path, sizeof path, "%s/%s", PPV_GOLDEN_DIR, files[k].file);
+            ppv_diff_options o = ppv_diff_defaults();
+            ppv_inference_replay_result res;
+            if (ppv_inference_replay(path, &o, mesh, 0, &res, err, sizeof err) != 0)
+                fail_msg("%s", err);
+            assert_int_equal(res.setup.mesh, files[k].mesh);
+            assert_int_equal(res.mesh, mesh ? mesh : files[k].mesh);
+            assert_int_equal(res.calls, files[k].calls);
+            assert_true(res.run->ok);
+            assert_int_equal(res.run->chunks_emitted, files[k].calls - 1);
+            if (res.diff->n) fail_msg("%s on mesh %d: %s", files[k].file, mesh, res.diff->entries[0].what);
+            assert_int_equal(res.diff->datasets, files[k].calls - 1);
+            assert_int_equal(res.first_call, -1);
+            ppv_inference_replay_free(&res);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_run_emits_every_chunk_with_the_planned_calls),
@@ -585,6 +618,7 @@ int main(void) {
         cmocka_unit_test(test_command_reports_and_exits_by_the_verdict),
         cmocka_unit_test(test_command_compare_kv_says_equal_or_evicted),
         cmocka_unit_test(test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails),
+        cmocka_unit_test(test_shipped_inference_goldens_replay_on_every_mesh),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

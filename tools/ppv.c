@@ -1649,9 +1649,15 @@ static void golden_dir(char *buf, size_t n) {
     snprintf(buf, n, "%s", PPV_GOLDEN_DIR);
 }
 
-/* The demo's last part: the shipped golden files replay bit for bit. */
+/* The demo's last part: the shipped golden files replay bit for bit (an
+ * inference recording on its recorded mesh and on one rank). */
 static int demo_goldens(void) {
-    static const char *const files[] = {"train_1f1b_p4_m8.h5", "train_zbv_p2_m4_recompute.h5"};
+    static const char *const files[] = {"train_1f1b_p4_m8.h5",
+                                        "train_zbv_p2_m4_recompute.h5",
+                                        "infer_pp0_stash_cut.h5",
+                                        "infer_pp0_recompute_cut.h5",
+                                        "infer_pp1_stash_cut.h5",
+                                        "infer_pp1_mesh4_recompute_cut.h5"};
     char dir[8192];
     golden_dir(dir, sizeof dir);
     printf("\nppv demo: shipped golden files (%s), rebuilt from the file alone and re-run\n", dir);
@@ -1660,19 +1666,112 @@ static int demo_goldens(void) {
         char path[8400], err[1024];
         snprintf(path, sizeof path, "%s/%s", dir, files[k]);
         ppv_diff_options o = ppv_diff_defaults();
+        if (strncmp(files[k], "infer_", 6) == 0) {
+            int32_t recorded = 0;
+            for (int32_t mesh = 0; mesh <= 1 && recorded != 1; mesh++) {
+                ppv_inference_replay_result res;
+                if (ppv_inference_replay(path, &o, mesh, 0, &res, err, sizeof err) < 0) {
+                    printf("%-34s ERROR: %s\n", files[k], err);
+                    failures++;
+                    break;
+                }
+                uint64_t nd = differences(res.diff);
+                printf("%-34s %3lld calls, mesh %d (recorded %d) %6llu values: %s\n", files[k],
+                       (long long)res.calls, res.mesh, res.setup.mesh,
+                       (unsigned long long)res.diff->elements, nd ? "DIFFERENT" : "bitwise equal");
+                failures += nd != 0;
+                recorded = res.setup.mesh;
+                ppv_inference_replay_free(&res);
+            }
+            continue;
+        }
         ppv_replay_result res;
         if (ppv_golden_replay(path, &o, 0, &res, err, sizeof err) < 0) {
-            printf("%-30s ERROR: %s\n", files[k], err);
+            printf("%-34s ERROR: %s\n", files[k], err);
             failures++;
             continue;
         }
         uint64_t nd = differences(res.diff);
-        printf("%-30s %3d microbatches %3d layers %8llu values: %s\n", files[k], res.microbatches,
+        printf("%-34s %3d microbatches %3d layers %8llu values: %s\n", files[k], res.microbatches,
                res.layers, (unsigned long long)res.diff->elements, nd ? "DIFFERENT" : "bitwise equal");
         failures += nd != 0;
         ppv_replay_result_free(&res);
     }
     printf("%s\n", failures ? "demo: PROBLEM" : "demo: every golden file replays bit for bit");
+    return failures;
+}
+
+/* The PP inference pipeline: the same bits on every mesh size, and every
+ * fault of the break-it matrix caught where it must be. */
+static int demo_pp(void) {
+    int failures = 0;
+    printf("\nppv demo: PP inference (ppv pp): stage 0 and a mesh on the mock transport, 8 chunks "
+           "of 4 steps,\nhard cut before chunk 4, random policy, seed 1\n");
+    printf("%-5s %-10s %-17s %-28s %s\n", "mesh", "kv", "output digest", "generator calls/chunk",
+           "result");
+    uint64_t want[2] = {0, 0};
+    for (int kv = 0; kv < 2; kv++)
+        for (int32_t mesh = 1; mesh <= 4; mesh *= 2) {
+            ppv_pp_options o = ppv_pp_defaults();
+            o.mesh = mesh;
+            o.kv_recompute = kv;
+            o.ncuts = 1;
+            o.cuts[0] = 4;
+            o.policy.kind = PPV_POLICY_RANDOM;
+            o.policy.seed = 1;
+            ppv_pp_report *r = NULL;
+            char err[512], calls[64] = "";
+            if (ppv_pp_run(&o, &r, err, sizeof err) < 0) {
+                printf("%-5d ERROR: %s\n", mesh, err);
+                failures++;
+                continue;
+            }
+            for (int64_t k = 0, at = 0; k < r->chunks_emitted && at < 60; k++)
+                at += snprintf(calls + at, sizeof calls - (size_t)at, "%s%lld", k ? "," : "",
+                               (long long)r->observed_calls[k]);
+            if (mesh == 1) want[kv] = r->output_digest;
+            int good = r->ok && r->output_digest == want[kv];
+            printf("%-5d %-10s %016llx  %-28s %s\n", mesh, kv ? "recompute" : "stash",
+                   (unsigned long long)r->output_digest, calls,
+                   good ? "ok" : r->ok ? "DIFFERENT" : r->message);
+            failures += !good;
+            ppv_pp_report_free(r);
+        }
+    printf("\nbreak-it matrix (mesh 2, 4 chunks): each fault against what it must produce\n");
+    for (int i = 1; i < PPV_INJECT_COUNT; i++) {
+        ppv_pp_options o = ppv_pp_defaults();
+        o.chunks = 4;
+        o.inject = (ppv_pp_inject)i;
+        if (i == PPV_INJECT_OM09) {
+            o.ncuts = 1;
+            o.cuts[0] = 2;
+        }
+        ppv_pp_report *r = NULL;
+        char err[512];
+        if (ppv_pp_run(&o, &r, err, sizeof err) < 0) {
+            printf("%-21s ERROR: %s\n", ppv_pp_inject_token(i), err);
+            failures++;
+            continue;
+        }
+        ppv_failure want_mode = ppv_pp_inject_mode((ppv_pp_inject)i);
+        int good = want_mode == PPV_FAIL_NONE
+                       ? r->ok && r->dropped_stale + r->dropped_duplicate == 1
+                       : !r->ok && r->failure == want_mode &&
+                             r->caught_by == ppv_pp_inject_caught_by((ppv_pp_inject)i);
+        char got[96];
+        if (r->ok)
+            snprintf(got, sizeof got, "ok, %lld stale and %lld duplicate dropped",
+                     (long long)r->dropped_stale, (long long)r->dropped_duplicate);
+        else
+            snprintf(got, sizeof got, "%s caught by %s", ppv_failure_id(r->failure),
+                     ppv_pp_point_name(r->caught_by));
+        printf("%-21s %-46s %s\n", ppv_pp_inject_token(i), got, good ? "as it must" : "WRONG");
+        failures += !good;
+        ppv_pp_report_free(r);
+    }
+    printf("%s\n", failures ? "demo: PROBLEM"
+                            : "demo: the same bits on every mesh; every fault caught where it "
+                              "must be");
     return failures;
 }
 
@@ -1716,6 +1815,7 @@ static int cmd_demo(void) {
     }
     printf("%s\n", failures ? "demo: PROBLEM" : "demo: all schedules deadlock-free");
     failures += demo_runs(kinds);
+    failures += demo_pp();
     failures += demo_goldens();
     return failures ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
 }

@@ -487,8 +487,14 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
          * with a round-robin run of the same pipeline first */
         ppv_policy rr = {.kind = PPV_POLICY_RR};
         ppv_world *probe = NULL;
+        ppv_pp_options quiet = *o; /* the probe records nothing */
+        quiet.on_call = NULL;
+        quiet.keep_kv = 0;
+        c.o = &quiet;
         report_reset(r, chunks);
-        if (run_world(&c, &rr, &probe, err, errlen) < 0) goto fail;
+        int rc = run_world(&c, &rr, &probe, err, errlen);
+        c.o = o;
+        if (rc < 0) goto fail;
         policy.pct_steps = r->world.steps > 0 ? r->world.steps : 1;
         ppv_world_free(probe);
         c.failed = 0;
