@@ -35,6 +35,87 @@ static uint64_t sched_bits(uint64_t seed, uint64_t stream, uint64_t index) {
     return z ^ (z >> 31);
 }
 
+/* ---- switching between the scheduler and the ranks ------------------------------ */
+
+#ifdef PPV_FAST_SWITCH
+/* ctx_switch(save, to): pushes the callee-saved registers and the SSE and
+ * x87 control words, stores the stack pointer in *save, loads `to` and pops
+ * the same from there. A new stack is laid out by fiber_init so that the
+ * first switch "returns" into fiber_start, which calls r12(r13). */
+void ppv_ctx_switch(void **save, void *to);
+void ppv_fiber_start(void);
+__asm__(".text\n"
+        ".globl ppv_ctx_switch\n"
+        ".type ppv_ctx_switch,@function\n"
+        "ppv_ctx_switch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  subq $8, %rsp\n"
+        "  stmxcsr (%rsp)\n"
+        "  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n"
+        "  fldcw 4(%rsp)\n"
+        "  addq $8, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size ppv_ctx_switch, .-ppv_ctx_switch\n"
+        ".globl ppv_fiber_start\n"
+        ".type ppv_fiber_start,@function\n"
+        "ppv_fiber_start:\n"
+        "  movq %r13, %rdi\n"
+        "  callq *%r12\n"
+        "  ud2\n"
+        ".size ppv_fiber_start, .-ppv_fiber_start\n");
+
+/* The first frame of a new stack: control words, r15, r14, r13 (the
+ * argument), r12 (the function), rbx, rbp, and fiber_start as the return
+ * address; after that `ret` the stack pointer is 16-byte aligned, as a
+ * call needs. */
+static void *fiber_init(void *stack, size_t bytes, void (*fn)(void *), void *arg) {
+    uintptr_t top = ((uintptr_t)stack + bytes) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)(top - 80);
+    memset(sp, 0, 80);
+    uint32_t mxcsr = 0x1F80;
+    uint16_t fcw = 0x037F;
+    memcpy((char *)sp, &mxcsr, 4);
+    memcpy((char *)sp + 4, &fcw, 2);
+    sp[3] = (uint64_t)(uintptr_t)arg;
+    sp[4] = (uint64_t)(uintptr_t)fn;
+    sp[7] = (uint64_t)(uintptr_t)ppv_fiber_start;
+    return sp;
+}
+
+/* A rank's first frame: runs it, then hands its stack back for good. */
+static void rank_entry(void *arg) {
+    rank_ctx *rc = arg;
+    ppv_world *w = rc->world;
+    w->fn(&w->transport, rc->rank, w->arg);
+    rc->state = RANK_DONE;
+    w->last_progress = w->steps;
+    ppv_ctx_switch(&rc->sp, w->sched_sp); /* never resumed */
+    __builtin_unreachable();
+}
+
+/* The scheduler hands the processor to rank r until it yields. */
+static void run_rank(ppv_world *w, int32_t r) {
+    ppv_ctx_switch(&w->sched_sp, w->ranks[r].sp);
+}
+
+void ppv_world_switch(ppv_world *w, int32_t rank) {
+    ppv_ctx_switch(&w->ranks[rank].sp, w->sched_sp);
+}
+#else
 static void rank_entry(unsigned hi, unsigned lo, int rank) {
     ppv_world *w = (ppv_world *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
     w->fn(&w->transport, rank, w->arg);
@@ -42,6 +123,15 @@ static void rank_entry(unsigned hi, unsigned lo, int rank) {
     w->last_progress = w->steps;
     /* uc_link returns to the scheduler */
 }
+
+static void run_rank(ppv_world *w, int32_t r) {
+    swapcontext(&w->sched_ctx, &w->ranks[r].ctx);
+}
+
+void ppv_world_switch(ppv_world *w, int32_t rank) {
+    swapcontext(&w->ranks[rank].ctx, &w->sched_ctx);
+}
+#endif
 
 ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen) {
     if (opt->nranks < 1 || opt->nranks > 1024) {
@@ -156,10 +246,6 @@ void ppv_world_free(ppv_world *w) {
     free(w->pct_prio);
     free(w->pct_change);
     free(w);
-}
-
-void ppv_world_switch(ppv_world *w, int32_t rank) {
-    swapcontext(&w->ranks[rank].ctx, &w->sched_ctx);
 }
 
 int ppv_world_wait(ppv_world *w, int32_t rank) {
@@ -370,7 +456,7 @@ static void unwind(ppv_world *w) {
         if (live < 0) return;
         w->ranks[live].state = RANK_READY;
         w->current = live;
-        swapcontext(&w->sched_ctx, &w->ranks[live].ctx);
+        run_rank(w, live);
     }
 }
 
@@ -379,6 +465,18 @@ static int start_rank(ppv_world *w, int32_t r) {
     uintptr_t self = (uintptr_t)w;
     rank_ctx *rc = &w->ranks[r];
     rc->stack = malloc(w->opt.stack_bytes);
+    rc->world = w;
+    rc->rank = r;
+#ifdef PPV_FAST_SWITCH
+    (void)self;
+    if (!rc->stack) return -1;
+#ifdef PPV_HAVE_VALGRIND
+    rc->stack_id = VALGRIND_STACK_REGISTER(rc->stack, (char *)rc->stack + w->opt.stack_bytes);
+#endif
+    rc->sp = fiber_init(rc->stack, w->opt.stack_bytes, rank_entry, rc);
+    rc->state = RANK_READY;
+    return 0;
+#else
     if (!rc->stack || getcontext(&rc->ctx) < 0) return -1;
 #ifdef PPV_HAVE_VALGRIND
     rc->stack_id = VALGRIND_STACK_REGISTER(rc->stack, (char *)rc->stack + w->opt.stack_bytes);
@@ -390,6 +488,7 @@ static int start_rank(ppv_world *w, int32_t r) {
                 (unsigned)(self & 0xffffffffu), (int)r);
     rc->state = RANK_READY;
     return 0;
+#endif
 }
 
 int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *res) {
@@ -443,7 +542,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
         w->steps++;
         w->last = r;
         w->current = r;
-        swapcontext(&w->sched_ctx, &w->ranks[r].ctx);
+        run_rank(w, r);
     }
     unwind(w);
     res->steps = w->steps;

@@ -383,6 +383,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
             if (rc) {
                 pp_transport_error(c, t, where(&m, PP_GROUP_WORLD), rc, "waiting for an envelope");
+                pp_envelope_free(&e);
                 pp_received_free(&rm);
                 break;
             }
