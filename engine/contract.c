@@ -94,19 +94,31 @@ static ppv_failure failf(ppv_failure mode, char *msg, size_t n, const char *fmt,
     return mode;
 }
 
-/* A malloc'd copy of the formatted text, or NULL. */
-static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Writes v in decimal at out (NUL-terminated); its length. The metadata
+ * text is built once per message, so it avoids printf's cost. */
+static size_t i64_text(int64_t v, char *out) {
+    char tmp[24];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) out[len++] = '-';
+    while (n) out[len++] = tmp[--n];
+    out[len] = 0;
+    return len;
+}
 
-static char *dupf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = len < 0 ? NULL : malloc((size_t)len + 1);
+/* A malloc'd "key=value" line, or NULL. */
+static char *key_value(const char *prefix, const char *key, const char *value) {
+    size_t p = strlen(prefix), k = strlen(key), v = strlen(value);
+    char *s = malloc(p + k + v + 2);
     if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)len + 1, fmt, ap);
-    va_end(ap);
+    memcpy(s, prefix, p);
+    memcpy(s + p, key, k);
+    s[p + k] = '=';
+    memcpy(s + p + k + 1, value, v + 1);
     return s;
 }
 
@@ -446,10 +458,10 @@ static ppv_failure frame_payload(const message_desc *md, void *base, int ok, int
         char v[600];
         switch (d->kind) {
         case KIND_INT:
-            snprintf(v, sizeof v, "%" PRId64, *int_at(base, d));
+            i64_text(*int_at(base, d), v);
             break;
         case KIND_BOOL:
-            snprintf(v, sizeof v, "%d", *bool_at(base, d));
+            i64_text(*bool_at(base, d), v);
             break;
         case KIND_FLOAT:
             snprintf(v, sizeof v, "%.17g", *float_at(base, d));
@@ -465,7 +477,7 @@ static ppv_failure frame_payload(const message_desc *md, void *base, int ok, int
         }
         }
         if (rc != PPV_FAIL_NONE) break;
-        char *line = dupf("%s=%s", d->name, v);
+        char *line = key_value("", d->name, v);
         if (!line)
             rc = failf(PPV_FAIL_FM04, msg, n, "out of memory");
         else
@@ -476,11 +488,14 @@ static ppv_failure frame_payload(const message_desc *md, void *base, int ok, int
         const tensor_desc *d = &md->tensors[k];
         const ppv_tensor *t = tensor_at(base, d);
         if (!t->data) continue;
-        char dims[256] = "";
-        size_t len = 0;
-        for (int j = 0; j < t->rank; j++)
-            len += (size_t)snprintf(dims + len, sizeof dims - len, " %" PRId64, t->dims[j]);
-        char *line = dupf("tensor.%s=%s%s", d->name, ppv_dtype_token((ppv_dtype)t->dtype), dims);
+        char spec[16 + 21 * PPV_TENSOR_MAX_RANK];
+        size_t len = strlen(ppv_dtype_token((ppv_dtype)t->dtype));
+        memcpy(spec, ppv_dtype_token((ppv_dtype)t->dtype), len + 1);
+        for (int j = 0; j < t->rank && j < PPV_TENSOR_MAX_RANK; j++) {
+            spec[len++] = ' ';
+            len += i64_text(t->dims[j], spec + len);
+        }
+        char *line = key_value("tensor.", d->name, spec);
         if (!line)
             rc = failf(PPV_FAIL_FM04, msg, n, "out of memory");
         else
@@ -765,7 +780,7 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
                        key, ids);
             break;
         }
-        snprintf(prev, sizeof prev, "%s", key);
+        memcpy(prev, key, strlen(key) + 1); /* shorter than line, so it fits */
         if (strncmp(key, "tensor.", 7) == 0) {
             rc = parse_spec(md, base, key + 7, v, ids, &seen_t, msg, n);
             continue;

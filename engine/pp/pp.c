@@ -364,12 +364,15 @@ int pp_plan_envelope(const pp_ctx *c, int32_t k, int64_t call_id, int64_t epoch,
     ppv_bf16 *cond = e->conditioning_embeds.data, *lat = e->latents_in.data;
     if (o->control_only) {
         /* no model reads them: cheap distinct values, 4 per random draw */
-        for (int64_t i = 0; i < cd[1] * cd[2]; i++)
-            cond[i] = (ppv_bf16)(0x3f80 | (ppv_rng_bits(seed, KEY_COND(epoch), (uint64_t)i / 4) >>
-                                           (16 * (i % 4)) & 0x7f));
-        for (size_t i = 0; i < PP_FRAMES_PER_CHUNK * frame; i++)
-            lat[i] = (ppv_bf16)(0x3f80 | (ppv_rng_bits(seed, KEY_NOISE(k), i / 4) >>
-                                          (16 * (i % 4)) & 0x7f));
+        uint64_t bits = 0;
+        for (int64_t i = 0; i < cd[1] * cd[2]; i++) {
+            if (i % 4 == 0) bits = ppv_rng_bits(seed, KEY_COND(epoch), (uint64_t)i / 4);
+            cond[i] = (ppv_bf16)(0x3f80 | ((bits >> (16 * (i % 4))) & 0x7f));
+        }
+        for (size_t i = 0; i < PP_FRAMES_PER_CHUNK * frame; i++) {
+            if (i % 4 == 0) bits = ppv_rng_bits(seed, KEY_NOISE(k), i / 4);
+            lat[i] = (ppv_bf16)(0x3f80 | ((bits >> (16 * (i % 4))) & 0x7f));
+        }
     } else {
         for (int64_t i = 0; i < cd[1] * cd[2]; i++)
             cond[i] = ppv_bf16_from_f32(ppv_rng_normal(seed, KEY_COND(epoch), (uint64_t)i));
