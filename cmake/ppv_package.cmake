@@ -1,7 +1,7 @@
 # ppv_package.cmake - the installed library and how outside programs find it
 # (included by the top-level CMakeLists.txt after the layers).
 #
-# libppv holds the spec, kernels, engine and golden layers. It is linked from
+# libppv holds the spec, kernels, engine, golden and fuzz layers. It is linked from
 # the layers' own objects, so nothing is compiled twice and each file keeps
 # its layer's flags (kernels and golden: -O3 -ffp-contract=off); the in-tree
 # targets (ppv_kernels, ppv_engine, ppv_golden) stay as they are for the
@@ -16,12 +16,12 @@ find_package(Threads REQUIRED)
 # ppvConfig.cmake must make the same target in the outside project.
 pkg_check_modules(ppv_hdf5 REQUIRED QUIET IMPORTED_TARGET hdf5)
 
-set(ppv_layers ppv_kernels ppv_engine ppv_golden)
+set(ppv_layers ppv_kernels ppv_engine ppv_golden ppv_fuzz)
 if(BUILD_SHARED_LIBS)
   set_target_properties(${ppv_layers} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 endif()
 add_library(ppv_library $<TARGET_OBJECTS:ppv_kernels> $<TARGET_OBJECTS:ppv_engine>
-                        $<TARGET_OBJECTS:ppv_golden>)
+                        $<TARGET_OBJECTS:ppv_golden> $<TARGET_OBJECTS:ppv_fuzz>)
 add_dependencies(ppv_library ${ppv_layers})
 set_target_properties(ppv_library PROPERTIES
   OUTPUT_NAME ppv

@@ -309,6 +309,9 @@ typedef struct ppv_policy {
     int64_t pct_steps; /* PCT: steps over which change points are drawn */
     const int32_t *replay; /* REPLAY: the decisions, one rank per step */
     int64_t nreplay;
+    int lenient; /* REPLAY: past the decisions, or where one names a rank that
+                    cannot run, go on round-robin instead of failing (the
+                    explorer's minimisation replays prefixes this way) */
 } ppv_policy;
 
 /* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given

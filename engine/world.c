@@ -369,6 +369,15 @@ static int32_t pick(ppv_world *w, int32_t nready) {
         return -1;
     }
     case PPV_POLICY_REPLAY: {
+        if (pol->lenient && (w->steps >= pol->nreplay || pol->replay[w->steps] < 0 ||
+                             pol->replay[w->steps] >= P ||
+                             w->ranks[pol->replay[w->steps]].state != RANK_READY)) {
+            for (int32_t k = 1; k <= P; k++) {
+                int32_t r = (w->last + k + P) % P;
+                if (w->ranks[r].state == RANK_READY) return r;
+            }
+            return -1;
+        }
         if (w->steps >= pol->nreplay) {
             snprintf(w->fail_msg, sizeof w->fail_msg,
                      "trace ends after %lld decisions but ranks still run",

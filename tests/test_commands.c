@@ -15,7 +15,7 @@
 #include "testutil.h"
 
 static const char *const commands[] = {"gen",    "check",  "show", "run",  "verify-recompute",
-                                       "pp", "record", "replay", "diff", "demo", "version",
+                                       "pp", "fuzz", "record", "replay", "diff", "demo", "version",
                                        "help",   "man",    NULL};
 
 /* Counts the occurrences of needle in hay. */
@@ -81,7 +81,8 @@ static const char *sample_value(const char *opt) {
         {"--steps", "2"},           {"--kv", "recompute"},   {"--recompute-every", "2"},
         {"--kv-window", "6"},       {"--d-in", "2"},         {"--d-out", "1"},
         {"--hard-cut-at", "2"},     {"--inject", "OM-03"},   {"--watchdog-steps", "100"},
-        {"--record", "r.h5"}};
+        {"--record", "r.h5"},       {"--runs", "3"},         {"--time", "1"},
+        {"--strategy", "pct"},      {"--pct-depth", "3"},    {"--out", "o"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;

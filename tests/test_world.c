@@ -190,7 +190,7 @@ static void test_a_trace_file_replays_the_run_exactly(void **state) {
     assert_int_equal(P, 4);
     assert_memory_equal(dec, orig, (size_t)n * sizeof *dec);
     ppv_world_free(w);
-    ppv_policy rep = {PPV_POLICY_REPLAY, 0, 0, 0, dec, n};
+    ppv_policy rep = {PPV_POLICY_REPLAY, 0, 0, 0, dec, n, 0};
     assert_true(run_fan(&rep, &again, &b, NULL) == digest);
     assert_int_equal(again.status, PPV_RUN_DONE);
     assert_int_equal(again.steps, res.steps);
@@ -367,8 +367,46 @@ static void test_bad_usage_fails_the_run(void **state) {
     assert_string_equal(err, "the mock world takes 1..1024 ranks, not 0");
 }
 
+/* A lenient replay forces a prefix of decisions and goes on round-robin:
+ * the explorer's minimisation. A strict one refuses to run past its trace. */
+static void test_a_lenient_replay_forces_a_prefix_then_goes_round_robin(void **state) {
+    (void)state;
+    ppv_policy random = {PPV_POLICY_RANDOM, 5, 0, 0, NULL, 0, 0};
+    ppv_world_result res, again;
+    fan_arg a, b;
+    ppv_world *w = NULL;
+    run_fan(&random, &res, &a, &w);
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(w, &n);
+    assert_true(n > 10);
+    int prefixes = 0;
+    for (int64_t k = 0; k <= n; k += n / 4, prefixes++) {
+        ppv_policy prefix = {PPV_POLICY_REPLAY, 0, 0, 0, d, k, 1};
+        ppv_world *w2 = NULL;
+        run_fan(&prefix, &again, &b, &w2);
+        assert_int_equal(again.status, PPV_RUN_DONE);
+        assert_memory_equal(b.sum, a.sum, sizeof a.sum); /* the data never depends on the order */
+        int64_t n2 = 0;
+        const int32_t *d2 = ppv_world_decisions(w2, &n2);
+        assert_true(n2 >= k);
+        assert_memory_equal(d2, d, (size_t)k * sizeof *d); /* the prefix is forced */
+        if (k == n) assert_true(again.trace_digest == res.trace_digest);
+        ppv_world_result_free(&again);
+        ppv_world_free(w2);
+    }
+    assert_true(prefixes >= 5);
+    ppv_policy strict = {PPV_POLICY_REPLAY, 0, 0, 0, d, n / 2, 0};
+    run_fan(&strict, &again, &b, NULL);
+    assert_int_equal(again.status, PPV_RUN_FAILED);
+    assert_non_null(strstr(again.message, "trace ends after"));
+    ppv_world_result_free(&again);
+    ppv_world_result_free(&res);
+    ppv_world_free(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_lenient_replay_forces_a_prefix_then_goes_round_robin),
         cmocka_unit_test(test_ring_of_sends_deadlocks_under_rendezvous_with_the_full_cycle),
         cmocka_unit_test(test_ring_completes_eager_grouped_or_below_the_threshold),
         cmocka_unit_test(test_policies_are_deterministic_and_seeds_differ),

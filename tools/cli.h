@@ -3,6 +3,7 @@
 #define PPV_CLI_H
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 
 #include "ppv_engine.h"
@@ -90,7 +91,17 @@ int bad_option(void);
 struct json_object *hex_json(uint64_t v);
 struct json_object *wait_json(const ppv_wait *w);
 
+/* Writes w's decisions as a trace file (atomically); -1 after a message. */
+int write_trace_file(const char *path, const ppv_world *w);
+
 /* ppv pp (cmd_pp.c). */
 int cmd_pp(int argc, char **argv);
+/* The pipeline's options (shared by ppv fuzz pp), zero-terminated, and
+ * their handler: 0 taken, 1 not one of them, -1 after a usage message.
+ * list (may be NULL) is set by --inject list. */
+extern const struct option pp_pipeline_options[];
+int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list);
+/* ppv fuzz (cmd_fuzz.c). */
+int cmd_fuzz(int argc, char **argv);
 
 #endif

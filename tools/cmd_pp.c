@@ -13,7 +13,8 @@
 typedef struct pp_args {
     ppv_pp_options o;
     int json, compare_kv, list;
-    const char *record;
+    const char *record, *trace_out, *replay;
+    int32_t *decisions; /* --replay's, malloc'd */
 } pp_args;
 
 /* A whole decimal in [lo, hi] into *v; -1 after the usage message. */
@@ -49,80 +50,97 @@ static int parse_cuts(const char *arg, ppv_pp_options *o) {
     return 0;
 }
 
+/* The pipeline's own options, shared with `ppv fuzz pp`. */
+const struct option pp_pipeline_options[] = {{"mesh", required_argument, 0, 'M'},
+                                             {"chunks", required_argument, 0, 'k'},
+                                             {"steps", required_argument, 0, 's'},
+                                             {"recompute-every", required_argument, 0, 'E'},
+                                             {"kv", required_argument, 0, 'v'},
+                                             {"kv-window", required_argument, 0, 'W'},
+                                             {"d-in", required_argument, 0, 'i'},
+                                             {"d-out", required_argument, 0, 'o'},
+                                             {"hard-cut-at", required_argument, 0, 'H'},
+                                             {"inject", required_argument, 0, 'I'},
+                                             {"watchdog-steps", required_argument, 0, 'w'},
+                                             {"control-only", no_argument, 0, 'c'},
+                                             {0, 0, 0, 0}};
+
+int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list) {
+    int32_t v;
+    switch (c) {
+    case 'M':
+        return int_option("--mesh", arg, 1, 64, &o->mesh);
+    case 'k':
+        return int_option("--chunks", arg, 1, 1000000, &o->chunks);
+    case 's':
+        return int_option("--steps", arg, 1, 1000, &o->steps);
+    case 'E':
+        return int_option("--recompute-every", arg, 1, 1000000, &o->recompute_every);
+    case 'v':
+        if (!strcmp(arg, "stash")) o->kv_recompute = 0;
+        else if (!strcmp(arg, "recompute")) o->kv_recompute = 1;
+        else {
+            usage_error("--kv is stash or recompute, not '%s'", arg);
+            return -1;
+        }
+        return 0;
+    case 'W':
+        return int_option("--kv-window", arg, 3, 3000, &o->kv_window);
+    case 'i':
+        return int_option("--d-in", arg, 1, 1024, &o->d_in);
+    case 'o':
+        return int_option("--d-out", arg, 1, 1024, &o->d_out);
+    case 'H':
+        return parse_cuts(arg, o);
+    case 'I': {
+        if (list && !strcmp(arg, "list")) {
+            *list = 1;
+            return 0;
+        }
+        int i = ppv_pp_inject_lookup(arg);
+        if (i <= 0) {
+            usage_error("--inject takes a name that 'ppv pp --inject list' shows, not '%s'", arg);
+            return -1;
+        }
+        o->inject = (ppv_pp_inject)i;
+        return 0;
+    }
+    case 'w':
+        if (int_option("--watchdog-steps", arg, 1, 2000000000, &v) < 0) return -1;
+        o->watchdog_steps = v;
+        return 0;
+    case 'c':
+        o->control_only = 1;
+        return 0;
+    }
+    return 1;
+}
+
 /* -1 when parsed, else the exit code (help, a usage error). */
 static int parse_pp_args(int argc, char **argv, pp_args *a) {
-    static const struct option longs[] = {{"mesh", required_argument, 0, 'M'},
-                                          {"chunks", required_argument, 0, 'k'},
-                                          {"steps", required_argument, 0, 's'},
-                                          {"recompute-every", required_argument, 0, 'E'},
-                                          {"kv", required_argument, 0, 'v'},
-                                          {"kv-window", required_argument, 0, 'W'},
-                                          {"d-in", required_argument, 0, 'i'},
-                                          {"d-out", required_argument, 0, 'o'},
-                                          {"hard-cut-at", required_argument, 0, 'H'},
-                                          {"inject", required_argument, 0, 'I'},
-                                          {"policy", required_argument, 0, 'p'},
-                                          {"seed", required_argument, 0, 'e'},
-                                          {"watchdog-steps", required_argument, 0, 'w'},
-                                          {"record", required_argument, 0, 'r'},
-                                          {"compare-kv", no_argument, 0, 'C'},
-                                          {"control-only", no_argument, 0, 'c'},
-                                          {"json", no_argument, 0, 'j'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
+    enum { NPIPE = sizeof pp_pipeline_options / sizeof pp_pipeline_options[0] - 1 };
+    static const struct option own[] = {{"policy", required_argument, 0, 'p'},
+                                        {"seed", required_argument, 0, 'e'},
+                                        {"record", required_argument, 0, 'r'},
+                                        {"trace-out", required_argument, 0, 'T'},
+                                        {"replay", required_argument, 0, 'R'},
+                                        {"compare-kv", no_argument, 0, 'C'},
+                                        {"json", no_argument, 0, 'j'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
+    struct option longs[NPIPE + sizeof own / sizeof own[0]];
+    memcpy(longs, pp_pipeline_options, NPIPE * sizeof *longs);
+    memcpy(longs + NPIPE, own, sizeof own);
     memset(a, 0, sizeof *a);
     a->o = ppv_pp_defaults();
     getopt_prepare(argv);
     int c;
     long long seed = 0;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        int32_t v;
+        int rc = pp_pipeline_option(c, optarg, &a->o, &a->list);
+        if (rc < 0) return PPV_EXIT_BAD_INPUT;
+        if (rc == 0) continue;
         switch (c) {
-        case 'M':
-            if (int_option("--mesh", optarg, 1, 64, &a->o.mesh) < 0) return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'k':
-            if (int_option("--chunks", optarg, 1, 1000000, &a->o.chunks) < 0)
-                return PPV_EXIT_BAD_INPUT;
-            break;
-        case 's':
-            if (int_option("--steps", optarg, 1, 1000, &a->o.steps) < 0) return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'E':
-            if (int_option("--recompute-every", optarg, 1, 1000000, &a->o.recompute_every) < 0)
-                return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'v':
-            if (!strcmp(optarg, "stash")) a->o.kv_recompute = 0;
-            else if (!strcmp(optarg, "recompute")) a->o.kv_recompute = 1;
-            else return usage_error("--kv is stash or recompute, not '%s'", optarg);
-            break;
-        case 'W':
-            if (int_option("--kv-window", optarg, 3, 3000, &a->o.kv_window) < 0)
-                return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'i':
-            if (int_option("--d-in", optarg, 1, 1024, &a->o.d_in) < 0) return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'o':
-            if (int_option("--d-out", optarg, 1, 1024, &a->o.d_out) < 0) return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'H':
-            if (parse_cuts(optarg, &a->o) < 0) return PPV_EXIT_BAD_INPUT;
-            break;
-        case 'I': {
-            if (!strcmp(optarg, "list")) {
-                a->list = 1;
-                break;
-            }
-            int i = ppv_pp_inject_lookup(optarg);
-            if (i <= 0)
-                return usage_error("--inject takes a name that 'ppv pp --inject list' shows, not "
-                                   "'%s'",
-                                   optarg);
-            a->o.inject = (ppv_pp_inject)i;
-            break;
-        }
         case 'p': {
             uint64_t keep = a->o.policy.seed;
             if (ppv_policy_parse(optarg, &a->o.policy) < 0 ||
@@ -139,19 +157,17 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             a->o.policy.seed = (uint64_t)seed;
             break;
         }
-        case 'w':
-            if (int_option("--watchdog-steps", optarg, 1, 2000000000, &v) < 0)
-                return PPV_EXIT_BAD_INPUT;
-            a->o.watchdog_steps = v;
-            break;
         case 'r':
             a->record = optarg;
             break;
+        case 'T':
+            a->trace_out = optarg;
+            break;
+        case 'R':
+            a->replay = optarg;
+            break;
         case 'C':
             a->compare_kv = 1;
-            break;
-        case 'c':
-            a->o.control_only = 1;
             break;
         case 'j':
             a->json = 1;
@@ -167,6 +183,25 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         return usage_error("--compare-kv runs its own two configurations: it takes no --record, "
                            "--inject or --control-only%s",
                            "");
+    if (a->replay) {
+        if (a->compare_kv)
+            return usage_error("--replay runs one interleaving; --compare-kv runs two%s", "");
+        char err[1024];
+        int32_t nranks = 0;
+        int64_t n = 0;
+        if (ppv_trace_read(a->replay, &a->decisions, &n, &nranks, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv pp: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        if (nranks != 1 + a->o.mesh) {
+            fprintf(stderr, "ppv pp: %s is a trace of %d ranks; stage 0 and a mesh of %d are %d\n",
+                    a->replay, nranks, a->o.mesh, 1 + a->o.mesh);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        a->o.policy.kind = PPV_POLICY_REPLAY;
+        a->o.policy.replay = a->decisions;
+        a->o.policy.nreplay = n;
+    }
     if (a->record && a->o.control_only)
         return usage_error("--control-only computes nothing worth recording: no --record%s", "");
     return -1;
@@ -431,10 +466,19 @@ done:
     return rc;
 }
 
+static int run_pp(pp_args *a);
+
 int cmd_pp(int argc, char **argv) {
     pp_args a;
     int rc = parse_pp_args(argc, argv, &a);
-    if (rc >= 0) return rc;
+    if (rc < 0) rc = run_pp(&a);
+    free(a.decisions);
+    return rc;
+}
+
+static int run_pp(pp_args *ap) {
+    pp_args a = *ap;
+    int rc;
     if (a.list) return list_injections(a.json);
     char err[1024];
     if (ppv_pp_options_check(&a.o, err, sizeof err) < 0) {
@@ -460,6 +504,10 @@ int cmd_pp(int argc, char **argv) {
     }
     if (w && ppv_inference_commit(w, err, sizeof err) < 0) {
         fprintf(stderr, "ppv pp: %s\n", err);
+        ppv_pp_report_free(r);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace) < 0) {
         ppv_pp_report_free(r);
         return PPV_EXIT_BAD_INPUT;
     }

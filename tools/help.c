@@ -177,6 +177,9 @@ static const help_option pp_options[] = {
      "100000"},
     {"--record", "FILE.h5", "write every envelope and result in call order, with the mesh's "
      "setup, as an inference recording (temporary name, then renamed)", NULL},
+    {"--trace-out", "FILE", "write the run's scheduler decisions (a replayable trace)", NULL},
+    {"--replay", "TRACE", "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz "
+     "--out)", NULL},
     {"--compare-kv", NULL, "run KV stash and KV recompute and compare caches and outputs (bitwise "
      "equal unless the window evicted frames)", NULL},
     {"--control-only", NULL, "skip the model's compute (a call passes its latents through) and "
@@ -184,8 +187,30 @@ static const help_option pp_options[] = {
     {"--json", NULL, "print the report as one JSON object", NULL},
     END_OPTIONS};
 
+static const help_option fuzz_options[] = {
+    {"--runs", "N", "runs to make (the round-robin reference is the first)", "1000, or --time"},
+    {"--time", "SECONDS", "explore for this long instead", NULL},
+    {"--strategy", "random|pct|portfolio",
+     "the scheduler's decisions: random at every step, PCT (change points over the "
+     "reference run's length), or runs alternating random and PCT at depths 2..--pct-depth",
+     "portfolio"},
+    {"--pct-depth", "D", "PCT's depth (D-1 change points)", "3"},
+    {"--seed", "N", "run i's policy seed is N + i", "0"},
+    {"--out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL},
+    {"--json", NULL, "print the report as one JSON object", NULL},
+    END_OPTIONS};
+static const help_option fuzz_schedule_options[] = {
+    {"--semantics", "S", "a schedule target: send semantics", "rendezvous"},
+    {"--recompute", "none|all|S,...", "a schedule target: stages recomputed", "none"},
+    {"--layers", "N", "a schedule target: model layers", "4"},
+    {"--width", "C", "a schedule target: model width", "32"},
+    {"--watchdog", "STEPS", "a schedule target: steps without progress that make a hang",
+     "100000"},
+    END_OPTIONS};
+
 static const help_option *const run_groups[] = {run_options, trace_option, junit_option, NULL};
 static const help_option *const pp_groups[] = {pp_options, NULL};
+static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
 static const help_option *const record_groups[] = {run_options, trace_option, record_only, NULL};
 static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only, NULL};
@@ -208,6 +233,9 @@ static const char *const pp_examples[] = {
     "ppv pp --mesh 4 --chunks 16 --policy random --seed 3 --json",
     "ppv pp --kv recompute --hard-cut-at 5 --record run.h5", "ppv pp --inject list",
     "ppv pp --inject OM-03", "ppv pp --compare-kv --kv-window 3", NULL};
+static const char *const fuzz_examples[] = {
+    "ppv fuzz zbv.csv --semantics eager --runs 500", "ppv fuzz pp --mesh 4 --time 10 --out found",
+    "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json", NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json", NULL};
 static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
@@ -269,6 +297,18 @@ static const help_command commands[] = {
      "D_in, D_out, the policy, the seed or the mesh size. Exit 1 when the run fails (or, "
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
+    {"fuzz", "SCHEDULE|pp [options]", "explore interleavings and hand back a minimal reproducer",
+     "Runs the target many times, each under other scheduler decisions (random, PCT or a "
+     "portfolio of both), and checks every run against the round-robin reference: a schedule "
+     "must complete with the one-rank reference's gradients and the predicted memory; the "
+     "pipeline (pp, which takes pp's options) must complete with the reference's output "
+     "digest or, with --inject, be caught as the break-it matrix says. A deadlock, a hang, a "
+     "check that fires in some orders only, or output that depends on the order is a "
+     "failure: it is minimised to the shortest prefix of decisions that still fails with "
+     "round-robin after it, and with --out both traces are written for ppv run --replay or "
+     "ppv pp --replay. Exit 1 when a run fails. On a terminal, progress is shown on standard "
+     "error.",
+     fuzz_groups, fuzz_examples},
     {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
      "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing; "

@@ -739,13 +739,13 @@ json_object *hex_json(uint64_t v) {
 
 /* Writes rep's scheduling decisions to path atomically; -1 after printing
  * the reason. */
-static int write_trace(const char *path, const ppv_run_report *rep) {
+int write_trace_file(const char *path, const ppv_world *w) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         return -1;
     }
-    if (ppv_trace_write(af.f, rep->trace) < 0) {
+    if (ppv_trace_write(af.f, w) < 0) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         atomic_abort(&af);
         return -1;
@@ -847,7 +847,7 @@ static int cmd_run(int argc, char **argv) {
                                    (size_t)rep->nranks * sizeof *rep->peak_bytes) == 0;
     int ok = done_ok && matches && mem_ok;
     if (ra.trace_out && rep->trace) {
-        if (write_trace(ra.trace_out, rep) < 0) {
+        if (write_trace_file(ra.trace_out, rep->trace) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
@@ -1116,7 +1116,7 @@ static int cmd_record(int argc, char **argv) {
         rc = PPV_EXIT_PROBLEM;
         goto done;
     }
-    if (ra.trace_out && write_trace(ra.trace_out, rep) < 0) {
+    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace) < 0) {
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }
@@ -1861,6 +1861,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
     if (!strcmp(cmd, "record")) return cmd_record(argc - 1, argv + 1);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
     if (!strcmp(cmd, "pp")) return cmd_pp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fuzz")) return cmd_fuzz(argc - 1, argv + 1);
     return cmd_diff(argc - 1, argv + 1);
 }
 

@@ -142,8 +142,8 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
         o->mesh < 2)
         return ppv_errf(err, errlen, "--inject %s needs a mesh of 2 or more ranks",
                         ppv_pp_inject_token(o->inject));
-    if (o->policy.kind == PPV_POLICY_REPLAY)
-        return ppv_errf(err, errlen, "ppv pp takes the policies rr, random and pct");
+    if (o->policy.kind == PPV_POLICY_REPLAY && (!o->policy.replay || o->policy.nreplay < 0))
+        return ppv_errf(err, errlen, "a replay policy needs its decisions");
     return 0;
 }
 

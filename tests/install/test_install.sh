@@ -58,13 +58,13 @@ $outside"
 passed=$((passed + 1))
 
 # 2. The installed files.
-headers="ppv_spec.h ppv_kernels.h ppv_engine.h ppv_golden.h" # one public header per layer
+headers="ppv_spec.h ppv_kernels.h ppv_engine.h ppv_golden.h ppv_fuzz.h" # one public header per layer
 missing=""
 check_file() {
     [ -f "$prefix/$1" ] || missing="$missing $1"
 }
 check_file "$PPV_BINDIR/ppv"
-for h in $headers actions.def dtypes.def exit_codes.def contract.def ppv_version.h; do
+for h in $headers actions.def dtypes.def exit_codes.def contract.def inject.def ppv_version.h; do
     check_file "$PPV_INCLUDEDIR/ppv/$h"
 done
 if [ ! -f "$prefix/$PPV_LIBDIR/libppv.a" ] && [ ! -f "$prefix/$PPV_LIBDIR/libppv.so" ]; then

@@ -1,0 +1,391 @@
+/* explore.c - the interleaving explorer: many runs of one target, each
+ * under other scheduler decisions, each checked against the round-robin
+ * reference; the first failure is minimised to the shortest prefix of its
+ * decisions that still fails when round-robin takes over after it.
+ *
+ * A run passes when it ends as the reference does: a schedule completes
+ * with the one-rank reference's gradients and the predicted memory; the
+ * pipeline completes with the reference's output digest, or, with a fault
+ * injected, is caught with the failure mode and at the point the break-it
+ * matrix names (a fault that must not fail completes with the output of
+ * the run without it). Anything else is a failure: a deadlock or hang under
+ * one interleaving, a check that fires only in some orders, or output that
+ * depends on the order (a determinism bug).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ppv_fuzz.h"
+
+int ppv_fuzz_strategy_parse(const char *text, ppv_fuzz_strategy *out) {
+    if (!strcmp(text, "random")) *out = PPV_FUZZ_RANDOM;
+    else if (!strcmp(text, "pct")) *out = PPV_FUZZ_PCT;
+    else if (!strcmp(text, "portfolio")) *out = PPV_FUZZ_PORTFOLIO;
+    else return -1;
+    return 0;
+}
+
+const char *ppv_fuzz_strategy_name(ppv_fuzz_strategy s) {
+    return s == PPV_FUZZ_RANDOM ? "random" : s == PPV_FUZZ_PCT ? "pct" : "portfolio";
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- distinct interleavings: a set of trace digests ------------------------------ */
+
+typedef struct digest_set {
+    uint64_t *slot; /* 0 marks an empty slot (a digest of 0 is stored as 1) */
+    size_t cap, n;
+} digest_set;
+
+/* Adds d; 0, or -1 when out of memory. */
+static int set_add(digest_set *s, uint64_t d) {
+    if (!d) d = 1;
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 1024;
+        uint64_t *slot = calloc(cap, sizeof *slot);
+        if (!slot) return -1;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slot[i])
+                for (size_t j = s->slot[i] & (cap - 1);; j = (j + 1) & (cap - 1))
+                    if (!slot[j]) {
+                        slot[j] = s->slot[i];
+                        break;
+                    }
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    for (size_t j = d & (s->cap - 1);; j = (j + 1) & (s->cap - 1)) {
+        if (s->slot[j] == d) return 0;
+        if (!s->slot[j]) {
+            s->slot[j] = d;
+            s->n++;
+            return 0;
+        }
+    }
+}
+
+/* ---- one run of the target ------------------------------------------------------ */
+
+typedef struct target {
+    const ppv_fuzz_options *o;
+    /* the reference: what every run must end as */
+    uint64_t grad_digest;  /* schedule: the one-rank reference's gradients */
+    uint64_t out_digest;   /* pipeline: the round-robin run's output digest */
+    uint64_t clean_digest; /* pipeline with a fault that must not fail: the run without it */
+    int64_t ref_steps;     /* the reference's length, for PCT */
+} target;
+
+/* The outcome of one run: its verdict, what failed, its steps and digest,
+ * and (kept on request) its decisions. */
+typedef struct outcome {
+    int pass;
+    char why[1024];
+    int64_t steps;
+    uint64_t trace_digest;
+    ppv_world *world;
+} outcome;
+
+static int run_schedule(const target *tg, const ppv_policy *pol, int keep, outcome *out,
+                        char *err, size_t errlen) {
+    ppv_run_options ro = tg->o->run;
+    ro.policy = *pol;
+    ro.progress = NULL;
+    ppv_run_report *r = NULL;
+    if (ppv_run(tg->o->schedule, &ro, &r, err, errlen) < 0) return -1;
+    out->steps = r->world.steps;
+    out->trace_digest = r->world.trace_digest;
+    if (r->world.status != PPV_RUN_DONE)
+        snprintf(out->why, sizeof out->why, "%s", r->world.message[0] ? r->world.message
+                                                                      : "the run did not complete");
+    else if (r->grad_digest != tg->grad_digest)
+        snprintf(out->why, sizeof out->why,
+                 "gradients %016" PRIx64 " differ from the one-rank reference's %016" PRIx64,
+                 r->grad_digest, tg->grad_digest);
+    else if (memcmp(r->peak_bytes, r->predicted_bytes, (size_t)r->nranks * sizeof(int64_t)))
+        snprintf(out->why, sizeof out->why, "measured activation memory differs from the prediction");
+    else
+        out->pass = 1;
+    if (keep) {
+        out->world = r->trace;
+        r->trace = NULL;
+    }
+    ppv_run_report_free(r);
+    return 0;
+}
+
+static int run_pp(const target *tg, const ppv_policy *pol, int keep, outcome *out, char *err,
+                  size_t errlen) {
+    ppv_pp_options po = *tg->o->pp;
+    po.policy = *pol;
+    ppv_pp_report *r = NULL;
+    if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
+    out->steps = r->world.steps;
+    out->trace_digest = r->world.trace_digest;
+    ppv_pp_inject i = po.inject;
+    ppv_failure mode = ppv_pp_inject_mode(i);
+    if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
+        uint64_t want = i == PPV_INJECT_NONE ? tg->out_digest : tg->clean_digest;
+        if (!r->ok)
+            snprintf(out->why, sizeof out->why, "%s", r->message);
+        else if (r->output_digest != want)
+            snprintf(out->why, sizeof out->why,
+                     "output digest %016" PRIx64 " differs from %016" PRIx64
+                     ": the output depends on the interleaving",
+                     r->output_digest, want);
+        else if (i != PPV_INJECT_NONE && r->dropped_stale + r->dropped_duplicate != 1)
+            snprintf(out->why, sizeof out->why,
+                     "%s: %" PRId64 " stale and %" PRId64 " duplicate results dropped, not 1",
+                     ppv_pp_inject_token(i), r->dropped_stale, r->dropped_duplicate);
+        else
+            out->pass = 1;
+    } else if (r->ok)
+        snprintf(out->why, sizeof out->why, "%s went unnoticed: the run completed",
+                 ppv_pp_inject_token(i));
+    else if (r->failure != mode || r->caught_by != ppv_pp_inject_caught_by(i))
+        snprintf(out->why, sizeof out->why, "%s must give %s at %s, not %s at %s: %.900s",
+                 ppv_pp_inject_token(i), ppv_failure_id(mode),
+                 ppv_pp_point_name(ppv_pp_inject_caught_by(i)), ppv_failure_id(r->failure),
+                 ppv_pp_point_name(r->caught_by), r->message);
+    else
+        out->pass = 1;
+    if (keep) {
+        out->world = r->trace;
+        r->trace = NULL;
+    }
+    ppv_pp_report_free(r);
+    return 0;
+}
+
+static int run_once(const target *tg, const ppv_policy *pol, int keep, outcome *out, char *err,
+                    size_t errlen) {
+    memset(out, 0, sizeof *out);
+    return tg->o->pp ? run_pp(tg, pol, keep, out, err, errlen)
+                     : run_schedule(tg, pol, keep, out, err, errlen);
+}
+
+/* ---- the reference and the policies ---------------------------------------------- */
+
+static int reference(target *tg, outcome *ref, char *err, size_t errlen) {
+    const ppv_fuzz_options *o = tg->o;
+    if (o->schedule) {
+        float *grads = NULL;
+        size_t n = 0;
+        double loss;
+        ppv_model_config cfg = ppv_run_model_config(&o->run, o->schedule);
+        if (ppv_run_reference(&cfg, o->schedule->nmb, &grads, &n, &loss, err, errlen) < 0)
+            return -1;
+        tg->grad_digest = ppv_digest(grads, n * sizeof *grads);
+        free(grads);
+    } else if (o->pp->inject != PPV_INJECT_NONE &&
+               ppv_pp_inject_mode(o->pp->inject) == PPV_FAIL_NONE) {
+        ppv_pp_options clean = *o->pp;
+        clean.inject = PPV_INJECT_NONE;
+        clean.policy.kind = PPV_POLICY_RR;
+        ppv_pp_report *r = NULL;
+        if (ppv_pp_run(&clean, &r, err, errlen) < 0) return -1;
+        tg->clean_digest = r->output_digest;
+        ppv_pp_report_free(r);
+    }
+    ppv_policy rr = {.kind = PPV_POLICY_RR};
+    if (o->pp) { /* the pipeline's reference output is its round-robin run's */
+        ppv_pp_options po = *o->pp;
+        po.policy = rr;
+        ppv_pp_report *r = NULL;
+        if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
+        tg->out_digest = r->output_digest;
+        ppv_pp_report_free(r);
+    }
+    if (run_once(tg, &rr, 1, ref, err, errlen) < 0) return -1;
+    tg->ref_steps = ref->steps > 0 ? ref->steps : 1;
+    return 0;
+}
+
+/* Run i's policy under the strategy. */
+static ppv_policy policy_of(const target *tg, int64_t i) {
+    const ppv_fuzz_options *o = tg->o;
+    ppv_policy p;
+    memset(&p, 0, sizeof p);
+    p.seed = o->seed + (uint64_t)i;
+    p.pct_steps = tg->ref_steps;
+    int32_t depths = o->pct_depth - 1; /* PCT depths 2..pct_depth */
+    switch (o->strategy) {
+    case PPV_FUZZ_RANDOM:
+        p.kind = PPV_POLICY_RANDOM;
+        break;
+    case PPV_FUZZ_PCT:
+        p.kind = PPV_POLICY_PCT;
+        p.depth = o->pct_depth;
+        break;
+    case PPV_FUZZ_PORTFOLIO:
+        if (i % (depths + 1) == 0) {
+            p.kind = PPV_POLICY_RANDOM;
+        } else {
+            p.kind = PPV_POLICY_PCT;
+            p.depth = 2 + (int32_t)(i % (depths + 1)) - 1;
+        }
+        break;
+    }
+    return p;
+}
+
+/* ---- minimisation ----------------------------------------------------------------- */
+
+/* The shortest prefix of the failing run's decisions that still fails
+ * with round-robin after it (binary search between the passing reference,
+ * prefix 0, and the whole run). */
+static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t errlen) {
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(rep->failing, &n);
+    int32_t *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
+    if (!copy) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(copy, d, (size_t)n * sizeof *copy);
+    ppv_policy p;
+    memset(&p, 0, sizeof p);
+    p.kind = PPV_POLICY_REPLAY;
+    p.replay = copy;
+    p.lenient = 1;
+    int64_t lo = 0, hi = n;
+    outcome best;
+    memset(&best, 0, sizeof best);
+    /* the whole prefix replays the failure exactly */
+    p.nreplay = n;
+    if (run_once(tg, &p, 1, &best, err, errlen) < 0) goto fail;
+    if (best.pass) { /* cannot happen with a deterministic engine: say so */
+        snprintf(rep->minimal_failure, sizeof rep->minimal_failure,
+                 "the failing run's decisions did not fail again: %.900s", best.why);
+    }
+    while (hi - lo > 1 && !best.pass) {
+        int64_t mid = lo + (hi - lo) / 2;
+        p.nreplay = mid;
+        outcome o;
+        if (run_once(tg, &p, 1, &o, err, errlen) < 0) goto fail;
+        if (o.pass) {
+            lo = mid;
+            ppv_world_free(o.world);
+        } else {
+            hi = mid;
+            ppv_world_free(best.world);
+            best = o;
+        }
+    }
+    rep->minimal_prefix = hi;
+    if (!best.pass) snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", best.why);
+    rep->minimal = best.world;
+    free(copy);
+    return 0;
+fail:
+    ppv_world_free(best.world);
+    free(copy);
+    return -1;
+}
+
+/* ---- the explorer ----------------------------------------------------------------- */
+
+int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!o->schedule == !o->pp) {
+        snprintf(err, errlen, "give the explorer one target: a schedule or the pipeline");
+        return -1;
+    }
+    if (o->runs <= 0 && !(o->seconds > 0)) {
+        snprintf(err, errlen, "give a number of runs or a time");
+        return -1;
+    }
+    if (o->pct_depth < 2 || o->pct_depth > 64) {
+        snprintf(err, errlen, "PCT depth %d: 2 to 64", o->pct_depth);
+        return -1;
+    }
+    ppv_fuzz_report *rep = calloc(1, sizeof *rep);
+    digest_set seen = {0};
+    if (!rep) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rep->failing_run = -1;
+    target tg = {.o = o};
+    outcome ref;
+    double t0 = now(), shown = t0;
+    if (reference(&tg, &ref, err, errlen) < 0) goto fail;
+    rep->runs = 1;
+    if (set_add(&seen, ref.trace_digest) < 0) goto oom;
+    if (!ref.pass) { /* round-robin itself fails: run 0 is the counterexample */
+        rep->found = 1;
+        rep->failing_run = 0;
+        rep->failing_policy.kind = PPV_POLICY_RR;
+        rep->failing_steps = ref.steps;
+        snprintf(rep->failure, sizeof rep->failure, "%s", ref.why);
+        snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", ref.why);
+        rep->failing = ref.world;
+        ref.world = NULL;
+        if (rep->failing) {
+            /* already minimal: no decision is forced */
+            int64_t n = 0;
+            const int32_t *d = ppv_world_decisions(rep->failing, &n);
+            ppv_policy p = {.kind = PPV_POLICY_REPLAY, .replay = d, .nreplay = n};
+            outcome again;
+            if (run_once(&tg, &p, 1, &again, err, errlen) < 0) goto fail;
+            rep->minimal = again.world;
+        }
+    }
+    ppv_world_free(ref.world);
+    for (int64_t i = 1; !rep->found; i++) {
+        double t = now();
+        if (o->runs > 0 && rep->runs >= o->runs) break;
+        if (o->seconds > 0 && t - t0 >= o->seconds) break;
+        if (o->progress && t - shown >= 0.2) {
+            ppv_fuzz_progress pr = {rep->runs, (int64_t)seen.n, t - t0};
+            o->progress(o->progress_ctx, &pr);
+            shown = t;
+        }
+        ppv_policy pol = policy_of(&tg, i);
+        outcome r;
+        if (run_once(&tg, &pol, 0, &r, err, errlen) < 0) goto fail;
+        rep->runs++;
+        if (set_add(&seen, r.trace_digest) < 0) goto oom;
+        if (r.pass) continue;
+        rep->found = 1;
+        rep->failing_run = i;
+        rep->failing_policy = pol;
+        rep->failing_steps = r.steps;
+        snprintf(rep->failure, sizeof rep->failure, "%s", r.why);
+        /* again, keeping its decisions */
+        outcome again;
+        if (run_once(&tg, &pol, 1, &again, err, errlen) < 0) goto fail;
+        rep->failing = again.world;
+        if (minimise(&tg, rep, err, errlen) < 0) goto fail;
+    }
+    rep->distinct = (int64_t)seen.n;
+    rep->seconds = now() - t0;
+    if (o->progress) {
+        ppv_fuzz_progress pr = {rep->runs, rep->distinct, rep->seconds};
+        o->progress(o->progress_ctx, &pr);
+    }
+    free(seen.slot);
+    *out = rep;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    free(seen.slot);
+    ppv_fuzz_report_free(rep);
+    return -1;
+}
+
+void ppv_fuzz_report_free(ppv_fuzz_report *r) {
+    if (!r) return;
+    ppv_world_free(r->minimal);
+    ppv_world_free(r->failing);
+    free(r);
+}

@@ -1,0 +1,67 @@
+/* ppv_fuzz.h - the fuzz layer's one public header: the interleaving
+ * explorer. It runs a target (a schedule on the engine, or the PP inference
+ * pipeline) under many scheduler decisions, checks every run against the
+ * round-robin reference, and hands back a failing run's trace, minimised
+ * to the shortest prefix of decisions that still fails when round-robin
+ * takes over after it, so that `ppv run --replay` / `ppv pp --replay`
+ * reproduce it exactly. Depends on ppv_engine.h.
+ */
+#ifndef PPV_FUZZ_H
+#define PPV_FUZZ_H
+
+#include <stdint.h>
+
+#include "ppv_engine.h"
+
+typedef enum ppv_fuzz_strategy {
+    PPV_FUZZ_RANDOM,   /* uniform among runnable ranks at every step */
+    PPV_FUZZ_PCT,      /* PCT at pct_depth, change points over the run's length */
+    PPV_FUZZ_PORTFOLIO /* runs alternate: random, then PCT at depths 2..pct_depth */
+} ppv_fuzz_strategy;
+
+/* "random", "pct", "portfolio"; -1 for another word. */
+int ppv_fuzz_strategy_parse(const char *text, ppv_fuzz_strategy *out);
+const char *ppv_fuzz_strategy_name(ppv_fuzz_strategy s);
+
+typedef struct ppv_fuzz_progress {
+    int64_t runs, distinct;
+    double seconds;
+} ppv_fuzz_progress;
+
+typedef struct ppv_fuzz_options {
+    ppv_fuzz_strategy strategy;
+    int32_t pct_depth; /* at least 2 */
+    uint64_t seed;     /* run i's policy seed is seed + i */
+    int64_t runs;      /* stop after this many (0: no limit) */
+    double seconds;    /* or after this long (0: no limit); one of the two is set */
+    /* the target: exactly one of schedule and pp */
+    const ppv_schedule *schedule;
+    ppv_run_options run; /* its policy is the explorer's */
+    const ppv_pp_options *pp;
+    /* called about every 0.2 s and at the end (a display; it must not touch the run) */
+    void (*progress)(void *ctx, const ppv_fuzz_progress *p);
+    void *progress_ctx;
+} ppv_fuzz_options;
+
+typedef struct ppv_fuzz_report {
+    int64_t runs;      /* made */
+    int64_t distinct;  /* distinct interleavings (trace digests) among them */
+    double seconds;
+    int found;         /* a run failed its checks */
+    int64_t failing_run;
+    ppv_policy failing_policy; /* its kind, seed and depth */
+    char failure[1024];        /* what failed, as the run said it */
+    int64_t failing_steps;     /* its scheduler decisions */
+    int64_t minimal_prefix;    /* decisions forced before round-robin takes over */
+    char minimal_failure[1024];
+    ppv_world *minimal;        /* the minimised run's decisions (ppv_trace_write) */
+    ppv_world *failing;        /* the failing run's decisions */
+} ppv_fuzz_report;
+
+/* Explores. 0 with *out (found says whether a run failed), or -1 with the
+ * reason when the target cannot run at all or the round-robin reference
+ * itself fails (the reason says so: nothing to explore). */
+int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t errlen);
+void ppv_fuzz_report_free(ppv_fuzz_report *r);
+
+#endif

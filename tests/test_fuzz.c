@@ -1,0 +1,217 @@
+/* test_fuzz.c - the interleaving explorer (ppv fuzz): it checks every run
+ * against the round-robin reference, counts distinct interleavings, hands
+ * back a failing run's trace that replays to the same failure, and
+ * accepts a fault only when it is caught the same way in every order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ppv_fuzz.h"
+#include "testutil.h"
+
+static ppv_fuzz_options base(int64_t runs) {
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = PPV_FUZZ_PORTFOLIO;
+    o.pct_depth = 3;
+    o.runs = runs;
+    o.run = ppv_run_defaults();
+    return o;
+}
+
+static ppv_fuzz_report *fuzz(const ppv_fuzz_options *o) {
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    if (ppv_fuzz(o, &r, err, sizeof err) != 0) fail_msg("ppv_fuzz: %s", err);
+    return r;
+}
+
+static void test_a_deadlock_of_the_reference_is_run_0_and_its_trace_replays(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("rendezvous_only_train.csv"));
+    ppv_fuzz_options o = base(50);
+    o.schedule = s;
+    ppv_fuzz_report *r = fuzz(&o);
+    assert_true(r->found);
+    assert_int_equal(r->runs, 1); /* the explorer stops at the first failure */
+    assert_int_equal(r->failing_run, 0);
+    assert_int_equal(r->failing_policy.kind, PPV_POLICY_RR);
+    assert_int_equal(r->minimal_prefix, 0);
+    assert_non_null(strstr(r->failure, "deadlock after 7 scheduler steps: 2 of 2 ranks blocked"));
+    /* the minimal trace replays exactly, to the same deadlock */
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(r->minimal, &n);
+    assert_int_equal(n, 7);
+    ppv_run_options ro = ppv_run_defaults();
+    ro.policy.kind = PPV_POLICY_REPLAY;
+    ro.policy.replay = d;
+    ro.policy.nreplay = n;
+    ppv_run_report *rep = NULL;
+    char err[256];
+    assert_int_equal(ppv_run(s, &ro, &rep, err, sizeof err), 0);
+    assert_int_equal(rep->world.status, PPV_RUN_DEADLOCK);
+    assert_int_equal(rep->world.ncycle, 2);
+    ppv_run_report_free(rep);
+    ppv_fuzz_report_free(r);
+    ppv_schedule_free(s);
+}
+
+static void test_a_clean_schedule_passes_every_interleaving(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("zbv", 2, 4, 0);
+    ppv_fuzz_options o = base(60);
+    o.schedule = s;
+    ppv_fuzz_report *r = fuzz(&o);
+    assert_false(r->found);
+    assert_int_equal(r->runs, 60);
+    assert_true(r->distinct >= 30); /* seeds and strategies really change the order */
+    assert_null(r->failing);
+    ppv_fuzz_report_free(r);
+    ppv_schedule_free(s);
+}
+
+static void test_the_pipeline_keeps_its_output_in_every_interleaving(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    pp.control_only = 1;
+    ppv_fuzz_options o = base(200);
+    o.pp = &pp;
+    static const ppv_fuzz_strategy strategies[] = {PPV_FUZZ_RANDOM, PPV_FUZZ_PCT,
+                                                   PPV_FUZZ_PORTFOLIO};
+    for (int k = 0; k < 3; k++) {
+        o.strategy = strategies[k];
+        ppv_fuzz_report *r = fuzz(&o);
+        assert_false(r->found);
+        assert_int_equal(r->runs, 200);
+        assert_true(r->distinct >= 100);
+        ppv_fuzz_report_free(r);
+    }
+}
+
+static void test_a_fault_passes_only_when_caught_the_same_way_in_every_order(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    pp.control_only = 1;
+    ppv_fuzz_options o = base(100);
+    o.pp = &pp;
+    static const ppv_pp_inject caught[] = {PPV_INJECT_OM08, PPV_INJECT_EXTRA_CALL,
+                                           PPV_INJECT_OM13, PPV_INJECT_DUPLICATE};
+    for (size_t k = 0; k < sizeof caught / sizeof caught[0]; k++) {
+        pp.inject = caught[k];
+        ppv_fuzz_report *r = fuzz(&o);
+        if (r->found) fail_msg("%s: %s", ppv_pp_inject_token(caught[k]), r->failure);
+        assert_int_equal(r->runs, 100);
+        ppv_fuzz_report_free(r);
+    }
+    /* with the leader's check taken out, OM-07 goes through: a failure */
+    pp.inject = PPV_INJECT_OM07;
+    pp.skip_points = 1u << PPV_POINT_LEADER;
+    ppv_fuzz_report *r = fuzz(&o);
+    assert_true(r->found);
+    assert_int_equal(r->failing_run, 0);
+    assert_string_equal(r->failure, "OM-07 went unnoticed: the run completed");
+    ppv_fuzz_report_free(r);
+}
+
+static void test_bad_options_are_refused(void **state) {
+    (void)state;
+    ppv_fuzz_options o = base(0);
+    ppv_fuzz_report *r = (ppv_fuzz_report *)1;
+    char err[256];
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
+    assert_null(r);
+    assert_string_equal(err, "give the explorer one target: a schedule or the pipeline");
+    ppv_pp_options pp = ppv_pp_defaults();
+    o.pp = &pp;
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "give a number of runs or a time");
+    o.runs = 1;
+    o.pct_depth = 1;
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "PCT depth 1: 2 to 64");
+    ppv_fuzz_strategy st;
+    assert_int_equal(ppv_fuzz_strategy_parse("dfs", &st), -1);
+    assert_int_equal(ppv_fuzz_strategy_parse("pct", &st), 0);
+    assert_int_equal(st, PPV_FUZZ_PCT);
+}
+
+/* ---- the command -------------------------------------------------------------------- */
+
+static void test_command_writes_traces_that_run_replays(void **state) {
+    (void)state;
+    const char *dir = tmp_path("found");
+    run_result r = RUN("fuzz", data_path("rendezvous_only_train.csv"), "--runs", "5", "--out", dir);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "failure at run 0 (round-robin, 7 scheduler steps): deadlock"));
+    assert_non_null(strstr(r.out, "result: PROBLEM\n"));
+    run_free(&r);
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/minimal.trace", dir);
+    r = RUN("run", data_path("rendezvous_only_train.csv"), "--replay", trace);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "cycle: rank 0 (0SEND_F1) -> rank 1 (1SEND_F0) -> rank 0"));
+    run_free(&r);
+    /* the pipeline's trace replays through ppv pp */
+    const char *pt = tmp_path("pp.trace");
+    r = RUN("pp", "--chunks", "3", "--policy", "random", "--seed", "5", "--trace-out", pt,
+            "--json");
+    assert_int_equal(r.code, 0);
+    const char *digest = strstr(r.out, "\"trace_digest\":");
+    assert_non_null(digest);
+    char want[64];
+    snprintf(want, sizeof want, "%.34s", digest);
+    run_free(&r);
+    r = RUN("pp", "--chunks", "3", "--replay", pt, "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, want));
+    run_free(&r);
+    r = RUN("pp", "--chunks", "3", "--mesh", "4", "--replay", pt);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "is a trace of 3 ranks; stage 0 and a mesh of 4 are 5"));
+    run_free(&r);
+}
+
+static void test_command_keeps_options_to_their_target(void **state) {
+    (void)state;
+    run_result r = RUN("fuzz", "pp", "--runs", "20", "--control-only", "--chunks", "3", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"ok\":true,\"target\":\"pp\",\"strategy\":\"portfolio\","
+                                  "\"runs\":20,"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--semantics", "eager");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "are for a schedule target"));
+    run_free(&r);
+    r = RUN("fuzz", data_path("rendezvous_only_train.csv"), "--mesh", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "pp's options are for the pp target"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--strategy", "dfs");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("fuzz");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_deadlock_of_the_reference_is_run_0_and_its_trace_replays),
+        cmocka_unit_test(test_a_clean_schedule_passes_every_interleaving),
+        cmocka_unit_test(test_the_pipeline_keeps_its_output_in_every_interleaving),
+        cmocka_unit_test(test_a_fault_passes_only_when_caught_the_same_way_in_every_order),
+        cmocka_unit_test(test_bad_options_are_refused),
+        cmocka_unit_test(test_command_writes_traces_that_run_replays),
+        cmocka_unit_test(test_command_keeps_options_to_their_target),
+    };
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+}

@@ -1,0 +1,303 @@
+/* cmd_fuzz.c - `ppv fuzz`: the interleaving explorer on a schedule (run on
+ * the engine) or on the PP inference pipeline; on a failure it writes the
+ * failing and the minimised traces, which `ppv run --replay` or `ppv pp
+ * --replay` reproduce exactly. */
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ppv_fuzz.h"
+
+enum { OPT_RUNS = 1000, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON,
+       OPT_SEMANTICS, OPT_RECOMPUTE, OPT_LAYERS, OPT_WIDTH, OPT_WATCHDOG, OPT_HELP };
+
+typedef struct fuzz_args {
+    ppv_fuzz_options f;
+    ppv_pp_options pp;
+    const char *target, *out, *recompute;
+    const char *semantics;
+    int json, pp_target, schedule_only_used, pp_only_used;
+} fuzz_args;
+
+static int whole(const char *name, const char *arg, long long lo, long long hi, long long *v) {
+    char *end;
+    long long n = strtoll(arg, &end, 10);
+    if (!*arg || *end || n < lo || n > hi) {
+        char what[160];
+        snprintf(what, sizeof what, "%s needs a whole number from %lld to %lld, not '%%s'", name,
+                 lo, hi);
+        usage_error(what, arg);
+        return -1;
+    }
+    *v = n;
+    return 0;
+}
+
+/* -1 when parsed, else the exit code. */
+static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
+    static const struct option own[] = {{"runs", required_argument, 0, OPT_RUNS},
+                                        {"time", required_argument, 0, OPT_TIME},
+                                        {"strategy", required_argument, 0, OPT_STRATEGY},
+                                        {"pct-depth", required_argument, 0, OPT_DEPTH},
+                                        {"seed", required_argument, 0, OPT_SEED},
+                                        {"out", required_argument, 0, OPT_OUT},
+                                        {"json", no_argument, 0, OPT_JSON},
+                                        {"semantics", required_argument, 0, OPT_SEMANTICS},
+                                        {"recompute", required_argument, 0, OPT_RECOMPUTE},
+                                        {"layers", required_argument, 0, OPT_LAYERS},
+                                        {"width", required_argument, 0, OPT_WIDTH},
+                                        {"watchdog", required_argument, 0, OPT_WATCHDOG},
+                                        {"help", no_argument, 0, OPT_HELP},
+                                        {0, 0, 0, 0}};
+    size_t npipe = 0;
+    while (pp_pipeline_options[npipe].name)
+        npipe++;
+    struct option longs[64];
+    memcpy(longs, pp_pipeline_options, npipe * sizeof *longs);
+    memcpy(longs + npipe, own, sizeof own);
+    memset(a, 0, sizeof *a);
+    a->f.strategy = PPV_FUZZ_PORTFOLIO;
+    a->f.pct_depth = 3;
+    a->f.run = ppv_run_defaults();
+    a->pp = ppv_pp_defaults();
+    a->recompute = "none";
+    getopt_prepare(argv);
+    int c;
+    long long n;
+    int runs_given = 0;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        int rc = pp_pipeline_option(c, optarg, &a->pp, NULL);
+        if (rc < 0) return PPV_EXIT_BAD_INPUT;
+        if (rc == 0) {
+            a->pp_only_used = 1;
+            continue;
+        }
+        switch (c) {
+        case OPT_RUNS:
+            if (whole("--runs", optarg, 1, 1000000000, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->f.runs = n;
+            runs_given = 1;
+            break;
+        case OPT_TIME: {
+            char *end;
+            double t = strtod(optarg, &end);
+            if (!*optarg || *end || !(t > 0) || t > 1e6)
+                return usage_error("--time needs seconds above 0, not '%s'", optarg);
+            a->f.seconds = t;
+            break;
+        }
+        case OPT_STRATEGY:
+            if (ppv_fuzz_strategy_parse(optarg, &a->f.strategy) < 0)
+                return usage_error("--strategy is random, pct or portfolio, not '%s'", optarg);
+            break;
+        case OPT_DEPTH:
+            if (whole("--pct-depth", optarg, 2, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->f.pct_depth = (int32_t)n;
+            break;
+        case OPT_SEED:
+            if (whole("--seed", optarg, 0, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->f.seed = (uint64_t)n;
+            break;
+        case OPT_OUT:
+            a->out = optarg;
+            break;
+        case OPT_JSON:
+            a->json = 1;
+            break;
+        case OPT_SEMANTICS:
+            if (ppv_semantics_parse(optarg, &a->f.run.sem) < 0)
+                return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
+                                   optarg);
+            a->schedule_only_used = 1;
+            break;
+        case OPT_RECOMPUTE:
+            a->recompute = optarg;
+            a->schedule_only_used = 1;
+            break;
+        case OPT_LAYERS:
+            if (whole("--layers", optarg, 1, 4096, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->f.run.model.layers = (int32_t)n;
+            a->schedule_only_used = 1;
+            break;
+        case OPT_WIDTH:
+            if (whole("--width", optarg, 2, 4096, &n) < 0 || n % a->f.run.model.n_heads)
+                return usage_error("--width needs a multiple of the model's heads in 2..4096, "
+                                   "not '%s'",
+                                   optarg);
+            a->f.run.model.d_model = (int32_t)n;
+            a->f.run.model.d_ff = 2 * (int32_t)n;
+            a->schedule_only_used = 1;
+            break;
+        case OPT_WATCHDOG:
+            if (whole("--watchdog", optarg, 1, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->f.run.watchdog_steps = n;
+            a->schedule_only_used = 1;
+            break;
+        case OPT_HELP:
+        case 'h':
+            return print_help();
+        default:
+            return bad_option();
+        }
+    }
+    if (argc - optind != 1)
+        return usage_error("takes one TARGET: a schedule file, or pp%s", "");
+    a->target = argv[optind];
+    a->pp_target = !strcmp(a->target, "pp");
+    if (a->pp_target && a->schedule_only_used)
+        return usage_error("--semantics, --recompute, --layers, --width and --watchdog are for a "
+                           "schedule target%s; the pipeline takes pp's options",
+                           "");
+    if (!a->pp_target && a->pp_only_used)
+        return usage_error("pp's options are for the pp target, not the schedule %s", a->target);
+    if (!runs_given && !(a->f.seconds > 0)) a->f.runs = 1000;
+    return -1;
+}
+
+static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
+    (void)ctx;
+    fprintf(stderr, "\r\033[K%lld runs, %.0f runs/s, %lld distinct interleavings",
+            (long long)p->runs, p->seconds > 0 ? (double)p->runs / p->seconds : 0.0,
+            (long long)p->distinct);
+    fflush(stderr);
+}
+
+/* Writes DIR/NAME.trace from w; 0, or -1 after a message. */
+static int save_trace(const char *dir, const char *name, const ppv_world *w, char *path,
+                      size_t n) {
+    snprintf(path, n, "%s/%s", dir, name);
+    return w ? write_trace_file(path, w) : -1;
+}
+
+static const char *policy_text(const ppv_policy *p, char *buf, size_t n) {
+    switch (p->kind) {
+    case PPV_POLICY_RR:
+        snprintf(buf, n, "round-robin");
+        break;
+    case PPV_POLICY_RANDOM:
+        snprintf(buf, n, "random, seed %llu", (unsigned long long)p->seed);
+        break;
+    case PPV_POLICY_PCT:
+        snprintf(buf, n, "pct:%d, seed %llu", p->depth, (unsigned long long)p->seed);
+        break;
+    default:
+        snprintf(buf, n, "replay");
+    }
+    return buf;
+}
+
+int cmd_fuzz(int argc, char **argv) {
+    fuzz_args a;
+    int rc = parse_fuzz_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    char err[1024];
+    ppv_schedule *s = NULL;
+    uint8_t *mask = NULL;
+    if (a.pp_target) {
+        if (ppv_pp_options_check(&a.pp, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: %s\n(run 'ppv help fuzz' for usage)\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        a.f.pp = &a.pp;
+    } else {
+        if (ppv_schedule_load(a.target, PPV_DIALECT_AUTO, &s, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        mask = calloc((size_t)s->nstages + 1, 1);
+        if (!mask || ppv_recompute_parse(a.recompute, s->nstages, mask) < 0) {
+            fprintf(stderr, "ppv fuzz: --recompute is none, all or stage numbers in 0..%d, not "
+                            "'%s'\n",
+                    s->nstages - 1, a.recompute);
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+        a.f.run.recompute = mask;
+        a.f.schedule = s;
+    }
+    if (a.out && mkdir(a.out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ppv fuzz: cannot make %s: %s\n", a.out, strerror(errno));
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    int tty = !a.json && isatty(2);
+    if (tty) a.f.progress = show_progress;
+    ppv_fuzz_report *r = NULL;
+    if (ppv_fuzz(&a.f, &r, err, sizeof err) < 0) {
+        if (tty) fputs("\r\033[K", stderr);
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    if (tty) fputs("\r\033[K", stderr);
+    char failing_path[4200] = "", minimal_path[4200] = "", pol[96];
+    if (r->found && a.out) {
+        if (save_trace(a.out, "failing.trace", r->failing, failing_path, sizeof failing_path) <
+                0 ||
+            save_trace(a.out, "minimal.trace", r->minimal, minimal_path, sizeof minimal_path) <
+                0) {
+            ppv_fuzz_report_free(r);
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    if (a.json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "ok", json_object_new_boolean(!r->found));
+        json_object_object_add(j, "target", json_object_new_string(a.target));
+        json_object_object_add(j, "strategy",
+                               json_object_new_string(ppv_fuzz_strategy_name(a.f.strategy)));
+        json_object_object_add(j, "runs", json_object_new_int64(r->runs));
+        json_object_object_add(j, "distinct_interleavings", json_object_new_int64(r->distinct));
+        json_object_object_add(j, "seconds", json_object_new_double(r->seconds));
+        json_object_object_add(j, "failure",
+                               r->found ? json_object_new_string(r->failure) : NULL);
+        json_object_object_add(j, "failing_run",
+                               r->found ? json_object_new_int64(r->failing_run) : NULL);
+        json_object_object_add(
+            j, "failing_policy",
+            r->found ? json_object_new_string(policy_text(&r->failing_policy, pol, sizeof pol))
+                     : NULL);
+        json_object_object_add(j, "failing_steps",
+                               r->found ? json_object_new_int64(r->failing_steps) : NULL);
+        json_object_object_add(j, "minimal_prefix",
+                               r->found ? json_object_new_int64(r->minimal_prefix) : NULL);
+        json_object_object_add(j, "minimal_failure",
+                               r->found ? json_object_new_string(r->minimal_failure) : NULL);
+        json_object_object_add(j, "minimal_trace",
+                               minimal_path[0] ? json_object_new_string(minimal_path) : NULL);
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+    } else {
+        printf("ppv fuzz: %s, strategy %s (PCT depth up to %d), seeds from %llu\n", a.target,
+               ppv_fuzz_strategy_name(a.f.strategy), a.f.pct_depth,
+               (unsigned long long)a.f.seed);
+        printf("runs: %lld in %.2f s (%.0f runs/s), %lld distinct interleavings\n",
+               (long long)r->runs, r->seconds, r->seconds > 0 ? (double)r->runs / r->seconds : 0.0,
+               (long long)r->distinct);
+        if (r->found) {
+            printf("failure at run %lld (%s, %lld scheduler steps): %s\n",
+                   (long long)r->failing_run, policy_text(&r->failing_policy, pol, sizeof pol),
+                   (long long)r->failing_steps, r->failure);
+            printf("minimal: the first %lld decisions forced, then round-robin: %s\n",
+                   (long long)r->minimal_prefix, r->minimal_failure);
+            if (minimal_path[0])
+                printf("traces: %s (failing), %s (minimal); replay with ppv %s --replay %s\n",
+                       failing_path, minimal_path,
+                       a.pp_target ? "pp [the same pp options]" : "run SCHEDULE [the same options]",
+                       minimal_path);
+        }
+        printf("result: %s\n", r->found ? "PROBLEM" : "OK");
+    }
+    rc = r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    ppv_fuzz_report_free(r);
+done:
+    free(mask);
+    ppv_schedule_free(s);
+    return rc;
+}
