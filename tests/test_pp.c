@@ -426,8 +426,10 @@ static void test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits(void **state
     assert_int_equal(r->world.nblocked, 2);
     assert_int_equal(r->world.blocked[0].rank, 1);
     assert_int_equal(r->world.blocked[1].rank, 2);
-    assert_non_null(strstr(r->message, "rank 1 (leader) waits at envelope header"));
-    assert_non_null(strstr(r->message, "rank 2 (worker) waits at header"));
+    assert_non_null(strstr(r->message, "rank 1 (leader, group world, after call_id 1, chunk_index "
+                                       "1, cache_epoch 0) waits at envelope header"));
+    assert_non_null(strstr(r->message, "rank 2 (worker, group mesh, after call_id 1, chunk_index 1, "
+                                       "cache_epoch 0) waits at header"));
     /* stage 0 decoded nothing of chunk 1 */
     assert_true(r->chunks_emitted <= 1);
     ppv_pp_report_free(r);

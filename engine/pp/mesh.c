@@ -386,6 +386,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         int rc;
         if (m.leader) {
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
+            if (!rc) pp_note_ids(c, rank, rm.header);
             if (rc) {
                 pp_transport_error(c, t, where(&m, PP_GROUP_WORLD), rc, "waiting for an envelope");
                 pp_envelope_free(&e);
@@ -426,6 +427,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         } else {
             int comm = group_comm(&m, PP_GROUP_MESH, PP_GROUP_MESH, "the envelope broadcast");
             rc = pp_bcast_recv(t, rank, comm, &rm, &e, &mode, msg, sizeof msg);
+            if (!rc) pp_note_ids(c, rank, rm.header);
             if (rc) pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");
             if (!rc && mode != PPV_FAIL_NONE)
                 pp_fail(c, t, where(&m, PP_GROUP_MESH), mode, PPV_POINT_LEADER,

@@ -484,6 +484,8 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         goto oom;
     if (o->keep_kv) r->nkv = chunks;
     c.rep = r;
+    if (!(c.last_ids = malloc((size_t)c.nranks * sizeof *c.last_ids))) goto oom;
+    memset(c.last_ids, 0xff, (size_t)c.nranks * sizeof *c.last_ids); /* -1: none yet */
     ppv_policy policy = o->policy;
     if (policy.kind == PPV_POLICY_PCT && policy.pct_steps <= 0) {
         /* PCT spreads its change points over the run's length: measure it
@@ -503,6 +505,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         c.failed = 0;
     }
     report_reset(r, chunks);
+    memset(c.last_ids, 0xff, (size_t)c.nranks * sizeof *c.last_ids);
     if (run_world(&c, &policy, &r->trace, err, errlen) < 0) goto fail;
     if (r->world.status == PPV_RUN_DEADLOCK || r->world.status == PPV_RUN_HANG) {
         c.failed = 1;
@@ -511,13 +514,23 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         r->failed_rank = r->world.nblocked ? r->world.blocked[0].rank : -1;
         int n = snprintf(r->message, sizeof r->message, "PPV-WATCHDOG: %s",
                          r->world.message[0] ? r->world.message : "ranks wait for each other");
-        for (int32_t k = 0; k < r->world.nblocked && n > 0 && (size_t)n < sizeof r->message; k++)
-            n += snprintf(r->message + n, sizeof r->message - (size_t)n,
-                          "; rank %d (%s) waits at %s", r->world.blocked[k].rank,
-                          r->world.blocked[k].rank == 0   ? "stage 0"
-                          : r->world.blocked[k].rank == 1 ? "leader"
-                                                          : "worker",
-                          r->world.blocked[k].action);
+        for (int32_t k = 0; k < r->world.nblocked && n > 0 && (size_t)n < sizeof r->message; k++) {
+            int32_t b = r->world.blocked[k].rank;
+            const int64_t *ids = c.last_ids[b];
+            /* the leader waits for stage 0 on the world; the mesh's waits are its own */
+            const char *group = b <= 1 ? "world" : "mesh";
+            if (ids[0] < 0)
+                n += snprintf(r->message + n, sizeof r->message - (size_t)n,
+                              "; rank %d (%s, group %s, before the first envelope) waits at %s", b,
+                              b == 0 ? "stage 0" : b == 1 ? "leader" : "worker", group,
+                              r->world.blocked[k].action);
+            else
+                n += snprintf(r->message + n, sizeof r->message - (size_t)n,
+                              "; rank %d (%s, group %s, after call_id %" PRId64
+                              ", chunk_index %" PRId64 ", cache_epoch %" PRId64 ") waits at %s",
+                              b, b == 0 ? "stage 0" : b == 1 ? "leader" : "worker", group, ids[0],
+                              ids[1], ids[2], r->world.blocked[k].action);
+        }
     } else if (r->world.status == PPV_RUN_FAILED && !c.failed) {
         c.failed = 1;
         r->failure = PPV_FAIL_COLLECTIVE;
@@ -539,11 +552,13 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
                  infers);
     }
     ppv_genmodel_free(model);
+    free(c.last_ids);
     *out = r;
     return 0;
 oom:
     ppv_errf(err, errlen, "out of memory");
 fail:
+    free(c.last_ids);
     ppv_genmodel_free(model);
     ppv_pp_report_free(r);
     return -1;

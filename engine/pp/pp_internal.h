@@ -4,6 +4,8 @@
 #ifndef PPV_PP_INTERNAL_H
 #define PPV_PP_INTERNAL_H
 
+#include <string.h>
+
 #include "../internal.h"
 
 enum { PP_FRAMES_PER_CHUNK = 3, PP_LATENT_CHANNELS = 16 };
@@ -21,6 +23,9 @@ typedef struct pp_ctx {
     int64_t *plan_calls; /* [chunks] expected_generator_calls stage 0 plans */
     /* first failure, kept by pp_fail */
     int failed;
+    /* per rank: the ids of the last envelope it sent or received (-1: none
+     * yet), so that a watchdog report names them */
+    int64_t (*last_ids)[3];
     /* keep_kv: per chunk index (plan order), per mesh rank, the rank's cache */
     float ***kv_by_rank; /* [chunks][mesh] */
     size_t kv_rank_floats;
@@ -49,6 +54,11 @@ void pp_fail(pp_ctx *c, ppv_transport *t, pp_where w, ppv_failure mode, ppv_pp_p
 void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const char *what);
 
 const char *pp_group_name(pp_group g);
+
+/* Notes that rank is handling the envelope of header h (ids at 1..3). */
+static inline void pp_note_ids(pp_ctx *c, int32_t rank, const int64_t *h) {
+    if (c->last_ids) memcpy(c->last_ids[rank], h + 1, sizeof c->last_ids[rank]);
+}
 
 /* The roles (stage0.c, mesh.c); the handshake runs first on every rank
  * (pp.c). Each returns when its part of the run ends. */

@@ -84,6 +84,7 @@ static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
         return -1;
     }
     ppv_contract_order_advance(&s->order, e);
+    pp_note_ids(s->c, 0, f.header);
     int rc = pp_send_frame(s->t, 0, 1, &f, ppv_pp_action_name(e->action));
     ppv_frame_free(&f);
     if (rc) {
