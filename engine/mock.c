@@ -143,19 +143,83 @@ static int run_op(ppv_world *w, int32_t rank, p2p_op *op) {
     return rc2;
 }
 
+/* A buffered copy of buf queued to peer, as an eager send is (a
+ * duplicated message's second arrival). */
+static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                     int32_t comm, const char *what) {
+    p2p_op *op;
+    int rc = make_op(w, rank, 1, buf, NULL, bytes, peer, comm, what, &op);
+    if (rc) return rc;
+    channel *ch = world_channel(w, comm, rank, peer);
+    if (ch->recvs) { /* a receive already waits: it takes the copy now */
+        p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
+        w->ranks[rank].pending++;
+        rc = deliver(w, op, r);
+        w->ranks[rank].pending--;
+        free(op);
+        return rc;
+    }
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!copy) {
+        free(op);
+        ppv_world_fail(&w->transport, rank, "out of memory duplicating a send");
+        return PPV_ERR_ABORTED;
+    }
+    memcpy(copy, buf, bytes);
+    op->owned = copy;
+    op->done = 1;
+    queue_push(&ch->sends, &ch->sends_tail, op);
+    return 0;
+}
+
 static int mock_send(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
                      int32_t comm, const char *what) {
     ppv_world *w = impl;
     ppv_world_switch(w, rank);
+    if (w->ranks[rank].dead) return PPV_ERR_ABORTED;
+    const ppv_fault *fault = &w->opt.fault;
+    int hit = !w->aborted && fault->kind != PPV_FAULT_NONE && w->nsends == fault->message;
+    w->nsends++;
+    if (hit) {
+        w->fault_applied = 1;
+        w->last_progress = w->steps;
+        switch (fault->kind) {
+        case PPV_FAULT_DROP: /* the sender believes it sent */
+            return w->aborted ? PPV_ERR_ABORTED : 0;
+        case PPV_FAULT_KILL:
+            w->ranks[rank].dead = 1;
+            return PPV_ERR_ABORTED;
+        case PPV_FAULT_CORRUPT: {
+            unsigned char *bad = malloc(bytes ? bytes : 1);
+            if (!bad) {
+                ppv_world_fail(&w->transport, rank, "out of memory corrupting a send");
+                return PPV_ERR_ABORTED;
+            }
+            memcpy(bad, buf, bytes);
+            if (bytes) bad[(size_t)fault->message % bytes] ^= 1;
+            p2p_op *op;
+            int rc = make_op(w, rank, 1, bad, NULL, bytes, peer, comm, what, &op);
+            if (!rc) rc = run_op(w, rank, op);
+            free(bad);
+            return rc;
+        }
+        default:
+            break;
+        }
+    }
     p2p_op *op;
     int rc = make_op(w, rank, 1, buf, NULL, bytes, peer, comm, what, &op);
-    return rc ? rc : run_op(w, rank, op);
+    if (!rc) rc = run_op(w, rank, op);
+    if (!rc && hit && fault->kind == PPV_FAULT_DUPLICATE)
+        rc = post_copy(w, rank, buf, bytes, peer, comm, what);
+    return rc;
 }
 
 static int mock_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer,
                      int32_t comm, const char *what) {
     ppv_world *w = impl;
     ppv_world_switch(w, rank);
+    if (w->ranks[rank].dead) return PPV_ERR_ABORTED;
     p2p_op *op;
     int rc = make_op(w, rank, 0, NULL, buf, bytes, peer, comm, what, &op);
     return rc ? rc : run_op(w, rank, op);
@@ -218,7 +282,7 @@ static int mock_group_end(void *impl, int32_t rank) {
 static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const void *src,
                       size_t bytes, int32_t root, int32_t comm, const char *what) {
     ppv_world_switch(w, rank);
-    if (w->aborted) return PPV_ERR_ABORTED;
+    if (w->aborted || w->ranks[rank].dead) return PPV_ERR_ABORTED;
     rank_ctx *rc = &w->ranks[rank];
     if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0 || rc->in_group) {
         ppv_world_fail(&w->transport, rank, "%s: rank %d is not a member of communicator %d%s",

@@ -318,12 +318,33 @@ typedef struct ppv_policy {
  * apart). */
 int ppv_policy_parse(const char *text, ppv_policy *out);
 
+/* One fault the mock transport puts into a run, at a point the explorer
+ * chose; a trace file records it with the decisions. */
+typedef enum ppv_fault_kind {
+    PPV_FAULT_NONE,
+    PPV_FAULT_DROP,      /* the message is lost (its sender goes on) */
+    PPV_FAULT_DUPLICATE, /* the message arrives twice */
+    PPV_FAULT_CORRUPT,   /* one bit of the message is flipped in transit */
+    PPV_FAULT_KILL,      /* the sending rank dies instead of sending */
+    PPV_FAULT_COUNT
+} ppv_fault_kind;
+
+typedef struct ppv_fault {
+    ppv_fault_kind kind;
+    int64_t message; /* the run's point-to-point send it hits, counted from 0 */
+} ppv_fault;
+
+/* "drop", "duplicate", "corrupt", "kill" ("none" for NONE); -1 for another. */
+int ppv_fault_parse(const char *text, ppv_fault_kind *out);
+const char *ppv_fault_name(ppv_fault_kind k);
+
 typedef struct ppv_world_options {
     int32_t nranks;
     ppv_semantics sem;
     ppv_policy policy;
     int64_t watchdog_steps; /* scheduler steps without progress that make a hang */
     size_t stack_bytes;     /* per rank coroutine */
+    ppv_fault fault;        /* PPV_FAULT_NONE: none */
 } ppv_world_options;
 
 typedef enum ppv_run_status {
@@ -336,6 +357,8 @@ typedef enum ppv_run_status {
 typedef struct ppv_world_result {
     ppv_run_status status;
     int64_t steps;         /* scheduler decisions taken */
+    int64_t sends;         /* point-to-point sends made (what a fault's point counts) */
+    int fault_applied;     /* the fault was put in (its send was reached) */
     uint64_t trace_digest; /* FNV-1a of the decisions */
     ppv_wait *blocked;     /* DEADLOCK/HANG: every rank not done */
     int32_t nblocked;
@@ -383,6 +406,8 @@ int ppv_trace_write(FILE *f, const ppv_world *w);
 /* Reads a trace file's decisions (malloc'd). */
 int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *nranks, char *err,
                    size_t errlen);
+/* The fault a trace file records (kind NONE when it has none); 0 or -1. */
+int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------ */
 /* Running a schedule: one training step of the built-in model              */
@@ -394,6 +419,7 @@ typedef struct ppv_run_options {
     const uint8_t *recompute; /* [nstages]: 1 = keep only the stage input and
                                  recompute the forward before its backward */
     int64_t watchdog_steps;
+    ppv_fault fault; /* one transport fault (the explorer's), or none */
     int perturb; /* self-test: flip the lowest bit of the first summed gradient,
                     so a comparison that must fail can be seen to fail */
     /* Where the model and inputs come from (a golden file's replay): by
@@ -649,6 +675,7 @@ typedef struct ppv_pp_options {
     int control_only; /* no model compute: a call passes its latents through, keeping every
                          message and collective (the control plane alone) */
     unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
+    ppv_fault fault;      /* one transport fault (the explorer's), or none */
     /* Replay: stage 0 sends these envelopes in order instead of planning
      * (they are not changed; their tensors stay the caller's), and every
      * result it receives is passed to on_result. */

@@ -536,6 +536,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         probe.policy.kind = PPV_POLICY_RR;
         probe.perturb = 0;
         probe.progress = NULL;
+        probe.fault.kind = PPV_FAULT_NONE;
         ppv_run_report *pr = NULL;
         if (ppv_run(s_in, &probe, &pr, err, errlen) < 0) return -1;
         ppv_run_options measured = *o;
@@ -646,6 +647,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     wo.sem = o->sem;
     wo.policy = o->policy;
     wo.watchdog_steps = o->watchdog_steps;
+    wo.fault = o->fault;
     ppv_world *w = ppv_world_new(&wo, err, errlen);
     if (!w) goto done;
     rep->trace = w;

@@ -11,6 +11,7 @@
  * PPV_ERR_ABORTED, so no rank's memory is left behind.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -555,6 +556,8 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     }
     unwind(w);
     res->steps = w->steps;
+    res->sends = w->nsends;
+    res->fault_applied = w->fault_applied;
     res->pct_fired = w->pct_fired;
     uint64_t h = 1469598103934665603ULL; /* FNV-1a over the decisions */
     for (int64_t k = 0; k < w->ndecisions; k++) {
@@ -586,6 +589,22 @@ const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n) {
     return w->decisions;
 }
 
+static const char *const fault_names[PPV_FAULT_COUNT] = {"none", "drop", "duplicate", "corrupt",
+                                                          "kill"};
+
+int ppv_fault_parse(const char *text, ppv_fault_kind *out) {
+    for (int k = 0; k < PPV_FAULT_COUNT; k++)
+        if (!strcmp(text, fault_names[k])) {
+            *out = (ppv_fault_kind)k;
+            return 0;
+        }
+    return -1;
+}
+
+const char *ppv_fault_name(ppv_fault_kind k) {
+    return (unsigned)k < PPV_FAULT_COUNT ? fault_names[k] : "?";
+}
+
 int ppv_trace_write(FILE *f, const ppv_world *w) {
     fprintf(f, "ppv-trace 1\nranks %d\ndecisions %lld\n", w->P, (long long)w->ndecisions);
     for (int64_t k = 0; k < w->ndecisions;) { /* run-length: RANK COUNT */
@@ -594,6 +613,9 @@ int ppv_trace_write(FILE *f, const ppv_world *w) {
         fprintf(f, "%d %lld\n", w->decisions[k], (long long)(j - k));
         k = j;
     }
+    if (w->opt.fault.kind != PPV_FAULT_NONE)
+        fprintf(f, "fault %s %lld\n", ppv_fault_name(w->opt.fault.kind),
+                (long long)w->opt.fault.message);
     return ferror(f) ? -1 : 0;
 }
 
@@ -630,7 +652,10 @@ int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *n
         }
         for (long long k = 0; k < cnt; k++) d[got++] = r;
     }
-    int bad = !feof(f) || got != total;
+    char kind[16];
+    long long at;
+    if (!feof(f) && fscanf(f, " fault %15s %lld", kind, &at) == 2) line++; /* read apart */
+    int bad = got != total || fscanf(f, " %15s", kind) != EOF;
     fclose(f);
     if (bad) {
         free(d);
@@ -641,4 +666,29 @@ int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *n
     *n = total;
     *nranks = P;
     return 0;
+}
+
+int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t errlen) {
+    memset(fault, 0, sizeof *fault);
+    FILE *f = fopen(path, "r");
+    if (!f) return ppv_errf(err, errlen, "%s: cannot open trace", path);
+    char line[256];
+    int rc = 0, n = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        char kind[16];
+        long long at;
+        if (strncmp(line, "fault ", 6) != 0) continue;
+        ppv_fault_kind k;
+        if (sscanf(line, "fault %15s %lld", kind, &at) != 2 || ppv_fault_parse(kind, &k) < 0 ||
+            k == PPV_FAULT_NONE || at < 0) {
+            rc = ppv_errf(err, errlen, "%s:%d: bad fault line (expected 'fault drop|duplicate|"
+                          "corrupt|kill MESSAGE')", path, n);
+            break;
+        }
+        fault->kind = k;
+        fault->message = at;
+    }
+    fclose(f);
+    return rc;
 }

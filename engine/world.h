@@ -70,6 +70,7 @@ typedef struct rank_ctx {
     void *sp;                /* PPV_FAST_SWITCH: the saved stack pointer */
     struct ppv_world *world; /* for the rank's entry */
     int32_t rank;
+    int dead; /* PPV_FAULT_KILL: every call fails from now on */
     void *stack;
     unsigned stack_id; /* valgrind stack registration */
     int state;
@@ -87,6 +88,8 @@ struct ppv_world {
     rank_ctx *ranks;
     ucontext_t sched_ctx;
     void *sched_sp; /* PPV_FAST_SWITCH: the scheduler's saved stack pointer */
+    int64_t nsends;  /* point-to-point sends so far (a fault's point) */
+    int fault_applied;
     ppv_transport transport;
     channel *chans;     /* [ncomms][P][P], grown by add_comm */
     world_comm *comms;

@@ -82,34 +82,42 @@ typedef struct target {
     uint64_t out_digest;   /* pipeline: the round-robin run's output digest */
     uint64_t clean_digest; /* pipeline with a fault that must not fail: the run without it */
     int64_t ref_steps;     /* the reference's length, for PCT */
+    int64_t ref_sends;     /* its point-to-point sends, where faults are drawn */
 } target;
 
 /* The outcome of one run: its verdict, what failed, its steps and digest,
  * and (kept on request) its decisions. */
 typedef struct outcome {
     int pass;
+    int named_failure; /* it failed and said how (not a silent difference) */
+    int differs;       /* it completed with other output than the reference */
     char why[1024];
-    int64_t steps;
+    int64_t steps, sends;
     uint64_t trace_digest;
     ppv_world *world;
 } outcome;
 
-static int run_schedule(const target *tg, const ppv_policy *pol, int keep, outcome *out,
-                        char *err, size_t errlen) {
+static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                        outcome *out, char *err, size_t errlen) {
     ppv_run_options ro = tg->o->run;
     ro.policy = *pol;
+    ro.fault = *fault;
     ro.progress = NULL;
     ppv_run_report *r = NULL;
     if (ppv_run(tg->o->schedule, &ro, &r, err, errlen) < 0) return -1;
     out->steps = r->world.steps;
+    out->sends = r->world.sends;
     out->trace_digest = r->world.trace_digest;
-    if (r->world.status != PPV_RUN_DONE)
+    if (r->world.status != PPV_RUN_DONE) {
         snprintf(out->why, sizeof out->why, "%s", r->world.message[0] ? r->world.message
                                                                       : "the run did not complete");
+        out->named_failure = 1;
+    }
     else if (r->grad_digest != tg->grad_digest)
-        snprintf(out->why, sizeof out->why,
-                 "gradients %016" PRIx64 " differ from the one-rank reference's %016" PRIx64,
-                 r->grad_digest, tg->grad_digest);
+        out->differs = snprintf(out->why, sizeof out->why,
+                                "gradients %016" PRIx64
+                                " differ from the one-rank reference's %016" PRIx64,
+                                r->grad_digest, tg->grad_digest) > 0;
     else if (memcmp(r->peak_bytes, r->predicted_bytes, (size_t)r->nranks * sizeof(int64_t)))
         snprintf(out->why, sizeof out->why, "measured activation memory differs from the prediction");
     else
@@ -122,14 +130,17 @@ static int run_schedule(const target *tg, const ppv_policy *pol, int keep, outco
     return 0;
 }
 
-static int run_pp(const target *tg, const ppv_policy *pol, int keep, outcome *out, char *err,
-                  size_t errlen) {
+static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                  outcome *out, char *err, size_t errlen) {
     ppv_pp_options po = *tg->o->pp;
     po.policy = *pol;
+    po.fault = *fault;
     ppv_pp_report *r = NULL;
     if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
     out->steps = r->world.steps;
+    out->sends = r->world.sends;
     out->trace_digest = r->world.trace_digest;
+    out->named_failure = !r->ok && r->failure != PPV_FAIL_NONE && r->message[0];
     ppv_pp_inject i = po.inject;
     ppv_failure mode = ppv_pp_inject_mode(i);
     if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
@@ -137,10 +148,10 @@ static int run_pp(const target *tg, const ppv_policy *pol, int keep, outcome *ou
         if (!r->ok)
             snprintf(out->why, sizeof out->why, "%s", r->message);
         else if (r->output_digest != want)
-            snprintf(out->why, sizeof out->why,
-                     "output digest %016" PRIx64 " differs from %016" PRIx64
-                     ": the output depends on the interleaving",
-                     r->output_digest, want);
+            out->differs = snprintf(out->why, sizeof out->why,
+                                    "output digest %016" PRIx64
+                                    " differs from the reference's %016" PRIx64,
+                                    r->output_digest, want) > 0;
         else if (i != PPV_INJECT_NONE && r->dropped_stale + r->dropped_duplicate != 1)
             snprintf(out->why, sizeof out->why,
                      "%s: %" PRId64 " stale and %" PRId64 " duplicate results dropped, not 1",
@@ -165,12 +176,29 @@ static int run_pp(const target *tg, const ppv_policy *pol, int keep, outcome *ou
     return 0;
 }
 
-static int run_once(const target *tg, const ppv_policy *pol, int keep, outcome *out, char *err,
-                    size_t errlen) {
+static int run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                    outcome *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    return tg->o->pp ? run_pp(tg, pol, keep, out, err, errlen)
-                     : run_schedule(tg, pol, keep, out, err, errlen);
+    int rc = tg->o->pp ? run_pp(tg, pol, fault, keep, out, err, errlen)
+                       : run_schedule(tg, pol, fault, keep, out, err, errlen);
+    /* with a fault, a named failure is the right end; silence is not */
+    if (rc == 0 && fault->kind != PPV_FAULT_NONE && !out->pass && out->named_failure)
+        out->pass = 1;
+    if (rc == 0 && !out->pass) {
+        char why[1024];
+        if (fault->kind != PPV_FAULT_NONE)
+            snprintf(why, sizeof why, "a %s at send %lld went unnoticed: %.900s",
+                     ppv_fault_name(fault->kind), (long long)fault->message, out->why);
+        else if (out->differs)
+            snprintf(why, sizeof why, "%.900s: the result depends on the interleaving", out->why);
+        else
+            snprintf(why, sizeof why, "%.1000s", out->why);
+        memcpy(out->why, why, sizeof why);
+    }
+    return rc;
 }
+
+static const ppv_fault no_fault = {PPV_FAULT_NONE, 0};
 
 /* ---- the reference and the policies ---------------------------------------------- */
 
@@ -204,8 +232,9 @@ static int reference(target *tg, outcome *ref, char *err, size_t errlen) {
         tg->out_digest = r->output_digest;
         ppv_pp_report_free(r);
     }
-    if (run_once(tg, &rr, 1, ref, err, errlen) < 0) return -1;
+    if (run_once(tg, &rr, &no_fault, 1, ref, err, errlen) < 0) return -1;
     tg->ref_steps = ref->steps > 0 ? ref->steps : 1;
+    tg->ref_sends = ref->sends;
     return 0;
 }
 
@@ -237,12 +266,27 @@ static ppv_policy policy_of(const target *tg, int64_t i) {
     return p;
 }
 
+/* Run i's fault: the kinds asked for in turn, at a send drawn from its seed. */
+static ppv_fault fault_of(const target *tg, int64_t i) {
+    ppv_fault f = no_fault;
+    int kinds[PPV_FAULT_COUNT], n = 0;
+    for (int k = 1; k < PPV_FAULT_COUNT; k++)
+        if (tg->o->faults & (1u << k)) kinds[n++] = k;
+    if (!n || tg->ref_sends < 1) return f;
+    f.kind = (ppv_fault_kind)kinds[(i - 1) % n];
+    uint64_t z = (tg->o->seed + (uint64_t)i) * 0x9E3779B97F4A7C15ULL + 0x5FA417ULL;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ULL;
+    f.message = (int64_t)((z ^ (z >> 29)) % (uint64_t)tg->ref_sends);
+    return f;
+}
+
 /* ---- minimisation ----------------------------------------------------------------- */
 
 /* The shortest prefix of the failing run's decisions that still fails
  * with round-robin after it (binary search between the passing reference,
  * prefix 0, and the whole run). */
 static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t errlen) {
+    const ppv_fault *fault = &rep->failing_fault;
     int64_t n = 0;
     const int32_t *d = ppv_world_decisions(rep->failing, &n);
     int32_t *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
@@ -259,9 +303,20 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
     int64_t lo = 0, hi = n;
     outcome best;
     memset(&best, 0, sizeof best);
+    /* with a fault, round-robin alone may already fail */
+    if (fault->kind != PPV_FAULT_NONE) {
+        p.nreplay = 0;
+        if (run_once(tg, &p, fault, 1, &best, err, errlen) < 0) goto fail;
+        if (!best.pass) {
+            hi = 0;
+            goto done;
+        }
+        ppv_world_free(best.world);
+        memset(&best, 0, sizeof best);
+    }
     /* the whole prefix replays the failure exactly */
     p.nreplay = n;
-    if (run_once(tg, &p, 1, &best, err, errlen) < 0) goto fail;
+    if (run_once(tg, &p, fault, 1, &best, err, errlen) < 0) goto fail;
     if (best.pass) { /* cannot happen with a deterministic engine: say so */
         snprintf(rep->minimal_failure, sizeof rep->minimal_failure,
                  "the failing run's decisions did not fail again: %.900s", best.why);
@@ -270,7 +325,7 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
         int64_t mid = lo + (hi - lo) / 2;
         p.nreplay = mid;
         outcome o;
-        if (run_once(tg, &p, 1, &o, err, errlen) < 0) goto fail;
+        if (run_once(tg, &p, fault, 1, &o, err, errlen) < 0) goto fail;
         if (o.pass) {
             lo = mid;
             ppv_world_free(o.world);
@@ -280,6 +335,7 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
             best = o;
         }
     }
+done:
     rep->minimal_prefix = hi;
     if (!best.pass) snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", best.why);
     rep->minimal = best.world;
@@ -335,7 +391,7 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
             const int32_t *d = ppv_world_decisions(rep->failing, &n);
             ppv_policy p = {.kind = PPV_POLICY_REPLAY, .replay = d, .nreplay = n};
             outcome again;
-            if (run_once(&tg, &p, 1, &again, err, errlen) < 0) goto fail;
+            if (run_once(&tg, &p, &no_fault, 1, &again, err, errlen) < 0) goto fail;
             rep->minimal = again.world;
         }
     }
@@ -350,19 +406,21 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
             shown = t;
         }
         ppv_policy pol = policy_of(&tg, i);
+        ppv_fault fault = fault_of(&tg, i);
         outcome r;
-        if (run_once(&tg, &pol, 0, &r, err, errlen) < 0) goto fail;
+        if (run_once(&tg, &pol, &fault, 0, &r, err, errlen) < 0) goto fail;
         rep->runs++;
         if (set_add(&seen, r.trace_digest) < 0) goto oom;
         if (r.pass) continue;
         rep->found = 1;
         rep->failing_run = i;
         rep->failing_policy = pol;
+        rep->failing_fault = fault;
         rep->failing_steps = r.steps;
         snprintf(rep->failure, sizeof rep->failure, "%s", r.why);
         /* again, keeping its decisions */
         outcome again;
-        if (run_once(&tg, &pol, 1, &again, err, errlen) < 0) goto fail;
+        if (run_once(&tg, &pol, &fault, 1, &again, err, errlen) < 0) goto fail;
         rep->failing = again.world;
         if (minimise(&tg, rep, err, errlen) < 0) goto fail;
     }

@@ -38,6 +38,13 @@ typedef struct ppv_fuzz_options {
     const ppv_schedule *schedule;
     ppv_run_options run; /* its policy is the explorer's */
     const ppv_pp_options *pp;
+    /* faults to put in (1 << ppv_fault_kind bits; 0: none): run i > 0 gets
+     * one, the kinds in turn, at a send drawn from (seed + i) among the
+     * reference's sends. A run with a fault passes when it ends as the
+     * reference does or fails with a named failure (a deadlock, a hang the
+     * watchdog ends, a check that fires); completing with other output (a
+     * silent corruption) fails. */
+    unsigned faults;
     /* called about every 0.2 s and at the end (a display; it must not touch the run) */
     void (*progress)(void *ctx, const ppv_fuzz_progress *p);
     void *progress_ctx;
@@ -50,6 +57,7 @@ typedef struct ppv_fuzz_report {
     int found;         /* a run failed its checks */
     int64_t failing_run;
     ppv_policy failing_policy; /* its kind, seed and depth */
+    ppv_fault failing_fault;   /* the fault it ran with (kind NONE: none) */
     char failure[1024];        /* what failed, as the run said it */
     int64_t failing_steps;     /* its scheduler decisions */
     int64_t minimal_prefix;    /* decisions forced before round-robin takes over */

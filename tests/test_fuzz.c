@@ -158,6 +158,92 @@ static void test_bad_options_are_refused(void **state) {
     assert_int_equal(st, PPV_FUZZ_PCT);
 }
 
+/* ---- faults ------------------------------------------------------------------------ */
+
+static void test_lost_duplicated_and_killed_messages_end_named_or_unchanged(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    ppv_fuzz_options o = base(runs(150));
+    o.pp = &pp;
+    o.faults = 1u << PPV_FAULT_DROP | 1u << PPV_FAULT_DUPLICATE | 1u << PPV_FAULT_KILL;
+    ppv_fuzz_report *r = fuzz(&o);
+    if (r->found) fail_msg("%s", r->failure);
+    assert_int_equal(r->runs, runs(150));
+    ppv_fuzz_report_free(r);
+    ppv_schedule *s = gen_ok("zbv", 2, 4, 0);
+    ppv_fuzz_options so = base(runs(60));
+    so.schedule = s;
+    so.faults = o.faults;
+    r = fuzz(&so);
+    if (r->found) fail_msg("%s", r->failure);
+    ppv_fuzz_report_free(r);
+    ppv_schedule_free(s);
+}
+
+/* Every message of a small run corrupted in turn (one bit, round-robin):
+ * results are guarded (their output_digest_i64, their framing), so each
+ * corrupted result ends in a named failure; an envelope's tensors carry no
+ * digest in PPEnvelopeV1, so a bit flipped in them changes the output
+ * unseen. The explorer finds that gap, and the numbers here pin it down:
+ * a contract that adds an envelope digest turns the 9 into failures. */
+static void test_every_message_corrupted_in_turn(void **state) {
+    (void)state;
+    ppv_pp_options o = ppv_pp_defaults();
+    o.chunks = 4;
+    o.steps = 2;
+    ppv_pp_report *r = NULL;
+    char err[256];
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), 0);
+    uint64_t ref = r->output_digest;
+    int64_t sends = r->world.sends;
+    ppv_pp_report_free(r);
+    assert_int_equal(sends, 33); /* 4 envelopes of 5 messages, 4 results of 3, a SHUTDOWN */
+    int unchanged = 0, silent = 0, named = 0, corrupt = 0;
+    for (int64_t k = 0; k < sends; k++) {
+        o.fault.kind = PPV_FAULT_CORRUPT;
+        o.fault.message = k;
+        assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), 0);
+        assert_true(r->world.fault_applied);
+        if (r->ok && r->output_digest == ref) unchanged++;
+        else if (r->ok) silent++;
+        else {
+            named++;
+            corrupt += r->failure == PPV_FAIL_CORRUPT;
+            assert_non_null(strstr(r->message, "call_id"));
+        }
+        ppv_pp_report_free(r);
+    }
+    assert_int_equal(corrupt, 4); /* every result's latents_out */
+    assert_int_equal(named, 21);
+    assert_int_equal(silent, 9);
+    assert_int_equal(unchanged, 3);
+    /* and the explorer finds one of the silent ones, with a replayable trace */
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    ppv_fuzz_options fo = base(100);
+    fo.pp = &pp;
+    fo.faults = 1u << PPV_FAULT_CORRUPT;
+    ppv_fuzz_report *f = fuzz(&fo);
+    assert_true(f->found);
+    assert_int_equal(f->failing_fault.kind, PPV_FAULT_CORRUPT);
+    assert_non_null(strstr(f->failure, "went unnoticed: output digest"));
+    assert_int_equal(f->minimal_prefix, 0); /* round-robin with the fault fails too */
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(f->minimal, &n);
+    pp.policy.kind = PPV_POLICY_REPLAY;
+    pp.policy.replay = d;
+    pp.policy.nreplay = n;
+    pp.fault = f->failing_fault;
+    assert_int_equal(ppv_pp_run(&pp, &r, err, sizeof err), 0);
+    assert_true(r->ok);
+    assert_true(r->output_digest != ref);
+    ppv_pp_report_free(r);
+    ppv_fuzz_report_free(f);
+}
+
 /* ---- the command -------------------------------------------------------------------- */
 
 static void test_command_writes_traces_that_run_replays(void **state) {
@@ -187,6 +273,25 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     r = RUN("pp", "--chunks", "3", "--replay", pt, "--json");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, want));
+    run_free(&r);
+    /* a fault found by the explorer is in its trace, and ppv pp replays it */
+    const char *fdir = tmp_path("corrupt");
+    r = RUN("fuzz", "pp", "--chunks", "4", "--steps", "2", "--faults", "corrupt", "--runs", "50",
+            "--out", fdir);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "went unnoticed"));
+    run_free(&r);
+    char ftrace[4200];
+    snprintf(ftrace, sizeof ftrace, "%s/minimal.trace", fdir);
+    char *text = slurp(ftrace);
+    assert_non_null(strstr(text, "\nfault corrupt "));
+    free(text);
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--replay", ftrace);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "output digest: 2ce6ac75be913d08")); /* not the clean run's */
+    run_free(&r);
+    r = RUN("pp", "--chunks", "4", "--steps", "2");
+    assert_non_null(strstr(r.out, "output digest: 2ce6ac75be913d08"));
     run_free(&r);
     r = RUN("pp", "--chunks", "3", "--mesh", "4", "--replay", pt);
     assert_int_equal(r.code, 2);
@@ -224,6 +329,8 @@ int main(void) {
         cmocka_unit_test(test_the_pipeline_keeps_its_output_in_every_interleaving),
         cmocka_unit_test(test_a_fault_passes_only_when_caught_the_same_way_in_every_order),
         cmocka_unit_test(test_bad_options_are_refused),
+        cmocka_unit_test(test_lost_duplicated_and_killed_messages_end_named_or_unchanged),
+        cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
         cmocka_unit_test(test_command_keeps_options_to_their_target),
     };

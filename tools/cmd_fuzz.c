@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "ppv_fuzz.h"
 
-enum { OPT_RUNS = 1000, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON,
+enum { OPT_RUNS = 1000, OPT_FAULTS, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON,
        OPT_SEMANTICS, OPT_RECOMPUTE, OPT_LAYERS, OPT_WIDTH, OPT_WATCHDOG, OPT_HELP };
 
 typedef struct fuzz_args {
@@ -40,6 +40,7 @@ static int whole(const char *name, const char *arg, long long lo, long long hi, 
 /* -1 when parsed, else the exit code. */
 static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     static const struct option own[] = {{"runs", required_argument, 0, OPT_RUNS},
+                                        {"faults", required_argument, 0, OPT_FAULTS},
                                         {"time", required_argument, 0, OPT_TIME},
                                         {"strategy", required_argument, 0, OPT_STRATEGY},
                                         {"pct-depth", required_argument, 0, OPT_DEPTH},
@@ -82,6 +83,19 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->f.runs = n;
             runs_given = 1;
             break;
+        case OPT_FAULTS: {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            a->f.faults = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                ppv_fault_kind k;
+                if (ppv_fault_parse(tok, &k) < 0 || k == PPV_FAULT_NONE)
+                    return usage_error("--faults lists drop, duplicate, corrupt and kill, not '%s'",
+                                       optarg);
+                a->f.faults |= 1u << k;
+            }
+            break;
+        }
         case OPT_TIME: {
             char *end;
             double t = strtod(optarg, &end);
@@ -262,6 +276,15 @@ int cmd_fuzz(int argc, char **argv) {
             j, "failing_policy",
             r->found ? json_object_new_string(policy_text(&r->failing_policy, pol, sizeof pol))
                      : NULL);
+        json_object_object_add(
+            j, "failing_fault",
+            r->found && r->failing_fault.kind
+                ? json_object_new_string(ppv_fault_name(r->failing_fault.kind))
+                : NULL);
+        json_object_object_add(j, "failing_fault_send",
+                               r->found && r->failing_fault.kind
+                                   ? json_object_new_int64(r->failing_fault.message)
+                                   : NULL);
         json_object_object_add(j, "failing_steps",
                                r->found ? json_object_new_int64(r->failing_steps) : NULL);
         json_object_object_add(j, "minimal_prefix",
@@ -281,9 +304,14 @@ int cmd_fuzz(int argc, char **argv) {
                (long long)r->runs, r->seconds, r->seconds > 0 ? (double)r->runs / r->seconds : 0.0,
                (long long)r->distinct);
         if (r->found) {
-            printf("failure at run %lld (%s, %lld scheduler steps): %s\n",
+            char fault[64] = "";
+            if (r->failing_fault.kind)
+                snprintf(fault, sizeof fault, ", a %s at send %lld",
+                         ppv_fault_name(r->failing_fault.kind),
+                         (long long)r->failing_fault.message);
+            printf("failure at run %lld (%s%s, %lld scheduler steps): %s\n",
                    (long long)r->failing_run, policy_text(&r->failing_policy, pol, sizeof pol),
-                   (long long)r->failing_steps, r->failure);
+                   fault, (long long)r->failing_steps, r->failure);
             printf("minimal: the first %lld decisions forced, then round-robin: %s\n",
                    (long long)r->minimal_prefix, r->minimal_failure);
             if (minimal_path[0])

@@ -201,6 +201,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         a->o.policy.kind = PPV_POLICY_REPLAY;
         a->o.policy.replay = a->decisions;
         a->o.policy.nreplay = n;
+        if (ppv_trace_read_fault(a->replay, &a->o.fault, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv pp: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
     }
     if (a->record && a->o.control_only)
         return usage_error("--control-only computes nothing worth recording: no --record%s", "");

@@ -195,6 +195,12 @@ static const help_option fuzz_options[] = {
      "reference run's length), or runs alternating random and PCT at depths 2..--pct-depth",
      "portfolio"},
     {"--pct-depth", "D", "PCT's depth (D-1 change points)", "3"},
+    {"--faults", "LIST",
+     "put one fault in every run but the reference, the kinds in turn: drop, duplicate, corrupt, "
+     "kill (a message lost, delivered twice, one bit flipped; the sending rank dead) at a send "
+     "drawn from the seed; such a run must end as the reference does or fail with a named "
+     "failure, never complete with other output",
+     "none"},
     {"--seed", "N", "run i's policy seed is N + i", "0"},
     {"--out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL},
     {"--json", NULL, "print the report as one JSON object", NULL},

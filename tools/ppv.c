@@ -716,6 +716,11 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
         ra->opt.policy.kind = PPV_POLICY_REPLAY;
         ra->opt.policy.replay = ra->replay_decisions;
         ra->opt.policy.nreplay = n;
+        /* a fault the explorer put in is part of what the trace replays */
+        if (ppv_trace_read_fault(ra->replay, &ra->opt.fault, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+            return PPV_EXIT_BAD_INPUT;
+        }
     }
     return -1;
 }

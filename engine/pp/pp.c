@@ -415,6 +415,7 @@ static int run_world(pp_ctx *c, const ppv_policy *policy, ppv_world **wout, char
     wo.policy = *policy;
     wo.watchdog_steps = c->o->watchdog_steps;
     wo.stack_bytes = 256 * 1024;
+    wo.fault = c->o->fault;
     ppv_world *w = ppv_world_new(&wo, err, errlen);
     if (!w) return -1;
     int32_t *mesh = malloc((size_t)c->o->mesh * sizeof *mesh);
@@ -495,6 +496,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         ppv_pp_options quiet = *o; /* the probe records nothing */
         quiet.on_call = NULL;
         quiet.keep_kv = 0;
+        quiet.fault.kind = PPV_FAULT_NONE;
         c.o = &quiet;
         report_reset(r, chunks);
         int rc = run_world(&c, &rr, &probe, err, errlen);

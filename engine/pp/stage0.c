@@ -194,7 +194,16 @@ static int receive_result(stage0 *s) {
     if (!pp_skipped(s->c, PPV_POINT_STAGE0_RESULT)) {
         v = ppv_result_check(&rd->r, &f->e, s->epoch, s->last_accepted, &mode, msg, sizeof msg);
         if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
-            rd->r.mesh_current_start_frame != f->e.current_start_frame) {
+            rd->r.output_digest_i64 !=
+                (int64_t)ppv_digest(rd->r.latents_out.data, ppv_tensor_bytes(&rd->r.latents_out))) {
+            v = PPV_RESULT_REJECT;
+            mode = PPV_FAIL_CORRUPT;
+            snprintf(msg, sizeof msg,
+                     "latents_out does not match output_digest_i64 %016" PRIx64
+                     ": the result changed on its way",
+                     (uint64_t)rd->r.output_digest_i64);
+        } else if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
+                   rd->r.mesh_current_start_frame != f->e.current_start_frame) {
             v = PPV_RESULT_REJECT;
             mode = PPV_FAIL_RULE;
             snprintf(msg, sizeof msg,
