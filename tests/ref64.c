@@ -194,7 +194,8 @@ static void timestep_embedding(double *out, double t, int C) {
 
 /* Softmax probabilities p (Tk) of query row qt (hd) of one head against
  * keys k (row stride ldkv), scale 1/sqrt(hd). */
-static void attention_probs(double *p, const double *qt, const double *k, int ldkv, int Tk, int hd) {
+static void attention_probs(double *p, const double *qt, const double *k, int ldkv, int Tk,
+                            int hd) {
     double mx = -INFINITY, sum = 0;
     for (int u = 0; u < Tk; u++) {
         double s = 0;
@@ -263,21 +264,26 @@ static void attention_backward(double *dq, double *dk, double *dv, const double 
 
 /* ---- the model and its inputs --------------------------------------------------------- */
 
-static const char *const TENSOR_NAMES[REF64_TENSORS] = {
-    "ada_w", "ada_b", "qkv_w",  "qkv_b",  "attn_out_w", "attn_out_b", "xq_w",  "xq_b",
-    "xkv_w", "xkv_b", "xout_w", "xout_b", "fc1_w",      "fc1_b",      "fc2_w", "fc2_b"};
+/* Tensor i's documented name, "?" out of range. */
+const char *ref64_tensor_name(int i) {
+    static const char *const names[REF64_TENSORS] = {
+        "ada_w", "ada_b", "qkv_w",  "qkv_b",  "attn_out_w", "attn_out_b", "xq_w",  "xq_b",
+        "xkv_w", "xkv_b", "xout_w", "xout_b", "fc1_w",      "fc1_b",      "fc2_w", "fc2_b"};
+    return i >= 0 && i < REF64_TENSORS ? names[i] : "?";
+}
 
+/* Reads m's weights after checking its table against the documented one;
+ * 0 or -1. */
 int ref64_model_init(ref64_model *r, const ppv_model_config *cfg, const ppv_model *m) {
     memset(r, 0, sizeof *r);
     size_t C = (size_t)cfg->d_model, F = (size_t)cfg->d_ff;
     /* (rows, cols) as ppv_kernels.h documents them */
-    const size_t shape[REF64_TENSORS][2] = {{6 * C, C}, {6 * C, 1}, {3 * C, C}, {3 * C, 1},
-                                            {C, C},     {C, 1},     {C, C},     {C, 1},
-                                            {2 * C, C}, {2 * C, 1}, {C, C},     {C, 1},
-                                            {F, C},     {F, 1},     {C, F},     {C, 1}};
+    const size_t shape[REF64_TENSORS][2] = {
+        {6 * C, C}, {6 * C, 1}, {3 * C, C}, {3 * C, 1}, {C, C}, {C, 1}, {C, C}, {C, 1},
+        {2 * C, C}, {2 * C, 1}, {C, C},     {C, 1},     {F, C}, {F, 1}, {C, F}, {C, 1}};
     for (int i = 0; i < REF64_TENSORS; i++) {
         ppv_param_tensor t;
-        if (ppv_model_param_tensor(m, i, &t) != 0 || strcmp(t.name, TENSOR_NAMES[i]) != 0 ||
+        if (ppv_model_param_tensor(m, i, &t) != 0 || strcmp(t.name, ref64_tensor_name(i)) != 0 ||
             (size_t)t.rows != shape[i][0] || (size_t)t.cols != shape[i][1] || t.offset != r->P)
             return -1;
         r->rows[i] = shape[i][0], r->cols[i] = shape[i][1], r->off[i] = r->P;
@@ -299,6 +305,7 @@ int ref64_model_init(ref64_model *r, const ppv_model_config *cfg, const ppv_mode
     return 0;
 }
 
+/* Frees r's weights (r may be empty). */
 void ref64_model_free(ref64_model *r) {
     free(r->w);
     r->w = NULL;
@@ -312,6 +319,7 @@ static double *widen_bf16(const ppv_bf16 *in, size_t n) {
     return out;
 }
 
+/* Widens x, cond and target; 0, or -1 with nothing left allocated. */
 int ref64_inputs_init(ref64_inputs *ri, const ref64_model *r, const ppv_mb_inputs *in) {
     size_t TC = (size_t)r->T * r->C;
     ri->x = widen_bf16(in->x, TC);
@@ -323,6 +331,7 @@ int ref64_inputs_init(ref64_inputs *ri, const ref64_model *r, const ppv_mb_input
     return -1;
 }
 
+/* Frees the widened inputs. */
 void ref64_inputs_free(ref64_inputs *ri) {
     free(ri->x), free(ri->cond), free(ri->target);
     ri->x = ri->cond = ri->target = NULL;
@@ -350,6 +359,8 @@ struct ref64_acts {
     double *base;
 };
 
+/* One block of zeroed activation and gradient buffers; NULL when out of
+ * memory. */
 ref64_acts *ref64_acts_new(const ref64_model *r) {
     size_t C = (size_t)r->C, TC = (size_t)r->T * C, TcC = (size_t)r->Tc * C;
     size_t TF = (size_t)r->T * r->F, TK = (size_t)(r->T > r->Tc ? r->T : r->Tc);
@@ -364,6 +375,7 @@ ref64_acts *ref64_acts_new(const ref64_model *r) {
     return a;
 }
 
+/* Frees a (NULL is fine). */
 void ref64_acts_free(ref64_acts *a) {
     if (!a) return;
     free(a->base);
@@ -393,7 +405,7 @@ static void layer_forward(const ref64_model *r, int l, const double *temb, const
     size_t TC = (size_t)T * C, TF = (size_t)T * F;
     const double *shift_a = a->mod, *scale_a = a->mod + C, *gate_a = a->mod + 2 * C;
     const double *shift_m = a->mod + 3 * C, *scale_m = a->mod + 4 * C, *gate_m = a->mod + 5 * C;
-    memcpy(a->temb, temb, sizeof(double) * (size_t)C);
+    memmove(a->temb, temb, sizeof(double) * (size_t)C); /* temb may be a->temb */
     memcpy(a->x, x, sizeof(double) * TC);
     a->cond = cond;
     linear_forward(a->mod, a->temb, WT(ADA_W), WT(ADA_B), 1, C, 6 * C);
@@ -439,6 +451,7 @@ static void layer_forward(const ref64_model *r, int l, const double *temb, const
     perturb(nz, y, TC);
 }
 
+/* silu(temb(t)), then the block forward. */
 void ref64_layer_forward(const ref64_model *r, int l, const ref64_inputs *in, const double *x,
                          double *y, ref64_acts *a, ref64_noise *nz) {
     timestep_features(a->temb, in->t, r->C, nz);
@@ -452,6 +465,7 @@ static void add(double *out, const double *a, const double *b, size_t n, ref64_n
     perturb(nz, out, n);
 }
 
+/* The block backward, last op first; dparams written, not accumulated. */
 void ref64_layer_backward(const ref64_model *r, int l, ref64_acts *a, const double *dy, double *dx,
                           double *dparams, ref64_noise *nz) {
     int T = r->T, C = r->C, H = r->H, F = r->F, Tc = r->Tc;
@@ -477,8 +491,8 @@ void ref64_layer_backward(const ref64_model *r, int l, ref64_acts *a, const doub
     /* x2 = x1 + co */
     linear_backward(a->dca, DW(XOUT_W), DW(XOUT_B), a->dx2, a->ca, WT(XOUT_W), T, C, C);
     perturb(nz, a->dca, TC);
-    attention_backward(a->dqc, a->dkvc, a->dkvc + C, a->dca, a->qc, C, a->kvc, a->kvc + C, 2 * C,
-                       T, Tc, C, H, a->p, a->dp);
+    attention_backward(a->dqc, a->dkvc, a->dkvc + C, a->dca, a->qc, C, a->kvc, a->kvc + C, 2 * C, T,
+                       Tc, C, H, a->p, a->dp);
     perturb(nz, a->dqc, TC);
     perturb(nz, a->dkvc, 2 * (size_t)Tc * C);
     linear_backward(NULL, DW(XKV_W), DW(XKV_B), a->dkvc, a->cond, WT(XKV_W), Tc, C, 2 * C);
@@ -510,6 +524,7 @@ void ref64_layer_backward(const ref64_model *r, int l, ref64_acts *a, const doub
 
 /* ---- loss and a whole step ---------------------------------------------------------------- */
 
+/* Mean squared error, and its gradient into dy when dy is not NULL. */
 double ref64_loss(const ref64_model *r, const ref64_inputs *in, const double *y, double *dy,
                   ref64_noise *nz) {
     size_t n = (size_t)r->T * r->C;
@@ -523,6 +538,8 @@ double ref64_loss(const ref64_model *r, const ref64_inputs *in, const double *y,
     return s / (double)n;
 }
 
+/* Forward of every layer, the loss, backward of every layer; the loss, or
+ * NAN when out of memory. */
 double ref64_step(const ref64_model *r, const ref64_inputs *in, double *y, double *dparams,
                   ref64_noise *nz) {
     size_t TC = (size_t)r->T * r->C;

@@ -12,12 +12,13 @@
  * ln: LayerNorm without affine, eps 1e-5; attention: softmax over all keys,
  * scale 1/sqrt(C/H); gelu: tanh approximation; loss: mean squared error.
  *
- * The rounding-error model: given a ref64_noise, every op output (activation
- * or activation gradient; not parameter gradients, which ppv keeps in fp32)
- * is multiplied by (1 + u xi), xi uniform in [-1, 1] and independent. Runs
- * with different noise seeds sample the first-order effect of storing every
- * op output with relative error at most u (tests/test_ref64.c derives its
- * bounds from them).
+ * The rounding-error model: given a ref64_noise, every op output (an
+ * activation or an activation gradient; not the parameter gradients, which
+ * ppv keeps in fp32) gets a draw of the error that rounding it to bf16
+ * (8 significant bits, to nearest) makes: xi times half its ulp, xi
+ * uniform in [-1, 1] and independent. Runs with different seeds sample the
+ * first-order effect of ppv's storage on any result (tests/test_ref64.c
+ * derives its bounds from them).
  */
 #ifndef PPV_TESTS_REF64_H
 #define PPV_TESTS_REF64_H
@@ -47,6 +48,9 @@ enum {
     REF64_FC2_B,
     REF64_TENSORS
 };
+
+/* "ada_w", ...: tensor i's name as ppv_kernels.h spells it. */
+const char *ref64_tensor_name(int i);
 
 /* A model's dimensions and weights, widened to double. */
 typedef struct ref64_model {

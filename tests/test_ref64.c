@@ -1,56 +1,62 @@
 /* test_ref64.c - the training model (kernels/model.c, driven through the
  * public kernels API) and the engine's one-rank reference against an
- * independent float64 model (tests/ref64.c), under bounds derived from
- * the arithmetic, tight enough that a 3% error in any one gradient tensor
+ * independent float64 model (tests/ref64.c), under bounds derived from the
+ * arithmetic and tight enough that a 3% error in any one gradient tensor
  * fails.
  *
- * THE BOUND. ppv stores every op output (activations and activation
- * gradients) as bf16, round to nearest even: with 8 significant bits each
- * stored value is v (1 + e), |e| <= u = 2^-8. Inside an op it accumulates
- * in fp32 over K <= 6C terms: error <= K 2^-24 sum|terms| (2^-16 of the
- * terms' magnitude for K <= 256), 256 times smaller than u. Parameter
- * gradients and the adaLN vectors' gradients stay fp32.
+ * THE BOUND. ppv stores every op output, activation or activation
+ * gradient, as bf16 rounded to nearest even: 8 significant bits, so a value
+ * in [2^(e-1), 2^e) moves by at most half an ulp, 2^(e-9), a relative error
+ * of at most u = 2^-8 per op. Inside an op it accumulates in fp32 over
+ * K <= max(3C, d_ff) = 96 terms here: error <= K 2^-24 sum|terms| <
+ * 2^-17 sum|terms|. Parameter gradients and the adaLN vectors' gradients
+ * stay fp32.
  *
- * Worst case, a layer's ~40 stored tensors give a gradient error of
- * sum_i |J_i| u |v_i|, ~40 u = 16% times LayerNorm's and attention's
- * gains: a bound that lets a 3% bug through. But RNE errors on data that
- * is not exactly representable are independent and mean zero (Higham and
- * Mary, "A new approach to probabilistic rounding error analysis", 2019),
- * so to first order (the errors are ~2^-8, second-order terms ~2^-16) the
- * error of a compared tensor g is the sum over stored tensors of
- * J_i diag(v_i) e_i, whose size concentrates around its rms sigma, where
- * sigma^2 = E ||sum_i J_i diag(v_i) e_i||^2 (J_i: the derivative of g with
- * respect to stored tensor i).
+ * A worst-case bound adds every rounding at its maximum with one sign: a
+ * layer stores ~40 tensors in a chain, so sum_i |J_i| u |v_i| is ~40 u = 16%
+ * before LayerNorm's and attention's gains, loose enough to let a 3% bug
+ * through. But RNE errors on computed data are independent, mean zero and
+ * uniform on [-half ulp, +half ulp] (Higham and Mary, "A new approach to
+ * probabilistic rounding error analysis", SISC 2019). To first order
+ * (errors ~2^-8, second-order terms ~2^-16) the error of a compared tensor g
+ * is delta = sum_i J_i e_i, e_i the rounding errors of stored tensor i and
+ * J_i the derivative of g with respect to it, and
+ *     sigma^2 = E ||delta||^2 = sum_i E ||J_i e_i||^2.
+ * The float64 reference computes sigma: NOISE_RUNS runs add to each of its
+ * op outputs a uniform draw of that op's bf16 rounding error (ref64.h), and
+ * sigma^2 is the mean of ||g_noisy - g64||^2. (It perturbs every op output,
+ * also those that ppv happens to compute exactly or fuses with the next op,
+ * so sigma errs high, not low.) A compared tensor passes when
+ *     ||g - g64|| <= LAMBDA sigma + FP32_REL ||g64||,   LAMBDA = 3,
+ * norm-wise, each tensor of each layer on its own; FP32_REL = 2^-16 is the
+ * fp32 accumulation. delta is a sum of thousands of independent bounded
+ * terms: as a scalar it exceeds 3 sigma with probability 0.27% in the
+ * Gaussian limit (2.2% at most by Hoeffding's inequality, uniform errors
+ * being strictly sub-Gaussian), the norm of a vector spread over many
+ * directions less often. Measured over 20 microbatches (2376 per-layer tensors),
+ * ||g - g64|| / sigma had median 0.96 (the model is faithful, neither
+ * loose nor tight), 99th percentile 1.47, maximum 2.1. Inputs and noise
+ * seeds are fixed, so a pass is reproducible.
  *
- * The float64 reference computes sigma itself: it runs NOISE_RUNS times
- * with every op output multiplied by (1 + u xi), xi uniform on [-1, 1]
- * (ref64.h), and sigma^2 is the mean of ||g_noisy - g64||^2. The model
- * overstates RNE: a value m 2^k (1 <= m < 2) has relative error uniform on
- * [-u/m, u/m], whose variance averaged over m (log-uniform) is 0.54 of the
- * model's u^2/3, and it perturbs op outputs ppv computes exactly. That
- * slack covers the fp32 accumulation; an explicit FP32_REL = 2^-16 of
- * ||g64|| is added as well. A compared tensor passes when
- *     ||g - g64|| <= LAMBDA sigma + FP32_REL ||g64||,  LAMBDA = 4
- * (norm-wise; each tensor of each layer separately). A sum of many
- * independent errors exceeds 4 sigma with probability below 1e-4 even in
- * one dimension; the runs are deterministic (fixed seeds), so a pass is
- * reproducible.
+ * Sensitivity: a check is evidence only if it can fail. Per layer the
+ * reference starts from ppv's own layer input and output gradient (bf16
+ * values, exact in double), so a bound covers one layer's roundings: 0.4%
+ * to 2.3% of ||g64|| on the microbatches tested. Every per-layer tensor
+ * there must also fail its bound when ppv's value is scaled by 1.03 or
+ * 0.97 (test_each_layer_bound_catches_a_3_percent_error_in_every_tensor).
+ * The whole-step and engine checks start from the microbatch and carry
+ * every layer's error, so their bounds are wider (up to 4.4%): they catch
+ * errors the kernels and the engine's reference share, and gross ones (a
+ * wrong activation, a missing term) in any layer; in the default config
+ * every tensor kind still fails a 3% error in at least one layer (measured,
+ * not asserted).
  *
- * Sensitivity: a check is only evidence if it can fail. Every per-layer
- * test also asserts that ppv's gradient of every tensor, scaled by 1.03 or
- * 0.97, would fail its bound. Per layer the reference starts from ppv's
- * own layer input and output gradient (bf16 values, exact in double), so
- * the bound covers one layer's roundings and stays well under 3%; the
- * whole-step and engine checks start from the microbatch and carry every
- * layer's error, so their bounds are wider (they catch shared and gross
- * errors: a wrong activation, a missing term).
- *
- * The loss needs no model: from ppv's own bf16 output, the fp32 loss has
- * n + 3 fp32 roundings of non-negative terms, |loss - loss64| <=
+ * The loss needs no model: from ppv's own bf16 output, the fp32 loss makes
+ * n + 3 fp32 roundings of non-negative terms, so |loss - loss64| <=
  * (n + 3) 2^-24 loss64; its gradient bf16(fl(fl(2/n) fl(y - t))) is within
- * (2^-8 + 2^-21) |dy64| of 2 (y - t) / n per value.
+ * (2^-8 + 2^-21) |dy64| of 2 (y - t) / n, value by value.
  *
- * REF64_VERBOSE=1 prints each comparison's error / bound.
+ * REF64_VERBOSE=1 prints every comparison's error and bound.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -67,14 +73,14 @@
 #include "ppv_kernels.h"
 #include "ref64.h"
 
-#define U_BF16 0x1p-8  /* unit roundoff of bf16 (8 significant bits) */
-#define FP32_REL 0x1p-16 /* fp32 accumulation, K <= 256 terms: K 2^-24 */
+#define FP32_REL 0x1p-16 /* fp32 accumulation: K 2^-24 for K <= 96 terms, doubled */
 #define LAMBDA 3.0
 #define NOISE_RUNS 16
 #define MUTATION 0.03 /* the error every per-layer bound must catch */
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
+/* A model that must build. */
 static ppv_model *model_ok(const ppv_model_config *c) {
     char err[256] = "";
     ppv_model *m = ppv_model_new(c, err, sizeof err);
@@ -82,24 +88,27 @@ static ppv_model *model_ok(const ppv_model_config *c) {
     return m;
 }
 
+/* n zeroed doubles, or the test fails. */
 static double *dalloc(size_t n) {
     double *d = calloc(n ? n : 1, sizeof(double));
     assert_non_null(d);
     return d;
 }
 
+/* n bytes, or the test fails. */
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     assert_non_null(p);
     return p;
 }
 
-/* bf16 values widened to double (exact). */
+/* n bf16 values widened to double (exact). */
 static void widen_bf16(double *out, const ppv_bf16 *in, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] = ppv_bf16_to_f32(in[i]);
 }
 
+/* n floats widened to double. */
 static void widen_f32(double *out, const float *in, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] = in[i];
@@ -113,6 +122,7 @@ static double sq_dist(const double *a, double k, const double *b, size_t n) {
     return s;
 }
 
+/* 1 when REF64_VERBOSE asks for every comparison to be printed. */
 static int verbose(void) {
     const char *v = getenv("REF64_VERBOSE");
     return v && *v && strcmp(v, "0") != 0;
@@ -125,6 +135,7 @@ typedef struct verdict {
     double err_up, err_down; /* ||(1 +- MUTATION) got - want|| */
 } verdict;
 
+/* The verdict on got (n values) against want. */
 static verdict judge(const double *got, const double *want, size_t n, double dev2) {
     verdict v;
     v.norm = 0;
@@ -151,18 +162,21 @@ static void expect_within(const verdict *v, int sensitive, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     double ratio = v->err / v->bound;
-    if (verbose())
-        printf("  %-28s rel err %.2e  rel bound %.2e  err/bound %.2f  3%%-scaled err/bound "
-               "%.2f\n",
-               what, v->err / v->norm, v->bound / v->norm, ratio,
-               fmin(v->err_up, v->err_down) / v->bound);
+    if (verbose()) {
+        printf("  %-28s rel err %.2e  rel bound %.2e  err/bound %.2f", what, v->err / v->norm,
+               v->bound / v->norm, ratio);
+        if (!isnan(v->err_up))
+            printf("  3%%-scaled err/bound %.2f", fmin(v->err_up, v->err_down) / v->bound);
+        printf("\n");
+    }
     if (ratio > worst_ratio) {
         worst_ratio = ratio;
         snprintf(worst_what, sizeof worst_what, "%s", what);
     }
     if (!(v->err <= v->bound))
         fail_msg("%s: ||ppv - float64|| / ||float64|| = %.3g exceeds the rounding bound %.3g "
-                 "(%.2f times); a kernel computes this tensor wrong",
+                 "(%.2f times): ppv computes it wrong (or the reference does); REF64_VERBOSE=1 "
+                 "prints every comparison",
                  what, v->err / v->norm, v->bound / v->norm, ratio);
     if (sensitive && !(v->err_up > v->bound && v->err_down > v->bound))
         fail_msg("%s: the bound %.3g would not catch a %g%% error (it gives %.3g / %.3g); the "
@@ -171,15 +185,8 @@ static void expect_within(const verdict *v, int sensitive, const char *fmt, ...)
                  v->err_down / v->norm);
 }
 
-static const char *tensor_name(int i) {
-    static const char *const names[REF64_TENSORS] = {
-        "ada_w", "ada_b", "qkv_w",  "qkv_b",  "attn_out_w", "attn_out_b", "xq_w",  "xq_b",
-        "xkv_w", "xkv_b", "xout_w", "xout_b", "fc1_w",      "fc1_b",      "fc2_w", "fc2_b"};
-    return names[i];
-}
-
-/* The configs under test: the default and a small one with 4 heads, an
- * odd T C (2 / (T C) is not exact in fp32) and T != Tc. */
+/* The second config under test (the first is the default): 4 heads of 4
+ * channels, T C = 96 (so 2 / (T C) is inexact in fp32) and T != Tc. */
 static ppv_model_config small_config(void) {
     return (ppv_model_config){.layers = 2,
                               .d_model = 16,
@@ -252,6 +259,7 @@ typedef struct ppv_trace {
     double **x, **dy, *dp, loss;
 } ppv_trace;
 
+/* Runs microbatch mb through m one layer per call; free with ppv_trace_free. */
 static ppv_trace ppv_trace_run(const ppv_model *m, const ppv_model_config *cfg, int32_t mb) {
     ppv_trace t = {.L = cfg->layers};
     t.TC = (size_t)cfg->seq_len * cfg->d_model;
@@ -295,6 +303,7 @@ static ppv_trace ppv_trace_run(const ppv_model *m, const ppv_model_config *cfg, 
     return t;
 }
 
+/* Frees what ppv_trace_run allocated. */
 static void ppv_trace_free(ppv_trace *t) {
     for (int l = 0; l <= t->L; l++)
         free(t->x[l]), free(t->dy[l]);
@@ -310,8 +319,9 @@ typedef struct layer_ref {
     double dev2_y, dev2_dx, dev2_dp[REF64_TENSORS];
 } layer_ref;
 
-static layer_ref layer_ref_run(const ref64_model *r, int l, const ref64_inputs *ri,
-                               const double *x, const double *dy) {
+/* The exact float64 layer l and NOISE_RUNS noisy runs of it. */
+static layer_ref layer_ref_run(const ref64_model *r, int l, const ref64_inputs *ri, const double *x,
+                               const double *dy) {
     size_t TC = (size_t)r->T * r->C;
     layer_ref lr = {dalloc(TC), dalloc(TC), dalloc(r->P), 0, 0, {0}};
     double *y = dalloc(TC), *dx = dalloc(TC), *dp = dalloc(r->P);
@@ -334,6 +344,7 @@ static layer_ref layer_ref_run(const ref64_model *r, int l, const ref64_inputs *
     return lr;
 }
 
+/* Frees what layer_ref_run allocated. */
 static void layer_ref_free(layer_ref *lr) {
     free(lr->y), free(lr->dx), free(lr->dp);
 }
@@ -357,13 +368,13 @@ static void check_each_layer(const ppv_model_config *cfg, int32_t nmb, int sensi
         for (int l = 0; l < r.L; l++) {
             layer_ref lr = layer_ref_run(&r, l, &ri, t.x[l], t.dy[l + 1]);
             verdict v = judge(t.x[l + 1], lr.y, TC, lr.dev2_y);
-            expect_within(&v, 0, "mb %d layer %d output", mb, l);
+            expect_within(&v, sensitive, "mb %d layer %d output", mb, l);
             v = judge(t.dy[l], lr.dx, TC, lr.dev2_dx);
-            expect_within(&v, 0, "mb %d layer %d dx", mb, l);
+            expect_within(&v, sensitive, "mb %d layer %d dx", mb, l);
             for (int i = 0; i < REF64_TENSORS; i++) {
                 size_t at = (size_t)l * r.P + r.off[i];
                 v = judge(t.dp + at, lr.dp + r.off[i], r.rows[i] * r.cols[i], lr.dev2_dp[i]);
-                expect_within(&v, sensitive, "mb %d layer %d %s", mb, l, tensor_name(i));
+                expect_within(&v, sensitive, "mb %d layer %d %s", mb, l, ref64_tensor_name(i));
             }
             layer_ref_free(&lr);
         }
@@ -381,8 +392,7 @@ static void test_each_layer_matches_float64_within_the_rounding_bound(void **sta
     check_each_layer(&small, 2, 0);
 }
 
-static void test_each_layer_bound_catches_a_3_percent_error_in_every_gradient_tensor(
-    void **state) {
+static void test_each_layer_bound_catches_a_3_percent_error_in_every_tensor(void **state) {
     (void)state;
     ppv_model_config def = ppv_model_config_default(), small = small_config();
     check_each_layer(&def, 2, 1);
@@ -417,8 +427,8 @@ static void check_loss(const ppv_model_config *cfg, int32_t mb) {
     ppv_model_free(m);
 }
 
-static void test_loss_and_its_gradient_match_float64_within_fp32_and_one_bf16_rounding(
-    void **state) {
+static void
+test_loss_and_its_gradient_match_float64_within_fp32_and_one_bf16_rounding(void **state) {
     (void)state;
     ppv_model_config def = ppv_model_config_default(), small = small_config();
     for (int32_t mb = 0; mb < 2; mb++) {
@@ -433,10 +443,12 @@ static void test_loss_and_its_gradient_match_float64_within_fp32_and_one_bf16_ro
  * deviations of NOISE_RUNS noisy sums: per layer and tensor, for the last
  * layer's output of microbatch 0 (y) and for the mean loss. */
 typedef struct step_ref {
-    double *y, *dp, loss; /* y of microbatch 0; dp summed; loss the mean */
+    double *y, *dp, loss;               /* y of microbatch 0; dp summed; loss the mean */
     double dev2_y, dev2_loss, *dev2_dp; /* dev2_dp: (L, REF64_TENSORS) */
 } step_ref;
 
+/* The exact float64 step summed over nmb microbatches, and NOISE_RUNS noisy
+ * sums. */
 static step_ref step_ref_run(const ref64_model *r, const ppv_model *m, int32_t nmb) {
     size_t TC = (size_t)r->T * r->C, NP = (size_t)r->L * r->P;
     step_ref sr = {dalloc(TC), dalloc(NP), 0, 0, 0, dalloc((size_t)r->L * REF64_TENSORS)};
@@ -477,6 +489,7 @@ static step_ref step_ref_run(const ref64_model *r, const ppv_model *m, int32_t n
     return sr;
 }
 
+/* Frees what step_ref_run allocated. */
 static void step_ref_free(step_ref *sr) {
     free(sr->y), free(sr->dp), free(sr->dev2_dp);
 }
@@ -489,7 +502,7 @@ static void expect_grads_within(const ref64_model *r, const double *grads, const
             size_t at = (size_t)l * r->P + r->off[i];
             verdict v = judge(grads + at, sr->dp + at, r->rows[i] * r->cols[i],
                               sr->dev2_dp[l * REF64_TENSORS + i]);
-            expect_within(&v, 0, "%s layer %d %s", who, l, tensor_name(i));
+            expect_within(&v, 0, "%s layer %d %s", who, l, ref64_tensor_name(i));
         }
 }
 
@@ -499,7 +512,7 @@ static void expect_loss_within(double got, const step_ref *sr, size_t n, const c
                  .bound = LAMBDA * sqrt(sr->dev2_loss / NOISE_RUNS) +
                           (double)(n + 3) * 0x1p-24 * sr->loss,
                  .norm = sr->loss};
-    v.err_up = v.err_down = v.bound;
+    v.err_up = v.err_down = NAN; /* not asked */
     expect_within(&v, 0, "%s loss", who);
 }
 
@@ -591,8 +604,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float64_backward_matches_finite_differences),
         cmocka_unit_test(test_each_layer_matches_float64_within_the_rounding_bound),
-        cmocka_unit_test(test_each_layer_bound_catches_a_3_percent_error_in_every_gradient_tensor),
-        cmocka_unit_test(test_loss_and_its_gradient_match_float64_within_fp32_and_one_bf16_rounding),
+        cmocka_unit_test(test_each_layer_bound_catches_a_3_percent_error_in_every_tensor),
+        cmocka_unit_test(
+            test_loss_and_its_gradient_match_float64_within_fp32_and_one_bf16_rounding),
         cmocka_unit_test(test_whole_step_matches_float64_within_the_rounding_bound),
         cmocka_unit_test(test_engine_reference_matches_float64_for_two_microbatches),
     };
