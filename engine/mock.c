@@ -43,6 +43,14 @@ static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
         ppv_world_fail(&w->transport, r->rank,
                        "%s receives %zu bytes but rank %d's %s sends %zu (communicator %d)",
                        r->what, r->bytes, s->rank, s->what, s->bytes, r->comm);
+        /* neither completes nor sits in a queue now: the world frees them
+         * (a buffered send is freed by its caller) */
+        r->next = w->orphans;
+        w->orphans = r;
+        if (!s->owned) {
+            s->next = w->orphans;
+            w->orphans = s;
+        }
         return PPV_ERR_MISMATCH;
     }
     memcpy(r->rbuf, s->owned ? s->owned : s->sbuf, r->bytes);
@@ -156,7 +164,7 @@ static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, 
         w->ranks[rank].pending++;
         rc = deliver(w, op, r);
         w->ranks[rank].pending--;
-        free(op);
+        if (rc == 0) free(op); /* after a mismatch the world holds it */
         return rc;
     }
     void *copy = malloc(bytes ? bytes : 1);

@@ -212,6 +212,7 @@ static void free_queue(p2p_op *op) {
 
 void ppv_world_free(ppv_world *w) {
     if (!w) return;
+    free_queue(w->orphans);
     for (int32_t r = 0; w->ranks && r < w->P; r++) {
 #ifdef PPV_HAVE_VALGRIND
         if (w->ranks[r].stack) VALGRIND_STACK_DEREGISTER(w->ranks[r].stack_id);

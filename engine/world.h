@@ -89,6 +89,7 @@ struct ppv_world {
     ucontext_t sched_ctx;
     void *sched_sp; /* PPV_FAST_SWITCH: the scheduler's saved stack pointer */
     int64_t nsends;  /* point-to-point sends so far (a fault's point) */
+    p2p_op *orphans; /* ops a mismatch left in no queue: freed with the world */
     int fault_applied;
     ppv_transport transport;
     channel *chans;     /* [ncomms][P][P], grown by add_comm */
