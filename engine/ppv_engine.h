@@ -420,6 +420,9 @@ typedef struct ppv_run_options {
                                  recompute the forward before its backward */
     int64_t watchdog_steps;
     ppv_fault fault; /* one transport fault (the explorer's), or none */
+    int64_t extra_bytes; /* self-test: rank 0 holds this many more activation bytes for
+                            the whole step, through the engine's allocator, so that a
+                            memory comparison that must fail can be seen to fail */
     int perturb; /* self-test: flip the lowest bit of the first summed gradient,
                     so a comparison that must fail can be seen to fail */
     /* Where the model and inputs come from (a golden file's replay): by

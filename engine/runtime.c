@@ -380,14 +380,22 @@ static int do_action(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_actio
 static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
     run_ctx *c = arg;
     const ppv_program *p = &c->s->prog[rank];
+    /* the memory self-test: rank 0 holds extra bytes through the allocator
+     * the activations use, for the whole step */
+    void *extra = rank == 0 && c->o->extra_bytes > 0 ? act_alloc(c, rank, c->o->extra_bytes) : NULL;
+    if (rank == 0 && c->o->extra_bytes > 0 && !extra) {
+        ppv_world_fail(t, rank, "out of memory holding the self-test's extra bytes");
+        return;
+    }
     for (int32_t i = 0; i < p->n; i++) {
         int rc = do_action(c, t, rank, &p->acts[i]);
         if (rc == -1 && t->ops->async_error(t->impl, rank) == 0)
             ppv_world_fail(t, rank, "out of memory running %s", ppv_action_token(p->acts[i].kind));
-        if (rc != 0) return;
+        if (rc != 0) break;
         c->actions_done++;
         if (c->o->progress) c->o->progress(c->o->progress_ctx, c->actions_done, c->actions_total);
     }
+    act_free(c, rank, &extra, c->o->extra_bytes);
 }
 
 /* ---- the step --------------------------------------------------------------- */

@@ -207,6 +207,18 @@ static void test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute(v
     }
     ppv_recompute_verdict_free(&v);
     ppv_schedule_free(g);
+
+    /* the measurement is the allocator's, not the prediction: 4096 bytes
+     * more held on rank 0 show there and nowhere else */
+    o.extra_bytes = 4096;
+    ppv_run_report *rep = NULL;
+    assert_int_equal(ppv_run(s, &o, &rep, err, sizeof err), 0);
+    assert_int_equal(rep->world.status, PPV_RUN_DONE);
+    assert_int_equal(rep->peak_bytes[0], P * saved + wstate + 4096);
+    assert_int_equal(rep->predicted_bytes[0], P * saved + wstate);
+    for (int32_t r = 1; r < P; r++)
+        assert_int_equal(rep->peak_bytes[r], rep->predicted_bytes[r]);
+    ppv_run_report_free(rep);
     ppv_schedule_free(s);
 }
 

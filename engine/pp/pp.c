@@ -440,7 +440,7 @@ static int run_world(pp_ctx *c, const ppv_policy *policy, ppv_world **wout, char
     return 0;
 }
 
-static void report_reset(ppv_pp_report *r, int64_t chunks) {
+static void report_reset(ppv_pp_report *r) {
     ppv_world_result_free(&r->world);
     memset(&r->world, 0, sizeof r->world);
     r->ok = 0;
@@ -454,7 +454,6 @@ static void report_reset(ppv_pp_report *r, int64_t chunks) {
     r->max_inflight = r->max_ready = 0;
     r->generator_calls = 0;
     r->noutputs = 0;
-    (void)chunks;
     for (int64_t k = 0; r->kv && k < r->nkv; k++) {
         free(r->kv[k]);
         r->kv[k] = NULL;
@@ -498,7 +497,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         quiet.keep_kv = 0;
         quiet.fault.kind = PPV_FAULT_NONE;
         c.o = &quiet;
-        report_reset(r, chunks);
+        report_reset(r);
         int rc = run_world(&c, &rr, &probe, err, errlen);
         c.o = o;
         if (rc < 0) goto fail;
@@ -506,7 +505,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         ppv_world_free(probe);
         c.failed = 0;
     }
-    report_reset(r, chunks);
+    report_reset(r);
     memset(c.last_ids, 0xff, (size_t)c.nranks * sizeof *c.last_ids);
     if (run_world(&c, &policy, &r->trace, err, errlen) < 0) goto fail;
     if (r->world.status == PPV_RUN_DEADLOCK || r->world.status == PPV_RUN_HANG) {

@@ -20,15 +20,11 @@ typedef struct pp_ctx {
     const ppv_genmodel *model; /* NULL when control_only */
     int32_t mesh_comm;
     int32_t nranks; /* 1 + mesh */
-    int64_t *plan_calls; /* [chunks] expected_generator_calls stage 0 plans */
     /* first failure, kept by pp_fail */
     int failed;
     /* per rank: the ids of the last envelope it sent or received (-1: none
      * yet), so that a watchdog report names them */
     int64_t (*last_ids)[3];
-    /* keep_kv: per chunk index (plan order), per mesh rank, the rank's cache */
-    float ***kv_by_rank; /* [chunks][mesh] */
-    size_t kv_rank_floats;
 } pp_ctx;
 
 static inline int pp_skipped(const pp_ctx *c, ppv_pp_point p) {
