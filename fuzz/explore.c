@@ -13,6 +13,7 @@
  * depends on the order (a determinism bug).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +348,95 @@ fail:
     return -1;
 }
 
+/* ---- the workers ------------------------------------------------------------------ */
+
+/* Runs 1, 2, ... are handed out in order to the workers; the result is the
+ * smallest failing run, which does not depend on how the workers were
+ * timed: every run below it was handed out before it and completes. */
+typedef struct pool {
+    const target *tg;
+    pthread_mutex_t mu;
+    int64_t next, limit; /* the next run to hand out; stop before limit */
+    int64_t done;        /* runs completed */
+    double t0, shown;
+    int64_t best;        /* the smallest failing run so far */
+    outcome best_out;
+    ppv_policy best_pol;
+    ppv_fault best_fault;
+    uint64_t *digests;   /* [run] its trace digest */
+    int64_t ndig, capdig;
+    int failed;
+    char err[512];
+} pool;
+
+static void *worker(void *arg) {
+    pool *p = arg;
+    const ppv_fuzz_options *o = p->tg->o;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        double t = now();
+        int stop = p->failed || p->next >= p->limit || p->next > p->best ||
+                   (o->seconds > 0 && t - p->t0 >= o->seconds);
+        int64_t i = p->next;
+        if (!stop) p->next++;
+        if (!stop && o->progress && t - p->shown >= 0.2) {
+            ppv_fuzz_progress pr = {1 + p->done, 0, t - p->t0};
+            o->progress(o->progress_ctx, &pr);
+            p->shown = t;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (stop) return NULL;
+        ppv_policy pol = policy_of(p->tg, i);
+        ppv_fault fault = fault_of(p->tg, i);
+        outcome r;
+        char err[512];
+        int rc = run_once(p->tg, &pol, &fault, 0, &r, err, sizeof err);
+        pthread_mutex_lock(&p->mu);
+        if (rc < 0 && !p->failed) {
+            p->failed = 1;
+            snprintf(p->err, sizeof p->err, "%s", err);
+        }
+        if (rc == 0 && i >= p->capdig) {
+            int64_t cap = p->capdig ? p->capdig : 1024;
+            while (cap <= i) cap *= 2;
+            uint64_t *d = realloc(p->digests, (size_t)cap * sizeof *d);
+            if (!d) {
+                p->failed = 1;
+                snprintf(p->err, sizeof p->err, "out of memory");
+            } else {
+                p->digests = d;
+                p->capdig = cap;
+            }
+        }
+        if (rc == 0 && i < p->capdig) {
+            p->digests[i] = r.trace_digest;
+            if (i + 1 > p->ndig) p->ndig = i + 1;
+            p->done++;
+            if (!r.pass && i < p->best) {
+                p->best = i;
+                p->best_out = r;
+                p->best_pol = pol;
+                p->best_fault = fault;
+            }
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Runs the workers to the end; 0, or -1 with p->err. */
+static int pool_run(pool *p, int32_t jobs) {
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_t tid[64];
+    int32_t started = 0;
+    for (int32_t j = 1; j < jobs && j < 64; j++)
+        if (pthread_create(&tid[started], NULL, worker, p) == 0) started++;
+    worker(p); /* this thread is a worker too */
+    for (int32_t j = 0; j < started; j++)
+        pthread_join(tid[j], NULL);
+    pthread_mutex_destroy(&p->mu);
+    return p->failed ? -1 : 0;
+}
+
 /* ---- the explorer ----------------------------------------------------------------- */
 
 int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t errlen) {
@@ -357,6 +447,10 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
     }
     if (o->runs <= 0 && !(o->seconds > 0)) {
         snprintf(err, errlen, "give a number of runs or a time");
+        return -1;
+    }
+    if (o->jobs < 0 || o->jobs > 64) {
+        snprintf(err, errlen, "--jobs %d: 1 to 64", o->jobs);
         return -1;
     }
     if (o->pct_depth < 2 || o->pct_depth > 64) {
@@ -396,33 +490,45 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
         }
     }
     ppv_world_free(ref.world);
-    for (int64_t i = 1; !rep->found; i++) {
-        double t = now();
-        if (o->runs > 0 && rep->runs >= o->runs) break;
-        if (o->seconds > 0 && t - t0 >= o->seconds) break;
-        if (o->progress && t - shown >= 0.2) {
-            ppv_fuzz_progress pr = {rep->runs, (int64_t)seen.n, t - t0};
-            o->progress(o->progress_ctx, &pr);
-            shown = t;
+    if (!rep->found) {
+        pool pl;
+        memset(&pl, 0, sizeof pl);
+        pl.tg = &tg;
+        pl.next = 1;
+        pl.limit = o->runs > 0 ? o->runs : INT64_MAX;
+        pl.t0 = t0;
+        pl.shown = shown;
+        pl.best = INT64_MAX;
+        pl.digests = NULL;
+        if (pool_run(&pl, o->jobs > 1 ? o->jobs : 1) < 0) {
+            snprintf(err, errlen, "%s", pl.err);
+            free(pl.digests);
+            goto fail;
         }
-        ppv_policy pol = policy_of(&tg, i);
-        ppv_fault fault = fault_of(&tg, i);
-        outcome r;
-        if (run_once(&tg, &pol, &fault, 0, &r, err, errlen) < 0) goto fail;
-        rep->runs++;
-        if (set_add(&seen, r.trace_digest) < 0) goto oom;
-        if (r.pass) continue;
-        rep->found = 1;
-        rep->failing_run = i;
-        rep->failing_policy = pol;
-        rep->failing_fault = fault;
-        rep->failing_steps = r.steps;
-        snprintf(rep->failure, sizeof rep->failure, "%s", r.why);
-        /* again, keeping its decisions */
-        outcome again;
-        if (run_once(&tg, &pol, &fault, 1, &again, err, errlen) < 0) goto fail;
-        rep->failing = again.world;
-        if (minimise(&tg, rep, err, errlen) < 0) goto fail;
+        /* every run below the first failure was made, whatever the workers'
+         * timing: count those (and no later one) */
+        int64_t upto = pl.best != INT64_MAX ? pl.best : pl.next - 1;
+        for (int64_t i = 1; i <= upto && i < pl.ndig; i++)
+            if (set_add(&seen, pl.digests[i]) < 0) {
+                free(pl.digests);
+                goto oom;
+            }
+        free(pl.digests);
+        rep->runs = 1 + (pl.best != INT64_MAX ? pl.best : pl.done);
+        if (pl.best != INT64_MAX) {
+            rep->found = 1;
+            rep->failing_run = pl.best;
+            rep->failing_policy = pl.best_pol;
+            rep->failing_fault = pl.best_fault;
+            rep->failing_steps = pl.best_out.steps;
+            snprintf(rep->failure, sizeof rep->failure, "%s", pl.best_out.why);
+            /* again, keeping its decisions */
+            outcome again;
+            if (run_once(&tg, &pl.best_pol, &pl.best_fault, 1, &again, err, errlen) < 0)
+                goto fail;
+            rep->failing = again.world;
+            if (minimise(&tg, rep, err, errlen) < 0) goto fail;
+        }
     }
     rep->distinct = (int64_t)seen.n;
     rep->seconds = now() - t0;

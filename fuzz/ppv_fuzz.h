@@ -34,6 +34,9 @@ typedef struct ppv_fuzz_options {
     uint64_t seed;     /* run i's policy seed is seed + i */
     int64_t runs;      /* stop after this many (0: no limit) */
     double seconds;    /* or after this long (0: no limit); one of the two is set */
+    int32_t jobs;      /* worker threads (0 or 1: one). Runs are handed out in order
+                          and the report names the smallest failing run, so with a
+                          number of runs it is the same for any number of workers */
     /* the target: exactly one of schedule and pp */
     const ppv_schedule *schedule;
     ppv_run_options run; /* its policy is the explorer's */

@@ -101,7 +101,7 @@ static const char *sample_value(const char *opt) {
         {"--hard-cut-at", "2"},     {"--inject", "OM-03"},   {"--watchdog-steps", "100"},
         {"--record", "r.h5"},       {"--runs", "3"},         {"--time", "1"},
         {"--strategy", "pct"},      {"--pct-depth", "3"},    {"--out", "o"},
-        {"--faults", "drop"}};
+        {"--faults", "drop"},       {"--jobs", "2"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;

@@ -158,6 +158,37 @@ static void test_bad_options_are_refused(void **state) {
     assert_int_equal(st, PPV_FUZZ_PCT);
 }
 
+/* Workers take runs in order and the first failing run is reported, so the
+ * verdict, the run counts and the distinct interleavings do not depend on
+ * how many there are. */
+static void test_the_report_is_the_same_for_any_number_of_workers(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    pp.control_only = 1;
+    for (int faults = 0; faults < 2; faults++) {
+        ppv_fuzz_options o = base(runs(200));
+        o.pp = &pp;
+        o.faults = faults ? 1u << PPV_FAULT_CORRUPT : 0;
+        ppv_fuzz_report *r[3];
+        for (int j = 0; j < 3; j++) {
+            o.jobs = j + 1;
+            r[j] = fuzz(&o);
+        }
+        for (int j = 1; j < 3; j++) {
+            assert_int_equal(r[j]->found, r[0]->found);
+            assert_int_equal(r[j]->runs, r[0]->runs);
+            assert_int_equal(r[j]->distinct, r[0]->distinct);
+            assert_int_equal(r[j]->failing_run, r[0]->failing_run);
+            assert_int_equal(r[j]->minimal_prefix, r[0]->minimal_prefix);
+        }
+        assert_int_equal(r[0]->found, faults); /* corrupt finds the envelope gap */
+        for (int j = 0; j < 3; j++)
+            ppv_fuzz_report_free(r[j]);
+    }
+}
+
 /* ---- faults ------------------------------------------------------------------------ */
 
 static void test_lost_duplicated_and_killed_messages_end_named_or_unchanged(void **state) {
@@ -329,6 +360,7 @@ int main(void) {
         cmocka_unit_test(test_the_pipeline_keeps_its_output_in_every_interleaving),
         cmocka_unit_test(test_a_fault_passes_only_when_caught_the_same_way_in_every_order),
         cmocka_unit_test(test_bad_options_are_refused),
+        cmocka_unit_test(test_the_report_is_the_same_for_any_number_of_workers),
         cmocka_unit_test(test_lost_duplicated_and_killed_messages_end_named_or_unchanged),
         cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),

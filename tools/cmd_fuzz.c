@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "ppv_fuzz.h"
 
-enum { OPT_RUNS = 1000, OPT_FAULTS, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON,
+enum { OPT_RUNS = 1000, OPT_JOBS, OPT_FAULTS, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON,
        OPT_SEMANTICS, OPT_RECOMPUTE, OPT_LAYERS, OPT_WIDTH, OPT_WATCHDOG, OPT_HELP };
 
 typedef struct fuzz_args {
@@ -41,6 +41,7 @@ static int whole(const char *name, const char *arg, long long lo, long long hi, 
 static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     static const struct option own[] = {{"runs", required_argument, 0, OPT_RUNS},
                                         {"faults", required_argument, 0, OPT_FAULTS},
+                                        {"jobs", required_argument, 0, OPT_JOBS},
                                         {"time", required_argument, 0, OPT_TIME},
                                         {"strategy", required_argument, 0, OPT_STRATEGY},
                                         {"pct-depth", required_argument, 0, OPT_DEPTH},
@@ -82,6 +83,10 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             if (whole("--runs", optarg, 1, 1000000000, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.runs = n;
             runs_given = 1;
+            break;
+        case OPT_JOBS:
+            if (whole("--jobs", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->f.jobs = (int32_t)n;
             break;
         case OPT_FAULTS: {
             char buf[256];

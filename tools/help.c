@@ -195,6 +195,10 @@ static const help_option fuzz_options[] = {
      "reference run's length), or runs alternating random and PCT at depths 2..--pct-depth",
      "portfolio"},
     {"--pct-depth", "D", "PCT's depth (D-1 change points)", "3"},
+    {"--jobs", "J",
+     "worker threads; runs are handed out in order and the first failing run is reported, so "
+     "the verdict does not depend on J",
+     "1"},
     {"--faults", "LIST",
      "put one fault in every run but the reference, the kinds in turn: drop, duplicate, corrupt, "
      "kill (a message lost, delivered twice, one bit flipped; the sending rank dead) at a send "
