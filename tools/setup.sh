@@ -92,7 +92,9 @@ case "$what" in
     # failure when they hold an error
     mkdir -p build-asan/Testing/Temporary
     rm -f build-asan/Testing/Temporary/sanitizer.*
-    if ! (cd build-asan && ctest --output-on-failure >Testing/run.log 2>&1); then
+    # two test programs at a time (each is single-threaded; they share
+    # nothing but the CPU), here and under valgrind
+    if ! (cd build-asan && ctest -j2 --output-on-failure >Testing/run.log 2>&1); then
       cat build-asan/Testing/run.log
       for log in build-asan/Testing/Temporary/sanitizer.*; do
         grep -qE 'ERROR: |runtime error: ' "$log" 2>/dev/null || continue
@@ -104,7 +106,7 @@ case "$what" in
     fi
     grep -E 'tests passed|Total Test time' build-asan/Testing/run.log | sed 's/^/gcc Debug ASan+UBSan: /'
     n=$(cases build)
-    (cd build && ctest -T memcheck --output-on-failure) || {
+    (cd build && ctest -T memcheck -j2 --output-on-failure) || {
       memcheck_report build
       echo "ctest: 0 passed, 1 failed (valgrind memcheck, see above)"
       exit 1
