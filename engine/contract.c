@@ -785,8 +785,9 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
             rc = parse_spec(md, base, key + 7, v, ids, &seen_t, msg, n);
             continue;
         }
-        int k = 0;
-        while (k < md->nfields && strcmp(md->fields[k].name, key) != 0)
+        int k = 0; /* the first byte first: most names differ there */
+        while (k < md->nfields &&
+               (md->fields[k].name[0] != key[0] || strcmp(md->fields[k].name, key) != 0))
             k++;
         if (k == md->nfields) {
             rc = failf(PPV_FAIL_FIELD, msg, n, "unknown field '%s' in the %s (%s)", key, md->what,
