@@ -723,7 +723,8 @@ typedef struct ppv_pp_report {
     float **kv;        /* [nkv], by chunk; NULL where the chunk never ran */
     size_t *kv_floats; /* [nkv] */
     int64_t nkv;
-    /* the decoded latents of every emitted chunk, bf16 in order */
+    /* keep_kv: the decoded latents of every emitted chunk, bf16 in order
+     * (NULL otherwise) */
     uint16_t *outputs;
     size_t noutputs;
 } ppv_pp_report;

@@ -476,7 +476,11 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     size_t frame = (size_t)(PP_LATENT_CHANNELS * (o->height / 8) * (o->width / 8));
     if (!r || !(r->expected_calls = calloc((size_t)chunks, sizeof *r->expected_calls)) ||
         !(r->observed_calls = calloc((size_t)chunks, sizeof *r->observed_calls)) ||
-        !(r->emitted_call_ids = calloc((size_t)chunks, sizeof *r->emitted_call_ids)) ||
+        !(r->emitted_call_ids = calloc((size_t)chunks, sizeof *r->emitted_call_ids)))
+        goto oom;
+    /* every decoded latent only when asked (--compare-kv): a long run keeps
+     * just its digest */
+    if (o->keep_kv &&
         !(r->outputs = malloc((size_t)chunks * PP_FRAMES_PER_CHUNK * frame * sizeof *r->outputs)))
         goto oom;
     if (o->keep_kv && (!(r->kv = calloc((size_t)chunks, sizeof *r->kv)) ||

@@ -264,8 +264,10 @@ static int decode(stage0 *s) {
     if (n > PP_FRAMES_PER_CHUNK * s->frame) n = PP_FRAMES_PER_CHUNK * s->frame;
     fnv(&s->digest, lat->data, n * sizeof(uint16_t));
     rep->output_digest = s->digest;
-    memcpy(rep->outputs + rep->noutputs, lat->data, n * sizeof(uint16_t));
-    rep->noutputs += n;
+    if (rep->outputs) {
+        memcpy(rep->outputs + rep->noutputs, lat->data, n * sizeof(uint16_t));
+        rep->noutputs += n;
+    }
     int64_t c = rep->chunks_emitted++;
     rep->expected_calls[c] = f->e.expected_generator_calls;
     rep->observed_calls[c] = rd->r.observed_generator_calls;
