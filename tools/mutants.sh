@@ -21,6 +21,13 @@ trap 'rm -rf "$work"' EXIT
 git -C "$src" archive --format=tar HEAD | tar -x -C "$work" || exit 2
 cmake -S "$work" -B "$work/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2
 cmake --build "$work/build" -j2 >/dev/null 2>&1 || { echo "mutants: the clean tree does not build"; exit 2; }
+# A mutant whose patch says "needs: sanitize" (a dropped free, which only a
+# leak checker sees) is built and tested with ASan+UBSan and leak detection.
+if grep -l 'needs: sanitize' "${patches[@]}" >/dev/null 2>&1; then
+  CC=gcc cmake -S "$work" -B "$work/build-asan" -DCMAKE_BUILD_TYPE=Debug -DPPV_SANITIZE=ON \
+    >/dev/null || exit 2
+  cmake --build "$work/build-asan" -j2 >/dev/null 2>&1 || { echo "mutants: the ASan build fails"; exit 2; }
+fi
 survived=0 total=0
 printf '%-44s %-9s %s\n' mutant verdict "caught by"
 for p in "${patches[@]}"; do
@@ -31,9 +38,11 @@ for p in "${patches[@]}"; do
     survived=$((survived + 1))
     continue
   fi
-  if ! cmake --build "$work/build" -j2 >"$work/build.log" 2>&1; then
+  dir=build
+  grep -q 'needs: sanitize' "$src/$p" && dir=build-asan
+  if ! cmake --build "$work/$dir" -j2 >"$work/build.log" 2>&1; then
     printf '%-44s %-9s %s\n' "$name" caught "the build (a compile error)"
-  elif (cd "$work/build" && PPV_REQUIRE_H5PY=${PPV_REQUIRE_H5PY:-} ctest -j2 -E 'test_install|readme_examples' --timeout 600 >"$work/ctest.log" 2>&1); then
+  elif (cd "$work/$dir" && PPV_REQUIRE_H5PY=${PPV_REQUIRE_H5PY:-} ctest -j2 -E 'test_install|readme_examples' --timeout 600 >"$work/ctest.log" 2>&1); then
     printf '%-44s %-9s %s\n' "$name" SURVIVED "-"
     survived=$((survived + 1))
   else
