@@ -14,15 +14,6 @@
 
 #include "testutil.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 static const char *const commands[] = {"gen",    "check",  "show", "run",  "verify-recompute",
                                        "pp", "fuzz", "record", "replay", "diff", "demo", "version",
                                        "help",   "man",    NULL};

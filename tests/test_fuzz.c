@@ -14,15 +14,6 @@
 #include "ppv_fuzz.h"
 #include "testutil.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 /* Runs per exploration: fewer under valgrind, which is 50 times slower. */
 static int64_t runs(int64_t native) {
     return RUNNING_ON_VALGRIND ? native / 10 : native;

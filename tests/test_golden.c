@@ -14,14 +14,6 @@
 #include <math.h>
 #include <signal.h>
 #include <unistd.h>
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 #include "ppv_golden.h"
 #include "testutil.h"

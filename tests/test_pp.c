@@ -15,15 +15,6 @@
 #include "ppv_golden.h"
 #include "testutil.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 /* Seeds per policy: the full sweeps natively, a sample under valgrind
  * (which runs every test program of the suite, 50 times slower). */
 static int seeds(int native, int valgrind) {
@@ -488,6 +479,79 @@ static void test_every_injection_is_named_in_the_table(void **state) {
     assert_int_equal(ppv_pp_inject_caught_by(PPV_INJECT_EXTRA_CALL), PPV_POINT_MESH_RUNNING);
 }
 
+/* The envelopes a run sends, deep-copied as stage 0 hands them out. */
+typedef struct sent_log {
+    ppv_envelope e[16];
+    int n;
+} sent_log;
+
+static void copy_tensor(ppv_tensor *t) {
+    if (!t->data) return;
+    size_t n = ppv_tensor_bytes(t);
+    void *d = malloc(n);
+    assert_non_null(d);
+    memcpy(d, t->data, n);
+    t->data = d;
+}
+
+static int log_call(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err, size_t n) {
+    (void)r, (void)err, (void)n;
+    sent_log *l = ctx;
+    assert_true(l->n < 16);
+    ppv_envelope *c = &l->e[l->n++];
+    *c = *e;
+    copy_tensor(&c->conditioning_embeds);
+    copy_tensor(&c->latents_in);
+    copy_tensor(&c->current_denoising_step_list);
+    copy_tensor(&c->context_frames);
+    return 0;
+}
+
+/* The mesh keeps its own place in the stream; stage 0 checks that it is
+ * where the envelope says: a replayed envelope that jumps ahead without a
+ * new stream is refused on its result. */
+static void test_an_envelope_the_mesh_cannot_follow_is_refused(void **state) {
+    (void)state;
+    ppv_pp_options o = small();
+    sent_log l = {.n = 0};
+    o.on_call = log_call;
+    o.on_call_ctx = &l;
+    ppv_pp_report *r = run(&o);
+    assert_true(r->ok);
+    ppv_pp_report_free(r);
+    assert_int_equal(l.n, 5); /* 4 chunks and the SHUTDOWN */
+    assert_int_equal(l.e[2].current_start_frame, 6);
+    ppv_pp_options re = small();
+    re.replay = l.e;
+    re.nreplay = l.n;
+    r = run(&re);
+    assert_true(r->ok); /* as recorded, it replays */
+    ppv_pp_report_free(r);
+    l.e[2].current_start_frame = 9; /* chunk 2 claims a frame the mesh is not at */
+    r = run(&re);
+    assert_false(r->ok);
+    assert_int_equal(r->failure, PPV_FAIL_RULE);
+    assert_int_equal(r->caught_by, PPV_POINT_STAGE0_RESULT);
+    assert_non_null(strstr(r->message, "mesh_current_start_frame 6, the envelope said 9"));
+    ppv_pp_report_free(r);
+    /* a chunk of another size than the mesh runs is refused by the leader
+     * before the mesh touches it */
+    l.e[2].current_start_frame = 6;
+    ppv_tensor *lat = &l.e[2].latents_in;
+    free(lat->data);
+    l.e[2].height = l.e[2].width = 48;
+    lat->dims[3] = lat->dims[4] = 6;
+    lat->data = calloc((size_t)(3 * 16 * 6 * 6), sizeof(uint16_t));
+    assert_non_null(lat->data);
+    r = run(&re);
+    assert_false(r->ok);
+    assert_int_equal(r->failure, PPV_FAIL_FM23);
+    assert_non_null(strstr(r->message, "FM-07: a 48x48 chunk, the mesh runs 32x32"));
+    ppv_pp_report_free(r);
+    for (int k = 0; k < l.n; k++)
+        ppv_envelope_free_tensors(&l.e[k]);
+}
+
 /* ---- the command ---------------------------------------------------------------------- */
 
 static void test_command_reports_and_exits_by_the_verdict(void **state) {
@@ -618,6 +682,7 @@ int main(void) {
         cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
         cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
         cmocka_unit_test(test_every_injection_is_named_in_the_table),
+        cmocka_unit_test(test_an_envelope_the_mesh_cannot_follow_is_refused),
         cmocka_unit_test(test_command_reports_and_exits_by_the_verdict),
         cmocka_unit_test(test_command_compare_kv_says_equal_or_evicted),
         cmocka_unit_test(test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails),

@@ -24,6 +24,17 @@
 
 #include "ppv_engine.h"
 
+/* RUNNING_ON_VALGRIND: 1 under valgrind (ctest -T memcheck), where a test
+ * may run a smaller sweep; 0 elsewhere. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 /* PPV_TEST_DATA and PPV_INTEROP_DIR come from tests/CMakeLists.txt. */
 static inline const char *data_path(const char *name) {
     static char buf[4096];
