@@ -582,6 +582,10 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     r = RUN("pp", "--inject", "OM-99");
     assert_int_equal(r.code, 2);
     run_free(&r);
+    r = RUN("pp", "--compare-kv", "--trace-out", tmp_path("kv.trace"));
+    assert_int_equal(r.code, 2); /* one trace cannot hold two runs */
+    assert_non_null(strstr(r.err, "--compare-kv runs its own two configurations"));
+    run_free(&r);
     r = RUN("pp", "--kv", "sometimes");
     assert_int_equal(r.code, 2);
     run_free(&r);

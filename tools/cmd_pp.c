@@ -179,9 +179,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         }
     }
     if (optind < argc) return usage_error("takes no operand, not '%s'", argv[optind]);
-    if (a->compare_kv && (a->record || a->o.inject != PPV_INJECT_NONE || a->o.control_only))
+    if (a->compare_kv &&
+        (a->record || a->trace_out || a->o.inject != PPV_INJECT_NONE || a->o.control_only))
         return usage_error("--compare-kv runs its own two configurations: it takes no --record, "
-                           "--inject or --control-only%s",
+                           "--trace-out, --inject or --control-only%s",
                            "");
     if (a->replay) {
         if (a->compare_kv)
