@@ -65,10 +65,15 @@ static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
 
 /* Posts op (its rank's pending count already includes it). */
 static int post(ppv_world *w, p2p_op *op) {
+    op->step = world_step(w);
     if (op->send) {
         channel *ch = world_channel(w, op->comm, op->rank, op->peer);
+        world_touch(w, PPV_TOUCH_SEND, op->comm, op->rank, op->peer, ++ch->nsends);
         if (ch->recvs) {
             p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
+            /* a rendezvous send goes on because the receive was there; an
+             * eager one would have gone on anyway */
+            if (!eager(w, op->bytes)) world_after(w, op->rank, r->step);
             return deliver(w, op, r);
         }
         if (eager(w, op->bytes)) {
@@ -92,8 +97,10 @@ static int post(ppv_world *w, p2p_op *op) {
         return 0;
     }
     channel *ch = world_channel(w, op->comm, op->peer, op->rank);
+    ch->nrecvs++;
     if (ch->sends) {
         p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
+        world_after(w, op->rank, s->step);
         int rc = deliver(w, s, op);
         if (s->owned) {
             free(s->owned);
@@ -158,7 +165,9 @@ static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, 
     p2p_op *op;
     int rc = make_op(w, rank, 1, buf, NULL, bytes, peer, comm, what, &op);
     if (rc) return rc;
+    op->step = world_step(w);
     channel *ch = world_channel(w, comm, rank, peer);
+    world_touch(w, PPV_TOUCH_SEND, comm, rank, peer, ++ch->nsends);
     if (ch->recvs) { /* a receive already waits: it takes the copy now */
         p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
         w->ranks[rank].pending++;
@@ -231,6 +240,25 @@ static int mock_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     p2p_op *op;
     int rc = make_op(w, rank, 0, NULL, buf, bytes, peer, comm, what, &op);
     return rc ? rc : run_op(w, rank, op);
+}
+
+static int mock_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
+    ppv_world *w = impl;
+    *arrived = 0;
+    ppv_world_switch(w, rank);
+    if (w->aborted || w->ranks[rank].dead) return PPV_ERR_ABORTED;
+    if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0 || peer < 0 ||
+        peer >= w->P || peer == rank || w->comms[comm].member_of[peer] < 0) {
+        ppv_world_fail(&w->transport, rank, "probe: rank %d cannot receive from rank %d on "
+                       "communicator %d", rank, peer, comm);
+        return PPV_ERR_USAGE;
+    }
+    /* every receive the rank posted has completed (it runs): the next
+     * message it would find is the channel's nrecvs + 1-th */
+    channel *ch = world_channel(w, comm, peer, rank);
+    world_touch(w, PPV_TOUCH_PROBE, comm, peer, rank, ch->nrecvs + 1);
+    *arrived = ch->sends != NULL;
+    return 0;
 }
 
 static int mock_group_start(void *impl, int32_t rank) {
@@ -313,8 +341,9 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
         if (!s) goto oom;
         s->bufs = calloc((size_t)c->n, sizeof *s->bufs);
         s->src = calloc((size_t)c->n, sizeof *s->src);
-        if (!s->bufs || !s->src) {
-            free(s->bufs), free(s->src), free(s);
+        s->arrive = calloc((size_t)c->n, sizeof *s->arrive);
+        if (!s->bufs || !s->src || !s->arrive) {
+            free(s->bufs), free(s->src), free(s->arrive), free(s);
             goto oom;
         }
         s->kind = kind;
@@ -331,10 +360,12 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
     }
     s->bufs[me] = buf;
     s->src[me] = src;
+    s->arrive[me] = world_step(w);
     rc->pending++;
     rc->waiting_coll = s;
     rc->waiting_comm = comm;
     if (++s->arrived == c->n) {
+        for (int32_t k = 0; k < c->n; k++) world_after(w, rank, s->arrive[k]);
         if (kind == COLL_ALLREDUCE) {
             size_t count = bytes / sizeof(float);
             for (size_t i = 0; i < count; i++) {
@@ -397,4 +428,5 @@ static int mock_async_error(void *impl, int32_t rank) {
 
 const ppv_transport_ops ppv_mock_ops = {mock_send,          mock_recv,      mock_group_start,
                                         mock_group_end,     mock_allreduce_f32, mock_broadcast,
-                                        mock_allgather,     mock_abort,     mock_async_error};
+                                        mock_allgather,     mock_abort,     mock_async_error,
+                                        mock_probe};

@@ -284,6 +284,9 @@ typedef struct ppv_transport_ops {
     int (*abort)(void *impl, int32_t rank, const char *why);
     /* 0, or the error that stopped the communicator. */
     int (*async_error)(void *impl, int32_t rank);
+    /* Without waiting: *arrived says whether a message from peer on comm
+     * is there to receive (MPI_Iprobe; a poll loop's question). */
+    int (*probe)(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived);
 } ppv_transport_ops;
 
 typedef struct ppv_transport {
@@ -299,8 +302,44 @@ typedef enum ppv_policy_kind {
     PPV_POLICY_RR,     /* the next runnable rank after the last one */
     PPV_POLICY_RANDOM, /* uniform among runnable ranks, from (seed, step) */
     PPV_POLICY_PCT,    /* probabilistic concurrency testing (seed, depth) */
-    PPV_POLICY_REPLAY  /* the decisions of a trace file */
+    PPV_POLICY_REPLAY, /* the decisions of a trace file */
+    PPV_POLICY_EXPLORE /* an explorer's (ppv_explorer): the fuzz layer's dfs */
 } ppv_policy_kind;
+
+/* What one scheduler step did that an explorer needs to reorder steps
+ * soundly. Sends and receives on one channel commute (FIFO, one sender,
+ * one receiver) and collectives add in a fixed order, so the only steps
+ * whose order can change what a rank does are a probe and the one send
+ * whose message the probe would find first: the channel's seq-th, where
+ * seq - 1 is what the prober has received from it. touch lists sends (the
+ * channel's seq-th message) and probes (asking for the seq-th); a probe
+ * and a send are dependent when channel and seq agree. after lists the
+ * earlier steps this one had to follow (the send a receive took, the
+ * receive a rendezvous send waited for, the step that completed what the
+ * rank waited on, the arrivals a collective's last member combined). */
+enum { PPV_TOUCH_SEND = 1, PPV_TOUCH_PROBE = 2 };
+typedef struct ppv_touch {
+    int32_t kind;
+    uint64_t channel; /* (communicator, from, to) as one number */
+    int64_t seq;
+} ppv_touch;
+
+typedef struct ppv_step {
+    int32_t rank;
+    const ppv_touch *touch;
+    int32_t ntouch;
+    const int64_t *after;
+    int32_t nafter;
+} ppv_step;
+
+typedef struct ppv_explorer {
+    /* The rank to run at this step (ready[r] marks the runnable ones), or
+     * -1 to end the run here (PPV_RUN_PRUNED). */
+    int32_t (*choose)(void *ctx, int64_t step, const unsigned char *ready, int32_t nranks);
+    /* After the chosen rank ran its step. */
+    void (*ran)(void *ctx, int64_t step, const ppv_step *s);
+    void *ctx;
+} ppv_explorer;
 
 typedef struct ppv_policy {
     ppv_policy_kind kind;
@@ -312,6 +351,7 @@ typedef struct ppv_policy {
     int lenient; /* REPLAY: past the decisions, or where one names a rank that
                     cannot run, go on round-robin instead of failing (the
                     explorer's minimisation replays prefixes this way) */
+    const ppv_explorer *explorer; /* EXPLORE */
 } ppv_policy;
 
 /* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given
@@ -351,7 +391,8 @@ typedef enum ppv_run_status {
     PPV_RUN_DONE,     /* every rank returned */
     PPV_RUN_DEADLOCK, /* no rank can run and not all are done */
     PPV_RUN_HANG,     /* the watchdog fired: steps without progress */
-    PPV_RUN_FAILED    /* a rank reported a failure (ppv_world_fail) */
+    PPV_RUN_FAILED,   /* a rank reported a failure (ppv_world_fail) */
+    PPV_RUN_PRUNED    /* the explorer ended the run: what is left repeats an explored one */
 } ppv_run_status;
 
 typedef struct ppv_world_result {
@@ -677,6 +718,9 @@ typedef struct ppv_pp_options {
     int64_t watchdog_steps;
     int control_only; /* no model compute: a call passes its latents through, keeping every
                          message and collective (the control plane alone) */
+    int poll; /* stage 0 takes each result as soon as it has arrived (it probes the link
+                 between sends and decodes, as a receive thread does), so what it does
+                 next depends on the interleaving; its output must not */
     unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
     ppv_fault fault;      /* one transport fault (the explorer's), or none */
     /* Replay: stage 0 sends these envelopes in order instead of planning

@@ -143,6 +143,11 @@ ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen)
         ppv_errf(err, errlen, "PCT needs a depth of at least 1");
         return NULL;
     }
+    if (opt->policy.kind == PPV_POLICY_EXPLORE &&
+        (!opt->policy.explorer || !opt->policy.explorer->choose || !opt->policy.explorer->ran)) {
+        ppv_errf(err, errlen, "the explore policy needs an explorer");
+        return NULL;
+    }
     ppv_world *w = calloc(1, sizeof *w);
     if (!w) goto oom;
     w->opt = *opt;
@@ -218,6 +223,7 @@ void ppv_world_free(ppv_world *w) {
         if (w->ranks[r].stack) VALGRIND_STACK_DEREGISTER(w->ranks[r].stack_id);
 #endif
         free(w->ranks[r].stack);
+        free(w->ranks[r].defer);
         free_queue(w->ranks[r].group);
     }
     for (int32_t c = 0; c < w->ncomms; c++) {
@@ -234,6 +240,7 @@ void ppv_world_free(ppv_world *w) {
             if (!cm->slots[k]) continue;
             free(cm->slots[k]->bufs);
             free(cm->slots[k]->src);
+            free(cm->slots[k]->arrive);
             free(cm->slots[k]);
         }
         free(cm->slots);
@@ -247,7 +254,58 @@ void ppv_world_free(ppv_world *w) {
     free(w->decisions);
     free(w->pct_prio);
     free(w->pct_change);
+    free(w->touch);
+    free(w->after);
     free(w);
+}
+
+void world_touch(ppv_world *w, int32_t kind, int32_t comm, int32_t from, int32_t to,
+                 int64_t seq) {
+    if (!w->explore) return;
+    if (w->ntouch == w->captouch) {
+        int32_t cap = w->captouch ? 2 * w->captouch : 16;
+        ppv_touch *t = realloc(w->touch, (size_t)cap * sizeof *t);
+        if (!t) {
+            ppv_world_fail(&w->transport, w->current, "out of memory noting a step");
+            return;
+        }
+        w->touch = t;
+        w->captouch = cap;
+    }
+    uint64_t ch = ((uint64_t)comm * (uint64_t)w->P + (uint64_t)from) * (uint64_t)w->P + (uint64_t)to;
+    w->touch[w->ntouch++] = (ppv_touch){kind, ch, seq};
+}
+
+void world_after(ppv_world *w, int32_t rank, int64_t step) {
+    if (!w->explore || step < 0) return;
+    rank_ctx *rc = &w->ranks[rank];
+    if (rc->ndefer == rc->capdefer) {
+        int32_t cap = rc->capdefer ? 2 * rc->capdefer : 8;
+        int64_t *a = realloc(rc->defer, (size_t)cap * sizeof *a);
+        if (!a) {
+            ppv_world_fail(&w->transport, w->current, "out of memory noting a step");
+            return;
+        }
+        rc->defer = a;
+        rc->capdefer = cap;
+    }
+    rc->defer[rc->ndefer++] = step;
+}
+
+/* The running rank's deferred steps become its step's. */
+static int take_deferred(ppv_world *w, int32_t r) {
+    rank_ctx *rc = &w->ranks[r];
+    w->nafter = 0;
+    if (rc->ndefer > w->capafter) {
+        int64_t *a = realloc(w->after, (size_t)rc->ndefer * sizeof *a);
+        if (!a) return -1;
+        w->after = a;
+        w->capafter = rc->ndefer;
+    }
+    if (rc->ndefer) memcpy(w->after, rc->defer, (size_t)rc->ndefer * sizeof *w->after);
+    w->nafter = rc->ndefer;
+    rc->ndefer = 0;
+    return 0;
 }
 
 int ppv_world_wait(ppv_world *w, int32_t rank) {
@@ -263,6 +321,7 @@ int ppv_world_wait(ppv_world *w, int32_t rank) {
 void ppv_world_complete(ppv_world *w, int32_t rank) {
     rank_ctx *rc = &w->ranks[rank];
     w->last_progress = w->steps;
+    if (rank != w->current) world_after(w, rank, world_step(w));
     if (--rc->pending == 0) {
         rc->waiting = NULL;
         rc->waiting_coll = NULL;
@@ -369,6 +428,15 @@ static int32_t pick(ppv_world *w, int32_t nready) {
             if (!demoted) return best;
         }
         return -1;
+    }
+    case PPV_POLICY_EXPLORE: {
+        unsigned char ready[256], *rd = P <= 256 ? ready : malloc((size_t)P);
+        if (!rd) return -1;
+        for (int32_t r = 0; r < P; r++) rd[r] = w->ranks[r].state == RANK_READY;
+        int32_t r = pol->explorer->choose(pol->explorer->ctx, w->steps, rd, P);
+        if (rd != ready) free(rd);
+        if (r < 0 || r >= P || w->ranks[r].state != RANK_READY) return -2;
+        return r;
     }
     case PPV_POLICY_REPLAY: {
         if (pol->lenient && (w->steps >= pol->nreplay || pol->replay[w->steps] < 0 ||
@@ -508,6 +576,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     w->fn = fn;
     w->arg = arg;
     if (w->opt.policy.kind == PPV_POLICY_PCT && pct_init(w) < 0) goto oom;
+    w->explore = w->opt.policy.kind == PPV_POLICY_EXPLORE;
     for (int32_t r = 0; r < w->P; r++)
         if (start_rank(w, r) < 0) goto oom;
     for (;;) {
@@ -544,6 +613,12 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
             break;
         }
         int32_t r = pick(w, nready);
+        if (r == -2) {
+            res->status = PPV_RUN_PRUNED;
+            snprintf(res->message, sizeof res->message,
+                     "the explorer ended the run after %lld steps", (long long)w->steps);
+            break;
+        }
         if (r < 0) {
             res->status = PPV_RUN_FAILED;
             snprintf(res->message, sizeof res->message, "%.500s", w->fail_msg);
@@ -553,7 +628,15 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
         w->steps++;
         w->last = r;
         w->current = r;
+        if (w->explore) {
+            w->ntouch = 0;
+            if (take_deferred(w, r) < 0) goto oom;
+        }
         run_rank(w, r);
+        if (w->explore) {
+            ppv_step st = {r, w->touch, w->ntouch, w->after, w->nafter};
+            w->opt.policy.explorer->ran(w->opt.policy.explorer->ctx, w->steps - 1, &st);
+        }
     }
     unwind(w);
     res->steps = w->steps;

@@ -18,6 +18,7 @@ typedef struct p2p_op {
     void *owned;       /* eager send: the copy held by the channel */
     size_t bytes;
     int done;
+    int64_t step;      /* the scheduler step that posted it (an explorer's order) */
     char what[64];
     struct p2p_op *next; /* in the channel queue, or the group list */
 } p2p_op;
@@ -26,6 +27,7 @@ typedef struct p2p_op {
 typedef struct channel {
     p2p_op *sends, *sends_tail; /* posted, not yet received (eager ones are done) */
     p2p_op *recvs, *recvs_tail; /* posted, not yet matched */
+    int64_t nsends, nrecvs;     /* posted so far (an explorer's sequence numbers) */
 } channel;
 
 enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER };
@@ -38,6 +40,7 @@ typedef struct coll_slot {
     int32_t arrived;
     void **bufs;       /* [n] member buffers (in/out) */
     const void **src;  /* [n] allgather send buffers */
+    int64_t *arrive;   /* [n] the step each member arrived in */
     int done;
     char what[64];
 } coll_slot;
@@ -80,6 +83,12 @@ typedef struct rank_ctx {
     p2p_op *waiting;    /* first op it waits on (report) */
     coll_slot *waiting_coll;
     int32_t waiting_comm;
+    /* PPV_POLICY_EXPLORE: steps the rank's next step follows (the send
+     * its receive took, the step that completed what it waited on, ...);
+     * they bind its next step, since a step touches channels only as it
+     * starts */
+    int64_t *defer;
+    int32_t ndefer, capdefer;
 } rank_ctx;
 
 struct ppv_world {
@@ -109,12 +118,29 @@ struct ppv_world {
     ppv_rank_main fn;
     void *arg;
     int32_t current;
+    /* PPV_POLICY_EXPLORE: what the running step touched and followed */
+    int explore;
+    ppv_touch *touch;
+    int64_t *after;
+    int32_t ntouch, captouch, nafter, capafter;
 };
 
 /* Channel of (from -> to) on comm c. */
 static inline channel *world_channel(ppv_world *w, int32_t c, int32_t from, int32_t to) {
     return &w->chans[((size_t)c * w->P + (size_t)from) * w->P + (size_t)to];
 }
+
+/* The step now running (an op's order, for an explorer). */
+static inline int64_t world_step(const ppv_world *w) {
+    return w->steps - 1;
+}
+
+/* For an explorer: the running step touches channel (comm, from -> to)
+ * (PPV_TOUCH_SEND of its seq-th message, or PPV_TOUCH_PROBE for it); what
+ * rank does next follows step. */
+void world_touch(ppv_world *w, int32_t kind, int32_t comm, int32_t from, int32_t to,
+                 int64_t seq);
+void world_after(ppv_world *w, int32_t rank, int64_t step);
 
 /* A scheduling point: back to the scheduler, as runnable. */
 void ppv_world_switch(ppv_world *w, int32_t rank);

@@ -19,21 +19,25 @@
 #include <string.h>
 #include <time.h>
 
-#include "ppv_fuzz.h"
+#include "internal.h"
 
 int ppv_fuzz_strategy_parse(const char *text, ppv_fuzz_strategy *out) {
     if (!strcmp(text, "random")) *out = PPV_FUZZ_RANDOM;
     else if (!strcmp(text, "pct")) *out = PPV_FUZZ_PCT;
     else if (!strcmp(text, "portfolio")) *out = PPV_FUZZ_PORTFOLIO;
+    else if (!strcmp(text, "dfs")) *out = PPV_FUZZ_DFS;
     else return -1;
     return 0;
 }
 
 const char *ppv_fuzz_strategy_name(ppv_fuzz_strategy s) {
-    return s == PPV_FUZZ_RANDOM ? "random" : s == PPV_FUZZ_PCT ? "pct" : "portfolio";
+    return s == PPV_FUZZ_RANDOM ? "random"
+           : s == PPV_FUZZ_PCT  ? "pct"
+           : s == PPV_FUZZ_DFS  ? "dfs"
+                                : "portfolio";
 }
 
-static double now(void) {
+double fuzz_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -76,28 +80,6 @@ static int set_add(digest_set *s, uint64_t d) {
 
 /* ---- one run of the target ------------------------------------------------------ */
 
-typedef struct target {
-    const ppv_fuzz_options *o;
-    /* the reference: what every run must end as */
-    uint64_t grad_digest;  /* schedule: the one-rank reference's gradients */
-    uint64_t out_digest;   /* pipeline: the round-robin run's output digest */
-    uint64_t clean_digest; /* pipeline with a fault that must not fail: the run without it */
-    int64_t ref_steps;     /* the reference's length, for PCT */
-    int64_t ref_sends;     /* its point-to-point sends, where faults are drawn */
-} target;
-
-/* The outcome of one run: its verdict, what failed, its steps and digest,
- * and (kept on request) its decisions. */
-typedef struct outcome {
-    int pass;
-    int named_failure; /* it failed and said how (not a silent difference) */
-    int differs;       /* it completed with other output than the reference */
-    char why[1024];
-    int64_t steps, sends;
-    uint64_t trace_digest;
-    ppv_world *world;
-} outcome;
-
 static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
                         outcome *out, char *err, size_t errlen) {
     ppv_run_options ro = tg->o->run;
@@ -109,7 +91,9 @@ static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault
     out->steps = r->world.steps;
     out->sends = r->world.sends;
     out->trace_digest = r->world.trace_digest;
-    if (r->world.status != PPV_RUN_DONE) {
+    if (r->world.status == PPV_RUN_PRUNED)
+        out->pruned = out->pass = 1;
+    else if (r->world.status != PPV_RUN_DONE) {
         snprintf(out->why, sizeof out->why, "%s", r->world.message[0] ? r->world.message
                                                                       : "the run did not complete");
         out->named_failure = 1;
@@ -144,7 +128,9 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     out->named_failure = !r->ok && r->failure != PPV_FAIL_NONE && r->message[0];
     ppv_pp_inject i = po.inject;
     ppv_failure mode = ppv_pp_inject_mode(i);
-    if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
+    if (r->world.status == PPV_RUN_PRUNED)
+        out->pruned = out->pass = 1;
+    else if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
         uint64_t want = i == PPV_INJECT_NONE ? tg->out_digest : tg->clean_digest;
         if (!r->ok)
             snprintf(out->why, sizeof out->why, "%s", r->message);
@@ -177,11 +163,52 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     return 0;
 }
 
-static int run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault *fault,
+                       int keep, outcome *out, char *err, size_t errlen) {
+    const ppv_fuzz_program *pg = tg->o->program;
+    ppv_world_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.nranks = pg->nranks;
+    wo.sem = pg->sem;
+    wo.policy = *pol;
+    wo.watchdog_steps = pg->watchdog_steps > 0 ? pg->watchdog_steps : 100000;
+    wo.stack_bytes = 256 * 1024;
+    wo.fault = *fault;
+    ppv_world *w = ppv_world_new(&wo, err, errlen);
+    if (!w) return -1;
+    if (pg->reset) pg->reset(pg->arg);
+    ppv_world_result res;
+    if (ppv_world_run(w, pg->main, pg->arg, &res) < 0) {
+        snprintf(err, errlen, "%s", res.message);
+        ppv_world_result_free(&res);
+        ppv_world_free(w);
+        return -1;
+    }
+    out->steps = res.steps;
+    out->sends = res.sends;
+    out->trace_digest = res.trace_digest;
+    if (res.status == PPV_RUN_PRUNED)
+        out->pruned = out->pass = 1;
+    else if (pg->judge) {
+        out->pass = pg->judge(pg->arg, &res, out->why, sizeof out->why) == 0;
+        out->named_failure = !out->pass && res.status != PPV_RUN_DONE;
+    } else if (res.status != PPV_RUN_DONE) {
+        snprintf(out->why, sizeof out->why, "%s", res.message);
+        out->named_failure = 1;
+    } else
+        out->pass = 1;
+    ppv_world_result_free(&res);
+    if (keep) out->world = w;
+    else ppv_world_free(w);
+    return 0;
+}
+
+int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
                     outcome *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    int rc = tg->o->pp ? run_pp(tg, pol, fault, keep, out, err, errlen)
-                       : run_schedule(tg, pol, fault, keep, out, err, errlen);
+    int rc = tg->o->pp        ? run_pp(tg, pol, fault, keep, out, err, errlen)
+             : tg->o->program ? run_program(tg, pol, fault, keep, out, err, errlen)
+                              : run_schedule(tg, pol, fault, keep, out, err, errlen);
     /* with a fault, a named failure is the right end; silence is not */
     if (rc == 0 && fault->kind != PPV_FAULT_NONE && !out->pass && out->named_failure)
         out->pass = 1;
@@ -214,7 +241,7 @@ static int reference(target *tg, outcome *ref, char *err, size_t errlen) {
             return -1;
         tg->grad_digest = ppv_digest(grads, n * sizeof *grads);
         free(grads);
-    } else if (o->pp->inject != PPV_INJECT_NONE &&
+    } else if (o->pp && o->pp->inject != PPV_INJECT_NONE &&
                ppv_pp_inject_mode(o->pp->inject) == PPV_FAIL_NONE) {
         ppv_pp_options clean = *o->pp;
         clean.inject = PPV_INJECT_NONE;
@@ -233,7 +260,7 @@ static int reference(target *tg, outcome *ref, char *err, size_t errlen) {
         tg->out_digest = r->output_digest;
         ppv_pp_report_free(r);
     }
-    if (run_once(tg, &rr, &no_fault, 1, ref, err, errlen) < 0) return -1;
+    if (fuzz_run_once(tg, &rr, &no_fault, 1, ref, err, errlen) < 0) return -1;
     tg->ref_steps = ref->steps > 0 ? ref->steps : 1;
     tg->ref_sends = ref->sends;
     return 0;
@@ -255,6 +282,7 @@ static ppv_policy policy_of(const target *tg, int64_t i) {
         p.kind = PPV_POLICY_PCT;
         p.depth = o->pct_depth;
         break;
+    case PPV_FUZZ_DFS: /* not drawn: dfs.c decides */
     case PPV_FUZZ_PORTFOLIO:
         if (i % (depths + 1) == 0) {
             p.kind = PPV_POLICY_RANDOM;
@@ -307,7 +335,7 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
     /* with a fault, round-robin alone may already fail */
     if (fault->kind != PPV_FAULT_NONE) {
         p.nreplay = 0;
-        if (run_once(tg, &p, fault, 1, &best, err, errlen) < 0) goto fail;
+        if (fuzz_run_once(tg, &p, fault, 1, &best, err, errlen) < 0) goto fail;
         if (!best.pass) {
             hi = 0;
             goto done;
@@ -317,7 +345,7 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
     }
     /* the whole prefix replays the failure exactly */
     p.nreplay = n;
-    if (run_once(tg, &p, fault, 1, &best, err, errlen) < 0) goto fail;
+    if (fuzz_run_once(tg, &p, fault, 1, &best, err, errlen) < 0) goto fail;
     if (best.pass) { /* cannot happen with a deterministic engine: say so */
         snprintf(rep->minimal_failure, sizeof rep->minimal_failure,
                  "the failing run's decisions did not fail again: %.900s", best.why);
@@ -326,7 +354,7 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
         int64_t mid = lo + (hi - lo) / 2;
         p.nreplay = mid;
         outcome o;
-        if (run_once(tg, &p, fault, 1, &o, err, errlen) < 0) goto fail;
+        if (fuzz_run_once(tg, &p, fault, 1, &o, err, errlen) < 0) goto fail;
         if (o.pass) {
             lo = mid;
             ppv_world_free(o.world);
@@ -374,7 +402,7 @@ static void *worker(void *arg) {
     const ppv_fuzz_options *o = p->tg->o;
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        double t = now();
+        double t = fuzz_now();
         int stop = p->failed || p->next >= p->limit || p->next > p->best ||
                    (o->seconds > 0 && t - p->t0 >= o->seconds);
         int64_t i = p->next;
@@ -390,7 +418,7 @@ static void *worker(void *arg) {
         ppv_fault fault = fault_of(p->tg, i);
         outcome r;
         char err[512];
-        int rc = run_once(p->tg, &pol, &fault, 0, &r, err, sizeof err);
+        int rc = fuzz_run_once(p->tg, &pol, &fault, 0, &r, err, sizeof err);
         pthread_mutex_lock(&p->mu);
         if (rc < 0 && !p->failed) {
             p->failed = 1;
@@ -441,8 +469,9 @@ static int pool_run(pool *p, int32_t jobs) {
 
 int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!o->schedule == !o->pp) {
-        snprintf(err, errlen, "give the explorer one target: a schedule or the pipeline");
+    if (!!o->schedule + !!o->pp + !!o->program != 1) {
+        snprintf(err, errlen, "give the explorer one target: a schedule, the pipeline or a "
+                              "program");
         return -1;
     }
     if (o->runs <= 0 && !(o->seconds > 0)) {
@@ -451,6 +480,16 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
     }
     if (o->jobs < 0 || o->jobs > 64) {
         snprintf(err, errlen, "--jobs %d: 1 to 64", o->jobs);
+        return -1;
+    }
+    if (o->strategy == PPV_FUZZ_DFS && o->faults) {
+        snprintf(err, errlen, "dfs explores the interleavings of the target as it is: faults "
+                              "are put in by random, pct and portfolio");
+        return -1;
+    }
+    if (o->strategy == PPV_FUZZ_DFS && o->jobs > 1) {
+        snprintf(err, errlen, "dfs is one search (each run extends the last): it runs in one "
+                              "job");
         return -1;
     }
     if (o->pct_depth < 2 || o->pct_depth > 64) {
@@ -466,7 +505,7 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
     rep->failing_run = -1;
     target tg = {.o = o};
     outcome ref;
-    double t0 = now(), shown = t0;
+    double t0 = fuzz_now(), shown = t0;
     if (reference(&tg, &ref, err, errlen) < 0) goto fail;
     rep->runs = 1;
     if (set_add(&seen, ref.trace_digest) < 0) goto oom;
@@ -485,12 +524,23 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
             const int32_t *d = ppv_world_decisions(rep->failing, &n);
             ppv_policy p = {.kind = PPV_POLICY_REPLAY, .replay = d, .nreplay = n};
             outcome again;
-            if (run_once(&tg, &p, &no_fault, 1, &again, err, errlen) < 0) goto fail;
+            if (fuzz_run_once(&tg, &p, &no_fault, 1, &again, err, errlen) < 0) goto fail;
             rep->minimal = again.world;
         }
     }
     ppv_world_free(ref.world);
-    if (!rep->found) {
+    if (!rep->found && o->strategy == PPV_FUZZ_DFS) {
+        outcome bad;
+        memset(&bad, 0, sizeof bad);
+        if (fuzz_dfs(&tg, rep, &bad, t0, err, errlen) < 0) goto fail;
+        if (rep->found) {
+            rep->failing_policy.kind = PPV_POLICY_EXPLORE;
+            rep->failing_steps = bad.steps;
+            snprintf(rep->failure, sizeof rep->failure, "%s", bad.why);
+            rep->failing = bad.world;
+            if (minimise(&tg, rep, err, errlen) < 0) goto fail;
+        }
+    } else if (!rep->found) {
         pool pl;
         memset(&pl, 0, sizeof pl);
         pl.tg = &tg;
@@ -524,14 +574,14 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
             snprintf(rep->failure, sizeof rep->failure, "%s", pl.best_out.why);
             /* again, keeping its decisions */
             outcome again;
-            if (run_once(&tg, &pl.best_pol, &pl.best_fault, 1, &again, err, errlen) < 0)
+            if (fuzz_run_once(&tg, &pl.best_pol, &pl.best_fault, 1, &again, err, errlen) < 0)
                 goto fail;
             rep->failing = again.world;
             if (minimise(&tg, rep, err, errlen) < 0) goto fail;
         }
     }
-    rep->distinct = (int64_t)seen.n;
-    rep->seconds = now() - t0;
+    rep->distinct = o->strategy == PPV_FUZZ_DFS ? rep->classes : (int64_t)seen.n;
+    rep->seconds = fuzz_now() - t0;
     if (o->progress) {
         ppv_fuzz_progress pr = {rep->runs, rep->distinct, rep->seconds};
         o->progress(o->progress_ctx, &pr);

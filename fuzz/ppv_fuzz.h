@@ -16,10 +16,12 @@
 typedef enum ppv_fuzz_strategy {
     PPV_FUZZ_RANDOM,   /* uniform among runnable ranks at every step */
     PPV_FUZZ_PCT,      /* PCT at pct_depth, change points over the run's length */
-    PPV_FUZZ_PORTFOLIO /* runs alternate: random, then PCT at depths 2..pct_depth */
+    PPV_FUZZ_PORTFOLIO, /* runs alternate: random, then PCT at depths 2..pct_depth */
+    PPV_FUZZ_DFS        /* every interleaving class once: depth-first search with
+                           dynamic partial-order reduction and sleep sets */
 } ppv_fuzz_strategy;
 
-/* "random", "pct", "portfolio"; -1 for another word. */
+/* "random", "pct", "portfolio", "dfs"; -1 for another word. */
 int ppv_fuzz_strategy_parse(const char *text, ppv_fuzz_strategy *out);
 const char *ppv_fuzz_strategy_name(ppv_fuzz_strategy s);
 
@@ -27,6 +29,21 @@ typedef struct ppv_fuzz_progress {
     int64_t runs, distinct;
     double seconds;
 } ppv_fuzz_progress;
+
+/* A target of one's own: a program every rank of a mock world runs (a
+ * design under test, written against the transport). */
+typedef struct ppv_fuzz_program {
+    int32_t nranks;
+    ppv_semantics sem;
+    int64_t watchdog_steps; /* 0: 100000 */
+    void (*reset)(void *arg); /* before every run (may be NULL) */
+    ppv_rank_main main;
+    /* After a run that went to its end (done, deadlock, hang or failed):
+     * 0 when it passes, else -1 with why. NULL: it passes when it is
+     * done. */
+    int (*judge)(void *arg, const ppv_world_result *res, char *why, size_t n);
+    void *arg;
+} ppv_fuzz_program;
 
 typedef struct ppv_fuzz_options {
     ppv_fuzz_strategy strategy;
@@ -37,10 +54,11 @@ typedef struct ppv_fuzz_options {
     int32_t jobs;      /* worker threads (0 or 1: one). Runs are handed out in order
                           and the report names the smallest failing run, so with a
                           number of runs it is the same for any number of workers */
-    /* the target: exactly one of schedule and pp */
+    /* the target: exactly one of schedule, pp and program */
     const ppv_schedule *schedule;
     ppv_run_options run; /* its policy is the explorer's */
     const ppv_pp_options *pp;
+    const ppv_fuzz_program *program;
     /* faults to put in (1 << ppv_fault_kind bits; 0: none): run i > 0 gets
      * one, the kinds in turn, at a send drawn from (seed + i) among the
      * reference's sends. A run with a fault passes when it ends as the
@@ -57,6 +75,11 @@ typedef struct ppv_fuzz_report {
     int64_t runs;      /* made */
     int64_t distinct;  /* distinct interleavings (trace digests) among them */
     double seconds;
+    /* dfs: whether every class was explored (the target cannot fail in any
+     * order), the classes run to their end, and the runs the sleep sets
+     * ended early (their rest repeated an explored class) */
+    int complete;
+    int64_t classes, pruned;
     int found;         /* a run failed its checks */
     int64_t failing_run;
     ppv_policy failing_policy; /* its kind, seed and depth */

@@ -35,7 +35,7 @@ static hid_t new_group(const writer *w, hid_t parent, const char *name) {
 static int write_root(writer *w, const ppv_record_options *o, const ppv_model_config *cfg) {
     hid_t f = w->file;
     char sem[64], created[32];
-    static const char *const policies[] = {"rr", "random", "pct", "replay"};
+    static const char *const policies[] = {"rr", "random", "pct", "replay", "explore"};
     ppv_semantics_format(&o->run.sem, sem, sizeof sem);
     h5_created_now(created, sizeof created);
     char *text = malloc(o->schedule_len + 1);

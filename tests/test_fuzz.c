@@ -134,7 +134,7 @@ static void test_bad_options_are_refused(void **state) {
     char err[256];
     assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
     assert_null(r);
-    assert_string_equal(err, "give the explorer one target: a schedule or the pipeline");
+    assert_string_equal(err, "give the explorer one target: a schedule, the pipeline or a program");
     ppv_pp_options pp = ppv_pp_defaults();
     o.pp = &pp;
     assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
@@ -144,7 +144,9 @@ static void test_bad_options_are_refused(void **state) {
     assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
     assert_string_equal(err, "PCT depth 1: 2 to 64");
     ppv_fuzz_strategy st;
-    assert_int_equal(ppv_fuzz_strategy_parse("dfs", &st), -1);
+    assert_int_equal(ppv_fuzz_strategy_parse("bfs", &st), -1);
+    assert_int_equal(ppv_fuzz_strategy_parse("dfs", &st), 0);
+    assert_int_equal(st, PPV_FUZZ_DFS);
     assert_int_equal(ppv_fuzz_strategy_parse("pct", &st), 0);
     assert_int_equal(st, PPV_FUZZ_PCT);
 }
@@ -336,8 +338,21 @@ static void test_command_keeps_options_to_their_target(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "pp's options are for the pp target"));
     run_free(&r);
-    r = RUN("fuzz", "pp", "--strategy", "dfs");
+    r = RUN("fuzz", "pp", "--strategy", "dfs", "--seed", "3");
     assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "dfs draws nothing: --seed is for random, pct and portfolio"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--strategy", "dfs", "--pct-depth", "3");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "dfs draws nothing: --pct-depth is for"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--strategy", "bfs");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--strategy is random, pct, portfolio or dfs, not 'bfs'"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--strategy", "dfs", "--faults", "drop");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "faults are put in by random, pct and portfolio"));
     run_free(&r);
     r = RUN("fuzz");
     assert_int_equal(r.code, 2);

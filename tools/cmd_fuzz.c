@@ -70,7 +70,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     getopt_prepare(argv);
     int c;
     long long n;
-    int runs_given = 0;
+    int runs_given = 0, seed_given = 0, depth_given = 0;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         int rc = pp_pipeline_option(c, optarg, &a->pp, NULL);
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
@@ -111,15 +111,18 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         }
         case OPT_STRATEGY:
             if (ppv_fuzz_strategy_parse(optarg, &a->f.strategy) < 0)
-                return usage_error("--strategy is random, pct or portfolio, not '%s'", optarg);
+                return usage_error("--strategy is random, pct, portfolio or dfs, not '%s'",
+                                   optarg);
             break;
         case OPT_DEPTH:
             if (whole("--pct-depth", optarg, 2, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.pct_depth = (int32_t)n;
+            depth_given = 1;
             break;
         case OPT_SEED:
             if (whole("--seed", optarg, 0, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.seed = (uint64_t)n;
+            seed_given = 1;
             break;
         case OPT_OUT:
             a->out = optarg;
@@ -173,7 +176,11 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
                            "");
     if (!a->pp_target && a->pp_only_used)
         return usage_error("pp's options are for the pp target, not the schedule %s", a->target);
-    if (!runs_given && !(a->f.seconds > 0)) a->f.runs = 1000;
+    if (a->f.strategy == PPV_FUZZ_DFS && (seed_given || depth_given))
+        return usage_error("dfs draws nothing: %s is for random, pct and portfolio",
+                           seed_given ? "--seed" : "--pct-depth");
+    if (!runs_given && !(a->f.seconds > 0))
+        a->f.runs = a->f.strategy == PPV_FUZZ_DFS ? 100000 : 1000;
     return -1;
 }
 
@@ -202,6 +209,9 @@ static const char *policy_text(const ppv_policy *p, char *buf, size_t n) {
         break;
     case PPV_POLICY_PCT:
         snprintf(buf, n, "pct:%d, seed %llu", p->depth, (unsigned long long)p->seed);
+        break;
+    case PPV_POLICY_EXPLORE:
+        snprintf(buf, n, "dfs");
         break;
     default:
         snprintf(buf, n, "replay");
@@ -272,6 +282,11 @@ int cmd_fuzz(int argc, char **argv) {
                                json_object_new_string(ppv_fuzz_strategy_name(a.f.strategy)));
         json_object_object_add(j, "runs", json_object_new_int64(r->runs));
         json_object_object_add(j, "distinct_interleavings", json_object_new_int64(r->distinct));
+        if (a.f.strategy == PPV_FUZZ_DFS) {
+            json_object_object_add(j, "complete", json_object_new_boolean(r->complete));
+            json_object_object_add(j, "classes", json_object_new_int64(r->classes));
+            json_object_object_add(j, "pruned", json_object_new_int64(r->pruned));
+        }
         json_object_object_add(j, "seconds", json_object_new_double(r->seconds));
         json_object_object_add(j, "failure",
                                r->found ? json_object_new_string(r->failure) : NULL);
@@ -302,12 +317,22 @@ int cmd_fuzz(int argc, char **argv) {
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
     } else {
-        printf("ppv fuzz: %s, strategy %s (PCT depth up to %d), seeds from %llu\n", a.target,
-               ppv_fuzz_strategy_name(a.f.strategy), a.f.pct_depth,
-               (unsigned long long)a.f.seed);
+        if (a.f.strategy == PPV_FUZZ_DFS)
+            printf("ppv fuzz: %s, strategy dfs (partial-order reduction, sleep sets)\n",
+                   a.target);
+        else
+            printf("ppv fuzz: %s, strategy %s (PCT depth up to %d), seeds from %llu\n",
+                   a.target, ppv_fuzz_strategy_name(a.f.strategy), a.f.pct_depth,
+                   (unsigned long long)a.f.seed);
         printf("runs: %lld in %.2f s (%.0f runs/s), %lld distinct interleavings\n",
                (long long)r->runs, r->seconds, r->seconds > 0 ? (double)r->runs / r->seconds : 0.0,
                (long long)r->distinct);
+        if (a.f.strategy == PPV_FUZZ_DFS)
+            printf("classes: %lld run to the end, %lld runs ended early (sleep sets); %s\n",
+                   (long long)r->classes, (long long)r->pruned,
+                   r->complete ? "every class explored"
+                   : r->found  ? "stopped at the failure"
+                               : "not every class explored (the budget ran out)");
         if (r->found) {
             char fault[64] = "";
             if (r->failing_fault.kind)

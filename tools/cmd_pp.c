@@ -63,6 +63,7 @@ const struct option pp_pipeline_options[] = {{"mesh", required_argument, 0, 'M'}
                                              {"inject", required_argument, 0, 'I'},
                                              {"watchdog-steps", required_argument, 0, 'w'},
                                              {"control-only", no_argument, 0, 'c'},
+                                             {"poll", no_argument, 0, 'P'},
                                              {0, 0, 0, 0}};
 
 int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list) {
@@ -111,6 +112,9 @@ int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list) {
         return 0;
     case 'c':
         o->control_only = 1;
+        return 0;
+    case 'P':
+        o->poll = 1;
         return 0;
     }
     return 1;

@@ -184,20 +184,26 @@ static const help_option pp_options[] = {
      "equal unless the window evicted frames)", NULL},
     {"--control-only", NULL, "skip the model's compute (a call passes its latents through) and "
      "keep every message and collective: the control plane alone", NULL},
+    {"--poll", NULL, "stage 0 probes the link before each move and takes a result as soon as "
+     "it has arrived (a receive thread's behaviour): its moves depend on the interleaving, its "
+     "output must not", NULL},
     {"--json", NULL, "print the report as one JSON object", NULL},
     END_OPTIONS};
 
 static const help_option fuzz_options[] = {
-    {"--runs", "N", "runs to make (the round-robin reference is the first)", "1000, or --time"},
+    {"--runs", "N", "runs to make (the round-robin reference is the first)",
+     "1000 (dfs: 100000), or --time"},
     {"--time", "SECONDS", "explore for this long instead", NULL},
-    {"--strategy", "random|pct|portfolio",
+    {"--strategy", "random|pct|portfolio|dfs",
      "the scheduler's decisions: random at every step, PCT (change points over the "
-     "reference run's length), or runs alternating random and PCT at depths 2..--pct-depth",
+     "reference run's length), runs alternating random and PCT at depths 2..--pct-depth, or "
+     "dfs: every class of equivalent interleavings once (partial-order reduction and sleep "
+     "sets; it says whether it covered them all)",
      "portfolio"},
-    {"--pct-depth", "D", "PCT's depth (D-1 change points)", "3"},
+    {"--pct-depth", "D", "PCT's depth (D-1 change points; not for dfs)", "3"},
     {"--jobs", "J",
      "worker threads; runs are handed out in order and the first failing run is reported, so "
-     "the verdict does not depend on J",
+     "the verdict does not depend on J (dfs is one search: 1)",
      "1"},
     {"--faults", "LIST",
      "put one fault in every run but the reference, the kinds in turn: drop, duplicate, corrupt, "
@@ -205,7 +211,7 @@ static const help_option fuzz_options[] = {
      "drawn from the seed; such a run must end as the reference does or fail with a named "
      "failure, never complete with other output",
      "none"},
-    {"--seed", "N", "run i's policy seed is N + i", "0"},
+    {"--seed", "N", "run i's policy seed is N + i (not for dfs, which draws nothing)", "0"},
     {"--out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL},
     {"--json", NULL, "print the report as one JSON object", NULL},
     END_OPTIONS};
@@ -245,7 +251,8 @@ static const char *const pp_examples[] = {
     "ppv pp --inject OM-03", "ppv pp --compare-kv --kv-window 3", NULL};
 static const char *const fuzz_examples[] = {
     "ppv fuzz zbv.csv --semantics eager --runs 500", "ppv fuzz pp --mesh 4 --time 10 --out found",
-    "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json", NULL};
+    "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json",
+    "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs", NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json", NULL};
 static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
@@ -308,8 +315,9 @@ static const help_command commands[] = {
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
     {"fuzz", "SCHEDULE|pp [options]", "explore interleavings and hand back a minimal reproducer",
-     "Runs the target many times, each under other scheduler decisions (random, PCT or a "
-     "portfolio of both), and checks every run against the round-robin reference: a schedule "
+     "Runs the target many times, each under other scheduler decisions (random, PCT, a "
+     "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
+     "and a send on its channel are the only steps that do not commute), and checks every run against the round-robin reference: a schedule "
      "must complete with the one-rank reference's gradients and the predicted memory; the "
      "pipeline (pp, which takes pp's options) must complete with the reference's output "
      "digest or, with --inject, be caught as the break-it matrix says. A deadlock, a hang, a "

@@ -9,6 +9,9 @@
  * cache_epoch, so what is emitted never depends on the queue depths or the
  * interleaving. An envelope with do_kv_recompute carries the epoch's last
  * decoded frames, so it waits until every earlier result is decoded (R0a).
+ * With poll, stage 0 asks the link before each move whether a result has
+ * arrived and takes it first (a receive thread's behaviour): its moves
+ * then depend on the interleaving, and what it emits still must not.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -339,6 +342,18 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     }
     int32_t k = 0;
     for (;;) {
+        if (o->poll && s.awaiting && s.nready < o->d_out) { /* has a result arrived? */
+            int arrived = 0;
+            int rc = t->ops->probe(t->impl, 0, 1, PP_GROUP_WORLD, &arrived);
+            if (rc) {
+                pp_transport_error(c, t, at(&s, &awaited(&s)->e), rc, "polling for a result");
+                goto done;
+            }
+            if (arrived) {
+                if (receive_result(&s) < 0) goto done;
+                continue;
+            }
+        }
         int can_send = k < total && s.awaiting < o->d_in && s.nready < o->d_out;
         if (can_send) {
             int drain;

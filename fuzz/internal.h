@@ -1,0 +1,44 @@
+/* internal.h - what the explorer's strategies share; private to the fuzz
+ * layer. */
+#ifndef PPV_FUZZ_INTERNAL_H
+#define PPV_FUZZ_INTERNAL_H
+
+#include "ppv_fuzz.h"
+
+typedef struct target {
+    const ppv_fuzz_options *o;
+    /* the reference: what every run must end as */
+    uint64_t grad_digest;  /* schedule: the one-rank reference's gradients */
+    uint64_t out_digest;   /* pipeline: the round-robin run's output digest */
+    uint64_t clean_digest; /* pipeline with a fault that must not fail: the run without it */
+    int64_t ref_steps;     /* the reference's length, for PCT */
+    int64_t ref_sends;     /* its point-to-point sends, where faults are drawn */
+} target;
+
+/* The outcome of one run: its verdict, what failed, its steps and digest,
+ * and (kept on request) its decisions. */
+typedef struct outcome {
+    int pass;
+    int pruned;        /* the explorer ended it early: nothing to judge */
+    int named_failure; /* it failed and said how (not a silent difference) */
+    int differs;       /* it completed with other output than the reference */
+    char why[1024];
+    int64_t steps, sends;
+    uint64_t trace_digest;
+    ppv_world *world;
+} outcome;
+
+double fuzz_now(void);
+
+/* One run of the target under pol (and fault), judged against the
+ * reference; -1 with err when it cannot run at all. */
+int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                  outcome *out, char *err, size_t errlen);
+
+/* dfs.c: explores every interleaving class of the target (runs 1, 2, ...
+ * after the reference), stopping at the first failure (kept in *failing
+ * with the run's number) or at the options' limits. 0, or -1 with err. */
+int fuzz_dfs(const target *tg, ppv_fuzz_report *rep, outcome *failing, double t0, char *err,
+             size_t errlen);
+
+#endif

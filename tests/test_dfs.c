@@ -1,0 +1,579 @@
+/* test_dfs.c - the exhaustive strategy (ppv fuzz --strategy dfs): on
+ * small programs that poll, it runs each class of interleavings once and
+ * sees exactly what a brute-force enumeration of every interleaving sees
+ * (written here, independent of the explorer); it finds a deadlock that
+ * only some orders reach and hands back a trace that replays it; and on a
+ * wildcard-free schedule, where every order is equivalent, it proves the
+ * space with one run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ppv_fuzz.h"
+#include "testutil.h"
+
+/* ---- what a program saw: a set of strings ---------------------------------------- */
+
+#define MAX_SEEN 4096
+typedef struct seen {
+    char obs[64];  /* this run's observation */
+    int nobs;
+    char *set[MAX_SEEN];
+    int n;
+} seen;
+
+static void seen_add(seen *s, const char *o) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->set[i], o)) return;
+    assert_true(s->n < MAX_SEEN);
+    s->set[s->n++] = strdup(o);
+}
+
+static int seen_has(const seen *s, const char *o) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->set[i], o)) return 1;
+    return 0;
+}
+
+static void seen_free(seen *s) {
+    for (int i = 0; i < s->n; i++) free(s->set[i]);
+    s->n = 0;
+}
+
+/* ---- the programs ----------------------------------------------------------------- */
+
+typedef struct prog {
+    int probes;       /* the poller's rounds */
+    int forgets;      /* the seeded bug: a message that has arrived makes it skip rank 2 */
+    seen *s;
+    int64_t ends;     /* runs judged */
+} prog;
+
+static int probe(ppv_transport *t, int32_t rank, int32_t peer) {
+    int a = 0;
+    int rc = t->ops->probe(t->impl, rank, peer, 0, &a);
+    return rc ? -1 : a;
+}
+
+/* Rank 0 probes ranks 1 and 2 in turn, `probes` rounds, writing down each
+ * answer, then receives both messages; ranks 1 and 2 send one each. */
+static void poller(ppv_transport *t, int32_t rank, void *arg) {
+    prog *p = arg;
+    int32_t v = rank;
+    if (rank) {
+        t->ops->send(t->impl, rank, &v, sizeof v, 0, 0, "SEND");
+        return;
+    }
+    for (int i = 0; i < p->probes; i++)
+        for (int32_t src = 1; src <= 2; src++) {
+            int a = probe(t, 0, src);
+            if (a < 0) return;
+            p->s->obs[p->s->nobs++] = (char)('0' + a);
+        }
+    t->ops->recv(t->impl, 0, &v, sizeof v, 1, 0, "RECV");
+    t->ops->recv(t->impl, 0, &v, sizeof v, 2, 0, "RECV");
+}
+
+/* The seeded bug: rank 0 asks whether rank 1's message is there; when it
+ * is, it takes it and forgets rank 2, whose rendezvous send then waits
+ * forever. Only the orders where rank 1 sends before the probe reach it. */
+static void forgetful(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    int32_t v = rank;
+    if (rank) {
+        t->ops->send(t->impl, rank, &v, sizeof v, 0, 0, "SEND");
+        return;
+    }
+    int a = probe(t, 0, 1);
+    if (a < 0) return;
+    t->ops->recv(t->impl, 0, &v, sizeof v, 1, 0, "RECV from 1");
+    if (!a) t->ops->recv(t->impl, 0, &v, sizeof v, 2, 0, "RECV from 2");
+}
+
+static void reset(void *arg) {
+    prog *p = arg;
+    p->s->nobs = 0;
+    memset(p->s->obs, 0, sizeof p->s->obs);
+}
+
+/* Records what the run saw (done runs only) and passes it. */
+static int judge(void *arg, const ppv_world_result *res, char *why, size_t n) {
+    prog *p = arg;
+    p->ends++;
+    if (res->status != PPV_RUN_DONE) {
+        snprintf(why, n, "%s", res->message);
+        return -1;
+    }
+    p->s->obs[p->s->nobs] = '\0';
+    seen_add(p->s, p->s->obs);
+    return 0;
+}
+
+/* ---- brute force: every interleaving, no reduction -------------------------------- */
+
+#define MAX_STEPS 256
+typedef struct brute {
+    int32_t path[MAX_STEPS];
+    unsigned char ready[MAX_STEPS][8];
+    int64_t len, forced;
+    int32_t P;
+} brute;
+
+static int32_t brute_choose(void *ctx, int64_t k, const unsigned char *ready, int32_t P) {
+    brute *b = ctx;
+    assert_true(k < MAX_STEPS && P <= 8);
+    b->P = P;
+    if (k < b->forced) return b->path[k];
+    memcpy(b->ready[k], ready, (size_t)P);
+    for (int32_t r = 0; r < P; r++)
+        if (ready[r]) {
+            b->path[k] = r;
+            b->len = k + 1;
+            return r;
+        }
+    return -1;
+}
+
+static void brute_ran(void *ctx, int64_t k, const ppv_step *s) {
+    (void)ctx, (void)k, (void)s;
+}
+
+/* Every interleaving of the program: the number of runs, with every done
+ * run's observation in s and the deadlocked runs counted. */
+static int64_t brute_force(ppv_rank_main fn, prog *p, ppv_sem_kind sem, int64_t *deadlocks) {
+    brute b;
+    memset(&b, 0, sizeof b);
+    ppv_explorer ex = {brute_choose, brute_ran, &b};
+    int64_t runs = 0;
+    *deadlocks = 0;
+    for (;;) {
+        ppv_world_options wo;
+        memset(&wo, 0, sizeof wo);
+        wo.nranks = 3;
+        wo.sem.kind = sem;
+        wo.policy.kind = PPV_POLICY_EXPLORE;
+        wo.policy.explorer = &ex;
+        wo.watchdog_steps = 1000;
+        wo.stack_bytes = 65536;
+        char err[256];
+        ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+        assert_non_null(w);
+        reset(p);
+        ppv_world_result res;
+        b.len = b.forced;
+        assert_int_equal(ppv_world_run(w, fn, p, &res), 0);
+        runs++;
+        if (res.status == PPV_RUN_DONE) {
+            p->s->obs[p->s->nobs] = '\0';
+            seen_add(p->s, p->s->obs);
+        } else {
+            assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+            (*deadlocks)++;
+        }
+        ppv_world_result_free(&res);
+        ppv_world_free(w);
+        /* the deepest step with a later runnable rank not yet tried */
+        int64_t k = b.len - 1;
+        for (; k >= 0; k--) {
+            int32_t r = b.path[k] + 1;
+            while (r < b.P && !b.ready[k][r]) r++;
+            if (r < b.P) {
+                b.path[k] = r;
+                break;
+            }
+        }
+        if (k < 0) return runs;
+        b.forced = k + 1;
+    }
+}
+
+/* ---- random polling programs ------------------------------------------------------ */
+
+/* Ranks 1 and 2 each send rank 0 one or two messages (rank 2 may first
+ * wait for a token from rank 1); rank 0 runs a script of probes, taking a
+ * message at once when its probe finds one, and then receives what is
+ * left, except that with `forget` a probe that finds rank 1's message makes
+ * it forget rank 2's last one (which deadlocks a rendezvous send). What a
+ * run sees: the probes' answers and the order of the receives. */
+typedef struct rprog {
+    int nsend[3];
+    int token;         /* rank 1 sends rank 2 a token first; rank 2 waits for it */
+    int nprobe, peer[4];
+    int forget;
+    seen *s;
+    int all_pass;      /* judge: record deadlocks too, and go on */
+} rprog;
+
+static void note(seen *s, char c) {
+    if (s->nobs < (int)sizeof s->obs - 1) s->obs[s->nobs++] = c;
+}
+
+static void random_main(ppv_transport *t, int32_t rank, void *arg) {
+    rprog *p = arg;
+    int32_t v = rank;
+    if (rank == 1 && p->token) t->ops->send(t->impl, 1, &v, sizeof v, 2, 0, "TOKEN");
+    if (rank == 2 && p->token) t->ops->recv(t->impl, 2, &v, sizeof v, 1, 0, "TOKEN");
+    if (rank) {
+        for (int i = 0; i < p->nsend[rank]; i++)
+            if (t->ops->send(t->impl, rank, &v, sizeof v, 0, 0, "SEND")) return;
+        return;
+    }
+    int left[3] = {0, p->nsend[1], p->nsend[2]};
+    for (int i = 0; i < p->nprobe; i++) {
+        int32_t src = p->peer[i];
+        int a = left[src] ? probe(t, 0, src) : 0;
+        if (a < 0) return;
+        note(p->s, (char)('0' + a));
+        if (a) {
+            if (t->ops->recv(t->impl, 0, &v, sizeof v, src, 0, "RECV")) return;
+            note(p->s, (char)('a' + src));
+            left[src]--;
+            if (p->forget && src == 1 && left[2]) left[2]--;
+        }
+    }
+    for (int32_t src = 1; src <= 2; src++)
+        while (left[src]-- > 0) {
+            if (t->ops->recv(t->impl, 0, &v, sizeof v, src, 0, "RECV")) return;
+            note(p->s, (char)('a' + src));
+        }
+}
+
+static void random_reset(void *arg) {
+    rprog *p = arg;
+    p->s->nobs = 0;
+    memset(p->s->obs, 0, sizeof p->s->obs);
+}
+
+static int random_judge(void *arg, const ppv_world_result *res, char *why, size_t n) {
+    rprog *p = arg;
+    char o[80];
+    p->s->obs[p->s->nobs] = '\0';
+    snprintf(o, sizeof o, "%s%s", res->status == PPV_RUN_DONE ? "" : "stuck:", p->s->obs);
+    seen_add(p->s, o);
+    if (res->status != PPV_RUN_DONE && !p->all_pass) {
+        snprintf(why, n, "%s", res->message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every order of p, or -1 past `cap` of them. */
+static int64_t brute_force_random(rprog *p, ppv_sem_kind sem, int64_t cap) {
+    brute b;
+    memset(&b, 0, sizeof b);
+    ppv_explorer ex = {brute_choose, brute_ran, &b};
+    int64_t runs = 0;
+    for (;;) {
+        ppv_world_options wo;
+        memset(&wo, 0, sizeof wo);
+        wo.nranks = 3;
+        wo.sem.kind = sem;
+        wo.policy.kind = PPV_POLICY_EXPLORE;
+        wo.policy.explorer = &ex;
+        wo.watchdog_steps = 1000;
+        wo.stack_bytes = 65536;
+        char err[256];
+        ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+        assert_non_null(w);
+        random_reset(p);
+        ppv_world_result res;
+        b.len = b.forced;
+        assert_int_equal(ppv_world_run(w, random_main, p, &res), 0);
+        if (++runs > cap) {
+            ppv_world_result_free(&res);
+            ppv_world_free(w);
+            return -1;
+        }
+        char why[64];
+        random_judge(p, &res, why, sizeof why);
+        ppv_world_result_free(&res);
+        ppv_world_free(w);
+        int64_t k = b.len - 1;
+        for (; k >= 0; k--) {
+            int32_t r = b.path[k] + 1;
+            while (r < b.P && !b.ready[k][r]) r++;
+            if (r < b.P) {
+                b.path[k] = r;
+                break;
+            }
+        }
+        if (k < 0) return runs;
+        b.forced = k + 1;
+    }
+}
+
+static ppv_fuzz_report *dfs(const ppv_fuzz_program *pg);
+
+static void test_random_polling_programs_match_brute_force(void **state) {
+    (void)state;
+    int want = RUNNING_ON_VALGRIND ? 4 : 30, tried = 0;
+    int64_t cap = RUNNING_ON_VALGRIND ? 5000 : 60000;
+    int64_t saved = 0, total = 0, found_stuck = 0;
+    for (int seed = 1; tried < want; seed++) {
+        uint64_t z = (uint64_t)seed * 0x9E3779B97F4A7C15ULL;
+        rprog base;
+        memset(&base, 0, sizeof base);
+        base.nsend[1] = 1 + (int)(z >> 60) % 2;
+        base.nsend[2] = 1 + (int)(z >> 56) % 2;
+        base.token = (int)(z >> 52) % 2;
+        base.nprobe = 1 + (int)(z >> 48) % 3;
+        for (int i = 0; i < base.nprobe; i++) base.peer[i] = 1 + (int)(z >> (40 - 4 * i)) % 2;
+        base.forget = (int)(z >> 20) % 3 == 0;
+        for (int sem = 0; sem < 2; sem++) {
+            ppv_sem_kind kind = sem ? PPV_SEM_RENDEZVOUS : PPV_SEM_EAGER;
+            seen all = {0}, explored = {0};
+            rprog bp = base, dp = base;
+            bp.s = &all;
+            bp.all_pass = 1;
+            int64_t every = brute_force_random(&bp, kind, cap);
+            if (every < 0) { /* too many orders to enumerate here */
+                seen_free(&all);
+                continue;
+            }
+            tried++;
+            dp.s = &explored;
+            dp.all_pass = 1;
+            ppv_fuzz_program pg = {3, {kind, 0}, 1000, random_reset, random_main, random_judge,
+                                   &dp};
+            ppv_fuzz_report *r = dfs(&pg);
+            assert_true(r->complete);
+            if (explored.n != all.n) {
+                for (int i = 0; i < all.n; i++)
+                    if (!seen_has(&explored, all.set[i]))
+                        fail_msg("seed %d %s: brute force saw %s, dfs did not", seed,
+                                 sem ? "rendezvous" : "eager", all.set[i]);
+                fail_msg("seed %d: dfs saw %d outcomes, brute force %d", seed, explored.n, all.n);
+            }
+            for (int i = 0; i < all.n; i++) {
+                assert_true(seen_has(&explored, all.set[i]));
+                found_stuck += !strncmp(all.set[i], "stuck:", 6);
+            }
+            /* never more classes than orders, and never fewer than outcomes */
+            assert_true(r->classes >= all.n && r->classes <= every);
+            if (getenv("PPV_DFS_SIZES"))
+                print_message("seed %d sem %d: %lld orders, %lld classes, forget %d token %d "
+                              "sends %d %d probes %d\n",
+                              seed, sem, (long long)every, (long long)r->classes, base.forget,
+                              base.token, base.nsend[1], base.nsend[2], base.nprobe);
+            saved += every - r->runs;
+            total += every;
+            ppv_fuzz_report_free(r);
+            seen_free(&all);
+            seen_free(&explored);
+        }
+    }
+    print_message("%d programs: %lld orders, dfs ran %lld fewer\n", tried, (long long)total,
+                  (long long)saved);
+    assert_true(found_stuck > 0); /* the seeded forgetting deadlocked somewhere */
+    assert_true(saved > total / 2);
+}
+
+static ppv_fuzz_report *dfs(const ppv_fuzz_program *pg) {
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = PPV_FUZZ_DFS;
+    o.pct_depth = 3;
+    o.runs = 100000;
+    o.program = pg;
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    if (ppv_fuzz(&o, &r, err, sizeof err) != 0) fail_msg("ppv_fuzz: %s", err);
+    return r;
+}
+
+static void test_a_poller_sees_what_every_interleaving_sees_once_per_class(void **state) {
+    (void)state;
+    for (int sem = 0; sem < 2; sem++) {
+        ppv_sem_kind kind = sem ? PPV_SEM_RENDEZVOUS : PPV_SEM_EAGER;
+        seen all = {0}, explored = {0};
+        prog p = {2, 0, &all, 0};
+        int64_t deadlocks;
+        int64_t every = brute_force(poller, &p, kind, &deadlocks);
+        assert_int_equal(deadlocks, 0);
+        /* each sender's message arrives before the first, between or after
+         * the two probes of its channel: 3 x 3 answers */
+        assert_int_equal(all.n, 9);
+        for (const char *o = "0000"; o; o = NULL) assert_true(seen_has(&all, o));
+        assert_true(seen_has(&all, "1111"));
+        assert_true(seen_has(&all, "0101"));
+        assert_false(seen_has(&all, "1000")); /* a message never leaves unreceived */
+        assert_true(every > 100);             /* what the reduction saves */
+
+        prog q = {2, 0, &explored, 0};
+        ppv_fuzz_program pg = {3, {kind, 0}, 1000, reset, poller, judge, &q};
+        ppv_fuzz_report *r = dfs(&pg);
+        assert_false(r->found);
+        assert_true(r->complete);
+        /* one class per pair of arrival points, each run to its end once */
+        assert_int_equal(r->classes, 9);
+        assert_int_equal(explored.n, 9);
+        for (int i = 0; i < all.n; i++) assert_true(seen_has(&explored, all.set[i]));
+        /* the reference (round-robin) is judged too: one end more */
+        assert_int_equal(q.ends, 1 + r->classes);
+        assert_true(r->runs < every);
+        ppv_fuzz_report_free(r);
+        seen_free(&all);
+        seen_free(&explored);
+    }
+}
+
+static void test_three_rounds_of_probes_give_sixteen_classes(void **state) {
+    (void)state;
+    seen all = {0}, explored = {0};
+    prog p = {3, 0, &all, 0};
+    int64_t deadlocks;
+    brute_force(poller, &p, PPV_SEM_EAGER, &deadlocks);
+    assert_int_equal(all.n, 16);
+    prog q = {3, 0, &explored, 0};
+    ppv_fuzz_program pg = {3, {PPV_SEM_EAGER, 0}, 1000, reset, poller, judge, &q};
+    ppv_fuzz_report *r = dfs(&pg);
+    assert_true(r->complete);
+    assert_int_equal(r->classes, 16);
+    assert_int_equal(explored.n, 16);
+    ppv_fuzz_report_free(r);
+    seen_free(&all);
+    seen_free(&explored);
+}
+
+static void test_a_deadlock_only_some_orders_reach_is_found_and_replays(void **state) {
+    (void)state;
+    seen all = {0};
+    prog p = {0, 1, &all, 0};
+    int64_t deadlocks;
+    int64_t every = brute_force(forgetful, &p, PPV_SEM_RENDEZVOUS, &deadlocks);
+    assert_true(deadlocks > 0 && deadlocks < every); /* some orders only */
+
+    /* round-robin runs rank 0 first: its probe finds nothing, no bug */
+    prog q = {0, 1, &all, 0};
+    ppv_fuzz_program pg = {3, {PPV_SEM_RENDEZVOUS, 0}, 1000, reset, forgetful, judge, &q};
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = PPV_FUZZ_RANDOM;
+    o.pct_depth = 3;
+    o.runs = 1;
+    o.program = &pg;
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), 0);
+    assert_false(r->found);
+    ppv_fuzz_report_free(r);
+
+    r = dfs(&pg);
+    assert_true(r->found);
+    assert_int_equal(r->failing_policy.kind, PPV_POLICY_EXPLORE);
+    assert_non_null(strstr(r->failure, "deadlock"));
+    /* the minimal trace: rank 1 sends (its second step: the first runs to
+     * the send's scheduling point) before rank 0 probes (its second) */
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(r->minimal, &n);
+    assert_true(r->minimal_prefix >= 1);
+    int64_t send_at = -1, probe_at = -1;
+    for (int64_t i = 0, n0 = 0, n1 = 0; i < n; i++) {
+        if (d[i] == 0 && ++n0 == 2) probe_at = i;
+        if (d[i] == 1 && ++n1 == 2) send_at = i;
+    }
+    assert_true(send_at >= 0 && probe_at >= 0);
+    assert_true(send_at < probe_at);
+    /* and it replays to the same deadlock, every time */
+    for (int again = 0; again < 2; again++) {
+        ppv_world_options wo;
+        memset(&wo, 0, sizeof wo);
+        wo.nranks = 3;
+        wo.sem.kind = PPV_SEM_RENDEZVOUS;
+        wo.policy.kind = PPV_POLICY_REPLAY;
+        wo.policy.replay = d;
+        wo.policy.nreplay = n;
+        wo.watchdog_steps = 1000;
+        ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+        ppv_world_result res;
+        assert_int_equal(ppv_world_run(w, forgetful, &q, &res), 0);
+        assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+        assert_int_equal(res.nblocked, 1);
+        assert_int_equal(res.blocked[0].rank, 2);
+        ppv_world_result_free(&res);
+        ppv_world_free(w);
+    }
+    ppv_fuzz_report_free(r);
+    seen_free(&all);
+}
+
+static void test_a_schedule_without_probes_is_one_class(void **state) {
+    (void)state;
+    /* sends and receives of fixed peers commute: every order of 1F1B is
+     * the same computation, and dfs proves it in one run */
+    ppv_schedule *s = gen_ok("1f1b", 4, 8, 0);
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = PPV_FUZZ_DFS;
+    o.pct_depth = 3;
+    o.runs = 1000;
+    o.run = ppv_run_defaults();
+    o.schedule = s;
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), 0);
+    assert_false(r->found);
+    assert_true(r->complete);
+    assert_int_equal(r->classes, 1);
+    assert_int_equal(r->pruned, 0);
+    assert_int_equal(r->runs, 2); /* the reference and the one class */
+    ppv_fuzz_report_free(r);
+    /* the deadlock under rendezvous is found (round-robin already has it) */
+    ppv_schedule *bad = load_ok(data_path("rendezvous_only_train.csv"));
+    o.schedule = bad;
+    o.run.sem.kind = PPV_SEM_RENDEZVOUS;
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), 0);
+    assert_true(r->found);
+    assert_non_null(strstr(r->failure, "deadlock"));
+    ppv_fuzz_report_free(r);
+    ppv_schedule_free(bad);
+    ppv_schedule_free(s);
+}
+
+static void test_dfs_refuses_what_it_cannot_do(void **state) {
+    (void)state;
+    seen all = {0};
+    prog q = {1, 0, &all, 0};
+    ppv_fuzz_program pg = {3, {PPV_SEM_EAGER, 0}, 1000, reset, poller, judge, &q};
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = PPV_FUZZ_DFS;
+    o.pct_depth = 3;
+    o.runs = 10;
+    o.program = &pg;
+    o.faults = 1u << PPV_FAULT_DROP;
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "faults are put in by random, pct and portfolio"));
+    o.faults = 0;
+    o.jobs = 2;
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "it runs in one job"));
+    /* a budget too small to finish says so */
+    o.jobs = 1;
+    o.runs = 3;
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), 0);
+    assert_false(r->found);
+    assert_false(r->complete);
+    assert_int_equal(r->runs, 3);
+    ppv_fuzz_report_free(r);
+    seen_free(&all);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_poller_sees_what_every_interleaving_sees_once_per_class),
+        cmocka_unit_test(test_three_rounds_of_probes_give_sixteen_classes),
+        cmocka_unit_test(test_a_deadlock_only_some_orders_reach_is_found_and_replays),
+        cmocka_unit_test(test_a_schedule_without_probes_is_one_class),
+        cmocka_unit_test(test_dfs_refuses_what_it_cannot_do),
+        cmocka_unit_test(test_random_polling_programs_match_brute_force),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
