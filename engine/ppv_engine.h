@@ -700,6 +700,18 @@ int ppv_pp_inject_lookup(const char *token);
 
 enum { PPV_PP_MAX_CUTS = 64 };
 
+/* Design variants with a known bug, for the explorer's tests (the seeded
+ * bugs it must find): never what ppv pp runs. */
+typedef enum ppv_pp_bug {
+    PPV_PP_BUG_NONE,
+    PPV_PP_BUG_WAIT_TRUSTS_EPOCH,   /* with poll: stage 0 takes a result it waited for (its probe
+                                       found nothing) without judging it, a stale one included */
+    PPV_PP_BUG_DECODE_FIRST,        /* stage 0 decodes result k before it sends envelope k+1 */
+    PPV_PP_BUG_LEADER_DIES,         /* the leader returns after receiving chunk 1's header */
+    PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE /* the last mesh rank decides KV recompute from its own
+                                         count of chunks, not the envelope's flag */
+} ppv_pp_bug;
+
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
     int32_t chunks;          /* chunks stage 0 asks for */
@@ -722,6 +734,7 @@ typedef struct ppv_pp_options {
                  between sends and decodes, as a receive thread does), so what it does
                  next depends on the interleaving; its output must not */
     unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
+    ppv_pp_bug bug;       /* tests: a seeded bug */
     ppv_fault fault;      /* one transport fault (the explorer's), or none */
     /* Replay: stage 0 sends these envelopes in order instead of planning
      * (they are not changed; their tensors stay the caller's), and every

@@ -128,8 +128,16 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     out->named_failure = !r->ok && r->failure != PPV_FAIL_NONE && r->message[0];
     ppv_pp_inject i = po.inject;
     ppv_failure mode = ppv_pp_inject_mode(i);
+    int64_t back = -1; /* the first decoded result whose call_id does not rise */
+    for (int64_t k = 1; k < r->chunks_emitted && back < 0; k++)
+        if (r->emitted_call_ids[k] <= r->emitted_call_ids[k - 1]) back = k;
     if (r->world.status == PPV_RUN_PRUNED)
         out->pruned = out->pass = 1;
+    else if (back >= 0)
+        snprintf(out->why, sizeof out->why,
+                 "decoded result %" PRId64 " has call_id %" PRId64 " after call_id %" PRId64
+                 ": a stale or repeated result was decoded",
+                 back, r->emitted_call_ids[back], r->emitted_call_ids[back - 1]);
     else if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
         uint64_t want = i == PPV_INJECT_NONE ? tg->out_digest : tg->clean_digest;
         if (!r->ok)

@@ -566,6 +566,165 @@ static void test_dfs_refuses_what_it_cannot_do(void **state) {
     seen_free(&all);
 }
 
+/* ---- seeded bugs in the pipeline ------------------------------------------------- */
+
+static ppv_pp_options small_pipeline(void) {
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.mesh = 1;
+    pp.chunks = 4;
+    pp.steps = 2;
+    pp.control_only = 1;
+    return pp;
+}
+
+static ppv_fuzz_report *explore_pp(const ppv_pp_options *pp, ppv_fuzz_strategy st, int64_t n) {
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = st;
+    o.pct_depth = 3;
+    o.runs = n;
+    o.pp = pp;
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    if (ppv_fuzz(&o, &r, err, sizeof err) != 0) fail_msg("ppv_fuzz: %s", err);
+    return r;
+}
+
+/* Replays a report's minimal trace on the pipeline: the run's report. */
+static ppv_pp_report *replay_pp(const ppv_pp_options *pp, const ppv_fuzz_report *r) {
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(r->minimal, &n);
+    ppv_pp_options po = *pp;
+    po.policy.kind = PPV_POLICY_REPLAY;
+    po.policy.replay = d;
+    po.policy.nreplay = n;
+    ppv_pp_report *rep = NULL;
+    char err[512];
+    if (ppv_pp_run(&po, &rep, err, sizeof err) != 0) fail_msg("ppv_pp_run: %s", err);
+    return rep;
+}
+
+static void test_a_polling_stage0_emits_the_same_video_in_every_class(void **state) {
+    (void)state;
+    ppv_pp_options pp = small_pipeline();
+    ppv_pp_report *plain = NULL, *polled = NULL;
+    char err[512];
+    assert_int_equal(ppv_pp_run(&pp, &plain, err, sizeof err), 0);
+    assert_true(plain->ok);
+    pp.poll = 1;
+    /* what it does depends on the order: its queue fills differently */
+    int32_t fills[8] = {0};
+    for (uint64_t seed = 0; seed < 40; seed++) {
+        pp.policy.kind = PPV_POLICY_RANDOM;
+        pp.policy.seed = seed;
+        assert_int_equal(ppv_pp_run(&pp, &polled, err, sizeof err), 0);
+        assert_true(polled->ok);
+        assert_true(polled->output_digest == plain->output_digest);
+        assert_true(polled->max_ready >= 1 && polled->max_ready <= pp.d_out);
+        fills[polled->max_ready] = 1;
+        ppv_pp_report_free(polled);
+    }
+    assert_true(fills[1] && fills[2]);
+    pp.policy.kind = PPV_POLICY_RR;
+    /* and dfs runs every class of it: 4 chunks on one mesh rank */
+    ppv_fuzz_report *r = explore_pp(&pp, PPV_FUZZ_DFS, 100000);
+    assert_true(r->complete);
+    assert_false(r->found);
+    assert_int_equal(r->classes, 144);
+    ppv_fuzz_report_free(r);
+    pp.chunks = 2;
+    r = explore_pp(&pp, PPV_FUZZ_DFS, 100000);
+    assert_int_equal(r->classes, 9);
+    ppv_fuzz_report_free(r);
+    ppv_pp_report_free(plain);
+}
+
+static void test_seeded_wait_path_that_trusts_a_stale_epoch(void **state) {
+    (void)state;
+    ppv_pp_options pp = small_pipeline();
+    pp.poll = 1;
+    pp.inject = PPV_INJECT_OM09; /* a stale result arrives after the cut */
+    pp.cuts[pp.ncuts++] = 2;
+    ppv_fuzz_report *r = explore_pp(&pp, PPV_FUZZ_DFS, 100000);
+    assert_true(r->complete); /* the correct design: every class drops the stale result */
+    assert_false(r->found);
+    int64_t classes = r->classes;
+    ppv_fuzz_report_free(r);
+
+    pp.bug = PPV_PP_BUG_WAIT_TRUSTS_EPOCH;
+    r = explore_pp(&pp, PPV_FUZZ_RANDOM, 1); /* round-robin alone: the bug hides */
+    assert_false(r->found);
+    ppv_fuzz_report_free(r);
+    r = explore_pp(&pp, PPV_FUZZ_DFS, 100000);
+    assert_true(r->found);
+    assert_true(r->failing_run < classes + 1);
+    print_message("found at run %lld of %lld classes: %s\n", (long long)r->failing_run,
+                  (long long)classes, r->failure);
+    assert_non_null(strstr(r->failure, "has call_id 1 after call_id 1: a stale or repeated "
+                                       "result was decoded"));
+    /* the minimal trace (its forced prefix, then round-robin) replays to
+     * the failure the report gives it, every time: here stage 0 took the
+     * stale result for chunk 2's and so refuses chunk 2's own */
+    for (int again = 0; again < 2; again++) {
+        ppv_pp_report *rep = replay_pp(&pp, r);
+        assert_false(rep->ok);
+        assert_string_equal(rep->message, r->minimal_failure);
+        assert_int_equal(rep->dropped_stale, 0);
+        ppv_pp_report_free(rep);
+    }
+    assert_non_null(strstr(r->minimal_failure, "result for call_id 2 chunk_index 2, but the next "
+                                               "expected is call_id 3"));
+    ppv_fuzz_report_free(r);
+    /* the sampling strategies find it too */
+    r = explore_pp(&pp, PPV_FUZZ_PORTFOLIO, 200);
+    assert_true(r->found);
+    print_message("portfolio: found at run %lld\n", (long long)r->failing_run);
+    ppv_fuzz_report_free(r);
+}
+
+static void test_seeded_stage0_that_decodes_before_it_sends(void **state) {
+    (void)state;
+    ppv_pp_options pp = small_pipeline();
+    pp.d_in = 1;
+    pp.bug = PPV_PP_BUG_DECODE_FIRST;
+    ppv_fuzz_report *r = explore_pp(&pp, PPV_FUZZ_PORTFOLIO, 20);
+    assert_true(r->found);
+    print_message("%s\n", r->failure);
+    assert_non_null(strstr(r->failure, "stage 0 decodes a result while envelope 1 could be in "
+                                       "flight (inflight 0 of D_in 1): the mesh idles"));
+    ppv_fuzz_report_free(r);
+}
+
+static void test_seeded_leader_that_dies_after_a_header(void **state) {
+    (void)state;
+    ppv_pp_options pp = small_pipeline();
+    pp.mesh = 2;
+    pp.bug = PPV_PP_BUG_LEADER_DIES;
+    ppv_fuzz_report *r = explore_pp(&pp, PPV_FUZZ_PORTFOLIO, 20);
+    assert_true(r->found);
+    print_message("%s\n", r->failure);
+    assert_non_null(strstr(r->failure, "deadlock"));
+    ppv_fuzz_report_free(r);
+}
+
+static void test_seeded_worker_that_decides_recompute_itself(void **state) {
+    (void)state;
+    ppv_pp_options pp = small_pipeline();
+    pp.mesh = 2;
+    pp.chunks = 6;
+    pp.kv_recompute = 1;
+    pp.recompute_every = 2;
+    pp.cuts[pp.ncuts++] = 3;
+    ppv_fuzz_report *r = explore_pp(&pp, PPV_FUZZ_PORTFOLIO, 20);
+    assert_false(r->found);
+    ppv_fuzz_report_free(r);
+    pp.bug = PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE;
+    r = explore_pp(&pp, PPV_FUZZ_PORTFOLIO, 20);
+    assert_true(r->found);
+    print_message("%s\n", r->failure);
+    ppv_fuzz_report_free(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_poller_sees_what_every_interleaving_sees_once_per_class),
@@ -574,6 +733,11 @@ int main(void) {
         cmocka_unit_test(test_a_schedule_without_probes_is_one_class),
         cmocka_unit_test(test_dfs_refuses_what_it_cannot_do),
         cmocka_unit_test(test_random_polling_programs_match_brute_force),
+        cmocka_unit_test(test_a_polling_stage0_emits_the_same_video_in_every_class),
+        cmocka_unit_test(test_seeded_wait_path_that_trusts_a_stale_epoch),
+        cmocka_unit_test(test_seeded_stage0_that_decodes_before_it_sends),
+        cmocka_unit_test(test_seeded_leader_that_dies_after_a_header),
+        cmocka_unit_test(test_seeded_worker_that_decides_recompute_itself),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

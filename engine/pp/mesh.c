@@ -16,6 +16,7 @@
 #include "pp_internal.h"
 
 typedef struct mesh {
+    int64_t chunks_run; /* INFERs this rank ran (the seeded local-recompute bug's count) */
     pp_ctx *c;
     ppv_transport *t;
     const ppv_pp_options *o;
@@ -153,7 +154,11 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     a.w = w;
     a.cond = m->cond;
     a.cond_len = (int32_t)m->cond_len;
-    if (e->do_kv_recompute) {
+    int recompute = e->do_kv_recompute;
+    if (m->last && o->bug == PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE) /* its own count decides */
+        recompute = o->kv_recompute && m->chunks_run > 0 && m->chunks_run % o->recompute_every == 0;
+    m->chunks_run++;
+    if (recompute) {
         /* one generator call at timestep 0 over the context frames, chunk by
          * chunk with a block-causal mask, rebuilding the cache */
         if (count_call(m) < 0) return -1;
@@ -387,6 +392,12 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         if (m.leader) {
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
             if (!rc) pp_note_ids(c, rank, rm.header);
+            if (!rc && o->bug == PPV_PP_BUG_LEADER_DIES && rm.header[0] == PPV_PP_INFER &&
+                e.chunk_index == PP_INJECT_CHUNK) { /* throws: no answer, no broadcast */
+                pp_envelope_free(&e);
+                pp_received_free(&rm);
+                break;
+            }
             if (rc) {
                 pp_transport_error(c, t, where(&m, PP_GROUP_WORLD), rc, "waiting for an envelope");
                 pp_envelope_free(&e);

@@ -47,6 +47,7 @@ typedef struct stage0 {
     size_t frame;      /* values per latent frame */
     uint64_t digest;
     int shut; /* a SHUTDOWN was sent (a replayed one) */
+    int32_t total; /* chunks to send */
 } stage0;
 
 static void fnv(uint64_t *h, const void *p, size_t n) {
@@ -176,8 +177,9 @@ static ppv_failure mode_of(const char *text) {
     return PPV_FAIL_RULE;
 }
 
-/* Receives one result and judges it (tripwire point 4). */
-static int receive_result(stage0 *s) {
+/* Receives one result and judges it (tripwire point 4); polled: its
+ * probe found it. */
+static int receive_result(stage0 *s, int polled) {
     ready *rd = &s->rdy[(s->ready_head + s->nready) % s->o->d_out];
     memset(rd, 0, sizeof *rd);
     char msg[768];
@@ -194,7 +196,8 @@ static int receive_result(stage0 *s) {
         goto drop_fail;
     }
     ppv_result_verdict v = PPV_RESULT_ACCEPT;
-    if (!pp_skipped(s->c, PPV_POINT_STAGE0_RESULT)) {
+    int trusted = s->o->poll && !polled && s->o->bug == PPV_PP_BUG_WAIT_TRUSTS_EPOCH;
+    if (!pp_skipped(s->c, PPV_POINT_STAGE0_RESULT) && !trusted) {
         v = ppv_result_check(&rd->r, &f->e, s->epoch, s->last_accepted, &mode, msg, sizeof msg);
         if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
             rd->r.output_digest_i64 !=
@@ -271,6 +274,12 @@ static int decode(stage0 *s) {
         memcpy(rep->outputs + rep->noutputs, lat->data, n * sizeof(uint16_t));
         rep->noutputs += n;
     }
+    if (rep->chunks_emitted >= s->total) {
+        pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT,
+                "stage 0 would decode a result more than the %d chunks it sent", s->total);
+        rc = -1;
+        goto release;
+    }
     int64_t c = rep->chunks_emitted++;
     rep->expected_calls[c] = f->e.expected_generator_calls;
     rep->observed_calls[c] = rd->r.observed_generator_calls;
@@ -291,6 +300,7 @@ static int decode(stage0 *s) {
         pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "%s", err);
         rc = -1;
     }
+release:
     ppv_result_free_tensors(&rd->r);
     pp_received_free(&rd->m);
     s->ready_head = (s->ready_head + 1) % s->o->d_out;
@@ -333,6 +343,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     s.frame = (size_t)(PP_LATENT_CHANNELS * (o->height / 8) * (o->width / 8));
     s.digest = 0xcbf29ce484222325ULL;
     int32_t total = o->replay ? (int32_t)o->nreplay : o->chunks;
+    s.total = total;
     s.sent = calloc((size_t)s.sent_cap, sizeof *s.sent);
     s.rdy = calloc((size_t)o->d_out, sizeof *s.rdy);
     s.decoded = malloc((size_t)o->kv_window * s.frame * sizeof *s.decoded);
@@ -350,7 +361,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
                 goto done;
             }
             if (arrived) {
-                if (receive_result(&s) < 0) goto done;
+                if (receive_result(&s, 1) < 0) goto done;
                 continue;
             }
         }
@@ -364,15 +375,25 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
                 s.ndecoded = 0;
             }
         }
-        if (can_send) {
+        int decode_first = o->bug == PPV_PP_BUG_DECODE_FIRST && s.nready;
+        if (can_send && !decode_first) {
             if (send_chunk(&s, k) < 0) goto done;
             if (o->inject == PPV_INJECT_OM13 && k == PP_INJECT_CHUNK)
                 goto done; /* stage 0 dies: no SHUTDOWN, no receive */
             k++;
         } else if (s.nready) {
+            /* the queue signature: a result is decoded only while the next
+             * envelope cannot go (else the mesh idles while stage 0 decodes) */
+            if (can_send) {
+                pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
+                        "stage 0 decodes a result while envelope %d could be in flight "
+                        "(inflight %d of D_in %d): the mesh idles, the overlap is lost",
+                        k, s.awaiting, o->d_in);
+                goto done;
+            }
             if (decode(&s) < 0) goto done;
         } else if (s.awaiting) {
-            if (receive_result(&s) < 0) goto done;
+            if (receive_result(&s, 0) < 0) goto done;
         } else
             break;
     }
