@@ -98,4 +98,42 @@ typedef struct ppv_fuzz_report {
 int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t errlen);
 void ppv_fuzz_report_free(ppv_fuzz_report *r);
 
+/* ---- the checker against the engine ---------------------------------------------- */
+
+typedef struct ppv_fuzz_differential_report {
+    int64_t schedules;  /* generated and mutated */
+    int64_t skipped;    /* the generator or the lowering refused the draw */
+    int64_t invalid;    /* the checker found them ill formed: nothing to compare */
+    int64_t compared;   /* (schedule, semantics) pairs judged by both */
+    int64_t deadlocks;  /* of those, the checker said deadlock */
+    int64_t incomplete; /* the explorer's budget ran out before every class ran */
+    double seconds;
+    int found;          /* the two disagreed */
+    int64_t failing_schedule; /* its draw */
+    ppv_semantics sem;
+    int mutations;            /* left after minimisation */
+    char failure[1024];
+    ppv_schedule *minimal;    /* the disagreeing schedule (ppv_schedule_write_native) */
+} ppv_fuzz_differential_report;
+
+typedef struct ppv_fuzz_differential_options {
+    uint64_t seed;     /* schedule i is drawn from seed + i */
+    int64_t schedules; /* stop after this many (0: no limit) */
+    double seconds;    /* or after this long; one of the two is set */
+    int64_t runs_per_schedule; /* the explorer's budget per judgement (0: 1000) */
+    /* the checker to test (NULL: ppv_schedule_check); tests put a broken one here */
+    int (*check)(void *ctx, const ppv_schedule *s, const ppv_check_options *opt,
+                 ppv_check_report **out, char *err, size_t errlen);
+    void *check_ctx;
+    void (*progress)(void *ctx, const ppv_fuzz_differential_report *sofar);
+    void *progress_ctx;
+} ppv_fuzz_differential_options;
+
+/* Draws schedules, mutates them and compares ppv check's verdict under
+ * rendezvous, eager and eager:BYTES with the engine's under dfs; stops at
+ * the first disagreement (minimised). 0 with *out, or -1 with err. */
+int ppv_fuzz_differential(const ppv_fuzz_differential_options *o,
+                          ppv_fuzz_differential_report **out, char *err, size_t errlen);
+void ppv_fuzz_differential_report_free(ppv_fuzz_differential_report *r);
+
 #endif

@@ -359,6 +359,102 @@ static void test_command_keeps_options_to_their_target(void **state) {
     run_free(&r);
 }
 
+/* ---- ppv check against the engine ------------------------------------------------- */
+
+static ppv_fuzz_differential_report *differential(int64_t n,
+                                                   int (*check)(void *, const ppv_schedule *,
+                                                                const ppv_check_options *,
+                                                                ppv_check_report **, char *,
+                                                                size_t)) {
+    ppv_fuzz_differential_options o;
+    memset(&o, 0, sizeof o);
+    o.seed = 11;
+    o.schedules = n;
+    o.check = check;
+    ppv_fuzz_differential_report *r = NULL;
+    char err[512];
+    if (ppv_fuzz_differential(&o, &r, err, sizeof err) != 0) fail_msg("differential: %s", err);
+    return r;
+}
+
+static void test_the_checker_and_the_engine_agree(void **state) {
+    (void)state;
+    ppv_fuzz_differential_report *r = differential(RUNNING_ON_VALGRIND ? 15 : 150, NULL);
+    assert_false(r->found);
+    assert_int_equal(r->schedules, RUNNING_ON_VALGRIND ? 15 : 150);
+    /* both verdicts are exercised: schedules that deadlock and ones that do not */
+    assert_true(r->compared > r->schedules);
+    assert_true(r->deadlocks > 0 && r->deadlocks < r->compared);
+    assert_true(r->invalid > 0); /* some mutations break the schedule: not compared */
+    assert_int_equal(r->incomplete, 0);
+    print_message("%lld schedules: %lld compared, %lld deadlocks, %lld ill formed\n",
+                  (long long)r->schedules, (long long)r->compared, (long long)r->deadlocks,
+                  (long long)r->invalid);
+    ppv_fuzz_differential_report_free(r);
+}
+
+/* A checker that misses rendezvous deadlocks. */
+static int blind_to_rendezvous(void *ctx, const ppv_schedule *s, const ppv_check_options *opt,
+                               ppv_check_report **out, char *err, size_t errlen) {
+    (void)ctx;
+    if (ppv_schedule_check(s, opt, out, err, errlen) < 0) return -1;
+    if (opt->sem.kind == PPV_SEM_RENDEZVOUS) (*out)->deadlock = 0;
+    return 0;
+}
+
+/* A checker that sees deadlocks under eager sends where there are none. */
+static int afraid_of_eager(void *ctx, const ppv_schedule *s, const ppv_check_options *opt,
+                           ppv_check_report **out, char *err, size_t errlen) {
+    (void)ctx;
+    if (ppv_schedule_check(s, opt, out, err, errlen) < 0) return -1;
+    if (opt->sem.kind == PPV_SEM_EAGER) (*out)->deadlock = 1;
+    return 0;
+}
+
+static void test_a_broken_checker_is_caught_and_minimised(void **state) {
+    (void)state;
+    ppv_fuzz_differential_report *r = differential(200, blind_to_rendezvous);
+    assert_true(r->found);
+    assert_int_equal(r->sem.kind, PPV_SEM_RENDEZVOUS);
+    assert_non_null(strstr(r->failure, "ppv check says it completes, the engine deadlocks"));
+    assert_non_null(r->minimal);
+    assert_true(r->mutations <= 3);
+    /* the real checker agrees with the engine on the schedule handed back */
+    ppv_check_options co = ppv_check_defaults();
+    co.msg_bytes = 64; /* the differential's small model: 2 x 4 tokens x 8 channels */
+    ppv_check_report *cr = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_check(r->minimal, &co, &cr, err, sizeof err), 0);
+    assert_true(cr->deadlock);
+    assert_int_equal(cr->nerrors, 0);
+    ppv_check_report_free(cr);
+    ppv_fuzz_differential_report_free(r);
+
+    r = differential(200, afraid_of_eager);
+    assert_true(r->found);
+    assert_int_equal(r->sem.kind, PPV_SEM_EAGER);
+    assert_int_equal(r->mutations, 0); /* any schedule shows it: no mutation is needed */
+    assert_non_null(strstr(r->failure,
+                           "ppv check says it deadlocks, the engine completes every interleaving"));
+    ppv_fuzz_differential_report_free(r);
+}
+
+static void test_command_fuzzes_the_checker(void **state) {
+    (void)state;
+    run_result r = RUN("fuzz", "checker", "--runs", "12", "--seed", "3", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"ok\":true,\"target\":\"checker\",\"schedules\":12,"));
+    run_free(&r);
+    r = RUN("fuzz", "checker", "--faults", "drop");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--faults is for a schedule or pp"));
+    run_free(&r);
+    r = RUN("fuzz", "checker", "--mesh", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "checker draws its own schedules"));
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_deadlock_of_the_reference_is_run_0_and_its_trace_replays),
@@ -371,6 +467,9 @@ int main(void) {
         cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
         cmocka_unit_test(test_command_keeps_options_to_their_target),
+        cmocka_unit_test(test_the_checker_and_the_engine_agree),
+        cmocka_unit_test(test_a_broken_checker_is_caught_and_minimised),
+        cmocka_unit_test(test_command_fuzzes_the_checker),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -20,7 +20,8 @@ typedef struct fuzz_args {
     ppv_pp_options pp;
     const char *target, *out, *recompute;
     const char *semantics;
-    int json, pp_target, schedule_only_used, pp_only_used;
+    int json, pp_target, checker_target, schedule_only_used, pp_only_used;
+    int strategy_given, seed_given, depth_given, faults_given, jobs_given;
 } fuzz_args;
 
 static int whole(const char *name, const char *arg, long long lo, long long hi, long long *v) {
@@ -70,7 +71,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     getopt_prepare(argv);
     int c;
     long long n;
-    int runs_given = 0, seed_given = 0, depth_given = 0;
+    int runs_given = 0;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         int rc = pp_pipeline_option(c, optarg, &a->pp, NULL);
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
@@ -87,6 +88,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         case OPT_JOBS:
             if (whole("--jobs", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.jobs = (int32_t)n;
+            a->jobs_given = 1;
             break;
         case OPT_FAULTS: {
             char buf[256];
@@ -99,6 +101,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
                                        optarg);
                 a->f.faults |= 1u << k;
             }
+            a->faults_given = 1;
             break;
         }
         case OPT_TIME: {
@@ -113,16 +116,17 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             if (ppv_fuzz_strategy_parse(optarg, &a->f.strategy) < 0)
                 return usage_error("--strategy is random, pct, portfolio or dfs, not '%s'",
                                    optarg);
+            a->strategy_given = 1;
             break;
         case OPT_DEPTH:
             if (whole("--pct-depth", optarg, 2, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.pct_depth = (int32_t)n;
-            depth_given = 1;
+            a->depth_given = 1;
             break;
         case OPT_SEED:
             if (whole("--seed", optarg, 0, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.seed = (uint64_t)n;
-            seed_given = 1;
+            a->seed_given = 1;
             break;
         case OPT_OUT:
             a->out = optarg;
@@ -167,18 +171,36 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         }
     }
     if (argc - optind != 1)
-        return usage_error("takes one TARGET: a schedule file, or pp%s", "");
+        return usage_error("takes one TARGET: a schedule file, pp, or checker%s", "");
     a->target = argv[optind];
     a->pp_target = !strcmp(a->target, "pp");
+    a->checker_target = !strcmp(a->target, "checker");
+    if (a->checker_target) {
+        if (a->schedule_only_used || a->pp_only_used)
+            return usage_error("checker draws its own schedules and runs each under every "
+                               "semantics: it takes --runs, --time, --seed, --out and --json%s",
+                               "");
+        const char *bad = a->strategy_given ? "--strategy"
+                          : a->depth_given  ? "--pct-depth"
+                          : a->faults_given ? "--faults"
+                          : a->jobs_given   ? "--jobs"
+                                            : NULL;
+        if (bad)
+            return usage_error("checker judges every schedule with dfs, in one job: %s is for a "
+                               "schedule or pp",
+                               bad);
+        if (!runs_given && !(a->f.seconds > 0)) a->f.runs = 200;
+        return -1;
+    }
     if (a->pp_target && a->schedule_only_used)
         return usage_error("--semantics, --recompute, --layers, --width and --watchdog are for a "
                            "schedule target%s; the pipeline takes pp's options",
                            "");
     if (!a->pp_target && a->pp_only_used)
         return usage_error("pp's options are for the pp target, not the schedule %s", a->target);
-    if (a->f.strategy == PPV_FUZZ_DFS && (seed_given || depth_given))
+    if (a->f.strategy == PPV_FUZZ_DFS && (a->seed_given || a->depth_given))
         return usage_error("dfs draws nothing: %s is for random, pct and portfolio",
-                           seed_given ? "--seed" : "--pct-depth");
+                           a->seed_given ? "--seed" : "--pct-depth");
     if (!runs_given && !(a->f.seconds > 0))
         a->f.runs = a->f.strategy == PPV_FUZZ_DFS ? 100000 : 1000;
     return -1;
@@ -219,10 +241,89 @@ static const char *policy_text(const ppv_policy *p, char *buf, size_t n) {
     return buf;
 }
 
+static void show_checker_progress(void *ctx, const ppv_fuzz_differential_report *p) {
+    (void)ctx;
+    fprintf(stderr, "\r\033[K%lld schedules, %lld judgements compared, %lld deadlocks agreed",
+            (long long)p->schedules, (long long)p->compared, (long long)p->deadlocks);
+    fflush(stderr);
+}
+
+/* ppv fuzz checker: ppv check against the engine. */
+static int fuzz_checker(const fuzz_args *a) {
+    ppv_fuzz_differential_options o;
+    memset(&o, 0, sizeof o);
+    o.seed = a->f.seed;
+    o.schedules = a->f.runs;
+    o.seconds = a->f.seconds;
+    int tty = !a->json && isatty(2);
+    if (tty) o.progress = show_checker_progress;
+    if (a->out && mkdir(a->out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ppv fuzz: cannot make %s: %s\n", a->out, strerror(errno));
+        return PPV_EXIT_BAD_INPUT;
+    }
+    ppv_fuzz_differential_report *r = NULL;
+    char err[1024];
+    if (ppv_fuzz_differential(&o, &r, err, sizeof err) < 0) {
+        if (tty) fputs("\r\033[K", stderr);
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (tty) fputs("\r\033[K", stderr);
+    char path[4200] = "", sem[64] = "";
+    if (r->found) ppv_semantics_format(&r->sem, sem, sizeof sem);
+    if (r->found && a->out) {
+        snprintf(path, sizeof path, "%s/disagreement.ppv", a->out);
+        atomic_file af;
+        int bad = atomic_open(&af, path) < 0;
+        if (!bad && ppv_schedule_write_native(r->minimal, af.f) < 0) {
+            atomic_abort(&af);
+            bad = 1;
+        }
+        if (bad || atomic_commit(&af) < 0) {
+            fprintf(stderr, "ppv fuzz: cannot write %s: %s\n", path, strerror(errno));
+            ppv_fuzz_differential_report_free(r);
+            return PPV_EXIT_BAD_INPUT;
+        }
+    }
+    if (a->json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "ok", json_object_new_boolean(!r->found));
+        json_object_object_add(j, "target", json_object_new_string("checker"));
+        json_object_object_add(j, "schedules", json_object_new_int64(r->schedules));
+        json_object_object_add(j, "ill_formed", json_object_new_int64(r->invalid));
+        json_object_object_add(j, "compared", json_object_new_int64(r->compared));
+        json_object_object_add(j, "deadlocks", json_object_new_int64(r->deadlocks));
+        json_object_object_add(j, "seconds", json_object_new_double(r->seconds));
+        json_object_object_add(j, "failure", r->found ? json_object_new_string(r->failure) : NULL);
+        json_object_object_add(j, "semantics", r->found ? json_object_new_string(sem) : NULL);
+        json_object_object_add(j, "schedule", path[0] ? json_object_new_string(path) : NULL);
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+    } else {
+        printf("ppv fuzz: ppv check against the engine (dfs), schedules drawn from seed %llu\n",
+               (unsigned long long)a->f.seed);
+        printf("schedules: %lld in %.2f s; %lld ill formed (nothing to compare); %lld "
+               "judgements compared, %lld of them deadlocks, all agreed%s\n",
+               (long long)r->schedules, r->seconds, (long long)r->invalid,
+               (long long)r->compared, (long long)r->deadlocks, r->found ? " but the last" : "");
+        if (r->found) {
+            printf("disagreement under %s (%d mutation%s): %s\n", sem, r->mutations,
+                   r->mutations == 1 ? "" : "s", r->failure);
+            if (path[0]) printf("schedule: %s (ppv check and ppv run read it)\n", path);
+        }
+        printf("result: %s\n", r->found ? "PROBLEM" : "OK");
+    }
+    int rc = r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    ppv_fuzz_differential_report_free(r);
+    return rc;
+}
+
 int cmd_fuzz(int argc, char **argv) {
     fuzz_args a;
     int rc = parse_fuzz_args(argc, argv, &a);
     if (rc >= 0) return rc;
+    if (a.checker_target) return fuzz_checker(&a);
     char err[1024];
     ppv_schedule *s = NULL;
     uint8_t *mask = NULL;

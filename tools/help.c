@@ -252,7 +252,8 @@ static const char *const pp_examples[] = {
 static const char *const fuzz_examples[] = {
     "ppv fuzz zbv.csv --semantics eager --runs 500", "ppv fuzz pp --mesh 4 --time 10 --out found",
     "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json",
-    "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs", NULL};
+    "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs",
+    "ppv fuzz checker --time 60 --out disagreement", NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json", NULL};
 static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
@@ -314,7 +315,8 @@ static const help_command commands[] = {
      "D_in, D_out, the policy, the seed or the mesh size. Exit 1 when the run fails (or, "
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
-    {"fuzz", "SCHEDULE|pp [options]", "explore interleavings and hand back a minimal reproducer",
+    {"fuzz", "SCHEDULE|pp|checker [options]",
+     "explore interleavings and hand back a minimal reproducer",
      "Runs the target many times, each under other scheduler decisions (random, PCT, a "
      "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
      "and a send on its channel are the only steps that do not commute), and checks every run against the round-robin reference: a schedule "
@@ -324,8 +326,13 @@ static const help_command commands[] = {
      "check that fires in some orders only, or output that depends on the order is a "
      "failure: it is minimised to the shortest prefix of decisions that still fails with "
      "round-robin after it, and with --out both traces are written for ppv run --replay or "
-     "ppv pp --replay. Exit 1 when a run fails. On a terminal, progress is shown on standard "
-     "error.",
+     "ppv pp --replay. TARGET checker fuzzes ppv check against the engine: it draws "
+     "schedules from the generators, lowers them with their messages, mutates them (adjacent "
+     "actions swapped, a message moved) and, for each well-formed one and each of rendezvous, "
+     "eager and eager:BYTES, compares ppv check's verdict with what the engine does under dfs; "
+     "--runs counts schedules (default 200) and --out DIR receives a disagreeing schedule, "
+     "minimised. Exit 1 when a run fails or the two disagree. On a terminal, progress is shown "
+     "on standard error.",
      fuzz_groups, fuzz_examples},
     {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
