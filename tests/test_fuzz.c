@@ -445,6 +445,34 @@ static void test_command_fuzzes_the_checker(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "\"ok\":true,\"target\":\"checker\",\"schedules\":12,"));
     run_free(&r);
+    char *xml = tmp_path("checker.xml");
+    r = RUN("fuzz", "checker", "--runs", "4", "--junit", xml);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *text = slurp(xml);
+    assert_non_null(
+        strstr(text, "<testsuite name=\"ppv fuzz checker\" tests=\"1\" failures=\"0\""));
+    assert_non_null(strstr(text, "name=\"ppv check agrees with the engine\"/>"));
+    free(text);
+    /* a failing exploration is a failed case, with what failed */
+    xml = tmp_path("fuzz.xml");
+    r = RUN("fuzz", data_path("rendezvous_only_train.csv"), "--junit", xml);
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    text = slurp(xml);
+    assert_non_null(strstr(text, "tests=\"1\" failures=\"1\""));
+    assert_non_null(strstr(text, "name=\"every run (portfolio) passes\">\n      <failure "
+                                 "message=\"deadlock after 7 scheduler steps: 2 of 2 ranks "
+                                 "blocked\">"));
+    free(text);
+    r = RUN("fuzz", "pp", "--poll", "--chunks", "2", "--control-only", "--strategy", "dfs",
+            "--junit", xml);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    text = slurp(xml);
+    assert_non_null(strstr(text, "tests=\"2\" failures=\"0\""));
+    assert_non_null(strstr(text, "name=\"every class explored\"/>"));
+    free(text);
     r = RUN("fuzz", "checker", "--faults", "drop");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--faults is for a schedule or pp"));

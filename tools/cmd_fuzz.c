@@ -12,13 +12,13 @@
 #include "cli.h"
 #include "ppv_fuzz.h"
 
-enum { OPT_RUNS = 1000, OPT_JOBS, OPT_FAULTS, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON,
+enum { OPT_RUNS = 1000, OPT_JOBS, OPT_FAULTS, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON, OPT_JUNIT,
        OPT_SEMANTICS, OPT_RECOMPUTE, OPT_LAYERS, OPT_WIDTH, OPT_WATCHDOG, OPT_HELP };
 
 typedef struct fuzz_args {
     ppv_fuzz_options f;
     ppv_pp_options pp;
-    const char *target, *out, *recompute;
+    const char *target, *out, *recompute, *junit;
     const char *semantics;
     int json, pp_target, checker_target, schedule_only_used, pp_only_used;
     int strategy_given, seed_given, depth_given, faults_given, jobs_given;
@@ -49,6 +49,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
                                         {"seed", required_argument, 0, OPT_SEED},
                                         {"out", required_argument, 0, OPT_OUT},
                                         {"json", no_argument, 0, OPT_JSON},
+                                        {"junit", required_argument, 0, OPT_JUNIT},
                                         {"semantics", required_argument, 0, OPT_SEMANTICS},
                                         {"recompute", required_argument, 0, OPT_RECOMPUTE},
                                         {"layers", required_argument, 0, OPT_LAYERS},
@@ -134,6 +135,9 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         case OPT_JSON:
             a->json = 1;
             break;
+        case OPT_JUNIT:
+            a->junit = optarg;
+            break;
         case OPT_SEMANTICS:
             if (ppv_semantics_parse(optarg, &a->f.run.sem) < 0)
                 return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
@@ -178,7 +182,8 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     if (a->checker_target) {
         if (a->schedule_only_used || a->pp_only_used)
             return usage_error("checker draws its own schedules and runs each under every "
-                               "semantics: it takes --runs, --time, --seed, --out and --json%s",
+                               "semantics: it takes --runs, --time, --seed, --out, --json and "
+                               "--junit%s",
                                "");
         const char *bad = a->strategy_given ? "--strategy"
                           : a->depth_given  ? "--pct-depth"
@@ -208,7 +213,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
 
 static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
     (void)ctx;
-    fprintf(stderr, "\r\033[K%lld runs, %.0f runs/s, %lld distinct interleavings",
+    fprintf(stderr, "\r\033[K%lld runs, %.0f runs/s, %lld distinct interleavings, 0 failures",
             (long long)p->runs, p->seconds > 0 ? (double)p->runs / p->seconds : 0.0,
             (long long)p->distinct);
     fflush(stderr);
@@ -239,6 +244,27 @@ static const char *policy_text(const ppv_policy *p, char *buf, size_t n) {
         snprintf(buf, n, "replay");
     }
     return buf;
+}
+
+/* --junit: one case for the exploration (and, for dfs, one for its
+ * coverage); 0, or -1 after a message. */
+static int write_junit(const char *path, const char *target, const char *what, int failed,
+                       const char *failure, int dfs, int complete) {
+    junit j;
+    char suite[512];
+    snprintf(suite, sizeof suite, "ppv fuzz %s", target);
+    junit_init(&j, suite);
+    int rc = failed ? junit_add(&j, what, "%s", failure) : junit_add(&j, what, NULL);
+    if (dfs && !failed)
+        rc |= complete ? junit_add(&j, "every class explored", NULL)
+                       : junit_add(&j, "every class explored",
+                                   "the budget ran out before every class was explored");
+    char err[512];
+    if (rc == 0) rc = junit_write(&j, path, err, sizeof err);
+    else snprintf(err, sizeof err, "out of memory");
+    junit_free(&j);
+    if (rc < 0) fprintf(stderr, "ppv fuzz: cannot write %s: %s\n", path, err);
+    return rc < 0 ? -1 : 0;
 }
 
 static void show_checker_progress(void *ctx, const ppv_fuzz_differential_report *p) {
@@ -315,6 +341,9 @@ static int fuzz_checker(const fuzz_args *a) {
         printf("result: %s\n", r->found ? "PROBLEM" : "OK");
     }
     int rc = r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    if (a->junit && write_junit(a->junit, "checker", "ppv check agrees with the engine",
+                                r->found, r->failure, 0, 0) < 0)
+        rc = PPV_EXIT_BAD_INPUT;
     ppv_fuzz_differential_report_free(r);
     return rc;
 }
@@ -454,6 +483,11 @@ int cmd_fuzz(int argc, char **argv) {
         printf("result: %s\n", r->found ? "PROBLEM" : "OK");
     }
     rc = r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    char what[128];
+    snprintf(what, sizeof what, "every run (%s) passes", ppv_fuzz_strategy_name(a.f.strategy));
+    if (a.junit && write_junit(a.junit, a.target, what, r->found, r->failure,
+                               a.f.strategy == PPV_FUZZ_DFS, r->complete) < 0)
+        rc = PPV_EXIT_BAD_INPUT;
     ppv_fuzz_report_free(r);
 done:
     free(mask);

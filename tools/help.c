@@ -214,6 +214,8 @@ static const help_option fuzz_options[] = {
     {"--seed", "N", "run i's policy seed is N + i (not for dfs, which draws nothing)", "0"},
     {"--out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL},
     {"--json", NULL, "print the report as one JSON object", NULL},
+    {"--junit", "FILE", "also write a JUnit XML report (the exploration as one test case; dfs "
+     "adds one for its coverage)", NULL},
     END_OPTIONS};
 static const help_option fuzz_schedule_options[] = {
     {"--semantics", "S", "a schedule target: send semantics", "rendezvous"},
