@@ -16,10 +16,13 @@
 
 #include "world.h"
 
-static int eager(const ppv_world *w, size_t bytes) {
+static int eager(const ppv_world *w, const p2p_op *op) {
     const ppv_semantics *s = &w->opt.sem;
+    if (w->eager_link && op->comm == w->link_comm && op->rank == w->link_from &&
+        op->peer == w->link_to && op->bytes <= w->link_bytes)
+        return 1; /* PPV_FAULT_EAGER */
     return s->kind == PPV_SEM_EAGER ||
-           (s->kind == PPV_SEM_EAGER_BYTES && (int64_t)bytes <= s->eager_limit);
+           (s->kind == PPV_SEM_EAGER_BYTES && (int64_t)op->bytes <= s->eager_limit);
 }
 
 static void queue_push(p2p_op **head, p2p_op **tail, p2p_op *op) {
@@ -69,14 +72,14 @@ static int post(ppv_world *w, p2p_op *op) {
     if (op->send) {
         channel *ch = world_channel(w, op->comm, op->rank, op->peer);
         world_touch(w, PPV_TOUCH_SEND, op->comm, op->rank, op->peer, ++ch->nsends);
-        if (ch->recvs) {
+        if (ch->recvs && !op->held && !(ch->sends && ch->sends->held)) {
             p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
             /* a rendezvous send goes on because the receive was there; an
              * eager one would have gone on anyway */
-            if (!eager(w, op->bytes)) world_after(w, op->rank, r->step);
+            if (!eager(w, op)) world_after(w, op->rank, r->step);
             return deliver(w, op, r);
         }
-        if (eager(w, op->bytes)) {
+        if (eager(w, op)) {
             p2p_op *msg = malloc(sizeof *msg);
             void *copy = malloc(op->bytes ? op->bytes : 1);
             if (!msg || !copy) {
@@ -98,7 +101,7 @@ static int post(ppv_world *w, p2p_op *op) {
     }
     channel *ch = world_channel(w, op->comm, op->peer, op->rank);
     ch->nrecvs++;
-    if (ch->sends) {
+    if (ch->sends && !ch->sends->held) {
         p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
         world_after(w, op->rank, s->step);
         int rc = deliver(w, s, op);
@@ -195,7 +198,8 @@ static int mock_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     ppv_world_switch(w, rank);
     if (w->ranks[rank].dead) return PPV_ERR_ABORTED;
     const ppv_fault *fault = &w->opt.fault;
-    int hit = !w->aborted && fault->kind != PPV_FAULT_NONE && w->nsends == fault->message;
+    int hit = !w->aborted && fault->kind != PPV_FAULT_NONE && fault->kind != PPV_FAULT_CUT &&
+              w->nsends == fault->message;
     w->nsends++;
     if (hit) {
         w->fault_applied = 1;
@@ -206,6 +210,22 @@ static int mock_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
         case PPV_FAULT_KILL:
             w->ranks[rank].dead = 1;
             return PPV_ERR_ABORTED;
+        case PPV_FAULT_EAGER:
+            w->eager_link = 1;
+            w->link_comm = comm;
+            w->link_from = rank;
+            w->link_to = peer;
+            w->link_bytes = bytes;
+            break;
+        case PPV_FAULT_DELAY: {
+            p2p_op *op;
+            int rc = make_op(w, rank, 1, buf, NULL, bytes, peer, comm, what, &op);
+            if (rc) return rc;
+            op->held = 1;
+            w->held = 1;
+            w->release_at = w->steps + PPV_FAULT_DELAY_STEPS;
+            return run_op(w, rank, op);
+        }
         case PPV_FAULT_CORRUPT: {
             unsigned char *bad = malloc(bytes ? bytes : 1);
             if (!bad) {
@@ -242,6 +262,29 @@ static int mock_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     return rc ? rc : run_op(w, rank, op);
 }
 
+int mock_release(ppv_world *w) {
+    w->held = 0;
+    w->last_progress = w->steps;
+    int32_t P = w->P;
+    for (int32_t c = 0; c < w->ncomms; c++)
+        for (int32_t a = 0; a < P; a++)
+            for (int32_t b = 0; b < P; b++) {
+                channel *ch = world_channel(w, c, a, b);
+                for (p2p_op *op = ch->sends; op; op = op->next) op->held = 0;
+                while (ch->sends && ch->recvs && !w->aborted) {
+                    p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
+                    p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
+                    int rc = deliver(w, s, r);
+                    if (s->owned) {
+                        free(s->owned);
+                        free(s);
+                    }
+                    if (rc) return 0; /* a mismatch: the run has failed */
+                }
+            }
+    return 0;
+}
+
 static int mock_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
     ppv_world *w = impl;
     *arrived = 0;
@@ -257,7 +300,7 @@ static int mock_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int 
      * message it would find is the channel's nrecvs + 1-th */
     channel *ch = world_channel(w, comm, peer, rank);
     world_touch(w, PPV_TOUCH_PROBE, comm, peer, rank, ch->nrecvs + 1);
-    *arrived = ch->sends != NULL;
+    *arrived = ch->sends && !ch->sends->held;
     return 0;
 }
 

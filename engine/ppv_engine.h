@@ -366,15 +366,25 @@ typedef enum ppv_fault_kind {
     PPV_FAULT_DUPLICATE, /* the message arrives twice */
     PPV_FAULT_CORRUPT,   /* one bit of the message is flipped in transit */
     PPV_FAULT_KILL,      /* the sending rank dies instead of sending */
+    PPV_FAULT_DELAY,     /* the message reaches its receiver PPV_FAULT_DELAY_STEPS scheduler
+                            steps late (at once when nothing else can run); the channel's later
+                            messages wait behind it */
+    PPV_FAULT_EAGER,     /* from this message on, its link buffers messages up to its size:
+                            buffering that can mask an unsafe send */
+    PPV_FAULT_CUT,       /* the pipeline only: stage 0 makes a hard cut before chunk `message` */
     PPV_FAULT_COUNT
 } ppv_fault_kind;
 
+enum { PPV_FAULT_DELAY_STEPS = 64 };
+
 typedef struct ppv_fault {
     ppv_fault_kind kind;
-    int64_t message; /* the run's point-to-point send it hits, counted from 0 */
+    int64_t message; /* the run's point-to-point send it hits, counted from 0 (CUT: the
+                        chunk) */
 } ppv_fault;
 
-/* "drop", "duplicate", "corrupt", "kill" ("none" for NONE); -1 for another. */
+/* "drop", "duplicate", "corrupt", "kill", "delay", "eager", "cut" ("none" for
+ * NONE); -1 for another. */
 int ppv_fault_parse(const char *text, ppv_fault_kind *out);
 const char *ppv_fault_name(ppv_fault_kind k);
 

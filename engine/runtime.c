@@ -536,6 +536,9 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     *out = NULL;
     if (s_in->nstages < 1 || s_in->nmb < 1)
         return ppv_errf(err, errlen, "%s: no stage or microbatch to run", s_in->name);
+    if (o->fault.kind == PPV_FAULT_CUT)
+        return ppv_errf(err, errlen, "a cut fault is the pipeline's (ppv pp): a training step "
+                        "has no chunks to cut");
     if (o->policy.kind == PPV_POLICY_PCT && o->policy.pct_steps <= 0) {
         /* PCT draws its change points over the run's length: measure it with a
          * round-robin run of the same step first (deterministic, so the PCT

@@ -596,6 +596,11 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
             res->status = PPV_RUN_DONE;
             break;
         }
+        if (w->held && (nready == 0 || w->steps >= w->release_at)) {
+            /* a delayed message arrives: late, or at once when nothing else can run */
+            if (mock_release(w) < 0) goto oom;
+            continue;
+        }
         if (nready == 0) {
             res->status = PPV_RUN_DEADLOCK;
             if (report_stuck(w, res) < 0) goto oom;
@@ -673,8 +678,8 @@ const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n) {
     return w->decisions;
 }
 
-static const char *const fault_names[PPV_FAULT_COUNT] = {"none", "drop", "duplicate", "corrupt",
-                                                          "kill"};
+static const char *const fault_names[PPV_FAULT_COUNT] = {
+    "none", "drop", "duplicate", "corrupt", "kill", "delay", "eager", "cut"};
 
 int ppv_fault_parse(const char *text, ppv_fault_kind *out) {
     for (int k = 0; k < PPV_FAULT_COUNT; k++)
@@ -767,7 +772,7 @@ int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t e
         if (sscanf(line, "fault %15s %lld", kind, &at) != 2 || ppv_fault_parse(kind, &k) < 0 ||
             k == PPV_FAULT_NONE || at < 0) {
             rc = ppv_errf(err, errlen, "%s:%d: bad fault line (expected 'fault drop|duplicate|"
-                          "corrupt|kill MESSAGE')", path, n);
+                          "corrupt|kill|delay|eager|cut N')", path, n);
             break;
         }
         fault->kind = k;

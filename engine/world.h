@@ -19,6 +19,7 @@ typedef struct p2p_op {
     size_t bytes;
     int done;
     int64_t step;      /* the scheduler step that posted it (an explorer's order) */
+    int held;          /* PPV_FAULT_DELAY: not visible to its receiver yet */
     char what[64];
     struct p2p_op *next; /* in the channel queue, or the group list */
 } p2p_op;
@@ -100,6 +101,11 @@ struct ppv_world {
     int64_t nsends;  /* point-to-point sends so far (a fault's point) */
     p2p_op *orphans; /* ops a mismatch left in no queue: freed with the world */
     int fault_applied;
+    int held;             /* PPV_FAULT_DELAY: a message is held back */
+    int64_t release_at;   /* the step it arrives at */
+    int eager_link;       /* PPV_FAULT_EAGER: this link buffers ... */
+    int32_t link_comm, link_from, link_to;
+    size_t link_bytes;    /* ... messages up to this size */
     ppv_transport transport;
     channel *chans;     /* [ncomms][P][P], grown by add_comm */
     world_comm *comms;
@@ -154,5 +160,9 @@ int ppv_world_wait(ppv_world *w, int32_t rank);
 void ppv_world_complete(ppv_world *w, int32_t rank);
 
 extern const ppv_transport_ops ppv_mock_ops;
+
+/* PPV_FAULT_DELAY: the held message becomes visible and is matched; 0, or
+ * -1 when out of memory. */
+int mock_release(ppv_world *w);
 
 #endif

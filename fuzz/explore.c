@@ -139,8 +139,14 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
                  ": a stale or repeated result was decoded",
                  back, r->emitted_call_ids[back], r->emitted_call_ids[back - 1]);
     else if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
-        uint64_t want = i == PPV_INJECT_NONE ? tg->out_digest : tg->clean_digest;
-        if (!r->ok)
+        /* a hard cut the explorer put in: the round-robin run's output with it */
+        uint64_t want = fault->kind == PPV_FAULT_CUT ? tg->cut_digest[fault->message]
+                        : i == PPV_INJECT_NONE      ? tg->out_digest
+                                                    : tg->clean_digest;
+        if (!r->ok && fault->kind == PPV_FAULT_CUT)
+            snprintf(out->why, sizeof out->why, "with a hard cut at chunk %lld: %.900s",
+                     (long long)fault->message, r->message);
+        else if (!r->ok)
             snprintf(out->why, sizeof out->why, "%s", r->message);
         else if (r->output_digest != want)
             out->differs = snprintf(out->why, sizeof out->why,
@@ -217,14 +223,26 @@ int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     int rc = tg->o->pp        ? run_pp(tg, pol, fault, keep, out, err, errlen)
              : tg->o->program ? run_program(tg, pol, fault, keep, out, err, errlen)
                               : run_schedule(tg, pol, fault, keep, out, err, errlen);
-    /* with a fault, a named failure is the right end; silence is not */
-    if (rc == 0 && fault->kind != PPV_FAULT_NONE && !out->pass && out->named_failure)
-        out->pass = 1;
+    /* with a fault that loses or breaks a message, a named failure is the
+     * right end, silence is not; a delay, a buffered link or a hard cut
+     * must change nothing the reference shows */
+    int breaks = fault->kind == PPV_FAULT_DROP || fault->kind == PPV_FAULT_DUPLICATE ||
+                 fault->kind == PPV_FAULT_CORRUPT || fault->kind == PPV_FAULT_KILL;
+    if (rc == 0 && breaks && !out->pass && out->named_failure) out->pass = 1;
     if (rc == 0 && !out->pass) {
         char why[1024];
-        if (fault->kind != PPV_FAULT_NONE)
+        if (breaks)
             snprintf(why, sizeof why, "a %s at send %lld went unnoticed: %.900s",
                      ppv_fault_name(fault->kind), (long long)fault->message, out->why);
+        else if (fault->kind == PPV_FAULT_DELAY || fault->kind == PPV_FAULT_EAGER)
+            snprintf(why, sizeof why, "%s at send %lld changed the run: %.900s",
+                     fault->kind == PPV_FAULT_DELAY ? "a delay" : "a buffered link",
+                     (long long)fault->message, out->why);
+        else if (fault->kind == PPV_FAULT_CUT && out->differs)
+            snprintf(why, sizeof why, "with a hard cut at chunk %lld: %.900s",
+                     (long long)fault->message, out->why);
+        else if (fault->kind == PPV_FAULT_CUT)
+            snprintf(why, sizeof why, "%.1000s", out->why);
         else if (out->differs)
             snprintf(why, sizeof why, "%.900s: the result depends on the interleaving", out->why);
         else
@@ -235,6 +253,10 @@ int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *faul
 }
 
 static const ppv_fault no_fault = {PPV_FAULT_NONE, 0};
+
+static void target_free(target *tg) {
+    free(tg->cut_digest);
+}
 
 /* ---- the reference and the policies ---------------------------------------------- */
 
@@ -267,6 +289,25 @@ static int reference(target *tg, outcome *ref, char *err, size_t errlen) {
         if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
         tg->out_digest = r->output_digest;
         ppv_pp_report_free(r);
+    }
+    if (o->pp && (o->faults & (1u << PPV_FAULT_CUT))) { /* each chunk's cut, round-robin */
+        int32_t n = o->pp->chunks;
+        tg->ncut = n;
+        tg->cut_digest = calloc((size_t)n, sizeof *tg->cut_digest);
+        if (!tg->cut_digest) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        for (int32_t k = 1; k < n; k++) {
+            ppv_pp_options po = *o->pp;
+            po.policy = rr;
+            po.fault.kind = PPV_FAULT_CUT;
+            po.fault.message = k;
+            ppv_pp_report *r = NULL;
+            if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
+            tg->cut_digest[k] = r->output_digest; /* a failed one is judged run by run */
+            ppv_pp_report_free(r);
+        }
     }
     if (fuzz_run_once(tg, &rr, &no_fault, 1, ref, err, errlen) < 0) return -1;
     tg->ref_steps = ref->steps > 0 ? ref->steps : 1;
@@ -313,7 +354,11 @@ static ppv_fault fault_of(const target *tg, int64_t i) {
     f.kind = (ppv_fault_kind)kinds[(i - 1) % n];
     uint64_t z = (tg->o->seed + (uint64_t)i) * 0x9E3779B97F4A7C15ULL + 0x5FA417ULL;
     z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ULL;
-    f.message = (int64_t)((z ^ (z >> 29)) % (uint64_t)tg->ref_sends);
+    z ^= z >> 29;
+    if (f.kind == PPV_FAULT_CUT) /* a chunk from 1 to chunks - 1 */
+        f.message = 1 + (int64_t)(z % (uint64_t)(tg->ncut - 1));
+    else
+        f.message = (int64_t)(z % (uint64_t)tg->ref_sends);
     return f;
 }
 
@@ -490,6 +535,10 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
         snprintf(err, errlen, "--jobs %d: 1 to 64", o->jobs);
         return -1;
     }
+    if ((o->faults & (1u << PPV_FAULT_CUT)) && (!o->pp || o->pp->replay || o->pp->chunks < 2)) {
+        snprintf(err, errlen, "a cut fault is the pipeline's, with 2 chunks or more (pp)");
+        return -1;
+    }
     if (o->strategy == PPV_FUZZ_DFS && o->faults) {
         snprintf(err, errlen, "dfs explores the interleavings of the target as it is: faults "
                               "are put in by random, pct and portfolio");
@@ -595,12 +644,14 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
         o->progress(o->progress_ctx, &pr);
     }
     free(seen.slot);
+    target_free(&tg);
     *out = rep;
     return 0;
 oom:
     snprintf(err, errlen, "out of memory");
 fail:
     free(seen.slot);
+    target_free(&tg);
     ppv_fuzz_report_free(rep);
     return -1;
 }

@@ -13,6 +13,10 @@ typedef struct target {
     uint64_t clean_digest; /* pipeline with a fault that must not fail: the run without it */
     int64_t ref_steps;     /* the reference's length, for PCT */
     int64_t ref_sends;     /* its point-to-point sends, where faults are drawn */
+    /* PPV_FAULT_CUT: per chunk k, the output of the round-robin run with a
+     * hard cut at k */
+    int32_t ncut;
+    uint64_t *cut_digest;
 } target;
 
 /* The outcome of one run: its verdict, what failed, its steps and digest,

@@ -359,6 +359,122 @@ static void test_command_keeps_options_to_their_target(void **state) {
     run_free(&r);
 }
 
+/* ---- delays, buffered links, hard cuts --------------------------------------------- */
+
+static void test_delays_and_buffered_links_change_nothing(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    pp.control_only = 1;
+    pp.poll = 1;
+    ppv_fuzz_options o = base(runs(200));
+    o.pp = &pp;
+    o.faults = 1u << PPV_FAULT_DELAY | 1u << PPV_FAULT_EAGER;
+    ppv_fuzz_report *r = fuzz(&o);
+    assert_false(r->found);
+    ppv_fuzz_report_free(r);
+    /* the delay is really there: the run is longer, its output the same */
+    ppv_pp_report *plain = NULL, *late = NULL;
+    char err[256];
+    assert_int_equal(ppv_pp_run(&pp, &plain, err, sizeof err), 0);
+    pp.fault.kind = PPV_FAULT_DELAY;
+    pp.fault.message = 3;
+    assert_int_equal(ppv_pp_run(&pp, &late, err, sizeof err), 0);
+    assert_true(late->ok);
+    assert_true(late->world.fault_applied);
+    assert_true(late->output_digest == plain->output_digest);
+    assert_true(late->world.trace_digest != plain->world.trace_digest);
+    ppv_pp_report_free(late);
+    ppv_pp_report_free(plain);
+    /* a schedule under rendezvous with one link buffered completes the same */
+    ppv_schedule *s = gen_ok("1f1b", 3, 6, 0);
+    o = base(runs(60));
+    o.schedule = s;
+    o.faults = 1u << PPV_FAULT_EAGER | 1u << PPV_FAULT_DELAY;
+    r = fuzz(&o);
+    assert_false(r->found);
+    ppv_fuzz_report_free(r);
+    ppv_schedule_free(s);
+}
+
+/* A design that gives up when a message is late: rank 0 probes three
+ * times for rank 1's message and fails if it has not come. */
+static void impatient(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    int32_t v = rank;
+    if (rank == 1) {
+        t->ops->send(t->impl, 1, &v, sizeof v, 0, 0, "SEND");
+        return;
+    }
+    for (int tries = 0; tries < 3; tries++) {
+        int a = 0;
+        if (t->ops->probe(t->impl, 0, 1, 0, &a)) return;
+        if (a) {
+            t->ops->recv(t->impl, 0, &v, sizeof v, 1, 0, "RECV");
+            return;
+        }
+    }
+    ppv_world_fail(t, 0, "rank 1's message did not come in three polls: timeout");
+}
+
+static void test_a_delay_is_not_allowed_to_fail_a_run(void **state) {
+    (void)state;
+    ppv_fuzz_program pg = {2, {PPV_SEM_EAGER, 0}, 1000, NULL, impatient, NULL, NULL};
+    ppv_fuzz_options o = base(1);
+    o.program = &pg;
+    o.strategy = PPV_FUZZ_RANDOM;
+    o.runs = 1;
+    ppv_fuzz_report *r = fuzz(&o);
+    assert_false(r->found); /* round-robin: the message comes in time */
+    ppv_fuzz_report_free(r);
+    o.runs = 3;
+    o.faults = 1u << PPV_FAULT_DELAY;
+    r = fuzz(&o);
+    assert_true(r->found);
+    assert_int_equal(r->failing_fault.kind, PPV_FAULT_DELAY);
+    assert_non_null(strstr(r->failure, "a delay at send 0 changed the run: rank 0: rank 1's "
+                                       "message did not come in three polls: timeout"));
+    ppv_fuzz_report_free(r);
+}
+
+static void test_a_cut_anywhere_finds_a_worker_that_counts_for_itself(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 6;
+    pp.steps = 2;
+    pp.control_only = 1;
+    pp.kv_recompute = 1;
+    pp.recompute_every = 2;
+    ppv_fuzz_options o = base(runs(40));
+    o.pp = &pp;
+    o.faults = 1u << PPV_FAULT_CUT;
+    ppv_fuzz_report *r = fuzz(&o);
+    assert_false(r->found); /* the design is right wherever the cut falls */
+    ppv_fuzz_report_free(r);
+    pp.bug = PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE;
+    o.faults = 0;
+    r = fuzz(&o);
+    assert_false(r->found); /* without a cut its own count agrees with the plan */
+    ppv_fuzz_report_free(r);
+    o.faults = 1u << PPV_FAULT_CUT;
+    r = fuzz(&o);
+    assert_true(r->found);
+    assert_int_equal(r->failing_fault.kind, PPV_FAULT_CUT);
+    assert_non_null(strstr(r->failure, "with a hard cut at chunk"));
+    assert_non_null(strstr(r->failure, "FM-02"));
+    ppv_fuzz_report_free(r);
+    /* a cut is the pipeline's */
+    ppv_schedule *s = gen_ok("1f1b", 2, 4, 0);
+    o = base(5);
+    o.schedule = s;
+    o.faults = 1u << PPV_FAULT_CUT;
+    char err[256];
+    assert_int_equal(ppv_fuzz(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "a cut fault is the pipeline's, with 2 chunks or more (pp)");
+    ppv_schedule_free(s);
+}
+
 /* ---- ppv check against the engine ------------------------------------------------- */
 
 static ppv_fuzz_differential_report *differential(int64_t n,
@@ -495,6 +611,9 @@ int main(void) {
         cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
         cmocka_unit_test(test_command_keeps_options_to_their_target),
+        cmocka_unit_test(test_delays_and_buffered_links_change_nothing),
+        cmocka_unit_test(test_a_delay_is_not_allowed_to_fail_a_run),
+        cmocka_unit_test(test_a_cut_anywhere_finds_a_worker_that_counts_for_itself),
         cmocka_unit_test(test_the_checker_and_the_engine_agree),
         cmocka_unit_test(test_a_broken_checker_is_caught_and_minimised),
         cmocka_unit_test(test_command_fuzzes_the_checker),

@@ -98,7 +98,8 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 ppv_fault_kind k;
                 if (ppv_fault_parse(tok, &k) < 0 || k == PPV_FAULT_NONE)
-                    return usage_error("--faults lists drop, duplicate, corrupt and kill, not '%s'",
+                    return usage_error("--faults lists drop, duplicate, corrupt, kill, delay, "
+                                       "eager and cut, not '%s'",
                                        optarg);
                 a->f.faults |= 1u << k;
             }

@@ -206,10 +206,13 @@ static const help_option fuzz_options[] = {
      "the verdict does not depend on J (dfs is one search: 1)",
      "1"},
     {"--faults", "LIST",
-     "put one fault in every run but the reference, the kinds in turn: drop, duplicate, corrupt, "
-     "kill (a message lost, delivered twice, one bit flipped; the sending rank dead) at a send "
-     "drawn from the seed; such a run must end as the reference does or fail with a named "
-     "failure, never complete with other output",
+     "put one fault in every run but the reference, the kinds in turn, at a send drawn from the "
+     "seed: drop, duplicate, corrupt, kill (a message lost, delivered twice, one bit flipped; "
+     "the sending rank dead: the run must end as the reference does or fail with a named "
+     "failure, never complete with other output), delay (the message arrives 64 steps late), "
+     "eager (its link buffers from then on: masking) and, for pp, cut (a hard cut before a "
+     "drawn chunk): these three must change nothing (the cut: the output of the round-robin "
+     "run with that cut)",
      "none"},
     {"--seed", "N", "run i's policy seed is N + i (not for dfs, which draws nothing)", "0"},
     {"--out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL},

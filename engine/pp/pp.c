@@ -463,6 +463,26 @@ static void report_reset(ppv_pp_report *r) {
 
 int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t errlen) {
     *out = NULL;
+    ppv_pp_options withcut;
+    if (o->fault.kind == PPV_FAULT_CUT) { /* the explorer's hard cut, kept in the trace */
+        int64_t k = o->fault.message;
+        int64_t total = o->replay ? o->nreplay : o->chunks;
+        if (o->replay || k < 1 || k >= total)
+            return ppv_errf(err, errlen, "a cut fault needs a planned chunk from 1 to %lld, "
+                            "not %lld", (long long)total - 1, (long long)k);
+        withcut = *o;
+        int32_t i = withcut.ncuts;
+        while (i > 0 && withcut.cuts[i - 1] > k) i--;
+        if (!(i > 0 && withcut.cuts[i - 1] == k)) {
+            if (withcut.ncuts == PPV_PP_MAX_CUTS)
+                return ppv_errf(err, errlen, "at most %d hard cuts", PPV_PP_MAX_CUTS);
+            memmove(&withcut.cuts[i + 1], &withcut.cuts[i],
+                    (size_t)(withcut.ncuts - i) * sizeof *withcut.cuts);
+            withcut.cuts[i] = (int32_t)k;
+            withcut.ncuts++;
+        }
+        o = &withcut;
+    }
     if (ppv_pp_options_check(o, err, errlen) < 0) return -1;
     int64_t chunks = o->replay ? o->nreplay : o->chunks;
     pp_ctx c;
