@@ -80,6 +80,26 @@ static int set_add(digest_set *s, uint64_t d) {
 
 /* ---- one run of the target ------------------------------------------------------ */
 
+/* Each blocked rank's action and what it waits for, then the cycle. */
+static void tell(const ppv_world_result *w, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = '\0';
+    if (w->status != PPV_RUN_DEADLOCK && w->status != PPV_RUN_HANG) return;
+    for (int32_t i = 0; i < w->nblocked && k < n; i++) {
+        const ppv_wait *b = &w->blocked[i];
+        int m = snprintf(out + k, n - k, "%srank %d at %s: %s", i ? "; " : "blocked: ", b->rank,
+                         b->action, b->reason);
+        if (m < 0) return;
+        k += (size_t)m;
+    }
+    for (int32_t i = 0; i < w->ncycle && k < n; i++) {
+        int m = snprintf(out + k, n - k, "%s%d", i ? " -> " : "\ncycle: ", w->cycle[i].rank);
+        if (m < 0) return;
+        k += (size_t)m;
+    }
+    if (w->ncycle && k < n) snprintf(out + k, n - k, " -> %d", w->cycle[0].rank);
+}
+
 static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
                         outcome *out, char *err, size_t errlen) {
     ppv_run_options ro = tg->o->run;
@@ -91,6 +111,7 @@ static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault
     out->steps = r->world.steps;
     out->sends = r->world.sends;
     out->trace_digest = r->world.trace_digest;
+    tell(&r->world, out->story, sizeof out->story);
     if (r->world.status == PPV_RUN_PRUNED)
         out->pruned = out->pass = 1;
     else if (r->world.status != PPV_RUN_DONE) {
@@ -128,6 +149,7 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     out->named_failure = !r->ok && r->failure != PPV_FAIL_NONE && r->message[0];
     ppv_pp_inject i = po.inject;
     ppv_failure mode = ppv_pp_inject_mode(i);
+    tell(&r->world, out->story, sizeof out->story);
     int64_t back = -1; /* the first decoded result whose call_id does not rise */
     for (int64_t k = 1; k < r->chunks_emitted && back < 0; k++)
         if (r->emitted_call_ids[k] <= r->emitted_call_ids[k - 1]) back = k;
@@ -201,6 +223,7 @@ static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault 
     out->steps = res.steps;
     out->sends = res.sends;
     out->trace_digest = res.trace_digest;
+    tell(&res, out->story, sizeof out->story);
     if (res.status == PPV_RUN_PRUNED)
         out->pruned = out->pass = 1;
     else if (pg->judge) {
@@ -419,7 +442,10 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
     }
 done:
     rep->minimal_prefix = hi;
-    if (!best.pass) snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", best.why);
+    if (!best.pass) {
+        snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", best.why);
+        snprintf(rep->minimal_story, sizeof rep->minimal_story, "%s", best.story);
+    }
     rep->minimal = best.world;
     free(copy);
     return 0;
@@ -573,6 +599,7 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
         rep->failing_steps = ref.steps;
         snprintf(rep->failure, sizeof rep->failure, "%s", ref.why);
         snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", ref.why);
+        snprintf(rep->minimal_story, sizeof rep->minimal_story, "%s", ref.story);
         rep->failing = ref.world;
         ref.world = NULL;
         if (rep->failing) {

@@ -27,6 +27,7 @@ typedef struct outcome {
     int named_failure; /* it failed and said how (not a silent difference) */
     int differs;       /* it completed with other output than the reference */
     char why[1024];
+    char story[2048]; /* a deadlock or hang: who waits for what, and the cycle */
     int64_t steps, sends;
     uint64_t trace_digest;
     ppv_world *world;

@@ -88,6 +88,8 @@ typedef struct ppv_fuzz_report {
     int64_t failing_steps;     /* its scheduler decisions */
     int64_t minimal_prefix;    /* decisions forced before round-robin takes over */
     char minimal_failure[1024];
+    char minimal_story[2048];  /* a deadlock or hang in it: each blocked rank's action and
+                                  what it waits for, then the wait-for cycle */
     ppv_world *minimal;        /* the minimised run's decisions (ppv_trace_write) */
     ppv_world *failing;        /* the failing run's decisions */
 } ppv_fuzz_report;

@@ -48,6 +48,11 @@ static void test_a_deadlock_of_the_reference_is_run_0_and_its_trace_replays(void
     assert_int_equal(r->failing_policy.kind, PPV_POLICY_RR);
     assert_int_equal(r->minimal_prefix, 0);
     assert_non_null(strstr(r->failure, "deadlock after 7 scheduler steps: 2 of 2 ranks blocked"));
+    /* its story: who waits for what, and the cycle */
+    assert_string_equal(r->minimal_story,
+                        "blocked: rank 0 at 0SEND_F1: send of 512 bytes (rendezvous) waits for "
+                        "rank 1 to post its receive; rank 1 at 1SEND_F0: send of 512 bytes "
+                        "(rendezvous) waits for rank 0 to post its receive\ncycle: 0 -> 1 -> 0");
     /* the minimal trace replays exactly, to the same deadlock */
     int64_t n = 0;
     const int32_t *d = ppv_world_decisions(r->minimal, &n);

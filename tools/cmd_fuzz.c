@@ -442,6 +442,10 @@ int cmd_fuzz(int argc, char **argv) {
                                r->found ? json_object_new_int64(r->minimal_prefix) : NULL);
         json_object_object_add(j, "minimal_failure",
                                r->found ? json_object_new_string(r->minimal_failure) : NULL);
+        json_object_object_add(j, "minimal_story",
+                               r->found && r->minimal_story[0]
+                                   ? json_object_new_string(r->minimal_story)
+                                   : NULL);
         json_object_object_add(j, "minimal_trace",
                                minimal_path[0] ? json_object_new_string(minimal_path) : NULL);
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
@@ -475,6 +479,29 @@ int cmd_fuzz(int argc, char **argv) {
                    fault, (long long)r->failing_steps, r->failure);
             printf("minimal: the first %lld decisions forced, then round-robin: %s\n",
                    (long long)r->minimal_prefix, r->minimal_failure);
+            if (r->minimal && r->minimal_prefix > 0) { /* the forced path, rank by rank */
+                int64_t n = 0;
+                const int32_t *d = ppv_world_decisions(r->minimal, &n);
+                printf("  path:");
+                for (int64_t i = 0, shown = 0; i < r->minimal_prefix && i < n; shown++) {
+                    int64_t j = i;
+                    while (j < r->minimal_prefix && j < n && d[j] == d[i]) j++;
+                    if (shown == 24) {
+                        printf(" ...");
+                        break;
+                    }
+                    if (j - i > 1) printf(" rank %d x%lld", d[i], (long long)(j - i));
+                    else printf(" rank %d", d[i]);
+                    i = j;
+                }
+                printf("\n");
+            }
+            if (r->minimal_story[0]) {
+                printf("  ");
+                for (const char *c = r->minimal_story; *c; c++)
+                    fputs(*c == '\n' ? "\n  " : (char[]){*c, 0}, stdout);
+                printf("\n");
+            }
             if (minimal_path[0])
                 printf("traces: %s (failing), %s (minimal); replay with ppv %s --replay %s\n",
                        failing_path, minimal_path,
