@@ -391,7 +391,8 @@ static ppv_fault fault_of(const target *tg, int64_t i) {
  * with round-robin after it (binary search between the passing reference,
  * prefix 0, and the whole run). */
 static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t errlen) {
-    const ppv_fault *fault = &rep->failing_fault;
+    ppv_fault kept = rep->failing_fault;
+    const ppv_fault *fault = &kept;
     int64_t n = 0;
     const int32_t *d = ppv_world_decisions(rep->failing, &n);
     int32_t *copy = malloc((size_t)(n ? n : 1) * sizeof *copy);
@@ -408,6 +409,14 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
     int64_t lo = 0, hi = n;
     outcome best;
     memset(&best, 0, sizeof best);
+    /* the fault first: when the run fails without it too, it goes */
+    if (fault->kind != PPV_FAULT_NONE) {
+        p.nreplay = n;
+        if (fuzz_run_once(tg, &p, &no_fault, 1, &best, err, errlen) < 0) goto fail;
+        if (!best.pass) kept = no_fault;
+        ppv_world_free(best.world);
+        memset(&best, 0, sizeof best);
+    }
     /* with a fault, round-robin alone may already fail */
     if (fault->kind != PPV_FAULT_NONE) {
         p.nreplay = 0;
@@ -442,6 +451,7 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
     }
 done:
     rep->minimal_prefix = hi;
+    rep->minimal_fault = kept;
     if (!best.pass) {
         snprintf(rep->minimal_failure, sizeof rep->minimal_failure, "%s", best.why);
         snprintf(rep->minimal_story, sizeof rep->minimal_story, "%s", best.story);

@@ -440,6 +440,14 @@ static void test_a_delay_is_not_allowed_to_fail_a_run(void **state) {
     assert_int_equal(r->failing_fault.kind, PPV_FAULT_DELAY);
     assert_non_null(strstr(r->failure, "a delay at send 0 changed the run: rank 0: rank 1's "
                                        "message did not come in three polls: timeout"));
+    /* minimised, the delay goes: rank 0 polling three times before rank 1
+     * has run at all times out as well */
+    assert_int_equal(r->minimal_fault.kind, PPV_FAULT_NONE);
+    assert_non_null(strstr(r->minimal_failure, "did not come in three polls: timeout"));
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(r->minimal, &n);
+    assert_int_equal(r->minimal_prefix, 3);
+    assert_true(d[0] == 0 && d[1] == 0 && d[2] == 0);
     ppv_fuzz_report_free(r);
 }
 

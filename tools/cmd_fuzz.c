@@ -477,8 +477,14 @@ int cmd_fuzz(int argc, char **argv) {
             printf("failure at run %lld (%s%s, %lld scheduler steps): %s\n",
                    (long long)r->failing_run, policy_text(&r->failing_policy, pol, sizeof pol),
                    fault, (long long)r->failing_steps, r->failure);
-            printf("minimal: the first %lld decisions forced, then round-robin: %s\n",
-                   (long long)r->minimal_prefix, r->minimal_failure);
+            char with[96] = "";
+            if (r->minimal_fault.kind)
+                snprintf(with, sizeof with, ", with the %s", ppv_fault_name(r->minimal_fault.kind));
+            else if (r->failing_fault.kind)
+                snprintf(with, sizeof with, ", without the %s (it fails anyway)",
+                         ppv_fault_name(r->failing_fault.kind));
+            printf("minimal: the first %lld decisions forced, then round-robin%s: %s\n",
+                   (long long)r->minimal_prefix, with, r->minimal_failure);
             if (r->minimal && r->minimal_prefix > 0) { /* the forced path, rank by rank */
                 int64_t n = 0;
                 const int32_t *d = ppv_world_decisions(r->minimal, &n);
