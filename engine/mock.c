@@ -84,7 +84,7 @@ static int post(ppv_world *w, p2p_op *op) {
             void *copy = malloc(op->bytes ? op->bytes : 1);
             if (!msg || !copy) {
                 free(msg), free(copy);
-                ppv_world_fail(&w->transport, op->rank, "out of memory buffering a send");
+                ppv_world_fail_env(&w->transport, op->rank, "out of memory buffering a send");
                 return PPV_ERR_ABORTED;
             }
             *msg = *op;
@@ -128,7 +128,7 @@ static int make_op(ppv_world *w, int32_t rank, int send, const void *sbuf, void 
     }
     p2p_op *op = calloc(1, sizeof *op);
     if (!op) {
-        ppv_world_fail(&w->transport, rank, "out of memory");
+        ppv_world_fail_env(&w->transport, rank, "out of memory");
         return PPV_ERR_ABORTED;
     }
     op->send = send;
@@ -182,7 +182,7 @@ static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, 
     void *copy = malloc(bytes ? bytes : 1);
     if (!copy) {
         free(op);
-        ppv_world_fail(&w->transport, rank, "out of memory duplicating a send");
+        ppv_world_fail_env(&w->transport, rank, "out of memory duplicating a send");
         return PPV_ERR_ABORTED;
     }
     memcpy(copy, buf, bytes);
@@ -229,7 +229,7 @@ static int mock_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
         case PPV_FAULT_CORRUPT: {
             unsigned char *bad = malloc(bytes ? bytes : 1);
             if (!bad) {
-                ppv_world_fail(&w->transport, rank, "out of memory corrupting a send");
+                ppv_world_fail_env(&w->transport, rank, "out of memory corrupting a send");
                 return PPV_ERR_ABORTED;
             }
             memcpy(bad, buf, bytes);
@@ -336,7 +336,7 @@ static int mock_group_end(void *impl, int32_t rank) {
     size_t n = 0;
     for (p2p_op *op = list; op; op = op->next) n++;
     if (n > 256 && !(all = malloc(n * sizeof *all))) {
-        ppv_world_fail(&w->transport, rank, "out of memory");
+        ppv_world_fail_env(&w->transport, rank, "out of memory");
         return PPV_ERR_ABORTED;
     }
     n = 0;
@@ -431,7 +431,7 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
     rc->waiting_coll = NULL;
     return err;
 oom:
-    ppv_world_fail(&w->transport, rank, "out of memory");
+    ppv_world_fail_env(&w->transport, rank, "out of memory");
     return PPV_ERR_ABORTED;
 }
 

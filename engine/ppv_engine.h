@@ -416,6 +416,8 @@ typedef struct ppv_world_result {
     ppv_wait *cycle; /* the wait-for cycle, when there is one */
     int32_t ncycle;
     int32_t failed_rank;
+    int env_error;     /* FAILED because the run could not be carried out (out of memory,
+                          an input that could not be read): not a finding about what ran */
     int32_t pct_fired; /* PCT: change points that fired (at most depth - 1) */
     char message[512];
 } ppv_world_result;
@@ -442,6 +444,12 @@ void ppv_world_result_free(ppv_world_result *r);
  * world is aborted so every other rank's next transport call returns
  * PPV_ERR_ABORTED. */
 void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* As ppv_world_fail, for a failure of the environment (out of memory, an
+ * input that cannot be read): the result says env_error, and commands
+ * exit 2 rather than report a finding. */
+void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* From inside a rank: a scheduling point that does nothing (a poll). It is

@@ -131,7 +131,7 @@ static const ppv_mb_inputs *inputs_of(run_ctx *c, ppv_transport *t, int32_t rank
     int rc = c->o->load_inputs ? c->o->load_inputs(c->o->inputs_ctx, mb, in, err, sizeof err)
                                : ppv_mb_inputs_init(c->model, mb, in);
     if (rc < 0) {
-        ppv_world_fail(t, rank, "inputs of microbatch %d: %s", mb, err);
+        ppv_world_fail_env(t, rank, "inputs of microbatch %d: %s", mb, err);
         return NULL;
     }
     return in;
@@ -227,8 +227,7 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
     if (s == c->S - 1) {
         free(sl->dy);
         sl->dy = malloc(c->tc * sizeof *sl->dy);
-        if (!sl->dy || !sl->y) return -1;
-        ppv_loss_backward(c->model, in, sl->y, sl->dy);
+        if (!sl->dy || !sl->y || ppv_loss_backward(c->model, in, sl->y, sl->dy) < 0) return -1;
         free(sl->y);
         sl->y = NULL;
     }
@@ -244,9 +243,13 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
         return -1;
     }
     int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
-    if (l0 < l1)
-        ppv_layers_backward_input(c->model, l0, l1, in, sl->saved, sl->dy, dx, sl->wstate);
-    else
+    if (l0 < l1) {
+        if (ppv_layers_backward_input(c->model, l0, l1, in, sl->saved, sl->dy, dx, sl->wstate) <
+            0) {
+            free(dx);
+            return -1;
+        }
+    } else
         memcpy(dx, sl->dy, c->tc * sizeof *dx);
     if (s > 0 && c->s->stage_rank[s - 1] == rank) {
         slot *pv = slot_of(c, s - 1, mb);
@@ -296,10 +299,11 @@ static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const 
     sl->dparams = malloc((n ? n : 1) * sizeof *sl->dparams);
     if (!sl->dparams) return -1;
     if (++c->held > c->held_peak) c->held_peak = c->held;
-    if (l0 < l1)
-        ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate, sl->dparams);
+    if (l0 < l1 &&
+        ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate, sl->dparams) < 0)
+        return -1;
     if (fold_grads(c, s) < 0) {
-        ppv_world_fail(t, rank, "out of memory");
+        ppv_world_fail_env(t, rank, "out of memory");
         return -1;
     }
     act_free(c, rank, &sl->wstate, c->bytes[s].wstate);
@@ -384,13 +388,13 @@ static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
      * the activations use, for the whole step */
     void *extra = rank == 0 && c->o->extra_bytes > 0 ? act_alloc(c, rank, c->o->extra_bytes) : NULL;
     if (rank == 0 && c->o->extra_bytes > 0 && !extra) {
-        ppv_world_fail(t, rank, "out of memory holding the self-test's extra bytes");
+        ppv_world_fail_env(t, rank, "out of memory holding the self-test's extra bytes");
         return;
     }
     for (int32_t i = 0; i < p->n; i++) {
         int rc = do_action(c, t, rank, &p->acts[i]);
         if (rc == -1 && t->ops->async_error(t->impl, rank) == 0)
-            ppv_world_fail(t, rank, "out of memory running %s", ppv_action_token(p->acts[i].kind));
+            ppv_world_fail_env(t, rank, "out of memory running %s", ppv_action_token(p->acts[i].kind));
         if (rc != 0) break;
         c->actions_done++;
         if (c->o->progress) c->o->progress(c->o->progress_ctx, c->actions_done, c->actions_total);
@@ -662,7 +666,9 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     ppv_world *w = ppv_world_new(&wo, err, errlen);
     if (!w) goto done;
     rep->trace = w;
-    if (ppv_world_run(w, rank_main, &c, &rep->world) < 0) {
+    if (ppv_world_run(w, rank_main, &c, &rep->world) < 0 ||
+        (rep->world.status == PPV_RUN_FAILED && rep->world.env_error)) {
+        /* the step could not be carried out: an error, not a finding */
         ppv_errf(err, errlen, "%s", rep->world.message);
         goto done;
     }
@@ -748,12 +754,22 @@ int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, s
     }
     for (int32_t mb = 0; mb < nmb; mb++) {
         ppv_mb_inputs in;
-        if (ppv_mb_inputs_init(m, mb, &in) < 0) goto done;
-        ppv_layers_forward(m, 0, L, &in, in.x, y, saved);
-        total += ppv_loss_forward(m, &in, y);
-        ppv_loss_backward(m, &in, y, dy);
-        ppv_layers_backward_input(m, 0, L, &in, saved, dy, dx, wstate);
-        ppv_layers_backward_weight(m, 0, L, &in, saved, wstate, one);
+        if (ppv_mb_inputs_init(m, mb, &in) < 0) {
+            ppv_errf(err, errlen, "out of memory");
+            goto done;
+        }
+        int bad = ppv_layers_forward(m, 0, L, &in, in.x, y, saved) < 0;
+        if (!bad) {
+            total += ppv_loss_forward(m, &in, y);
+            bad = ppv_loss_backward(m, &in, y, dy) < 0 ||
+                  ppv_layers_backward_input(m, 0, L, &in, saved, dy, dx, wstate) < 0 ||
+                  ppv_layers_backward_weight(m, 0, L, &in, saved, wstate, one) < 0;
+        }
+        if (bad) {
+            ppv_mb_inputs_free(&in);
+            ppv_errf(err, errlen, "out of memory");
+            goto done;
+        }
         for (size_t k = 0; k < n; k++)
             g[k] += one[k];
         ppv_mb_inputs_free(&in);

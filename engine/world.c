@@ -266,7 +266,7 @@ void world_touch(ppv_world *w, int32_t kind, int32_t comm, int32_t from, int32_t
         int32_t cap = w->captouch ? 2 * w->captouch : 16;
         ppv_touch *t = realloc(w->touch, (size_t)cap * sizeof *t);
         if (!t) {
-            ppv_world_fail(&w->transport, w->current, "out of memory noting a step");
+            ppv_world_fail_env(&w->transport, w->current, "out of memory noting a step");
             return;
         }
         w->touch = t;
@@ -283,7 +283,7 @@ void world_after(ppv_world *w, int32_t rank, int64_t step) {
         int32_t cap = rc->capdefer ? 2 * rc->capdefer : 8;
         int64_t *a = realloc(rc->defer, (size_t)cap * sizeof *a);
         if (!a) {
-            ppv_world_fail(&w->transport, w->current, "out of memory noting a step");
+            ppv_world_fail_env(&w->transport, w->current, "out of memory noting a step");
             return;
         }
         rc->defer = a;
@@ -329,17 +329,28 @@ void ppv_world_complete(ppv_world *w, int32_t rank) {
     }
 }
 
-void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...) {
-    ppv_world *w = t->impl;
+static void vfail(ppv_world *w, int32_t rank, int env, const char *fmt, va_list ap) {
     if (!w->failed) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(w->fail_msg, sizeof w->fail_msg, fmt, ap);
-        va_end(ap);
         w->failed = 1;
+        w->env_error = env;
         w->failed_rank = rank;
     }
     w->aborted = 1;
+}
+
+void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t->impl, rank, 0, fmt, ap);
+    va_end(ap);
+}
+
+void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t->impl, rank, 1, fmt, ap);
+    va_end(ap);
 }
 
 void ppv_world_yield(ppv_transport *t, int32_t rank) {
@@ -530,8 +541,10 @@ static void unwind(ppv_world *w) {
     w->aborted = 1;
     for (int64_t guard = 0; guard < 1000000; guard++) {
         int32_t live = -1;
-        for (int32_t r = 0; r < w->P && live < 0; r++)
+        for (int32_t r = 0; r < w->P && live < 0; r++) {
+            if (!w->ranks[r].started) w->ranks[r].state = RANK_DONE; /* never ran */
             if (w->ranks[r].state != RANK_DONE) live = r;
+        }
         if (live < 0) return;
         w->ranks[live].state = RANK_READY;
         w->current = live;
@@ -554,6 +567,7 @@ static int start_rank(ppv_world *w, int32_t r) {
 #endif
     rc->sp = fiber_init(rc->stack, w->opt.stack_bytes, rank_entry, rc);
     rc->state = RANK_READY;
+    rc->started = 1;
     return 0;
 #else
     if (!rc->stack || getcontext(&rc->ctx) < 0) return -1;
@@ -566,6 +580,7 @@ static int start_rank(ppv_world *w, int32_t r) {
     makecontext(&rc->ctx, (void (*)(void))rank_entry, 3, (unsigned)(self >> 32),
                 (unsigned)(self & 0xffffffffu), (int)r);
     rc->state = RANK_READY;
+    rc->started = 1;
     return 0;
 #endif
 }
@@ -587,6 +602,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
         }
         if (w->failed) {
             res->status = PPV_RUN_FAILED;
+            res->env_error = w->env_error;
             res->failed_rank = w->failed_rank;
             snprintf(res->message, sizeof res->message, "rank %d: %.480s", w->failed_rank,
                      w->fail_msg);

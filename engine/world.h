@@ -75,6 +75,7 @@ typedef struct rank_ctx {
     struct ppv_world *world; /* for the rank's entry */
     int32_t rank;
     int dead; /* PPV_FAULT_KILL: every call fails from now on */
+    int started; /* it has a stack and a context (start_rank succeeded) */
     void *stack;
     unsigned stack_id; /* valgrind stack registration */
     int state;
@@ -112,6 +113,7 @@ struct ppv_world {
     int32_t ncomms;
     int aborted;
     int failed;
+    int env_error; /* the failure was the environment's (ppv_world_fail_env) */
     int32_t failed_rank;
     char fail_msg[512];
     int64_t steps, last_progress;

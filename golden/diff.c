@@ -360,8 +360,9 @@ static void names_free(names *l) {
     free(l->v);
 }
 
-/* Reads an attribute's values as text for comparison and reports. */
-static char *attr_text(hid_t obj, const char *name) {
+/* Reads an attribute's values as text for comparison and reports: NULL
+ * when it cannot be read, and then *oom says whether memory ran out. */
+static char *attr_text(hid_t obj, const char *name, int *oom) {
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     if (a < 0) return NULL;
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
@@ -371,15 +372,19 @@ static char *attr_text(hid_t obj, const char *name) {
     if (H5Tget_class(t) == H5T_STRING) {
         if (n == 1) {
             H5Aclose(a), a = -1;
-            h5_read_attr_str(obj, name, &out);
+            if (h5_read_attr_str(obj, name, &out) == -2) *oom = 1;
         }
         goto done;
     }
     size_t len = 32 * (size_t)n + 2, at = 0;
     out = calloc(len, 1);
-    if (!out) goto done;
+    if (!out) {
+        *oom = 1;
+        goto done;
+    }
     if (H5Tget_class(t) == H5T_FLOAT || H5Tget_class(t) == H5T_INTEGER) {
         double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+        if (!v) *oom = 1;
         int ok = v && H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0;
         for (hssize_t k = 0; ok && k < n; k++)
             at += (size_t)snprintf(out + at, len - at, "%s%.17g", k ? "," : "", v[k]);
@@ -391,10 +396,12 @@ static char *attr_text(hid_t obj, const char *name) {
         hid_t nt = H5Tget_native_type(t, H5T_DIR_ASCEND);
         free(out);
         out = NULL;
-        if (raw && nt >= 0 && H5Aread(a, nt, raw) >= 0 && (out = malloc(2 * sz * n + 1))) {
-            for (size_t k = 0; k < sz * (size_t)n; k++)
+        if (!raw) *oom = 1;
+        if (raw && nt >= 0 && H5Aread(a, nt, raw) >= 0) {
+            if (!(out = malloc(2 * sz * n + 1))) *oom = 1;
+            for (size_t k = 0; out && k < sz * (size_t)n; k++)
                 sprintf(out + 2 * k, "%02x", raw[k]);
-            out[2 * sz * n] = '\0';
+            if (out) out[2 * sz * n] = '\0';
         }
         if (nt >= 0) H5Tclose(nt);
         free(raw);
@@ -438,7 +445,13 @@ static int compare_attributes(differ *d, const char *path) {
         const char *nm = na.v[i];
         i++, j++;
         if (informational(d, path, nm) || ppv_diff_attr_ignored(d->o, nm)) continue;
-        char *ta = attr_text(oa, nm), *tb = attr_text(ob, nm);
+        int oom = 0;
+        char *ta = attr_text(oa, nm, &oom), *tb = attr_text(ob, nm, &oom);
+        if (oom) {
+            free(ta);
+            free(tb);
+            goto oom;
+        }
         int bad = (!ta || !tb || strcmp(ta, tb) != 0) &&
                   diff_mismatch(d->r, path, "attribute %s: %.120s vs %.120s", nm,
                                 ta ? ta : "(unreadable)", tb ? tb : "(unreadable)") < 0;

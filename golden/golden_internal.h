@@ -78,6 +78,8 @@ int h5_attr_str(hid_t obj, const char *name, const char *v);
 int h5_read_attr_i64(hid_t obj, const char *name, int64_t *v);
 /* Reads a string attribute (fixed or variable length) into a malloc'd
  * string; -1 if absent or not a string. */
+/* A string attribute, malloc'd into *v: 0, -1 when there is none (or it
+ * is no single string), -2 when out of memory. */
 int h5_read_attr_str(hid_t obj, const char *name, char **v);
 
 /* 1 if f is a ppv golden file of a supported version, 0 if it is no ppv

@@ -120,7 +120,7 @@ int h5_read_attr_str(hid_t obj, const char *name, char **v) {
         if (H5Aread(a, mt, &s) >= 0 && s) {
             *v = strdup(s);
             H5free_memory(s);
-            rc = *v ? 0 : -1;
+            rc = *v ? 0 : -2;
         }
         H5Tclose(mt);
     } else {
@@ -129,7 +129,8 @@ int h5_read_attr_str(hid_t obj, const char *name, char **v) {
         H5Tset_size(mt, n + 1);
         H5Tset_cset(mt, H5Tget_cset(t));
         char *s = calloc(n + 2, 1);
-        if (s && H5Aread(a, mt, s) >= 0) *v = s, s = NULL, rc = 0;
+        if (!s) rc = -2;
+        else if (H5Aread(a, mt, s) >= 0) *v = s, s = NULL, rc = 0;
         free(s);
         H5Tclose(mt);
     }
@@ -144,7 +145,9 @@ done:
  * (with the reason) for a ppv file this ppv cannot read. */
 int h5_ppv_file(hid_t f, const char *path, char *err, size_t errlen) {
     char *fmt = NULL;
-    if (h5_read_attr_str(f, "ppv_format", &fmt) < 0) return 0;
+    int got = h5_read_attr_str(f, "ppv_format", &fmt);
+    if (got == -2) return gerr(err, errlen, "%s: out of memory", path);
+    if (got < 0) return 0;
     int is = strcmp(fmt, PPV_GOLDEN_FORMAT_NAME) == 0;
     free(fmt);
     if (!is) return 0;

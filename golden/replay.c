@@ -321,7 +321,10 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
         goto done;
     }
     char *name = NULL;
-    h5_read_attr_str(c.file, "schedule_name", &name);
+    if (h5_read_attr_str(c.file, "schedule_name", &name) == -2) {
+        gerr(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
     snprintf(out->schedule_name, sizeof out->schedule_name, "%s", name ? name : "");
     free(name);
     char e2[1024];

@@ -109,7 +109,16 @@ typedef struct ppv_mb_inputs {
     float timestep;   /* adaLN conditioning, in [0, 1) */
 } ppv_mb_inputs;
 
-int ppv_mb_inputs_init(const ppv_model *m, int32_t mb, ppv_mb_inputs *in);
+/* Functions that can fail return 0 or -1 (out of memory, bad arguments);
+ * ignoring that would compute on what was never written, so the compiler
+ * is asked to refuse it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PPV_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define PPV_MUST_CHECK
+#endif
+
+PPV_MUST_CHECK int ppv_mb_inputs_init(const ppv_model *m, int32_t mb, ppv_mb_inputs *in);
 void ppv_mb_inputs_free(ppv_mb_inputs *in);
 
 /* Bytes a forward of layers [l0, l1) saves for its backward, and bytes the
@@ -120,24 +129,24 @@ size_t ppv_layers_wstate_bytes(const ppv_model *m, int32_t l0, int32_t l1);
 
 /* Forward of layers [l0, l1): x_in (T, C) -> x_out (T, C), filling saved
  * (ppv_layers_saved_bytes) with what the backward needs. */
-int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+PPV_MUST_CHECK int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
                        const ppv_bf16 *x_in, ppv_bf16 *x_out, void *saved);
 
 /* Backward for inputs: dy (T, C) -> dx (T, C), filling wstate
  * (ppv_layers_wstate_bytes) with what the weight backward needs. */
-int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+PPV_MUST_CHECK int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
                               const void *saved, const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate);
 
 /* Backward for weights: writes (not accumulates) the fp32 gradients of
  * layers [l0, l1) for this microbatch into dparams
  * (ppv_model_grad_count values). */
-int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+PPV_MUST_CHECK int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
                                const void *saved, const void *wstate, float *dparams);
 
 /* Loss of the last layer's output y against in->target (mean squared
  * error, fp32) and its gradient dy (T, C). */
 float ppv_loss_forward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y);
-int ppv_loss_backward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y, ppv_bf16 *dy);
+PPV_MUST_CHECK int ppv_loss_backward(const ppv_model *m, const ppv_mb_inputs *in, const ppv_bf16 *y, ppv_bf16 *dy);
 
 /* ---- the streaming generator (inference) ---------------------------------------
  *

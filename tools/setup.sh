@@ -4,7 +4,9 @@
 #
 # `test` builds three times, warnings as errors: RelWithDebInfo with gcc in
 # build/, Release with clang in build-release/ and Debug with gcc under
-# ASan+UBSan (PPV_SANITIZE) in build-asan/. It runs the first two test
+# ASan+UBSan (PPV_SANITIZE) in build-asan/, whose ppv can also fail its N-th
+# allocation on request for the failure sweep (PPV_FAILINJECT: the
+# failsweep test, tests/failsweep/). It runs the first two test
 # suites at the same time (two runs on one machine must not disturb each
 # other), then build-asan/'s alone (its processes take several times the
 # memory), then build/'s again under valgrind, and closes with one summary
@@ -71,7 +73,7 @@ case "$what" in
   test)
     build build RelWithDebInfo gcc
     build build-release Release clang
-    CC=gcc cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPPV_WERROR=ON -DPPV_SANITIZE=ON \
+    CC=gcc cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPPV_WERROR=ON -DPPV_SANITIZE=ON -DPPV_FAILINJECT=ON \
       >/dev/null
     cmake --build build-asan -j"$(nproc)"
     # both suites at once, each logging to its build folder
