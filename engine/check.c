@@ -81,7 +81,10 @@ typedef struct checker {
     uint8_t *state; /* bit 1 posted, bit 2 done */
     double *post_t, *done_t;
     int32_t *pc;
-    double *free_t, busy;
+    double *free_t, busy;     /* [P]: when the rank's last operation ends, either stream */
+    double *comp_t, *comm_t;  /* [P]: the compute and the communication stream */
+    int64_t *dep;             /* [total]: the op whose end this one needs (a compute's
+                                 receive, a send's compute), -1 */
     double *first_t, *last_t; /* [P]: first compute start, last compute end */
     int32_t *queue;
     uint8_t *queued;
@@ -680,24 +683,52 @@ static void note_compute(checker *ck, int32_t r, double t0, double t1) {
     if (t1 > ck->last_t[r]) ck->last_t[r] = t1;
 }
 
-/* Runs rank r as far as it can go. */
+/* When op may start on its stream: a send once the compute that made its
+ * tensor has ended, a compute once the receive that brought its input has
+ * completed (ops with no such dependency: a send or collective at its
+ * place among the computes, a compute naming no cell after every earlier
+ * communication, as a program without cells would). */
+static double ready_at(const checker *ck, int32_t r, int64_t op, const ppv_action *a) {
+    int64_t d = ck->dep[op];
+    unsigned af = ppv_action_flags(a->kind);
+    if (af & PPV_AF_RECV) return ck->comm_t[r];
+    if (af & (PPV_AF_SEND | PPV_AF_COLL)) return fmax(ck->comm_t[r], d >= 0 ? ck->done_t[d] : ck->comp_t[r]);
+    if (d >= 0) return fmax(ck->comp_t[r], ck->done_t[d]);
+    if (a->stage < 0 || a->mb < 0) return fmax(ck->comp_t[r], ck->comm_t[r]);
+    return ck->comp_t[r];
+}
+
+static void stream_end(checker *ck, int32_t r, double t) {
+    if (t > ck->free_t[r]) ck->free_t[r] = t;
+}
+
+/* Runs rank r as far as it can go. Time (spec/schedule-format.md): each
+ * rank has a compute stream and a communication stream, each in program
+ * order; a send waits for the compute that made its tensor, a compute for
+ * the receive that brought its input, and nothing else waits for a
+ * communication. The rank's program still advances in order (a blocked
+ * operation blocks what follows it): that decides deadlock as NCCL's one
+ * stream of operations does. */
 static void advance(checker *ck, int32_t r, ppv_span *spans) {
     const ppv_program *p = &ck->s->prog[r];
     while (ck->pc[r] < p->n) {
         int32_t i = ck->pc[r];
         int64_t op = ck->off[r] + i;
         const ppv_action *a = &p->acts[i];
-        double t = ck->free_t[r];
         if (a->kind == PPV_ACT_GROUP_START) {
             int32_t end = ck->grp_end[op];
-            if (!(ck->state[op] & POSTED)) {
+            if (!(ck->state[op] & POSTED)) { /* posted together, once all can start */
+                double t = ck->comm_t[r];
+                for (int32_t k = i + 1; k < end; k++)
+                    if (is_sync(&p->acts[k]))
+                        t = fmax(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
                 ck->state[op] |= POSTED;
                 ck->post_t[op] = t;
                 for (int32_t k = i + 1; k < end; k++)
                     if (is_sync(&p->acts[k])) post(ck, r, ck->off[r] + k, &p->acts[k], t);
             }
             if (ck->grp_left[op] > 0) return;
-            double tm = t;
+            double t = ck->post_t[op], tm = t;
             for (int32_t k = i + 1; k < end; k++) {
                 int64_t o = ck->off[r] + k;
                 double d = is_sync(&p->acts[k]) ? ck->done_t[o] : t;
@@ -708,35 +739,49 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
                 spans[i] = (ppv_span){t, t};
                 if (end < p->n) spans[end] = (ppv_span){tm, tm};
             }
-            ck->free_t[r] = tm;
+            ck->comm_t[r] = t;
+            stream_end(ck, r, tm);
             ck->pc[r] = end < p->n ? end + 1 : end;
             continue;
         }
         if (is_sync(a)) {
+            double t = ready_at(ck, r, op, a);
             if (!(ck->state[op] & POSTED)) post(ck, r, op, a, t);
             if (!(ck->state[op] & DONE)) return;
+            t = ck->post_t[op];
             double d = fmax(t, ck->done_t[op]);
             if (spans) spans[i] = (ppv_span){t, d};
-            ck->free_t[r] = d;
+            ck->done_t[op] = d;
+            ck->comm_t[r] = t;
+            stream_end(ck, r, d);
             ck->pc[r]++;
             continue;
         }
         double cost = ppv_action_cost(a, &ck->opt->costs);
+        double t = ready_at(ck, r, op, a);
         if (a->overlap) { /* an overlapped cell runs its sub-actions together */
             int32_t j = ppv_run_end(p, i);
-            for (int32_t k = i + 1; k < j; k++) cost += ppv_action_cost(&p->acts[k], &ck->opt->costs);
-            for (int32_t k = i; k < j; k++)
+            for (int32_t k = i + 1; k < j; k++) {
+                cost += ppv_action_cost(&p->acts[k], &ck->opt->costs);
+                t = fmax(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
+            }
+            for (int32_t k = i; k < j; k++) {
                 if (spans) spans[k] = (ppv_span){t, t + cost};
+                ck->done_t[ck->off[r] + k] = t + cost;
+            }
             note_compute(ck, r, t, t + cost);
             ck->busy += cost;
-            ck->free_t[r] = t + cost;
+            ck->comp_t[r] = t + cost;
+            stream_end(ck, r, t + cost);
             ck->pc[r] = j;
             continue;
         }
         if (spans) spans[i] = (ppv_span){t, t + cost};
         if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) note_compute(ck, r, t, t + cost);
         ck->busy += cost;
-        ck->free_t[r] = t + cost;
+        ck->done_t[op] = t + cost;
+        ck->comp_t[r] = t + cost;
+        stream_end(ck, r, t + cost);
         ck->pc[r]++;
     }
 }
@@ -981,6 +1026,9 @@ static void checker_free(checker *ck) {
     free(ck->done_t);
     free(ck->pc);
     free(ck->free_t);
+    free(ck->comp_t);
+    free(ck->comm_t);
+    free(ck->dep);
     free(ck->first_t);
     free(ck->last_t);
     free(ck->queue);
@@ -988,6 +1036,70 @@ static void checker_free(checker *ck) {
 }
 
 /* Allocates the checker's arrays for schedule s. */
+/* The time model's data dependencies (spec/schedule-format.md, "Time"):
+ * a forward needs the RECV_F of its (stage, microbatch) and a backward
+ * (B, I) its RECV_B, when the rank received them; a SEND_F needs the
+ * forward of its cell, a SEND_B the backward for inputs. Each is the
+ * latest such action before it in the rank's program. */
+static int find_deps(checker *ck) {
+    const ppv_schedule *s = ck->s;
+    int64_t most = 0;
+    for (int32_t r = 0; r < s->nranks; r++)
+        if (s->prog[r].n > most) most = s->prog[r].n;
+    int64_t *key = malloc((size_t)(2 * most + 16) * 2 * sizeof *key), *val;
+    if (!key) return -1;
+    val = key + 2 * most + 16;
+    for (int32_t r = 0; r < s->nranks; r++) {
+        const ppv_program *p = &s->prog[r];
+        int64_t cap = 2 * (int64_t)p->n + 16; /* at most one entry per action: half full */
+        for (int64_t k = 0; k < cap; k++) key[k] = -1;
+        /* slot: 0 RECV_F, 1 RECV_B, 2 forward, 3 backward for inputs */
+#define SLOT_KEY(a, slot) ((((int64_t)(a)->stage << 32) | (uint32_t)(a)->mb) * 4 + (slot))
+        for (int32_t i = 0; i < p->n; i++) {
+            const ppv_action *a = &p->acts[i];
+            int64_t op = ck->off[r] + i;
+            ck->dep[op] = -1;
+            if (a->stage < 0 || a->mb < 0) continue;
+            int want = -1, put = -1;
+            switch (a->kind) {
+            case PPV_ACT_F: want = 0, put = 2; break;
+            case PPV_ACT_B:
+            case PPV_ACT_I: want = 1, put = 3; break;
+            case PPV_ACT_SEND_F: want = 2; break;
+            case PPV_ACT_SEND_B: want = 3; break;
+            case PPV_ACT_RECV_F: put = 0; break;
+            case PPV_ACT_RECV_B: put = 1; break;
+            default: break;
+            }
+            if (want >= 0) {
+                int64_t kk = SLOT_KEY(a, want);
+                for (uint64_t h = (uint64_t)kk * 0x9E3779B97F4A7C15ULL;; h++) {
+                    int64_t at = (int64_t)(h % (uint64_t)cap);
+                    if (key[at] == kk) {
+                        ck->dep[op] = val[at];
+                        break;
+                    }
+                    if (key[at] < 0) break;
+                }
+            }
+            if (put >= 0) {
+                int64_t kk = SLOT_KEY(a, put);
+                for (uint64_t h = (uint64_t)kk * 0x9E3779B97F4A7C15ULL;; h++) {
+                    int64_t at = (int64_t)(h % (uint64_t)cap);
+                    if (key[at] < 0 || key[at] == kk) {
+                        key[at] = kk;
+                        val[at] = op;
+                        break;
+                    }
+                }
+            }
+        }
+#undef SLOT_KEY
+    }
+    free(key);
+    return 0;
+}
+
 static int checker_init(checker *ck, const ppv_schedule *s) {
     int32_t P = s->nranks;
     ck->s = s;
@@ -1010,14 +1122,19 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->chan_cap = calloc(pp, sizeof *ck->chan_cap);
     ck->pc = calloc(pp, sizeof *ck->pc);
     ck->free_t = calloc(pp, sizeof *ck->free_t);
+    ck->comp_t = calloc(pp, sizeof *ck->comp_t);
+    ck->comm_t = calloc(pp, sizeof *ck->comm_t);
+    ck->dep = malloc(nn * sizeof *ck->dep);
     ck->first_t = malloc(pp * sizeof *ck->first_t);
     ck->last_t = calloc(pp, sizeof *ck->last_t);
     ck->queue = malloc(pp * sizeof *ck->queue);
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
     if (!ck->cp || !ck->peer || !ck->state || !ck->post_t || !ck->done_t || !ck->chan_of || !ck->chan_n ||
-        !ck->chan_cap || !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups)
+        !ck->chan_cap || !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups ||
+        !ck->comp_t || !ck->comm_t || !ck->dep)
         return -1;
+    if (find_deps(ck) < 0) return -1;
     for (int64_t k = 0; k < n; k++) ck->cp[k] = -1, ck->peer[k] = -1;
     for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
     int grouped = s->ngroups > 0;

@@ -169,7 +169,13 @@ static int32_t choose(void *ctx, int64_t k, const unsigned char *ready, int32_t 
         d->last = malloc((size_t)P * sizeof *d->last);
         d->base = malloc((size_t)P * sizeof *d->base);
         d->scratch = malloc((size_t)P);
-        if (!d->last || !d->base || !d->scratch) goto oom;
+        /* the pools exist from the start: offsets into them are never taken from NULL */
+        if (!d->last || !d->base || !d->scratch ||
+            grow((void **)&d->fp, &d->capfp, 1, sizeof *d->fp) < 0 ||
+            grow((void **)&d->sl, &d->capsl, 1, sizeof *d->sl) < 0 ||
+            grow((void **)&d->probes, &d->capprobes, 1, sizeof *d->probes) < 0 ||
+            grow((void **)&d->deps, &d->capdeps, 1, sizeof *d->deps) < 0)
+            goto oom;
         for (int32_t r = 0; r < P; r++) d->last[r] = -1;
     }
     if (P != d->P) goto diverged;
@@ -278,7 +284,7 @@ static void ran(void *ctx, int64_t k, const ppv_step *st) {
     }
     d->evoff[k] = d->nfp;
     d->evlen[k] = st->ntouch;
-    memcpy(d->fp + d->nfp, st->touch, (size_t)st->ntouch * sizeof *d->fp);
+    if (st->ntouch) memcpy(d->fp + d->nfp, st->touch, (size_t)st->ntouch * sizeof *d->fp);
     d->nfp += st->ntouch;
     d->fpmark[k] = d->nfp;
     d->doneoff[row + (size_t)r] = d->evoff[k];

@@ -245,6 +245,100 @@ static void test_every_schedule_pytorch_classes_write_gets_pytorchs_verdict(void
     }
 }
 
+static ppv_check_report *check_costs(const ppv_schedule *s, double comm) {
+    ppv_check_options o = ppv_check_defaults();
+    o.costs.comm = comm;
+    ppv_check_report *rep = NULL;
+    char err[256];
+    if (ppv_schedule_check(s, &o, &rep, err, sizeof err) != 0) fail_msg("%s", err);
+    return rep;
+}
+
+/* The time model (spec/schedule-format.md, "Time"): a compute waits for
+ * the receive that brings its input, not for every communication before
+ * it, so with free communication a file PyTorch lowered and its
+ * compute-only twin take the same time, in every pair of every class (the
+ * model before this one, where each receive waited at its place, made the
+ * lowered file longer in 202 of these 253 pairs). */
+static void test_a_lowered_file_takes_its_compute_only_twins_time(void **state) {
+    (void)state;
+    static const char *const cls[] = {"ScheduleDualPipeV", "ScheduleGPipe",
+                                      "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble",
+                                      "ScheduleLoopedBFS", "ScheduleZBVZeroBubble"};
+    int pairs = 0, waited = 0;
+    for (size_t c = 0; c < sizeof cls / sizeof cls[0]; c++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/classes/%s", PPV_INTEROP_DIR, cls[c]);
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            const char *tail = strstr(e->d_name, "_comms.csv");
+            if (!tail) continue;
+            char comms[8192], compute[8192];
+            snprintf(comms, sizeof comms, "%s/%s", dir, e->d_name);
+            snprintf(compute, sizeof compute, "%s/%.*s_compute.csv", dir,
+                     (int)(tail - e->d_name), e->d_name);
+            ppv_schedule *a = load_ok(comms), *b = load_ok(compute);
+            ppv_check_report *ra = check_costs(a, 0), *rb = check_costs(b, 0);
+            assert_true(ra->ok && rb->ok);
+            if (ra->makespan != rb->makespan)
+                fail_msg("%s: makespan %g, its compute-only file's %g", comms, ra->makespan,
+                         rb->makespan);
+            /* communication that costs something shows, and the receive
+             * that brings a compute's input is waited for */
+            ppv_check_report *slow = check_costs(a, 1);
+            assert_true(slow->makespan >= ra->makespan);
+            waited += slow->makespan > ra->makespan;
+            ppv_check_report_free(slow);
+            ppv_check_report_free(ra);
+            ppv_check_report_free(rb);
+            ppv_schedule_free(a);
+            ppv_schedule_free(b);
+            pairs++;
+        }
+        closedir(d);
+    }
+    assert_int_equal(pairs, 253);
+    assert_int_equal(waited, pairs); /* every pipeline has a message on its critical path */
+}
+
+/* Rank 1 posts both receives first, as a lowered file may. Its first
+ * forward needs only the first: it starts when that has come (time 1),
+ * not when the second has (2), and the step takes 9 units (F=1, B=2),
+ * what the compute-only 1F1B takes; were each receive waited for at its
+ * place it would take 10. */
+static void test_a_compute_waits_only_for_its_own_input(void **state) {
+    (void)state;
+    const char *text = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                       "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
+    ppv_schedule *s = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "early.csv", PPV_DIALECT_AUTO, &s,
+                                            err, sizeof err),
+                     0);
+    ppv_check_options o = ppv_check_defaults();
+    o.keep_timeline = 1;
+    ppv_check_report *rep = NULL;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_true(rep->ok);
+    assert_true(rep->makespan == 9);
+    assert_true(rep->spans[1][2].start == 1 && rep->spans[1][2].end == 2); /* 1F0 */
+    assert_true(rep->spans[1][5].start == 4 && rep->spans[1][5].end == 5); /* 1F1 */
+    assert_true(rep->spans[0][7].start == 7 && rep->spans[0][7].end == 9); /* 0B1 */
+    ppv_check_report_free(rep);
+    ppv_schedule *ref = gen_ok("1f1b", 2, 2, 0);
+    ppv_check_report *r1 = check_costs(ref, 0);
+    assert_true(r1->makespan == 9);
+    ppv_check_report_free(r1);
+    /* at C = 5 each hand-over costs 5: the critical path crosses twice */
+    r1 = check_costs(s, 5);
+    assert_true(r1->makespan == 19);
+    ppv_check_report_free(r1);
+    ppv_schedule_free(ref);
+    ppv_schedule_free(s);
+}
+
 static void test_memory_model_options(void **state) {
     (void)state;
     ppv_schedule *s = gen_ok("1f1b", 4, 8, 0);
@@ -448,6 +542,8 @@ int main(void) {
         cmocka_unit_test(test_collectives_chunks_and_roots_are_checked),
         cmocka_unit_test(test_interop_files_check_clean),
         cmocka_unit_test(test_every_schedule_pytorch_classes_write_gets_pytorchs_verdict),
+        cmocka_unit_test(test_a_lowered_file_takes_its_compute_only_twins_time),
+        cmocka_unit_test(test_a_compute_waits_only_for_its_own_input),
         cmocka_unit_test(test_memory_model_options),
         cmocka_unit_test(test_recompute_stashes_only_the_input),
         cmocka_unit_test(test_bad_costs_are_rejected),
