@@ -369,7 +369,9 @@ static void test_random_polling_programs_match_brute_force(void **state) {
     }
     print_message("%d programs: %lld orders, dfs ran %lld fewer\n", tried, (long long)total,
                   (long long)saved);
-    assert_true(found_stuck > 0); /* the seeded forgetting deadlocked somewhere */
+    /* the seeded forgetting deadlocked somewhere (the few small programs
+     * valgrind has time for may not include one that does) */
+    if (!RUNNING_ON_VALGRIND) assert_true(found_stuck > 0);
     assert_true(saved > total / 2);
 }
 
