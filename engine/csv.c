@@ -125,7 +125,9 @@ static int parse_cell(ppv_schedule *s, int32_t rank, int32_t step, const char *c
             while (e < close && *e != ';') e++;
             if (ppv_parse_torch_token(p, (size_t)(e - p), legacy, &a, why, sizeof why) < 0)
                 goto fail;
-            if (!(ppv_action_flags(a.kind) & PPV_AF_COMPUTE)) {
+            /* PyTorch's compute actions: R is a ppv extension here too */
+            if ((ppv_action_flags(a.kind) & (PPV_AF_COMPUTE | PPV_AF_TORCH)) !=
+                (PPV_AF_COMPUTE | PPV_AF_TORCH)) {
                 snprintf(why, sizeof why, "OVERLAP_F_B may only hold F, I, B or W, not %s",
                          ppv_action_token(a.kind));
                 goto fail;

@@ -1,0 +1,144 @@
+/* fuzz_golden.c - libFuzzer harness for the golden-file loaders: what
+ * `ppv replay` does with a file (ppv_golden_is_inference, then
+ * ppv_golden_replay for a training file, or the inference recording's
+ * loader, ppv_inference_open and ppv_inference_read, for a recording), and
+ * what `ppv diff` does with it (ppv_diff_files, the file against itself).
+ *
+ * The loaders take a path, so the input is written to the harness's
+ * temporary file first. A refusal gives a reason (the recording's loader
+ * names the file; replay's messages about the layout name only the
+ * object, "/model: missing", which `ppv replay` prints as it is); a file
+ * compared with itself has no difference but its unreadable attributes
+ * (diff lists "(unreadable) vs (unreadable)"); and whatever happened, no
+ * HDF5 object is left open (a leaked id keeps a file open inside the
+ * library). A recording's re-run (ppv_inference_replay) is left out: it
+ * builds the generator the file's setup names, up to a million layers,
+ * which is the file's request, not a parser's work.
+ *
+ * HDF5 itself is not instrumented: coverage is ppv's, and the file's
+ * checksums (HDF5 1.10 format) turn most mutations into refusals, which is
+ * what the loaders must handle. Two bugs of HDF5 1.10.8 are kept out of
+ * the way: files whose global heap it cannot load (global_heaps_sane) are
+ * not given to it, and it leaks an object header it was loading when that
+ * header is corrupted. Replayed (replay_main.c: gcc, valgrind, the ASan
+ * build), HDF5's free lists are off, as test_golden has them, so that leak
+ * carries H5O_protect's stack and tests/valgrind.supp and tests/lsan.supp
+ * suppress it alone. Under libFuzzer the free lists stay on (off, each
+ * input costs five times as much under ASan) and golden.lsan.supp
+ * suppresses leaks of blocks HDF5 allocated: HDF5 is built without frame
+ * pointers, so ASan's fast unwinder sees only the allocating HDF5 frame.
+ * ppv's own leaks are still reported, leaked HDF5 ids are checked here,
+ * and README.md says how the corpus is then replayed under valgrind.
+ */
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ppv_golden.h"
+
+enum { MAX_CALLS = 64 }; /* calls of a recording read per input */
+
+static uint64_t le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = v << 8 | p[k];
+    return v;
+}
+
+/* 1 if every global heap collection ("GCOL") in the file is one HDF5
+ * 1.10.8 can load. That version trusts the object sizes in a collection,
+ * which no checksum covers: a free-space object of size 0 makes it loop
+ * forever, a size past the collection makes it read out of bounds (a
+ * crash `ppv replay` contains in its child process, a loop it does not).
+ * The HDF Group has since reworked that decoder (HDF5 pull request 2808).
+ * Conservative: a collection that runs past the end of the file is
+ * refused too. */
+static int global_heaps_sane(const uint8_t *d, size_t n) {
+    for (size_t o = 0; o + 16 <= n; o++) {
+        if (memcmp(d + o, "GCOL", 4) != 0) continue;
+        uint64_t size = le64(d + o + 8);
+        if (size < 16 || size > n - o) return 0;
+        size_t p = o + 16, end = o + (size_t)size;
+        while (end - p >= 16) { /* a shorter tail is free space */
+            uint64_t osize = le64(d + p + 8);
+            int free_space = d[p] == 0 && d[p + 1] == 0; /* object index 0 */
+            uint64_t need = free_space ? osize : 16 + ((osize + 7) & ~(uint64_t)7);
+            if (need == 0 || osize > end - p || need > end - p) return 0;
+            p += (size_t)need;
+        }
+    }
+    return 1;
+}
+
+/* The recording's loader: its setup and every call (up to MAX_CALLS). */
+static void load_inference(const char *path) {
+    int64_t n = -1;
+    ppv_inference_setup setup;
+    int has_setup = -1;
+    char err[1024] = "";
+    ppv_inference_reader *r = ppv_inference_open(path, &n, &setup, &has_setup, err, sizeof err);
+    if (!r) {
+        HARNESS_CHECK(strncmp(err, path, strlen(path)) == 0, "'%s' does not name the file", err);
+        return;
+    }
+    HARNESS_CHECK(n >= 0 && (has_setup == 0 || has_setup == 1), "%lld calls, setup %d",
+                  (long long)n, has_setup);
+    for (int64_t k = 0; k < n && k < MAX_CALLS; k++) {
+        ppv_envelope e;
+        ppv_result res;
+        int has_result = -1;
+        if (ppv_inference_read(r, k, &e, &res, &has_result, err, sizeof err) < 0) {
+            HARNESS_CHECK(strncmp(err, path, strlen(path)) == 0, "'%s' does not name the file",
+                          err);
+            break;
+        }
+        ppv_envelope_free_tensors(&e);
+        if (has_result) ppv_result_free_tensors(&res);
+    }
+    ppv_inference_close(r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int started;
+    if (!started) {
+        ppv_golden_process_init(); /* as the ppv command does */
+#ifdef PPV_FUZZ_REPLAY
+        H5set_free_list_limits(0, 0, 0, 0, 0, 0); /* leaks carry their own stack */
+#endif
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        started = 1;
+    }
+    if (!global_heaps_sane(data, size)) return 0; /* HDF5's bug, README.md "Known" */
+    const char *path = harness_write_temp(data, size, "fuzz.h5");
+    char err[1024] = "";
+    ppv_diff_options o = ppv_diff_defaults();
+    o.threads = 1;
+    if (ppv_golden_is_inference(path)) {
+        load_inference(path);
+    } else {
+        ppv_replay_result rr;
+        if (ppv_golden_replay(path, &o, 0, &rr, err, sizeof err) == 0)
+            ppv_replay_result_free(&rr);
+        else
+            HARNESS_CHECK(err[0] != 0, "a refusal without a reason");
+    }
+    ppv_diff_report *rep = NULL;
+    err[0] = 0;
+    if (ppv_diff_files(path, path, &o, &rep, err, sizeof err) == 0) {
+        /* the one difference a file has from itself: an attribute that
+         * cannot be read, which diff reports rather than refuses */
+        for (int k = 0; k < rep->n; k++)
+            HARNESS_CHECK(strstr(rep->entries[k].what, ": (unreadable) vs (unreadable)"),
+                          "the file differs from itself: %s: %s", rep->entries[k].path,
+                          rep->entries[k].what);
+        ppv_diff_report_free(rep);
+    }
+    ssize_t open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+    HARNESS_CHECK(open == 0, "%zd HDF5 objects left open", open);
+    H5garbage_collect(); /* the free lists' blocks back to malloc, so that an
+                            input's mallocs and frees balance unless it leaks */
+    return 0;
+}
