@@ -749,7 +749,7 @@ int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *n
     long long cnt;
     while (fscanf(f, "%d %lld", &r, &cnt) == 2) {
         line++;
-        if (r < 0 || r >= P || cnt < 1 || got + cnt > total) {
+        if (r < 0 || r >= P || cnt < 1 || cnt > total - got) { /* never got + cnt: it can overflow */
             free(d);
             fclose(f);
             return ppv_errf(err, errlen, "%s:%d: bad run '%d %lld' (rank 0..%d, %lld decisions "
