@@ -462,9 +462,12 @@ void ppv_world_progress(ppv_transport *t, int32_t rank);
 /* The decisions taken so far, and the trace file that replays them. */
 const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
 int ppv_trace_write(FILE *f, const ppv_world *w);
-/* Reads a trace file's decisions (malloc'd). */
-int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *nranks, char *err,
-                   size_t errlen);
+/* Reads a trace file's decisions (malloc'd). A trace is run-length
+ * encoded, so a few bytes can announce billions of decisions: one that
+ * announces more than max_decisions is refused before anything is
+ * allocated, and the decisions are allocated only once the runs add up. */
+int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions, int64_t *n,
+                   int32_t *nranks, char *err, size_t errlen);
 /* The fault a trace file records (kind NONE when it has none); 0 or -1. */
 int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t errlen);
 

@@ -724,8 +724,8 @@ int ppv_trace_write(FILE *f, const ppv_world *w) {
     return ferror(f) ? -1 : 0;
 }
 
-int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *nranks, char *err,
-                   size_t errlen) {
+int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions, int64_t *n,
+                   int32_t *nranks, char *err, size_t errlen) {
     *decisions = NULL;
     *n = 0;
     FILE *f = fopen(path, "r");
@@ -734,39 +734,62 @@ int ppv_trace_read(const char *path, int32_t **decisions, int64_t *n, int32_t *n
     long long total = 0;
     int32_t P = 0;
     if (fscanf(f, "ppv-trace %d\nranks %d\ndecisions %lld\n", &version, &P, &total) != 3 ||
-        version != 1 || P < 1 || total < 0 || total > (1LL << 40)) {
+        version != 1 || P < 1 || total < 0) {
         fclose(f);
         return ppv_errf(err, errlen, "%s:1:1: not a ppv trace (expected 'ppv-trace 1', 'ranks "
                         "N', 'decisions N')", path);
     }
-    int32_t *d = malloc((size_t)(total ? total : 1) * sizeof *d);
-    if (!d) {
+    if (total > max_decisions) {
         fclose(f);
-        return ppv_errf(err, errlen, "%s: out of memory", path);
+        return ppv_errf(err, errlen, "%s:3: %lld decisions (%lld bytes in memory) are more than "
+                        "the memory limit allows (%lld)", path, total, total * 4LL,
+                        (long long)max_decisions);
     }
+    /* The runs first, in memory that grows with the file: the decisions
+     * are allocated only once the runs are known to add up to them. */
+    typedef struct run {
+        int32_t rank;
+        int64_t count;
+    } run;
+    run *runs = NULL;
+    size_t nruns = 0, cap = 0;
     long long got = 0;
-    int r;
+    int r, rc = 0;
     long long cnt;
-    while (fscanf(f, "%d %lld", &r, &cnt) == 2) {
+    while (rc == 0 && fscanf(f, "%d %lld", &r, &cnt) == 2) {
         line++;
-        if (r < 0 || r >= P || cnt < 1 || cnt > total - got) { /* never got + cnt: it can overflow */
-            free(d);
-            fclose(f);
-            return ppv_errf(err, errlen, "%s:%d: bad run '%d %lld' (rank 0..%d, %lld decisions "
-                            "in all)", path, line, r, cnt, P - 1, total);
+        if (r < 0 || r >= P || cnt < 1 || cnt > total - got) /* never got + cnt: it can overflow */
+            rc = ppv_errf(err, errlen, "%s:%d: bad run '%d %lld' (rank 0..%d, %lld decisions "
+                          "in all)", path, line, r, cnt, P - 1, total);
+        else {
+            if (nruns == cap) {
+                size_t ncap = cap ? 2 * cap : 64;
+                run *more = realloc(runs, ncap * sizeof *more);
+                if (!more) {
+                    rc = ppv_errf(err, errlen, "%s: out of memory", path);
+                    break;
+                }
+                runs = more, cap = ncap;
+            }
+            runs[nruns++] = (run){r, cnt};
+            got += cnt;
         }
-        for (long long k = 0; k < cnt; k++) d[got++] = r;
     }
     char kind[16];
     long long at;
-    if (!feof(f) && fscanf(f, " fault %15s %lld", kind, &at) == 2) line++; /* read apart */
-    int bad = got != total || fscanf(f, " %15s", kind) != EOF;
+    if (rc == 0 && !feof(f) && fscanf(f, " fault %15s %lld", kind, &at) == 2)
+        line++; /* read apart */
+    if (rc == 0 && (got != total || fscanf(f, " %15s", kind) != EOF))
+        rc = ppv_errf(err, errlen, "%s:%d: trace truncated or malformed (%lld of %lld decisions)",
+                      path, line, got, total);
     fclose(f);
-    if (bad) {
-        free(d);
-        return ppv_errf(err, errlen, "%s:%d: trace truncated or malformed (%lld of %lld decisions)",
-                        path, line, got, total);
-    }
+    int32_t *d = NULL;
+    if (rc == 0 && !(d = malloc((size_t)(total ? total : 1) * sizeof *d)))
+        rc = ppv_errf(err, errlen, "%s: out of memory for %lld decisions", path, total);
+    for (size_t k = 0, i = 0; rc == 0 && k < nruns; k++)
+        for (int64_t j = 0; j < runs[k].count; j++) d[i++] = runs[k].rank;
+    free(runs);
+    if (rc < 0) return rc;
     *decisions = d;
     *n = total;
     *nranks = P;

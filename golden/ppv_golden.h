@@ -144,6 +144,13 @@ void ppv_replay_result_free(ppv_replay_result *r);
  * failed on a full disk. */
 void ppv_golden_process_init(void);
 
+/* The byte offset of the first global heap collection in the file (or in
+ * n bytes of one) that HDF5 1.10 would loop on or read past, -1 if none
+ * (or the file cannot be read). Data can spell a collection header by
+ * chance, so a hit means "bound the reading", not "corrupt". */
+int64_t ppv_golden_bad_heap(const char *path);
+int64_t ppv_golden_bad_heap_mem(const uint8_t *data, size_t n);
+
 /* ---- inference recordings (/inference, spec/golden-format.md) ------------------- */
 
 /* Writes every envelope and result of a run, in call order, to a temporary

@@ -331,6 +331,18 @@ static void test_run_json_fields_exit_codes_and_replay(void **state) {
     r = RUN("run", sched, "--replay", data_path("rendezvous_only.csv"));
     assert_int_equal(r.code, 2);
     run_free(&r);
+    /* 52 bytes announcing 400 million decisions: refused by what
+     * --max-memory leaves, before anything is allocated */
+    char big[4096];
+    snprintf(big, sizeof big, "%s",
+             data_path("fuzz/trace/regress/decisions_400M_in_52_bytes.trace"));
+    r = RUN("run", sched, "--replay", big, "--max-memory", "256M");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "decisions_400M_in_52_bytes.trace:3: 400000000 decisions "
+                                  "(1600000000 bytes in memory) are more than the memory limit "
+                                  "allows ("));
+    assert_string_equal(r.out, "");
+    run_free(&r);
     r = RUN("run", sched, "--width", "7");
     assert_int_equal(r.code, 2);
     run_free(&r);

@@ -901,6 +901,78 @@ static void test_replay_that_crashes_hdf5_is_exit_2_naming_the_file(void **state
     unlink(path);
 }
 
+/* HDF5 1.10.8 loops forever on a global heap collection holding a free
+ * object of size 0 (a file the golden harness found): replay and diff
+ * bound the child's CPU time and say so, exit 2, rather than hang. */
+static void test_a_golden_whose_global_heap_makes_hdf5_loop_is_exit_2_not_a_hang(void **state) {
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s",
+             data_path("fuzz/golden/regress/hdf5_global_heap_free_object_of_size_0_loops.h5"));
+    assert_int_equal(ppv_golden_bad_heap(path), 2048);
+    char want[4400];
+    run_result r = RUN("replay", path);
+    snprintf(want, sizeof want,
+             "ppv replay: %s is corrupted: its global heap collection at byte 2048 makes the HDF5 "
+             "library loop (stopped after 4 s of CPU time); nothing was compared\n",
+             path);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, want);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+    char other[4096];
+    snprintf(other, sizeof other, "%s", golden("train_1f1b_p4_m8.h5"));
+    r = RUN("diff", other, path);
+    snprintf(want, sizeof want,
+             "ppv diff: %s is corrupted: its global heap collection at byte 2048 makes the HDF5 "
+             "library loop (stopped after 4 s of CPU time); nothing was compared\n",
+             path);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, want);
+    run_free(&r);
+}
+
+/* The screen walks a collection as HDF5's loader does: objects of 16
+ * header bytes plus their size rounded to 8, index 0 free space whose
+ * size counts its header. */
+static void test_the_global_heap_screen_flags_exactly_the_collections_hdf5_cannot_load(void **state) {
+    (void)state;
+    uint8_t buf[4200];
+    memset(buf, 0xAB, sizeof buf);
+    uint8_t *c = buf + 100;
+    memcpy(c, "GCOL\1\0\0\0", 8);
+    uint64_t size = 4096;
+    for (int k = 0; k < 8; k++) c[8 + k] = (uint8_t)(size >> (8 * k));
+    /* object 1 of 5 bytes (padded to 8), then free space to the end */
+    uint8_t *o = c + 16;
+    memset(o, 0, 16);
+    o[0] = 1;
+    o[8] = 5;
+    uint8_t *f = o + 16 + 8;
+    memset(f, 0, 16);
+    uint64_t rest = 4096 - 16 - 24;
+    for (int k = 0; k < 8; k++) f[8 + k] = (uint8_t)(rest >> (8 * k));
+    assert_int_equal(ppv_golden_bad_heap_mem(buf, sizeof buf), -1);
+    /* the free object of size 0 that loops */
+    memset(f + 8, 0, 8);
+    assert_int_equal(ppv_golden_bad_heap_mem(buf, sizeof buf), 100);
+    /* a version HDF5 refuses by itself is no matter */
+    c[4] = 2;
+    assert_int_equal(ppv_golden_bad_heap_mem(buf, sizeof buf), -1);
+    c[4] = 1;
+    /* an object past the collection's end */
+    for (int k = 0; k < 8; k++) f[8 + k] = (uint8_t)(rest >> (8 * k));
+    o[8] = 0xF0, o[9] = 0x10; /* 4336 bytes */
+    assert_int_equal(ppv_golden_bad_heap_mem(buf, sizeof buf), 100);
+    /* a collection larger than the file */
+    o[8] = 5, o[9] = 0;
+    assert_int_equal(ppv_golden_bad_heap_mem(buf, sizeof buf), -1);
+    assert_int_equal(ppv_golden_bad_heap_mem(buf, 100 + 4095), 100);
+    const char *ours[] = {"train_1f1b_p4_m8.h5", "train_zbv_p2_m4_recompute.h5",
+                          "infer_pp0_stash_cut.h5", "infer_pp1_mesh4_recompute_cut.h5"};
+    for (int k = 0; k < 4; k++) assert_int_equal(ppv_golden_bad_heap(golden(ours[k])), -1);
+}
+
 static void test_a_comparison_killed_by_sigpipe_ends_ppv_the_same_way(void **state) {
     (void)state;
     /* standard output a pipe no one reads: the comparison dies of SIGPIPE
@@ -1200,6 +1272,8 @@ int main(void) {
                                   no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_diff_names_the_file_whose_attributes_are_corrupted,
                                   no_open_hdf5_objects),
+        cmocka_unit_test(test_a_golden_whose_global_heap_makes_hdf5_loop_is_exit_2_not_a_hang),
+        cmocka_unit_test(test_the_global_heap_screen_flags_exactly_the_collections_hdf5_cannot_load),
         cmocka_unit_test_teardown(test_replay_that_crashes_hdf5_is_exit_2_naming_the_file,
                                   no_open_hdf5_objects),
         cmocka_unit_test_teardown(test_a_comparison_killed_by_sigpipe_ends_ppv_the_same_way,

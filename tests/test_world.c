@@ -185,7 +185,7 @@ static void test_a_trace_file_replays_the_run_exactly(void **state) {
     int32_t *dec, P;
     int64_t n;
     char err[256];
-    assert_int_equal(ppv_trace_read(path, &dec, &n, &P, err, sizeof err), 0);
+    assert_int_equal(ppv_trace_read(path, INT64_MAX, &dec, &n, &P, err, sizeof err), 0);
     assert_int_equal(n, n0);
     assert_int_equal(P, 4);
     assert_memory_equal(dec, orig, (size_t)n * sizeof *dec);
@@ -210,8 +210,31 @@ static void test_a_trace_file_replays_the_run_exactly(void **state) {
     f = fopen(path, "w");
     fputs("ppv-trace 1\nranks 4\ndecisions 3\n0 2\n7 1\n", f);
     fclose(f);
-    assert_int_equal(ppv_trace_read(path, &dec, &n, &P, err, sizeof err), -1);
+    assert_int_equal(ppv_trace_read(path, INT64_MAX, &dec, &n, &P, err, sizeof err), -1);
     assert_non_null(strstr(err, ":5: bad run '7 1'"));
+    /* a few bytes can announce billions of decisions: above the cap the
+     * header is refused, and below it nothing is allocated until the runs
+     * add up (ASan would fail a 4 TiB allocation) */
+    f = fopen(path, "w");
+    fputs("ppv-trace 1\nranks 2\ndecisions 400000000\n0 400000000\n", f);
+    fclose(f);
+    dec = (int32_t *)1;
+    assert_int_equal(ppv_trace_read(path, 1 << 20, &dec, &n, &P, err, sizeof err), -1);
+    assert_null(dec);
+    assert_non_null(strstr(err, ":3: 400000000 decisions (1600000000 bytes in memory) are more "
+                                "than the memory limit allows (1048576)"));
+    f = fopen(path, "w");
+    fputs("ppv-trace 1\nranks 2\ndecisions 1099511627776\n1 3\n0 1\n", f);
+    fclose(f);
+    assert_int_equal(ppv_trace_read(path, INT64_MAX, &dec, &n, &P, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":5: trace truncated or malformed (4 of 1099511627776 decisions)"));
+    f = fopen(path, "w");
+    fputs("ppv-trace 1\nranks 2\ndecisions 4\n1 3\n0 1\n", f);
+    fclose(f);
+    assert_int_equal(ppv_trace_read(path, 4, &dec, &n, &P, err, sizeof err), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(dec[0] + dec[1] + dec[2] + 10 * dec[3], 3);
+    free(dec);
     unlink(path);
 }
 

@@ -76,6 +76,9 @@ void help_print_man(const help_command *c, FILE *f);
 
 struct json_object;
 
+/* This machine's physical memory in bytes: the default --max-memory. */
+long long physical_memory(void);
+
 /* The command being run ("check", ...), for messages; set once by main. */
 extern const char *g_cmd;
 /* Prints "ppv CMD: " and the message (one %s for arg), then where to find

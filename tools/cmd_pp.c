@@ -194,7 +194,9 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         char err[1024];
         int32_t nranks = 0;
         int64_t n = 0;
-        if (ppv_trace_read(a->replay, &a->decisions, &n, &nranks, err, sizeof err) < 0) {
+        /* 4 bytes a decision, at most this machine's memory */
+        if (ppv_trace_read(a->replay, physical_memory() / 4, &a->decisions, &n, &nranks, err,
+                           sizeof err) < 0) {
             fprintf(stderr, "ppv pp: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }

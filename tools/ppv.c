@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,8 +72,7 @@ static int max_memory_option(const char *arg, long long *out) {
     return -1;
 }
 
-/* This machine's physical memory in bytes: the default --max-memory. */
-static long long physical_memory(void) {
+long long physical_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && size > 0 ? (long long)pages * size : 1LL << 62;
 }
@@ -692,7 +692,8 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
     }
     char what[300];
     snprintf(what, sizeof what, "running %s", (*s)->name);
-    rc = refuse_if_too_big(what, run_estimate(*s, &ra->opt), ra->max_memory);
+    double estimate = run_estimate(*s, &ra->opt);
+    rc = refuse_if_too_big(what, estimate, ra->max_memory);
     if (rc >= 0) return rc;
     ra->recompute = calloc((size_t)((*s)->nstages + 1), 1);
     if (!ra->recompute || ppv_recompute_parse(ra->recompute_text, (*s)->nstages, ra->recompute) < 0) {
@@ -704,7 +705,9 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
     if (ra->replay) {
         int64_t n;
         int32_t P;
-        if (ppv_trace_read(ra->replay, &ra->replay_decisions, &n, &P, err, sizeof err) < 0) {
+        /* what the run leaves of --max-memory, at 4 bytes a decision */
+        int64_t cap = (int64_t)(((double)ra->max_memory - estimate) / 4);
+        if (ppv_trace_read(ra->replay, cap, &ra->replay_decisions, &n, &P, err, sizeof err) < 0) {
             fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             return PPV_EXIT_BAD_INPUT;
         }
@@ -1419,15 +1422,34 @@ static int diff_junit_end(const diff_args *da, diff_junit *dj, const ppv_diff_re
 
 /* Runs the rest of a diff or replay, printing included, in a child
  * process: ppv reads files from other systems, and a corrupted one can
- * crash the HDF5 library itself. Returns -1 in the child, which goes on
- * with the command (or in this process when fork fails), and in the
- * parent the child's exit code, or 2 after naming files (the input, as
- * "A or B") when the child crashed. A child killed by another signal
+ * crash the HDF5 library itself, or make it loop (a global heap
+ * collection HDF5 1.10 cannot load, ppv_golden_bad_heap): the child then
+ * gets a bound on its CPU time, HEAP_CPU_BASE_S plus a second a MiB, which
+ * a file whose data only happens to spell such a collection stays far
+ * under. Returns -1 in the child, which goes on with the command (or in
+ * this process when fork fails), and in the parent the child's exit code,
+ * or 2 after naming the files (label: the input, or "A or B") when the
+ * child crashed or ran out of its bound. A child killed by another signal
  * (SIGPIPE, SIGINT) ends the parent the same way. */
-static int compare_in_child(const char *files) {
+enum { HEAP_CPU_BASE_S = 4 };
+
+static int compare_in_child(const char *label, const char *const *paths, int npaths) {
+    int64_t heap_at = -1;
+    const char *heap_file = NULL;
+    rlim_t bound = HEAP_CPU_BASE_S;
+    for (int k = 0; k < npaths; k++) {
+        struct stat st;
+        if (stat(paths[k], &st) == 0) bound += (rlim_t)(st.st_size >> 20);
+        int64_t at = ppv_golden_bad_heap(paths[k]);
+        if (at >= 0 && heap_at < 0) heap_at = at, heap_file = paths[k];
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
+    if (pid == 0 && heap_at >= 0) {
+        struct rlimit rl = {bound, bound + 2}; /* SIGXCPU, then SIGKILL */
+        setrlimit(RLIMIT_CPU, &rl);
+    }
     if (pid <= 0) return -1;
     int st;
     while (waitpid(pid, &st, 0) < 0)
@@ -1437,6 +1459,13 @@ static int compare_in_child(const char *files) {
         }
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     int sig = WTERMSIG(st);
+    if (heap_at >= 0 && (sig == SIGXCPU || sig == SIGKILL)) {
+        fprintf(stderr,
+                "ppv %s: %s is corrupted: its global heap collection at byte %lld makes the HDF5 "
+                "library loop (stopped after %llu s of CPU time); nothing was compared\n",
+                g_cmd, heap_file, (long long)heap_at, (unsigned long long)bound);
+        return PPV_EXIT_BAD_INPUT;
+    }
     if (sig != SIGSEGV && sig != SIGBUS && sig != SIGABRT && sig != SIGFPE && sig != SIGILL &&
         sig != SIGSYS && sig != SIGTRAP) {
         signal(sig, SIG_DFL);
@@ -1446,7 +1475,7 @@ static int compare_in_child(const char *files) {
     fprintf(stderr,
             "ppv %s: %s is corrupted: reading it crashed the HDF5 library (signal %d); nothing was "
             "compared\n",
-            g_cmd, files, sig);
+            g_cmd, label, sig);
     return PPV_EXIT_BAD_INPUT;
 }
 
@@ -1457,7 +1486,7 @@ static int cmd_diff(int argc, char **argv) {
     if (da.perturb) return usage_error("--perturb is replay's option%s", "");
     char files[8200];
     snprintf(files, sizeof files, "%s or %s", da.files[0], da.files[1]);
-    if ((rc = compare_in_child(files)) >= 0) return rc;
+    if ((rc = compare_in_child(files, da.files, 2)) >= 0) return rc;
     ppv_diff_report *r = NULL;
     char err[1024];
     diff_junit dj;
@@ -1543,7 +1572,7 @@ static int cmd_replay(int argc, char **argv) {
     diff_args da;
     int rc = parse_diff_args(argc, argv, 1, &da);
     if (rc >= 0) return rc;
-    if ((rc = compare_in_child(da.files[0])) >= 0) return rc;
+    if ((rc = compare_in_child(da.files[0], da.files, 1)) >= 0) return rc;
     if (ppv_golden_is_inference(da.files[0])) return replay_inference(&da);
     if (da.mesh)
         return usage_error("--mesh is for inference recordings; %s is a training file",

@@ -18,7 +18,7 @@
  * HDF5 itself is not instrumented: coverage is ppv's, and the file's
  * checksums (HDF5 1.10 format) turn most mutations into refusals, which is
  * what the loaders must handle. Two bugs of HDF5 1.10.8 are kept out of
- * the way: files whose global heap it cannot load (global_heaps_sane) are
+ * the way: files whose global heap it cannot load (ppv_golden_bad_heap_mem) are
  * not given to it, and it leaks an object header it was loading when that
  * header is corrupted. Replayed (replay_main.c: gcc, valgrind, the ASan
  * build), HDF5's free lists are off, as test_golden has them, so that leak
@@ -40,38 +40,6 @@
 #include "ppv_golden.h"
 
 enum { MAX_CALLS = 64 }; /* calls of a recording read per input */
-
-static uint64_t le64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int k = 7; k >= 0; k--)
-        v = v << 8 | p[k];
-    return v;
-}
-
-/* 1 if every global heap collection ("GCOL") in the file is one HDF5
- * 1.10.8 can load. That version trusts the object sizes in a collection,
- * which no checksum covers: a free-space object of size 0 makes it loop
- * forever, a size past the collection makes it read out of bounds (a
- * crash `ppv replay` contains in its child process, a loop it does not).
- * The HDF Group has since reworked that decoder (HDF5 pull request 2808).
- * Conservative: a collection that runs past the end of the file is
- * refused too. */
-static int global_heaps_sane(const uint8_t *d, size_t n) {
-    for (size_t o = 0; o + 16 <= n; o++) {
-        if (memcmp(d + o, "GCOL", 4) != 0) continue;
-        uint64_t size = le64(d + o + 8);
-        if (size < 16 || size > n - o) return 0;
-        size_t p = o + 16, end = o + (size_t)size;
-        while (end - p >= 16) { /* a shorter tail is free space */
-            uint64_t osize = le64(d + p + 8);
-            int free_space = d[p] == 0 && d[p + 1] == 0; /* object index 0 */
-            uint64_t need = free_space ? osize : 16 + ((osize + 7) & ~(uint64_t)7);
-            if (need == 0 || osize > end - p || need > end - p) return 0;
-            p += (size_t)need;
-        }
-    }
-    return 1;
-}
 
 /* The recording's loader: its setup and every call (up to MAX_CALLS). */
 static void load_inference(const char *path) {
@@ -111,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
         started = 1;
     }
-    if (!global_heaps_sane(data, size)) return 0; /* HDF5's bug, README.md "Known" */
+    if (ppv_golden_bad_heap_mem(data, size) >= 0) return 0; /* HDF5's bug, README.md "Known" */
     const char *path = harness_write_temp(data, size, "fuzz.h5");
     char err[1024] = "";
     ppv_diff_options o = ppv_diff_defaults();
