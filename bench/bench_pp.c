@@ -7,11 +7,13 @@
  * of 2), 16-chunk runs per second. A benchmark reports figures; it never
  * fails on them (exit 2 only when a run fails).
  *
- * usage: ppv_bench_pp [SECONDS per figure, default 2]
+ * usage: ppv_bench_pp [SECONDS per figure, default 2] [control]
+ *   control: the control-plane rows only (for a profiler)
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_util.h"
 #include "ppv_engine.h"
@@ -39,10 +41,11 @@ static double rate(const ppv_pp_options *o, double secs, int64_t *steps) {
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 2.0;
     if (!(secs > 0)) secs = 2.0;
+    int control_only = argc > 2 && strcmp(argv[2], "control") == 0;
     printf("ppv pp: whole pipeline (generator 2 layers, C 32, 4 heads; 32x32, 4 steps, stash)\n");
     printf("%-28s %12s %14s %16s\n", "configuration", "runs/s", "chunks/s", "sched steps/run");
     static const int32_t meshes[] = {1, 2, 4};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 && !control_only; k++) {
         ppv_pp_options o = ppv_pp_defaults();
         o.mesh = meshes[k];
         o.chunks = 16;

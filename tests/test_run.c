@@ -222,6 +222,36 @@ static void test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute(v
     ppv_schedule_free(s);
 }
 
+/* ZB-H1's peaks by formula, from the paper's order (not from ppv's
+ * prediction): a forward's saved tensors live until its W (the weight
+ * backward reads the layer inputs), and every rank has p microbatches
+ * between F and W, 1F1B's rank 0 figure; in the steady state r weight
+ * states wait for their W when an I writes one more: p saved + (r + 1)
+ * wstate. */
+static void test_peak_bytes_follow_the_zb_h1_formula(void **state) {
+    (void)state;
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.model.layers = P;
+    char err[256];
+    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
+    assert_non_null(m);
+    int64_t saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
+    int64_t wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
+    ppv_model_free(m);
+    assert_true(wstate < saved);
+    const int32_t ms[] = {P, M, 3 * P + 1};
+    for (int k = 0; k < 3; k++) {
+        ppv_schedule *s = gen_ok("zb-h1", P, ms[k], 1);
+        ppv_run_report *rep = NULL;
+        assert_int_equal(ppv_run(s, &o, &rep, err, sizeof err), 0);
+        assert_int_equal(rep->world.status, PPV_RUN_DONE);
+        for (int32_t r = 0; r < P; r++)
+            assert_int_equal(rep->peak_bytes[r], P * saved + (r + 1) * wstate);
+        ppv_run_report_free(rep);
+        ppv_schedule_free(s);
+    }
+}
+
 static void test_recompute_equals_stash_for_every_kind_and_some_stages(void **state) {
     (void)state;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -485,6 +515,7 @@ int main(void) {
         cmocka_unit_test(test_unequal_and_single_layer_stages_still_match),
         cmocka_unit_test(test_out_of_order_backwards_sum_in_microbatch_order),
         cmocka_unit_test(test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute),
+        cmocka_unit_test(test_peak_bytes_follow_the_zb_h1_formula),
         cmocka_unit_test(test_recompute_equals_stash_for_every_kind_and_some_stages),
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),
         cmocka_unit_test(test_gradient_comparison_measures_ulps_across_signs),
