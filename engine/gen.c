@@ -3,11 +3,11 @@
  *
  * gpipe, 1f1b, interleaved-1f1b, zbv and dualpipev follow the published
  * per-rank orders (GPipe, Megatron-LM, PyTorch's ZBV and DualPipeV, whose
- * output PyTorch's own test pins). zb-h1 is the paper's order (the one the
- * zero-bubble authors' scheduler writes, gen_greedy.c); zb-h2, v-half and
- * v-min come from one memory-capped greedy list scheduler (gen_greedy.c):
- * unit F/I/W times, I before F before W, and a per-rank activation cap
- * equal to the schedule's published peak.
+ * output PyTorch's own test pins). zb-h1 (gen_greedy.c), v-half and v-min
+ * (gen_vpattern.c) are the zero-bubble authors' schedules, cell for cell
+ * what their reference scheduler writes; zb-h2 comes from a memory-capped
+ * greedy list scheduler (gen_greedy.c): unit F/I/W times, I before F
+ * before W, and a per-rank activation cap equal to the published peak.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,17 +1,12 @@
-/* gen_greedy.c - the zero-bubble family: ZB-H1 as the paper orders it, and
- * ZB-H2, V-Half, V-Min (and ZB-H1 with more than one stage a rank) from one
- * greedy list scheduler with unit F, I and W times.
+/* gen_greedy.c - ZB-H1 as the paper orders it, and ZB-H2 (and either with
+ * more than one stage a rank, interleaved) from a greedy list scheduler
+ * with unit F, I and W times. V-Half and V-Min are in gen_vpattern.c.
  *
  * At every time step each idle rank takes, in this order: a ready I (the
  * backward for inputs, oldest microbatch first), a ready F if the rank's
  * activation cap allows it, or a pending W (which frees an activation). The
- * cap is the schedule's published peak, so the schedule differs only in
- * how much memory each rank may hold:
- *   ZB-H1  p microbatches (1F1B's peak)
- *   ZB-H2  2p - 1
- *   V-Half (p + 2) / 2 microbatches, i.e. twice that many half-model chunks
- *   V-Min  (p + 4) / 3
- * A rank that starts a microbatch's first local chunk reserves room for its
+ * cap is the schedule's published peak: p microbatches for ZB-H1 (1F1B's),
+ * 2p - 1 for ZB-H2. A rank that starts a microbatch's first local chunk reserves room for its
  * later local chunks, so the oldest microbatch can always move and the
  * greedy never stalls for any cap of at least one microbatch.
  */
@@ -22,7 +17,6 @@
 
 typedef struct greedy {
     int32_t P, S, m, v; /* ranks, stages, microbatches, chunks per rank */
-    int v_shape;
     int32_t *fdone, *idone; /* [S*m]: time the F / I finishes, INT32_MAX if not run */
     int32_t *nf, *ni;       /* [S]: next microbatch to run F / I on */
     int32_t *mem, *reserve, *cap; /* [P], in chunk activations */
@@ -32,7 +26,6 @@ typedef struct greedy {
 
 /* Stage of local chunk c (pipeline order) on rank r. */
 static int32_t chunk_stage(const greedy *g, int32_t r, int32_t c) {
-    if (g->v_shape) return c == 0 ? r : 2 * g->P - 1 - r;
     return c * g->P + r;
 }
 
@@ -73,9 +66,9 @@ static int greedy_step(greedy *g, ppv_schedule *s, int32_t r, int32_t t) {
 }
 
 /* Builds the schedule with per-rank caps (chunk activations). */
-static int greedy_build(ppv_schedule *s, int32_t P, int32_t m, int32_t v, int v_shape,
+static int greedy_build(ppv_schedule *s, int32_t P, int32_t m, int32_t v,
                         const int32_t *cap) {
-    greedy g = {P, P * v, m, v, v_shape, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    greedy g = {P, P * v, m, v, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                 NULL, NULL, NULL};
     size_t sm = (size_t)g.S * (size_t)m;
     g.fdone = malloc(sm * sizeof *g.fdone);
@@ -130,12 +123,12 @@ int ppv_gen_zb_check(const ppv_gen_params *p, char *err, size_t n) {
 }
 
 /* Builds with cap(r) chunk activations per rank. */
-static int build_with(ppv_schedule *s, const ppv_gen_params *p, int v_shape,
+static int build_with(ppv_schedule *s, const ppv_gen_params *p,
                       int32_t (*cap_of)(int32_t P, int32_t r, int32_t v)) {
     int32_t *cap = malloc((size_t)p->ranks * sizeof *cap);
     if (!cap) return -1;
     for (int32_t r = 0; r < p->ranks; r++) cap[r] = cap_of(p->ranks, r, p->stages_per_rank);
-    int rc = greedy_build(s, p->ranks, p->microbatches, p->stages_per_rank, v_shape, cap);
+    int rc = greedy_build(s, p->ranks, p->microbatches, p->stages_per_rank, cap);
     free(cap);
     return rc;
 }
@@ -147,14 +140,6 @@ static int32_t cap_h1(int32_t P, int32_t r, int32_t v) {
 static int32_t cap_h2(int32_t P, int32_t r, int32_t v) {
     (void)r;
     return v * (2 * P - 1);
-}
-static int32_t cap_half(int32_t P, int32_t r, int32_t v) {
-    (void)r;
-    return v * ((P + 2) / 2);
-}
-static int32_t cap_min(int32_t P, int32_t r, int32_t v) {
-    (void)r;
-    return v * ((P + 4) / 3);
 }
 
 /* ZB-H1 as the paper draws it (Qi et al., 2023, figure 3), which is the
@@ -183,17 +168,11 @@ static int zb_h1_rank(ppv_schedule *s, int32_t P, int32_t m, int32_t r) {
 }
 
 int ppv_gen_zb_h1_build(ppv_schedule *s, const ppv_gen_params *p) {
-    if (p->stages_per_rank != 1) return build_with(s, p, 0, cap_h1);
+    if (p->stages_per_rank != 1) return build_with(s, p, cap_h1);
     for (int32_t r = 0; r < p->ranks; r++)
         if (zb_h1_rank(s, p->ranks, p->microbatches, r) < 0) return -1;
     return 0;
 }
 int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p) {
-    return build_with(s, p, 0, cap_h2);
-}
-int ppv_gen_v_half_build(ppv_schedule *s, const ppv_gen_params *p) {
-    return build_with(s, p, 1, cap_half);
-}
-int ppv_gen_v_min_build(ppv_schedule *s, const ppv_gen_params *p) {
-    return build_with(s, p, 1, cap_min);
+    return build_with(s, p, cap_h2);
 }
