@@ -252,6 +252,37 @@ static void test_peak_bytes_follow_the_zb_h1_formula(void **state) {
     }
 }
 
+/* ZB-V's peaks by formula (PyTorch's ScheduleZBVZeroBubble order, one
+ * layer a stage), read off the order for p = 2..8: in the steady state
+ * every rank holds 2p chunk forwards between F and W (1F1B's rank 0 holds
+ * p whole microbatches) when an I adds its weight state; in the cool-down
+ * rank r runs 2r + 1 input backwards ahead of their W while p + r forwards
+ * are still held. The peak is the larger of the two. */
+static void test_peak_bytes_follow_the_zbv_formula(void **state) {
+    (void)state;
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.model.layers = 2 * P;
+    char err[256];
+    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
+    assert_non_null(m);
+    int64_t saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
+    int64_t wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
+    ppv_model_free(m);
+    const int32_t ms[] = {2 * P, M + 3, 4 * P};
+    for (int k = 0; k < 3; k++) {
+        ppv_schedule *s = gen_ok("zbv", P, ms[k], 2);
+        ppv_run_report *rep = NULL;
+        assert_int_equal(ppv_run(s, &o, &rep, err, sizeof err), 0);
+        assert_int_equal(rep->world.status, PPV_RUN_DONE);
+        for (int32_t r = 0; r < P; r++) {
+            int64_t steady = 2 * P * saved + wstate, cool = (P + r) * saved + (2 * r + 1) * wstate;
+            assert_int_equal(rep->peak_bytes[r], steady > cool ? steady : cool);
+        }
+        ppv_run_report_free(rep);
+        ppv_schedule_free(s);
+    }
+}
+
 static void test_recompute_equals_stash_for_every_kind_and_some_stages(void **state) {
     (void)state;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -516,6 +547,7 @@ int main(void) {
         cmocka_unit_test(test_out_of_order_backwards_sum_in_microbatch_order),
         cmocka_unit_test(test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute),
         cmocka_unit_test(test_peak_bytes_follow_the_zb_h1_formula),
+        cmocka_unit_test(test_peak_bytes_follow_the_zbv_formula),
         cmocka_unit_test(test_recompute_equals_stash_for_every_kind_and_some_stages),
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),
         cmocka_unit_test(test_gradient_comparison_measures_ulps_across_signs),
