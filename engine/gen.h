@@ -10,6 +10,10 @@ int ppv_gen_emit(ppv_schedule *s, int32_t rank, ppv_action_kind k, int32_t stage
 
 int ppv_gen_zb_check(const ppv_gen_params *p, char *err, size_t n);
 int ppv_gen_zb_h1_build(ppv_schedule *s, const ppv_gen_params *p);
+/* The greedy list scheduler (gen_greedy.c) with v stages a rank and every
+ * rank capped at cap stage activations (at least v). 0, or -1 when out of
+ * memory or stalled. */
+int ppv_gen_greedy_capped(ppv_schedule *s, int32_t P, int32_t m, int32_t v, int32_t cap);
 int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p);
 int ppv_gen_v_half_build(ppv_schedule *s, const ppv_gen_params *p);
 int ppv_gen_v_min_build(ppv_schedule *s, const ppv_gen_params *p);

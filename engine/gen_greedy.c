@@ -173,6 +173,15 @@ int ppv_gen_zb_h1_build(ppv_schedule *s, const ppv_gen_params *p) {
         if (zb_h1_rank(s, p->ranks, p->microbatches, r) < 0) return -1;
     return 0;
 }
+int ppv_gen_greedy_capped(ppv_schedule *s, int32_t P, int32_t m, int32_t v, int32_t cap) {
+    int32_t *caps = malloc((size_t)P * sizeof *caps);
+    if (!caps) return -1;
+    for (int32_t r = 0; r < P; r++) caps[r] = cap;
+    int rc = greedy_build(s, P, m, v, caps);
+    free(caps);
+    return rc;
+}
+
 int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p) {
     return build_with(s, p, cap_h2);
 }

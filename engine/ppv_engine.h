@@ -191,6 +191,36 @@ typedef struct ppv_check_options {
 /* Defaults: rendezvous, costs 1,2,1,0, unit ranks/stages, 8 MiB messages. */
 ppv_check_options ppv_check_defaults(void);
 
+/* `ppv gen auto`: the smallest makespan ppv finds for p ranks and m
+ * microbatches under the costs (a rank's whole share of the model: with v
+ * stages a rank each action costs 1/v of them), with every rank within
+ * cap activations (microbatch activations, as `ppv check` counts them). It starts from the
+ * best of every named kind (and the capped greedy) and improves it by
+ * swapping adjacent actions (gen_auto.c). Deterministic; time_limit is a
+ * safety stop that the report flags. */
+typedef struct ppv_gen_auto_params {
+    int32_t ranks, microbatches;
+    ppv_costs costs;
+    double cap;         /* <= 0: no cap */
+    int64_t budget;     /* checks the local search may make; 0: no bound */
+    double time_limit;  /* seconds; <= 0: none */
+} ppv_gen_auto_params;
+
+typedef struct ppv_gen_auto_report {
+    char start[64];           /* the candidate the search started from */
+    double start_makespan;
+    double makespan, bubble_ratio, peak; /* of the result; peak: the largest rank's */
+    int32_t stages_per_rank;             /* of the result */
+    int64_t candidates, evaluated, improvements;
+    int converged;       /* a whole scan kept no swap */
+    int stopped_by_time; /* the time limit cut the search */
+} ppv_gen_auto_report;
+
+/* 0 with *out (compute-only), or -1 with the reason: no kind builds the
+ * size, or none fits the cap (the message names the smallest peak). */
+int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_auto_report *rep,
+                      char *err, size_t errlen);
+
 /* ------------------------------------------------------------------------ */
 /* Lowering                                                                 */
 

@@ -92,7 +92,8 @@ static const char *sample_value(const char *opt) {
         {"--hard-cut-at", "2"},     {"--inject", "OM-03"},   {"--watchdog-steps", "100"},
         {"--record", "r.h5"},       {"--runs", "3"},         {"--time", "1"},
         {"--strategy", "pct"},      {"--pct-depth", "3"},    {"--out", "o"},
-        {"--faults", "drop"},       {"--jobs", "2"}};
+        {"--faults", "drop"},       {"--jobs", "2"},         {"--cap", "3"},
+        {"--budget", "100"},        {"--time-limit", "5"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;
@@ -286,6 +287,55 @@ static void test_sizes_beyond_memory_are_refused_before_work(void **state) {
     r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "--max-memory", "lots");
     assert_int_equal(r.code, 2);
     run_free(&r);
+}
+
+/* gen auto from the command line: the schedule on standard output, what
+ * it chose on standard error; its options are refused where they would be
+ * ignored. */
+static void test_gen_auto_command(void **state) {
+    (void)state;
+    run_result r = RUN("gen", "auto", "-p", "4", "-m", "8", "--cap", "3");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "ppv gen: auto: best of 19 candidates: v-half -v 2 (makespan "
+                               "26.5); 0 improving swaps in 152 checks (no swap left improves "
+                               "it): makespan 26.5, bubble ratio 0.094340, peak activation 3\n");
+    run_result v = RUN("gen", "v-half", "-p", "4", "-m", "8");
+    assert_string_equal(r.out, v.out);
+    run_free(&v);
+    run_free(&r);
+    r = RUN("gen", "auto", "-p", "2", "-m", "4", "--costs", "2,3,1,1", "--comms");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, ": zb-h2 -v 1 (makespan 25); 1 improving swaps in "));
+    assert_non_null(strstr(r.out, "SEND_F"));
+    run_free(&r);
+    r = RUN("gen", "auto", "-p", "4", "-m", "8", "--cap", "3", "--time-limit", "0.000001");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "(stopped by --time-limit: the result depends on this "
+                                  "machine's speed)"));
+    run_free(&r);
+    static const char *const bad[][12] = {
+        {"gen", "1f1b", "-p", "4", "-m", "8", "--cap", "3", NULL},
+        {"gen", "1f1b", "-p", "4", "-m", "8", "--budget", "3", NULL},
+        {"gen", "1f1b", "-p", "4", "-m", "8", "--costs", "1,2,1", NULL},
+        {"gen", "auto", "-p", "4", "-m", "8", "-v", "2", NULL},
+        {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0", NULL},
+        {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0.4", NULL}};
+    static const char *const why[] = {
+        "--cap, --budget and --time-limit are for 'auto', not 1f1b",
+        "--cap, --budget and --time-limit are for 'auto', not 1f1b",
+        "--costs shapes 'auto' and the lowering (--comms); 1f1b alone has no costs",
+        "'auto' chooses the stages a rank itself; it takes no -v",
+        "--cap needs a positive activation count, not '0'",
+        "ppv gen: auto: no schedule fits a cap of 0.4 activations a rank: the smallest peak ppv "
+        "builds for p=4 m=8 is 2\n"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        r = run_in(NULL, bad[k]);
+        assert_int_equal(r.code, 2);
+        if (!strstr(r.err, why[k])) fprintf(stderr, "got: %s\n", r.err);
+        assert_non_null(strstr(r.err, why[k]));
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
 }
 
 /* The permission bits of path. */
@@ -649,6 +699,7 @@ int main(void) {
         cmocka_unit_test(test_dash_reads_the_schedule_from_standard_input),
         cmocka_unit_test(test_record_honours_json_trace_out_and_perturb),
         cmocka_unit_test(test_sizes_beyond_memory_are_refused_before_work),
+        cmocka_unit_test(test_gen_auto_command),
         cmocka_unit_test(test_output_files_follow_the_umask),
         cmocka_unit_test(test_errors_start_with_ppv_and_give_the_os_reason),
         cmocka_unit_test(test_lost_standard_output_is_exit_2_with_the_reason),

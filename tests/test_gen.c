@@ -300,6 +300,114 @@ static void test_generator_figures_regression(void **state) {
     }
 }
 
+/* Makespan of s at costs c given for a rank's whole share of the model
+ * (each action at 1/v of them), checked by ppv_schedule_check directly. */
+static double makespan_at(const ppv_schedule *s, ppv_costs c, double *peak) {
+    ppv_check_options o = ppv_check_defaults();
+    double v = s->nstages > s->nranks ? (double)s->nstages / s->nranks : 1.0;
+    o.costs = c;
+    o.costs.f /= v, o.costs.b /= v, o.costs.w /= v;
+    ppv_check_report *rep = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_true(rep->ok);
+    *peak = 0;
+    for (int32_t r = 0; r < rep->nranks; r++)
+        if (rep->peak_activation[r] > *peak) *peak = rep->peak_activation[r];
+    double m = rep->makespan;
+    ppv_check_report_free(rep);
+    return m;
+}
+
+/* auto is never worse than any named kind at any stage count that fits
+ * the cap, stays within the cap, and its lowering completes under every
+ * send semantics. */
+static void test_gen_auto_beats_every_named_kind_within_the_cap(void **state) {
+    (void)state;
+    static const struct {
+        int p, m;
+        double cap;
+        ppv_costs c;
+    } rows[] = {{4, 8, 0, {1, 2, 1, 0}}, {4, 8, 3, {1, 2, 1, 0}},   {4, 8, 4, {1, 3, 1.5, 0}},
+                {3, 7, 2, {1, 2, 1, 1}}, {2, 4, 0, {2, 3, 1, 1}},   {5, 10, 4, {1, 2, 1, 0}}};
+    const char *const *names = ppv_generator_names();
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        ppv_gen_auto_params ap = {rows[k].p, rows[k].m, rows[k].c, rows[k].cap, 2000, 0};
+        ppv_schedule *a = NULL;
+        ppv_gen_auto_report ar;
+        char err[512];
+        assert_int_equal(ppv_generate_auto(&ap, &a, &ar, err, sizeof err), 0);
+        double apeak, am = makespan_at(a, rows[k].c, &apeak);
+        assert_exact(am, ar.makespan, "auto's reported makespan");
+        if (rows[k].cap > 0) assert_true(apeak <= rows[k].cap);
+        int compared = 0;
+        for (int n = 0; names[n]; n++)
+            for (int v = 1; v <= 4; v++) {
+                ppv_gen_params gp = {rows[k].p, rows[k].m, v};
+                ppv_schedule *s = NULL;
+                if (ppv_generate(names[n], &gp, &s, err, sizeof err) < 0) continue;
+                double peak, m = makespan_at(s, rows[k].c, &peak);
+                if (rows[k].cap <= 0 || peak <= rows[k].cap) {
+                    if (am > m) fprintf(stderr, "auto %g > %s -v %d %g\n", am, names[n], v, m);
+                    assert_true(am <= m);
+                    compared++;
+                }
+                ppv_schedule_free(s);
+            }
+        assert_true(compared > 0);
+        ppv_schedule *low = NULL;
+        assert_int_equal(ppv_schedule_lower(a, &rows[k].c, 0, &low, err, sizeof err), 0);
+        const char *sems[] = {"rendezvous", "eager", "eager:1"};
+        for (int j = 0; j < 3; j++) {
+            ppv_check_report *rep = check_with(low, sems[j]);
+            assert_true(rep->ok);
+            ppv_check_report_free(rep);
+        }
+        ppv_schedule_free(low);
+        ppv_schedule_free(a);
+    }
+}
+
+/* What the search did, exactly, where it helps and where it cannot: the
+ * swaps improve ZB-H2 at p=2 m=4 under costs 2,3,1,1 from 25 to 24; a cap
+ * below every candidate's peak is refused with the smallest peak; the
+ * same parameters give the same schedule. */
+static void test_gen_auto_search_figures_refusal_and_determinism(void **state) {
+    (void)state;
+    ppv_gen_auto_params ap = {2, 4, {2, 3, 1, 1}, 0, 2000, 0};
+    ppv_schedule *a = NULL, *b = NULL;
+    ppv_gen_auto_report ar;
+    char err[512];
+    assert_int_equal(ppv_generate_auto(&ap, &a, &ar, err, sizeof err), 0);
+    assert_string_equal(ar.start, "zb-h2 -v 1");
+    assert_exact(ar.start_makespan, 25, "start");
+    assert_exact(ar.makespan, 24, "result");
+    assert_int_equal(ar.improvements, 1);
+    assert_true(ar.converged);
+    assert_false(ar.stopped_by_time);
+    double peak;
+    ppv_schedule *h2 = gen_ok("zb-h2", 2, 4, 1);
+    assert_exact(makespan_at(h2, ap.costs, &peak), 25, "zb-h2 alone");
+    ppv_schedule_free(h2);
+    assert_int_equal(ppv_generate_auto(&ap, &b, &ar, err, sizeof err), 0);
+    char *ta = csv_text(a), *tb = csv_text(b);
+    assert_string_equal(ta, tb);
+    free(ta), free(tb);
+    ppv_schedule_free(a);
+    ppv_schedule_free(b);
+    /* a budget of one check stops there */
+    ap = (ppv_gen_auto_params){2, 4, {2, 3, 1, 1}, 0, 1, 0};
+    assert_int_equal(ppv_generate_auto(&ap, &a, &ar, err, sizeof err), 0);
+    assert_int_equal(ar.evaluated, 1);
+    assert_false(ar.converged);
+    ppv_schedule_free(a);
+    ap = (ppv_gen_auto_params){4, 8, {1, 2, 1, 0}, 0.4, 2000, 0};
+    assert_int_equal(ppv_generate_auto(&ap, &a, &ar, err, sizeof err), -1);
+    assert_null(a);
+    assert_string_equal(err, "no schedule fits a cap of 0.4 activations a rank: the smallest "
+                             "peak ppv builds for p=4 m=8 is 2");
+}
+
 static void expect_rejected(const char *kind, int p, int m, int v, const char *message) {
     ppv_gen_params gp = {p, m, v};
     ppv_schedule *s = NULL;
@@ -364,6 +472,8 @@ int main(void) {
         cmocka_unit_test(test_reference_schedules_and_figures),
         cmocka_unit_test(test_v_schedules_reach_the_reference_figures_and_fall_with_m),
         cmocka_unit_test(test_generator_figures_regression),
+        cmocka_unit_test(test_gen_auto_beats_every_named_kind_within_the_cap),
+        cmocka_unit_test(test_gen_auto_search_figures_refusal_and_determinism),
         cmocka_unit_test(test_invalid_parameters_are_rejected_with_a_reason),
         cmocka_unit_test(test_dualpipev_takes_odd_rank_counts),
         cmocka_unit_test(test_lowering_reports_a_dependency_cycle),

@@ -24,6 +24,21 @@ static const help_option gen_options[] = {
      "compute only"},
     {"-o, --output", "FILE", "write to FILE (temporary name, then renamed)", "standard output"},
     {"--format", "csv|native", "PyTorch's CSV or ppv's native format", "csv"},
+    {"--costs", "F,B,W[,C]",
+     "times of a forward, a full backward, a weight backward and a message: what --comms "
+     "lowers with and what auto minimises (auto: a rank's whole share of the model, so a "
+     "kind with V stages a rank runs each action at 1/V of them)",
+     "1,2,1,0"},
+    {"--cap", "A",
+     "auto: at most A activations on any rank (whole microbatches, as check counts them)",
+     "no cap"},
+    {"--budget", "N", "auto: schedules the local search may check (0: no bound)", "2000"},
+    {"--time-limit", "S",
+     "auto: stop the search after S seconds (a safety stop: a result it cuts short depends on "
+     "the machine, and says so)",
+     "60"},
+    {"--max-memory", "BYTES", "refuse sizes whose schedule would need more (K, M, G suffixes)",
+     "this machine's memory"},
     END_OPTIONS};
 
 static const help_option check_options[] = {
@@ -241,7 +256,8 @@ static const help_option *const none_groups[] = {no_options, NULL};
 
 static const char *const gen_examples[] = {"ppv gen dualpipev -p 4 -m 10 -o dpv.csv",
                                            "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
-                                           "ppv gen 1f1b -p 4 -m 8 --format native", NULL};
+                                           "ppv gen 1f1b -p 4 -m 8 --format native",
+                                           "ppv gen auto -p 4 -m 8 --cap 3 --costs 1,2,1,0", NULL};
 static const char *const check_examples[] = {
     "ppv check dpv.csv", "ppv check zbv_comms.csv --semantics eager:4M --json",
     "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml", NULL};
@@ -278,9 +294,13 @@ static const char *const man_examples[] = {"ppv man check > ppv-check.1", NULL};
 static const help_command commands[] = {
     {"gen", "KIND -p RANKS -m MICROBATCHES [options]", "write a schedule",
      "Writes a schedule of KIND: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, v-half, "
-     "v-min or dualpipev. Without --comms it is PyTorch's compute-only CSV; with it, the "
-     "schedule lowered with send/recv actions. Sizes whose schedule would not fit in memory "
-     "are refused with the estimate.",
+     "v-min or dualpipev, or auto. Without --comms it is PyTorch's compute-only CSV; with it, "
+     "the schedule lowered with send/recv actions. Sizes whose schedule would not fit in "
+     "memory are refused with the estimate. auto writes the schedule with the smallest "
+     "makespan ppv finds under --costs with every rank within --cap: the best of every kind "
+     "at every stage count (and a greedy built to the cap), then improved by swapping "
+     "adjacent actions while the check passes; a line on standard error says what it chose. "
+     "It is deterministic: the same options give the same schedule.",
      gen_groups, gen_examples},
     {"check", "FILE [options]", "verify a schedule",
      "Checks a schedule (PyTorch CSV in either dialect, or ppv's native format; - reads "

@@ -195,13 +195,19 @@ static int cmd_gen(int argc, char **argv) {
                                          {"output", required_argument, 0, 'o'},
                                          {"format", required_argument, 0, 'f'},
                                          {"max-memory", required_argument, 0, 'X'},
+                                         {"costs", required_argument, 0, 'C'},
+                                         {"cap", required_argument, 0, 'A'},
+                                         {"budget", required_argument, 0, 'B'},
+                                         {"time-limit", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     ppv_gen_params gp = {0, 0, 0};
-    int comms = 0, native = 0;
+    int comms = 0, native = 0, costs_given = 0, auto_only = 0;
     const char *outpath = NULL;
     long long v, limit = physical_memory();
-    int c;
+    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60};
+    double nums[4];
+    int c, k;
     getopt_prepare(argv);
     while ((c = getopt_long(argc, argv, "p:m:v:o:h", opts, NULL)) != -1) {
         switch (c) {
@@ -230,12 +236,46 @@ static int cmd_gen(int argc, char **argv) {
         case 'X':
             if (max_memory_option(optarg, &limit) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case 'C':
+            k = parse_numbers(optarg, nums, 4);
+            if (k < 3) return usage_error("--costs is F,B,W[,C], not '%s'", optarg);
+            ap.costs = (ppv_costs){nums[0], nums[1], nums[2], k == 4 ? nums[3] : 0.0};
+            costs_given = 1;
+            break;
+        case 'A':
+            if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
+                return usage_error("--cap needs a positive activation count, not '%s'", optarg);
+            ap.cap = nums[0];
+            auto_only = 1;
+            break;
+        case 'B':
+            if (parse_int(optarg, 0, 1LL << 40, &v) < 0)
+                return usage_error("--budget needs a check count (0: no bound), not '%s'", optarg);
+            ap.budget = v;
+            auto_only = 1;
+            break;
+        case 'T':
+            if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
+                return usage_error("--time-limit needs a positive number of seconds, not '%s'",
+                                   optarg);
+            ap.time_limit = nums[0];
+            auto_only = 1;
+            break;
         case 'h': return print_help();
         default: return bad_option();
         }
     }
     if (optind != argc - 1) return usage_error("needs one schedule KIND%s", "");
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
+    int is_auto = strcmp(argv[optind], "auto") == 0;
+    if (auto_only && !is_auto)
+        return usage_error("--cap, --budget and --time-limit are for 'auto', not %s", argv[optind]);
+    if (costs_given && !is_auto && !comms)
+        return usage_error("--costs shapes 'auto' and the lowering (--comms); %s alone has no "
+                           "costs",
+                           argv[optind]);
+    if (is_auto && gp.stages_per_rank)
+        return usage_error("'auto' chooses the stages a rank itself; it takes no -v%s", "");
     /* at most F, I and W per stage and microbatch, and a send and a receive
      * beside each once lowered */
     double actions = (double)gp.ranks * (gp.stages_per_rank ? gp.stages_per_rank : 2) *
@@ -246,13 +286,31 @@ static int cmd_gen(int argc, char **argv) {
     if (rc >= 0) return rc;
     char err[512];
     ppv_schedule *s = NULL, *low = NULL;
-    if (ppv_generate(argv[optind], &gp, &s, err, sizeof err) < 0) {
+    if (is_auto) {
+        ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
+        ppv_gen_auto_report ar;
+        if (ppv_generate_auto(&ap, &s, &ar, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv gen: auto: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        fprintf(stderr,
+                "ppv gen: auto: best of %lld candidates: %s (makespan %g); %lld improving swaps "
+                "in %lld checks%s: makespan %g, bubble ratio %.6f, peak activation %g\n",
+                (long long)ar.candidates, ar.start, ar.start_makespan, (long long)ar.improvements,
+                (long long)ar.evaluated,
+                ar.converged ? " (no swap left improves it)"
+                : ar.stopped_by_time ? " (stopped by --time-limit: the result depends on this "
+                                       "machine's speed)"
+                                     : " (--budget spent)",
+                ar.makespan, ar.bubble_ratio, ar.peak);
+    } else if (ppv_generate(argv[optind], &gp, &s, err, sizeof err) < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);
         return PPV_EXIT_BAD_INPUT;
     }
     rc = PPV_EXIT_OK;
     if (comms) {
         ppv_check_options o = ppv_check_defaults();
+        o.costs = ap.costs;
         int lrc = ppv_schedule_lower(s, &o.costs, 0, &low, err, sizeof err);
         if (lrc != 0) {
             fprintf(stderr, "ppv gen: lowering %s failed: %s\n", s->name,
