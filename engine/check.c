@@ -227,92 +227,93 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
     int comms_form = s->form == PPV_FORM_COMPUTE_COMMS;
     int32_t group_at = -1, chunk_at = -1, gens = 0;
     char loc[300], nm[64];
+#define LOC (where(ck, a, loc, sizeof loc), loc)
     for (int32_t i = 0; i < p->n; i++) {
         const ppv_action *a = &p->acts[i];
         unsigned af = ppv_action_flags(a->kind);
-        where(ck, a, loc, sizeof loc);
+        /* the place, formatted only for a message (LOC) */
         uint16_t *f = (af & PPV_AF_MB) ? &fl[cell_of(c, a->stage, a->mb)] : NULL;
         int32_t st = a->stage;
         switch (a->kind) {
         case PPV_ACT_F:
             if (*f & FD) add_error(ck, r, i, "duplicate forward of stage %d microbatch %d%s", st,
-                                   a->mb, loc);
+                                   a->mb, LOC);
             if (st > 0 && !remote(ck, r, st - 1) && !(flags_at(c, fl, st - 1, a->mb) & FD))
                 add_error(ck, r, i, "input not computed yet: %dF%d must come earlier on rank %d%s",
-                          st - 1, a->mb, r, loc);
+                          st - 1, a->mb, r, LOC);
             if (st > 0 && remote(ck, r, st - 1) && comms_form && !(*f & RF))
                 add_error(ck, r, i, "no %dRECV_F%d before it: its input from rank %d never "
-                          "arrives%s", st, a->mb, s->stage_rank[st - 1], loc);
+                          "arrives%s", st, a->mb, s->stage_rank[st - 1], LOC);
             *f |= FD;
             break;
         case PPV_ACT_I:
         case PPV_ACT_B:
             if (!(*f & FD)) add_error(ck, r, i, "backward before its forward %dF%d%s", st, a->mb,
-                                      loc);
+                                      LOC);
             if (*f & (ID | BD)) add_error(ck, r, i, "duplicate backward of stage %d microbatch "
-                                          "%d%s", st, a->mb, loc);
+                                          "%d%s", st, a->mb, LOC);
             if (st < ck->S - 1 && !remote(ck, r, st + 1) &&
                 !(flags_at(c, fl, st + 1, a->mb) & (ID | BD)))
                 add_error(ck, r, i, "gradient not computed yet: the backward of stage %d "
-                          "microbatch %d must come earlier on rank %d%s", st + 1, a->mb, r, loc);
+                          "microbatch %d must come earlier on rank %d%s", st + 1, a->mb, r, LOC);
             if (st < ck->S - 1 && remote(ck, r, st + 1) && comms_form && !(*f & RB))
                 add_error(ck, r, i, "no %dRECV_B%d before it: its gradient from rank %d never "
-                          "arrives%s", st, a->mb, s->stage_rank[st + 1], loc);
+                          "arrives%s", st, a->mb, s->stage_rank[st + 1], LOC);
             *f |= a->kind == PPV_ACT_I ? ID : BD;
             break;
         case PPV_ACT_W:
             if (*f & BD) add_error(ck, r, i, "W after the full backward %dB%d, which already "
-                                   "computed the weight gradient%s", st, a->mb, loc);
+                                   "computed the weight gradient%s", st, a->mb, LOC);
             else if (!(*f & ID)) add_error(ck, r, i, "W without a prior I for stage %d "
-                                           "microbatch %d%s", st, a->mb, loc);
-            if (*f & WD) add_error(ck, r, i, "duplicate W%s", loc);
+                                           "microbatch %d%s", st, a->mb, LOC);
+            if (*f & WD) add_error(ck, r, i, "duplicate W%s", LOC);
             *f |= WD;
             break;
         case PPV_ACT_R:
             if (!(*f & FD) || (*f & (ID | BD)))
                 add_error(ck, r, i, "recompute must come after %dF%d and before its "
-                          "backward%s", st, a->mb, loc);
+                          "backward%s", st, a->mb, LOC);
             *f |= RD;
             break;
         case PPV_ACT_SEND_F:
-            if (!(*f & FD)) add_error(ck, r, i, "sends a forward not computed yet%s", loc);
+            if (!(*f & FD)) add_error(ck, r, i, "sends a forward not computed yet%s", LOC);
             if (!remote(ck, r, st + 1))
                 add_error(ck, r, i, "%s%s", st + 1 >= ck->S ? "the last stage has no next stage "
                           "to send to" : "the next stage is on this rank: no message is needed",
-                          loc);
-            if (*f & SF) add_error(ck, r, i, "duplicate SEND_F%s", loc);
+                          LOC);
+            if (*f & SF) add_error(ck, r, i, "duplicate SEND_F%s", LOC);
             *f |= SF;
             break;
         case PPV_ACT_SEND_B:
             if (!(*f & (ID | BD))) add_error(ck, r, i, "sends a gradient not computed yet%s",
-                                             loc);
+                                             LOC);
             if (!remote(ck, r, st - 1))
                 add_error(ck, r, i, "%s%s", st == 0 ? "stage 0 has no previous stage to send "
-                          "to" : "the previous stage is on this rank: no message is needed", loc);
-            if (*f & SB) add_error(ck, r, i, "duplicate SEND_B%s", loc);
+                          "to" : "the previous stage is on this rank: no message is needed", LOC);
+            if (*f & SB) add_error(ck, r, i, "duplicate SEND_B%s", LOC);
             *f |= SB;
             break;
         case PPV_ACT_RECV_F:
             if (!remote(ck, r, st - 1))
                 add_error(ck, r, i, "%s%s", st == 0 ? "stage 0 receives no forward input" :
-                          "the previous stage is on this rank: no message comes", loc);
-            if (*f & RF) add_error(ck, r, i, "duplicate RECV_F%s", loc);
+                          "the previous stage is on this rank: no message comes", LOC);
+            if (*f & RF) add_error(ck, r, i, "duplicate RECV_F%s", LOC);
             *f |= RF;
             break;
         case PPV_ACT_RECV_B:
             if (!remote(ck, r, st + 1))
                 add_error(ck, r, i, "%s%s", st + 1 >= ck->S ? "the last stage receives no "
-                          "gradient" : "the next stage is on this rank: no message comes", loc);
-            if (*f & RB) add_error(ck, r, i, "duplicate RECV_B%s", loc);
+                          "gradient" : "the next stage is on this rank: no message comes", LOC);
+            if (*f & RB) add_error(ck, r, i, "duplicate RECV_B%s", LOC);
             *f |= RB;
             break;
         case PPV_ACT_GROUP_START:
             if (group_at >= 0) add_error(ck, r, i, "GROUP_START inside the group opened at "
-                                         "index %d (groups do not nest)%s", group_at, loc);
+                                         "index %d (groups do not nest)%s", group_at, LOC);
             group_at = i;
             break;
         case PPV_ACT_GROUP_END:
-            if (group_at < 0) add_error(ck, r, i, "GROUP_END without GROUP_START%s", loc);
+            if (group_at < 0) add_error(ck, r, i, "GROUP_END without GROUP_START%s", LOC);
             group_at = -1;
             break;
         case PPV_ACT_GEN: gens++; break;
@@ -327,12 +328,12 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
         }
         if ((af & PPV_AF_COLL) && member_of(ck, a->group, r) < 0)
             add_error(ck, r, i, "rank %d is not a member of group '%s'%s", r,
-                      s->groups[a->group].name, loc);
+                      s->groups[a->group].name, LOC);
         if (group_at >= 0 && i != group_at &&
             ((af & PPV_AF_COMPUTE) || a->kind == PPV_ACT_CHUNK || (af & PPV_AF_STAGE && !(af & PPV_AF_COMM)))) {
             ppv_action_format(s, a, nm, sizeof nm);
             add_error(ck, r, i, "%s inside a group: only messages and collectives may be "
-                      "grouped%s", nm, loc);
+                      "grouped%s", nm, LOC);
         }
     }
     if (group_at >= 0) add_error(ck, r, group_at, "GROUP_START is never closed");
@@ -340,6 +341,7 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
         add_error(ck, r, chunk_at, "expected_generator_calls=%d but %d GEN follow it",
                   p->acts[chunk_at].count, gens);
 }
+#undef LOC
 
 /* The count errors of one (stage, microbatch) pair with flags f. */
 static void cell_errors(checker *ck, int32_t r, int32_t st, int64_t mb, uint16_t f, int backward) {

@@ -171,17 +171,12 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     int legacy = dialect == PPV_DIALECT_LEGACY ||
                  (dialect == PPV_DIALECT_AUTO && detect_legacy(text, len));
     /* rows: every line up to the last non-blank one */
-    int32_t nrows = 0, lines = 0;
-    for (size_t i = 0, ls = 0; i <= len; i++) {
-        if (i == len || text[i] == '\n') {
-            lines++;
-            for (size_t k = ls; k < i; k++)
-                if (!isspace((unsigned char)text[k])) {
-                    nrows = lines;
-                    break;
-                }
-            ls = i + 1;
-        }
+    int32_t nrows = 0;
+    size_t last = len;
+    while (last > 0 && isspace((unsigned char)text[last - 1])) last--;
+    if (last > 0) {
+        nrows = 1;
+        for (const char *q = text; (q = memchr(q, '\n', (size_t)(text + last - q))); q++) nrows++;
     }
     if (nrows == 0) return ppv_errf(err, errlen, "%s:1:1: empty schedule (no rank rows)", name);
     ppv_schedule *s = ppv_schedule_new(nrows);
@@ -198,7 +193,7 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
         int32_t step = 0;
         size_t c = pos;
         int blank = 1;
-        for (size_t k = pos; k < end; k++)
+        for (size_t k = pos; k < end && blank; k++)
             if (!isspace((unsigned char)text[k])) blank = 0;
         while (!blank && c <= end) {
             size_t ce = c;

@@ -175,10 +175,13 @@ static inline unsigned ppv_action_flags(ppv_action_kind k) {
 
 /* Action kind spelled by the first len bytes of s, or -1. */
 static inline int ppv_action_lookup(const char *s, size_t len) {
-    for (int k = 0; k < PPV_ACT_COUNT; k++) {
-        const char *t = ppv_action_token((ppv_action_kind)k);
-        if (strlen(t) == len && memcmp(t, s, len) == 0) return k;
-    }
+    static const unsigned char lens[] = {
+#define PPV_ACTION(name, token, fl) (unsigned char)(sizeof(token) - 1),
+#include "actions.def"
+#undef PPV_ACTION
+    };
+    for (int k = 0; k < PPV_ACT_COUNT; k++)
+        if (lens[k] == len && memcmp(ppv_action_token((ppv_action_kind)k), s, len) == 0) return k;
     return -1;
 }
 
