@@ -929,9 +929,12 @@ static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
 /* ---- 4. memory ---------------------------------------------------------------- */
 
 /* Peak activation per rank (into peak[nranks]) from each rank's compute
- * order, one live amount per cell. Returns 0, or -1 when out of memory. */
+ * order, one live amount per cell: an F of stage st holds stage_w[st]
+ * (NULL: the unit of mm), at[r] (may be NULL) the index of the action at
+ * which rank r first reaches its peak (-1 when it holds nothing). Returns
+ * 0, or -1 when out of memory. */
 static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
-                       double *peak) {
+                       const double *stage_w, double *peak, int32_t *at) {
     int32_t S = s->nstages;
     double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
     double *live = calloc((size_t)(c->n ? c->n : 1), sizeof *live);
@@ -945,30 +948,41 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
             if (s->prog[r].acts[i].kind == PPV_ACT_R)
                 recomputed[cell_of(c, s->prog[r].acts[i].stage, s->prog[r].acts[i].mb)] = 1;
     for (int32_t r = 0; r < s->nranks; r++) {
-        double cur = 0, top = 0; /* in units of one F's activation */
+        double cur = 0, top = 0; /* in units of one F's activation, or weighted */
+        int32_t top_at = -1;
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
             if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
                 continue;
             int64_t k = cell_of(c, a->stage, a->mb);
-            double *l = &live[k], d = 0;
+            double *l = &live[k], d = 0, w = stage_w && a->stage < S ? stage_w[a->stage] : 1.0;
             switch (a->kind) {
-            case PPV_ACT_F: d = recomputed[k] ? mm->stash_frac : 1.0; break;
-            case PPV_ACT_R: d = 1.0 - mm->stash_frac; break;
-            case PPV_ACT_I: d = -fmin(*l, mm->i_frac); break;
+            case PPV_ACT_F: d = (recomputed[k] ? mm->stash_frac : 1.0) * w; break;
+            case PPV_ACT_R: d = (1.0 - mm->stash_frac) * w; break;
+            case PPV_ACT_I: d = -fmin(*l, mm->i_frac * w); break;
             case PPV_ACT_W:
             case PPV_ACT_B: d = -*l; break;
             default: break;
             }
             *l += d;
             cur += d;
-            if (cur > top) top = cur;
+            if (cur > top) top = cur, top_at = i;
         }
-        peak[r] = top * unit;
+        peak[r] = stage_w ? top : top * unit;
+        if (at) at[r] = top_at;
     }
     free(live);
     free(recomputed);
     return 0;
+}
+
+int ppv_schedule_peak_weighted(const ppv_schedule *s, const ppv_mem_model *mm,
+                               const double *stage_w, double *peak, int32_t *at) {
+    cells cl;
+    if (cells_init(&cl, s) < 0) return -1;
+    int rc = peak_memory(s, &cl, mm, stage_w, peak, at);
+    free(cl.key);
+    return rc;
 }
 
 /* ---- driver ---------------------------------------------------------------- */
@@ -989,6 +1003,7 @@ void ppv_check_report_free(ppv_check_report *r) {
     free(r->blocked);
     free(r->cycle);
     free(r->peak_activation);
+    free(r->peak_index);
     if (r->spans && r->checked)
         for (int32_t k = 0; k < r->checked->nranks; k++) free(r->spans[k]);
     free(r->spans);
@@ -1213,7 +1228,10 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
         check_rank(&ck, &cl, fl, r);
     check_counts(&ck, &cl, fl);
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
-    if (!rep->peak_activation || peak_memory(s, &cl, &opt->mem, rep->peak_activation) < 0) goto oom;
+    rep->peak_index = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_index);
+    if (!rep->peak_activation || !rep->peak_index ||
+        peak_memory(s, &cl, &opt->mem, NULL, rep->peak_activation, rep->peak_index) < 0)
+        goto oom;
 
     const ppv_schedule *run = s;
     if (s->form == PPV_FORM_COMPUTE_ONLY) {

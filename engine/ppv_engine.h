@@ -191,6 +191,58 @@ typedef struct ppv_check_options {
 /* Defaults: rendezvous, costs 1,2,1,0, unit ranks/stages, 8 MiB messages. */
 ppv_check_options ppv_check_defaults(void);
 
+/* Peak activation per rank of s's compute order with an F of stage st
+ * holding stage_w[st] (bytes, say) until its backward frees it (mm's
+ * i_frac and stash_frac apply as in the check); at[r] (may be NULL) is
+ * the action at which rank r first reaches its peak, -1 if never. 0, or
+ * -1 when out of memory. */
+int ppv_schedule_peak_weighted(const ppv_schedule *s, const ppv_mem_model *mm,
+                               const double *stage_w, double *peak, int32_t *at);
+
+/* Memory in bytes for a GPT-style model (`ppv check --model`, memory.c,
+ * spec/memory-model.md). */
+typedef enum ppv_mem_recompute {
+    PPV_MEMRC_NONE,
+    PPV_MEMRC_SELECTIVE, /* Korthikanti et al.: the attention core recomputed */
+    PPV_MEMRC_FULL       /* only each layer's input kept */
+} ppv_mem_recompute;
+enum { PPV_OPT_NONE, PPV_OPT_ADAM };
+
+typedef struct ppv_model_spec {
+    int64_t layers, hidden, heads, seq, mbs, vocab;
+    int32_t dtype_bytes; /* 2: bf16 or fp16 */
+    int32_t tp;          /* tensor-parallel degree */
+    int sp;              /* sequence parallelism (with tp > 1) */
+    int optimizer;       /* PPV_OPT_*: adam keeps 12 bytes a parameter beside weight and grad */
+    ppv_mem_recompute recompute;
+} ppv_model_spec;
+
+/* Parses "key=value" items separated by commas or white space: layers,
+ * hidden, heads, seq (required), vocab, mbs (1), dtype (bf16), optimizer
+ * (adam|none), tp (1), sp (0), recompute (none|selective|full). 0, or -1
+ * with the reason. */
+int ppv_model_spec_parse(const char *text, ppv_model_spec *m, char *err, size_t errlen);
+
+/* Activation bytes of one layer for one microbatch on one rank. */
+double ppv_layer_activation_bytes(const ppv_model_spec *m);
+
+typedef struct ppv_memory_bytes {
+    int32_t nranks;
+    double *params;      /* [nranks] parameters the rank holds */
+    double *activations; /* [nranks] peak activation bytes */
+    int32_t *peak_index; /* [nranks] action at which the activations peak first */
+} ppv_memory_bytes;
+
+/* Per rank: the parameters its stages hold (layers split evenly over the
+ * stages, the first ones taking one more; embeddings on the first and
+ * last stage's ranks) and the peak of its activations over the order. */
+int ppv_schedule_memory_bytes(const ppv_schedule *s, const ppv_model_spec *m,
+                              ppv_memory_bytes *out, char *err, size_t errlen);
+void ppv_memory_bytes_free(ppv_memory_bytes *b);
+/* Bytes of weights, gradients and optimizer state for params parameters. */
+void ppv_memory_split(const ppv_model_spec *m, double params, double *weights, double *grads,
+                      double *optimizer);
+
 /* `ppv gen auto`: the smallest makespan ppv finds for p ranks and m
  * microbatches under the costs (a rank's whole share of the model: with v
  * stages a rank each action costs 1/v of them), with every rank within
@@ -266,6 +318,8 @@ typedef struct ppv_check_report {
     ppv_wait *cycle; /* the wait-for cycle, in order, when there is one */
     int32_t ncycle;
     double *peak_activation; /* [nranks] */
+    int32_t *peak_index;     /* [nranks]: the action at which the rank first reaches its peak,
+                              * -1 when it holds nothing */
     int simulated; /* makespan and bubble_ratio were computed */
     double makespan, bubble_ratio;
     ppv_schedule *checked; /* the programs simulated (lowered when compute-only) */

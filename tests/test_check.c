@@ -3,6 +3,7 @@
  * mismatched message order, count errors, groups, collectives and chunk
  * markers, and the memory model. */
 #include <dirent.h>
+#include <math.h>
 
 #include "testutil.h"
 
@@ -528,6 +529,119 @@ static void test_semantics_parse(void **state) {
     assert_string_equal(buf, "eager:4096");
 }
 
+/* ---- memory in bytes (--model) ------------------------------------------ */
+
+static ppv_model_spec spec_ok(const char *text) {
+    ppv_model_spec m;
+    char err[512];
+    if (ppv_model_spec_parse(text, &m, err, sizeof err) < 0) fail_msg("%s: %s", text, err);
+    return m;
+}
+
+/* The per-layer activation bytes are Korthikanti et al.'s table 2, and the
+ * paper's own figures follow: 5as/h is 80 for GPT-3 and 64 for MT-NLG, so
+ * selective recompute keeps 34/114 and 34/98 of the activations. */
+static void test_layer_activation_bytes_are_the_papers(void **state) {
+    (void)state;
+    ppv_model_spec g = spec_ok("layers=96,hidden=12288,heads=96,seq=2048,vocab=51200,tp=8,sp=1");
+    double sbh = 2048.0 * 12288;
+    assert_true(ppv_layer_activation_bytes(&g) == sbh * (34 + 80) / 8);
+    g.recompute = PPV_MEMRC_SELECTIVE;
+    assert_true(ppv_layer_activation_bytes(&g) == 34 * sbh / 8);
+    g.recompute = PPV_MEMRC_FULL;
+    assert_true(ppv_layer_activation_bytes(&g) == 2 * sbh / 8);
+    /* tensor parallelism alone leaves the 10sbh of layer norms and dropout whole */
+    g = spec_ok("layers=96 hidden=12288 heads=96 seq=2048 tp=8");
+    assert_true(ppv_layer_activation_bytes(&g) == sbh * (10 + 24.0 / 8 + 80.0 / 8));
+    g.recompute = PPV_MEMRC_SELECTIVE;
+    assert_true(ppv_layer_activation_bytes(&g) == sbh * (10 + 24.0 / 8));
+    g.recompute = PPV_MEMRC_FULL;
+    assert_true(ppv_layer_activation_bytes(&g) == 2 * sbh);
+    /* the savings the paper quotes: 70% for GPT-3, 65% for MT-NLG */
+    ppv_model_spec a = spec_ok("layers=96,hidden=12288,heads=96,seq=2048,tp=8,sp=1"),
+                   b = spec_ok("layers=105,hidden=20480,heads=128,seq=2048,tp=8,sp=1");
+    double full_a = ppv_layer_activation_bytes(&a), full_b = ppv_layer_activation_bytes(&b);
+    a.recompute = b.recompute = PPV_MEMRC_SELECTIVE;
+    assert_int_equal((int)lround(100 * (1 - ppv_layer_activation_bytes(&a) / full_a)), 70);
+    assert_int_equal((int)lround(100 * (1 - ppv_layer_activation_bytes(&b) / full_b)), 65);
+    /* at t = 1 both columns are sbh(34 + 5as/h) */
+    ppv_model_spec one = spec_ok("layers=24,hidden=2048,heads=16,seq=2048");
+    assert_true(ppv_layer_activation_bytes(&one) == 2048.0 * 2048 * (34 + 80));
+}
+
+/* Bytes per rank for 1F1B, ZB-H1 and ZB-V at p = 4, by hand: 24 layers of
+ * h = 2048 (12h^2 + 13h = 50,358,272 parameters), 478,150,656 activation
+ * bytes a layer and microbatch, a 50257-word vocabulary. */
+static void test_bytes_per_rank_by_hand(void **state) {
+    (void)state;
+    ppv_model_spec m = spec_ok("layers=24,hidden=2048,heads=16,seq=2048,vocab=50257");
+    const double layer = 50358272, act = 478150656, word = 50257.0 * 2048, pos = 2048.0 * 2048;
+    char err[256];
+    ppv_memory_bytes b;
+    ppv_schedule *s = gen_ok("1f1b", 4, 8, 1);
+    assert_int_equal(ppv_schedule_memory_bytes(s, &m, &b, err, sizeof err), 0);
+    for (int32_t r = 0; r < 4; r++) {
+        double params = 6 * layer + (r == 0 ? word + pos : 0) + (r == 3 ? word + 2 * 2048 : 0);
+        assert_true(b.params[r] == params);
+        assert_true(b.activations[r] == (4 - r) * 6 * act); /* p - r microbatches */
+        /* the peak is the last warm-up forward */
+        assert_int_equal(s->prog[r].acts[b.peak_index[r]].kind, PPV_ACT_F);
+        assert_int_equal(s->prog[r].acts[b.peak_index[r]].mb, 3 - r);
+    }
+    double w, g, o;
+    ppv_memory_split(&m, b.params[1], &w, &g, &o);
+    assert_true(w == 2 * 6 * layer && g == w && o == 12 * 6 * layer);
+    ppv_memory_bytes_free(&b);
+    ppv_schedule_free(s);
+    /* ZB-H1: every rank holds p microbatches (W comes late) */
+    s = gen_ok("zb-h1", 4, 8, 1);
+    assert_int_equal(ppv_schedule_memory_bytes(s, &m, &b, err, sizeof err), 0);
+    for (int32_t r = 0; r < 4; r++) assert_true(b.activations[r] == 4 * 6 * act);
+    ppv_memory_bytes_free(&b);
+    ppv_schedule_free(s);
+    /* ZB-V: 8 stages of 3 layers, rank 0 holds stages 0 and 7 and so both
+     * embeddings ends, the word embedding once; 2p chunk forwards live */
+    s = gen_ok("zbv", 4, 8, 2);
+    assert_int_equal(ppv_schedule_memory_bytes(s, &m, &b, err, sizeof err), 0);
+    for (int32_t r = 0; r < 4; r++) {
+        double params = 6 * layer + (r == 0 ? word + pos + 2 * 2048 : 0);
+        assert_true(b.params[r] == params);
+        assert_true(b.activations[r] == 8 * 3 * act);
+    }
+    ppv_memory_bytes_free(&b);
+    /* uneven: 26 layers over 8 stages are 4,4,3,3,3,3,3,3 */
+    m.layers = 26;
+    assert_int_equal(ppv_schedule_memory_bytes(s, &m, &b, err, sizeof err), 0);
+    assert_true(b.params[0] == (4 + 3) * layer + word + pos + 2 * 2048);
+    assert_true(b.params[1] == (4 + 3) * layer);
+    assert_true(b.params[2] == 6 * layer);
+    ppv_memory_bytes_free(&b);
+    m.layers = 7;
+    assert_int_equal(ppv_schedule_memory_bytes(s, &m, &b, err, sizeof err), -1);
+    assert_string_equal(err, "--model: 7 layers cannot fill 8 stages");
+    ppv_schedule_free(s);
+}
+
+static void test_model_spec_errors(void **state) {
+    (void)state;
+    static const char *const rows[][2] = {
+        {"layers=4,hidden=64,heads=4", "--model needs layers, hidden, heads and seq"},
+        {"layers=4,hidden=64,heads=4,seq=8,colour=red", "--model: unknown key 'colour'"},
+        {"layers=4,hidden=64,heads=4,seq=8,tp=3", "--model: tp=3 must divide hidden=64"},
+        {"layers=4,hidden=64,heads=5,seq=8", "--model: hidden=64 is not a multiple of heads=5"},
+        {"layers=4,hidden=64,heads=4,seq=8,sp=1", "--model: sp=1 (sequence parallelism) needs tp > 1"},
+        {"layers=4,hidden=64,heads=4,seq=eight", "--model: seq needs a whole number"},
+        {"layers=4,hidden=64,heads=4,seq=8,dtype=fp32", "--model: dtype is bf16 or fp16"},
+        {"layers=4,hidden=64,heads=4,seq=8,recompute=some", "--model: recompute is none, selective"},
+        {"layers=4 hidden", "--model: 'hidden' is not KEY=VALUE"}};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        ppv_model_spec m;
+        char err[512] = "";
+        assert_int_equal(ppv_model_spec_parse(rows[k][0], &m, err, sizeof err), -1);
+        if (!strstr(err, rows[k][1])) fail_msg("%s: got '%s'", rows[k][0], err);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rendezvous_deadlock_names_both_ranks_and_the_cycle),
@@ -552,6 +666,9 @@ int main(void) {
         cmocka_unit_test(test_sparse_microbatches_report_order_and_count_errors_in_place),
         cmocka_unit_test(test_collectives_on_group_65536_and_group_0_deadlock),
         cmocka_unit_test(test_semantics_parse),
+        cmocka_unit_test(test_layer_activation_bytes_are_the_papers),
+        cmocka_unit_test(test_bytes_per_rank_by_hand),
+        cmocka_unit_test(test_model_spec_errors),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

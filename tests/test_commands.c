@@ -93,7 +93,9 @@ static const char *sample_value(const char *opt) {
         {"--record", "r.h5"},       {"--runs", "3"},         {"--time", "1"},
         {"--strategy", "pct"},      {"--pct-depth", "3"},    {"--out", "o"},
         {"--faults", "drop"},       {"--jobs", "2"},         {"--cap", "3"},
-        {"--budget", "100"},        {"--time-limit", "5"}};
+        {"--budget", "100"},        {"--time-limit", "5"},
+        {"--model", "layers=4,hidden=64,heads=4,seq=128"},
+        {"--mem-cap", "1G"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;
@@ -336,6 +338,70 @@ static void test_gen_auto_command(void **state) {
         assert_string_equal(r.out, "");
         run_free(&r);
     }
+}
+
+/* check --model and --mem-cap from the command line: the bytes per rank,
+ * the gate passing and failing with the rank, the excess and the action,
+ * caps per rank, a spec file with comments, and refusals. */
+static void test_check_model_bytes_and_mem_cap(void **state) {
+    (void)state;
+    char *f = gen_file("mem.csv", "1f1b", "4", "8");
+    const char *spec = "layers=24,hidden=2048,heads=16,seq=2048,vocab=50257";
+    run_result r = RUN("check", f, "--model", spec);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "memory, rank 0: weights 818540544 gradients 818540544 "
+                                  "optimizer 4911243264 activations 11475615744 (peak at 0F3) "
+                                  "total 18023940096 bytes (16.8 GiB)\n"));
+    assert_non_null(strstr(r.out, "memory, rank 3: weights 810160128 gradients 810160128 "
+                                  "optimizer 4860960768 activations 2868903936 (peak at 3F0) "
+                                  "total 9350184960 bytes (8.7 GiB)\nresult: OK\n"));
+    run_free(&r);
+    r = RUN("check", f, "--model", spec, "--mem-cap", "17G");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", f, "--model", spec, "--mem-cap", "16G");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "memory: rank 0 needs 16.8 GiB (18023940096 bytes), 844070912 "
+                                  "bytes over its cap of 16.0 GiB; its activations peak at 0F3 "
+                                  "(index 3)\nresult: PROBLEM\n"));
+    run_free(&r);
+    /* one cap a rank: rank 0 fits 17G, rank 2 does not fit 9G */
+    r = RUN("check", f, "--model", spec, "--mem-cap", "17G,13G,9G,9G", "--json");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "\"ok\":false"));
+    assert_non_null(strstr(r.out, "\"rank\":2,\"parameters\":302149632"));
+    assert_non_null(strstr(r.out, "\"cap\":9663676416,\"within_cap\":false"));
+    run_free(&r);
+    /* the spec from a file, with comments */
+    char *sf = tmp_path("gpt.spec");
+    FILE *fp = fopen(sf, "w");
+    fputs("# a 1.3B GPT\nlayers=24\nhidden=2048  # h\nheads=16\nseq=2048\nvocab=50257\n", fp);
+    fclose(fp);
+    r = RUN("check", f, "--model", sf);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "activations 11475615744 (peak at 0F3)"));
+    run_free(&r);
+    static const char *const bad[][3] = {
+        {"--mem-cap", "1G", "--mem-cap needs --model"},
+        {"--model", "layers=24", "--model needs layers, hidden, heads and seq"},
+        {"--model", "no-such-file", "--model no-such-file: no KEY=VALUE and no such file"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        r = RUN("check", f, bad[k][0], bad[k][1]);
+        assert_int_equal(r.code, 2);
+        assert_non_null(strstr(r.err, bad[k][2]));
+        run_free(&r);
+    }
+    r = RUN("check", f, "--model", spec, "--mem-cap", "1G,2G");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--mem-cap is one byte count (K, M, G suffixes) or one for each "
+                                  "rank, not '1G,2G'"));
+    run_free(&r);
+    r = RUN("show", f, "--model", spec);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--model and --mem-cap belong to 'ppv check'"));
+    run_free(&r);
+    unlink(sf);
+    unlink(f);
 }
 
 /* The permission bits of path. */
@@ -700,6 +766,7 @@ int main(void) {
         cmocka_unit_test(test_record_honours_json_trace_out_and_perturb),
         cmocka_unit_test(test_sizes_beyond_memory_are_refused_before_work),
         cmocka_unit_test(test_gen_auto_command),
+        cmocka_unit_test(test_check_model_bytes_and_mem_cap),
         cmocka_unit_test(test_output_files_follow_the_umask),
         cmocka_unit_test(test_errors_start_with_ppv_and_give_the_os_reason),
         cmocka_unit_test(test_lost_standard_output_is_exit_2_with_the_reason),

@@ -72,6 +72,19 @@ static const help_option check_options[] = {
      "this machine's physical memory"},
     END_OPTIONS};
 
+static const help_option check_only_options[] = {
+    {"--model", "SPEC|FILE",
+     "also report each rank's memory in bytes (weights, gradients, optimizer state, peak "
+     "activations) for a GPT-style model: key=value items, comma-separated or one a line in "
+     "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "
+     "(spec/memory-model.md)",
+     NULL},
+    {"--mem-cap", "BYTES[,BYTES...]",
+     "with --model: exit 1 when a rank needs more (one cap for every rank, or one for each), "
+     "naming the first such rank, by how much, and the action where its activations peak",
+     NULL},
+    END_OPTIONS};
+
 static const help_option show_options[] = {
     {"--svg", "OUT", "write an SVG timeline (ranks as rows, a time axis in cost units)", NULL},
     {"--chrome-trace", "OUT",
@@ -165,7 +178,7 @@ static const help_option replay_only[] = {
 static const help_option no_options[] = {END_OPTIONS};
 
 static const help_option *const gen_groups[] = {gen_options, NULL};
-static const help_option *const check_groups[] = {check_options, NULL};
+static const help_option *const check_groups[] = {check_options, check_only_options, NULL};
 static const help_option *const show_groups[] = {show_options, check_options, NULL};
 static const help_option pp_options[] = {
     {"--mesh", "N", "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "
@@ -260,7 +273,9 @@ static const char *const gen_examples[] = {"ppv gen dualpipev -p 4 -m 10 -o dpv.
                                            "ppv gen auto -p 4 -m 8 --cap 3 --costs 1,2,1,0", NULL};
 static const char *const check_examples[] = {
     "ppv check dpv.csv", "ppv check zbv_comms.csv --semantics eager:4M --json",
-    "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml", NULL};
+    "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml",
+    "ppv check dpv.csv --model layers=24,hidden=2048,heads=16,seq=2048,vocab=50257 --mem-cap 40G",
+    NULL};
 static const char *const show_examples[] = {
     "ppv show dpv.csv", "ppv show dpv.csv --svg dpv.svg --chrome-trace dpv.json", NULL};
 static const char *const run_examples[] = {

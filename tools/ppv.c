@@ -357,7 +357,16 @@ typedef struct check_args {
     int json;
     long long max_memory;
     const char *file, *lowered_out, *svg, *trace, *junit;
+    const char *model, *mem_cap; /* --model SPEC|FILE, --mem-cap BYTES[,BYTES...] */
 } check_args;
+
+/* check --model: the bytes of each rank and the --mem-cap verdict. */
+typedef struct mem_view {
+    ppv_model_spec spec;
+    ppv_memory_bytes b;
+    double *cap;      /* [nranks], NULL without --mem-cap */
+    int32_t over;     /* first rank over its cap, -1 if none */
+} mem_view;
 
 /* Parses check's and show's shared options. Returns -1 on success, else an
  * exit code. */
@@ -373,6 +382,8 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
                                          {"chrome-trace", required_argument, 0, 'T'},
                                          {"junit", required_argument, 0, 'J'},
                                          {"max-memory", required_argument, 0, 'X'},
+                                         {"model", required_argument, 0, 'D'},
+                                         {"mem-cap", required_argument, 0, 'Y'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(ca, 0, sizeof *ca);
@@ -423,14 +434,173 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
         case 'X':
             if (max_memory_option(optarg, &ca->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case 'D':
+        case 'Y':
+            if (show) return usage_error("--model and --mem-cap belong to 'ppv check'%s", "");
+            if (c == 'D') ca->model = optarg;
+            else ca->mem_cap = optarg;
+            break;
         case 'h': return print_help();
         default: return bad_option();
         }
     }
+    if (ca->mem_cap && !ca->model)
+        return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
     if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ca->file = argv[optind];
     ca->opt.keep_timeline = show;
     return -1;
+}
+
+/* Reads --model: the spec itself, or a file holding it (an argument with
+ * no '='). Returns 0, or an exit code after the message. */
+static int model_spec(const char *arg, ppv_model_spec *m) {
+    char err[512], *text = NULL;
+    if (!strchr(arg, '=')) {
+        FILE *f = fopen(arg, "r");
+        if (!f) {
+            fprintf(stderr, "ppv %s: --model %s: no KEY=VALUE and no such file: %s\n", g_cmd, arg,
+                    strerror(errno));
+            return PPV_EXIT_BAD_INPUT;
+        }
+        size_t n = 0, cap = 0;
+        int ch;
+        while ((ch = fgetc(f)) != EOF && n < 65536) {
+            if (n + 1 >= cap) {
+                char *t = realloc(text, cap = cap ? 2 * cap : 256);
+                if (!t) break;
+                text = t;
+            }
+            text[n++] = (char)ch;
+        }
+        fclose(f);
+        if (!text) {
+            fprintf(stderr, "ppv %s: --model %s: empty or unreadable\n", g_cmd, arg);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        text[n] = 0;
+        /* a file may hold comments: '#' to the end of the line */
+        for (char *h = text; (h = strchr(h, '#'));)
+            while (*h && *h != '\n') *h++ = ' ';
+    }
+    int rc = ppv_model_spec_parse(text ? text : arg, m, err, sizeof err);
+    free(text);
+    if (rc < 0) {
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+/* The bytes of each rank under --model and the --mem-cap verdict. Returns
+ * -1 when built, else an exit code after the message. */
+static int mem_view_build(const check_args *ca, const ppv_schedule *s, mem_view *mv) {
+    memset(mv, 0, sizeof *mv);
+    mv->over = -1;
+    int rc = model_spec(ca->model, &mv->spec);
+    if (rc) return rc;
+    char err[512];
+    if (ppv_schedule_memory_bytes(s, &mv->spec, &mv->b, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (!ca->mem_cap) return -1;
+    int32_t P = s->nranks, n = 0;
+    mv->cap = calloc((size_t)P, sizeof *mv->cap);
+    if (!mv->cap) {
+        fprintf(stderr, "ppv %s: out of memory\n", g_cmd);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    char *copy = strdup(ca->mem_cap);
+    for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+         t = strtok_r(NULL, ",", &save)) {
+        long long b;
+        if (n >= P || parse_bytes(t, &b) < 0 || b <= 0) {
+            free(copy);
+            return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
+                               "rank, not '%s'", ca->mem_cap);
+        }
+        mv->cap[n++] = (double)b;
+    }
+    free(copy);
+    if (n != 1 && n != P)
+        return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
+                           "rank, not '%s'", ca->mem_cap);
+    for (int32_t r = n; r < P; r++) mv->cap[r] = mv->cap[0];
+    for (int32_t r = 0; r < P && mv->over < 0; r++) {
+        double w, g, o;
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        if (w + g + o + mv->b.activations[r] > mv->cap[r]) mv->over = r;
+    }
+    return -1;
+}
+
+static void mem_view_free(mem_view *mv) {
+    ppv_memory_bytes_free(&mv->b);
+    free(mv->cap);
+}
+
+/* The action at which rank r's activations peak, as text. */
+static void peak_action(const ppv_schedule *s, const mem_view *mv, int32_t r, char *buf,
+                        size_t n) {
+    int32_t i = mv->b.peak_index[r];
+    if (i < 0) snprintf(buf, n, "none");
+    else ppv_action_format(s, &s->prog[r].acts[i], buf, n);
+}
+
+static void mem_text(const ppv_schedule *s, const mem_view *mv) {
+    for (int32_t r = 0; r < mv->b.nranks; r++) {
+        double w, g, o, a = mv->b.activations[r];
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        char at[64], tot[32];
+        peak_action(s, mv, r, at, sizeof at);
+        printf("memory, rank %d: weights %.0f gradients %.0f optimizer %.0f activations %.0f "
+               "(peak at %s) total %.0f bytes (%s)\n",
+               r, w, g, o, a, at, w + g + o + a, human_bytes(w + g + o + a, tot, sizeof tot));
+    }
+    if (mv->over >= 0) {
+        int32_t r = mv->over;
+        double w, g, o, a = mv->b.activations[r];
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        char at[64], need[32], cap[32];
+        peak_action(s, mv, r, at, sizeof at);
+        printf("memory: rank %d needs %s (%.0f bytes), %.0f bytes over its cap of %s; its "
+               "activations peak at %s (index %d)\n",
+               r, human_bytes(w + g + o + a, need, sizeof need), w + g + o + a,
+               w + g + o + a - mv->cap[r], human_bytes(mv->cap[r], cap, sizeof cap), at,
+               mv->b.peak_index[r]);
+    }
+}
+
+/* A byte count (the formulas can give fractions of a byte) as an integer. */
+static json_object *byte_count_json(double b) {
+    return json_object_new_int64(llround(b));
+}
+
+static json_object *mem_json(const ppv_schedule *s, const mem_view *mv) {
+    json_object *arr = json_object_new_array();
+    for (int32_t r = 0; r < mv->b.nranks; r++) {
+        double w, g, o, a = mv->b.activations[r];
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        char at[64];
+        peak_action(s, mv, r, at, sizeof at);
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "rank", json_object_new_int(r));
+        json_object_object_add(e, "parameters", byte_count_json(mv->b.params[r]));
+        json_object_object_add(e, "weights", byte_count_json(w));
+        json_object_object_add(e, "gradients", byte_count_json(g));
+        json_object_object_add(e, "optimizer", byte_count_json(o));
+        json_object_object_add(e, "activations", byte_count_json(a));
+        json_object_object_add(e, "peak_action", json_object_new_string(at));
+        json_object_object_add(e, "peak_index", json_object_new_int(mv->b.peak_index[r]));
+        json_object_object_add(e, "total", byte_count_json(w + g + o + a));
+        if (mv->cap) {
+            json_object_object_add(e, "cap", byte_count_json(mv->cap[r]));
+            json_object_object_add(e, "within_cap", json_object_new_boolean(w + g + o + a <= mv->cap[r]));
+        }
+        json_object_array_add(arr, e);
+    }
+    return arr;
 }
 
 json_object *wait_json(const ppv_wait *w) {
@@ -443,11 +613,11 @@ json_object *wait_json(const ppv_wait *w) {
     return o;
 }
 
-static void print_json(const ppv_schedule *s, const ppv_check_report *rep) {
+static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv) {
     json_object *o = json_object_new_object();
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
-    json_object_object_add(o, "ok", json_object_new_boolean(rep->ok));
+    json_object_object_add(o, "ok", json_object_new_boolean(rep->ok && (!mv || mv->over < 0)));
     json_object_object_add(o, "file", json_object_new_string(s->name));
     json_object_object_add(o, "form", json_object_new_string(
         s->form == PPV_FORM_COMPUTE_ONLY ? "compute_only" : "compute_comms"));
@@ -481,11 +651,12 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep) {
                            rep->simulated ? json_object_new_double(rep->makespan) : NULL);
     json_object_object_add(o, "bubble_ratio",
                            rep->simulated ? json_object_new_double(rep->bubble_ratio) : NULL);
+    if (mv) json_object_object_add(o, "memory", mem_json(s, mv));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
 }
 
-static void print_text(const ppv_schedule *s, const ppv_check_report *rep) {
+static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv) {
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
     printf("%s: %d ranks, %d stages, %d microbatches, %s%s\n", s->name, rep->nranks, rep->nstages,
@@ -519,7 +690,8 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep) {
     for (int32_t r = 0; r < rep->nranks; r++) printf(" %g", rep->peak_activation[r]);
     printf("\n");
     if (rep->simulated) printf("makespan: %g  bubble ratio: %.6f\n", rep->makespan, rep->bubble_ratio);
-    printf("result: %s\n", rep->ok ? "OK" : "PROBLEM");
+    if (mv) mem_text(s, mv);
+    printf("result: %s\n", rep->ok && (!mv || mv->over < 0) ? "OK" : "PROBLEM");
 }
 
 static int write_output(const char *path, const ppv_check_report *rep,
@@ -601,10 +773,21 @@ static int cmd_check(int argc, char **argv, int show) {
         ppv_schedule_free(s);
         return PPV_EXIT_BAD_INPUT;
     }
-    if (ca.json) print_json(s, rep);
-    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep);
+    mem_view mv, *mvp = NULL;
+    if (ca.model) {
+        if ((rc = mem_view_build(&ca, s, &mv)) >= 0) {
+            mem_view_free(&mv);
+            ppv_check_report_free(rep);
+            ppv_schedule_free(s);
+            return rc;
+        }
+        mvp = &mv;
+    }
+    if (ca.json) print_json(s, rep, mvp);
+    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp);
     if (show && !ca.json && !ca.svg && !ca.trace) render_text(rep, stdout);
-    rc = rep->ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    rc = rep->ok && (!mvp || mvp->over < 0) ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    if (mvp) mem_view_free(mvp);
     if ((ca.svg && write_output(ca.svg, rep, render_svg) < 0) ||
         (ca.trace && write_output(ca.trace, rep, render_chrome_trace) < 0) ||
         (ca.lowered_out && write_output(ca.lowered_out, rep, write_lowered) < 0) ||
