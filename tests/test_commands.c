@@ -328,8 +328,8 @@ static void test_gen_auto_command(void **state) {
         "--costs shapes 'auto' and the lowering (--comms); 1f1b alone has no costs",
         "'auto' chooses the stages a rank itself; it takes no -v",
         "--cap needs a positive activation count, not '0'",
-        "ppv gen: auto: no schedule fits a cap of 0.4 activations a rank: the smallest peak ppv "
-        "builds for p=4 m=8 is 2\n"};
+        ("ppv gen: auto: no schedule fits a cap of 0.4 activations a rank: the smallest peak ppv "
+         "builds for p=4 m=8 is 2\n")};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         r = run_in(NULL, bad[k]);
         assert_int_equal(r.code, 2);
