@@ -88,17 +88,24 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
                 }
                 break;
             case PPV_ACT_R:
-                if (rc && !*g) cur += b->saved, *g = 1;
-                break;
             case PPV_ACT_I:
             case PPV_ACT_B:
-                if (rc && !*g) cur += b->saved, *g = 1;
+                /* a recomputed stage regenerates saved beside its stashed
+                 * input, which goes as soon as saved is back */
+                if (rc && !*g) {
+                    cur += b->saved;
+                    if (cur > top) top = cur;
+                    cur -= b->input, *g = 1;
+                }
+                if (a->kind == PPV_ACT_R) break;
+                /* saved and wstate live together while the input backward
+                 * runs; then saved goes, and a full backward's wstate too */
                 cur += b->wstate;
                 if (cur > top) top = cur;
-                if (a->kind == PPV_ACT_B) cur -= b->saved + b->wstate + (rc ? b->input : 0);
+                cur -= b->saved + (a->kind == PPV_ACT_B ? b->wstate : 0);
                 break;
             case PPV_ACT_W:
-                cur -= b->saved + b->wstate + (rc ? b->input : 0);
+                cur -= b->wstate;
                 break;
             default:
                 break;
@@ -194,6 +201,7 @@ static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_acti
 static int recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int32_t mb) {
     slot *sl = slot_of(c, s, mb);
     if (!is_recomputed(c, s)) return 0;
+    if (sl->saved && !sl->stash) return 0; /* regenerated already (an R before this) */
     if (sl->saved) { /* what recompute promises: nothing kept from the forward */
         ppv_world_fail(t, rank, "%dR%d: stage %d is recomputed but still holds its forward's saved "
                        "tensors", s, mb, s);
@@ -210,6 +218,8 @@ static int recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int3
     int rc = forward_into(c, rank, s, in, sl, sl->stash);
     free(sl->y);
     sl->y = keep;
+    /* saved holds the stage's input among its tensors: the stash is done */
+    if (rc == 0) act_free(c, rank, (void **)&sl->stash, c->bytes[s].input);
     ppv_world_progress(t, rank);
     return rc;
 }
@@ -251,6 +261,9 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
         }
     } else
         memcpy(dx, sl->dy, c->tc * sizeof *dx);
+    /* the weight backward reads wstate alone: the forward's saved tensors
+     * go now */
+    act_free(c, rank, &sl->saved, c->bytes[s].saved);
     if (s > 0 && c->s->stage_rank[s - 1] == rank) {
         slot *pv = slot_of(c, s - 1, mb);
         free(pv->dy);
@@ -299,16 +312,13 @@ static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const 
     sl->dparams = malloc((n ? n : 1) * sizeof *sl->dparams);
     if (!sl->dparams) return -1;
     if (++c->held > c->held_peak) c->held_peak = c->held;
-    if (l0 < l1 &&
-        ppv_layers_backward_weight(c->model, l0, l1, in, sl->saved, sl->wstate, sl->dparams) < 0)
+    if (l0 < l1 && ppv_layers_backward_weight(c->model, l0, l1, in, sl->wstate, sl->dparams) < 0)
         return -1;
     if (fold_grads(c, s) < 0) {
         ppv_world_fail_env(t, rank, "out of memory");
         return -1;
     }
     act_free(c, rank, &sl->wstate, c->bytes[s].wstate);
-    act_free(c, rank, &sl->saved, c->bytes[s].saved);
-    act_free(c, rank, (void **)&sl->stash, is_recomputed(c, s) ? c->bytes[s].input : 0);
     free(sl->dy);
     sl->dy = NULL;
     if (++c->wdone[mb] == c->S) ppv_mb_inputs_free(&c->inputs[mb]);
@@ -763,7 +773,7 @@ int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, s
             total += ppv_loss_forward(m, &in, y);
             bad = ppv_loss_backward(m, &in, y, dy) < 0 ||
                   ppv_layers_backward_input(m, 0, L, &in, saved, dy, dx, wstate) < 0 ||
-                  ppv_layers_backward_weight(m, 0, L, &in, saved, wstate, one) < 0;
+                  ppv_layers_backward_weight(m, 0, L, &in, wstate, one) < 0;
         }
         if (bad) {
             ppv_mb_inputs_free(&in);

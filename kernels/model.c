@@ -80,11 +80,19 @@ typedef struct dims {
     X(mo, d->T * d->C)      /* fc2 out (gate) */
 
 /* What one layer's input backward keeps for its weight backward: the
- * adaLN vectors' gradient (fp32) and every linear's output gradient. */
+ * adaLN vectors' gradient (fp32), every linear's output gradient, and
+ * copies of the linears' inputs (the saved tensors the weight backward
+ * reads), so that the rest of saved is freed at the input backward. */
 #define WSTATE_F32(X) X(dmod, 6 * d->C)
 #define WSTATE_BF16(X) \
     X(dqkv, 3 * d->T * d->C) X(dao, d->T * d->C) X(dqc, d->T * d->C) \
-    X(dkvc, 2 * d->Tc * d->C) X(dco, d->T * d->C) X(dh, d->T * d->F) X(dmo, d->T * d->C)
+    X(dkvc, 2 * d->Tc * d->C) X(dco, d->T * d->C) X(dh, d->T * d->F) X(dmo, d->T * d->C) \
+    W_INPUTS(X)
+/* The linears' inputs: names as in SAVED_BF16 (the qkv, attention out,
+ * cross-attention query and out, fc1 and fc2 inputs). */
+#define W_INPUTS(X) \
+    X(m1, d->T * d->C) X(att, d->T * d->C) X(n2, d->T * d->C) X(ca, d->T * d->C) \
+    X(m3, d->T * d->C) X(g, d->T * d->F)
 
 /* fp32 working copies: every saved bf16 tensor, plus these. */
 #define ACTS_EXTRA(X) \
@@ -598,6 +606,9 @@ int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const 
         wstate_layout(d, wstate, l1 - l0, l - l0, &wf, &wb);
         acts_load(d, &a, &sb);
         layer_backward_input(m, l, &a, &g, &sf, &wf, &wb);
+#define AS_KEEP(name, n) memcpy(wb.name, sb.name, (n) * sizeof(ppv_bf16));
+        W_INPUTS(AS_KEEP)
+#undef AS_KEEP
     }
     ppvk_f32_to_bf16(dx, g.dy, d->T * d->C);
     free(work);
@@ -605,8 +616,9 @@ int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const 
 }
 
 /* One block's parameter gradients (layer_params values at dp) from its
- * saved linear inputs and wstate's linear output gradients. Expects a
- * loaded from saved, a->temb and a->cond filled; g is scratch. */
+ * linears' inputs and output gradients, both in wstate. Expects a's
+ * linear inputs loaded from wstate, a->temb and a->cond filled; g is
+ * scratch. */
 static void layer_backward_weight(const ppv_model *m, const acts *a, grads *g, const wstate_f32 *wf,
                                   const wstate_bf16 *wb, float *dp) {
     const dims *d = &m->d;
@@ -634,9 +646,9 @@ static void layer_backward_weight(const ppv_model *m, const acts *a, grads *g, c
 /* Backward for weights of layers [l0, l1) (any order would do: layers are
  * independent given wstate); 0 or -1. */
 int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
-                               const void *saved, const void *wstate, float *dparams) {
-    if (!range_ok(m, l0, l1) || !in || !in->cond || !float_aligned(saved) ||
-        !float_aligned(wstate) || (l1 > l0 && (!saved || !wstate || !dparams)))
+                               const void *wstate, float *dparams) {
+    if (!range_ok(m, l0, l1) || !in || !in->cond || !float_aligned(wstate) ||
+        (l1 > l0 && (!wstate || !dparams)))
         return -1;
     const dims *d = &m->d;
     acts a;
@@ -646,13 +658,12 @@ int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const
     ppvk_bf16_to_f32(a.cond, in->cond, d->Tc * d->C);
     timestep_features(a.temb, in->timestep, (int)d->C);
     for (int32_t l = l0; l < l1; l++) {
-        saved_f32 sf;
-        saved_bf16 sb;
         wstate_f32 wf;
         wstate_bf16 wb;
-        saved_layout(d, (void *)saved, l1 - l0, l - l0, &sf, &sb);   /* read only */
         wstate_layout(d, (void *)wstate, l1 - l0, l - l0, &wf, &wb); /* read only */
-        acts_load(d, &a, &sb);
+#define AS_LOAD_W(name, n) ppvk_bf16_to_f32(a.name, wb.name, (n));
+        W_INPUTS(AS_LOAD_W)
+#undef AS_LOAD_W
         layer_backward_weight(m, &a, &g, &wf, &wb, dparams + (size_t)(l - l0) * m->layer_params);
     }
     free(work);

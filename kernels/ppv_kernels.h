@@ -133,15 +133,17 @@ PPV_MUST_CHECK int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1
                        const ppv_bf16 *x_in, ppv_bf16 *x_out, void *saved);
 
 /* Backward for inputs: dy (T, C) -> dx (T, C), filling wstate
- * (ppv_layers_wstate_bytes) with what the weight backward needs. */
+ * (ppv_layers_wstate_bytes) with everything the weight backward needs
+ * (the linears' inputs copied from saved among it), so that saved can be
+ * freed once this returns. */
 PPV_MUST_CHECK int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
                               const void *saved, const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate);
 
 /* Backward for weights: writes (not accumulates) the fp32 gradients of
  * layers [l0, l1) for this microbatch into dparams
- * (ppv_model_grad_count values). */
+ * (ppv_model_grad_count values), from wstate alone. */
 PPV_MUST_CHECK int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
-                               const void *saved, const void *wstate, float *dparams);
+                               const void *wstate, float *dparams);
 
 /* Loss of the last layer's output y against in->target (mean squared
  * error, fp32) and its gradient dy (T, C). */

@@ -288,7 +288,7 @@ static ppv_trace ppv_trace_run(const ppv_model *m, const ppv_model_config *cfg, 
         void *wstate = xmalloc(ppv_layers_wstate_bytes(m, l, l + 1));
         assert_int_equal(ppv_layers_backward_input(m, l, l + 1, &t.in, saved[l], dy, dx, wstate),
                          0);
-        assert_int_equal(ppv_layers_backward_weight(m, l, l + 1, &t.in, saved[l], wstate, dp), 0);
+        assert_int_equal(ppv_layers_backward_weight(m, l, l + 1, &t.in, wstate, dp), 0);
         widen_f32(t.dp + (size_t)l * t.P, dp, t.P);
         widen_bf16(t.dy[l], dx, t.TC);
         memcpy(dy, dx, sizeof(ppv_bf16) * t.TC);
@@ -536,7 +536,7 @@ static void check_whole_step(const ppv_model_config *cfg) {
     double loss = ppv_loss_forward(m, &in, y);
     assert_int_equal(ppv_loss_backward(m, &in, y, dy), 0);
     assert_int_equal(ppv_layers_backward_input(m, 0, L, &in, saved, dy, dx, wstate), 0);
-    assert_int_equal(ppv_layers_backward_weight(m, 0, L, &in, saved, wstate, dp), 0);
+    assert_int_equal(ppv_layers_backward_weight(m, 0, L, &in, wstate, dp), 0);
     if (verbose())
         printf("config C=%d H=%d F=%d T=%d Tc=%d, whole step:\n", r.C, r.H, r.F, r.T, r.Tc);
     widen_bf16(yd, y, TC);
