@@ -931,10 +931,11 @@ static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
 /* Peak activation per rank (into peak[nranks]) from each rank's compute
  * order, one live amount per cell: an F of stage st holds stage_w[st]
  * (NULL: the unit of mm), at[r] (may be NULL) the index of the action at
- * which rank r first reaches its peak (-1 when it holds nothing). Returns
- * 0, or -1 when out of memory. */
+ * which rank r first reaches its peak (-1 when it holds nothing), level
+ * (may be NULL) each rank's live amount after each of its actions, in
+ * the unit of peak. Returns 0, or -1 when out of memory. */
 static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
-                       const double *stage_w, double *peak, int32_t *at) {
+                       const double *stage_w, double *peak, int32_t *at, double *const *level) {
     int32_t S = s->nstages;
     double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
     double *live = calloc((size_t)(c->n ? c->n : 1), sizeof *live);
@@ -952,6 +953,7 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
         int32_t top_at = -1;
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
+            if (level) level[r][i] = stage_w ? cur : cur * unit;
             if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
                 continue;
             int64_t k = cell_of(c, a->stage, a->mb);
@@ -966,6 +968,7 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
             }
             *l += d;
             cur += d;
+            if (level) level[r][i] = stage_w ? cur : cur * unit;
             if (cur > top) top = cur, top_at = i;
         }
         peak[r] = stage_w ? top : top * unit;
@@ -980,7 +983,7 @@ int ppv_schedule_peak_weighted(const ppv_schedule *s, const ppv_mem_model *mm,
                                const double *stage_w, double *peak, int32_t *at) {
     cells cl;
     if (cells_init(&cl, s) < 0) return -1;
-    int rc = peak_memory(s, &cl, mm, stage_w, peak, at);
+    int rc = peak_memory(s, &cl, mm, stage_w, peak, at, NULL);
     free(cl.key);
     return rc;
 }
@@ -1006,7 +1009,10 @@ void ppv_check_report_free(ppv_check_report *r) {
     free(r->peak_index);
     if (r->spans && r->checked)
         for (int32_t k = 0; k < r->checked->nranks; k++) free(r->spans[k]);
+    if (r->live && r->checked)
+        for (int32_t k = 0; k < r->checked->nranks; k++) free(r->live[k]);
     free(r->spans);
+    free(r->live);
     ppv_schedule_free(r->checked);
     free(r);
 }
@@ -1230,7 +1236,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
     rep->peak_index = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_index);
     if (!rep->peak_activation || !rep->peak_index ||
-        peak_memory(s, &cl, &opt->mem, NULL, rep->peak_activation, rep->peak_index) < 0)
+        peak_memory(s, &cl, &opt->mem, NULL, rep->peak_activation, rep->peak_index, NULL) < 0)
         goto oom;
 
     const ppv_schedule *run = s;
@@ -1277,6 +1283,18 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
             rep->checked->nmb = run->nmb;
             if (ppv_schedule_finish(rep->checked, e2, sizeof e2) < 0) goto oom;
         }
+        /* the memory track: the same walk as the peak, over the checked
+         * programs (their compute actions are the schedule's, in order) */
+        rep->live = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *rep->live);
+        if (!rep->live) goto oom;
+        for (int32_t r = 0; r < run->nranks; r++)
+            if (!(rep->live[r] = calloc((size_t)(run->prog[r].n ? run->prog[r].n : 1),
+                                        sizeof(double))))
+                goto oom;
+        double *top = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *top);
+        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, top, NULL, rep->live) : -1;
+        free(top);
+        if (lrc < 0) goto oom;
     }
     simulate(&ck);
     if (ck.oom) goto oom;

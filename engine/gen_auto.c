@@ -7,13 +7,15 @@
  *
  * 1. Candidates: every named kind at every stage count it takes (1..4 a
  *    rank), and, when there is a cap, the memory-capped greedy at that cap
- *    with 1 and 2 stages a rank. Each is checked (lowered, deadlock under
+ *    with 1 and 2 stages a rank (under a cap in bytes alone, at 1, 2, 4,
+ *    ... p microbatches: the bytes of --model decide which fit). Each is checked (lowered, deadlock under
  *    rendezvous, peak, makespan under the costs); the best that fits the
  *    cap is the start: smallest makespan, then smallest peak, then the
  *    order above.
  * 2. Local search: adjacent actions of one rank are swapped, in a fixed
  *    order (rank, then position); a swap is kept when the check still
- *    passes, every rank stays within the cap and the makespan falls. The
+ *    passes, every rank stays within the cap (activations, and bytes
+ *    under a model) and the makespan falls. The
  *    scan starts again after every kept swap and ends when a whole scan
  *    keeps none, or after `budget` checks.
  * Everything is deterministic: the same parameters give the same schedule.
@@ -33,10 +35,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The score of a checked schedule; ok 0 when it fails or does not fit. */
+/* The score of a checked schedule; ok 0 when it fails or does not fit.
+ * bytes: the largest rank's weights, gradients, optimizer state and peak
+ * activations under p->model (0 without one). */
 typedef struct score {
     int ok;
-    double makespan, peak;
+    double makespan, peak, bytes;
 } score;
 
 /* The check's options for s: the costs are a rank's whole share of the
@@ -51,7 +55,7 @@ static ppv_check_options options_for(const ppv_schedule *s, const ppv_gen_auto_p
 }
 
 static score evaluate(const ppv_schedule *s, const ppv_gen_auto_params *p) {
-    score sc = {0, 0, 0};
+    score sc = {0, 0, 0, 0};
     ppv_check_options o = options_for(s, p);
     ppv_check_report *rep = NULL;
     char err[256];
@@ -63,13 +67,73 @@ static score evaluate(const ppv_schedule *s, const ppv_gen_auto_params *p) {
         sc.ok = p->cap <= 0 || sc.peak <= p->cap + 1e-9;
     }
     ppv_check_report_free(rep);
+    ppv_memory_bytes mb;
+    if (sc.makespan > 0 && p->model) {
+        if (ppv_schedule_memory_bytes(s, p->model, &mb, err, sizeof err) < 0) {
+            sc.ok = 0, sc.makespan = 0;
+            return sc;
+        }
+        for (int32_t r = 0; r < mb.nranks; r++) {
+            double w, g, o;
+            ppv_memory_split(p->model, mb.params[r], &w, &g, &o);
+            if (w + g + o + mb.activations[r] > sc.bytes) sc.bytes = w + g + o + mb.activations[r];
+        }
+        ppv_memory_bytes_free(&mb);
+        if (p->mem_cap_bytes > 0 && sc.bytes > p->mem_cap_bytes) sc.ok = 0;
+    }
     return sc;
 }
 
 static int better(score a, score b) {
     if (!a.ok) return 0;
     if (!b.ok) return 1;
-    return a.makespan < b.makespan || (a.makespan == b.makespan && a.peak < b.peak);
+    if (a.makespan != b.makespan) return a.makespan < b.makespan;
+    return a.bytes != b.bytes ? a.bytes < b.bytes : a.peak < b.peak;
+}
+
+/* The search's state while it collects candidates. */
+typedef struct pool {
+    const ppv_gen_auto_params *p;
+    ppv_gen_auto_report *rep;
+    ppv_schedule *best;
+    score bs;
+    double least_peak, least_bytes; /* of the candidates that pass the check; < 0: none */
+} pool;
+
+/* Scores candidate s (taking it) and keeps it when it beats the best. */
+static void consider(pool *pl, ppv_schedule *s, const char *label) {
+    score sc = evaluate(s, pl->p);
+    pl->rep->candidates++;
+    if (sc.makespan > 0 && (pl->least_peak < 0 || sc.peak < pl->least_peak))
+        pl->least_peak = sc.peak;
+    if (sc.makespan > 0 && pl->p->model && (pl->least_bytes < 0 || sc.bytes < pl->least_bytes))
+        pl->least_bytes = sc.bytes;
+    if (better(sc, pl->bs)) {
+        ppv_schedule_free(pl->best);
+        pl->best = s, pl->bs = sc;
+        snprintf(pl->rep->start, sizeof pl->rep->start, "%s", label);
+    } else {
+        ppv_schedule_free(s);
+    }
+}
+
+/* The memory-capped greedy with v stages a rank holding at most cap
+ * microbatches' activations, or NULL when it cannot be built. */
+static ppv_schedule *capped_greedy(int32_t ranks, int32_t m, int32_t v, double cap_mb) {
+    int32_t cap = (int32_t)(cap_mb * v + 1e-9); /* the greedy counts stage activations */
+    char why[256];
+    if (cap < v) return NULL;
+    ppv_schedule *s = ppv_schedule_new(ranks);
+    if (!s) return NULL;
+    s->nmb = m;
+    s->dialect = PPV_DIALECT_CURRENT;
+    snprintf(s->name, sizeof s->name, "capped-greedy-p%d-m%d-v%d", ranks, m, v);
+    if (ppv_gen_greedy_capped(s, ranks, m, v, cap) < 0 ||
+        ppv_schedule_finish(s, why, sizeof why) < 0) {
+        ppv_schedule_free(s);
+        return NULL;
+    }
+    return s;
 }
 
 /* Swaps actions i and i+1 of a program, keeping each slot's step. */
@@ -96,60 +160,50 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
     *out = NULL;
     memset(rep, 0, sizeof *rep);
     double t0 = now_s();
-    ppv_schedule *best = NULL;
-    score bs = {0, 0, 0};
-    double least_peak = -1;
+    pool pl = {p, rep, NULL, {0, 0, 0, 0}, -1, -1};
     const char *const *names = ppv_generator_names();
-    char why[512];
+    char why[512], label[64];
     /* 1. the candidates */
     for (int k = 0; names[k]; k++)
         for (int32_t v = 1; v <= 4; v++) {
             ppv_gen_params gp = {p->ranks, p->microbatches, v};
             ppv_schedule *s = NULL;
             if (ppv_generate(names[k], &gp, &s, why, sizeof why) < 0) continue;
-            score sc = evaluate(s, p);
-            rep->candidates++;
-            if (sc.makespan > 0 && (least_peak < 0 || sc.peak < least_peak)) least_peak = sc.peak;
-            if (better(sc, bs)) {
-                ppv_schedule_free(best);
-                best = s, bs = sc;
-                snprintf(rep->start, sizeof rep->start, "%s -v %d", names[k], v);
-            } else {
-                ppv_schedule_free(s);
+            snprintf(label, sizeof label, "%s -v %d", names[k], v);
+            consider(&pl, s, label);
+        }
+    /* the capped greedy at the cap; under a cap in bytes alone, at 1, 2,
+     * 4, ... and p microbatches (the bytes decide which fit) */
+    for (int32_t v = 1; v <= 2; v++) {
+        if (p->cap > 0) {
+            ppv_schedule *s = capped_greedy(p->ranks, p->microbatches, v, p->cap);
+            snprintf(label, sizeof label, "capped greedy -v %d", v);
+            if (s) consider(&pl, s, label);
+        } else if (p->model && p->mem_cap_bytes > 0) {
+            for (int32_t c = 1;; c = c * 2 < p->ranks ? c * 2 : p->ranks) {
+                ppv_schedule *s = capped_greedy(p->ranks, p->microbatches, v, c);
+                snprintf(label, sizeof label, "capped greedy -v %d (%d microbatches)", v, c);
+                if (s) consider(&pl, s, label);
+                if (c >= p->ranks) break;
             }
         }
-    for (int32_t v = 1; p->cap > 0 && v <= 2; v++) {
-        int32_t cap = (int32_t)(p->cap * v + 1e-9); /* the greedy counts stage activations */
-        ppv_schedule *s = ppv_schedule_new(p->ranks);
-        if (!s) break;
-        s->nmb = p->microbatches;
-        s->dialect = PPV_DIALECT_CURRENT;
-        snprintf(s->name, sizeof s->name, "capped-greedy-p%d-m%d-v%d", p->ranks, p->microbatches,
-                 v);
-        if (cap < v || ppv_gen_greedy_capped(s, p->ranks, p->microbatches, v, cap) < 0 ||
-            ppv_schedule_finish(s, why, sizeof why) < 0) {
-            ppv_schedule_free(s);
-            continue;
-        }
-        score sc = evaluate(s, p);
-        rep->candidates++;
-        if (sc.makespan > 0 && (least_peak < 0 || sc.peak < least_peak)) least_peak = sc.peak;
-        if (better(sc, bs)) {
-            ppv_schedule_free(best);
-            best = s, bs = sc;
-            snprintf(rep->start, sizeof rep->start, "capped greedy -v %d", v);
-        } else {
-            ppv_schedule_free(s);
-        }
     }
+    ppv_schedule *best = pl.best;
+    score bs = pl.bs;
     if (!best) {
-        if (least_peak < 0)
+        if (pl.least_peak < 0)
             return ppv_errf(err, errlen, "no schedule of any kind for p=%d m=%d", p->ranks,
                             p->microbatches);
+        if (p->model && p->mem_cap_bytes > 0 && p->cap <= 0)
+            return ppv_errf(err, errlen,
+                            "no schedule fits a cap of %.0f bytes (%.2f GiB) a rank: the least "
+                            "ppv builds for p=%d m=%d needs %.0f (%.2f GiB)",
+                            p->mem_cap_bytes, p->mem_cap_bytes / 1073741824.0, p->ranks,
+                            p->microbatches, pl.least_bytes, pl.least_bytes / 1073741824.0);
         return ppv_errf(err, errlen,
                         "no schedule fits a cap of %g activations a rank: the smallest peak ppv "
                         "builds for p=%d m=%d is %g",
-                        p->cap, p->ranks, p->microbatches, least_peak);
+                        p->cap, p->ranks, p->microbatches, pl.least_peak);
     }
     rep->start_makespan = bs.makespan;
     /* 2. the local search */
@@ -183,6 +237,7 @@ stop:
     snprintf(best->name, sizeof best->name, "auto-p%d-m%d", p->ranks, p->microbatches);
     rep->makespan = bs.makespan;
     rep->peak = bs.peak;
+    rep->peak_bytes = bs.bytes;
     rep->stages_per_rank = best->nstages / best->nranks;
     ppv_check_options o = options_for(best, p);
     ppv_check_report *cr = NULL;

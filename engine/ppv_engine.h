@@ -256,12 +256,16 @@ typedef struct ppv_gen_auto_params {
     double cap;         /* <= 0: no cap */
     int64_t budget;     /* checks the local search may make; 0: no bound */
     double time_limit;  /* seconds; <= 0: none */
+    const ppv_model_spec *model; /* NULL, or the model whose bytes are weighed */
+    double mem_cap_bytes;        /* with model: every rank's weights, gradients, optimizer
+                                  * state and peak activations within it; <= 0: no cap */
 } ppv_gen_auto_params;
 
 typedef struct ppv_gen_auto_report {
     char start[64];           /* the candidate the search started from */
     double start_makespan;
     double makespan, bubble_ratio, peak; /* of the result; peak: the largest rank's */
+    double peak_bytes;                   /* with a model: the largest rank's total bytes */
     int32_t stages_per_rank;             /* of the result */
     int64_t candidates, evaluated, improvements;
     int converged;       /* a whole scan kept no swap */
@@ -324,6 +328,8 @@ typedef struct ppv_check_report {
     double makespan, bubble_ratio;
     ppv_schedule *checked; /* the programs simulated (lowered when compute-only) */
     ppv_span **spans;      /* [nranks][n] start/end of each action, keep_timeline */
+    double **live;         /* [nranks][n] activations held after each action (the unit of
+                            * peak_activation), keep_timeline */
 } ppv_check_report;
 
 /* Checks a schedule: per-rank dependencies and counts, message matching,
@@ -558,12 +564,28 @@ int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t e
 /* ------------------------------------------------------------------------ */
 /* Running a schedule: one training step of the built-in model              */
 
+/* How a stage keeps what its backward needs (`--recompute`). A forward's
+ * saved tensors serve the input backward (I or B), which copies what the
+ * weight backward reads into its weight state and frees them. */
+typedef enum ppv_recompute_kind {
+    PPV_RC_NONE,   /* stash: saved lives from the forward to the input backward */
+    PPV_RC_FULL,   /* keep the stage input; rebuild saved before the backward (at R or I) */
+    PPV_RC_LAYERS, /* keep the input of every k-th layer of the stage; the input backward
+                      rebuilds one segment of k layers at a time, last first */
+    PPV_RC_MB      /* by microbatch: stash while the rank holds fewer than k stashed
+                      forwards (of any stage), FULL beyond */
+} ppv_recompute_kind;
+
+typedef struct ppv_recompute {
+    uint8_t kind; /* ppv_recompute_kind */
+    int32_t k;    /* LAYERS: layers a segment; MB: stashed forwards a rank keeps */
+} ppv_recompute;
+
 typedef struct ppv_run_options {
     ppv_semantics sem;
     ppv_policy policy;
-    ppv_model_config model;   /* layers are split over the schedule's stages */
-    const uint8_t *recompute; /* [nstages]: 1 = keep only the stage input and
-                                 recompute the forward before its backward */
+    ppv_model_config model;         /* layers are split over the schedule's stages */
+    const ppv_recompute *recompute; /* [nstages], or NULL: every stage stashes */
     int64_t watchdog_steps;
     ppv_fault fault; /* one transport fault (the explorer's), or none */
     int64_t extra_bytes; /* self-test: rank 0 holds this many more activation bytes for
@@ -592,15 +614,27 @@ ppv_run_options ppv_run_defaults(void);
  * o->model with at least one layer per stage. */
 ppv_model_config ppv_run_model_config(const ppv_run_options *o, const ppv_schedule *s);
 
-/* Stages to recompute from "none", "all" or "0,2,5" into mask[nstages];
- * -1 if the text is none of these or names a stage out of range. */
-int ppv_recompute_parse(const char *text, int32_t nstages, uint8_t *mask);
+/* Per-stage policies into out[nstages] from a comma-separated list of
+ * items, each POLICY (every stage), STAGE:POLICY or STAGE (full), later
+ * items overriding earlier ones; POLICY is none, full (or all),
+ * layers:K or mb:N. "none", "all" and "0,2,5" read as before. 0, or -1
+ * with the reason. */
+int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, char *err,
+                        size_t errlen);
+
+/* The mode (a ppv_recompute_kind other than MB) each forward of s runs in
+ * under the policies, into mode[stage * nmb + mb]: by microbatch a forward
+ * is recomputed when its rank holds k stashed forwards at it. 0. */
+int ppv_recompute_modes(const ppv_schedule *s, const ppv_recompute *recompute, uint8_t *mode);
 
 /* Activation bytes of one stage: what a forward saves for the backward,
  * what the backward-for-inputs keeps for the weights, and the stage input a
- * recomputed stage stashes instead. */
+ * recomputed stage stashes instead; its layer count and a layer's part of
+ * saved and wstate (both are that times the layers). */
 typedef struct ppv_stage_bytes {
     int64_t saved, wstate, input;
+    int32_t layers;
+    int64_t layer_saved, layer_wstate;
 } ppv_stage_bytes;
 
 typedef struct ppv_run_report {
@@ -613,6 +647,7 @@ typedef struct ppv_run_report {
      * mb (at s * nmb + mb), counted where they run: 1 per F, plus 1 when a
      * recomputed stage rebuilds its saved tensors for the backward */
     int32_t *forwards;
+    int64_t *layer_forwards; /* [nstages] layer forward passes run, rebuilds included */
     float *grads;         /* all layers' gradients, summed over microbatches in order */
     size_t ngrads;
     uint64_t grad_digest; /* FNV-1a of grads */
@@ -643,11 +678,13 @@ int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, s
                       double *loss, char *err, size_t errlen);
 
 /* Peak activation bytes per rank that the schedule implies, for the
- * engine's allocation rules (F keeps `saved`, I adds `wstate`, W frees
- * both, B does I and W; a recomputed stage keeps `input` and holds `saved`
- * only while a forward runs and from its recompute to its W). */
+ * engine's allocation rules: F keeps `saved`; I adds `wstate` and frees
+ * `saved`; W frees `wstate`; B does I and W. A recomputed stage keeps
+ * `input` (a checkpointed one, one input per segment), holds `saved` while
+ * a forward runs and from its rebuild (at R or I; a segment's at I) to the
+ * end of that backward, and frees an input once what it rebuilds is back. */
 int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *bytes,
-                                 const uint8_t *recompute, int64_t *peak);
+                                 const ppv_recompute *recompute, int64_t *peak);
 
 uint64_t ppv_digest(const void *data, size_t n);
 

@@ -8,8 +8,12 @@
  * the one-rank reference bit for bit.
  *
  * Activation memory is what the engine's allocator holds for backwards:
- * the forward's saved tensors, the backward-for-inputs' state for the
- * weight backward, and a recomputed stage's stashed input.
+ * the forward's saved tensors (until the input backward), the
+ * backward-for-inputs' state for the weight backward (until W), and a
+ * recomputed stage's kept inputs (one a segment under layers:K, each until
+ * what it rebuilds is back). The recompute policies are in ppv_engine.h
+ * (ppv_recompute_kind); ppv_predict_activation_bytes follows the same
+ * rules from the schedule alone.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +26,12 @@ typedef struct slot {
     ppv_bf16 *y;     /* stage output, until sent or handed on */
     ppv_bf16 *dy;    /* gradient of the output */
     ppv_bf16 *dx;    /* gradient of the input, until sent or handed on */
-    void *saved;     /* forward state for the backward */
-    void *wstate;    /* backward-for-inputs state for the weight backward */
-    ppv_bf16 *stash; /* recomputed stage: the kept input */
+    void *saved;     /* forward state for the backward (a checkpointed stage: of the
+                        segment being rebuilt) */
+    uint8_t mode;    /* ppv_recompute_kind applied, decided at the forward (never MB) */
+    int32_t nseg;    /* segments: 1, or the checkpoints of a LAYERS stage */
+    ppv_bf16 **ckpt; /* [nseg] recomputed: each segment's kept input, until rebuilt */
+    void **wstate;   /* [nseg] each segment's state for the weight backward */
     float *dparams;  /* this microbatch's weight gradients, until folded */
 } slot;
 
@@ -46,6 +53,8 @@ typedef struct run_ctx {
     int64_t *cur, *peak;     /* [P] activation bytes */
     int64_t actions_done, actions_total;
     int32_t *forwards; /* [S * m] forward passes run, recomputes included */
+    int64_t *layer_forwards; /* [S] layer forward passes run */
+    int32_t *stashed;        /* [P] forwards a rank holds stashed (for MB) */
 } run_ctx;
 
 /* ---- activation accounting ------------------------------------------------- */
@@ -65,44 +74,119 @@ static void act_free(run_ctx *c, int32_t rank, void **p, int64_t bytes) {
     c->cur[rank] -= bytes;
 }
 
+/* The policy of stage st (NONE without any). */
+static ppv_recompute policy_of(const ppv_recompute *rc, int32_t st) {
+    ppv_recompute none = {PPV_RC_NONE, 0};
+    return rc ? rc[st] : none;
+}
+
+/* The mode a forward of a stage with policy p runs in when its rank holds
+ * `stashed` stashed forwards. */
+static uint8_t mode_for(ppv_recompute p, int32_t stashed) {
+    if (p.kind == PPV_RC_MB) return stashed >= p.k ? PPV_RC_FULL : PPV_RC_NONE;
+    if (p.kind == PPV_RC_LAYERS && p.k <= 0) return PPV_RC_FULL;
+    return p.kind;
+}
+
+/* Segments of a stage of L layers under mode with policy p: k layers each
+ * (the last may be shorter) for LAYERS, else one. */
+static int32_t seg_count(int32_t L, uint8_t mode, ppv_recompute p) {
+    if (mode != PPV_RC_LAYERS || L <= 0) return 1;
+    return (L + p.k - 1) / p.k;
+}
+
+/* Layers of segment j, as offsets [*a, *b) into the stage. */
+static void seg_range(int32_t L, uint8_t mode, ppv_recompute p, int32_t j, int32_t *a, int32_t *b) {
+    if (mode != PPV_RC_LAYERS) {
+        *a = 0, *b = L;
+        return;
+    }
+    *a = j * p.k;
+    *b = *a + p.k < L ? *a + p.k : L;
+}
+
+int ppv_recompute_modes(const ppv_schedule *s, const ppv_recompute *recompute, uint8_t *mode) {
+    memset(mode, 0, (size_t)s->nstages * (size_t)s->nmb);
+    for (int32_t r = 0; r < s->nranks; r++) {
+        int32_t stashed = 0;
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            if (a->stage < 0 || a->mb < 0) continue;
+            uint8_t *md = &mode[(size_t)a->stage * s->nmb + a->mb];
+            if (a->kind == PPV_ACT_F) {
+                *md = mode_for(policy_of(recompute, a->stage), stashed);
+                stashed += *md == PPV_RC_NONE;
+            } else if ((a->kind == PPV_ACT_I || a->kind == PPV_ACT_B) && *md == PPV_RC_NONE) {
+                stashed--;
+            }
+        }
+    }
+    return 0;
+}
+
 int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *bytes,
-                                 const uint8_t *recompute, int64_t *peak) {
+                                 const ppv_recompute *recompute, int64_t *peak) {
     int32_t S = s->nstages, m = s->nmb;
+    uint8_t *mode = calloc((size_t)S * (size_t)m + 1, 1);
     uint8_t *regen = calloc((size_t)S * (size_t)m + 1, 1);
-    if (!regen) return -1;
+    if (!mode || !regen) {
+        free(mode), free(regen);
+        return -1;
+    }
     for (int32_t r = 0; r < s->nranks; r++) {
         int64_t cur = 0, top = 0;
+        int32_t stashed = 0;
+#define ADD(n) (cur += (n), top = cur > top ? cur : top)
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
             if (a->stage < 0 || a->mb < 0) continue;
             const ppv_stage_bytes *b = &bytes[a->stage];
-            int rc = recompute && recompute[a->stage];
-            uint8_t *g = &regen[(size_t)a->stage * m + a->mb];
+            ppv_recompute p = policy_of(recompute, a->stage);
+            size_t cell = (size_t)a->stage * m + a->mb;
+            uint8_t *md = &mode[cell], *g = &regen[cell];
+            int32_t L = b->layers, n = seg_count(L, *md, p), sa, sb;
             switch (a->kind) {
             case PPV_ACT_F:
-                if (rc) { /* stash the input; saved lives only while the forward runs */
-                    cur += b->input;
-                    if (cur + b->saved > top) top = cur + b->saved;
-                } else {
-                    cur += b->saved;
+                *md = mode_for(p, stashed);
+                n = seg_count(L, *md, p);
+                if (*md == PPV_RC_NONE) {
+                    ADD(b->saved);
+                    stashed++;
+                    break;
+                }
+                /* each segment's input kept, its saved held while it runs */
+                for (int32_t j = 0; j < n; j++) {
+                    seg_range(L, *md, p, j, &sa, &sb);
+                    ADD(b->input);
+                    ADD((sb - sa) * b->layer_saved);
+                    cur -= (sb - sa) * b->layer_saved;
                 }
                 break;
             case PPV_ACT_R:
             case PPV_ACT_I:
             case PPV_ACT_B:
-                /* a recomputed stage regenerates saved beside its stashed
-                 * input, which goes as soon as saved is back */
-                if (rc && !*g) {
-                    cur += b->saved;
-                    if (cur > top) top = cur;
+                /* a FULL stage rebuilds saved beside its kept input, which
+                 * goes as soon as saved is back */
+                if (*md == PPV_RC_FULL && !*g) {
+                    ADD(b->saved);
                     cur -= b->input, *g = 1;
                 }
                 if (a->kind == PPV_ACT_R) break;
-                /* saved and wstate live together while the input backward
-                 * runs; then saved goes, and a full backward's wstate too */
-                cur += b->wstate;
-                if (cur > top) top = cur;
-                cur -= b->saved + (a->kind == PPV_ACT_B ? b->wstate : 0);
+                for (int32_t j = n - 1; j >= 0; j--) {
+                    seg_range(L, *md, p, j, &sa, &sb);
+                    int64_t sv = *md == PPV_RC_LAYERS ? (sb - sa) * b->layer_saved : b->saved;
+                    int64_t ws = *md == PPV_RC_LAYERS ? (sb - sa) * b->layer_wstate : b->wstate;
+                    if (*md == PPV_RC_LAYERS) { /* this segment rebuilt from its input */
+                        ADD(sv);
+                        cur -= b->input;
+                    }
+                    /* saved and wstate live together while the input
+                     * backward runs; then saved goes */
+                    ADD(ws);
+                    cur -= sv;
+                }
+                if (*md == PPV_RC_NONE) stashed--;
+                if (a->kind == PPV_ACT_B) cur -= b->wstate;
                 break;
             case PPV_ACT_W:
                 cur -= b->wstate;
@@ -110,10 +194,11 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
             default:
                 break;
             }
-            if (cur > top) top = cur;
         }
+#undef ADD
         peak[r] = top;
     }
+    free(mode);
     free(regen);
     return 0;
 }
@@ -124,8 +209,8 @@ static slot *slot_of(run_ctx *c, int32_t stage, int32_t mb) {
     return &c->slots[(size_t)stage * c->m + mb];
 }
 
-static int is_recomputed(const run_ctx *c, int32_t stage) {
-    return c->o->recompute && c->o->recompute[stage];
+static ppv_recompute stage_policy(const run_ctx *c, int32_t s) {
+    return policy_of(c->o->recompute, s);
 }
 
 /* Microbatch mb's inputs: drawn from the RNG, or from o->load_inputs, on
@@ -144,21 +229,22 @@ static const ppv_mb_inputs *inputs_of(run_ctx *c, ppv_transport *t, int32_t rank
     return in;
 }
 
-/* Runs the forward of stage s into a fresh saved buffer. */
-static int forward_into(run_ctx *c, int32_t rank, int32_t s, const ppv_mb_inputs *in, slot *sl,
-                        const ppv_bf16 *x) {
-    c->forwards[sl - c->slots]++; /* evidence for verify-recompute: counted where it runs */
-    sl->saved = act_alloc(c, rank, c->bytes[s].saved);
-    ppv_bf16 *y = malloc(c->tc * sizeof *y);
-    if (!sl->saved || !y) {
-        free(y);
+/* Runs stage-relative layers [a, b) of stage s on x into a fresh *y,
+ * saving into a fresh sl->saved (counted). */
+static int seg_forward(run_ctx *c, int32_t rank, int32_t s, const ppv_mb_inputs *in, slot *sl,
+                       int32_t a, int32_t b, const ppv_bf16 *x, ppv_bf16 **y) {
+    int32_t l0 = c->stage_layer[s];
+    *y = NULL;
+    sl->saved = act_alloc(c, rank, (b - a) * c->bytes[s].layer_saved);
+    ppv_bf16 *out = malloc(c->tc * sizeof *out);
+    if (!sl->saved || !out) {
+        free(out);
         return -1;
     }
-    int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
-    int rc = l0 < l1 ? ppv_layers_forward(c->model, l0, l1, in, x, y, sl->saved)
-                     : (memcpy(y, x, c->tc * sizeof *y), 0);
-    free(sl->y);
-    sl->y = y;
+    c->layer_forwards[s] += b - a; /* evidence for verify-recompute: counted where it runs */
+    int rc = a < b ? ppv_layers_forward(c->model, l0 + a, l0 + b, in, x, out, sl->saved)
+                   : (memcpy(out, x, c->tc * sizeof *out), 0);
+    *y = out;
     return rc;
 }
 
@@ -172,17 +258,44 @@ static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_acti
         ppv_world_fail(t, rank, "%dF%d has no input: nothing received or computed for it", s, mb);
         return -1;
     }
-    if (sl->saved) {
+    if (sl->saved || sl->ckpt) {
         ppv_world_fail(t, rank, "%dF%d runs twice", s, mb);
         return -1;
     }
-    if (is_recomputed(c, s)) {
-        sl->stash = act_alloc(c, rank, c->bytes[s].input);
-        if (!sl->stash) return -1;
-        memcpy(sl->stash, x, c->tc * sizeof *x);
+    ppv_recompute p = stage_policy(c, s);
+    int32_t L = c->bytes[s].layers;
+    sl->mode = mode_for(p, c->stashed[rank]);
+    sl->nseg = seg_count(L, sl->mode, p);
+    sl->wstate = calloc((size_t)sl->nseg, sizeof *sl->wstate);
+    if (!sl->wstate) return -1;
+    c->forwards[sl - c->slots]++;
+    ppv_bf16 *y = NULL;
+    if (sl->mode == PPV_RC_NONE) {
+        if (seg_forward(c, rank, s, in, sl, 0, L, x, &y) < 0) {
+            free(y);
+            return -1;
+        }
+        c->stashed[rank]++;
+    } else {
+        /* keep each segment's input; its saved tensors only while it runs */
+        if (!(sl->ckpt = calloc((size_t)sl->nseg, sizeof *sl->ckpt))) return -1;
+        const ppv_bf16 *xin = x;
+        for (int32_t j = 0; j < sl->nseg; j++) {
+            int32_t sa, sb;
+            seg_range(L, sl->mode, p, j, &sa, &sb);
+            if (!(sl->ckpt[j] = act_alloc(c, rank, c->bytes[s].input))) return -1;
+            memcpy(sl->ckpt[j], xin, c->tc * sizeof *xin);
+            free(y);
+            if (seg_forward(c, rank, s, in, sl, sa, sb, sl->ckpt[j], &y) < 0) {
+                free(y);
+                return -1;
+            }
+            act_free(c, rank, &sl->saved, (sb - sa) * c->bytes[s].layer_saved);
+            xin = y;
+        }
     }
-    if (forward_into(c, rank, s, in, sl, x) < 0) return -1;
-    if (is_recomputed(c, s)) act_free(c, rank, &sl->saved, c->bytes[s].saved);
+    free(sl->y);
+    sl->y = y;
     if (s == c->S - 1)
         c->loss[mb] = ppv_loss_forward(c->model, in, sl->y);
     else if (c->s->stage_rank[s + 1] == rank) { /* the next stage is here: hand it over */
@@ -197,41 +310,52 @@ static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_acti
     return 0;
 }
 
-/* Rebuilds a recomputed stage's saved tensors from its stashed input. */
-static int recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int32_t mb) {
+/* Rebuilds the saved tensors of segment j of a recomputed (s, mb) from its
+ * kept input, which then goes (saved holds the segment's input). */
+static int rebuild(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int32_t mb, int32_t j) {
     slot *sl = slot_of(c, s, mb);
-    if (!is_recomputed(c, s)) return 0;
-    if (sl->saved && !sl->stash) return 0; /* regenerated already (an R before this) */
     if (sl->saved) { /* what recompute promises: nothing kept from the forward */
         ppv_world_fail(t, rank, "%dR%d: stage %d is recomputed but still holds its forward's saved "
                        "tensors", s, mb, s);
         return -1;
     }
-    if (!sl->stash) {
+    if (!sl->ckpt || !sl->ckpt[j]) {
         ppv_world_fail(t, rank, "%dR%d: no stashed input (forward missing)", s, mb);
         return -1;
     }
     const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
     if (!in) return -1;
-    ppv_bf16 *keep = sl->y;
-    sl->y = NULL;
-    int rc = forward_into(c, rank, s, in, sl, sl->stash);
-    free(sl->y);
-    sl->y = keep;
-    /* saved holds the stage's input among its tensors: the stash is done */
-    if (rc == 0) act_free(c, rank, (void **)&sl->stash, c->bytes[s].input);
+    int32_t sa, sb;
+    seg_range(c->bytes[s].layers, sl->mode, stage_policy(c, s), j, &sa, &sb);
+    if (j == sl->nseg - 1) c->forwards[sl - c->slots]++; /* one more pass over the stage */
+    ppv_bf16 *y = NULL;
+    int rc = seg_forward(c, rank, s, in, sl, sa, sb, sl->ckpt[j], &y);
+    free(y);
+    if (rc == 0) act_free(c, rank, (void **)&sl->ckpt[j], c->bytes[s].input);
     ppv_world_progress(t, rank);
     return rc;
+}
+
+/* R: a FULL stage rebuilds its saved tensors now (once); a checkpointed
+ * one rebuilds a segment at a time in its input backward. */
+static int do_recompute(run_ctx *c, ppv_transport *t, int32_t rank, int32_t s, int32_t mb) {
+    slot *sl = slot_of(c, s, mb);
+    if (sl->mode != PPV_RC_FULL || (sl->saved && sl->ckpt && !sl->ckpt[0])) return 0;
+    return rebuild(c, t, rank, s, mb, 0);
 }
 
 static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
     int32_t s = a->stage, mb = a->mb;
     slot *sl = slot_of(c, s, mb);
-    if (recompute(c, t, rank, s, mb) < 0) return -1;
-    if (!sl->saved) {
+    if (!sl->wstate) {
         ppv_world_fail(t, rank, "%d%s%d before its forward", s, ppv_action_token(a->kind), mb);
         return -1;
     }
+    if (sl->wstate[sl->nseg - 1]) {
+        ppv_world_fail(t, rank, "%d%s%d runs twice", s, ppv_action_token(a->kind), mb);
+        return -1;
+    }
+    if (do_recompute(c, t, rank, s, mb) < 0) return -1;
     const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
     if (!in) return -1;
     if (s == c->S - 1) {
@@ -246,24 +370,42 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
                        ppv_action_token(a->kind), mb);
         return -1;
     }
-    sl->wstate = act_alloc(c, rank, c->bytes[s].wstate);
-    ppv_bf16 *dx = malloc(c->tc * sizeof *dx);
-    if (!sl->wstate || !dx) {
-        free(dx);
-        return -1;
-    }
-    int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
-    if (l0 < l1) {
-        if (ppv_layers_backward_input(c->model, l0, l1, in, sl->saved, sl->dy, dx, sl->wstate) <
-            0) {
-            free(dx);
-            return -1;
+    ppv_recompute p = stage_policy(c, s);
+    int32_t L = c->bytes[s].layers, l0 = c->stage_layer[s];
+    const ppv_bf16 *g = sl->dy;
+    ppv_bf16 *dx = NULL;
+    /* the last segment first; a checkpointed segment is rebuilt just
+     * before its backward */
+    for (int32_t j = sl->nseg - 1; j >= 0; j--) {
+        int32_t sa, sb;
+        seg_range(L, sl->mode, p, j, &sa, &sb);
+        if (sl->mode == PPV_RC_LAYERS && rebuild(c, t, rank, s, mb, j) < 0) goto fail;
+        if (!sl->saved) {
+            ppv_world_fail(t, rank, "%d%s%d before its forward", s, ppv_action_token(a->kind), mb);
+            goto fail;
         }
-    } else
-        memcpy(dx, sl->dy, c->tc * sizeof *dx);
-    /* the weight backward reads wstate alone: the forward's saved tensors
-     * go now */
-    act_free(c, rank, &sl->saved, c->bytes[s].saved);
+        int64_t sv = (sb - sa) * c->bytes[s].layer_saved;
+        sl->wstate[j] = act_alloc(c, rank, (sb - sa) * c->bytes[s].layer_wstate);
+        ppv_bf16 *out = malloc(c->tc * sizeof *out);
+        if (!sl->wstate[j] || !out) {
+            free(out);
+            goto fail;
+        }
+        if (sa < sb) {
+            if (ppv_layers_backward_input(c->model, l0 + sa, l0 + sb, in, sl->saved, g, out,
+                                          sl->wstate[j]) < 0) {
+                free(out);
+                goto fail;
+            }
+        } else
+            memcpy(out, g, c->tc * sizeof *out);
+        /* the weight backward reads wstate alone: saved goes now */
+        act_free(c, rank, &sl->saved, sv);
+        free(dx);
+        dx = out;
+        g = dx;
+    }
+    if (sl->mode == PPV_RC_NONE) c->stashed[rank]--;
     if (s > 0 && c->s->stage_rank[s - 1] == rank) {
         slot *pv = slot_of(c, s - 1, mb);
         free(pv->dy);
@@ -276,6 +418,9 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
     }
     ppv_world_progress(t, rank);
     return 0;
+fail:
+    free(dx);
+    return -1;
 }
 
 /* Adds the stage's finished weight gradients to its sum in microbatch
@@ -301,24 +446,35 @@ static int fold_grads(run_ctx *c, int32_t s) {
 static int do_backward_weight(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_action *a) {
     int32_t s = a->stage, mb = a->mb;
     slot *sl = slot_of(c, s, mb);
-    if (!sl->wstate) {
+    if (!sl->wstate || !sl->wstate[0]) {
         ppv_world_fail(t, rank, "%dW%d before its I", s, mb);
         return -1;
     }
     const ppv_mb_inputs *in = inputs_of(c, t, rank, mb);
     if (!in) return -1;
-    int l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
+    ppv_recompute p = stage_policy(c, s);
+    int32_t L = c->bytes[s].layers, l0 = c->stage_layer[s], l1 = c->stage_layer[s + 1];
     size_t n = ppv_model_grad_count(c->model, l0, l1);
     sl->dparams = malloc((n ? n : 1) * sizeof *sl->dparams);
     if (!sl->dparams) return -1;
     if (++c->held > c->held_peak) c->held_peak = c->held;
-    if (l0 < l1 && ppv_layers_backward_weight(c->model, l0, l1, in, sl->wstate, sl->dparams) < 0)
-        return -1;
+    for (int32_t j = 0; j < sl->nseg; j++) { /* each segment's layers from its own state */
+        int32_t sa, sb;
+        seg_range(L, sl->mode, p, j, &sa, &sb);
+        float *dp = sl->dparams + ppv_model_grad_count(c->model, l0, l0 + sa);
+        if (sa < sb &&
+            ppv_layers_backward_weight(c->model, l0 + sa, l0 + sb, in, sl->wstate[j], dp) < 0)
+            return -1;
+    }
     if (fold_grads(c, s) < 0) {
         ppv_world_fail_env(t, rank, "out of memory");
         return -1;
     }
-    act_free(c, rank, &sl->wstate, c->bytes[s].wstate);
+    for (int32_t j = 0; j < sl->nseg; j++) {
+        int32_t sa, sb;
+        seg_range(L, sl->mode, p, j, &sa, &sb);
+        act_free(c, rank, &sl->wstate[j], (sb - sa) * c->bytes[s].layer_wstate);
+    }
     free(sl->dy);
     sl->dy = NULL;
     if (++c->wdone[mb] == c->S) ppv_mb_inputs_free(&c->inputs[mb]);
@@ -368,7 +524,7 @@ static int do_action(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_actio
     case PPV_ACT_F:
         return do_forward(c, t, rank, a);
     case PPV_ACT_R:
-        return recompute(c, t, rank, a->stage, a->mb);
+        return do_recompute(c, t, rank, a->stage, a->mb);
     case PPV_ACT_I:
         return do_backward_input(c, t, rank, a);
     case PPV_ACT_W:
@@ -414,21 +570,65 @@ static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
 
 /* ---- the step --------------------------------------------------------------- */
 
-int ppv_recompute_parse(const char *text, int32_t nstages, uint8_t *mask) {
-    memset(mask, 0, (size_t)nstages);
-    if (strcmp(text, "none") == 0) return 0;
-    if (strcmp(text, "all") == 0) {
-        memset(mask, 1, (size_t)nstages);
+/* One POLICY word (and its count) into *p; 0 or -1 with the reason. */
+static int parse_policy(const char *item, const char *w, ppv_recompute *p, char *err,
+                        size_t errlen) {
+    const char *colon = strchr(w, ':');
+    size_t n = colon ? (size_t)(colon - w) : strlen(w);
+    if ((n == 4 && strncmp(w, "none", 4) == 0) || (n == 4 && strncmp(w, "full", 4) == 0) ||
+        (n == 3 && strncmp(w, "all", 3) == 0)) {
+        if (colon) return ppv_errf(err, errlen, "'%s': %.*s takes no count", item, (int)n, w);
+        *p = (ppv_recompute){w[0] == 'n' ? PPV_RC_NONE : PPV_RC_FULL, 0};
         return 0;
     }
-    for (const char *p = text; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v >= nstages || (*end != ',' && *end)) return -1;
-        mask[v] = 1;
-        p = *end ? end + 1 : end;
-    }
+    int layers = n == 6 && strncmp(w, "layers", 6) == 0, mb = n == 2 && strncmp(w, "mb", 2) == 0;
+    if (!layers && !mb)
+        return ppv_errf(err, errlen,
+                        "'%s': a policy is none, full, layers:K (a checkpoint every K layers) or "
+                        "mb:N (stash N forwards a rank, recompute the rest)",
+                        item);
+    char *end;
+    long k = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || end == colon + 1 || *end || k < (layers ? 1 : 0) || k > 1 << 30)
+        return ppv_errf(err, errlen, "'%s': %s needs a count %s", item, layers ? "layers" : "mb",
+                        layers ? "of 1 or more layers a segment" : "of 0 or more forwards");
+    *p = (ppv_recompute){layers ? PPV_RC_LAYERS : PPV_RC_MB, (int32_t)k};
     return 0;
+}
+
+int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, char *err,
+                        size_t errlen) {
+    for (int32_t st = 0; st < nstages; st++)
+        out[st] = (ppv_recompute){PPV_RC_NONE, 0};
+    if (!*text) return ppv_errf(err, errlen, "an empty --recompute");
+    char *copy = strdup(text);
+    if (!copy) return ppv_errf(err, errlen, "out of memory");
+    int rc = 0;
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item && rc == 0;
+         item = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long st = -1;
+        const char *pol = item;
+        if (*item >= '0' && *item <= '9') {
+            st = strtol(item, &end, 10);
+            if (*end && *end != ':') {
+                rc = ppv_errf(err, errlen, "'%s' is not STAGE, STAGE:POLICY or POLICY", item);
+                break;
+            }
+            if (st >= nstages) {
+                rc = ppv_errf(err, errlen, "'%s': the schedule's stages are 0..%d", item,
+                              nstages - 1);
+                break;
+            }
+            pol = *end ? end + 1 : "full";
+        }
+        ppv_recompute p;
+        if ((rc = parse_policy(item, pol, &p, err, errlen)) < 0) break;
+        for (int32_t k = 0; k < nstages; k++)
+            if (st < 0 || k == st) out[k] = p;
+    }
+    free(copy);
+    return rc;
 }
 
 ppv_model_config ppv_run_model_config(const ppv_run_options *o, const ppv_schedule *s) {
@@ -489,7 +689,11 @@ static void free_ctx(run_ctx *c) {
         for (size_t k = 0; k < (size_t)c->S * (size_t)c->m; k++) {
             slot *sl = &c->slots[k];
             free(sl->x), free(sl->y), free(sl->dy), free(sl->dx), free(sl->saved);
-            free(sl->wstate), free(sl->stash), free(sl->dparams);
+            for (int32_t j = 0; j < sl->nseg; j++) {
+                if (sl->ckpt) free(sl->ckpt[j]);
+                if (sl->wstate) free(sl->wstate[j]);
+            }
+            free(sl->ckpt), free(sl->wstate), free(sl->dparams);
         }
     if (c->inputs)
         for (int32_t mb = 0; mb < c->m; mb++)
@@ -504,6 +708,8 @@ static void free_ctx(run_ctx *c) {
     free(c->wdone);
     free(c->loss);
     free(c->forwards);
+    free(c->layer_forwards);
+    free(c->stashed);
     free(c->bytes);
     free(c->cur);
     free(c->peak);
@@ -648,12 +854,15 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     c.folded = calloc((size_t)c.S, sizeof *c.folded);
     c.loss = calloc((size_t)c.m, sizeof *c.loss);
     c.forwards = calloc((size_t)c.S * (size_t)c.m, sizeof *c.forwards);
+    c.layer_forwards = calloc((size_t)c.S + 1, sizeof *c.layer_forwards);
+    c.stashed = calloc((size_t)s->nranks, sizeof *c.stashed);
     c.cur = calloc((size_t)s->nranks, sizeof *c.cur);
     c.peak = calloc((size_t)s->nranks, sizeof *c.peak);
     rep->peak_bytes = calloc((size_t)s->nranks, sizeof *rep->peak_bytes);
     rep->predicted_bytes = calloc((size_t)s->nranks, sizeof *rep->predicted_bytes);
     if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.wdone || !c.gsum ||
-        !c.folded || !c.loss || !c.forwards || !c.cur || !c.peak || !rep->peak_bytes ||
+        !c.folded || !c.loss || !c.forwards || !c.layer_forwards || !c.stashed || !c.cur ||
+        !c.peak || !rep->peak_bytes ||
         !rep->predicted_bytes)
         goto oom;
     split_layers(cfg.layers, c.S, rep->stage_layer);
@@ -663,6 +872,9 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         c.bytes[st].saved = l0 < l1 ? (int64_t)ppv_layers_saved_bytes(model, l0, l1) : 0;
         c.bytes[st].wstate = l0 < l1 ? (int64_t)ppv_layers_wstate_bytes(model, l0, l1) : 0;
         c.bytes[st].input = (int64_t)(c.tc * sizeof(ppv_bf16));
+        c.bytes[st].layers = l1 - l0;
+        c.bytes[st].layer_saved = l0 < l1 ? c.bytes[st].saved / (l1 - l0) : 0;
+        c.bytes[st].layer_wstate = l0 < l1 ? c.bytes[st].wstate / (l1 - l0) : 0;
     }
     if (ppv_predict_activation_bytes(s, c.bytes, o->recompute, rep->predicted_bytes) < 0) goto oom;
 
@@ -714,6 +926,8 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         c.loss = NULL;
         rep->forwards = c.forwards;
         c.forwards = NULL;
+        rep->layer_forwards = c.layer_forwards;
+        c.layer_forwards = NULL;
         rep->loss = loss / c.m;
         rep->grad_digest = ppv_digest(rep->grads, rep->ngrads * sizeof *rep->grads);
     }
@@ -739,6 +953,7 @@ void ppv_run_report_free(ppv_run_report *r) {
     free(r->grads);
     free(r->mb_loss);
     free(r->forwards);
+    free(r->layer_forwards);
     free(r->peak_bytes);
     free(r->predicted_bytes);
     free(r);
@@ -822,13 +1037,15 @@ int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o, ppv_re
     memset(v, 0, sizeof *v);
     v->first_layer = -1;
     v->first_tensor_index = -1;
-    uint8_t *all = NULL;
+    ppv_recompute *all = NULL;
     ppv_run_options so = *o, ro = *o;
     so.recompute = NULL;
     so.perturb = 0;
     if (!ro.recompute) {
-        if (!(all = malloc((size_t)s->nstages + 1))) return ppv_errf(err, errlen, "out of memory");
-        memset(all, 1, (size_t)s->nstages);
+        if (!(all = malloc(((size_t)s->nstages + 1) * sizeof *all)))
+            return ppv_errf(err, errlen, "out of memory");
+        for (int32_t st = 0; st < s->nstages; st++)
+            all[st] = (ppv_recompute){PPV_RC_FULL, 0};
         ro.recompute = all;
     }
     int rc = -1;

@@ -267,9 +267,9 @@ static int check_layout(hid_t f, const ppv_model *m, const ppv_diff_options *o, 
 }
 
 /* The run options the file recorded. */
-static int read_options(hid_t f, const ppv_schedule *s, ppv_run_options *ro, uint8_t *mask,
+static int read_options(hid_t f, const ppv_schedule *s, ppv_run_options *ro, ppv_recompute *mask,
                         char *err, size_t errlen) {
-    char *sem = NULL, *pol = NULL, *rec = NULL;
+    char *sem = NULL, *pol = NULL, *rec = NULL, why[256];
     int64_t seed = 0;
     int rc = -1;
     if (h5_read_attr_str(f, "semantics", &sem) < 0 || ppv_semantics_parse(sem, &ro->sem) < 0)
@@ -279,9 +279,10 @@ static int read_options(hid_t f, const ppv_schedule *s, ppv_run_options *ro, uin
         gerr(err, errlen, "root attribute policy: missing or not rr|random|pct");
     else if (h5_read_attr_i64(f, "policy_seed", &seed) < 0)
         gerr(err, errlen, "root attribute policy_seed: missing");
-    else if (h5_read_attr_str(f, "recompute", &rec) < 0 ||
-             ppv_recompute_parse(rec, s->nstages, mask) < 0)
-        gerr(err, errlen, "root attribute recompute: missing or not none|all|STAGE,...");
+    else if (h5_read_attr_str(f, "recompute", &rec) < 0)
+        gerr(err, errlen, "root attribute recompute: missing");
+    else if (ppv_recompute_parse(rec, s->nstages, mask, why, sizeof why) < 0)
+        gerr(err, errlen, "root attribute recompute: %s", why);
     else {
         ro->policy.seed = (uint64_t)seed;
         ro->recompute = mask;
@@ -304,7 +305,7 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
     ppv_model_config cfg;
     ppv_model *m = NULL;
     ppv_schedule *s = NULL;
-    uint8_t *mask = NULL;
+    ppv_recompute *mask = NULL;
     char *text = NULL;
     int64_t nmb = 0;
     int rc = -1;
@@ -344,7 +345,7 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
         goto done;
     }
     ppv_run_options ro = ppv_run_defaults();
-    if (!(mask = calloc((size_t)s->nstages + 1, 1))) goto done;
+    if (!(mask = calloc((size_t)s->nstages + 1, sizeof *mask))) goto done;
     if (read_options(c.file, s, &ro, mask, e2, sizeof e2) < 0) {
         gerr(err, errlen, "%s: %s", path, e2);
         goto done;

@@ -323,8 +323,8 @@ static void test_gen_auto_command(void **state) {
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0", NULL},
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0.4", NULL}};
     static const char *const why[] = {
-        "--cap, --budget and --time-limit are for 'auto', not 1f1b",
-        "--cap, --budget and --time-limit are for 'auto', not 1f1b",
+        "--cap, --budget, --time-limit, --model and --mem-cap are for 'auto', not 1f1b",
+        "--cap, --budget, --time-limit, --model and --mem-cap are for 'auto', not 1f1b",
         "--costs shapes 'auto' and the lowering (--comms); 1f1b alone has no costs",
         "'auto' chooses the stages a rank itself; it takes no -v",
         "--cap needs a positive activation count, not '0'",
@@ -343,6 +343,51 @@ static void test_gen_auto_command(void **state) {
 /* check --model and --mem-cap from the command line: the bytes per rank,
  * the gate passing and failing with the rank, the excess and the action,
  * caps per rank, a spec file with comments, and refusals. */
+/* gen auto --model --mem-cap: the fastest schedule whose every rank fits
+ * the bytes, which `check --model --mem-cap` (the gate users run) then
+ * passes; the uncapped choice does not fit; a cap below anything ppv
+ * builds is refused with the least it needs. */
+static void test_gen_auto_mem_cap_in_bytes(void **state) {
+    (void)state;
+    const char *spec = "layers=32,hidden=4096,heads=32,seq=2048";
+    char *free_choice = tmp_path("auto_free.csv"), *capped = tmp_path("auto_capped.csv");
+    run_result r = RUN("gen", "auto", "-p", "4", "-m", "8", "--model", spec, "-o", free_choice);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, ": zb-h2 -v 4 (makespan 24.75);"));
+    assert_non_null(strstr(r.err, "ppv gen: auto: largest rank's memory 73591816192 bytes "
+                                  "(68.5 GiB)\n"));
+    run_free(&r);
+    r = RUN("check", free_choice, "--model", spec, "--mem-cap", "40G");
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    r = RUN("gen", "auto", "-p", "4", "-m", "8", "--model", spec, "--mem-cap", "40G", "-o",
+            capped);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "makespan 29.5, bubble ratio 0.186441, peak activation 2\n"
+                                  "ppv gen: auto: largest rank's memory 41211789312 bytes (38.4 "
+                                  "GiB), within --mem-cap\n"));
+    run_free(&r);
+    r = RUN("check", capped, "--model", spec, "--mem-cap", "40G");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK\n"));
+    run_free(&r);
+    r = RUN("gen", "auto", "-p", "4", "-m", "8", "--model", spec, "--mem-cap", "30G");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    assert_string_equal(r.err, "ppv gen: auto: no schedule fits a cap of 32212254720 bytes "
+                               "(30.00 GiB) a rank: the least ppv builds for p=4 m=8 needs "
+                               "33561247744 (31.26 GiB)\n");
+    run_free(&r);
+    r = RUN("gen", "auto", "-p", "4", "-m", "8", "--mem-cap", "40G");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--mem-cap needs --model: bytes come from a model"));
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "--model", spec);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "are for 'auto', not 1f1b"));
+    run_free(&r);
+}
+
 static void test_check_model_bytes_and_mem_cap(void **state) {
     (void)state;
     char *f = gen_file("mem.csv", "1f1b", "4", "8");
@@ -564,16 +609,30 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     assert_int_equal(r.code, 0);
     run_free(&r);
     x = slurp(xml);
-    assert_int_equal(count(x, "<testcase "), 2 * (1 + 2 + 2) + 2);
+    assert_int_equal(count(x, "<testcase "), 2 * (1 + 2 + 2) + 3);
     assert_int_equal(count(x, "<failure "), 0);
     assert_non_null(strstr(x, "name=\"recompute equals stash bit for bit\"/>"));
     assert_non_null(strstr(x, "name=\"forward passes as the schedule implies\"/>"));
+    assert_non_null(strstr(x, "name=\"measured peak bytes equal the prediction\"/>"));
     free(x);
     /* zbv p=2 m=4: 16 forwards; recomputing stage 1 adds its 4 backwards' forwards */
     r = RUN("verify-recompute", s, "--recompute", "1");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "forward passes: stash 16, recompute 20 (the schedule implies 16 "
-                                  "and 20)\nresult: OK\n"));
+                                  "and 20)\nextra forward compute: 4 layer forwards beyond stash's "
+                                  "16 (+25.0%), 4 stage forwards (cost units at F = 1)\nresult: "
+                                  "OK\n"));
+    run_free(&r);
+    /* a policy per stage; a bad one is refused before anything runs */
+    r = RUN("verify-recompute", s, "--recompute", "0:layers:1,3:mb:0", "--layers", "8");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "forward passes: stash 16, recompute 24 (the schedule implies 16 "
+                                  "and 24)\n"));
+    run_free(&r);
+    r = RUN("run", s, "--recompute", "2:layers");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "ppv run: --recompute '2:layers': layers needs a count of 1 or more "
+                               "layers a segment\n");
     run_free(&r);
 }
 
@@ -767,6 +826,7 @@ int main(void) {
         cmocka_unit_test(test_sizes_beyond_memory_are_refused_before_work),
         cmocka_unit_test(test_gen_auto_command),
         cmocka_unit_test(test_check_model_bytes_and_mem_cap),
+        cmocka_unit_test(test_gen_auto_mem_cap_in_bytes),
         cmocka_unit_test(test_output_files_follow_the_umask),
         cmocka_unit_test(test_errors_start_with_ppv_and_give_the_os_reason),
         cmocka_unit_test(test_lost_standard_output_is_exit_2_with_the_reason),

@@ -292,9 +292,9 @@ static void test_recompute_equals_stash_for_every_kind_and_some_stages(void **st
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         ppv_schedule *s = gen_ok(kinds[k].kind, P, M, kinds[k].v);
         ppv_run_options o = options("rendezvous", "random", 11);
-        uint8_t odd[16] = {0};
+        ppv_recompute odd[16] = {{0, 0}};
         for (int32_t st = 1; st < s->nstages; st += 2)
-            odd[st] = 1;
+            odd[st] = (ppv_recompute){PPV_RC_FULL, 0};
         for (int pass = 0; pass < 2; pass++) {
             o.recompute = pass ? odd : NULL;
             ppv_recompute_verdict v;
@@ -320,11 +320,172 @@ static void test_recompute_equals_stash_for_every_kind_and_some_stages(void **st
                 for (int32_t mb = 0; mb < s->nmb; mb++) {
                     assert_int_equal(v.stash->forwards[st * s->nmb + mb], 1);
                     assert_int_equal(v.recompute->forwards[st * s->nmb + mb],
-                                     pass && !odd[st] ? 1 : 2);
+                                     pass && odd[st].kind == PPV_RC_NONE ? 1 : 2);
                 }
             ppv_recompute_verdict_free(&v);
         }
         ppv_schedule_free(s);
+    }
+}
+
+/* Policies from their text (the CLI's --recompute). */
+static ppv_recompute *policies(const char *text, int32_t nstages) {
+    ppv_recompute *rc = calloc((size_t)nstages, sizeof *rc);
+    char err[256];
+    assert_non_null(rc);
+    if (ppv_recompute_parse(text, nstages, rc, err, sizeof err) < 0) fprintf(stderr, "%s\n", err);
+    assert_int_equal(ppv_recompute_parse(text, nstages, rc, err, sizeof err), 0);
+    return rc;
+}
+
+/* Every kind under every policy, with two layers a stage: the gradients
+ * equal stashing bit for bit, the allocator's peak equals the prediction
+ * and never exceeds stashing on any rank, and the forwards the engine ran
+ * are one per F plus one rebuild per recomputed backward, layer by layer. */
+static void test_every_policy_on_every_kind(void **state) {
+    (void)state;
+    static const char *const texts[] = {"full", "layers:1", "mb:0", "mb:1",
+                                        "0:layers:1,1:mb:1,3:full"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        ppv_schedule *s = gen_ok(kinds[k].kind, P, M, kinds[k].v);
+        ppv_run_options o = options("rendezvous", "random", 5);
+        o.model.layers = 2 * s->nstages;
+        ppv_run_report *stash = run_ok(s, &o);
+        for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+            ppv_recompute *rc = policies(texts[t], s->nstages);
+            o.recompute = rc;
+            ppv_run_report *rep = run_ok(s, &o);
+            assert_int_equal(rep->world.status, PPV_RUN_DONE);
+            assert_int_equal(rep->ngrads, stash->ngrads);
+            assert_memory_equal(rep->grads, stash->grads, stash->ngrads * sizeof *stash->grads);
+            for (int32_t r = 0; r < P; r++) {
+                assert_int_equal(stash->peak_bytes[r], stash->predicted_bytes[r]);
+                assert_int_equal(rep->peak_bytes[r], rep->predicted_bytes[r]);
+                if (rep->peak_bytes[r] > stash->peak_bytes[r])
+                    fprintf(stderr, "%s %s rank %d: %lld > %lld\n", kinds[k].kind, texts[t],
+                            (int)r, (long long)rep->peak_bytes[r],
+                            (long long)stash->peak_bytes[r]);
+                assert_true(rep->peak_bytes[r] <= stash->peak_bytes[r]);
+            }
+            uint8_t mode[64];
+            assert_true(s->nstages * s->nmb <= 64);
+            ppv_recompute_modes(s, rc, mode);
+            for (int32_t st = 0; st < s->nstages; st++) {
+                int64_t rebuilt = 0;
+                for (int32_t mb = 0; mb < s->nmb; mb++) {
+                    int again = mode[st * s->nmb + mb] != PPV_RC_NONE;
+                    rebuilt += again;
+                    assert_int_equal(rep->forwards[st * s->nmb + mb], 1 + again);
+                }
+                assert_int_equal(stash->layer_forwards[st], 2 * s->nmb);
+                assert_int_equal(rep->layer_forwards[st], 2 * (s->nmb + rebuilt));
+            }
+            ppv_run_report_free(rep);
+            free(rc);
+        }
+        o.recompute = NULL;
+        ppv_run_report_free(stash);
+        ppv_schedule_free(s);
+    }
+}
+
+/* Checkpointed layers by hand: 1F1B p=2 m=4, four layers a stage (S a
+ * layer's saved tensors, W its weight state, In a stage input). The last
+ * rank holds one forward at a time; its backward rebuilds the segments
+ * last first, each beside the weight states of the segments after it, so
+ * the peak is the first segment's rebuild: k S + 4 W (k layers a
+ * segment). Rank 0 holds the next forward's checkpoints on top: 4/k In.
+ * Full recompute rebuilds the whole stage: 4 S + 4 W (its input goes
+ * once saved is back), rank 0 one In more. */
+static void test_layer_checkpoint_peaks_by_hand(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", 2, 4, 1);
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.model.layers = 8;
+    char err[256];
+    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
+    assert_non_null(m);
+    int64_t S = (int64_t)ppv_layers_saved_bytes(m, 0, 1), W = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
+    int64_t In = (int64_t)o.model.seq_len * o.model.d_model * 2;
+    ppv_model_free(m);
+    assert_true(In < W && W < S);
+    static const struct {
+        const char *text;
+        int32_t k;
+    } rows[] = {{"layers:1", 1}, {"layers:2", 2}, {"layers:4", 4}, {"full", 4}};
+    for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
+        ppv_recompute *rc = policies(rows[t].text, 2);
+        o.recompute = rc;
+        ppv_run_report *rep = NULL;
+        assert_int_equal(ppv_run(s, &o, &rep, err, sizeof err), 0);
+        assert_int_equal(rep->world.status, PPV_RUN_DONE);
+        int32_t k = rows[t].k;
+        assert_int_equal(rep->peak_bytes[1], k * S + 4 * W);
+        assert_int_equal(rep->peak_bytes[0], (4 / k) * In + k * S + 4 * W);
+        ppv_run_report_free(rep);
+        free(rc);
+    }
+    ppv_schedule_free(s);
+}
+
+/* By microbatch, by hand on 1F1B p=4 m=8 with mb:1: a forward is
+ * recomputed when its rank already holds a stashed one. Rank 0 (F0..F3,
+ * then B and F alternating) stashes F0 and F4 and recomputes the other
+ * six; rank 1 recomputes F1 F2 F4 F5 F7, rank 2 F1 F3 F5 F7, and the last
+ * rank (F, B alternating) none. */
+static void test_by_microbatch_recomputes_what_the_rank_holds_beyond(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", P, M, 1);
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    ppv_recompute *rc = policies("mb:1", P);
+    o.recompute = rc;
+    ppv_recompute_verdict v;
+    char err[256];
+    assert_int_equal(ppv_verify_recompute(s, &o, &v, err, sizeof err), 0);
+    assert_true(v.diff.bitwise_equal);
+    static const int again[P][M] = {{0, 1, 1, 1, 0, 1, 1, 1},
+                                    {0, 1, 1, 0, 1, 1, 0, 1},
+                                    {0, 1, 0, 1, 0, 1, 0, 1},
+                                    {0, 0, 0, 0, 0, 0, 0, 0}};
+    for (int32_t st = 0; st < P; st++)
+        for (int32_t mb = 0; mb < M; mb++)
+            assert_int_equal(v.recompute->forwards[st * M + mb], 1 + again[st][mb]);
+    ppv_recompute_verdict_free(&v);
+    free(rc);
+    ppv_schedule_free(s);
+}
+
+/* --recompute's grammar and its refusals. */
+static void test_recompute_policies_parse_and_refuse(void **state) {
+    (void)state;
+    ppv_recompute rc[4];
+    char err[256];
+    assert_int_equal(ppv_recompute_parse("layers:2,1:full,3:mb:1,2:none", 4, rc, err, sizeof err), 0);
+    assert_int_equal(rc[0].kind, PPV_RC_LAYERS);
+    assert_int_equal(rc[0].k, 2);
+    assert_int_equal(rc[1].kind, PPV_RC_FULL);
+    assert_int_equal(rc[2].kind, PPV_RC_NONE);
+    assert_int_equal(rc[3].kind, PPV_RC_MB);
+    assert_int_equal(rc[3].k, 1);
+    assert_int_equal(ppv_recompute_parse("0,2", 4, rc, err, sizeof err), 0);
+    assert_int_equal(rc[0].kind, PPV_RC_FULL);
+    assert_int_equal(rc[1].kind, PPV_RC_NONE);
+    assert_int_equal(rc[2].kind, PPV_RC_FULL);
+    assert_int_equal(ppv_recompute_parse("all", 4, rc, err, sizeof err), 0);
+    assert_int_equal(rc[3].kind, PPV_RC_FULL);
+    static const struct {
+        const char *text, *why;
+    } bad[] = {{"layers:0", "'layers:0': layers needs a count of 1 or more layers a segment"},
+               {"mb", "'mb': mb needs a count of 0 or more forwards"},
+               {"4", "'4': the schedule's stages are 0..3"},
+               {"1:sometimes", "'1:sometimes': a policy is none, full, layers:K"},
+               {"full:2", "'full:2': full takes no count"},
+               {"2x", "'2x' is not STAGE, STAGE:POLICY or POLICY"},
+               {"", "an empty --recompute"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(ppv_recompute_parse(bad[k].text, 4, rc, err, sizeof err), -1);
+        if (!strstr(err, bad[k].why)) fprintf(stderr, "got: %s\n", err);
+        assert_non_null(strstr(err, bad[k].why));
     }
 }
 
@@ -562,6 +723,10 @@ int main(void) {
         cmocka_unit_test(test_peak_bytes_follow_the_zb_h1_formula),
         cmocka_unit_test(test_peak_bytes_follow_the_zbv_formula),
         cmocka_unit_test(test_recompute_equals_stash_for_every_kind_and_some_stages),
+        cmocka_unit_test(test_every_policy_on_every_kind),
+        cmocka_unit_test(test_layer_checkpoint_peaks_by_hand),
+        cmocka_unit_test(test_by_microbatch_recomputes_what_the_rank_holds_beyond),
+        cmocka_unit_test(test_recompute_policies_parse_and_refuse),
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),
         cmocka_unit_test(test_gradient_comparison_measures_ulps_across_signs),
         cmocka_unit_test(test_runs_repeat_and_replay_bit_for_bit),

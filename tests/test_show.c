@@ -288,6 +288,99 @@ static void test_zbv_idle_outside_the_ratio_is_drawn_as_offset(void **state) {
     free(svg);
 }
 
+/* Rank r's memory track in the SVG as (time, level) steps: times from
+ * the x coordinates (the track closes at the makespan), levels in units
+ * of the first step up. Returns the number of steps after the start. */
+static int svg_memory_steps(const char *svg, int32_t r, double makespan, double *t, double *level) {
+    const char *p = svg;
+    for (int32_t k = 0; k <= r; k++) {
+        p = strstr(p, "<path class=\"memory\" d=\"M");
+        assert_non_null(p);
+        p += strlen("<path class=\"memory\" d=\"M");
+    }
+    double x0, base, x, y, up = 0, xs[64], ys[64];
+    int n = 0, used = 0;
+    assert_int_equal(sscanf(p, "%lf,%lf%n", &x0, &base, &used), 2);
+    p += used;
+    while (sscanf(p, " H%lf V%lf%n", &x, &y, &used) == 2 && n < 64) {
+        xs[n] = x, ys[n++] = y;
+        p += used;
+    }
+    assert_true(strncmp(p, " Z\"", 3) == 0);
+    /* the last two steps close the area: to the makespan, down to the base */
+    n -= 1;
+    assert_true(ys[n] == base);
+    double scale = (xs[n] - x0) / makespan;
+    for (int k = 0; k < n; k++) {
+        if (up == 0 && base - ys[k] > 0) up = base - ys[k];
+        t[k] = (xs[k] - x0) / scale;
+        level[k] = (base - ys[k]) / up;
+    }
+    return n;
+}
+
+/* The memory track by hand for 1F1B p=2 m=3 at the default costs (F 1,
+ * B 2): rank 0 runs F0 [0,1] F1 [1,2] B0 [4,6] F2 [6,7] B1 [7,9] B2
+ * [10,12], rank 1 F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7] F2 [7,8] B2 [8,10];
+ * an F adds one activation when it ends, a B frees it. */
+static void test_memory_track_follows_the_order(void **state) {
+    const char *dir = *state;
+    const char *path = gen_schedule(dir, "1f1b", "2", "3", "m.csv");
+    /* from the start (0, 0) on */
+    static const double t0[] = {0, 1, 2, 6, 7, 9, 12}, l0[] = {0, 1, 2, 1, 2, 1, 0};
+    static const double t1[] = {0, 2, 4, 5, 7, 8, 10}, l1[] = {0, 1, 0, 1, 0, 1, 0};
+    char *svg = show_svg(dir, path);
+    double t[64], level[64];
+    assert_int_equal(svg_memory_steps(svg, 0, 12, t, level), 6);
+    for (int k = 0; k < 6; k++) {
+        assert_true(fabs(t[k] - t0[k + 1]) < 1e-9);
+        assert_true(fabs(level[k] - l0[k + 1]) < 1e-9);
+    }
+    assert_int_equal(svg_memory_steps(svg, 1, 12, t, level), 6);
+    for (int k = 0; k < 6; k++) {
+        assert_true(fabs(t[k] - t1[k + 1]) < 1e-9);
+        assert_true(fabs(level[k] - l1[k + 1]) < 1e-9);
+    }
+    assert_non_null(strstr(svg, "<title>rank 0 activations held (check's memory model): peak 2, "
+                                "first at 0F1</title>"));
+    assert_non_null(strstr(svg, "<title>rank 1 activations held (check's memory model): peak 1, "
+                                "first at 1F0</title>"));
+    free(svg);
+
+    /* the same steps as counter events in the Chrome trace, from t=0 */
+    const char *trace = in_dir(dir, "m.json");
+    run_result r = RUN("show", path, "--chrome-trace", trace);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *text = slurp(trace);
+    json_object *o = json_tokener_parse(text), *ev;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "traceEvents", &ev));
+    int seen[2] = {0, 0};
+    for (size_t i = 0; i < json_object_array_length(ev); i++) {
+        json_object *e = json_object_array_get_idx(ev, i), *v, *args, *held;
+        assert_true(json_object_object_get_ex(e, "ph", &v));
+        if (strcmp(json_object_get_string(v), "C") != 0) continue;
+        assert_true(json_object_object_get_ex(e, "name", &v));
+        int32_t rank = strcmp(json_object_get_string(v), "rank 0 activations") == 0   ? 0
+                       : strcmp(json_object_get_string(v), "rank 1 activations") == 0 ? 1
+                                                                                       : -1;
+        assert_true(rank >= 0);
+        int k = seen[rank]++;
+        assert_true(k < 7);
+        assert_true(json_object_object_get_ex(e, "ts", &v));
+        assert_true(json_object_object_get_ex(e, "args", &args));
+        assert_true(json_object_object_get_ex(args, "held", &held));
+        double want_t = (rank ? t1 : t0)[k], want_l = (rank ? l1 : l0)[k];
+        assert_true(fabs(json_object_get_double(v) - want_t * 1000.0) < 1e-6);
+        assert_true(fabs(json_object_get_double(held) - want_l) < 1e-12);
+    }
+    assert_int_equal(seen[0], 7);
+    assert_int_equal(seen[1], 7);
+    json_object_put(o);
+    free(text);
+}
+
 static void test_pink_idle_adds_up_to_the_bubble_ratio(void **state) {
     const char *dir = *state;
     const char *path = interop_path("dualpipev_4rank_10mb.csv");
@@ -338,6 +431,8 @@ int main(void) {
                                         make_temp_dir, remove_temp_dir),
         cmocka_unit_test_setup_teardown(test_zbv_idle_outside_the_ratio_is_drawn_as_offset,
                                         make_temp_dir, remove_temp_dir),
+        cmocka_unit_test_setup_teardown(test_memory_track_follows_the_order, make_temp_dir,
+                                        remove_temp_dir),
         cmocka_unit_test_setup_teardown(test_pink_idle_adds_up_to_the_bubble_ratio, make_temp_dir,
                                         remove_temp_dir),
         cmocka_unit_test_setup_teardown(test_svg_escapes_text_and_is_the_same_every_time,

@@ -356,7 +356,7 @@ int cmd_fuzz(int argc, char **argv) {
     if (a.checker_target) return fuzz_checker(&a);
     char err[1024];
     ppv_schedule *s = NULL;
-    uint8_t *mask = NULL;
+    ppv_recompute *mask = NULL;
     if (a.pp_target) {
         if (ppv_pp_options_check(&a.pp, err, sizeof err) < 0) {
             fprintf(stderr, "ppv fuzz: %s\n(run 'ppv help fuzz' for usage)\n", err);
@@ -368,11 +368,9 @@ int cmd_fuzz(int argc, char **argv) {
             fprintf(stderr, "ppv fuzz: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }
-        mask = calloc((size_t)s->nstages + 1, 1);
-        if (!mask || ppv_recompute_parse(a.recompute, s->nstages, mask) < 0) {
-            fprintf(stderr, "ppv fuzz: --recompute is none, all or stage numbers in 0..%d, not "
-                            "'%s'\n",
-                    s->nstages - 1, a.recompute);
+        mask = calloc((size_t)s->nstages + 1, sizeof *mask);
+        if (!mask || ppv_recompute_parse(a.recompute, s->nstages, mask, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: --recompute %s\n", mask ? err : "out of memory");
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }

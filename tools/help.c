@@ -37,6 +37,13 @@ static const help_option gen_options[] = {
      "auto: stop the search after S seconds (a safety stop: a result it cuts short depends on "
      "the machine, and says so)",
      "60"},
+    {"--model", "SPEC|FILE",
+     "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)",
+     NULL},
+    {"--mem-cap", "BYTES",
+     "auto, with --model: every rank's weights, gradients, optimizer state and peak "
+     "activations within BYTES (K, M, G suffixes)",
+     "no cap"},
     {"--max-memory", "BYTES", "refuse sizes whose schedule would need more (K, M, G suffixes)",
      "this machine's memory"},
     END_OPTIONS};
@@ -100,9 +107,11 @@ static const help_option run_options[] = {
      "points over the run's length, measured by a round-robin run first",
      "rr"},
     {"--seed", "N", "seed of the random and pct policies", "0"},
-    {"--recompute", "none|all|S,...",
-     "stages that keep only their input and recompute the "
-     "forward before the backward",
+    {"--recompute", "POLICY|S:POLICY|S,...",
+     "what stages keep for the backward: none (stash), full|all (the stage input; the forward "
+     "runs again before the backward), layers:K (the input of every K-th layer; the backward "
+     "rebuilds K layers at a time), mb:N (stash while the rank holds fewer than N stashed "
+     "forwards, full beyond); per stage as S:POLICY, a bare S meaning full",
      "none"},
     {"--replay", "TRACE", "run exactly the interleaving of a written trace", NULL},
     {"--layers", "N", "model layers (raised to the stage count)", "4"},
@@ -328,7 +337,10 @@ static const help_command commands[] = {
      check_groups, check_examples},
     {"show", "FILE [options]", "draw the simulated schedule",
      "Simulates the schedule as check does and draws it: a text timeline on standard output, "
-     "or an SVG and a Chrome trace. Takes every check option.",
+     "or an SVG and a Chrome trace. Under each rank's lane the SVG draws the activations it "
+     "holds over time, as check counts them for its peak (one forward's activations a unit), "
+     "the peak named; the Chrome trace carries the same as a counter track a rank. Takes "
+     "every check option.",
      show_groups, show_examples},
     {"run", "SCHEDULE [options]", "run one training step on the mock transport",
      "Runs one training step of the built-in model, every rank a coroutine on the mock "

@@ -187,6 +187,8 @@ static int parse_numbers(const char *s, double *v, int n) {
 
 /* ---- gen -------------------------------------------------------------------- */
 
+static int model_spec(const char *arg, ppv_model_spec *m);
+
 static int cmd_gen(int argc, char **argv) {
     static const struct option opts[] = {{"ranks", required_argument, 0, 'p'},
                                          {"microbatches", required_argument, 0, 'm'},
@@ -199,13 +201,17 @@ static int cmd_gen(int argc, char **argv) {
                                          {"cap", required_argument, 0, 'A'},
                                          {"budget", required_argument, 0, 'B'},
                                          {"time-limit", required_argument, 0, 'T'},
+                                         {"model", required_argument, 0, 'M'},
+                                         {"mem-cap", required_argument, 0, 'Y'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     ppv_gen_params gp = {0, 0, 0};
     int comms = 0, native = 0, costs_given = 0, auto_only = 0;
     const char *outpath = NULL;
     long long v, limit = physical_memory();
-    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60};
+    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0};
+    ppv_model_spec spec;
+    const char *model = NULL;
     double nums[4];
     int c, k;
     getopt_prepare(argv);
@@ -261,6 +267,17 @@ static int cmd_gen(int argc, char **argv) {
             ap.time_limit = nums[0];
             auto_only = 1;
             break;
+        case 'M':
+            model = optarg;
+            auto_only = 1;
+            break;
+        case 'Y':
+            if (parse_bytes(optarg, &v) < 0 || v <= 0)
+                return usage_error("--mem-cap is one byte count (K, M, G suffixes), not '%s'",
+                                   optarg);
+            ap.mem_cap_bytes = (double)v;
+            auto_only = 1;
+            break;
         case 'h': return print_help();
         default: return bad_option();
         }
@@ -269,7 +286,11 @@ static int cmd_gen(int argc, char **argv) {
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
     int is_auto = strcmp(argv[optind], "auto") == 0;
     if (auto_only && !is_auto)
-        return usage_error("--cap, --budget and --time-limit are for 'auto', not %s", argv[optind]);
+        return usage_error("--cap, --budget, --time-limit, --model and --mem-cap are for 'auto', "
+                           "not %s",
+                           argv[optind]);
+    if (ap.mem_cap_bytes > 0 && !model)
+        return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
     if (costs_given && !is_auto && !comms)
         return usage_error("--costs shapes 'auto' and the lowering (--comms); %s alone has no "
                            "costs",
@@ -288,6 +309,10 @@ static int cmd_gen(int argc, char **argv) {
     ppv_schedule *s = NULL, *low = NULL;
     if (is_auto) {
         ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
+        if (model) {
+            if ((rc = model_spec(model, &spec))) return rc;
+            ap.model = &spec;
+        }
         ppv_gen_auto_report ar;
         if (ppv_generate_auto(&ap, &s, &ar, err, sizeof err) < 0) {
             fprintf(stderr, "ppv gen: auto: %s\n", err);
@@ -303,6 +328,10 @@ static int cmd_gen(int argc, char **argv) {
                                        "machine's speed)"
                                      : " (--budget spent)",
                 ar.makespan, ar.bubble_ratio, ar.peak);
+        if (model)
+            fprintf(stderr, "ppv gen: auto: largest rank's memory %.0f bytes (%.1f GiB)%s\n",
+                    ar.peak_bytes, ar.peak_bytes / (1024.0 * 1024 * 1024),
+                    ap.mem_cap_bytes > 0 ? ", within --mem-cap" : "");
     } else if (ppv_generate(argv[optind], &gp, &s, err, sizeof err) < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);
         return PPV_EXIT_BAD_INPUT;
@@ -802,7 +831,7 @@ static int cmd_check(int argc, char **argv, int show) {
 
 typedef struct run_args {
     ppv_run_options opt;
-    uint8_t *recompute; /* [nstages] once the schedule is known */
+    ppv_recompute *recompute; /* [nstages] once the schedule is known */
     const char *recompute_text, *trace_out, *replay, *file, *junit;
     int32_t *replay_decisions;
     int json, perturb, fail_after, term_after;
@@ -936,10 +965,10 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
     double estimate = run_estimate(*s, &ra->opt);
     rc = refuse_if_too_big(what, estimate, ra->max_memory);
     if (rc >= 0) return rc;
-    ra->recompute = calloc((size_t)((*s)->nstages + 1), 1);
-    if (!ra->recompute || ppv_recompute_parse(ra->recompute_text, (*s)->nstages, ra->recompute) < 0) {
-        fprintf(stderr, "ppv %s: --recompute is none, all or stage numbers in 0..%d, not '%s'\n",
-                g_cmd, (*s)->nstages - 1, ra->recompute_text);
+    ra->recompute = calloc((size_t)((*s)->nstages + 1), sizeof *ra->recompute);
+    if (!ra->recompute ||
+        ppv_recompute_parse(ra->recompute_text, (*s)->nstages, ra->recompute, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: --recompute %s\n", g_cmd, ra->recompute ? err : "out of memory");
         return PPV_EXIT_BAD_INPUT;
     }
     ra->opt.recompute = ra->recompute;
@@ -1217,16 +1246,46 @@ static int cmd_verify_recompute(int argc, char **argv) {
      * one per backward of a recomputed stage). */
     int done_both = v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE;
     long long fw_stash = 0, fw_rec = 0, want_stash = 0, want_rec = 0;
+    uint8_t *mode = calloc((size_t)s->nstages * (size_t)s->nmb + 1, 1);
+    ppv_recompute *all = calloc((size_t)s->nstages + 1, sizeof *all);
+    if (!mode || !all) {
+        free(mode), free(all);
+        fprintf(stderr, "ppv verify-recompute: out of memory\n");
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    for (int32_t st = 0; st < s->nstages; st++)
+        all[st] = (ppv_recompute){PPV_RC_FULL, 0};
+    ppv_recompute_modes(s, o.recompute ? o.recompute : all, mode);
     for (int32_t r = 0; r < s->nranks; r++)
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
             int back = a->kind == PPV_ACT_B || a->kind == PPV_ACT_I;
             want_stash += a->kind == PPV_ACT_F;
-            want_rec += a->kind == PPV_ACT_F || (back && (!o.recompute || o.recompute[a->stage]));
+            want_rec += a->kind == PPV_ACT_F ||
+                        (back && a->stage >= 0 && a->mb >= 0 &&
+                         mode[(size_t)a->stage * s->nmb + a->mb] != PPV_RC_NONE);
         }
+    free(mode), free(all);
     for (int64_t k = 0; done_both && k < (int64_t)s->nstages * s->nmb; k++)
         fw_stash += v.stash->forwards[k], fw_rec += v.recompute->forwards[k];
     int fw_ok = done_both && fw_stash == want_stash && fw_rec == want_rec;
+    /* what recomputing costs: the layer forwards it ran beyond stashing,
+     * and the same in stage forwards (cost units at check's F = 1) */
+    long long lf_stash = 0, lf_rec = 0;
+    double extra_units = 0;
+    int pred_ok = done_both;
+    for (int32_t st = 0; done_both && st < s->nstages; st++) {
+        int32_t L = v.stash->stage_layer[st + 1] - v.stash->stage_layer[st];
+        lf_stash += v.stash->layer_forwards[st], lf_rec += v.recompute->layer_forwards[st];
+        if (L > 0)
+            extra_units +=
+                (double)(v.recompute->layer_forwards[st] - v.stash->layer_forwards[st]) / L;
+    }
+    for (int32_t r = 0; done_both && r < s->nranks; r++)
+        pred_ok &= v.stash->peak_bytes[r] == v.stash->predicted_bytes[r] &&
+                   v.recompute->peak_bytes[r] == v.recompute->predicted_bytes[r];
+
     if (ra.junit) {
         junit j;
         char suite[300];
@@ -1248,6 +1307,15 @@ static int cmd_verify_recompute(int argc, char **argv) {
                          : junit_add(&j, "forward passes as the schedule implies",
                                      "stash ran %lld (schedule: %lld), recompute %lld (schedule: %lld)",
                                      fw_stash, want_stash, fw_rec, want_rec);
+        if (done_both)
+            jrc |= pred_ok ? junit_add(&j, "measured peak bytes equal the prediction", NULL)
+                           : junit_add(&j, "measured peak bytes equal the prediction",
+                                       "rank 0: stash %lld (predicted %lld), recompute %lld "
+                                       "(predicted %lld)",
+                                       (long long)v.stash->peak_bytes[0],
+                                       (long long)v.stash->predicted_bytes[0],
+                                       (long long)v.recompute->peak_bytes[0],
+                                       (long long)v.recompute->predicted_bytes[0]);
         if (finish_junit(&j, ra.junit, jrc) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
@@ -1266,7 +1334,7 @@ static int cmd_verify_recompute(int argc, char **argv) {
     const ppv_grad_diff *d = &v.diff;
     if (ra.json) {
         json_object *o2 = json_object_new_object();
-        json_object_object_add(o2, "ok", json_object_new_boolean(d->bitwise_equal && fw_ok));
+        json_object_object_add(o2, "ok", json_object_new_boolean(d->bitwise_equal && fw_ok && pred_ok));
         json_object_object_add(o2, "bitwise_equal", json_object_new_boolean(d->bitwise_equal));
         json_object_object_add(o2, "stash_forward_passes", json_object_new_int64(fw_stash));
         json_object_object_add(o2, "recompute_forward_passes", json_object_new_int64(fw_rec));
@@ -1292,6 +1360,10 @@ static int cmd_verify_recompute(int argc, char **argv) {
                                bytes_json(v.recompute->peak_bytes, v.recompute->nranks));
         json_object_object_add(o2, "recompute_predicted_peak_activation_bytes",
                                bytes_json(v.recompute->predicted_bytes, v.recompute->nranks));
+        json_object_object_add(o2, "predicted_equals_measured", json_object_new_boolean(pred_ok));
+        json_object_object_add(o2, "stash_layer_forwards", json_object_new_int64(lf_stash));
+        json_object_object_add(o2, "recompute_layer_forwards", json_object_new_int64(lf_rec));
+        json_object_object_add(o2, "extra_stage_forwards", json_object_new_double(extra_units));
         puts(json_object_to_json_string_ext(o2, JSON_C_TO_STRING_PLAIN));
         json_object_put(o2);
     } else {
@@ -1306,11 +1378,18 @@ static int cmd_verify_recompute(int argc, char **argv) {
         print_bytes("peak activation bytes, stash:    ", v.stash->peak_bytes, v.stash->nranks);
         print_bytes("peak activation bytes, recompute:", v.recompute->peak_bytes,
                     v.recompute->nranks);
+        print_bytes("predicted, recompute:            ", v.recompute->predicted_bytes,
+                    v.recompute->nranks);
+        if (!pred_ok) printf("peak activation bytes: measured and predicted DIFFER\n");
         printf("forward passes: stash %lld, recompute %lld (the schedule implies %lld and %lld)%s\n",
                fw_stash, fw_rec, want_stash, want_rec, fw_ok ? "" : ": MISMATCH");
-        printf("result: %s\n", d->bitwise_equal && fw_ok ? "OK" : "PROBLEM");
+        printf("extra forward compute: %lld layer forwards beyond stash's %lld (+%.1f%%), %.10g "
+               "stage forwards (cost units at F = 1)\n",
+               lf_rec - lf_stash, lf_stash, lf_stash ? 100.0 * (double)(lf_rec - lf_stash) / (double)lf_stash : 0.0,
+               extra_units);
+        printf("result: %s\n", d->bitwise_equal && fw_ok && pred_ok ? "OK" : "PROBLEM");
     }
-    rc = d->bitwise_equal && fw_ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    rc = d->bitwise_equal && fw_ok && pred_ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 done:
     free(ra.recompute);
     free(ra.replay_decisions);

@@ -3,6 +3,8 @@
  * messages grey, idle time pink where the bubble ratio counts it and grey
  * where it does not, a time axis in cost units), a Chrome-trace JSON that
  * Perfetto and chrome://tracing open, and a text timeline for the terminal.
+ * Under each rank's lane (and as a counter track in the trace) the
+ * activations it holds over time, by the checker's memory model.
  * The SVG is a pure function of the report: same input, same bytes.
  */
 #include <errno.h>
@@ -42,12 +44,23 @@ static const char *kind_colour(ppv_action_kind k) {
  * scale) leaves room for the title and legend, 6000 px (200 units) keeps a
  * huge schedule openable; past that cells shrink and keep their tooltips. */
 enum { SVG_PX_PER_UNIT = 30, SVG_MIN_PLOT_PX = 720, SVG_MAX_PLOT_PX = 6000 };
-/* Margins and lane height in pixels: rank names on the left, three title
- * lines on top, the axis and legend below. */
-enum { SVG_LEFT = 70, SVG_RIGHT = 40, SVG_TOP = 52, SVG_ROW = 28, SVG_AXIS = 34, SVG_LEGEND = 24 };
+/* Margins and lane heights in pixels: rank names on the left, three title
+ * lines on top, the axis and legend below; under each rank's timeline
+ * lane (SVG_ROW) its memory track (SVG_MEM). */
+enum {
+    SVG_LEFT = 70,
+    SVG_RIGHT = 40,
+    SVG_TOP = 52,
+    SVG_ROW = 28,
+    SVG_MEM = 22,
+    SVG_PITCH = SVG_ROW + SVG_MEM,
+    SVG_AXIS = 34,
+    SVG_LEGEND = 24
+};
 #define SVG_CHAR_PX 6.0      /* advance of one character of the 10 px monospace font */
 #define SVG_BUBBLE "#f4d6d6" /* idle counted by the bubble ratio */
 #define SVG_OFFSET "#e3e3e3" /* start-up/drain idle the bubble ratio leaves out */
+#define SVG_MEMORY "#d9cdea" /* the memory track's fill */
 
 typedef struct svg_layout {
     double step;   /* cost units between axis ticks */
@@ -180,7 +193,7 @@ static void draw_idle(FILE *f, const svg_layout *l, int32_t r, int y, svg_window
 static void draw_rank_idle(FILE *f, const ppv_check_report *rep, const svg_layout *l, int32_t r,
                            svg_window w, double *counted, double *offset) {
     const ppv_program *p = &rep->checked->prog[r];
-    int y = SVG_TOP + r * SVG_ROW;
+    int y = SVG_TOP + r * SVG_PITCH;
     double t = 0;
     for (int32_t i = 0; i < p->n; i++) {
         ppv_span sp = rep->spans[r][i];
@@ -248,7 +261,7 @@ static void draw_action(FILE *f, const ppv_check_report *rep, const svg_layout *
 static void draw_rank_actions(FILE *f, const ppv_check_report *rep, const svg_layout *l,
                               int32_t r) {
     const ppv_program *p = &rep->checked->prog[r];
-    int y = SVG_TOP + r * SVG_ROW + 2, lane = SVG_ROW - 4;
+    int y = SVG_TOP + r * SVG_PITCH + 2, lane = SVG_ROW - 4;
     for (int32_t i = 0; i < p->n;) {
         int32_t end = cell_end(p, i);
         ppv_span sp = rep->spans[r][i];
@@ -271,10 +284,69 @@ static void draw_rank_actions(FILE *f, const ppv_check_report *rep, const svg_la
     }
 }
 
+/* Each change of rank r's live activations that the simulation reached:
+ * calls fn with the time (the end of the action that made it) and the new
+ * level, after a first call at time 0 with level 0. */
+static void memory_steps(const ppv_check_report *rep, int32_t r,
+                         void (*fn)(void *ctx, double t, double level), void *ctx) {
+    const ppv_program *p = &rep->checked->prog[r];
+    double cur = 0;
+    fn(ctx, 0, 0);
+    for (int32_t i = 0; i < p->n; i++) {
+        if (!was_run(rep, r, i)) break;
+        if (rep->live[r][i] == cur) continue;
+        cur = rep->live[r][i];
+        fn(ctx, rep->spans[r][i].end, cur);
+    }
+}
+
+typedef struct svg_track {
+    FILE *f;
+    const svg_layout *l;
+    double base, height, top; /* baseline y, full height in px, level drawn at full height */
+} svg_track;
+
+static void svg_track_step(void *ctx, double t, double level) {
+    svg_track *k = ctx;
+    double x = svg_x(k->l, t), y = k->base - (k->top > 0 ? level / k->top * k->height : 0);
+    if (t == 0 && level == 0)
+        fprintf(k->f, "M%.2f,%.2f", x, y);
+    else
+        fprintf(k->f, " H%.2f V%.2f", x, y);
+}
+
+/* Draws rank r's memory track under its lane: the activations it holds
+ * over time as a filled step curve, scaled so that the largest peak of any
+ * rank (top) fills the track, with its own peak named in the tooltip and
+ * in the margin. Nothing when the report has no levels or top is 0. */
+static void draw_rank_memory(FILE *f, const ppv_check_report *rep, const svg_layout *l, int32_t r,
+                             double top) {
+    if (!rep->live || !(top > 0)) return;
+    int y = SVG_TOP + r * SVG_PITCH + SVG_ROW;
+    svg_track k = {f, l, y + SVG_MEM - 4.0, SVG_MEM - 6.0, top};
+    char at[64] = "nowhere"; /* the action after which the level first is the peak */
+    const ppv_program *p = &rep->checked->prog[r];
+    for (int32_t i = 0; i < p->n && was_run(rep, r, i); i++)
+        if (rep->live[r][i] == rep->peak_activation[r]) {
+            ppv_action_format(rep->checked, &p->acts[i], at, sizeof at);
+            break;
+        }
+    fprintf(f, "<text class=\"mempeak\" x=\"4\" y=\"%d\" fill=\"#555555\">peak %.4g</text>\n",
+            y + SVG_MEM - 6, rep->peak_activation[r]);
+    fprintf(f, "<path class=\"memory\" d=\"");
+    memory_steps(rep, r, svg_track_step, &k);
+    fprintf(f,
+            " H%.2f V%.2f Z\" fill=\"%s\" stroke=\"#6b4c9a\" stroke-width=\"0.8\"><title>rank "
+            "%d activations held (check's memory model): peak %.10g, first at ",
+            svg_x(l, rep->makespan), k.base, SVG_MEMORY, r, rep->peak_activation[r]);
+    xml_text(f, at);
+    fputs("</title></path>\n", f);
+}
+
 /* Draws the time axis under the lanes: a tick and its number every
  * l->step cost units from 0 to the first tick at or past the makespan. */
 static void draw_axis(FILE *f, const svg_layout *l, int32_t nranks) {
-    int y = SVG_TOP + nranks * SVG_ROW + 4;
+    int y = SVG_TOP + nranks * SVG_PITCH + 4;
     fprintf(f,
             "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#444444\"/>\n",
             SVG_LEFT, y, svg_x(l, l->ticks * l->step), y);
@@ -294,7 +366,7 @@ static void draw_legend(FILE *f, int32_t nranks) {
     static const ppv_action_kind kinds[] = {PPV_ACT_F, PPV_ACT_I, PPV_ACT_B,
                                             PPV_ACT_W, PPV_ACT_R, PPV_ACT_SEND_F};
     enum { NKINDS = sizeof kinds / sizeof kinds[0] };
-    int y = SVG_TOP + nranks * SVG_ROW + SVG_AXIS + 12;
+    int y = SVG_TOP + nranks * SVG_PITCH + SVG_AXIS + 12;
     double x = SVG_LEFT;
     for (size_t k = 0; k < NKINDS + 2; k++) {
         const char *colour = k < NKINDS    ? kind_colour(kinds[k])
@@ -343,23 +415,47 @@ int render_svg(const ppv_check_report *rep, FILE *f) {
     double longest = longest_compute_span(rep), counted = 0, offset = 0;
     for (int32_t r = 0; r < s->nranks; r++)
         draw_rank_idle(NULL, rep, &l, r, rank_window(rep, r, longest), &counted, &offset);
-    double width = SVG_LEFT + l.ticks * l.step * l.scale + SVG_RIGHT;
-    int height = SVG_TOP + s->nranks * SVG_ROW + SVG_AXIS + SVG_LEGEND;
+    double width = SVG_LEFT + l.ticks * l.step * l.scale + SVG_RIGHT, top = 0;
+    for (int32_t r = 0; r < s->nranks && rep->live; r++)
+        if (rep->peak_activation[r] > top) top = rep->peak_activation[r];
+    int height = SVG_TOP + s->nranks * SVG_PITCH + SVG_AXIS + SVG_LEGEND;
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%d\" "
             "font-family=\"monospace\" font-size=\"10\">\n",
             width, height);
     draw_title(f, rep, longest, counted, offset);
     for (int32_t r = 0; r < s->nranks; r++) {
-        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d</text>\n", SVG_TOP + r * SVG_ROW + 17, r);
+        fprintf(f, "<text x=\"4\" y=\"%d\">rank %d</text>\n", SVG_TOP + r * SVG_PITCH + 17, r);
         double drawn_counted = 0, drawn_offset = 0; /* summed above already */
         draw_rank_idle(f, rep, &l, r, rank_window(rep, r, longest), &drawn_counted, &drawn_offset);
         draw_rank_actions(f, rep, &l, r);
+        draw_rank_memory(f, rep, &l, r, top);
     }
     draw_axis(f, &l, s->nranks);
     draw_legend(f, s->nranks);
     fputs("</svg>\n", f);
     return ferror(f) ? -1 : 0;
+}
+
+typedef struct chrome_track {
+    json_object *events;
+    int32_t rank;
+} chrome_track;
+
+/* One counter event: Perfetto draws each name as its own track. */
+static void chrome_track_step(void *ctx, double t, double level) {
+    chrome_track *k = ctx;
+    char name[48];
+    snprintf(name, sizeof name, "rank %d activations", k->rank);
+    json_object *e = json_object_new_object(), *args = json_object_new_object();
+    json_object_object_add(args, "held", json_object_new_double(level));
+    json_object_object_add(e, "name", json_object_new_string(name));
+    json_object_object_add(e, "ph", json_object_new_string("C"));
+    json_object_object_add(e, "pid", json_object_new_int(0));
+    json_object_object_add(e, "tid", json_object_new_int(k->rank));
+    json_object_object_add(e, "ts", json_object_new_double(t * 1000.0));
+    json_object_object_add(e, "args", args);
+    json_object_array_add(k->events, e);
 }
 
 int render_chrome_trace(const ppv_check_report *rep, FILE *f) {
@@ -402,6 +498,10 @@ int render_chrome_trace(const ppv_check_report *rep, FILE *f) {
             json_object_object_add(e, "dur", json_object_new_double((sp.end - sp.start) * 1000.0));
             json_object_array_add(events, e);
         }
+    }
+    for (int32_t r = 0; r < s->nranks && rep->live; r++) {
+        chrome_track k = {events, r};
+        memory_steps(rep, r, chrome_track_step, &k);
     }
     fputs(json_object_to_json_string_ext(root,
                                          JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
