@@ -741,8 +741,8 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
     }
     if (total > max_decisions) {
         fclose(f);
-        return ppv_errf(err, errlen, "%s:3: %lld decisions (%lld bytes in memory) are more than "
-                        "the memory limit allows (%lld)", path, total, total * 4LL,
+        return ppv_errf(err, errlen, "%s:3: %lld decisions (%.0f bytes in memory) are more than "
+                        "the memory limit allows (%lld)", path, total, (double)total * 4.0,
                         (long long)max_decisions);
     }
     /* The runs first, in memory that grows with the file: the decisions
