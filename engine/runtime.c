@@ -133,9 +133,9 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
         free(mode), free(regen);
         return -1;
     }
+    ppv_recompute_modes(s, recompute, mode);
     for (int32_t r = 0; r < s->nranks; r++) {
         int64_t cur = 0, top = 0;
-        int32_t stashed = 0;
 #define ADD(n) (cur += (n), top = cur > top ? cur : top)
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
@@ -147,11 +147,8 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
             int32_t L = b->layers, n = seg_count(L, *md, p), sa, sb;
             switch (a->kind) {
             case PPV_ACT_F:
-                *md = mode_for(p, stashed);
-                n = seg_count(L, *md, p);
                 if (*md == PPV_RC_NONE) {
                     ADD(b->saved);
-                    stashed++;
                     break;
                 }
                 /* each segment's input kept, its saved held while it runs */
@@ -185,7 +182,6 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
                     ADD(ws);
                     cur -= sv;
                 }
-                if (*md == PPV_RC_NONE) stashed--;
                 if (a->kind == PPV_ACT_B) cur -= b->wstate;
                 break;
             case PPV_ACT_W:
@@ -349,10 +345,6 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
     slot *sl = slot_of(c, s, mb);
     if (!sl->wstate) {
         ppv_world_fail(t, rank, "%d%s%d before its forward", s, ppv_action_token(a->kind), mb);
-        return -1;
-    }
-    if (sl->wstate[sl->nseg - 1]) {
-        ppv_world_fail(t, rank, "%d%s%d runs twice", s, ppv_action_token(a->kind), mb);
         return -1;
     }
     if (do_recompute(c, t, rank, s, mb) < 0) return -1;

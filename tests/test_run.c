@@ -166,6 +166,19 @@ static void test_unequal_and_single_layer_stages_still_match(void **state) {
     ppv_schedule_free(s);
 }
 
+/* One layer's saved tensors and weight state, and a stage input, in
+ * bytes, for o's model. */
+static void layer_bytes(const ppv_run_options *o, int64_t *saved, int64_t *wstate,
+                        int64_t *input) {
+    char err[256];
+    ppv_model *m = ppv_model_new(&o->model, err, sizeof err);
+    assert_non_null(m);
+    *saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
+    *wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
+    *input = (int64_t)o->model.seq_len * o->model.d_model * 2;
+    ppv_model_free(m);
+}
+
 /* 1F1B's peaks by formula: rank r holds p - r forwards' saved tensors and
  * one backward's weight state; recomputed, it holds p - r inputs, and at
  * a backward the regenerated saved tensors take the place of one of them
@@ -177,12 +190,8 @@ static void test_peak_bytes_follow_the_1f1b_formula_with_and_without_recompute(v
     ppv_run_options o = options("rendezvous", "rr", 0);
     o.model.layers = P; /* one layer per stage */
     char err[256];
-    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
-    assert_non_null(m);
-    int64_t saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
-    int64_t wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
-    int64_t input = (int64_t)o.model.seq_len * o.model.d_model * 2;
-    ppv_model_free(m);
+    int64_t saved, wstate, input;
+    layer_bytes(&o, &saved, &wstate, &input);
     assert_true(input < wstate && wstate < saved);
 
     ppv_recompute_verdict v;
@@ -236,11 +245,8 @@ static void test_peak_bytes_follow_the_zb_h1_formula(void **state) {
     ppv_run_options o = options("rendezvous", "rr", 0);
     o.model.layers = P;
     char err[256];
-    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
-    assert_non_null(m);
-    int64_t saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
-    int64_t wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
-    ppv_model_free(m);
+    int64_t saved, wstate, input;
+    layer_bytes(&o, &saved, &wstate, &input);
     assert_true(wstate < saved);
     const int32_t ms[] = {P, M, 3 * P + 1};
     for (int k = 0; k < 3; k++) {
@@ -268,11 +274,8 @@ static void test_peak_bytes_follow_the_zbv_formula(void **state) {
     ppv_run_options o = options("rendezvous", "rr", 0);
     o.model.layers = 2 * P;
     char err[256];
-    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
-    assert_non_null(m);
-    int64_t saved = (int64_t)ppv_layers_saved_bytes(m, 0, 1);
-    int64_t wstate = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
-    ppv_model_free(m);
+    int64_t saved, wstate, input;
+    layer_bytes(&o, &saved, &wstate, &input);
     assert_true(wstate < saved);
     const int32_t ms[] = {2 * P, M + 3, 4 * P};
     for (int k = 0; k < 3; k++) {
@@ -403,11 +406,8 @@ static void test_layer_checkpoint_peaks_by_hand(void **state) {
     ppv_run_options o = options("rendezvous", "rr", 0);
     o.model.layers = 8;
     char err[256];
-    ppv_model *m = ppv_model_new(&o.model, err, sizeof err);
-    assert_non_null(m);
-    int64_t S = (int64_t)ppv_layers_saved_bytes(m, 0, 1), W = (int64_t)ppv_layers_wstate_bytes(m, 0, 1);
-    int64_t In = (int64_t)o.model.seq_len * o.model.d_model * 2;
-    ppv_model_free(m);
+    int64_t S, W, In;
+    layer_bytes(&o, &S, &W, &In);
     assert_true(In < W && W < S);
     static const struct {
         const char *text;

@@ -1247,16 +1247,15 @@ static int cmd_verify_recompute(int argc, char **argv) {
     int done_both = v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE;
     long long fw_stash = 0, fw_rec = 0, want_stash = 0, want_rec = 0;
     uint8_t *mode = calloc((size_t)s->nstages * (size_t)s->nmb + 1, 1);
-    ppv_recompute *all = calloc((size_t)s->nstages + 1, sizeof *all);
-    if (!mode || !all) {
-        free(mode), free(all);
+    if (!mode) {
         fprintf(stderr, "ppv verify-recompute: out of memory\n");
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }
-    for (int32_t st = 0; st < s->nstages; st++)
-        all[st] = (ppv_recompute){PPV_RC_FULL, 0};
-    ppv_recompute_modes(s, o.recompute ? o.recompute : all, mode);
+    if (o.recompute) /* else every stage recomputes in full */
+        ppv_recompute_modes(s, o.recompute, mode);
+    else
+        memset(mode, PPV_RC_FULL, (size_t)s->nstages * (size_t)s->nmb);
     for (int32_t r = 0; r < s->nranks; r++)
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
@@ -1266,7 +1265,7 @@ static int cmd_verify_recompute(int argc, char **argv) {
                         (back && a->stage >= 0 && a->mb >= 0 &&
                          mode[(size_t)a->stage * s->nmb + a->mb] != PPV_RC_NONE);
         }
-    free(mode), free(all);
+    free(mode);
     for (int64_t k = 0; done_both && k < (int64_t)s->nstages * s->nmb; k++)
         fw_stash += v.stash->forwards[k], fw_rec += v.recompute->forwards[k];
     int fw_ok = done_both && fw_stash == want_stash && fw_rec == want_rec;
