@@ -572,8 +572,11 @@ typedef enum ppv_recompute_kind {
     PPV_RC_FULL,   /* keep the stage input; rebuild saved before the backward (at R or I) */
     PPV_RC_LAYERS, /* keep the input of every k-th layer of the stage; the input backward
                       rebuilds one segment of k layers at a time, last first */
-    PPV_RC_MB      /* by microbatch: stash while the rank holds fewer than k stashed
+    PPV_RC_MB,     /* by microbatch: stash while the rank holds fewer than k stashed
                       forwards (of any stage), FULL beyond */
+    PPV_RC_SELECTIVE /* stash all but the attention cores (their outputs and softmax
+                        statistics); the input backward rebuilds them a layer at a time
+                        (Korthikanti et al., 2022) */
 } ppv_recompute_kind;
 
 typedef struct ppv_recompute {
@@ -617,7 +620,7 @@ ppv_model_config ppv_run_model_config(const ppv_run_options *o, const ppv_schedu
 /* Per-stage policies into out[nstages] from a comma-separated list of
  * items, each POLICY (every stage), STAGE:POLICY or STAGE (full), later
  * items overriding earlier ones; POLICY is none, full (or all),
- * layers:K or mb:N. "none", "all" and "0,2,5" read as before. 0, or -1
+ * selective, layers:K or mb:N. "none", "all" and "0,2,5" read as before. 0, or -1
  * with the reason. */
 int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, char *err,
                         size_t errlen);
@@ -630,11 +633,14 @@ int ppv_recompute_modes(const ppv_schedule *s, const ppv_recompute *recompute, u
 /* Activation bytes of one stage: what a forward saves for the backward,
  * what the backward-for-inputs keeps for the weights, and the stage input a
  * recomputed stage stashes instead; its layer count and a layer's part of
- * saved and wstate (both are that times the layers). */
+ * saved and wstate (both are that times the layers); what a selective
+ * forward saves, and one layer's attention cores, which its input backward
+ * rebuilds (0 for a stage without layers). */
 typedef struct ppv_stage_bytes {
     int64_t saved, wstate, input;
     int32_t layers;
     int64_t layer_saved, layer_wstate;
+    int64_t selective_saved, core;
 } ppv_stage_bytes;
 
 typedef struct ppv_run_report {
@@ -648,6 +654,9 @@ typedef struct ppv_run_report {
      * recomputed stage rebuilds its saved tensors for the backward */
     int32_t *forwards;
     int64_t *layer_forwards; /* [nstages] layer forward passes run, rebuilds included */
+    /* [nstages] layers whose attention cores a selective input backward
+     * rebuilt, as the kernel reports them */
+    int64_t *core_rebuilds;
     float *grads;         /* all layers' gradients, summed over microbatches in order */
     size_t ngrads;
     uint64_t grad_digest; /* FNV-1a of grads */
@@ -682,7 +691,9 @@ int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, s
  * `saved`; W frees `wstate`; B does I and W. A recomputed stage keeps
  * `input` (a checkpointed one, one input per segment), holds `saved` while
  * a forward runs and from its rebuild (at R or I; a segment's at I) to the
- * end of that backward, and frees an input once what it rebuilds is back. */
+ * end of that backward, and frees an input once what it rebuilds is back.
+ * A selective stage keeps `selective_saved` instead of `saved` and holds
+ * `core` beside it and `wstate` while its input backward runs. */
 int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *bytes,
                                  const ppv_recompute *recompute, int64_t *peak);
 

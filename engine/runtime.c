@@ -11,7 +11,9 @@
  * the forward's saved tensors (until the input backward), the
  * backward-for-inputs' state for the weight backward (until W), and a
  * recomputed stage's kept inputs (one a segment under layers:K, each until
- * what it rebuilds is back). The recompute policies are in ppv_engine.h
+ * what it rebuilds is back; a selective stage's saved tensors without the
+ * attention cores, and one layer's cores while its input backward rebuilds
+ * them). The recompute policies are in ppv_engine.h
  * (ppv_recompute_kind); ppv_predict_activation_bytes follows the same
  * rules from the schedule alone.
  */
@@ -54,6 +56,7 @@ typedef struct run_ctx {
     int64_t actions_done, actions_total;
     int32_t *forwards; /* [S * m] forward passes run, recomputes included */
     int64_t *layer_forwards; /* [S] layer forward passes run */
+    int64_t *core_rebuilds;  /* [S] layers whose attention cores were rebuilt */
     int32_t *stashed;        /* [P] forwards a rank holds stashed (for MB) */
 } run_ctx;
 
@@ -147,8 +150,8 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
             int32_t L = b->layers, n = seg_count(L, *md, p), sa, sb;
             switch (a->kind) {
             case PPV_ACT_F:
-                if (*md == PPV_RC_NONE) {
-                    ADD(b->saved);
+                if (*md == PPV_RC_NONE || *md == PPV_RC_SELECTIVE) {
+                    ADD(*md == PPV_RC_NONE ? b->saved : b->selective_saved);
                     break;
                 }
                 /* each segment's input kept, its saved held while it runs */
@@ -171,15 +174,22 @@ int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *b
                 if (a->kind == PPV_ACT_R) break;
                 for (int32_t j = n - 1; j >= 0; j--) {
                     seg_range(L, *md, p, j, &sa, &sb);
-                    int64_t sv = *md == PPV_RC_LAYERS ? (sb - sa) * b->layer_saved : b->saved;
+                    int64_t sv = *md == PPV_RC_LAYERS      ? (sb - sa) * b->layer_saved
+                                 : *md == PPV_RC_SELECTIVE ? b->selective_saved
+                                                           : b->saved;
                     int64_t ws = *md == PPV_RC_LAYERS ? (sb - sa) * b->layer_wstate : b->wstate;
                     if (*md == PPV_RC_LAYERS) { /* this segment rebuilt from its input */
                         ADD(sv);
                         cur -= b->input;
                     }
                     /* saved and wstate live together while the input
-                     * backward runs; then saved goes */
+                     * backward runs (with a layer's rebuilt attention
+                     * cores, selective); then saved goes */
                     ADD(ws);
+                    if (*md == PPV_RC_SELECTIVE) {
+                        ADD(b->core);
+                        cur -= b->core;
+                    }
                     cur -= sv;
                 }
                 if (a->kind == PPV_ACT_B) cur -= b->wstate;
@@ -230,16 +240,19 @@ static const ppv_mb_inputs *inputs_of(run_ctx *c, ppv_transport *t, int32_t rank
 static int seg_forward(run_ctx *c, int32_t rank, int32_t s, const ppv_mb_inputs *in, slot *sl,
                        int32_t a, int32_t b, const ppv_bf16 *x, ppv_bf16 **y) {
     int32_t l0 = c->stage_layer[s];
+    int sel = sl->mode == PPV_RC_SELECTIVE; /* then a, b span the stage */
     *y = NULL;
-    sl->saved = act_alloc(c, rank, (b - a) * c->bytes[s].layer_saved);
+    sl->saved = act_alloc(c, rank, sel ? c->bytes[s].selective_saved
+                                       : (b - a) * c->bytes[s].layer_saved);
     ppv_bf16 *out = malloc(c->tc * sizeof *out);
     if (!sl->saved || !out) {
         free(out);
         return -1;
     }
     c->layer_forwards[s] += b - a; /* evidence for verify-recompute: counted where it runs */
-    int rc = a < b ? ppv_layers_forward(c->model, l0 + a, l0 + b, in, x, out, sl->saved)
-                   : (memcpy(out, x, c->tc * sizeof *out), 0);
+    int rc = a >= b ? (memcpy(out, x, c->tc * sizeof *out), 0)
+             : sel  ? ppv_layers_forward_selective(c->model, l0 + a, l0 + b, in, x, out, sl->saved)
+                    : ppv_layers_forward(c->model, l0 + a, l0 + b, in, x, out, sl->saved);
     *y = out;
     return rc;
 }
@@ -266,12 +279,12 @@ static int do_forward(run_ctx *c, ppv_transport *t, int32_t rank, const ppv_acti
     if (!sl->wstate) return -1;
     c->forwards[sl - c->slots]++;
     ppv_bf16 *y = NULL;
-    if (sl->mode == PPV_RC_NONE) {
+    if (sl->mode == PPV_RC_NONE || sl->mode == PPV_RC_SELECTIVE) {
         if (seg_forward(c, rank, s, in, sl, 0, L, x, &y) < 0) {
             free(y);
             return -1;
         }
-        c->stashed[rank]++;
+        c->stashed[rank] += sl->mode == PPV_RC_NONE;
     } else {
         /* keep each segment's input; its saved tensors only while it runs */
         if (!(sl->ckpt = calloc((size_t)sl->nseg, sizeof *sl->ckpt))) return -1;
@@ -376,14 +389,27 @@ static int do_backward_input(run_ctx *c, ppv_transport *t, int32_t rank, const p
             ppv_world_fail(t, rank, "%d%s%d before its forward", s, ppv_action_token(a->kind), mb);
             goto fail;
         }
-        int64_t sv = (sb - sa) * c->bytes[s].layer_saved;
+        int sel = sl->mode == PPV_RC_SELECTIVE;
+        int64_t sv = sel ? c->bytes[s].selective_saved : (sb - sa) * c->bytes[s].layer_saved;
         sl->wstate[j] = act_alloc(c, rank, (sb - sa) * c->bytes[s].layer_wstate);
         ppv_bf16 *out = malloc(c->tc * sizeof *out);
         if (!sl->wstate[j] || !out) {
             free(out);
             goto fail;
         }
-        if (sa < sb) {
+        if (sa < sb && sel) { /* the attention cores come back a layer at a time */
+            void *core = act_alloc(c, rank, c->bytes[s].core);
+            int n = core ? ppv_layers_backward_input_selective(c->model, l0 + sa, l0 + sb, in,
+                                                               sl->saved, g, out, sl->wstate[j],
+                                                               core)
+                         : -1;
+            act_free(c, rank, &core, c->bytes[s].core);
+            if (n < 0) {
+                free(out);
+                goto fail;
+            }
+            c->core_rebuilds[s] += n;
+        } else if (sa < sb) {
             if (ppv_layers_backward_input(c->model, l0 + sa, l0 + sb, in, sl->saved, g, out,
                                           sl->wstate[j]) < 0) {
                 free(out);
@@ -568,16 +594,20 @@ static int parse_policy(const char *item, const char *w, ppv_recompute *p, char 
     const char *colon = strchr(w, ':');
     size_t n = colon ? (size_t)(colon - w) : strlen(w);
     if ((n == 4 && strncmp(w, "none", 4) == 0) || (n == 4 && strncmp(w, "full", 4) == 0) ||
-        (n == 3 && strncmp(w, "all", 3) == 0)) {
+        (n == 3 && strncmp(w, "all", 3) == 0) || (n == 9 && strncmp(w, "selective", 9) == 0)) {
         if (colon) return ppv_errf(err, errlen, "'%s': %.*s takes no count", item, (int)n, w);
-        *p = (ppv_recompute){w[0] == 'n' ? PPV_RC_NONE : PPV_RC_FULL, 0};
+        *p = (ppv_recompute){w[0] == 'n'   ? PPV_RC_NONE
+                             : w[0] == 's' ? PPV_RC_SELECTIVE
+                                           : PPV_RC_FULL,
+                             0};
         return 0;
     }
     int layers = n == 6 && strncmp(w, "layers", 6) == 0, mb = n == 2 && strncmp(w, "mb", 2) == 0;
     if (!layers && !mb)
         return ppv_errf(err, errlen,
-                        "'%s': a policy is none, full, layers:K (a checkpoint every K layers) or "
-                        "mb:N (stash N forwards a rank, recompute the rest)",
+                        "'%s': a policy is none, full, selective (rebuild the attention cores), "
+                        "layers:K (a checkpoint every K layers) or mb:N (stash N forwards a "
+                        "rank, recompute the rest)",
                         item);
     char *end;
     long k = colon ? strtol(colon + 1, &end, 10) : -1;
@@ -701,6 +731,7 @@ static void free_ctx(run_ctx *c) {
     free(c->loss);
     free(c->forwards);
     free(c->layer_forwards);
+    free(c->core_rebuilds);
     free(c->stashed);
     free(c->bytes);
     free(c->cur);
@@ -847,13 +878,15 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     c.loss = calloc((size_t)c.m, sizeof *c.loss);
     c.forwards = calloc((size_t)c.S * (size_t)c.m, sizeof *c.forwards);
     c.layer_forwards = calloc((size_t)c.S + 1, sizeof *c.layer_forwards);
+    c.core_rebuilds = calloc((size_t)c.S + 1, sizeof *c.core_rebuilds);
     c.stashed = calloc((size_t)s->nranks, sizeof *c.stashed);
     c.cur = calloc((size_t)s->nranks, sizeof *c.cur);
     c.peak = calloc((size_t)s->nranks, sizeof *c.peak);
     rep->peak_bytes = calloc((size_t)s->nranks, sizeof *rep->peak_bytes);
     rep->predicted_bytes = calloc((size_t)s->nranks, sizeof *rep->predicted_bytes);
     if (!rep->stage_layer || !c.bytes || !c.slots || !c.inputs || !c.wdone || !c.gsum ||
-        !c.folded || !c.loss || !c.forwards || !c.layer_forwards || !c.stashed || !c.cur ||
+        !c.folded || !c.loss || !c.forwards || !c.layer_forwards || !c.core_rebuilds ||
+        !c.stashed || !c.cur ||
         !c.peak || !rep->peak_bytes ||
         !rep->predicted_bytes)
         goto oom;
@@ -867,6 +900,9 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         c.bytes[st].layers = l1 - l0;
         c.bytes[st].layer_saved = l0 < l1 ? c.bytes[st].saved / (l1 - l0) : 0;
         c.bytes[st].layer_wstate = l0 < l1 ? c.bytes[st].wstate / (l1 - l0) : 0;
+        c.bytes[st].selective_saved =
+            l0 < l1 ? (int64_t)ppv_layers_selective_saved_bytes(model, l0, l1) : 0;
+        c.bytes[st].core = l0 < l1 ? (int64_t)ppv_layer_core_bytes(model) : 0;
     }
     if (ppv_predict_activation_bytes(s, c.bytes, o->recompute, rep->predicted_bytes) < 0) goto oom;
 
@@ -920,6 +956,8 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         c.forwards = NULL;
         rep->layer_forwards = c.layer_forwards;
         c.layer_forwards = NULL;
+        rep->core_rebuilds = c.core_rebuilds;
+        c.core_rebuilds = NULL;
         rep->loss = loss / c.m;
         rep->grad_digest = ppv_digest(rep->grads, rep->ngrads * sizeof *rep->grads);
     }
@@ -946,6 +984,7 @@ void ppv_run_report_free(ppv_run_report *r) {
     free(r->mb_loss);
     free(r->forwards);
     free(r->layer_forwards);
+    free(r->core_rebuilds);
     free(r->peak_bytes);
     free(r->predicted_bytes);
     free(r);

@@ -18,7 +18,10 @@
  * holds the output gradient of every linear for the weight backward. Both
  * are laid out as [fp32 part of each layer][bf16 part of each layer], with
  * no padding, so their sizes are exact sums of the tables below; they must
- * be aligned for float (malloc'd memory is).
+ * be aligned for float (malloc'd memory is). Under selective recompute
+ * saved leaves out the attention cores (CORE_*), and the input backward
+ * rebuilds them one layer at a time into the caller's `core` area, laid out
+ * the same way for one layer, from the q, k and v that saved keeps.
  *
  * RNG keys (seed = config seed): weight tensor i of layer l is
  * (1 << 56) | (l << 8) | i; input `which` (0 x, 1 cond, 2 target,
@@ -54,30 +57,33 @@ typedef struct dims {
 
 /* (name, values): what one layer's forward saves. fp32: LayerNorm and
  * softmax statistics (the softmax's max and sum per head and query). */
-#define SAVED_F32(X) \
-    X(mean1, d->T) X(rstd1, d->T) X(sa_stats, 2 * d->H * d->T) \
-    X(mean2, d->T) X(rstd2, d->T) X(ca_stats, 2 * d->H * d->T) \
-    X(mean3, d->T) X(rstd3, d->T)
+#define SAVED_F32(X) KEPT_F32(X) CORE_F32(X)
+#define KEPT_F32(X) \
+    X(mean1, d->T) X(rstd1, d->T) X(mean2, d->T) X(rstd2, d->T) X(mean3, d->T) X(rstd3, d->T)
 /* bf16: the adaLN vectors and every op input the backward reads. */
-#define SAVED_BF16(X) \
+#define SAVED_BF16(X) KEPT_BF16(X) CORE_BF16(X)
+#define KEPT_BF16(X) \
     X(mod, 6 * d->C)        /* shift, scale, gate (attn), then (MLP) */ \
     X(x, d->T * d->C)       /* block input (LayerNorm 1) */ \
     X(n1, d->T * d->C)      /* LayerNorm 1 out (modulate) */ \
     X(m1, d->T * d->C)      /* modulated (qkv linear) */ \
     X(qkv, 3 * d->T * d->C) /* q | k | v per token (attention) */ \
-    X(att, d->T * d->C)     /* attention out (out linear) */ \
     X(ao, d->T * d->C)      /* out linear (gate) */ \
     X(x1, d->T * d->C)      /* after self-attention (LayerNorm 2) */ \
     X(n2, d->T * d->C)      /* LayerNorm 2 out (xq linear) */ \
     X(qc, d->T * d->C)      /* cross-attention queries */ \
     X(kvc, 2 * d->Tc * d->C) /* k | v per cond token */ \
-    X(ca, d->T * d->C)      /* cross-attention out (xout linear) */ \
     X(x2, d->T * d->C)      /* after cross-attention (LayerNorm 3) */ \
     X(n3, d->T * d->C)      /* LayerNorm 3 out (modulate) */ \
     X(m3, d->T * d->C)      /* modulated (fc1) */ \
     X(h, d->T * d->F)       /* fc1 out (GELU) */ \
     X(g, d->T * d->F)       /* GELU out (fc2) */ \
     X(mo, d->T * d->C)      /* fc2 out (gate) */
+/* The attention cores: what scores, softmax and the product with V make
+ * from q, k and v, which selective recompute does not keep: the outputs
+ * (the out and xout linears' inputs) and the softmax statistics. */
+#define CORE_F32(X) X(sa_stats, 2 * d->H * d->T) X(ca_stats, 2 * d->H * d->T)
+#define CORE_BF16(X) X(att, d->T * d->C) X(ca, d->T * d->C)
 
 /* What one layer's input backward keeps for its weight backward: the
  * adaLN vectors' gradient (fp32), every linear's output gradient, and
@@ -152,12 +158,16 @@ static dims dims_of(const ppv_model_config *c) {
                   (size_t)c->cond_len};
 }
 
-/* Values per layer in each part of saved and wstate. */
-static size_t saved_f32_count(const dims *d) {
-    return 0 SAVED_F32(AS_COUNT);
+/* Values per layer in each part of saved (without the attention cores
+ * when `sel`), of the cores and of wstate. */
+static size_t saved_f32_count(const dims *d, int sel) {
+    return sel ? 0 KEPT_F32(AS_COUNT) : 0 SAVED_F32(AS_COUNT);
 }
-static size_t saved_bf16_count(const dims *d) {
-    return 0 SAVED_BF16(AS_COUNT);
+static size_t saved_bf16_count(const dims *d, int sel) {
+    return sel ? 0 KEPT_BF16(AS_COUNT) : 0 SAVED_BF16(AS_COUNT);
+}
+static size_t core_bytes(const dims *d) {
+    return sizeof(float) * (0 CORE_F32(AS_COUNT)) + sizeof(ppv_bf16) * (0 CORE_BF16(AS_COUNT));
 }
 static size_t wstate_f32_count(const dims *d) {
     return 0 WSTATE_F32(AS_COUNT);
@@ -166,19 +176,30 @@ static size_t wstate_bf16_count(const dims *d) {
     return 0 WSTATE_BF16(AS_COUNT);
 }
 
-/* Pointers to layer i's part of a saved area holding n layers. The area
- * is only read through them when base was a const pointer. */
-static void saved_layout(const dims *d, void *base, int32_t n, int32_t i, saved_f32 *sf,
-                         saved_bf16 *sb) {
-    float *p = (float *)base + (size_t)i * saved_f32_count(d);
-    saved_f32 *s = sf;
-    SAVED_F32(AS_PLACE)
-    ppv_bf16 *q = (ppv_bf16 *)((float *)base + (size_t)n * saved_f32_count(d)) +
-                  (size_t)i * saved_bf16_count(d);
+/* Pointers to layer i's part of a saved area holding n layers: all of it
+ * in base, or, when core is not NULL (selective), the attention cores in
+ * core (one layer's) and the rest in base. The areas are only read through
+ * them when base was a const pointer. */
+static void saved_layout(const dims *d, void *base, int32_t n, int32_t i, void *core,
+                         saved_f32 *sf, saved_bf16 *sb) {
+    int sel = core != NULL;
+    float *p = (float *)base + (size_t)i * saved_f32_count(d, sel);
+    ppv_bf16 *q = (ppv_bf16 *)((float *)base + (size_t)n * saved_f32_count(d, sel)) +
+                  (size_t)i * saved_bf16_count(d, sel);
+    ppv_bf16 *qcore = NULL; /* where the bf16 cores go when apart */
+    {
+        saved_f32 *s = sf;
+        KEPT_F32(AS_PLACE)
+        if (sel) p = core;
+        CORE_F32(AS_PLACE)
+        qcore = (ppv_bf16 *)p;
+    }
     {
         ppv_bf16 *p = q;
         saved_bf16 *s = sb;
-        SAVED_BF16(AS_PLACE)
+        KEPT_BF16(AS_PLACE)
+        if (sel) p = qcore;
+        CORE_BF16(AS_PLACE)
     }
 }
 
@@ -393,11 +414,25 @@ void ppv_mb_inputs_free(ppv_mb_inputs *in) {
     in->x = in->cond = in->target = NULL;
 }
 
-/* Exact bytes of saved for layers [l0, l1): the SAVED_* tables. */
-size_t ppv_layers_saved_bytes(const ppv_model *m, int32_t l0, int32_t l1) {
+/* Exact bytes of saved for layers [l0, l1): the SAVED_* tables, or the
+ * KEPT_* ones under selective recompute. */
+static size_t saved_bytes(const ppv_model *m, int32_t l0, int32_t l1, int sel) {
     if (!range_ok(m, l0, l1)) return 0;
-    return (size_t)(l1 - l0) *
-           (sizeof(float) * saved_f32_count(&m->d) + sizeof(ppv_bf16) * saved_bf16_count(&m->d));
+    return (size_t)(l1 - l0) * (sizeof(float) * saved_f32_count(&m->d, sel) +
+                                sizeof(ppv_bf16) * saved_bf16_count(&m->d, sel));
+}
+
+size_t ppv_layers_saved_bytes(const ppv_model *m, int32_t l0, int32_t l1) {
+    return saved_bytes(m, l0, l1, 0);
+}
+
+size_t ppv_layers_selective_saved_bytes(const ppv_model *m, int32_t l0, int32_t l1) {
+    return saved_bytes(m, l0, l1, 1);
+}
+
+/* Exact bytes of one layer's attention cores: the CORE_* tables. */
+size_t ppv_layer_core_bytes(const ppv_model *m) {
+    return m ? core_bytes(&m->d) : 0;
 }
 
 /* Exact bytes of wstate for layers [l0, l1): the WSTATE_* tables. */
@@ -429,11 +464,30 @@ static void timestep_features(float *out, float t, int C) {
     ppvk_round_bf16(out, (size_t)C);
 }
 
+/* The self-attention core: a->qkv -> a->att (kept in sb->att) and the
+ * softmax statistics. The forward and selective recompute's rebuild both
+ * run it, so the rebuilt core is the forward's bit for bit. */
+static void self_attention_core(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb) {
+    int T = (int)d->T, C = (int)d->C, H = (int)d->H;
+    ppvk_attention_forward(a->att, sf->sa_stats, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C,
+                           T, T, C, H, a->scratch);
+    keep(a->att, sb->att, d->T * d->C);
+}
+
+/* The cross-attention core: a->qc, a->kvc -> a->ca (kept in sb->ca) and
+ * the softmax statistics. */
+static void cross_attention_core(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb) {
+    int T = (int)d->T, C = (int)d->C, H = (int)d->H, Tc = (int)d->Tc;
+    ppvk_attention_forward(a->ca, sf->ca_stats, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H,
+                           a->scratch);
+    keep(a->ca, sb->ca, d->T * d->C);
+}
+
 /* One block: a->x (T, C) -> a->y (T, C), keeping op inputs in saved.
  * Expects a->temb (silu'd) and a->cond filled. */
 static void layer_forward(const ppv_model *m, int32_t l, acts *a, saved_f32 *sf, saved_bf16 *sb) {
     const dims *d = &m->d;
-    int T = (int)d->T, C = (int)d->C, H = (int)d->H, F = (int)d->F, Tc = (int)d->Tc;
+    int T = (int)d->T, C = (int)d->C, F = (int)d->F, Tc = (int)d->Tc;
     size_t TC = d->T * d->C;
     float *mod = a->mod;
     const float *shift_a = mod, *scale_a = mod + C, *gate_a = mod + 2 * C;
@@ -449,9 +503,7 @@ static void layer_forward(const ppv_model *m, int32_t l, acts *a, saved_f32 *sf,
     keep(a->m1, sb->m1, TC);
     ppvk_linear_forward(a->qkv, a->m1, W(m, l, P_qkv_w), W(m, l, P_qkv_b), T, C, 3 * C);
     keep(a->qkv, sb->qkv, 3 * TC);
-    ppvk_attention_forward(a->att, sf->sa_stats, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C,
-                           T, T, C, H, a->scratch);
-    keep(a->att, sb->att, TC);
+    self_attention_core(d, a, sf, sb);
     ppvk_linear_forward(a->ao, a->att, W(m, l, P_attn_out_w), W(m, l, P_attn_out_b), T, C, C);
     keep(a->ao, sb->ao, TC);
     ppvk_residual_forward(a->x1, a->x, gate_a, a->ao, T, C);
@@ -463,9 +515,7 @@ static void layer_forward(const ppv_model *m, int32_t l, acts *a, saved_f32 *sf,
     keep(a->qc, sb->qc, TC);
     ppvk_linear_forward(a->kvc, a->cond, W(m, l, P_xkv_w), W(m, l, P_xkv_b), Tc, C, 2 * C);
     keep(a->kvc, sb->kvc, 2 * d->Tc * d->C);
-    ppvk_attention_forward(a->ca, sf->ca_stats, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H,
-                           a->scratch);
-    keep(a->ca, sb->ca, TC);
+    cross_attention_core(d, a, sf, sb);
     ppvk_linear_forward(a->co, a->ca, W(m, l, P_xout_w), W(m, l, P_xout_b), T, C, C);
     keep(a->co, NULL, TC);
     ppvk_residual_forward(a->x2, a->x1, NULL, a->co, T, C);
@@ -490,37 +540,62 @@ static int float_aligned(const void *p) {
     return (uintptr_t)p % _Alignof(float) == 0;
 }
 
-/* Forward of layers [l0, l1); 0, or -1 on bad arguments or out of memory. */
-int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
-                       const ppv_bf16 *x_in, ppv_bf16 *x_out, void *saved) {
+/* Forward of layers [l0, l1), keeping the attention cores in saved or
+ * (sel) only in a scratch area; 0, or -1 on bad arguments or out of
+ * memory. */
+static int layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+                          const ppv_bf16 *x_in, ppv_bf16 *x_out, void *saved, int sel) {
     if (!range_ok(m, l0, l1) || !in || !in->cond || !x_in || !x_out || !float_aligned(saved) ||
         (l1 > l0 && !saved))
         return -1;
     const dims *d = &m->d;
     acts a;
     float *work = work_alloc(d, &a, NULL);
-    if (!work) return -1;
+    void *core = sel ? malloc(core_bytes(d)) : NULL;
+    if (!work || (sel && !core)) {
+        free(work), free(core);
+        return -1;
+    }
     ppvk_bf16_to_f32(a.x, x_in, d->T * d->C);
     ppvk_bf16_to_f32(a.cond, in->cond, d->Tc * d->C);
     timestep_features(a.temb, in->timestep, (int)d->C);
     for (int32_t l = l0; l < l1; l++) {
         saved_f32 sf;
         saved_bf16 sb;
-        saved_layout(d, saved, l1 - l0, l - l0, &sf, &sb);
+        saved_layout(d, saved, l1 - l0, l - l0, core, &sf, &sb);
         layer_forward(m, l, &a, &sf, &sb);
         memcpy(a.x, a.y, sizeof(float) * d->T * d->C);
     }
     ppvk_f32_to_bf16(x_out, a.x, d->T * d->C);
-    free(work);
+    free(work), free(core);
     return 0;
+}
+
+int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+                       const ppv_bf16 *x_in, ppv_bf16 *x_out, void *saved) {
+    return layers_forward(m, l0, l1, in, x_in, x_out, saved, 0);
+}
+
+int ppv_layers_forward_selective(const ppv_model *m, int32_t l0, int32_t l1,
+                                 const ppv_mb_inputs *in, const ppv_bf16 *x_in, ppv_bf16 *x_out,
+                                 void *saved) {
+    return layers_forward(m, l0, l1, in, x_in, x_out, saved, 1);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
 
-/* Widens the saved bf16 tensors of one layer into a. */
-static void acts_load(const dims *d, acts *a, const saved_bf16 *sb) {
+/* Widens the saved bf16 tensors of one layer into a: all of them, or
+ * (sel) all but the attention cores, which it rebuilds into sf and sb. */
+static void acts_load(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb, int sel) {
 #define AS_LOAD(name, n) ppvk_bf16_to_f32(a->name, sb->name, (n));
-    SAVED_BF16(AS_LOAD)
+    KEPT_BF16(AS_LOAD)
+    if (!sel) {
+        CORE_BF16(AS_LOAD)
+        return;
+    }
+#undef AS_LOAD
+    self_attention_core(d, a, sf, sb);
+    cross_attention_core(d, a, sf, sb);
 }
 
 /* dout = round(resid + dln): the gradient reaching a residual stream from
@@ -585,11 +660,14 @@ static void layer_backward_input(const ppv_model *m, int32_t l, const acts *a, g
     add_round(g->dy, g->dx1, g->dln, TC);
 }
 
-/* Backward for inputs of layers [l0, l1), last layer first; 0 or -1. */
-int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
-                              const void *saved, const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate) {
+/* Backward for inputs of layers [l0, l1), last layer first, rebuilding
+ * each layer's attention cores into core first when it is not NULL; the
+ * attention cores it rebuilt (one pair a layer), or -1. */
+static int layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1,
+                                 const ppv_mb_inputs *in, const void *saved, const ppv_bf16 *dy,
+                                 ppv_bf16 *dx, void *wstate, void *core) {
     if (!range_ok(m, l0, l1) || !in || !dy || !dx || !float_aligned(saved) ||
-        !float_aligned(wstate) || (l1 > l0 && (!saved || !wstate)))
+        !float_aligned(wstate) || !float_aligned(core) || (l1 > l0 && (!saved || !wstate)))
         return -1;
     const dims *d = &m->d;
     acts a;
@@ -602,9 +680,10 @@ int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const 
         saved_bf16 sb;
         wstate_f32 wf;
         wstate_bf16 wb;
-        saved_layout(d, (void *)saved, l1 - l0, l - l0, &sf, &sb); /* read only */
+        /* saved is only read; core (selective) is rebuilt */
+        saved_layout(d, (void *)saved, l1 - l0, l - l0, core, &sf, &sb);
         wstate_layout(d, wstate, l1 - l0, l - l0, &wf, &wb);
-        acts_load(d, &a, &sb);
+        acts_load(d, &a, &sf, &sb, core != NULL);
         layer_backward_input(m, l, &a, &g, &sf, &wf, &wb);
 #define AS_KEEP(name, n) memcpy(wb.name, sb.name, (n) * sizeof(ppv_bf16));
         W_INPUTS(AS_KEEP)
@@ -612,7 +691,20 @@ int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const 
     }
     ppvk_f32_to_bf16(dx, g.dy, d->T * d->C);
     free(work);
-    return 0;
+    return core ? (int)(l1 - l0) : 0;
+}
+
+int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
+                              const void *saved, const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate) {
+    return layers_backward_input(m, l0, l1, in, saved, dy, dx, wstate, NULL);
+}
+
+int ppv_layers_backward_input_selective(const ppv_model *m, int32_t l0, int32_t l1,
+                                        const ppv_mb_inputs *in, const void *saved,
+                                        const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate,
+                                        void *core) {
+    if (l1 > l0 && !core) return -1;
+    return layers_backward_input(m, l0, l1, in, saved, dy, dx, wstate, core);
 }
 
 /* One block's parameter gradients (layer_params values at dp) from its

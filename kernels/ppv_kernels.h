@@ -139,6 +139,24 @@ PPV_MUST_CHECK int ppv_layers_forward(const ppv_model *m, int32_t l0, int32_t l1
 PPV_MUST_CHECK int ppv_layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1, const ppv_mb_inputs *in,
                               const void *saved, const ppv_bf16 *dy, ppv_bf16 *dx, void *wstate);
 
+/* Selective recompute (Korthikanti et al., 2022): the same forward and
+ * input backward, but saved (ppv_layers_selective_saved_bytes) leaves out
+ * the attention cores, the self- and cross-attention outputs and their
+ * softmax statistics, and the input backward rebuilds each layer's from
+ * the q, k and v that saved keeps, into `core` (ppv_layer_core_bytes,
+ * float-aligned, reused layer after layer), before that layer's backward.
+ * dx and wstate are bitwise those of the stashing pair. The backward
+ * returns the attention-core pairs it rebuilt (l1 - l0), or -1. */
+size_t ppv_layers_selective_saved_bytes(const ppv_model *m, int32_t l0, int32_t l1);
+size_t ppv_layer_core_bytes(const ppv_model *m);
+PPV_MUST_CHECK int ppv_layers_forward_selective(const ppv_model *m, int32_t l0, int32_t l1,
+                                                const ppv_mb_inputs *in, const ppv_bf16 *x_in,
+                                                ppv_bf16 *x_out, void *saved);
+PPV_MUST_CHECK int ppv_layers_backward_input_selective(const ppv_model *m, int32_t l0, int32_t l1,
+                                                       const ppv_mb_inputs *in, const void *saved,
+                                                       const ppv_bf16 *dy, ppv_bf16 *dx,
+                                                       void *wstate, void *core);
+
 /* Backward for weights: writes (not accumulates) the fp32 gradients of
  * layers [l0, l1) for this microbatch into dparams
  * (ppv_model_grad_count values), from wstate alone. */

@@ -43,6 +43,15 @@ static int skip_under_valgrind(void) {
     return RUNNING_ON_VALGRIND;
 }
 
+/* The integer member key of the JSON object in text. */
+static long long json_int(const char *text, const char *key) {
+    json_object *o = json_tokener_parse(text);
+    assert_non_null(o);
+    long long v = json_object_get_int64(json_object_object_get(o, key));
+    json_object_put(o);
+    return v;
+}
+
 static void test_every_command_has_its_own_help_three_ways(void **state) {
     (void)state;
     if (skip_under_valgrind()) skip();
@@ -629,20 +638,26 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     assert_non_null(strstr(r.out, "forward passes: stash 16, recompute 24 (the schedule implies 16 "
                                   "and 24)\n"));
     run_free(&r);
+    /* selective on stage 1 (two layers): its 4 backwards rebuild 8 layers'
+     * attention cores and run no forward again; stage 2 recomputes in full */
+    r = RUN("verify-recompute", s, "--recompute", "1:selective,2:full", "--layers", "8");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "forward passes: stash 16, recompute 20 (the schedule implies 16 "
+                                  "and 20)\nattention cores rebuilt: 8 layers (the schedule "
+                                  "implies 8)\nextra forward compute: 8 layer forwards"));
+    run_free(&r);
+    r = RUN("verify-recompute", s, "--recompute", "selective", "--layers", "8", "--json");
+    assert_int_equal(r.code, 0);
+    assert_int_equal(json_int(r.out, "attention_core_rebuilds"), 2 * 16);
+    assert_int_equal(json_int(r.out, "expected_attention_core_rebuilds"), 2 * 16);
+    assert_int_equal(json_int(r.out, "recompute_forward_passes"), 16);
+    assert_non_null(strstr(r.out, "\"ok\":true"));
+    run_free(&r);
     r = RUN("run", s, "--recompute", "2:layers");
     assert_int_equal(r.code, 2);
     assert_string_equal(r.err, "ppv run: --recompute '2:layers': layers needs a count of 1 or more "
                                "layers a segment\n");
     run_free(&r);
-}
-
-/* The integer member key of the JSON object in text. */
-static long long json_int(const char *text, const char *key) {
-    json_object *o = json_tokener_parse(text);
-    assert_non_null(o);
-    long long v = json_object_get_int64(json_object_object_get(o, key));
-    json_object_put(o);
-    return v;
 }
 
 static void test_junit_of_a_comparison_has_one_case_per_dataset(void **state) {

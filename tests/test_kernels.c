@@ -1264,6 +1264,54 @@ static void test_forward_and_backward_write_every_saved_and_wstate_byte(void **s
     ppv_model_free(m);
 }
 
+/* Selective recompute: saved without the attention cores is smaller by
+ * exactly them (per layer: att and ca, T C bf16 each, and two softmax
+ * statistics, 2 H T fp32 each: 1024 + 256 = 1280 bytes of 11584); the
+ * input backward rebuilds them into a core area it is handed filled with
+ * 0x00 or 0xff, and everything it hands on (dx, wstate, and so the weight
+ * gradients) equals the stashing pair's bit for bit. */
+static void test_selective_rebuilds_the_attention_cores_bit_for_bit(void **state) {
+    (void)state;
+    ppv_model_config c = ppv_model_config_default();
+    ppv_model *m = model_ok(&c);
+    assert_int_equal(ppv_layer_core_bytes(m), 1280);
+    assert_int_equal(ppv_layers_selective_saved_bytes(m, 0, 1), 11584 - 1280);
+    assert_int_equal(ppv_layers_selective_saved_bytes(m, 1, 3), 2 * (11584 - 1280));
+    assert_int_equal(ppv_layers_selective_saved_bytes(m, 3, 5), 0);
+    run ref = run_stack(m, 1, 3, 2);
+    size_t TC = (size_t)c.seq_len * c.d_model, sb = ppv_layers_selective_saved_bytes(m, 1, 3);
+    unsigned char *sv[2] = {malloc(sb), malloc(sb)}, *core[2] = {malloc(1280), malloc(1280)};
+    unsigned char *ws[2] = {malloc(ref.wstate_bytes), malloc(ref.wstate_bytes)};
+    ppv_bf16 *y = malloc(sizeof(ppv_bf16) * TC), *dx = malloc(sizeof(ppv_bf16) * TC);
+    float *dp = malloc(sizeof(float) * ref.ngrad);
+    for (int k = 0; k < 2; k++) {
+        memset(sv[k], k ? 0xff : 0x00, sb);
+        memset(core[k], k ? 0xff : 0x00, 1280);
+        memset(ws[k], k ? 0xff : 0x00, ref.wstate_bytes);
+        assert_int_equal(ppv_layers_forward_selective(m, 1, 3, &ref.in, ref.in.x, y, sv[k]), 0);
+        assert_memory_equal(y, ref.y, sizeof(ppv_bf16) * TC);
+        assert_int_equal(ppv_layers_backward_input_selective(m, 1, 3, &ref.in, sv[k], ref.dy, dx,
+                                                             ws[k], core[k]),
+                         2);
+        assert_memory_equal(dx, ref.dx, sizeof(ppv_bf16) * TC);
+        assert_memory_equal(ws[k], ref.wstate, ref.wstate_bytes);
+        assert_int_equal(ppv_layers_backward_weight(m, 1, 3, &ref.in, ws[k], dp), 0);
+        assert_memory_equal(dp, ref.dparams, sizeof(float) * ref.ngrad);
+    }
+    assert_memory_equal(sv[0], sv[1], sb); /* every byte of the smaller saved written */
+    /* without a core area to rebuild into, a non-empty range is refused */
+    assert_int_equal(ppv_layers_backward_input_selective(m, 1, 3, &ref.in, sv[0], ref.dy, dx,
+                                                         ws[0], NULL),
+                     -1);
+    assert_int_equal(ppv_layers_backward_input_selective(m, 2, 2, &ref.in, sv[0], ref.dy, dx,
+                                                         ws[0], NULL),
+                     0);
+    for (int k = 0; k < 2; k++) free(sv[k]), free(core[k]), free(ws[k]);
+    free(y), free(dx), free(dp);
+    run_free(&ref);
+    ppv_model_free(m);
+}
+
 static void test_inputs_depend_only_on_seed_and_microbatch(void **state) {
     (void)state;
     ppv_model_config c = ppv_model_config_default();
@@ -1599,6 +1647,7 @@ int main(void) {
         cmocka_unit_test(test_param_tensors_tile_each_layer_in_the_documented_order),
         cmocka_unit_test(test_saved_and_wstate_bytes_follow_the_layout),
         cmocka_unit_test(test_forward_and_backward_write_every_saved_and_wstate_byte),
+        cmocka_unit_test(test_selective_rebuilds_the_attention_cores_bit_for_bit),
         cmocka_unit_test(test_inputs_depend_only_on_seed_and_microbatch),
         cmocka_unit_test(test_bad_layer_ranges_and_buffers_are_rejected),
         cmocka_unit_test(test_two_runs_give_identical_bits),

@@ -347,8 +347,8 @@ static ppv_recompute *policies(const char *text, int32_t nstages) {
  * are one per F plus one rebuild per recomputed backward, layer by layer. */
 static void test_every_policy_on_every_kind(void **state) {
     (void)state;
-    static const char *const texts[] = {"full", "layers:1", "mb:0", "mb:1",
-                                        "0:layers:1,1:mb:1,3:full"};
+    static const char *const texts[] = {"full",      "layers:1", "mb:0", "mb:1",
+                                        "selective", "0:layers:1,1:mb:1,3:full,2:selective"};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         ppv_schedule *s = gen_ok(kinds[k].kind, P, M, kinds[k].v);
         ppv_run_options o = options("rendezvous", "random", 5);
@@ -374,14 +374,22 @@ static void test_every_policy_on_every_kind(void **state) {
             assert_true(s->nstages * s->nmb <= 64);
             ppv_recompute_modes(s, rc, mode);
             for (int32_t st = 0; st < s->nstages; st++) {
-                int64_t rebuilt = 0;
+                int64_t rebuilt = 0, selective = 0;
                 for (int32_t mb = 0; mb < s->nmb; mb++) {
-                    int again = mode[st * s->nmb + mb] != PPV_RC_NONE;
+                    uint8_t md = mode[st * s->nmb + mb];
+                    int again = md != PPV_RC_NONE && md != PPV_RC_SELECTIVE;
                     rebuilt += again;
+                    selective += md == PPV_RC_SELECTIVE;
                     assert_int_equal(rep->forwards[st * s->nmb + mb], 1 + again);
                 }
                 assert_int_equal(stash->layer_forwards[st], 2 * s->nmb);
                 assert_int_equal(rep->layer_forwards[st], 2 * (s->nmb + rebuilt));
+                /* a selective backward rebuilds both layers' attention cores */
+                assert_int_equal(stash->core_rebuilds[st], 0);
+                assert_int_equal(rep->core_rebuilds[st], 2 * selective);
+                int all_selective = strcmp(texts[t], "selective") == 0 ||
+                                    (strstr(texts[t], "2:selective") && st == 2);
+                assert_int_equal(selective, all_selective ? s->nmb : 0);
             }
             ppv_run_report_free(rep);
             free(rc);
@@ -426,6 +434,85 @@ static void test_layer_checkpoint_peaks_by_hand(void **state) {
         free(rc);
     }
     ppv_schedule_free(s);
+}
+
+/* Selective recompute by hand on 1F1B p=4 m=8, two layers a stage: a
+ * forward keeps its saved tensors less the attention cores, the self- and
+ * cross-attention outputs (T C bf16 each) and their softmax statistics
+ * (2 H T fp32 each), and the input backward rebuilds one layer's cores at a
+ * time beside saved and the weight state. Rank r holds p - r forwards:
+ * (p - r) Ssel + W + core, with Ssel = S - 2 core for the stage's two
+ * layers. Full recompute holds inputs instead, and rebuilds a whole
+ * stage's saved at a backward: (p - r - 1) In + S + W. So selective sits
+ * strictly between stash and full wherever a rank holds more than one
+ * forward, and below both on the last rank, which holds one at a time (a
+ * full rebuild there is as large as stashing). */
+static void test_selective_peaks_by_hand(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", P, M, 1);
+    ppv_run_options o = options("rendezvous", "random", 9);
+    o.model.layers = 2 * P;
+    int64_t S1, W1, In;
+    layer_bytes(&o, &S1, &W1, &In);
+    const ppv_model_config *c = &o.model;
+    int64_t core = 2 * (int64_t)c->seq_len * c->d_model * 2 + 2 * 2 * (int64_t)c->n_heads * c->seq_len * 4;
+    int64_t S = 2 * S1, W = 2 * W1, Ssel = S - 2 * core;
+    ppv_run_report *peaks[3];
+    static const char *const texts[] = {"none", "selective", "full"};
+    for (int t = 0; t < 3; t++) {
+        ppv_recompute *rc = policies(texts[t], P);
+        o.recompute = rc;
+        peaks[t] = run_ok(s, &o);
+        assert_int_equal(peaks[t]->world.status, PPV_RUN_DONE);
+        free(rc);
+    }
+    assert_memory_equal(peaks[1]->grads, peaks[0]->grads, peaks[0]->ngrads * sizeof(float));
+    for (int32_t r = 0; r < P; r++) {
+        assert_int_equal(peaks[0]->peak_bytes[r], (P - r) * S + W);
+        assert_int_equal(peaks[1]->peak_bytes[r], (P - r) * Ssel + W + core);
+        assert_int_equal(peaks[2]->peak_bytes[r], (P - r - 1) * In + S + W);
+        assert_true(peaks[1]->peak_bytes[r] < peaks[0]->peak_bytes[r]);
+        if (r < P - 1)
+            assert_true(peaks[2]->peak_bytes[r] < peaks[1]->peak_bytes[r]);
+        else
+            assert_true(peaks[1]->peak_bytes[r] < peaks[2]->peak_bytes[r]);
+        assert_int_equal(peaks[1]->core_rebuilds[r], 2 * M);
+    }
+    for (int t = 0; t < 3; t++) ppv_run_report_free(peaks[t]);
+    o.recompute = NULL;
+    ppv_schedule_free(s);
+}
+
+/* Every kind: selective's peak is below stashing on every rank, and
+ * strictly between full recompute and stashing on the rank that decides
+ * whether the schedule fits (the highest stashing peak). */
+static void test_selective_sits_between_stash_and_full_on_every_kind(void **state) {
+    (void)state;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        ppv_schedule *s = gen_ok(kinds[k].kind, P, M, kinds[k].v);
+        ppv_run_options o = options("rendezvous", "rr", 0);
+        o.model.layers = 2 * s->nstages;
+        ppv_run_report *stash = run_ok(s, &o);
+        ppv_recompute *sel = policies("selective", s->nstages), *full = policies("full", s->nstages);
+        o.recompute = sel;
+        ppv_run_report *a = run_ok(s, &o);
+        o.recompute = full;
+        ppv_run_report *b = run_ok(s, &o);
+        int32_t top = 0;
+        for (int32_t r = 0; r < P; r++) {
+            assert_true(a->peak_bytes[r] < stash->peak_bytes[r]);
+            if (stash->peak_bytes[r] > stash->peak_bytes[top]) top = r;
+        }
+        if (!(b->peak_bytes[top] < a->peak_bytes[top]))
+            fprintf(stderr, "%s rank %d: full %lld, selective %lld, stash %lld\n", kinds[k].kind,
+                    (int)top, (long long)b->peak_bytes[top], (long long)a->peak_bytes[top],
+                    (long long)stash->peak_bytes[top]);
+        assert_true(b->peak_bytes[top] < a->peak_bytes[top]);
+        assert_true(a->peak_bytes[top] < stash->peak_bytes[top]);
+        ppv_run_report_free(stash), ppv_run_report_free(a), ppv_run_report_free(b);
+        free(sel), free(full);
+        ppv_schedule_free(s);
+    }
 }
 
 /* By microbatch, by hand on 1F1B p=4 m=8 with mb:1: a forward is
@@ -473,13 +560,19 @@ static void test_recompute_policies_parse_and_refuse(void **state) {
     assert_int_equal(rc[2].kind, PPV_RC_FULL);
     assert_int_equal(ppv_recompute_parse("all", 4, rc, err, sizeof err), 0);
     assert_int_equal(rc[3].kind, PPV_RC_FULL);
+    assert_int_equal(ppv_recompute_parse("full,1:selective", 4, rc, err, sizeof err), 0);
+    assert_int_equal(rc[0].kind, PPV_RC_FULL);
+    assert_int_equal(rc[1].kind, PPV_RC_SELECTIVE);
     static const struct {
         const char *text, *why;
     } bad[] = {{"layers:0", "'layers:0': layers needs a count of 1 or more layers a segment"},
                {"mb", "'mb': mb needs a count of 0 or more forwards"},
                {"4", "'4': the schedule's stages are 0..3"},
-               {"1:sometimes", "'1:sometimes': a policy is none, full, layers:K"},
+               {"1:sometimes",
+                "'1:sometimes': a policy is none, full, selective (rebuild the attention cores), "
+                "layers:K"},
                {"full:2", "'full:2': full takes no count"},
+               {"selective:1", "'selective:1': selective takes no count"},
                {"2x", "'2x' is not STAGE, STAGE:POLICY or POLICY"},
                {"", "an empty --recompute"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
@@ -727,6 +820,8 @@ int main(void) {
         cmocka_unit_test(test_layer_checkpoint_peaks_by_hand),
         cmocka_unit_test(test_by_microbatch_recomputes_what_the_rank_holds_beyond),
         cmocka_unit_test(test_recompute_policies_parse_and_refuse),
+        cmocka_unit_test(test_selective_peaks_by_hand),
+        cmocka_unit_test(test_selective_sits_between_stash_and_full_on_every_kind),
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),
         cmocka_unit_test(test_gradient_comparison_measures_ulps_across_signs),
         cmocka_unit_test(test_runs_repeat_and_replay_bit_for_bit),

@@ -109,7 +109,8 @@ static const help_option run_options[] = {
     {"--seed", "N", "seed of the random and pct policies", "0"},
     {"--recompute", "POLICY|S:POLICY|S,...",
      "what stages keep for the backward: none (stash), full|all (the stage input; the forward "
-     "runs again before the backward), layers:K (the input of every K-th layer; the backward "
+     "runs again before the backward), selective (all but the attention cores; the backward "
+     "rebuilds them a layer at a time), layers:K (the input of every K-th layer; the backward "
      "rebuilds K layers at a time), mb:N (stash while the rank holds fewer than N stashed "
      "forwards, full beyond); per stage as S:POLICY, a bare S meaning full",
      "none"},

@@ -1243,9 +1243,10 @@ static int cmd_verify_recompute(int argc, char **argv) {
     }
     /* Evidence that the recompute path really re-ran the forward: the passes
      * the engine counted against what the schedule implies (one per F, plus
-     * one per backward of a recomputed stage). */
+     * one per backward of a recomputed stage), and the attention cores the
+     * kernels rebuilt (a selective stage's layers at each backward). */
     int done_both = v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE;
-    long long fw_stash = 0, fw_rec = 0, want_stash = 0, want_rec = 0;
+    long long fw_stash = 0, fw_rec = 0, want_stash = 0, want_rec = 0, cores = 0, want_cores = 0;
     uint8_t *mode = calloc((size_t)s->nstages * (size_t)s->nmb + 1, 1);
     if (!mode) {
         fprintf(stderr, "ppv verify-recompute: out of memory\n");
@@ -1259,16 +1260,20 @@ static int cmd_verify_recompute(int argc, char **argv) {
     for (int32_t r = 0; r < s->nranks; r++)
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
-            int back = a->kind == PPV_ACT_B || a->kind == PPV_ACT_I;
+            int back = (a->kind == PPV_ACT_B || a->kind == PPV_ACT_I) && a->stage >= 0 &&
+                       a->mb >= 0;
+            uint8_t md = back ? mode[(size_t)a->stage * s->nmb + a->mb] : PPV_RC_NONE;
             want_stash += a->kind == PPV_ACT_F;
-            want_rec += a->kind == PPV_ACT_F ||
-                        (back && a->stage >= 0 && a->mb >= 0 &&
-                         mode[(size_t)a->stage * s->nmb + a->mb] != PPV_RC_NONE);
+            want_rec += a->kind == PPV_ACT_F || (md != PPV_RC_NONE && md != PPV_RC_SELECTIVE);
+            if (md == PPV_RC_SELECTIVE && done_both)
+                want_cores += v.stash->stage_layer[a->stage + 1] - v.stash->stage_layer[a->stage];
         }
     free(mode);
     for (int64_t k = 0; done_both && k < (int64_t)s->nstages * s->nmb; k++)
         fw_stash += v.stash->forwards[k], fw_rec += v.recompute->forwards[k];
-    int fw_ok = done_both && fw_stash == want_stash && fw_rec == want_rec;
+    for (int32_t st = 0; done_both && st < s->nstages; st++)
+        cores += v.recompute->core_rebuilds[st] + v.stash->core_rebuilds[st];
+    int fw_ok = done_both && fw_stash == want_stash && fw_rec == want_rec && cores == want_cores;
     /* what recomputing costs: the layer forwards it ran beyond stashing,
      * and the same in stage forwards (cost units at check's F = 1) */
     long long lf_stash = 0, lf_rec = 0;
@@ -1304,8 +1309,9 @@ static int cmd_verify_recompute(int argc, char **argv) {
         if (done_both)
             jrc |= fw_ok ? junit_add(&j, "forward passes as the schedule implies", NULL)
                          : junit_add(&j, "forward passes as the schedule implies",
-                                     "stash ran %lld (schedule: %lld), recompute %lld (schedule: %lld)",
-                                     fw_stash, want_stash, fw_rec, want_rec);
+                                     "stash ran %lld (schedule: %lld), recompute %lld (schedule: "
+                                     "%lld); attention cores rebuilt %lld (schedule: %lld)",
+                                     fw_stash, want_stash, fw_rec, want_rec, cores, want_cores);
         if (done_both)
             jrc |= pred_ok ? junit_add(&j, "measured peak bytes equal the prediction", NULL)
                            : junit_add(&j, "measured peak bytes equal the prediction",
@@ -1338,6 +1344,9 @@ static int cmd_verify_recompute(int argc, char **argv) {
         json_object_object_add(o2, "stash_forward_passes", json_object_new_int64(fw_stash));
         json_object_object_add(o2, "recompute_forward_passes", json_object_new_int64(fw_rec));
         json_object_object_add(o2, "expected_recompute_forward_passes", json_object_new_int64(want_rec));
+        json_object_object_add(o2, "attention_core_rebuilds", json_object_new_int64(cores));
+        json_object_object_add(o2, "expected_attention_core_rebuilds",
+                               json_object_new_int64(want_cores));
         json_object_object_add(o2, "gradients", json_object_new_int64((int64_t)v.stash->ngrads));
         json_object_object_add(o2, "max_ulp", json_object_new_int64((int64_t)d->max_ulp));
         json_object_object_add(o2, "max_abs", json_object_new_double(d->max_abs));
@@ -1381,7 +1390,11 @@ static int cmd_verify_recompute(int argc, char **argv) {
                     v.recompute->nranks);
         if (!pred_ok) printf("peak activation bytes: measured and predicted DIFFER\n");
         printf("forward passes: stash %lld, recompute %lld (the schedule implies %lld and %lld)%s\n",
-               fw_stash, fw_rec, want_stash, want_rec, fw_ok ? "" : ": MISMATCH");
+               fw_stash, fw_rec, want_stash, want_rec,
+               fw_stash == want_stash && fw_rec == want_rec ? "" : ": MISMATCH");
+        if (want_cores || cores)
+            printf("attention cores rebuilt: %lld layers (the schedule implies %lld)%s\n", cores,
+                   want_cores, cores == want_cores ? "" : ": MISMATCH");
         printf("extra forward compute: %lld layer forwards beyond stash's %lld (+%.1f%%), %.10g "
                "stage forwards (cost units at F = 1)\n",
                lf_rec - lf_stash, lf_stash, lf_stash ? 100.0 * (double)(lf_rec - lf_stash) / (double)lf_stash : 0.0,
