@@ -653,6 +653,46 @@ static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state
     assert_int_equal(json_int(r.out, "recompute_forward_passes"), 16);
     assert_non_null(strstr(r.out, "\"ok\":true"));
     run_free(&r);
+    /* several policies: each verified in turn, one verdict each */
+    r = RUN("verify-recompute", s, "--recompute", "selective", "--recompute", "layers:1",
+            "--recompute", "mb:0", "--layers", "8", "--json", "--junit", xml);
+    assert_int_equal(r.code, 0);
+    json_object *o = json_tokener_parse(r.out);
+    assert_non_null(o);
+    json_object *pols = json_object_object_get(o, "policies");
+    assert_int_equal(json_object_array_length(pols), 3);
+    assert_true(json_object_get_boolean(json_object_object_get(o, "ok")));
+    static const char *const names[] = {"selective", "layers:1", "mb:0"};
+    static const long long passes[] = {16, 32, 32}, cores[] = {32, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        json_object *pk = json_object_array_get_idx(pols, k);
+        assert_string_equal(json_object_get_string(json_object_object_get(pk, "policy")), names[k]);
+        assert_int_equal(json_object_get_int64(json_object_object_get(pk, "recompute_forward_passes")),
+                         passes[k]);
+        assert_int_equal(json_object_get_int64(json_object_object_get(pk, "attention_core_rebuilds")),
+                         cores[k]);
+    }
+    json_object_put(o);
+    run_free(&r);
+    x = slurp(xml);
+    assert_int_equal(count(x, "<testcase "), 3 * (2 * (1 + 2 + 2) + 3));
+    assert_non_null(strstr(x, "name=\"[layers:1] recompute equals stash bit for bit\"/>"));
+    free(x);
+    /* one failing policy fails the command; a bad one stops it before anything runs */
+    r = RUN("verify-recompute", s, "--recompute", "selective", "--recompute", "full", "--perturb");
+    assert_int_equal(r.code, 1);
+    assert_int_equal(count(r.out, "result: PROBLEM\n"), 2);
+    assert_non_null(strstr(r.out, "policy selective\n"));
+    assert_non_null(strstr(r.out, "\nresult: PROBLEM (2 policies)\n"));
+    run_free(&r);
+    r = RUN("verify-recompute", s, "--recompute", "full", "--recompute", "1:often");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+    r = RUN("run", s, "--recompute", "full", "--recompute", "none");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "ppv run: takes one --recompute (verify-recompute takes several)"));
+    run_free(&r);
     r = RUN("run", s, "--recompute", "2:layers");
     assert_int_equal(r.code, 2);
     assert_string_equal(r.err, "ppv run: --recompute '2:layers': layers needs a count of 1 or more "

@@ -301,7 +301,9 @@ static const char *const fuzz_examples[] = {
     "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs",
     "ppv fuzz checker --time 60 --out disagreement", NULL};
 static const char *const vr_examples[] = {
-    "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json", NULL};
+    "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json",
+    "ppv verify-recompute zbv.csv --recompute selective --recompute layers:1 --recompute mb:2",
+    NULL};
 static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
                                               "ppv record g.h5 zbv.csv --trace-out g.trace --json",
                                               NULL};
@@ -353,7 +355,10 @@ static const help_command commands[] = {
     {"verify-recompute", "SCHEDULE [options]", "compare recompute with stash, bit for bit",
      "Runs the step once stashing every activation and once recomputing every stage (or the "
      "stages --recompute names), and compares the gradients bit for bit; on a difference it "
-     "names the first differing gradient by layer, tensor and index.",
+     "names the first differing gradient by layer, tensor and index. It checks the measured "
+     "peaks against the prediction and the forward passes and attention-core rebuilds against "
+     "what the schedule implies. --recompute may be given up to 16 times: each policy is "
+     "verified in turn, and the exit is 1 when any fails.",
      vr_groups, vr_examples},
     {"pp", "[options]", "run the PP inference pipeline (stage 0 and a mesh) and break it",
      "Runs streaming inference split in two stages on the mock transport: stage 0 (rank 0) "

@@ -833,6 +833,8 @@ typedef struct run_args {
     ppv_run_options opt;
     ppv_recompute *recompute; /* [nstages] once the schedule is known */
     const char *recompute_text, *trace_out, *replay, *file, *junit;
+    const char *recompute_texts[16]; /* verify-recompute: each --recompute given */
+    int nrecompute;
     int32_t *replay_decisions;
     int json, perturb, fail_after, term_after;
     long long max_memory;
@@ -892,7 +894,15 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                 return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
             ra->opt.policy.seed = (uint64_t)n;
             break;
-        case 'r': ra->recompute_text = optarg; break;
+        case 'r':
+            if (ra->nrecompute == (strcmp(g_cmd, "verify-recompute") == 0 ? 16 : 1))
+                return usage_error("takes %s", strcmp(g_cmd, "verify-recompute") == 0
+                                                   ? "at most 16 --recompute policies"
+                                                   : "one --recompute (verify-recompute takes "
+                                                     "several)");
+            ra->recompute_text = optarg;
+            ra->recompute_texts[ra->nrecompute++] = optarg;
+            break;
         case 't': ra->trace_out = optarg; break;
         case 'R': ra->replay = optarg; break;
         case 'l':
@@ -1220,26 +1230,22 @@ static void print_bytes(const char *label, const int64_t *v, int32_t n) {
     putchar('\n');
 }
 
-static int cmd_verify_recompute(int argc, char **argv) {
-    run_args ra;
-    int rc = parse_run_args(argc, argv, &ra);
-    if (rc >= 0) return rc;
-    ppv_schedule *s = NULL;
+/* One policy's verdict against stash, for verify-recompute: runs both,
+ * adds its JUnit cases to j (when not NULL, each name prefixed by `label`)
+ * and its JSON object to arr (when not NULL; `text` names the policy
+ * there), or prints it. Returns 1 when
+ * it passed, 0 when not, or an exit code + 2 when it could not run. */
+static int verify_policy(const ppv_schedule *s, ppv_run_options o, const char *text,
+                         const char *label, junit *j, json_object *arr, int *jrc) {
     ppv_recompute_verdict v;
-    memset(&v, 0, sizeof v);
-    char err[1024];
-    if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
-    ppv_run_options o = ra.opt;
-    if (strcmp(ra.recompute_text, "none") == 0) o.recompute = NULL; /* every stage */
-    o.perturb = ra.perturb;
+    char err[1024], name[256];
     progress pr;
-    progress_attach(&o, &pr, "verify-recompute", ra.json);
+    progress_attach(&o, &pr, "verify-recompute", arr != NULL);
     int vrc = ppv_verify_recompute(s, &o, &v, err, sizeof err);
     progress_end(&pr);
     if (vrc < 0) {
         fprintf(stderr, "ppv verify-recompute: %s\n", err);
-        rc = PPV_EXIT_BAD_INPUT;
-        goto done;
+        return PPV_EXIT_BAD_INPUT + 2;
     }
     /* Evidence that the recompute path really re-ran the forward: the passes
      * the engine counted against what the schedule implies (one per F, plus
@@ -1250,8 +1256,8 @@ static int cmd_verify_recompute(int argc, char **argv) {
     uint8_t *mode = calloc((size_t)s->nstages * (size_t)s->nmb + 1, 1);
     if (!mode) {
         fprintf(stderr, "ppv verify-recompute: out of memory\n");
-        rc = PPV_EXIT_BAD_INPUT;
-        goto done;
+        ppv_recompute_verdict_free(&v);
+        return PPV_EXIT_BAD_INPUT + 2;
     }
     if (o.recompute) /* else every stage recomputes in full */
         ppv_recompute_modes(s, o.recompute, mode);
@@ -1290,56 +1296,54 @@ static int cmd_verify_recompute(int argc, char **argv) {
         pred_ok &= v.stash->peak_bytes[r] == v.stash->predicted_bytes[r] &&
                    v.recompute->peak_bytes[r] == v.recompute->predicted_bytes[r];
 
-    if (ra.junit) {
-        junit j;
-        char suite[300];
-        snprintf(suite, sizeof suite, "ppv verify-recompute %s", s->name);
-        junit_init(&j, suite);
-        int jrc = run_cases(&j, "stash: ", v.stash, 0, 0, 0) |
-                  run_cases(&j, "recompute: ", v.recompute, 0, 0, 0);
-        if (v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE)
-            jrc |= v.diff.bitwise_equal
-                       ? junit_add(&j, "recompute equals stash bit for bit", NULL)
-                       : junit_add(&j, "recompute equals stash bit for bit",
-                                   "first difference: layer %d %s[%lld]: recompute %.9g, stash %.9g; "
-                                   "max ulp %llu",
-                                   v.first_layer, v.first_tensor, (long long)v.first_tensor_index,
-                                   v.diff.first_a, v.diff.first_b,
-                                   (unsigned long long)v.diff.max_ulp);
-        if (done_both)
-            jrc |= fw_ok ? junit_add(&j, "forward passes as the schedule implies", NULL)
-                         : junit_add(&j, "forward passes as the schedule implies",
-                                     "stash ran %lld (schedule: %lld), recompute %lld (schedule: "
-                                     "%lld); attention cores rebuilt %lld (schedule: %lld)",
-                                     fw_stash, want_stash, fw_rec, want_rec, cores, want_cores);
-        if (done_both)
-            jrc |= pred_ok ? junit_add(&j, "measured peak bytes equal the prediction", NULL)
-                           : junit_add(&j, "measured peak bytes equal the prediction",
-                                       "rank 0: stash %lld (predicted %lld), recompute %lld "
-                                       "(predicted %lld)",
-                                       (long long)v.stash->peak_bytes[0],
-                                       (long long)v.stash->predicted_bytes[0],
-                                       (long long)v.recompute->peak_bytes[0],
-                                       (long long)v.recompute->predicted_bytes[0]);
-        if (finish_junit(&j, ra.junit, jrc) < 0) {
-            rc = PPV_EXIT_BAD_INPUT;
-            goto done;
+    if (j) {
+        snprintf(name, sizeof name, "%sstash: ", label);
+        *jrc |= run_cases(j, name, v.stash, 0, 0, 0);
+        snprintf(name, sizeof name, "%srecompute: ", label);
+        *jrc |= run_cases(j, name, v.recompute, 0, 0, 0);
+        if (done_both) {
+            snprintf(name, sizeof name, "%srecompute equals stash bit for bit", label);
+            *jrc |= v.diff.bitwise_equal
+                        ? junit_add(j, name, NULL)
+                        : junit_add(j, name,
+                                    "first difference: layer %d %s[%lld]: recompute %.9g, stash "
+                                    "%.9g; max ulp %llu",
+                                    v.first_layer, v.first_tensor, (long long)v.first_tensor_index,
+                                    v.diff.first_a, v.diff.first_b,
+                                    (unsigned long long)v.diff.max_ulp);
+            snprintf(name, sizeof name, "%sforward passes as the schedule implies", label);
+            *jrc |= fw_ok ? junit_add(j, name, NULL)
+                          : junit_add(j, name,
+                                      "stash ran %lld (schedule: %lld), recompute %lld (schedule: "
+                                      "%lld); attention cores rebuilt %lld (schedule: %lld)",
+                                      fw_stash, want_stash, fw_rec, want_rec, cores, want_cores);
+            snprintf(name, sizeof name, "%smeasured peak bytes equal the prediction", label);
+            *jrc |= pred_ok ? junit_add(j, name, NULL)
+                            : junit_add(j, name,
+                                        "rank 0: stash %lld (predicted %lld), recompute %lld "
+                                        "(predicted %lld)",
+                                        (long long)v.stash->peak_bytes[0],
+                                        (long long)v.stash->predicted_bytes[0],
+                                        (long long)v.recompute->peak_bytes[0],
+                                        (long long)v.recompute->predicted_bytes[0]);
         }
     }
     const ppv_run_report *bad = v.stash->world.status != PPV_RUN_DONE       ? v.stash
                                 : v.recompute->world.status != PPV_RUN_DONE ? v.recompute
                                                                             : NULL;
     if (bad) {
-        fprintf(stderr, "ppv verify-recompute: the %s run did not complete (%s): %s\n",
+        fprintf(stderr, "ppv verify-recompute: %sthe %s run did not complete (%s): %s\n", label,
                 bad == v.stash ? "stash" : "recompute", status_name(bad->world.status),
                 bad->world.message);
-        rc = PPV_EXIT_PROBLEM;
-        goto done;
+        ppv_recompute_verdict_free(&v);
+        return 0;
     }
     const ppv_grad_diff *d = &v.diff;
-    if (ra.json) {
+    int ok = d->bitwise_equal && fw_ok && pred_ok;
+    if (arr) {
         json_object *o2 = json_object_new_object();
-        json_object_object_add(o2, "ok", json_object_new_boolean(d->bitwise_equal && fw_ok && pred_ok));
+        json_object_object_add(o2, "policy", json_object_new_string(text));
+        json_object_object_add(o2, "ok", json_object_new_boolean(ok));
         json_object_object_add(o2, "bitwise_equal", json_object_new_boolean(d->bitwise_equal));
         json_object_object_add(o2, "stash_forward_passes", json_object_new_int64(fw_stash));
         json_object_object_add(o2, "recompute_forward_passes", json_object_new_int64(fw_rec));
@@ -1372,8 +1376,7 @@ static int cmd_verify_recompute(int argc, char **argv) {
         json_object_object_add(o2, "stash_layer_forwards", json_object_new_int64(lf_stash));
         json_object_object_add(o2, "recompute_layer_forwards", json_object_new_int64(lf_rec));
         json_object_object_add(o2, "extra_stage_forwards", json_object_new_double(extra_units));
-        puts(json_object_to_json_string_ext(o2, JSON_C_TO_STRING_PLAIN));
-        json_object_put(o2);
+        json_object_array_add(arr, o2);
     } else {
         printf("%s: %zu gradients, recompute vs stash: %s\n", s->name, v.stash->ngrads,
                d->bitwise_equal ? "bitwise equal" : "DIFFERENT");
@@ -1397,15 +1400,101 @@ static int cmd_verify_recompute(int argc, char **argv) {
                    want_cores, cores == want_cores ? "" : ": MISMATCH");
         printf("extra forward compute: %lld layer forwards beyond stash's %lld (+%.1f%%), %.10g "
                "stage forwards (cost units at F = 1)\n",
-               lf_rec - lf_stash, lf_stash, lf_stash ? 100.0 * (double)(lf_rec - lf_stash) / (double)lf_stash : 0.0,
+               lf_rec - lf_stash, lf_stash,
+               lf_stash ? 100.0 * (double)(lf_rec - lf_stash) / (double)lf_stash : 0.0,
                extra_units);
-        printf("result: %s\n", d->bitwise_equal && fw_ok && pred_ok ? "OK" : "PROBLEM");
+        printf("result: %s\n", ok ? "OK" : "PROBLEM");
     }
-    rc = d->bitwise_equal && fw_ok && pred_ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    ppv_recompute_verdict_free(&v);
+    return ok;
+}
+
+/* verify-recompute: each --recompute given (every stage full when none is)
+ * against stash; several are verified one after the other. */
+static int cmd_verify_recompute(int argc, char **argv) {
+    run_args ra;
+    int rc = parse_run_args(argc, argv, &ra);
+    if (rc >= 0) return rc;
+    ppv_schedule *s = NULL;
+    ppv_recompute *pol = NULL;
+    json_object *arr = NULL;
+    junit j;
+    int jrc = 0, have_junit = 0;
+    if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
+    int n = ra.nrecompute ? ra.nrecompute : 1, multi = n > 1;
+    /* every policy is read before anything runs */
+    pol = calloc((size_t)n * ((size_t)s->nstages + 1), sizeof *pol);
+    if (!pol) {
+        fprintf(stderr, "ppv verify-recompute: out of memory\n");
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    for (int k = 0; k < ra.nrecompute; k++) {
+        char err[512];
+        if (ppv_recompute_parse(ra.recompute_texts[k], s->nstages, pol + (size_t)k * (s->nstages + 1),
+                                err, sizeof err) < 0) {
+            fprintf(stderr, "ppv verify-recompute: --recompute %s\n", err);
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    if (ra.junit) {
+        char suite[300];
+        snprintf(suite, sizeof suite, "ppv verify-recompute %s", s->name);
+        junit_init(&j, suite);
+        have_junit = 1;
+    }
+    if (ra.json && !(arr = json_object_new_array())) {
+        fprintf(stderr, "ppv verify-recompute: out of memory\n");
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    int all_ok = 1;
+    for (int k = 0; k < n; k++) {
+        const char *text = ra.nrecompute ? ra.recompute_texts[k] : "none";
+        ppv_run_options o = ra.opt;
+        /* "none", the default, means every stage in full (ppv_verify_recompute) */
+        o.recompute = strcmp(text, "none") == 0 ? NULL : pol + (size_t)k * (s->nstages + 1);
+        o.perturb = ra.perturb;
+        char label[256] = "";
+        if (multi) snprintf(label, sizeof label, "[%s] ", text);
+        if (multi && !ra.json) printf("%spolicy %s\n", k ? "\n" : "", text);
+        int v = verify_policy(s, o, text, label, have_junit ? &j : NULL, arr, &jrc);
+        if (v >= 2) {
+            rc = v - 2;
+            goto done;
+        }
+        all_ok &= v;
+    }
+    if (have_junit) {
+        have_junit = 0;
+        if (finish_junit(&j, ra.junit, jrc) < 0) {
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    if (arr) {
+        json_object *out = arr;
+        if (multi) {
+            out = json_object_new_object();
+            json_object_object_add(out, "ok", json_object_new_boolean(all_ok));
+            json_object_object_add(out, "policies", arr);
+        } else {
+            out = json_object_get(json_object_array_get_idx(arr, 0));
+            json_object_put(arr);
+        }
+        arr = NULL;
+        if (out) puts(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN));
+        json_object_put(out);
+    }
+    if (multi && !ra.json) printf("\nresult: %s (%d policies)\n", all_ok ? "OK" : "PROBLEM", n);
+    rc = all_ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 done:
+    if (have_junit) junit_free(&j);
+    json_object_put(arr);
+    free(pol);
     free(ra.recompute);
     free(ra.replay_decisions);
-    ppv_recompute_verdict_free(&v);
     ppv_schedule_free(s);
     return rc;
 }
