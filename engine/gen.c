@@ -319,6 +319,15 @@ static const generator generators[] = {
     {"v-half", 2, v_check, ppv_gen_v_half_build},
     {"v-min", 2, v_check, ppv_gen_v_min_build},
     {"dualpipev", 2, dualpipev_check, dualpipev_build},
+    /* PyTorch's schedule classes, cell for cell (gen_pytorch.c) */
+    {"pytorch-gpipe", 1, ppv_gen_pt_single_check, ppv_gen_pt_gpipe_build},
+    {"pytorch-1f1b", 1, ppv_gen_pt_1f1b_check, ppv_gen_pt_1f1b_build},
+    {"pytorch-looped-bfs", 2, ppv_gen_pt_any_check, ppv_gen_pt_looped_bfs_build},
+    {"pytorch-interleaved-1f1b", 2, ppv_gen_pt_interleaved_check,
+     ppv_gen_pt_interleaved_1f1b_build},
+    {"pytorch-interleaved-zb", 2, ppv_gen_pt_interleaved_check, ppv_gen_pt_interleaved_zb_build},
+    {"pytorch-zbv", 2, v_check, zbv_build},
+    {"pytorch-dualpipev", 2, dualpipev_check, dualpipev_build},
 };
 
 const char *const *ppv_generator_names(void) {
@@ -334,11 +343,13 @@ int ppv_generate(const char *kind, const ppv_gen_params *in, ppv_schedule **out,
     const generator *g = NULL;
     for (size_t i = 0; i < sizeof generators / sizeof generators[0]; i++)
         if (strcmp(generators[i].name, kind) == 0) g = &generators[i];
-    if (!g)
-        return ppv_errf(err, errlen,
-                        "unknown schedule kind '%s' (gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv "
-                        "v-half v-min dualpipev)",
-                        kind);
+    if (!g) {
+        char list[512] = "";
+        for (size_t i = 0; i < sizeof generators / sizeof generators[0]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
+                     generators[i].name);
+        return ppv_errf(err, errlen, "unknown schedule kind '%s' (%s)", kind, list);
+    }
     ppv_gen_params p = *in;
     if (p.stages_per_rank == 0) p.stages_per_rank = g->default_v;
     if (p.ranks < 1 || p.ranks > MAX_GEN_RANKS)

@@ -18,4 +18,15 @@ int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p);
 int ppv_gen_v_half_build(ppv_schedule *s, const ppv_gen_params *p);
 int ppv_gen_v_min_build(ppv_schedule *s, const ppv_gen_params *p);
 
+/* The pytorch-* kinds (gen_pytorch.c): PyTorch's schedule classes. */
+int ppv_gen_pt_single_check(const ppv_gen_params *p, char *err, size_t n);
+int ppv_gen_pt_1f1b_check(const ppv_gen_params *p, char *err, size_t n);
+int ppv_gen_pt_any_check(const ppv_gen_params *p, char *err, size_t n);
+int ppv_gen_pt_interleaved_check(const ppv_gen_params *p, char *err, size_t n);
+int ppv_gen_pt_gpipe_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_pt_1f1b_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_pt_looped_bfs_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_pt_interleaved_1f1b_build(ppv_schedule *s, const ppv_gen_params *p);
+int ppv_gen_pt_interleaved_zb_build(ppv_schedule *s, const ppv_gen_params *p);
+
 #endif

@@ -91,16 +91,25 @@ static int better(score a, score b) {
     return a.bytes != b.bytes ? a.bytes < b.bytes : a.peak < b.peak;
 }
 
-/* The search's state while it collects candidates. */
+/* The local search climbs from each of the STARTS best candidates in turn
+ * (a climb from the best alone can stop on a worse summit than one from
+ * the second best). */
+enum { STARTS = 4 };
+
+/* The search's state while it collects candidates: the best STARTS, best
+ * first. */
 typedef struct pool {
     const ppv_gen_auto_params *p;
     ppv_gen_auto_report *rep;
-    ppv_schedule *best;
-    score bs;
+    int n;
+    ppv_schedule *best[STARTS];
+    score bs[STARTS];
+    char label[STARTS][64];
     double least_peak, least_bytes; /* of the candidates that pass the check; < 0: none */
 } pool;
 
-/* Scores candidate s (taking it) and keeps it when it beats the best. */
+/* Scores candidate s (taking it) and keeps it among the best STARTS (after
+ * those it ties with: the earlier candidate ranks first). */
 static void consider(pool *pl, ppv_schedule *s, const char *label) {
     score sc = evaluate(s, pl->p);
     pl->rep->candidates++;
@@ -108,13 +117,23 @@ static void consider(pool *pl, ppv_schedule *s, const char *label) {
         pl->least_peak = sc.peak;
     if (sc.makespan > 0 && pl->p->model && (pl->least_bytes < 0 || sc.bytes < pl->least_bytes))
         pl->least_bytes = sc.bytes;
-    if (better(sc, pl->bs)) {
-        ppv_schedule_free(pl->best);
-        pl->best = s, pl->bs = sc;
-        snprintf(pl->rep->start, sizeof pl->rep->start, "%s", label);
-    } else {
+    if (!sc.ok) {
         ppv_schedule_free(s);
+        return;
     }
+    int at = pl->n;
+    while (at > 0 && better(sc, pl->bs[at - 1])) at--;
+    if (at == STARTS) {
+        ppv_schedule_free(s);
+        return;
+    }
+    if (pl->n == STARTS) ppv_schedule_free(pl->best[--pl->n]);
+    memmove(&pl->best[at + 1], &pl->best[at], sizeof pl->best[0] * (size_t)(pl->n - at));
+    memmove(&pl->bs[at + 1], &pl->bs[at], sizeof pl->bs[0] * (size_t)(pl->n - at));
+    memmove(&pl->label[at + 1], &pl->label[at], sizeof pl->label[0] * (size_t)(pl->n - at));
+    pl->best[at] = s, pl->bs[at] = sc;
+    snprintf(pl->label[at], sizeof pl->label[at], "%s", label);
+    pl->n++;
 }
 
 /* The memory-capped greedy with v stages a rank holding at most cap
@@ -155,15 +174,50 @@ static int swappable(const ppv_action *a, const ppv_action *b) {
     return !(a->stage == b->stage && a->mb == b->mb);
 }
 
+/* Swaps adjacent actions of s while a swap shortens the makespan and the
+ * check still passes, from *bs (updated). 0 when a whole scan kept no swap,
+ * 1 when the budget or the time limit stopped it. */
+static int climb(ppv_schedule *s, score *bs, const ppv_gen_auto_params *p,
+                 ppv_gen_auto_report *rep, double t0, int64_t *improvements) {
+    int improved = 1;
+    while (improved) {
+        improved = 0;
+        for (int32_t r = 0; r < s->nranks && !improved; r++) {
+            ppv_program *pr = &s->prog[r];
+            for (int32_t i = 0; i + 1 < pr->n && !improved; i++) {
+                if (!swappable(&pr->acts[i], &pr->acts[i + 1])) continue;
+                if (p->budget > 0 && rep->evaluated >= p->budget) return 1;
+                if (p->time_limit > 0 && now_s() - t0 > p->time_limit) {
+                    rep->stopped_by_time = 1;
+                    return 1;
+                }
+                swap_adjacent(pr, i);
+                score sc = evaluate(s, p);
+                rep->evaluated++;
+                if (better(sc, *bs) && sc.makespan < bs->makespan) {
+                    *bs = sc;
+                    ++*improvements;
+                    improved = 1;
+                } else {
+                    swap_adjacent(pr, i);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_auto_report *rep,
                       char *err, size_t errlen) {
     *out = NULL;
     memset(rep, 0, sizeof *rep);
     double t0 = now_s();
-    pool pl = {p, rep, NULL, {0, 0, 0, 0}, -1, -1};
+    pool pl;
+    memset(&pl, 0, sizeof pl);
+    pl.p = p, pl.rep = rep, pl.least_peak = pl.least_bytes = -1;
     const char *const *names = ppv_generator_names();
     char why[512], label[64];
-    /* 1. the candidates */
+    /* 1. the candidates: every kind (PyTorch's classes included) */
     for (int k = 0; names[k]; k++)
         for (int32_t v = 1; v <= 4; v++) {
             ppv_gen_params gp = {p->ranks, p->microbatches, v};
@@ -188,9 +242,7 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
             }
         }
     }
-    ppv_schedule *best = pl.best;
-    score bs = pl.bs;
-    if (!best) {
+    if (pl.n == 0) {
         if (pl.least_peak < 0)
             return ppv_errf(err, errlen, "no schedule of any kind for p=%d m=%d", p->ranks,
                             p->microbatches);
@@ -205,35 +257,31 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
                         "builds for p=%d m=%d is %g",
                         p->cap, p->ranks, p->microbatches, pl.least_peak);
     }
-    rep->start_makespan = bs.makespan;
-    /* 2. the local search */
-    int improved = 1;
-    while (improved) {
-        improved = 0;
-        for (int32_t r = 0; r < best->nranks && !improved; r++) {
-            ppv_program *pr = &best->prog[r];
-            for (int32_t i = 0; i + 1 < pr->n && !improved; i++) {
-                if (!swappable(&pr->acts[i], &pr->acts[i + 1])) continue;
-                if (p->budget > 0 && rep->evaluated >= p->budget) goto stop;
-                if (p->time_limit > 0 && now_s() - t0 > p->time_limit) {
-                    rep->stopped_by_time = 1;
-                    goto stop;
-                }
-                swap_adjacent(pr, i);
-                score sc = evaluate(best, p);
-                rep->evaluated++;
-                if (better(sc, bs) && sc.makespan < bs.makespan) {
-                    bs = sc;
-                    rep->improvements++;
-                    improved = 1;
-                } else {
-                    swap_adjacent(pr, i);
-                }
-            }
+    /* 2. the local search from each start; the best summit wins (the
+     * earlier start on a tie) */
+    ppv_schedule *best = NULL;
+    score bs = {0};
+    int stopped = 0;
+    for (int k = 0; k < pl.n; k++) {
+        ppv_schedule *cur = pl.best[k];
+        pl.best[k] = NULL;
+        score cs = pl.bs[k];
+        int64_t improvements = 0;
+        if (!stopped) {
+            rep->starts++;
+            stopped = climb(cur, &cs, p, rep, t0, &improvements);
+        }
+        if (!best || (better(cs, bs) && cs.makespan < bs.makespan)) {
+            ppv_schedule_free(best);
+            best = cur, bs = cs;
+            snprintf(rep->start, sizeof rep->start, "%s", pl.label[k]);
+            rep->start_makespan = pl.bs[k].makespan;
+            rep->improvements = improvements;
+        } else {
+            ppv_schedule_free(cur);
         }
     }
-    rep->converged = 1;
-stop:
+    rep->converged = !stopped;
     snprintf(best->name, sizeof best->name, "auto-p%d-m%d", p->ranks, p->microbatches);
     rep->makespan = bs.makespan;
     rep->peak = bs.peak;

@@ -267,7 +267,8 @@ typedef struct ppv_gen_auto_report {
     double makespan, bubble_ratio, peak; /* of the result; peak: the largest rank's */
     double peak_bytes;                   /* with a model: the largest rank's total bytes */
     int32_t stages_per_rank;             /* of the result */
-    int64_t candidates, evaluated, improvements;
+    int64_t candidates, evaluated, improvements; /* improvements: of the winning climb */
+    int32_t starts;      /* candidates the search climbed from (the best few) */
     int converged;       /* a whole scan kept no swap */
     int stopped_by_time; /* the time limit cut the search */
 } ppv_gen_auto_report;

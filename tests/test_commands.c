@@ -307,9 +307,10 @@ static void test_gen_auto_command(void **state) {
     (void)state;
     run_result r = RUN("gen", "auto", "-p", "4", "-m", "8", "--cap", "3");
     assert_int_equal(r.code, 0);
-    assert_string_equal(r.err, "ppv gen: auto: best of 19 candidates: v-half -v 2 (makespan "
-                               "26.5); 0 improving swaps in 152 checks (no swap left improves "
-                               "it): makespan 26.5, bubble ratio 0.094340, peak activation 3\n");
+    assert_string_equal(r.err, "ppv gen: auto: best of 35 candidates: v-half -v 2 (makespan "
+                               "26.5); 0 improving swaps in 539 checks from 4 starts (no swap "
+                               "left improves it): makespan 26.5, bubble ratio 0.094340, peak "
+                               "activation 3\n");
     run_result v = RUN("gen", "v-half", "-p", "4", "-m", "8");
     assert_string_equal(r.out, v.out);
     run_free(&v);
@@ -362,9 +363,11 @@ static void test_gen_auto_mem_cap_in_bytes(void **state) {
     char *free_choice = tmp_path("auto_free.csv"), *capped = tmp_path("auto_capped.csv");
     run_result r = RUN("gen", "auto", "-p", "4", "-m", "8", "--model", spec, "-o", free_choice);
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.err, ": zb-h2 -v 4 (makespan 24.75);"));
-    assert_non_null(strstr(r.err, "ppv gen: auto: largest rank's memory 73591816192 bytes "
-                                  "(68.5 GiB)\n"));
+    /* PyTorch's interleaved zero bubble at 4 stages a rank ties ZB-H2's
+     * makespan with fewer bytes */
+    assert_non_null(strstr(r.err, ": pytorch-interleaved-zb -v 4 (makespan 24.75);"));
+    assert_non_null(strstr(r.err, "ppv gen: auto: largest rank's memory 56512479232 bytes "
+                                  "(52.6 GiB)\n"));
     run_free(&r);
     r = RUN("check", free_choice, "--model", spec, "--mem-cap", "40G");
     assert_int_equal(r.code, 1);

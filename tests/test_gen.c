@@ -1,4 +1,4 @@
-/* test_gen.c - the generators: PyTorch's DualPipeV artifact, validity and
+/* test_gen.c - the generators: PyTorch's classes and DualPipeV artifact, validity and
  * deadlock-freedom of every kind after ppv's lowering under every send
  * semantics, the published memory and bubble figures, and rejected
  * parameters. */
@@ -13,6 +13,97 @@ static const char *const kinds[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"
 static void assert_exact(double got, double want, const char *what) {
     if (got != want) fprintf(stderr, "%s: got %.17g, want %.17g\n", what, got, want);
     assert_true(got == want);
+}
+
+/* The pytorch-* kinds against every file PyTorch's classes wrote
+ * (tests/data/pytorch/classes), over the grid they were written on: p in
+ * 2..4, m in {p-1, p, p+1, 2p, 2p+1, 4p, 8}, v in 1..4. Where PyTorch wrote
+ * a file, ppv writes the same actions in the same order on every rank (idle
+ * cells aside); where it refused the size (no file), ppv refuses it too.
+ * Schedule1F1B's last rank is the one known difference: PyTorch numbers
+ * its forwards from 1 (F1 B0 F2 B1 ...), ppv from 0. */
+static void test_pytorch_kinds_equal_every_file_pytorchs_classes_wrote(void **state) {
+    (void)state;
+    static const struct {
+        const char *cls, *kind;
+        int files;
+    } classes[] = {{"ScheduleGPipe", "pytorch-gpipe", 19},
+                   {"Schedule1F1B", "pytorch-1f1b", 16},
+                   {"ScheduleLoopedBFS", "pytorch-looped-bfs", 76},
+                   {"ScheduleInterleaved1F1B", "pytorch-interleaved-1f1b", 64},
+                   {"ScheduleInterleavedZeroBubble", "pytorch-interleaved-zb", 64},
+                   {"ScheduleZBVZeroBubble", "pytorch-zbv", 19},
+                   {"ScheduleDualPipeV", "pytorch-dualpipev", 10}}; /* and p4_m10, above */
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+        int equal = 0, shifted = strcmp(classes[c].cls, "Schedule1F1B") == 0;
+        for (int p = 2; p <= 4; p++) {
+            const int ms[] = {p - 1, p, p + 1, 2 * p, 2 * p + 1, 4 * p, 8};
+            for (int k = 0; k < 7; k++) {
+                if (k == 6 && (8 == 2 * p || 8 == 2 * p + 1 || 8 == 4 * p)) continue;
+                for (int v = 1; v <= 4; v++) {
+                    char name[300];
+                    snprintf(name, sizeof name, "classes/%s/p%d_m%d_v%d_compute.csv",
+                             classes[c].cls, p, ms[k], v);
+                    ppv_gen_params gp = {p, ms[k], v};
+                    ppv_schedule *s = NULL;
+                    char err[512];
+                    int rc = ppv_generate(classes[c].kind, &gp, &s, err, sizeof err);
+                    if (access(interop_path(name), R_OK) != 0) { /* PyTorch refused it */
+                        if (rc == 0) fprintf(stderr, "%s accepts %s\n", classes[c].kind, name);
+                        assert_int_equal(rc, -1);
+                        continue;
+                    }
+                    if (rc != 0) fprintf(stderr, "%s: %s\n", name, err);
+                    assert_int_equal(rc, 0);
+                    ppv_schedule *f = load_ok(interop_path(name));
+                    assert_int_equal(s->nranks, f->nranks);
+                    for (int32_t r = 0; r < p; r++) {
+                        if (s->prog[r].n != f->prog[r].n)
+                            fprintf(stderr, "%s rank %d: %d actions, PyTorch %d\n", name, (int)r,
+                                    (int)s->prog[r].n, (int)f->prog[r].n);
+                        assert_int_equal(s->prog[r].n, f->prog[r].n);
+                        int last = shifted && r == p - 1;
+                        for (int32_t i = 0; i < s->prog[r].n; i++) {
+                            const ppv_action *a = &s->prog[r].acts[i], *b = &f->prog[r].acts[i];
+                            int off = last && a->kind == PPV_ACT_F;
+                            if (a->kind != b->kind || a->stage != b->stage || a->mb + off != b->mb)
+                                fprintf(stderr, "%s rank %d action %d differs\n", name, (int)r,
+                                        (int)i);
+                            assert_int_equal(a->kind, b->kind);
+                            assert_int_equal(a->stage, b->stage);
+                            assert_int_equal(a->mb + off, b->mb);
+                        }
+                    }
+                    equal++;
+                    ppv_schedule_free(f);
+                    ppv_schedule_free(s);
+                }
+            }
+        }
+        assert_int_equal(equal, classes[c].files);
+    }
+}
+
+/* PyTorch's Schedule1F1B order fails ppv's check (B0 before F0 on the last
+ * rank); pytorch-1f1b's passes, as does every other pytorch-* kind. */
+static void test_pytorch_1f1b_is_the_valid_order_pytorchs_is_not(void **state) {
+    (void)state;
+    ppv_schedule *f = load_ok(interop_path("classes/Schedule1F1B/p3_m4_v1_compute.csv"));
+    ppv_check_report *rep = check_with(f, "rendezvous");
+    assert_false(rep->ok);
+    ppv_check_report_free(rep);
+    ppv_schedule_free(f);
+    static const char *const pk[] = {"pytorch-gpipe", "pytorch-1f1b", "pytorch-looped-bfs",
+                                     "pytorch-interleaved-1f1b", "pytorch-interleaved-zb",
+                                     "pytorch-zbv", "pytorch-dualpipev"};
+    for (size_t k = 0; k < sizeof pk / sizeof pk[0]; k++) {
+        ppv_schedule *s = gen_ok(pk[k], 3, 6, k < 2 ? 1 : 2);
+        rep = check_with(s, "rendezvous");
+        if (!rep->ok) fprintf(stderr, "%s fails the check\n", pk[k]);
+        assert_true(rep->ok);
+        ppv_check_report_free(rep);
+        ppv_schedule_free(s);
+    }
 }
 
 static void test_dualpipev_p4_m10_equals_pytorch_artifact(void **state) {
@@ -436,7 +527,16 @@ static void test_invalid_parameters_are_rejected_with_a_reason(void **state) {
                     "zero-bubble schedules need at least as many microbatches as ranks (m=2 < p=4)");
     expect_rejected("pipedream", 4, 8, 0,
                     "unknown schedule kind 'pipedream' (gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 "
-                    "zbv v-half v-min dualpipev)");
+                    "zbv v-half v-min dualpipev pytorch-gpipe pytorch-1f1b pytorch-looped-bfs "
+                    "pytorch-interleaved-1f1b pytorch-interleaved-zb pytorch-zbv "
+                    "pytorch-dualpipev)");
+    expect_rejected("pytorch-interleaved-1f1b", 4, 9, 2,
+                    "PyTorch's interleaved classes run m=9 microbatches in 2 rounds (m / p), so m "
+                    "must be a multiple of 2");
+    expect_rejected("pytorch-1f1b", 4, 3, 1,
+                    "Schedule1F1B needs at least as many microbatches as ranks (m=3 < 4)");
+    expect_rejected("pytorch-gpipe", 4, 8, 2,
+                    "PyTorch's single-stage classes place one stage per rank (-v 1), not 2");
     expect_rejected("1f1b", 0, 8, 0, "1f1b: ranks must be in 1..4096, not 0");
 }
 
@@ -464,6 +564,8 @@ static void test_lowering_reports_a_dependency_cycle(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pytorch_kinds_equal_every_file_pytorchs_classes_wrote),
+        cmocka_unit_test(test_pytorch_1f1b_is_the_valid_order_pytorchs_is_not),
         cmocka_unit_test(test_dualpipev_p4_m10_equals_pytorch_artifact),
         cmocka_unit_test(test_every_kind_lowered_is_deadlock_free_under_every_semantics),
         cmocka_unit_test(test_peak_activation_matches_published_figures),

@@ -321,12 +321,15 @@ static const char *const man_examples[] = {"ppv man check > ppv-check.1", NULL};
 static const help_command commands[] = {
     {"gen", "KIND -p RANKS -m MICROBATCHES [options]", "write a schedule",
      "Writes a schedule of KIND: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, v-half, "
-     "v-min or dualpipev, or auto. Without --comms it is PyTorch's compute-only CSV; with it, "
+     "v-min or dualpipev; one of PyTorch's schedule classes, action for action: "
+     "pytorch-gpipe, pytorch-1f1b (the valid order), pytorch-looped-bfs, "
+     "pytorch-interleaved-1f1b, pytorch-interleaved-zb, pytorch-zbv or pytorch-dualpipev; "
+     "or auto. Without --comms it is PyTorch's compute-only CSV; with it, "
      "the schedule lowered with send/recv actions. Sizes whose schedule would not fit in "
      "memory are refused with the estimate. auto writes the schedule with the smallest "
      "makespan ppv finds under --costs with every rank within --cap: the best of every kind "
-     "at every stage count (and a greedy built to the cap), then improved by swapping "
-     "adjacent actions while the check passes; a line on standard error says what it chose. "
+     "at every stage count (and a greedy built to the cap), the four best then improved by "
+     "swapping adjacent actions while the check passes; a line on standard error says what it chose. "
      "It is deterministic: the same options give the same schedule.",
      gen_groups, gen_examples},
     {"check", "FILE [options]", "verify a schedule",

@@ -320,9 +320,10 @@ static int cmd_gen(int argc, char **argv) {
         }
         fprintf(stderr,
                 "ppv gen: auto: best of %lld candidates: %s (makespan %g); %lld improving swaps "
-                "in %lld checks%s: makespan %g, bubble ratio %.6f, peak activation %g\n",
+                "in %lld checks from %d starts%s: makespan %g, bubble ratio %.6f, peak activation "
+                "%g\n",
                 (long long)ar.candidates, ar.start, ar.start_makespan, (long long)ar.improvements,
-                (long long)ar.evaluated,
+                (long long)ar.evaluated, (int)ar.starts,
                 ar.converged ? " (no swap left improves it)"
                 : ar.stopped_by_time ? " (stopped by --time-limit: the result depends on this "
                                        "machine's speed)"
