@@ -172,6 +172,7 @@ static int64_t brute_force(ppv_rank_main fn, prog *p, ppv_sem_kind sem, int64_t 
             p->s->obs[p->s->nobs] = '\0';
             seen_add(p->s, p->s->obs);
         } else {
+            if (res.status != PPV_RUN_DEADLOCK) fprintf(stderr, "brute: %s\n", res.message);
             assert_int_equal(res.status, PPV_RUN_DEADLOCK);
             (*deadlocks)++;
         }
@@ -507,6 +508,119 @@ static void test_a_deadlock_only_some_orders_reach_is_found_and_replays(void **s
     seen_free(&all);
 }
 
+/* The seeded bug of depth 3: a queue of two slots between a producer
+ * (rank 0) and a consumer (rank 1), eager sends. The producer puts item 1,
+ * looks (probe) for the consumer's "ready", and only if it is there puts
+ * item 2 into the second slot; then it puts the end marker and takes the
+ * ready. The consumer looks for item 1 and takes it if it is there, says
+ * ready, and looks again: a consumer that took item 1 early and then finds
+ * item 2 already in its slot believes the queue was filled behind its
+ * back and counts a third item before the end marker: it takes the marker
+ * for that item and waits for a marker nobody sends, a deadlock.
+ * That takes three ordering constraints: item 1 before the consumer's first
+ * look, the ready before the producer's look, item 2 before the consumer's
+ * second look. In PCT's terms, the producer must run first and be
+ * preempted just before its look (after which the consumer runs, never
+ * blocking), then the consumer just before its second look: two change
+ * points, so PCT at depth 2 (one change point) cannot reach it in any run,
+ * and PCT at depth 3 reaches it with a probability of about 1 / (2 k^2)
+ * for a run of k steps. */
+static void two_slot_queue(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    int32_t item1 = 1, item2 = 2, end = 0, ready = 7, v = -1;
+    if (rank > 1) return; /* brute_force's third rank has nothing to do */
+    if (rank == 0) {
+        t->ops->send(t->impl, 0, &item1, sizeof item1, 1, 0, "SEND item 1");
+        int seen = probe(t, 0, 1);
+        if (seen < 0) return;
+        if (seen) t->ops->send(t->impl, 0, &item2, sizeof item2, 1, 0, "SEND item 2");
+        t->ops->send(t->impl, 0, &end, sizeof end, 1, 0, "SEND end");
+        t->ops->recv(t->impl, 0, &v, sizeof v, 1, 0, "RECV ready");
+        return;
+    }
+    int early = probe(t, 1, 0);
+    if (early < 0) return;
+    if (early) t->ops->recv(t->impl, 1, &v, sizeof v, 0, 0, "RECV item 1");
+    t->ops->send(t->impl, 1, &ready, sizeof ready, 0, 0, "SEND ready");
+    int again = probe(t, 1, 0);
+    if (again < 0) return;
+    v = -1;
+    if (again && t->ops->recv(t->impl, 1, &v, sizeof v, 0, 0, "RECV next") == 0 && early &&
+        v == item2) {
+        /* the bug: it counts a third item before the end marker, so it takes
+         * the marker for the item and waits for a marker nobody sends */
+        if (t->ops->recv(t->impl, 1, &v, sizeof v, 0, 0, "RECV item 3") == 0)
+            t->ops->recv(t->impl, 1, &v, sizeof v, 0, 0, "RECV end");
+        return;
+    }
+    while (v != end && t->ops->recv(t->impl, 1, &v, sizeof v, 0, 0, "RECV drain") == 0) {
+    }
+}
+
+static ppv_fuzz_report *explore_program(const ppv_fuzz_program *pg, ppv_fuzz_strategy st,
+                                        int32_t depth, int64_t runs) {
+    ppv_fuzz_options o;
+    memset(&o, 0, sizeof o);
+    o.strategy = st;
+    o.pct_depth = depth;
+    o.runs = runs;
+    o.seed = 1;
+    o.program = pg;
+    ppv_fuzz_report *r = NULL;
+    char err[512];
+    if (ppv_fuzz(&o, &r, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
+    assert_non_null(r);
+    return r;
+}
+
+static void test_seeded_two_slot_queue_needs_pct_depth_3(void **state) {
+    (void)state;
+    seen all = {0};
+    prog p = {0, 0, &all, 0};
+    int64_t deadlocks;
+    int64_t every = brute_force(two_slot_queue, &p, PPV_SEM_EAGER, &deadlocks);
+    assert_true(deadlocks > 0 && deadlocks < every); /* a few orders only */
+    print_message("%lld of %lld interleavings deadlock\n", (long long)deadlocks, (long long)every);
+    ppv_fuzz_program pg = {2, {PPV_SEM_EAGER, 0}, 1000, NULL, two_slot_queue, NULL, NULL};
+    /* one change point never reaches it */
+    ppv_fuzz_report *r = explore_program(&pg, PPV_FUZZ_PCT, 2, 3000);
+    assert_int_equal(r->runs, 3000);
+    assert_false(r->found);
+    ppv_fuzz_report_free(r);
+    /* two do, and the minimal trace replays to the same deadlock */
+    r = explore_program(&pg, PPV_FUZZ_PCT, 3, 3000);
+    assert_true(r->found);
+    print_message("pct:3 found it at run %lld\n", (long long)r->failing_run);
+    assert_int_equal(r->failing_policy.kind, PPV_POLICY_PCT);
+    assert_int_equal(r->failing_policy.depth, 3);
+    assert_non_null(strstr(r->failure, "deadlock"));
+    assert_non_null(strstr(r->minimal_story, "rank 1 at RECV end"));
+    int64_t n = 0;
+    const int32_t *d = ppv_world_decisions(r->minimal, &n);
+    ppv_world_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.nranks = 2;
+    wo.sem.kind = PPV_SEM_EAGER;
+    wo.policy.kind = PPV_POLICY_REPLAY;
+    wo.policy.replay = d;
+    wo.policy.nreplay = n;
+    wo.watchdog_steps = 1000;
+    char err[256];
+    ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+    assert_non_null(w);
+    ppv_world_result res;
+    assert_int_equal(ppv_world_run(w, two_slot_queue, NULL, &res), 0);
+    assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+    ppv_world_result_free(&res);
+    ppv_world_free(w);
+    ppv_fuzz_report_free(r);
+    /* and the exhaustive strategy, which needs no luck */
+    r = dfs(&pg);
+    assert_true(r->found);
+    ppv_fuzz_report_free(r);
+    seen_free(&all);
+}
+
 static void test_a_schedule_without_probes_is_one_class(void **state) {
     (void)state;
     /* sends and receives of fixed peers commute: every order of 1F1B is
@@ -735,6 +849,7 @@ int main(void) {
         cmocka_unit_test(test_a_poller_sees_what_every_interleaving_sees_once_per_class),
         cmocka_unit_test(test_three_rounds_of_probes_give_sixteen_classes),
         cmocka_unit_test(test_a_deadlock_only_some_orders_reach_is_found_and_replays),
+        cmocka_unit_test(test_seeded_two_slot_queue_needs_pct_depth_3),
         cmocka_unit_test(test_a_schedule_without_probes_is_one_class),
         cmocka_unit_test(test_dfs_refuses_what_it_cannot_do),
         cmocka_unit_test(test_random_polling_programs_match_brute_force),
