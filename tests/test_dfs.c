@@ -312,8 +312,8 @@ static ppv_fuzz_report *dfs(const ppv_fuzz_program *pg);
 
 static void test_random_polling_programs_match_brute_force(void **state) {
     (void)state;
-    int want = RUNNING_ON_VALGRIND ? 4 : 30, tried = 0;
-    int64_t cap = RUNNING_ON_VALGRIND ? 5000 : 60000;
+    int want = (int)sweep(30, 8, 4), tried = 0;
+    int64_t cap = sweep(60000, 20000, 5000);
     int64_t saved = 0, total = 0, found_stuck = 0;
     for (int seed = 1; tried < want; seed++) {
         uint64_t z = (uint64_t)seed * 0x9E3779B97F4A7C15ULL;

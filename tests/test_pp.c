@@ -15,10 +15,12 @@
 #include "ppv_golden.h"
 #include "testutil.h"
 
-/* Seeds per policy: the full sweeps natively, a sample under valgrind
- * (which runs every test program of the suite, 50 times slower). */
+/* Seeds per policy: the full sweeps natively, a sample in the checked
+ * builds (testutil.h's sweep: a tenth under the sanitizers, fewer under
+ * valgrind). */
 static int seeds(int native, int valgrind) {
-    return RUNNING_ON_VALGRIND ? valgrind : native;
+    int64_t tenth = native / 10 > valgrind ? native / 10 : valgrind;
+    return (int)sweep(native, tenth, valgrind);
 }
 
 /* The default pipeline's output digest: 8 chunks of 4 steps, stash, on any

@@ -34,6 +34,18 @@
 #ifndef RUNNING_ON_VALGRIND
 #define RUNNING_ON_VALGRIND 0
 #endif
+#ifndef PPV_TEST_SANITIZED
+#define PPV_TEST_SANITIZED 0
+#endif
+
+/* The size of a long sweep (seeds, programs, runs) in this build: whole in
+ * the gcc and clang builds of the README's test command, which run every
+ * case; a sample in the checked builds, which look for memory errors on
+ * the same code paths and run far slower: the sanitizer build (about ten
+ * times) and valgrind (about fifty). */
+static inline int64_t sweep(int64_t native, int64_t sanitized, int64_t valgrind) {
+    return RUNNING_ON_VALGRIND ? valgrind : PPV_TEST_SANITIZED ? sanitized : native;
+}
 
 /* PPV_TEST_DATA and PPV_INTEROP_DIR come from tests/CMakeLists.txt. */
 static inline const char *data_path(const char *name) {

@@ -6,7 +6,7 @@
 # build/, Release with clang in build-release/ and Debug with gcc under
 # ASan+UBSan (PPV_SANITIZE) in build-asan/, whose ppv can also fail its N-th
 # allocation on request for the failure sweep (PPV_FAILINJECT: the
-# failsweep test, tests/failsweep/). It runs the first two test
+# failsweep_* tests, tests/failsweep/). It runs the first two test
 # suites at the same time (two runs on one machine must not disturb each
 # other), then build-asan/'s alone (its processes take several times the
 # memory), then build/'s again under valgrind, and closes with one summary
