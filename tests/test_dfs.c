@@ -443,6 +443,27 @@ static void test_three_rounds_of_probes_give_sixteen_classes(void **state) {
     seen_free(&explored);
 }
 
+/* Runs fn on P ranks under sem, following the decisions of a recorded run. */
+static ppv_world_result replay_decisions(ppv_rank_main fn, void *arg, int32_t P, ppv_sem_kind sem,
+                                         const ppv_world *recorded) {
+    int64_t n = 0;
+    ppv_world_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.nranks = P;
+    wo.sem.kind = sem;
+    wo.policy.kind = PPV_POLICY_REPLAY;
+    wo.policy.replay = ppv_world_decisions(recorded, &n);
+    wo.policy.nreplay = n;
+    wo.watchdog_steps = 1000;
+    char err[256];
+    ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+    assert_non_null(w);
+    ppv_world_result res;
+    assert_int_equal(ppv_world_run(w, fn, arg, &res), 0);
+    ppv_world_free(w);
+    return res;
+}
+
 static void test_a_deadlock_only_some_orders_reach_is_found_and_replays(void **state) {
     (void)state;
     seen all = {0};
@@ -487,22 +508,11 @@ static void test_a_deadlock_only_some_orders_reach_is_found_and_replays(void **s
                                           "waits for rank 0 to post its receive");
     /* and it replays to the same deadlock, every time */
     for (int again = 0; again < 2; again++) {
-        ppv_world_options wo;
-        memset(&wo, 0, sizeof wo);
-        wo.nranks = 3;
-        wo.sem.kind = PPV_SEM_RENDEZVOUS;
-        wo.policy.kind = PPV_POLICY_REPLAY;
-        wo.policy.replay = d;
-        wo.policy.nreplay = n;
-        wo.watchdog_steps = 1000;
-        ppv_world *w = ppv_world_new(&wo, err, sizeof err);
-        ppv_world_result res;
-        assert_int_equal(ppv_world_run(w, forgetful, &q, &res), 0);
+        ppv_world_result res = replay_decisions(forgetful, &q, 3, PPV_SEM_RENDEZVOUS, r->minimal);
         assert_int_equal(res.status, PPV_RUN_DEADLOCK);
         assert_int_equal(res.nblocked, 1);
         assert_int_equal(res.blocked[0].rank, 2);
         ppv_world_result_free(&res);
-        ppv_world_free(w);
     }
     ppv_fuzz_report_free(r);
     seen_free(&all);
@@ -595,24 +605,9 @@ static void test_seeded_two_slot_queue_needs_pct_depth_3(void **state) {
     assert_int_equal(r->failing_policy.depth, 3);
     assert_non_null(strstr(r->failure, "deadlock"));
     assert_non_null(strstr(r->minimal_story, "rank 1 at RECV end"));
-    int64_t n = 0;
-    const int32_t *d = ppv_world_decisions(r->minimal, &n);
-    ppv_world_options wo;
-    memset(&wo, 0, sizeof wo);
-    wo.nranks = 2;
-    wo.sem.kind = PPV_SEM_EAGER;
-    wo.policy.kind = PPV_POLICY_REPLAY;
-    wo.policy.replay = d;
-    wo.policy.nreplay = n;
-    wo.watchdog_steps = 1000;
-    char err[256];
-    ppv_world *w = ppv_world_new(&wo, err, sizeof err);
-    assert_non_null(w);
-    ppv_world_result res;
-    assert_int_equal(ppv_world_run(w, two_slot_queue, NULL, &res), 0);
+    ppv_world_result res = replay_decisions(two_slot_queue, NULL, 2, PPV_SEM_EAGER, r->minimal);
     assert_int_equal(res.status, PPV_RUN_DEADLOCK);
     ppv_world_result_free(&res);
-    ppv_world_free(w);
     ppv_fuzz_report_free(r);
     /* and the exhaustive strategy, which needs no luck */
     r = dfs(&pg);
