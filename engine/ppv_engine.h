@@ -604,6 +604,10 @@ typedef struct ppv_run_options {
      * microbatch mb's inputs are loaded on first use (0, or -1 with a
      * message) and freed after its last weight backward. */
     const ppv_model *weights;
+    /* Where the model's ops run: NULL or "cpu", or "cuda" (every kernel on
+     * the GPU, the same bits; see ppv_model_set_device). With `weights`,
+     * it must name the device those weights were set to. */
+    const char *device;
     int (*load_inputs)(void *ctx, int32_t mb, ppv_mb_inputs *in, char *err, size_t errlen);
     void *inputs_ctx;
     /* Called after every executed action with the count done and the
@@ -705,9 +709,16 @@ typedef struct ppv_grad_diff {
     int bitwise_equal;
     uint64_t max_ulp;
     double max_abs, max_rel;
+    double rel_l2;       /* ||a - b|| / ||b|| in the 2-norm; inf where only one side is NaN */
     int64_t first_index; /* -1 when equal */
     float first_a, first_b;
 } ppv_grad_diff;
+
+/* The bound a step whose matmuls ran on cuBLAS (another summation order)
+ * must meet against the reference: rel_l2 of the gradients <= 2^-4, the
+ * bound the kernel tests give bf16-rounded gradients against float64
+ * (tests/test_kernels.c, TOL_STACK_GRAD). */
+#define PPV_CUBLAS_GRAD_BOUND 0x1p-4
 
 void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *d);
 
@@ -879,6 +890,7 @@ typedef struct ppv_pp_options {
     int32_t height, width;   /* pixels: multiples of 16 */
     int32_t cond_len;        /* conditioning tokens */
     ppv_gen_config model;
+    const char *device; /* where the generator's ops run: NULL or "cpu", or "cuda" */
     ppv_pp_inject inject;
     ppv_policy policy;
     int64_t watchdog_steps;

@@ -17,6 +17,7 @@
  * (ppv_recompute_kind); ppv_predict_activation_bytes follows the same
  * rules from the schedule alone.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -684,7 +685,14 @@ void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *
     memset(d, 0, sizeof *d);
     d->bitwise_equal = 1;
     d->first_index = -1;
+    double dd = 0, bb = 0;
     for (size_t k = 0; k < n; k++) {
+        double dk = (double)a[k] - (double)b[k];
+        if (b[k] == b[k]) bb += (double)b[k] * b[k];
+        if (dk == dk)
+            dd += dk * dk;
+        else if (a[k] == a[k] || b[k] == b[k]) /* NaN on one side only */
+            dd = INFINITY;
         uint32_t ua, ub;
         memcpy(&ua, &a[k], 4);
         memcpy(&ub, &b[k], 4);
@@ -704,6 +712,7 @@ void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *
         if (abs > d->max_abs) d->max_abs = abs;
         if (rel > d->max_rel) d->max_rel = rel;
     }
+    d->rel_l2 = bb > 0 ? sqrt(dd / bb) : (dd > 0 ? INFINITY : 0.0);
 }
 
 static void free_ctx(run_ctx *c) {
@@ -855,6 +864,12 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     memset(&c, 0, sizeof c);
     int rc = -1;
     if (!model || !rep) goto done;
+    if (owned && o->device && ppv_model_set_device(owned, o->device, err, errlen) < 0) goto done;
+    if (o->device && strcmp(ppv_model_device(model), o->device) != 0) {
+        ppv_errf(err, errlen, "the given weights run on %s, not %s", ppv_model_device(model),
+                 o->device);
+        goto done;
+    }
     c.s = s;
     c.o = o;
     c.model = model;
@@ -961,6 +976,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         rep->loss = loss / c.m;
         rep->grad_digest = ppv_digest(rep->grads, rep->ngrads * sizeof *rep->grads);
     }
+    if (ppv_model_device_status(model, err, errlen) < 0) goto done; /* results not to be trusted */
     *out = rep;
     rep = NULL;
     rc = 0;

@@ -155,6 +155,7 @@ int ppv_inference_replay(const char *path, const ppv_diff_options *o, int32_t me
         }
     po.replay = rec.env;
     po.nreplay = n;
+    po.device = o->device;
     if (!(out->diff = calloc(1, sizeof *out->diff))) {
         gerr(err, errlen, "out of memory");
         goto done;

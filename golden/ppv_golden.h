@@ -64,6 +64,7 @@ typedef struct ppv_diff_options {
     int max_report;     /* differing elements listed per dataset (default 10) */
     int all_attributes; /* also compare created/producer_version of ppv files */
     int threads;        /* threads that scan large contiguous datasets (0: one per CPU) */
+    const char *device; /* replay: where the model's ops run, "cpu" (NULL) or "cuda" */
     /* Left out of the comparison: neither compared nor reported as only on
      * one side. The strings are the caller's; the defaults have none. */
     const char *const *ignore_attrs; /* attribute names, fnmatch globs, on every object */

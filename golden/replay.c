@@ -317,6 +317,7 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
         goto done;
     c.cfg = &cfg;
     if (!(m = read_model(&c, err, errlen))) goto done;
+    if (o && o->device && ppv_model_set_device(m, o->device, err, errlen) < 0) goto done;
     if (h5_read_attr_str(c.file, "schedule", &text) < 0) {
         gerr(err, errlen, "%s: no schedule attribute", path);
         goto done;
@@ -351,6 +352,7 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
         goto done;
     }
     ro.weights = m;
+    ro.device = ppv_model_device(m);
     ro.load_inputs = load_inputs;
     ro.inputs_ctx = &c;
     ro.perturb = perturb;

@@ -3,21 +3,14 @@
  * NaN whose payload sits in the low bits into inf); inf stays inf; values
  * past the largest bf16 round to inf as IEEE rounding says.
  */
-#include <string.h>
-
 #include "kernels_internal.h"
 
-/* fp32 -> bf16, round to nearest even, NaN kept quiet. */
+/* fp32 -> bf16, round to nearest even, NaN kept quiet (arith.h, shared with CUDA). */
 ppv_bf16 ppv_bf16_from_f32(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (ppv_bf16)((u >> 16) | 0x0040u); /* quiet NaN */
-    uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb; /* ties go to the even neighbour; the carry may reach the exponent */
-    return (ppv_bf16)(u >> 16);
+    return ppvk_bf16_bits(x);
 }
 
-/* bf16 -> fp32, exact. */
+/* ULPs between two floats of one width, given as bits. */
 uint64_t ppv_ulp_distance(uint64_t a_bits, uint64_t b_bits, int width) {
     uint64_t sign = 1ull << (width - 1);
     uint64_t a = a_bits & sign ? sign - (a_bits & (sign - 1)) : sign + (a_bits & (sign - 1));
@@ -25,11 +18,9 @@ uint64_t ppv_ulp_distance(uint64_t a_bits, uint64_t b_bits, int width) {
     return a > b ? a - b : b - a;
 }
 
+/* bf16 -> fp32, exact. */
 float ppv_bf16_to_f32(ppv_bf16 h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
+    return ppvk_bf16_value(h);
 }
 
 /* Widens n bf16 values to fp32 (exact). */

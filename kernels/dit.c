@@ -30,7 +30,7 @@
  * leaves it as it was.
  *
  * Precision as model.c: bf16 weights, every tensor between ops rounded to
- * bf16, fp32 accumulation in a fixed order, exp from pmath.c, no threads.
+ * bf16, fp32 accumulation in a fixed order, exp from arith.h, no threads.
  * The timestep is used as given (step / 1000 may be 1.0): the embedding
  * reduces its angles exactly in turns, so any finite t is deterministic.
  *
@@ -84,7 +84,8 @@ struct ppv_genmodel {
     ppv_gen_config cfg;
     tensor_shape layer[L_COUNT], embed[E_COUNT];
     size_t layer_floats, embed_floats;
-    float *w; /* bf16 values: every layer's tensors, then the embedding's */
+    float *w;            /* bf16 values: every layer's tensors, then the embedding's */
+    const ppvk_ops *ops; /* where the ops run: the CPU unless ppv_genmodel_set_device says */
 };
 
 /* ---- config and weights -------------------------------------------------------------- */
@@ -157,6 +158,7 @@ ppv_genmodel *ppv_genmodel_new(const ppv_gen_config *cfg, char *err, size_t errl
     ppv_genmodel *m = calloc(1, sizeof *m);
     if (!m) goto oom;
     m->cfg = *cfg;
+    m->ops = &ppvk_cpu_ops;
     size_t C = (size_t)cfg->d_model, F = (size_t)cfg->d_ff, D = (size_t)cfg->cond_dim, off = 0;
 #define AS_SHAPE(table, prefix, nm, r, c)                                                          \
     m->table[prefix##nm] = (tensor_shape){(r), (c), off};                                          \
@@ -194,6 +196,28 @@ void ppv_genmodel_free(ppv_genmodel *m) {
     if (!m) return;
     free(m->w);
     free(m);
+}
+
+/* Runs m's ops on device `name` from now on; 0, or -1 with the reason in err. */
+int ppv_genmodel_set_device(ppv_genmodel *m, const char *name, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    const ppvk_ops *ops = ppvk_device_ops(name, err, errlen);
+    if (!m || !ops) return -1;
+    m->ops = ops;
+    return 0;
+}
+
+/* The name of the device m's ops run on. */
+const char *ppv_genmodel_device(const ppv_genmodel *m) {
+    return m ? m->ops->name : "cpu";
+}
+
+/* 0 if every op m ran on its device succeeded; -1 with the first failure in err. */
+int ppv_genmodel_device_status(const ppv_genmodel *m, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    return m ? m->ops->status(err, errlen) : 0;
 }
 
 /* m's config, or NULL. */
@@ -395,63 +419,6 @@ static void denoise_step_forward(float *lat, const float *pred, size_t n) {
     keep(lat, n);
 }
 
-/* Attention of nh heads of hd columns (row stride ld = nh * hd for q, k, v
- * and out): query t of head h attends to n0 keys k0/v0 (their logits get
- * + bias0 unless it is 0), then to n1 keys k1/v1, in that order; scale
- * 1/sqrt(hd). Every sum is one fp32 accumulator in key order.
- * scratch: n0 + n1 floats. */
-static void attention_forward(float *out, const float *q, const float *k0, const float *v0, int n0,
-                              float bias0, const float *k1, const float *v1, int n1, int M, int nh,
-                              int hd, float *scratch) { /* out, q (M, ld); k, v (n, ld) */
-    size_t ld = (size_t)nh * hd;
-    int n = n0 + n1;
-    float scale = 1.0f / sqrtf((float)hd), *e = scratch;
-    for (int h = 0; h < nh; h++)
-        for (int t = 0; t < M; t++) {
-            const float *qt = q + (size_t)t * ld + (size_t)h * hd;
-            float mx = -INFINITY, sum = 0.0f;
-            for (int u = 0; u < n; u++) {
-                const float *ku = u < n0 ? k0 + (size_t)u * ld : k1 + (size_t)(u - n0) * ld;
-                ku += (size_t)h * hd;
-                float acc = 0.0f;
-                for (int c = 0; c < hd; c++)
-                    acc += qt[c] * ku[c]; /* in order of c */
-                e[u] = acc * scale;
-                if (u < n0 && bias0 != 0.0f) e[u] += bias0;
-                mx = e[u] > mx ? e[u] : mx;
-            }
-            for (int u = 0; u < n; u++) { /* in order of u */
-                e[u] = (float)ppvk_exp((double)(e[u] - mx));
-                sum += e[u];
-            }
-            float *o = out + (size_t)t * ld + (size_t)h * hd;
-            for (int c = 0; c < hd; c++)
-                o[c] = 0.0f;
-            for (int u = 0; u < n; u++) { /* in order of u */
-                float p = e[u] / sum;
-                const float *vu = u < n0 ? v0 + (size_t)u * ld : v1 + (size_t)(u - n0) * ld;
-                vu += (size_t)h * hd;
-                for (int c = 0; c < hd; c++)
-                    o[c] += p * vu[c];
-            }
-        }
-}
-
-/* One block's partial of a row-parallel linear: out (M, N) = a (M, K) .
- * w (N, K)^T with row strides lda and ldw, each value reduced over k in
- * order into one fp32 accumulator; no bias, not rounded. */
-static void block_partial(float *out, const float *a, size_t lda, const float *w, size_t ldw, int M,
-                          int N, int K) {
-    for (int t = 0; t < M; t++)
-        for (int o = 0; o < N; o++) {
-            const float *at = a + (size_t)t * lda, *wo = w + (size_t)o * ldw;
-            float acc = 0.0f;
-            for (int k = 0; k < K; k++)
-                acc += at[k] * wo[k]; /* in order of k */
-            out[(size_t)t * N + o] = acc;
-        }
-}
-
 /* y (M, C) = sum over blocks j = 0..H-1, in order, of inp_j . w_j^T, + b,
  * rounded: inp (M, heads * K) holds this rank's blocks of K inputs, w
  * (C, H * K) the full weight. This rank forms its blocks' partials, the
@@ -462,8 +429,9 @@ static int row_parallel_forward(call_ctx *x, float *y, const float *inp, const f
     const call_dims *d = &x->d;
     size_t MC = (size_t)d->M * d->C, ldw = (size_t)d->H * K;
     for (int jj = 0; jj < d->heads; jj++)
-        block_partial(x->w.mine + (size_t)jj * MC, inp + (size_t)jj * K, (size_t)d->heads * K,
-                      w + (size_t)(d->h0 + jj) * K, ldw, d->M, d->C, K);
+        x->m->ops->block_partial(x->w.mine + (size_t)jj * MC, inp + (size_t)jj * K,
+                                 (size_t)d->heads * K, w + (size_t)(d->h0 + jj) * K, ldw, d->M,
+                                 d->C, K);
     const float *all = x->w.mine;
     if (d->mesh > 1) {
         int rc = x->gather(x->gather_ctx, x->w.mine, x->w.all, (size_t)d->heads * MC);
@@ -502,24 +470,24 @@ static int self_attention_forward(call_ctx *x, int32_t l) {
     float *k = w->kvnew + (size_t)l * 2 * MW, *v = k + MW;
     size_t cached = (size_t)l * x->cache->layer_floats;
 
-    ppvk_layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
+    m->ops->layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
     keep(w->n, MC);
-    ppvk_modulate_forward(w->n, w->n, mod, mod + C, M, C);
+    m->ops->modulate_forward(w->n, w->n, mod, mod + C, M, C);
     keep(w->n, MC);
     size_t q0 = (size_t)d->h0 * d->hd; /* first row of this rank's q (and k, v) columns */
-    ppvk_linear_forward(w->q, w->n, qkv_w + q0 * C, qkv_b + q0, M, C, W);
-    ppvk_linear_forward(k, w->n, qkv_w + (C + q0) * C, qkv_b + C + q0, M, C, W);
-    ppvk_linear_forward(v, w->n, qkv_w + (2 * C + q0) * C, qkv_b + 2 * C + q0, M, C, W);
+    m->ops->linear_forward(w->q, w->n, qkv_w + q0 * C, qkv_b + q0, M, C, W);
+    m->ops->linear_forward(k, w->n, qkv_w + (C + q0) * C, qkv_b + C + q0, M, C, W);
+    m->ops->linear_forward(v, w->n, qkv_w + (2 * C + q0) * C, qkv_b + 2 * C + q0, M, C, W);
     keep(w->q, MW);
     keep(k, MW);
     keep(v, MW);
-    attention_forward(w->att, w->q, x->cache->k + cached, x->cache->v + cached, d->Nc,
-                      x->a->cache_bias, k, v, M, M, d->heads, d->hd, w->scratch);
+    m->ops->kv_attention_forward(w->att, w->q, x->cache->k + cached, x->cache->v + cached, d->Nc,
+                                 x->a->cache_bias, k, v, M, M, d->heads, d->hd, w->scratch);
     keep(w->att, MW);
     int rc = row_parallel_forward(x, w->y, w->att, LW(m, l, L_attn_out_w), LW(m, l, L_attn_out_b),
                                   d->hd, l, "self-attention out");
     if (rc) return rc;
-    ppvk_residual_forward(w->x, w->x, mod + 2 * C, w->y, M, C);
+    m->ops->residual_forward(w->x, w->x, mod + 2 * C, w->y, M, C);
     keep(w->x, MC);
     return 0;
 }
@@ -533,21 +501,21 @@ static int cross_attention_forward(call_ctx *x, int32_t l) {
     size_t MC = (size_t)M * C, q0 = (size_t)d->h0 * d->hd;
     const float *xkv_w = LW(m, l, L_xkv_w), *xkv_b = LW(m, l, L_xkv_b);
 
-    ppvk_layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
+    m->ops->layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
     keep(w->n, MC);
-    ppvk_linear_forward(w->q, w->n, LW(m, l, L_xq_w) + q0 * C, LW(m, l, L_xq_b) + q0, M, C, W);
+    m->ops->linear_forward(w->q, w->n, LW(m, l, L_xq_w) + q0 * C, LW(m, l, L_xq_b) + q0, M, C, W);
     keep(w->q, (size_t)M * W);
-    ppvk_linear_forward(w->kc, w->cond, xkv_w + q0 * D, xkv_b + q0, Tc, D, W);
-    ppvk_linear_forward(w->vc, w->cond, xkv_w + (C + q0) * D, xkv_b + C + q0, Tc, D, W);
+    m->ops->linear_forward(w->kc, w->cond, xkv_w + q0 * D, xkv_b + q0, Tc, D, W);
+    m->ops->linear_forward(w->vc, w->cond, xkv_w + (C + q0) * D, xkv_b + C + q0, Tc, D, W);
     keep(w->kc, (size_t)Tc * W);
     keep(w->vc, (size_t)Tc * W);
-    attention_forward(w->att, w->q, w->kc, w->vc, Tc, 0.0f, NULL, NULL, 0, M, d->heads, d->hd,
-                      w->scratch);
+    m->ops->kv_attention_forward(w->att, w->q, w->kc, w->vc, Tc, 0.0f, NULL, NULL, 0, M, d->heads,
+                                 d->hd, w->scratch);
     keep(w->att, (size_t)M * W);
     int rc = row_parallel_forward(x, w->y, w->att, LW(m, l, L_xout_w), LW(m, l, L_xout_b), d->hd, l,
                                   "cross-attention out");
     if (rc) return rc;
-    ppvk_residual_forward(w->x, w->x, NULL, w->y, M, C);
+    m->ops->residual_forward(w->x, w->x, NULL, w->y, M, C);
     keep(w->x, MC);
     return 0;
 }
@@ -562,19 +530,19 @@ static int mlp_forward(call_ctx *x, int32_t l) {
     size_t MC = (size_t)M * C, MF = (size_t)M * d->FW, f0 = (size_t)d->h0 * d->fb;
     const float *mod = w->mod;
 
-    ppvk_layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
+    m->ops->layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
     keep(w->n, MC);
-    ppvk_modulate_forward(w->n, w->n, mod + 3 * C, mod + 4 * C, M, C);
+    m->ops->modulate_forward(w->n, w->n, mod + 3 * C, mod + 4 * C, M, C);
     keep(w->n, MC);
-    ppvk_linear_forward(w->hid, w->n, LW(m, l, L_fc1_w) + f0 * C, LW(m, l, L_fc1_b) + f0, M, C,
-                        d->FW);
+    m->ops->linear_forward(w->hid, w->n, LW(m, l, L_fc1_w) + f0 * C, LW(m, l, L_fc1_b) + f0, M, C,
+                           d->FW);
     keep(w->hid, MF);
-    ppvk_gelu_forward(w->hid, w->hid, MF);
+    m->ops->gelu_forward(w->hid, w->hid, MF);
     keep(w->hid, MF);
     int rc = row_parallel_forward(x, w->y, w->hid, LW(m, l, L_fc2_w), LW(m, l, L_fc2_b), d->fb, l,
                                   "MLP fc2");
     if (rc) return rc;
-    ppvk_residual_forward(w->x, w->x, mod + 5 * C, w->y, M, C);
+    m->ops->residual_forward(w->x, w->x, mod + 5 * C, w->y, M, C);
     keep(w->x, MC);
     return 0;
 }
@@ -589,15 +557,15 @@ static int gen_forward(call_ctx *x) {
     size_t MC = (size_t)M * C;
 
     patchify_forward(w->tok, a->latents, a->frames, a->h, a->w);
-    ppvk_linear_forward(w->x, w->tok, EW(m, E_patch_w), EW(m, E_patch_b), M, PATCH, C);
+    m->ops->linear_forward(w->x, w->tok, EW(m, E_patch_w), EW(m, E_patch_b), M, PATCH, C);
     keep(w->x, MC);
     ppvk_bf16_to_f32(w->cond, a->cond, (size_t)d->Tc * d->D);
-    ppvk_timestep_embedding(w->temb, a->timestep, C);
+    m->ops->timestep_embedding(w->temb, a->timestep, C);
     keep(w->temb, (size_t)C);
-    ppvk_silu_forward(w->temb, w->temb, (size_t)C);
+    m->ops->silu_forward(w->temb, w->temb, (size_t)C);
     keep(w->temb, (size_t)C);
     for (int32_t l = 0; l < d->layers; l++) {
-        ppvk_linear_forward(w->mod, w->temb, LW(m, l, L_ada_w), LW(m, l, L_ada_b), 1, C, 6 * C);
+        m->ops->linear_forward(w->mod, w->temb, LW(m, l, L_ada_w), LW(m, l, L_ada_b), 1, C, 6 * C);
         keep(w->mod, 6 * (size_t)C);
         int rc = self_attention_forward(x, l);
         if (!rc) rc = cross_attention_forward(x, l);
@@ -606,9 +574,9 @@ static int gen_forward(call_ctx *x) {
     }
     if (!a->out) return 0;
     /* pred = unembed(ln(x)); out = latents + DENOISE_STEP (pred - latents) */
-    ppvk_layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
+    m->ops->layernorm_forward(w->n, w->mean, w->rstd, w->x, M, C);
     keep(w->n, MC);
-    ppvk_linear_forward(w->pred, w->n, EW(m, E_unembed_w), EW(m, E_unembed_b), M, C, PATCH);
+    m->ops->linear_forward(w->pred, w->n, EW(m, E_unembed_w), EW(m, E_unembed_b), M, C, PATCH);
     keep(w->pred, (size_t)M * PATCH);
     denoise_step_forward(w->tok, w->pred, (size_t)M * PATCH); /* tok: the latents, unchanged */
     unpatchify_forward(a->out, w->tok, a->frames, a->h, a->w);

@@ -16,17 +16,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arith.h"
 #include "ppv_kernels.h"
 
-/* ---- portable math -----------------------------------------------------------
- * Built from IEEE + - * / only (plus floor and frexp/ldexp, which are exact),
- * so they give the same bits on every IEEE-754 machine, unlike libm. Accurate
- * to a few double ulps, far below the fp32 results taken from them. */
+#ifdef __cplusplus /* the CUDA files */
+extern "C" {
+#endif
 
-double ppvk_exp(double x);
-double ppvk_log(double x);       /* x > 0 */
-double ppvk_cos_turns(double u); /* cos(2 pi u) */
-double ppvk_tanh(double x);
+/* ---- portable math ----------------------------------------------------------
+ * ppvk_exp, ppvk_log, ppvk_cos_turns (cos 2 pi u), ppvk_tanh and the other
+ * arithmetic that the CPU ops and the CUDA kernels share: arith.h. */
 
 /* ---- bf16 arrays ---------------------------------------------------------------- */
 
@@ -110,5 +109,83 @@ void ppvk_attention_forward(float *out, float *stats, const float *q, int ldq, c
 void ppvk_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                              int ldq, const float *k, const float *v, int ldkv, const float *stats,
                              int T, int Tk, int C, int H, float *scratch);
+
+/* The generator's attention (dit.c): nh heads of hd columns, row stride
+ * ld = nh hd for q, k, v and out; query t of head h attends to n0 keys
+ * k0/v0 (their logits get + bias0 unless it is 0), then to n1 keys k1/v1,
+ * in that order (k0 may be NULL when n0 is 0, k1 when n1 is). scratch:
+ * n0 + n1 floats. */
+void ppvk_kv_attention_forward(float *out, const float *q, const float *k0, const float *v0, int n0,
+                               float bias0, const float *k1, const float *v1, int n1, int M, int nh,
+                               int hd, float *scratch); /* out, q (M, ld); k, v (n, ld) */
+/* One block's partial of a row-parallel linear: out (M, N) = a (M, K) .
+ * w (N, K)^T with row strides lda and ldw, each value one fp32 sum over
+ * k in order; no bias, not rounded. */
+void ppvk_block_partial(float *out, const float *a, size_t lda, const float *w, size_t ldw, int M,
+                        int N, int K);
+
+/* ---- devices ------------------------------------------------------------------------
+ * Where a model's ops run: a table of the ops above (nccl-tests' plug-in
+ * style). The CPU table calls them directly; the CUDA table (cuda/ops.cu,
+ * loaded from its own module when asked for) runs each on the GPU with
+ * the same bits. A device op copies its inputs to the device and its
+ * outputs back, so callers keep host pointers; it cannot return an error,
+ * so a failure is kept and reported by status(). */
+typedef struct ppvk_ops {
+    const char *name; /* "cpu", "cuda" */
+    void (*linear_forward)(float *out, const float *inp, const float *w, const float *b, int M,
+                           int IC, int OC);
+    void (*linear_backward_input)(float *dinp, const float *dout, const float *w, int M, int IC,
+                                  int OC);
+    void (*linear_backward_weight)(float *dw, float *db, const float *dout, const float *inp, int M,
+                                   int IC, int OC);
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, int M, int C);
+    void (*layernorm_backward)(float *dinp, const float *dout, const float *inp, const float *mean,
+                               const float *rstd, int M, int C);
+    void (*modulate_forward)(float *out, const float *inp, const float *shift, const float *scale,
+                             int M, int C);
+    void (*modulate_backward)(float *dinp, float *dshift, float *dscale, const float *dout,
+                              const float *inp, const float *scale, int M, int C);
+    void (*residual_forward)(float *out, const float *x, const float *gate, const float *y, int M,
+                             int C);
+    void (*residual_backward)(float *dy, float *dgate, const float *dout, const float *gate,
+                              const float *y, int M, int C);
+    void (*gelu_forward)(float *out, const float *inp, size_t n);
+    void (*gelu_backward)(float *dinp, const float *dout, const float *inp, size_t n);
+    void (*silu_forward)(float *out, const float *inp, size_t n);
+    void (*timestep_embedding)(float *out, float t, int C);
+    void (*attention_forward)(float *out, float *stats, const float *q, int ldq, const float *k,
+                              const float *v, int ldkv, int T, int Tk, int C, int H,
+                              float *scratch);
+    void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                               int ldq, const float *k, const float *v, int ldkv,
+                               const float *stats, int T, int Tk, int C, int H, float *scratch);
+    void (*kv_attention_forward)(float *out, const float *q, const float *k0, const float *v0,
+                                 int n0, float bias0, const float *k1, const float *v1, int n1,
+                                 int M, int nh, int hd, float *scratch);
+    void (*block_partial)(float *out, const float *a, size_t lda, const float *w, size_t ldw, int M,
+                          int N, int K);
+    void (*round_bf16)(float *x, size_t n);
+    /* 0, or -1 with the first failed op named in err (its outputs, and
+     * everything computed from them, are then undefined). */
+    int (*status)(char *err, size_t errlen);
+} ppvk_ops;
+
+extern const ppvk_ops ppvk_cpu_ops;
+
+/* The ops of device "cpu", "cuda" or "cuda:cublas" (the CUDA ops with the
+ * matmuls on cuBLAS: not the reference's bits); NULL with the reason in
+ * err when the name is unknown, ppv was built without CUDA, its module or
+ * cuBLAS cannot be loaded or no GPU is present. */
+const ppvk_ops *ppvk_device_ops(const char *name, char *err, size_t errlen);
+
+/* What the CUDA module exports (cuda/ops.cu): the table of a variant
+ * ("reference" or "cublas"), or NULL with the reason in err. */
+typedef const ppvk_ops *(*ppvk_cuda_open_fn)(const char *variant, char *err, size_t errlen);
+#define PPVK_CUDA_OPEN_SYMBOL "ppvk_cuda_ops_open"
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -84,11 +84,7 @@ static void mm_rows_naive(float *out, const float *a, const float *w, int32_t N,
                           int32_t r0, int32_t r1) {
     for (int32_t i = r0; i < r1; i++)
         for (int32_t j = 0; j < N; j++) {
-            const float *ai = a + (size_t)i * K, *wj = w + (size_t)j * K;
-            float s = 0.0f;
-            for (int32_t k = 0; k < K; k++)
-                s += ai[k] * wj[k];
-            out[(size_t)i * N + j] = s;
+            out[(size_t)i * N + j] = ppvk_dot(a + (size_t)i * K, 1, w + (size_t)j * K, 1, (int)K);
         }
 }
 

@@ -150,6 +150,7 @@ struct ppv_model {
     size_t layer_params; /* values per layer */
     ppv_bf16 *w16;       /* (layers, layer_params) */
     float *w32;          /* the same values widened for the fp32 ops */
+    const ppvk_ops *ops; /* where the ops run: the CPU unless ppv_model_set_device says */
 };
 
 /* The tensor dimensions of a config, as sizes. */
@@ -180,8 +181,8 @@ static size_t wstate_bf16_count(const dims *d) {
  * in base, or, when core is not NULL (selective), the attention cores in
  * core (one layer's) and the rest in base. The areas are only read through
  * them when base was a const pointer. */
-static void saved_layout(const dims *d, void *base, int32_t n, int32_t i, void *core,
-                         saved_f32 *sf, saved_bf16 *sb) {
+static void saved_layout(const dims *d, void *base, int32_t n, int32_t i, void *core, saved_f32 *sf,
+                         saved_bf16 *sb) {
     int sel = core != NULL;
     float *p = (float *)base + (size_t)i * saved_f32_count(d, sel);
     ppv_bf16 *q = (ppv_bf16 *)((float *)base + (size_t)n * saved_f32_count(d, sel)) +
@@ -316,6 +317,7 @@ ppv_model *ppv_model_new(const ppv_model_config *cfg, char *err, size_t errlen) 
     if (!m) goto oom;
     m->cfg = *cfg;
     m->d = dims_of(cfg);
+    m->ops = &ppvk_cpu_ops;
     int32_t C = cfg->d_model, F = cfg->d_ff;
     size_t off = 0;
 #define AS_TENSOR(nm, r, c)                                                                        \
@@ -349,6 +351,28 @@ const ppv_model_config *ppv_model_config_of(const ppv_model *m) {
     return m ? &m->cfg : NULL;
 }
 
+/* Runs m's ops on device `name` from now on; 0, or -1 with the reason in err. */
+int ppv_model_set_device(ppv_model *m, const char *name, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    const ppvk_ops *ops = ppvk_device_ops(name, err, errlen);
+    if (!m || !ops) return -1;
+    m->ops = ops;
+    return 0;
+}
+
+/* The name of the device m's ops run on. */
+const char *ppv_model_device(const ppv_model *m) {
+    return m ? m->ops->name : "cpu";
+}
+
+/* 0 if every op m ran on its device succeeded; -1 with the first failure in err. */
+int ppv_model_device_status(const ppv_model *m, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    return m ? m->ops->status(err, errlen) : 0;
+}
+
 /* 1 if [l0, l1) is a layer range of m (possibly empty). */
 static int range_ok(const ppv_model *m, int32_t l0, int32_t l1) {
     return m && l0 >= 0 && l0 <= l1 && l1 <= m->cfg.layers;
@@ -376,7 +400,8 @@ int ppv_model_set_layer_params(ppv_model *m, int32_t layer, const ppv_bf16 *para
     if (!m || !params || layer < 0 || layer >= m->cfg.layers) return -1;
     size_t n = m->layer_params, base = (size_t)layer * n;
     memcpy(m->w16 + base, params, n * sizeof *params);
-    for (size_t k = 0; k < n; k++) m->w32[base + k] = ppv_bf16_to_f32(params[k]);
+    for (size_t k = 0; k < n; k++)
+        m->w32[base + k] = ppv_bf16_to_f32(params[k]);
     return 0;
 }
 
@@ -457,29 +482,31 @@ static const float *W(const ppv_model *m, int32_t l, int tensor) {
 }
 
 /* silu(temb(t)) (C), shared by every layer of a microbatch. */
-static void timestep_features(float *out, float t, int C) {
-    ppvk_timestep_embedding(out, t, C);
+static void timestep_features(const ppvk_ops *ops, float *out, float t, int C) {
+    ops->timestep_embedding(out, t, C);
     ppvk_round_bf16(out, (size_t)C);
-    ppvk_silu_forward(out, out, (size_t)C);
+    ops->silu_forward(out, out, (size_t)C);
     ppvk_round_bf16(out, (size_t)C);
 }
 
 /* The self-attention core: a->qkv -> a->att (kept in sb->att) and the
  * softmax statistics. The forward and selective recompute's rebuild both
  * run it, so the rebuilt core is the forward's bit for bit. */
-static void self_attention_core(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb) {
+static void self_attention_core(const ppv_model *m, acts *a, saved_f32 *sf, saved_bf16 *sb) {
+    const dims *d = &m->d;
     int T = (int)d->T, C = (int)d->C, H = (int)d->H;
-    ppvk_attention_forward(a->att, sf->sa_stats, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C,
-                           T, T, C, H, a->scratch);
+    m->ops->attention_forward(a->att, sf->sa_stats, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C,
+                              3 * C, T, T, C, H, a->scratch);
     keep(a->att, sb->att, d->T * d->C);
 }
 
 /* The cross-attention core: a->qc, a->kvc -> a->ca (kept in sb->ca) and
  * the softmax statistics. */
-static void cross_attention_core(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb) {
+static void cross_attention_core(const ppv_model *m, acts *a, saved_f32 *sf, saved_bf16 *sb) {
+    const dims *d = &m->d;
     int T = (int)d->T, C = (int)d->C, H = (int)d->H, Tc = (int)d->Tc;
-    ppvk_attention_forward(a->ca, sf->ca_stats, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H,
-                           a->scratch);
+    m->ops->attention_forward(a->ca, sf->ca_stats, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H,
+                              a->scratch);
     keep(a->ca, sb->ca, d->T * d->C);
 }
 
@@ -493,45 +520,45 @@ static void layer_forward(const ppv_model *m, int32_t l, acts *a, saved_f32 *sf,
     const float *shift_a = mod, *scale_a = mod + C, *gate_a = mod + 2 * C;
     const float *shift_m = mod + 3 * C, *scale_m = mod + 4 * C, *gate_m = mod + 5 * C;
 
-    ppvk_linear_forward(mod, a->temb, W(m, l, P_ada_w), W(m, l, P_ada_b), 1, C, 6 * C);
+    m->ops->linear_forward(mod, a->temb, W(m, l, P_ada_w), W(m, l, P_ada_b), 1, C, 6 * C);
     keep(mod, sb->mod, 6 * d->C);
     keep(a->x, sb->x, TC);
     /* self-attention, adaLN-modulated and gated */
-    ppvk_layernorm_forward(a->n1, sf->mean1, sf->rstd1, a->x, T, C);
+    m->ops->layernorm_forward(a->n1, sf->mean1, sf->rstd1, a->x, T, C);
     keep(a->n1, sb->n1, TC);
-    ppvk_modulate_forward(a->m1, a->n1, shift_a, scale_a, T, C);
+    m->ops->modulate_forward(a->m1, a->n1, shift_a, scale_a, T, C);
     keep(a->m1, sb->m1, TC);
-    ppvk_linear_forward(a->qkv, a->m1, W(m, l, P_qkv_w), W(m, l, P_qkv_b), T, C, 3 * C);
+    m->ops->linear_forward(a->qkv, a->m1, W(m, l, P_qkv_w), W(m, l, P_qkv_b), T, C, 3 * C);
     keep(a->qkv, sb->qkv, 3 * TC);
-    self_attention_core(d, a, sf, sb);
-    ppvk_linear_forward(a->ao, a->att, W(m, l, P_attn_out_w), W(m, l, P_attn_out_b), T, C, C);
+    self_attention_core(m, a, sf, sb);
+    m->ops->linear_forward(a->ao, a->att, W(m, l, P_attn_out_w), W(m, l, P_attn_out_b), T, C, C);
     keep(a->ao, sb->ao, TC);
-    ppvk_residual_forward(a->x1, a->x, gate_a, a->ao, T, C);
+    m->ops->residual_forward(a->x1, a->x, gate_a, a->ao, T, C);
     keep(a->x1, sb->x1, TC);
     /* cross-attention to cond */
-    ppvk_layernorm_forward(a->n2, sf->mean2, sf->rstd2, a->x1, T, C);
+    m->ops->layernorm_forward(a->n2, sf->mean2, sf->rstd2, a->x1, T, C);
     keep(a->n2, sb->n2, TC);
-    ppvk_linear_forward(a->qc, a->n2, W(m, l, P_xq_w), W(m, l, P_xq_b), T, C, C);
+    m->ops->linear_forward(a->qc, a->n2, W(m, l, P_xq_w), W(m, l, P_xq_b), T, C, C);
     keep(a->qc, sb->qc, TC);
-    ppvk_linear_forward(a->kvc, a->cond, W(m, l, P_xkv_w), W(m, l, P_xkv_b), Tc, C, 2 * C);
+    m->ops->linear_forward(a->kvc, a->cond, W(m, l, P_xkv_w), W(m, l, P_xkv_b), Tc, C, 2 * C);
     keep(a->kvc, sb->kvc, 2 * d->Tc * d->C);
-    cross_attention_core(d, a, sf, sb);
-    ppvk_linear_forward(a->co, a->ca, W(m, l, P_xout_w), W(m, l, P_xout_b), T, C, C);
+    cross_attention_core(m, a, sf, sb);
+    m->ops->linear_forward(a->co, a->ca, W(m, l, P_xout_w), W(m, l, P_xout_b), T, C, C);
     keep(a->co, NULL, TC);
-    ppvk_residual_forward(a->x2, a->x1, NULL, a->co, T, C);
+    m->ops->residual_forward(a->x2, a->x1, NULL, a->co, T, C);
     keep(a->x2, sb->x2, TC);
     /* MLP, adaLN-modulated and gated */
-    ppvk_layernorm_forward(a->n3, sf->mean3, sf->rstd3, a->x2, T, C);
+    m->ops->layernorm_forward(a->n3, sf->mean3, sf->rstd3, a->x2, T, C);
     keep(a->n3, sb->n3, TC);
-    ppvk_modulate_forward(a->m3, a->n3, shift_m, scale_m, T, C);
+    m->ops->modulate_forward(a->m3, a->n3, shift_m, scale_m, T, C);
     keep(a->m3, sb->m3, TC);
-    ppvk_linear_forward(a->h, a->m3, W(m, l, P_fc1_w), W(m, l, P_fc1_b), T, C, F);
+    m->ops->linear_forward(a->h, a->m3, W(m, l, P_fc1_w), W(m, l, P_fc1_b), T, C, F);
     keep(a->h, sb->h, d->T * d->F);
-    ppvk_gelu_forward(a->g, a->h, d->T * d->F);
+    m->ops->gelu_forward(a->g, a->h, d->T * d->F);
     keep(a->g, sb->g, d->T * d->F);
-    ppvk_linear_forward(a->mo, a->g, W(m, l, P_fc2_w), W(m, l, P_fc2_b), T, F, C);
+    m->ops->linear_forward(a->mo, a->g, W(m, l, P_fc2_w), W(m, l, P_fc2_b), T, F, C);
     keep(a->mo, sb->mo, TC);
-    ppvk_residual_forward(a->y, a->x2, gate_m, a->mo, T, C);
+    m->ops->residual_forward(a->y, a->x2, gate_m, a->mo, T, C);
     keep(a->y, NULL, TC);
 }
 
@@ -558,7 +585,7 @@ static int layers_forward(const ppv_model *m, int32_t l0, int32_t l1, const ppv_
     }
     ppvk_bf16_to_f32(a.x, x_in, d->T * d->C);
     ppvk_bf16_to_f32(a.cond, in->cond, d->Tc * d->C);
-    timestep_features(a.temb, in->timestep, (int)d->C);
+    timestep_features(m->ops, a.temb, in->timestep, (int)d->C);
     for (int32_t l = l0; l < l1; l++) {
         saved_f32 sf;
         saved_bf16 sb;
@@ -586,7 +613,8 @@ int ppv_layers_forward_selective(const ppv_model *m, int32_t l0, int32_t l1,
 
 /* Widens the saved bf16 tensors of one layer into a: all of them, or
  * (sel) all but the attention cores, which it rebuilds into sf and sb. */
-static void acts_load(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb, int sel) {
+static void acts_load(const ppv_model *m, acts *a, saved_f32 *sf, saved_bf16 *sb, int sel) {
+    const dims *d = &m->d;
 #define AS_LOAD(name, n) ppvk_bf16_to_f32(a->name, sb->name, (n));
     KEPT_BF16(AS_LOAD)
     if (!sel) {
@@ -594,8 +622,8 @@ static void acts_load(const dims *d, acts *a, saved_f32 *sf, saved_bf16 *sb, int
         return;
     }
 #undef AS_LOAD
-    self_attention_core(d, a, sf, sb);
-    cross_attention_core(d, a, sf, sb);
+    self_attention_core(m, a, sf, sb);
+    cross_attention_core(m, a, sf, sb);
 }
 
 /* dout = round(resid + dln): the gradient reaching a residual stream from
@@ -620,43 +648,44 @@ static void layer_backward_input(const ppv_model *m, int32_t l, const acts *a, g
     float *scratch = a->scratch;
 
     /* y = x2 + gate_m * fc2(gelu(fc1(modulate(ln(x2))))) */
-    ppvk_residual_backward(g->dmo, dmod + 5 * C, g->dy, gate_m, a->mo, T, C);
+    m->ops->residual_backward(g->dmo, dmod + 5 * C, g->dy, gate_m, a->mo, T, C);
     keep(g->dmo, wb->dmo, TC);
-    ppvk_linear_backward_input(g->dg, g->dmo, W(m, l, P_fc2_w), T, F, C);
+    m->ops->linear_backward_input(g->dg, g->dmo, W(m, l, P_fc2_w), T, F, C);
     keep(g->dg, NULL, d->T * d->F);
-    ppvk_gelu_backward(g->dh, g->dg, a->h, d->T * d->F);
+    m->ops->gelu_backward(g->dh, g->dg, a->h, d->T * d->F);
     keep(g->dh, wb->dh, d->T * d->F);
-    ppvk_linear_backward_input(g->dm3, g->dh, W(m, l, P_fc1_w), T, C, F);
+    m->ops->linear_backward_input(g->dm3, g->dh, W(m, l, P_fc1_w), T, C, F);
     keep(g->dm3, NULL, TC);
-    ppvk_modulate_backward(g->dn3, dmod + 3 * C, dmod + 4 * C, g->dm3, a->n3, scale_m, T, C);
+    m->ops->modulate_backward(g->dn3, dmod + 3 * C, dmod + 4 * C, g->dm3, a->n3, scale_m, T, C);
     keep(g->dn3, NULL, TC);
-    ppvk_layernorm_backward(g->dln, g->dn3, a->x2, sf->mean3, sf->rstd3, T, C);
+    m->ops->layernorm_backward(g->dln, g->dn3, a->x2, sf->mean3, sf->rstd3, T, C);
     add_round(g->dx2, g->dy, g->dln, TC);
     /* x2 = x1 + xout(attn(xq(ln(x1)), xkv(cond))) */
     ppvk_f32_to_bf16(wb->dco, g->dx2, TC);
-    ppvk_linear_backward_input(g->dca, g->dx2, W(m, l, P_xout_w), T, C, C);
+    m->ops->linear_backward_input(g->dca, g->dx2, W(m, l, P_xout_w), T, C, C);
     keep(g->dca, NULL, TC);
-    ppvk_attention_backward(g->dqc, g->dkvc, g->dkvc + C, g->dca, a->qc, C, a->kvc, a->kvc + C,
-                            2 * C, sf->ca_stats, T, Tc, C, H, scratch);
+    m->ops->attention_backward(g->dqc, g->dkvc, g->dkvc + C, g->dca, a->qc, C, a->kvc, a->kvc + C,
+                               2 * C, sf->ca_stats, T, Tc, C, H, scratch);
     keep(g->dqc, wb->dqc, TC);
     keep(g->dkvc, wb->dkvc, 2 * d->Tc * d->C);
-    ppvk_linear_backward_input(g->dn2, g->dqc, W(m, l, P_xq_w), T, C, C);
+    m->ops->linear_backward_input(g->dn2, g->dqc, W(m, l, P_xq_w), T, C, C);
     keep(g->dn2, NULL, TC);
-    ppvk_layernorm_backward(g->dln, g->dn2, a->x1, sf->mean2, sf->rstd2, T, C);
+    m->ops->layernorm_backward(g->dln, g->dn2, a->x1, sf->mean2, sf->rstd2, T, C);
     add_round(g->dx1, g->dx2, g->dln, TC);
     /* x1 = x + gate_a * out(attn(qkv(modulate(ln(x))))) */
-    ppvk_residual_backward(g->dao, dmod + 2 * C, g->dx1, gate_a, a->ao, T, C);
+    m->ops->residual_backward(g->dao, dmod + 2 * C, g->dx1, gate_a, a->ao, T, C);
     keep(g->dao, wb->dao, TC);
-    ppvk_linear_backward_input(g->datt, g->dao, W(m, l, P_attn_out_w), T, C, C);
+    m->ops->linear_backward_input(g->datt, g->dao, W(m, l, P_attn_out_w), T, C, C);
     keep(g->datt, NULL, TC);
-    ppvk_attention_backward(g->dqkv, g->dqkv + C, g->dqkv + 2 * C, g->datt, a->qkv, 3 * C,
-                            a->qkv + C, a->qkv + 2 * C, 3 * C, sf->sa_stats, T, T, C, H, scratch);
+    m->ops->attention_backward(g->dqkv, g->dqkv + C, g->dqkv + 2 * C, g->datt, a->qkv, 3 * C,
+                               a->qkv + C, a->qkv + 2 * C, 3 * C, sf->sa_stats, T, T, C, H,
+                               scratch);
     keep(g->dqkv, wb->dqkv, 3 * TC);
-    ppvk_linear_backward_input(g->dm1, g->dqkv, W(m, l, P_qkv_w), T, C, 3 * C);
+    m->ops->linear_backward_input(g->dm1, g->dqkv, W(m, l, P_qkv_w), T, C, 3 * C);
     keep(g->dm1, NULL, TC);
-    ppvk_modulate_backward(g->dn1, dmod, dmod + C, g->dm1, a->n1, scale_a, T, C);
+    m->ops->modulate_backward(g->dn1, dmod, dmod + C, g->dm1, a->n1, scale_a, T, C);
     keep(g->dn1, NULL, TC);
-    ppvk_layernorm_backward(g->dln, g->dn1, a->x, sf->mean1, sf->rstd1, T, C);
+    m->ops->layernorm_backward(g->dln, g->dn1, a->x, sf->mean1, sf->rstd1, T, C);
     add_round(g->dy, g->dx1, g->dln, TC);
 }
 
@@ -683,7 +712,7 @@ static int layers_backward_input(const ppv_model *m, int32_t l0, int32_t l1,
         /* saved is only read; core (selective) is rebuilt */
         saved_layout(d, (void *)saved, l1 - l0, l - l0, core, &sf, &sb);
         wstate_layout(d, wstate, l1 - l0, l - l0, &wf, &wb);
-        acts_load(d, &a, &sf, &sb, core != NULL);
+        acts_load(m, &a, &sf, &sb, core != NULL);
         layer_backward_input(m, l, &a, &g, &sf, &wf, &wb);
 #define AS_KEEP(name, n) memcpy(wb.name, sb.name, (n) * sizeof(ppv_bf16));
         W_INPUTS(AS_KEEP)
@@ -717,21 +746,21 @@ static void layer_backward_weight(const ppv_model *m, const acts *a, grads *g, c
     int T = (int)d->T, C = (int)d->C, F = (int)d->F, Tc = (int)d->Tc;
     const ppv_param_tensor *t = m->tensors;
 #define DW(name) (dp + t[P_##name].offset)
-    ppvk_linear_backward_weight(DW(ada_w), DW(ada_b), wf->dmod, a->temb, 1, C, 6 * C);
+    m->ops->linear_backward_weight(DW(ada_w), DW(ada_b), wf->dmod, a->temb, 1, C, 6 * C);
     ppvk_bf16_to_f32(g->dqkv, wb->dqkv, 3 * d->T * d->C);
-    ppvk_linear_backward_weight(DW(qkv_w), DW(qkv_b), g->dqkv, a->m1, T, C, 3 * C);
+    m->ops->linear_backward_weight(DW(qkv_w), DW(qkv_b), g->dqkv, a->m1, T, C, 3 * C);
     ppvk_bf16_to_f32(g->dao, wb->dao, d->T * d->C);
-    ppvk_linear_backward_weight(DW(attn_out_w), DW(attn_out_b), g->dao, a->att, T, C, C);
+    m->ops->linear_backward_weight(DW(attn_out_w), DW(attn_out_b), g->dao, a->att, T, C, C);
     ppvk_bf16_to_f32(g->dqc, wb->dqc, d->T * d->C);
-    ppvk_linear_backward_weight(DW(xq_w), DW(xq_b), g->dqc, a->n2, T, C, C);
+    m->ops->linear_backward_weight(DW(xq_w), DW(xq_b), g->dqc, a->n2, T, C, C);
     ppvk_bf16_to_f32(g->dkvc, wb->dkvc, 2 * d->Tc * d->C);
-    ppvk_linear_backward_weight(DW(xkv_w), DW(xkv_b), g->dkvc, a->cond, Tc, C, 2 * C);
+    m->ops->linear_backward_weight(DW(xkv_w), DW(xkv_b), g->dkvc, a->cond, Tc, C, 2 * C);
     ppvk_bf16_to_f32(g->dx2, wb->dco, d->T * d->C);
-    ppvk_linear_backward_weight(DW(xout_w), DW(xout_b), g->dx2, a->ca, T, C, C);
+    m->ops->linear_backward_weight(DW(xout_w), DW(xout_b), g->dx2, a->ca, T, C, C);
     ppvk_bf16_to_f32(g->dh, wb->dh, d->T * d->F);
-    ppvk_linear_backward_weight(DW(fc1_w), DW(fc1_b), g->dh, a->m3, T, C, F);
+    m->ops->linear_backward_weight(DW(fc1_w), DW(fc1_b), g->dh, a->m3, T, C, F);
     ppvk_bf16_to_f32(g->dmo, wb->dmo, d->T * d->C);
-    ppvk_linear_backward_weight(DW(fc2_w), DW(fc2_b), g->dmo, a->g, T, F, C);
+    m->ops->linear_backward_weight(DW(fc2_w), DW(fc2_b), g->dmo, a->g, T, F, C);
 #undef DW
 }
 
@@ -748,7 +777,7 @@ int ppv_layers_backward_weight(const ppv_model *m, int32_t l0, int32_t l1, const
     float *work = work_alloc(d, &a, &g);
     if (!work) return -1;
     ppvk_bf16_to_f32(a.cond, in->cond, d->Tc * d->C);
-    timestep_features(a.temb, in->timestep, (int)d->C);
+    timestep_features(m->ops, a.temb, in->timestep, (int)d->C);
     for (int32_t l = l0; l < l1; l++) {
         wstate_f32 wf;
         wstate_bf16 wb;

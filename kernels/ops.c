@@ -2,9 +2,11 @@
  * and backward, in the style of llm.c. Inputs hold bf16 values; outputs are
  * fp32 (the model rounds them). Every reduction is one fp32 accumulator
  * over a fixed order (noted as "in order"), so a row's result never depends
- * on how many rows are processed, and transcendental functions come from
- * pmath.c so they give the same bits everywhere. Compiled with
- * -ffp-contract=off: a * b + c is two roundings, as written.
+ * on how many rows are processed. The arithmetic of each value (its
+ * multiply-adds, the transcendental functions, whole rows of LayerNorm and
+ * attention) comes from arith.h, which the CUDA kernels compile too, so the
+ * two give the same bits. Compiled with -ffp-contract=off: a * b + c is two
+ * roundings, as written.
  */
 #include <math.h>
 #include <string.h>
@@ -34,7 +36,7 @@ void ppvk_linear_backward_input(float *dinp, const float *dout, const float *w, 
             float g = dout[(size_t)t * OC + o];
             const float *wo = w + (size_t)o * IC;
             for (int i = 0; i < IC; i++)
-                d[i] += g * wo[i];
+                d[i] = ppvk_madd(d[i], g, wo[i]);
         }
     }
 }
@@ -51,7 +53,7 @@ void ppvk_linear_backward_weight(float *dw, float *db, const float *dout, const 
             const float *x = inp + (size_t)t * IC;
             sb += g;
             for (int i = 0; i < IC; i++)
-                dwo[i] += g * x[i];
+                dwo[i] = ppvk_madd(dwo[i], g, x[i]);
         }
         if (db) db[o] = sb;
     }
@@ -61,42 +63,16 @@ void ppvk_linear_backward_weight(float *dw, float *db, const float *dout, const 
 
 /* out (M, C) = (inp - mean) * rstd per row; keeps mean, rstd (M). */
 void ppvk_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, int M, int C) {
-    for (int t = 0; t < M; t++) {
-        const float *x = inp + (size_t)t * C;
-        float *o = out + (size_t)t * C;
-        float m = 0.0f, v = 0.0f;
-        for (int i = 0; i < C; i++)
-            m += x[i];
-        m = m / (float)C;
-        for (int i = 0; i < C; i++) {
-            float d = x[i] - m;
-            v += d * d;
-        }
-        v = v / (float)C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        for (int i = 0; i < C; i++)
-            o[i] = (x[i] - m) * s;
-        mean[t] = m;
-        rstd[t] = s;
-    }
+    for (int t = 0; t < M; t++)
+        ppvk_layernorm_row(out + (size_t)t * C, mean + t, rstd + t, inp + (size_t)t * C, C);
 }
 
 /* dinp (M, C) from dout (M, C), the input and the kept mean and rstd. */
 void ppvk_layernorm_backward(float *dinp, const float *dout, const float *inp, const float *mean,
                              const float *rstd, int M, int C) {
-    for (int t = 0; t < M; t++) {
-        const float *x = inp + (size_t)t * C, *d = dout + (size_t)t * C;
-        float *dx = dinp + (size_t)t * C, m = mean[t], s = rstd[t];
-        float dmean = 0.0f, dxhat_mean = 0.0f;
-        for (int i = 0; i < C; i++) {
-            dmean += d[i];
-            dxhat_mean += d[i] * ((x[i] - m) * s);
-        }
-        dmean = dmean / (float)C;
-        dxhat_mean = dxhat_mean / (float)C;
-        for (int i = 0; i < C; i++)
-            dx[i] = (d[i] - dmean - ((x[i] - m) * s) * dxhat_mean) * s;
-    }
+    for (int t = 0; t < M; t++)
+        ppvk_layernorm_backward_row(dinp + (size_t)t * C, dout + (size_t)t * C, inp + (size_t)t * C,
+                                    mean[t], rstd[t], C);
 }
 
 /* ---- adaLN modulation and residuals -------------------------------------------------- */
@@ -106,7 +82,7 @@ void ppvk_modulate_forward(float *out, const float *inp, const float *shift, con
                            int M, int C) {
     for (int t = 0; t < M; t++)
         for (int c = 0; c < C; c++)
-            out[(size_t)t * C + c] = inp[(size_t)t * C + c] * (1.0f + scale[c]) + shift[c];
+            out[(size_t)t * C + c] = ppvk_modulate(inp[(size_t)t * C + c], shift[c], scale[c]);
 }
 
 /* dinp (M, C); dshift, dscale (C) summed over rows in order. */
@@ -119,7 +95,7 @@ void ppvk_modulate_backward(float *dinp, float *dshift, float *dscale, const flo
             float d = dout[(size_t)t * C + c];
             dinp[(size_t)t * C + c] = d * (1.0f + scale[c]);
             dshift[c] += d;
-            dscale[c] += d * inp[(size_t)t * C + c];
+            dscale[c] = ppvk_madd(dscale[c], d, inp[(size_t)t * C + c]);
         }
 }
 
@@ -143,83 +119,51 @@ void ppvk_residual_backward(float *dy, float *dgate, const float *dout, const fl
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)t * C + c;
             dy[i] = gate ? dout[i] * gate[c] : dout[i];
-            if (gate) dgate[c] += dout[i] * y[i];
+            if (gate) dgate[c] = ppvk_madd(dgate[c], dout[i], y[i]);
         }
 }
 
 /* ---- pointwise ------------------------------------------------------------------------ */
 
-static const double GELU_K = 0.7978845608028654; /* sqrt(2/pi) */
-static const double GELU_C = 0.044715;
-
-/* out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double per value. */
+/* out (n) = gelu(inp), tanh approximation, in double per value. */
 void ppvk_gelu_forward(float *out, const float *inp, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        double x = inp[i];
-        out[i] = (float)(0.5 * x * (1.0 + ppvk_tanh(GELU_K * (x + GELU_C * x * x * x))));
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = ppvk_gelu(inp[i]);
 }
 
 /* dinp (n) = dout * gelu'(inp), in double per value. */
 void ppvk_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        double x = inp[i], th = ppvk_tanh(GELU_K * (x + GELU_C * x * x * x));
-        double dg =
-            0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
-        dinp[i] = (float)(dout[i] * dg);
-    }
+    for (size_t i = 0; i < n; i++)
+        dinp[i] = ppvk_gelu_grad(dout[i], inp[i]);
 }
 
 /* out (n) = x / (1 + e^-x), in double per value. */
 void ppvk_silu_forward(float *out, const float *inp, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        double x = inp[i];
-        out[i] = (float)(x / (1.0 + ppvk_exp(-x)));
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = ppvk_silu(inp[i]);
 }
 
 /* out (C): cos and sin of 1000 t 10000^(-i/(C/2)), angles reduced in turns. */
 void ppvk_timestep_embedding(float *out, float t, int C) {
     int half = C / 2;
-    for (int i = 0; i < half; i++) {
-        double freq = ppvk_exp(-9.210340371976184 * i / half); /* 10000^(-i/half) */
-        double turns = 1000.0 * t * freq / 6.283185307179586;  /* angle / 2 pi */
-        out[i] = (float)ppvk_cos_turns(turns);
-        out[half + i] = (float)ppvk_cos_turns(turns - 0.25); /* sin */
-    }
+    for (int i = 0; i < half; i++)
+        ppvk_timestep_pair(t, i, half, &out[i], &out[half + i]);
     if (C % 2) out[C - 1] = 0.0f;
 }
 
 /* ---- attention -------------------------------------------------------------------------- */
-
-/* Scaled scores of one query against Tk keys of one head. */
-static void attn_scores(float *s, const float *qt, const float *k, int ldkv, int Tk, int hd,
-                        float scale) {
-    for (int u = 0; u < Tk; u++) {
-        const float *ku = k + (size_t)u * ldkv;
-        float acc = 0.0f;
-        for (int d = 0; d < hd; d++)
-            acc += qt[d] * ku[d]; /* in order of d */
-        s[u] = acc * scale;
-    }
-}
 
 /* out (T, C) = softmax(q k^T / sqrt(hd)) v per head; stats (H, T, 2) keeps each
  * row's max and sum so the backward rebuilds the same probabilities. */
 void ppvk_attention_forward(float *out, float *stats, const float *q, int ldq, const float *k,
                             const float *v, int ldkv, int T, int Tk, int C, int H, float *scratch) {
     int hd = C / H;
-    float scale = 1.0f / sqrtf((float)hd), *e = scratch;
+    float scale = ppvk_attention_scale(hd), *e = scratch;
     for (int h = 0; h < H; h++)
         for (int t = 0; t < T; t++) {
-            attn_scores(e, q + (size_t)t * ldq + h * hd, k + h * hd, ldkv, Tk, hd, scale);
-            float mx = -INFINITY, sum = 0.0f;
-            for (int u = 0; u < Tk; u++)
-                mx = e[u] > mx ? e[u] : mx;
-            for (int u = 0; u < Tk; u++) { /* in order of u */
-                e[u] = (float)ppvk_exp((double)(e[u] - mx));
-                sum += e[u];
-            }
+            float mx, sum;
+            ppvk_attention_row(e, &mx, &sum, q + (size_t)t * ldq + h * hd, k + h * hd, (size_t)ldkv,
+                               Tk, hd, scale);
             float *o = out + (size_t)t * C + h * hd;
             for (int d = 0; d < hd; d++)
                 o[d] = 0.0f;
@@ -227,7 +171,7 @@ void ppvk_attention_forward(float *out, float *stats, const float *q, int ldq, c
                 float p = e[u] / sum;
                 const float *vu = v + (size_t)u * ldkv + h * hd;
                 for (int d = 0; d < hd; d++)
-                    o[d] += p * vu[d];
+                    o[d] = ppvk_madd(o[d], p, vu[d]);
             }
             stats[((size_t)h * T + t) * 2] = mx;
             stats[((size_t)h * T + t) * 2 + 1] = sum;
@@ -239,28 +183,16 @@ void ppvk_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                              int ldq, const float *k, const float *v, int ldkv, const float *stats,
                              int T, int Tk, int C, int H, float *scratch) {
     int hd = C / H;
-    float scale = 1.0f / sqrtf((float)hd), *p = scratch, *ds = scratch + Tk;
+    float scale = ppvk_attention_scale(hd), *p = scratch, *ds = scratch + Tk;
     for (int u = 0; u < Tk; u++)
         for (int c = 0; c < C; c++)
             dk[(size_t)u * ldkv + c] = dv[(size_t)u * ldkv + c] = 0.0f;
     for (int h = 0; h < H; h++)
         for (int t = 0; t < T; t++) { /* dk, dv accumulate in order of t */
             const float *qt = q + (size_t)t * ldq + h * hd, *dot = dout + (size_t)t * C + h * hd;
-            float mx = stats[((size_t)h * T + t) * 2], sum = stats[((size_t)h * T + t) * 2 + 1];
-            attn_scores(p, qt, k + h * hd, ldkv, Tk, hd, scale);
-            for (int u = 0; u < Tk; u++)
-                p[u] = (float)ppvk_exp((double)(p[u] - mx)) / sum; /* as forward */
-            float pdp = 0.0f;
-            for (int u = 0; u < Tk; u++) {
-                const float *vu = v + (size_t)u * ldkv + h * hd;
-                float acc = 0.0f;
-                for (int d = 0; d < hd; d++)
-                    acc += dot[d] * vu[d];
-                ds[u] = acc; /* dp */
-                pdp += p[u] * acc;
-            }
-            for (int u = 0; u < Tk; u++)
-                ds[u] = p[u] * (ds[u] - pdp) * scale;
+            ppvk_attention_grad_row(p, ds, qt, dot, k + h * hd, v + h * hd, (size_t)ldkv, Tk, hd,
+                                    scale, stats[((size_t)h * T + t) * 2],
+                                    stats[((size_t)h * T + t) * 2 + 1]);
             float *dqt = dq + (size_t)t * ldq + h * hd;
             for (int d = 0; d < hd; d++)
                 dqt[d] = 0.0f;
@@ -268,10 +200,74 @@ void ppvk_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                 const float *ku = k + (size_t)u * ldkv + h * hd;
                 float *dku = dk + (size_t)u * ldkv + h * hd, *dvu = dv + (size_t)u * ldkv + h * hd;
                 for (int d = 0; d < hd; d++) {
-                    dqt[d] += ds[u] * ku[d];
-                    dku[d] += ds[u] * qt[d];
-                    dvu[d] += p[u] * dot[d];
+                    dqt[d] = ppvk_madd(dqt[d], ds[u], ku[d]);
+                    dku[d] = ppvk_madd(dku[d], ds[u], qt[d]);
+                    dvu[d] = ppvk_madd(dvu[d], p[u], dot[d]);
                 }
             }
         }
 }
+
+/* The generator's attention: two key segments, the first with a bias. */
+void ppvk_kv_attention_forward(float *out, const float *q, const float *k0, const float *v0, int n0,
+                               float bias0, const float *k1, const float *v1, int n1, int M, int nh,
+                               int hd, float *scratch) {
+    size_t ld = (size_t)nh * hd;
+    int n = n0 + n1;
+    float scale = ppvk_attention_scale(hd), *e = scratch;
+    for (int h = 0; h < nh; h++)
+        for (int t = 0; t < M; t++) {
+            float mx, sum;
+            size_t hc = (size_t)h * hd;
+            ppvk_attention_row2(e, &mx, &sum, q + (size_t)t * ld + hc, n0 ? k0 + hc : NULL, n0,
+                                bias0, n1 ? k1 + hc : NULL, n1, ld, hd, scale);
+            float *o = out + (size_t)t * ld + hc;
+            for (int c = 0; c < hd; c++)
+                o[c] = 0.0f;
+            for (int u = 0; u < n; u++) { /* in order of u */
+                float p = e[u] / sum;
+                const float *vu = (u < n0 ? v0 + (size_t)u * ld : v1 + (size_t)(u - n0) * ld) + hc;
+                for (int c = 0; c < hd; c++)
+                    o[c] = ppvk_madd(o[c], p, vu[c]);
+            }
+        }
+}
+
+/* out (M, N) = a . w^T over K, strided rows, no bias. */
+void ppvk_block_partial(float *out, const float *a, size_t lda, const float *w, size_t ldw, int M,
+                        int N, int K) {
+    for (int t = 0; t < M; t++)
+        for (int o = 0; o < N; o++)
+            out[(size_t)t * N + o] = ppvk_dot(a + (size_t)t * lda, 1, w + (size_t)o * ldw, 1, K);
+}
+
+/* ---- the CPU device ---------------------------------------------------------------------- */
+
+/* The CPU ops cannot fail. */
+static int cpu_status(char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    return 0;
+}
+
+const ppvk_ops ppvk_cpu_ops = {
+    "cpu",
+    ppvk_linear_forward,
+    ppvk_linear_backward_input,
+    ppvk_linear_backward_weight,
+    ppvk_layernorm_forward,
+    ppvk_layernorm_backward,
+    ppvk_modulate_forward,
+    ppvk_modulate_backward,
+    ppvk_residual_forward,
+    ppvk_residual_backward,
+    ppvk_gelu_forward,
+    ppvk_gelu_backward,
+    ppvk_silu_forward,
+    ppvk_timestep_embedding,
+    ppvk_attention_forward,
+    ppvk_attention_backward,
+    ppvk_kv_attention_forward,
+    ppvk_block_partial,
+    ppvk_round_bf16,
+    cpu_status,
+};

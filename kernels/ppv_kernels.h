@@ -65,6 +65,19 @@ ppv_model *ppv_model_new(const ppv_model_config *cfg, char *err, size_t errlen);
 void ppv_model_free(ppv_model *m);
 const ppv_model_config *ppv_model_config_of(const ppv_model *m);
 
+/* Devices. A model's ops run on the CPU unless set to "cuda", where each op
+ * runs as a CUDA kernel that computes the CPU's bits (the arithmetic is
+ * written once and compiled for both). The CUDA ops live in a module loaded
+ * on first use; -1 with the reason in err when ppv was built without CUDA,
+ * the module is missing or no GPU is present. Data stays in host memory:
+ * each op copies its inputs in and its outputs out, so the GPU path is a
+ * check of the bits, not a fast path. */
+int ppv_model_set_device(ppv_model *m, const char *name, char *err, size_t errlen);
+const char *ppv_model_device(const ppv_model *m); /* "cpu" or "cuda" */
+/* 0 while every device op has succeeded; -1 with the first failure in err
+ * (the outputs since are undefined and must not be trusted). */
+int ppv_model_device_status(const ppv_model *m, char *err, size_t errlen);
+
 /* Number of fp32 gradient values of layers [l0, l1). */
 size_t ppv_model_grad_count(const ppv_model *m, int32_t l0, int32_t l1);
 
@@ -204,6 +217,10 @@ typedef struct ppv_genmodel ppv_genmodel; /* bf16 weights, opaque */
 ppv_genmodel *ppv_genmodel_new(const ppv_gen_config *cfg, char *err, size_t errlen);
 void ppv_genmodel_free(ppv_genmodel *m);
 const ppv_gen_config *ppv_genmodel_config(const ppv_genmodel *m);
+/* Devices, as for ppv_model_set_device: "cpu" or "cuda". */
+int ppv_genmodel_set_device(ppv_genmodel *m, const char *name, char *err, size_t errlen);
+const char *ppv_genmodel_device(const ppv_genmodel *m);
+int ppv_genmodel_device_status(const ppv_genmodel *m, char *err, size_t errlen);
 
 /* One rank's KV cache: for every layer, K and V of its heads for the last
  * `window` latent frames at most (older frames are evicted first). */

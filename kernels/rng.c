@@ -6,7 +6,7 @@
  * turn by seed, tensor and index; for a fixed (seed, tensor) distinct
  * indices give distinct bits. uniform: the top 24 bits / 2^24, exact in
  * fp32, in [0, 1). normal: Box-Muller on two 24-bit draws from the same
- * 64 bits, computed with the portable math in pmath.c.
+ * 64 bits, computed with the portable math in arith.h.
  */
 #include <math.h>
 

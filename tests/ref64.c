@@ -2,7 +2,7 @@
  * every op a plain double loop with its forward and backward, the block
  * built from them, the loss and a whole training step. Test code: it reads
  * weights and inputs through the public kernels API and shares no code
- * with kernels/; libm's double functions stand in for kernels/pmath.c.
+ * with kernels/; libm's double functions stand in for kernels/arith.h's.
  */
 #include "ref64.h"
 

@@ -26,15 +26,6 @@ static int count(const char *hay, const char *needle) {
     return n;
 }
 
-/* Writes a generated schedule into the test's directory; returns its path. */
-static char *gen_file(const char *name, const char *kind, const char *p, const char *m) {
-    char *path = tmp_path(name);
-    run_result r = RUN("gen", kind, "-p", p, "-m", m, "-o", path);
-    assert_int_equal(r.code, 0);
-    run_free(&r);
-    return path;
-}
-
 /* The help and option tests start some 150 ppv processes that only parse
  * options and print help: natively (gcc, clang, and ASan+UBSan builds) they
  * take seconds, under valgrind three minutes; the parsers' memory is
@@ -104,7 +95,7 @@ static const char *sample_value(const char *opt) {
         {"--faults", "drop"},       {"--jobs", "2"},         {"--cap", "3"},
         {"--budget", "100"},        {"--time-limit", "5"},
         {"--model", "layers=4,hidden=64,heads=4,seq=128"},
-        {"--mem-cap", "1G"}};
+        {"--mem-cap", "1G"},        {"--device", "cpu"},     {"--gemm", "reference"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;

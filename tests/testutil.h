@@ -281,4 +281,13 @@ static inline void run_free(run_result *r) {
 #define RUN_STDIN(in, ...) run_in(in, (const char *const[]){__VA_ARGS__, NULL})
 #define RUN_TO_FULL(...) run_io(NULL, "/dev/full", (const char *const[]){__VA_ARGS__, NULL})
 
+/* `ppv gen KIND -p P -m M` into the test's directory as name; its path. */
+static inline char *gen_file(const char *name, const char *kind, const char *p, const char *m) {
+    char *path = tmp_path(name);
+    run_result r = RUN("gen", kind, "-p", p, "-m", m, "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    return path;
+}
+
 #endif

@@ -123,15 +123,12 @@ int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list) {
 /* -1 when parsed, else the exit code (help, a usage error). */
 static int parse_pp_args(int argc, char **argv, pp_args *a) {
     enum { NPIPE = sizeof pp_pipeline_options / sizeof pp_pipeline_options[0] - 1 };
-    static const struct option own[] = {{"policy", required_argument, 0, 'p'},
-                                        {"seed", required_argument, 0, 'e'},
-                                        {"record", required_argument, 0, 'r'},
-                                        {"trace-out", required_argument, 0, 'T'},
-                                        {"replay", required_argument, 0, 'R'},
-                                        {"compare-kv", no_argument, 0, 'C'},
-                                        {"json", no_argument, 0, 'j'},
-                                        {"help", no_argument, 0, 'h'},
-                                        {0, 0, 0, 0}};
+    static const struct option own[] = {
+        {"policy", required_argument, 0, 'p'}, {"seed", required_argument, 0, 'e'},
+        {"record", required_argument, 0, 'r'}, {"trace-out", required_argument, 0, 'T'},
+        {"replay", required_argument, 0, 'R'}, {"compare-kv", no_argument, 0, 'C'},
+        {"json", no_argument, 0, 'j'},         {"device", required_argument, 0, 'D'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     struct option longs[NPIPE + sizeof own / sizeof own[0]];
     memcpy(longs, pp_pipeline_options, NPIPE * sizeof *longs);
     memcpy(longs + NPIPE, own, sizeof own);
@@ -176,6 +173,11 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         case 'j':
             a->json = 1;
             break;
+        case 'D':
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return usage_error("--device is cpu or cuda, not '%s'", optarg);
+            a->o.device = optarg;
+            break;
         case 'h':
             return print_help();
         default:
@@ -213,6 +215,8 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             return PPV_EXIT_BAD_INPUT;
         }
     }
+    if (a->o.device && a->o.control_only)
+        return usage_error("--control-only runs no model, so it has no --device%s", "");
     if (a->record && a->o.control_only)
         return usage_error("--control-only computes nothing worth recording: no --record%s", "");
     return -1;
@@ -303,6 +307,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         json_object_object_add(j, "max_inflight", json_object_new_int(r->max_inflight));
         json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
         json_object_object_add(j, "output_digest", hex_json(r->output_digest));
+        json_object_object_add(j, "device", json_object_new_string(o->device ? o->device : "cpu"));
         json_object_object_add(j, "scheduler_steps", json_object_new_int64(r->world.steps));
         json_object_object_add(j, "trace_digest", hex_json(r->world.trace_digest));
         json_object *bl = json_object_new_array();
@@ -323,7 +328,8 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
                "%d ready\n",
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
-        printf("output digest: %016" PRIx64 "\n", r->output_digest);
+        printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
+               o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
         printf("scheduler steps: %" PRId64 " (trace digest %016" PRIx64 ")\n", r->world.steps,
                r->world.trace_digest);
         if (!r->ok)
@@ -377,7 +383,7 @@ static int compare_kv(pp_args *a) {
         goto done;
     }
     /* KV caches as each chunk's denoising starts, chunk by chunk */
-    ppv_grad_diff kv = {1, 0, 0, 0, -1, 0, 0};
+    ppv_grad_diff kv = {.bitwise_equal = 1, .first_index = -1};
     char kv_where[256] = "";
     int evicted = 0;
     const ppv_gen_config *g = &a->o.model;
@@ -422,7 +428,7 @@ static int compare_kv(pp_args *a) {
     /* outputs */
     size_t n = s->noutputs < r->noutputs ? s->noutputs : r->noutputs;
     float *fs = malloc((n ? n : 1) * sizeof *fs), *fr = malloc((n ? n : 1) * sizeof *fr);
-    ppv_grad_diff out = {1, 0, 0, 0, -1, 0, 0};
+    ppv_grad_diff out = {.bitwise_equal = 1, .first_index = -1};
     char out_where[128] = "";
     if (fs && fr) {
         for (size_t i = 0; i < n; i++) {

@@ -118,10 +118,22 @@ static const help_option run_options[] = {
     {"--layers", "N", "model layers (raised to the stage count)", "4"},
     {"--width", "C", "model width, a multiple of the heads; the MLP is 2C wide", "32"},
     {"--watchdog", "STEPS", "scheduler steps without progress that make a hang", "100000"},
+    {"--device", "cpu|cuda",
+     "where the model's kernels run: cuda runs every one on the GPU with the CPU's bits (inputs "
+     "and outputs copied each op: a check, not a fast path); exit 2 if CUDA is not usable here",
+     "cpu"},
     {"--perturb", NULL, "flip the lowest bit of one gradient, to watch a comparison fail", NULL},
     {"--json", NULL, "print the report as one JSON object", NULL},
     {"--max-memory", "BYTES", "refuse inputs whose estimated memory exceeds BYTES",
      "this machine's physical memory"},
+    END_OPTIONS};
+
+static const help_option gemm_option[] = {
+    {"--gemm", "reference|cublas",
+     "with --device cuda: cublas runs the matmuls on cuBLAS (deterministic run to run, pedantic "
+     "math, no atomics); they sum in cuBLAS's order, so the gradients are checked against the "
+     "reference within a relative 2-norm of 2^-4 and the distance is printed, not bit for bit",
+     "reference"},
     END_OPTIONS};
 
 static const help_option trace_option[] = {
@@ -183,6 +195,10 @@ static const help_option replay_only[] = {
      "inference recordings: replay on a mesh of N ranks instead of the recorded one (the "
      "bits must not change)",
      "the recorded mesh"},
+    {"--device", "cpu|cuda",
+     "where the replayed model's kernels run (a recording made on the CPU replays on the GPU "
+     "bit for bit, and the reverse); exit 2 if CUDA is not usable here",
+     "cpu"},
     END_OPTIONS};
 
 static const help_option no_options[] = {END_OPTIONS};
@@ -191,40 +207,65 @@ static const help_option *const gen_groups[] = {gen_options, NULL};
 static const help_option *const check_groups[] = {check_options, check_only_options, NULL};
 static const help_option *const show_groups[] = {show_options, check_options, NULL};
 static const help_option pp_options[] = {
-    {"--mesh", "N", "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "
-     "workers, tensor-parallel); must divide the generator's 4 heads", "2"},
+    {"--mesh", "N",
+     "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "
+     "workers, tensor-parallel); must divide the generator's 4 heads",
+     "2"},
     {"--chunks", "K", "chunks stage 0 asks for (3 latent frames each)", "8"},
     {"--steps", "S", "denoising steps per chunk: generator calls = S, plus 1 with KV recompute",
      "4"},
     {"--kv", "stash|recompute",
      "stash: the mesh keeps each chunk's K/V; recompute: stage 0 sends context frames and the "
-     "mesh rebuilds the cache with one generator call (R0a)", "stash"},
-    {"--recompute-every", "E", "with --kv recompute: the chunks j of an epoch with j % E == 0, "
-     "j > 0, recompute", "1"},
-    {"--kv-window", "F", "latent frames the KV cache keeps (a multiple of 3); older ones are "
-     "evicted", "6"},
+     "mesh rebuilds the cache with one generator call (R0a)",
+     "stash"},
+    {"--recompute-every", "E",
+     "with --kv recompute: the chunks j of an epoch with j % E == 0, "
+     "j > 0, recompute",
+     "1"},
+    {"--kv-window", "F",
+     "latent frames the KV cache keeps (a multiple of 3); older ones are "
+     "evicted",
+     "6"},
     {"--d-in", "D", "stage 0's bound on envelopes in flight to the mesh", "2"},
     {"--d-out", "D", "stage 0's bound on results waiting to be decoded", "2"},
-    {"--hard-cut-at", "K[,K...]", "hard cuts before these chunks: stage 0 drains what is in "
-     "flight, bumps cache_epoch and starts a new stream (init_cache)", NULL},
-    {"--inject", "NAME|list", "put in a fault of the break-it matrix; exit 0 when it is caught as "
-     "it must be; 'list' prints them all with what each must produce", NULL},
+    {"--hard-cut-at", "K[,K...]",
+     "hard cuts before these chunks: stage 0 drains what is in "
+     "flight, bumps cache_epoch and starts a new stream (init_cache)",
+     NULL},
+    {"--inject", "NAME|list",
+     "put in a fault of the break-it matrix; exit 0 when it is caught as "
+     "it must be; 'list' prints them all with what each must produce",
+     NULL},
     {"--policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr"},
     {"--seed", "N", "seed of the random and pct policies", "0"},
     {"--watchdog-steps", "N", "scheduler steps without progress that end a wait as a hang",
      "100000"},
-    {"--record", "FILE.h5", "write every envelope and result in call order, with the mesh's "
-     "setup, as an inference recording (temporary name, then renamed)", NULL},
+    {"--record", "FILE.h5",
+     "write every envelope and result in call order, with the mesh's "
+     "setup, as an inference recording (temporary name, then renamed)",
+     NULL},
     {"--trace-out", "FILE", "write the run's scheduler decisions (a replayable trace)", NULL},
-    {"--replay", "TRACE", "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz "
-     "--out)", NULL},
-    {"--compare-kv", NULL, "run KV stash and KV recompute and compare caches and outputs (bitwise "
-     "equal unless the window evicted frames)", NULL},
-    {"--control-only", NULL, "skip the model's compute (a call passes its latents through) and "
-     "keep every message and collective: the control plane alone", NULL},
-    {"--poll", NULL, "stage 0 probes the link before each move and takes a result as soon as "
+    {"--replay", "TRACE",
+     "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz "
+     "--out)",
+     NULL},
+    {"--compare-kv", NULL,
+     "run KV stash and KV recompute and compare caches and outputs (bitwise "
+     "equal unless the window evicted frames)",
+     NULL},
+    {"--control-only", NULL,
+     "skip the model's compute (a call passes its latents through) and "
+     "keep every message and collective: the control plane alone",
+     NULL},
+    {"--poll", NULL,
+     "stage 0 probes the link before each move and takes a result as soon as "
      "it has arrived (a receive thread's behaviour): its moves depend on the interleaving, its "
-     "output must not", NULL},
+     "output must not",
+     NULL},
+    {"--device", "cpu|cuda",
+     "where the generator's kernels run: cuda runs every one on the GPU with the CPU's bits "
+     "(a check, not a fast path); exit 2 if CUDA is not usable here",
+     "cpu"},
     {"--json", NULL, "print the report as one JSON object", NULL},
     END_OPTIONS};
 
@@ -267,7 +308,8 @@ static const help_option fuzz_schedule_options[] = {
      "100000"},
     END_OPTIONS};
 
-static const help_option *const run_groups[] = {run_options, trace_option, junit_option, NULL};
+static const help_option *const run_groups[] = {run_options, gemm_option, trace_option,
+                                                junit_option, NULL};
 static const help_option *const pp_groups[] = {pp_options, NULL};
 static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};

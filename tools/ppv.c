@@ -838,8 +838,20 @@ typedef struct run_args {
     int nrecompute;
     int32_t *replay_decisions;
     int json, perturb, fail_after, term_after;
+    int cublas; /* run: --gemm cublas */
     long long max_memory;
 } run_args;
+
+/* --device: cpu or cuda (whether CUDA is usable here is known when the
+ * run starts). 0, or -1 after a usage message. */
+static int device_option(const char *arg, const char **device) {
+    if (strcmp(arg, "cpu") != 0 && strcmp(arg, "cuda") != 0) {
+        usage_error("--device is cpu or cuda, not '%s'", arg);
+        return -1;
+    }
+    *device = arg;
+    return 0;
+}
 
 /* Parses run's options. Returns -1 on success, else an exit code. */
 static int parse_run_args(int argc, char **argv, run_args *ra) {
@@ -858,6 +870,8 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                          {"term-after", required_argument, 0, 'K'},
                                          {"junit", required_argument, 0, 'J'},
                                          {"max-memory", required_argument, 0, 'X'},
+                                         {"device", required_argument, 0, 'D'},
+                                         {"gemm", required_argument, 0, 'G'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(ra, 0, sizeof *ra);
@@ -939,9 +953,23 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
         case 'X':
             if (max_memory_option(optarg, &ra->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case 'D':
+            if (device_option(optarg, &ra->opt.device) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case 'G':
+            if (!is_run) return usage_error("%s is run's option", "--gemm");
+            if (strcmp(optarg, "reference") != 0 && strcmp(optarg, "cublas") != 0)
+                return usage_error("--gemm is reference or cublas, not '%s'", optarg);
+            ra->cublas = strcmp(optarg, "cublas") == 0;
+            break;
         case 'h': return print_help();
         default: return bad_option();
         }
+    }
+    if (ra->cublas) {
+        if (!ra->opt.device || strcmp(ra->opt.device, "cuda") != 0)
+            return usage_error("--gemm cublas runs on the GPU: it needs --device cuda%s", "");
+        ra->opt.device = "cuda:cublas";
     }
     if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ra->file = argv[optind];
@@ -1132,6 +1160,12 @@ static int cmd_run(int argc, char **argv) {
     }
     uint64_t ref_digest = ppv_digest(ref, nref * sizeof *ref);
     int matches = done_ok && rep->grad_digest == ref_digest;
+    /* cuBLAS sums in its own order: within the bound, not bit for bit */
+    ppv_grad_diff gd = {0};
+    if (done_ok && ra.cublas) {
+        ppv_grads_compare(rep->grads, ref, nref < rep->ngrads ? nref : rep->ngrads, &gd);
+        matches = nref == rep->ngrads && gd.rel_l2 <= PPV_CUBLAS_GRAD_BOUND;
+    }
     int mem_ok = done_ok && memcmp(rep->peak_bytes, rep->predicted_bytes,
                                    (size_t)rep->nranks * sizeof *rep->peak_bytes) == 0;
     int ok = done_ok && matches && mem_ok;
@@ -1153,6 +1187,18 @@ static int cmd_run(int argc, char **argv) {
         json_object_object_add(o, "status", json_object_new_string(status_name(rep->world.status)));
         json_object_object_add(o, "message", json_object_new_string(rep->world.message));
         json_object_object_add(o, "semantics", json_object_new_string(sem));
+        json_object_object_add(o, "device",
+                               json_object_new_string(ra.cublas       ? "cuda"
+                                                      : ra.opt.device ? ra.opt.device
+                                                                      : "cpu"));
+        json_object_object_add(o, "gemm",
+                               json_object_new_string(ra.cublas ? "cublas" : "reference"));
+        if (ra.cublas && done_ok) {
+            json_object_object_add(o, "grad_max_ulp", json_object_new_int64((int64_t)gd.max_ulp));
+            json_object_object_add(o, "grad_rel_l2", json_object_new_double(gd.rel_l2));
+            json_object_object_add(o, "grad_rel_l2_bound",
+                                   json_object_new_double(PPV_CUBLAS_GRAD_BOUND));
+        }
         json_object_object_add(o, "steps", json_object_new_int64(rep->world.steps));
         json_object_object_add(o, "loss", done_ok ? json_object_new_double(rep->loss) : NULL);
         json_object_object_add(o, "grad_digest", done_ok ? hex_json(rep->grad_digest) : NULL);
@@ -1203,9 +1249,20 @@ static int cmd_run(int argc, char **argv) {
             printf(" rank %d\n", rep->world.cycle[0].rank);
         }
         if (done_ok) {
-            printf("loss: %.9g\ngrad digest: %016llx (reference %016llx): %s\n", rep->loss,
-                   (unsigned long long)rep->grad_digest, (unsigned long long)ref_digest,
-                   matches ? "bitwise equal" : "DIFFERENT");
+            if (ra.opt.device && strcmp(ra.opt.device, "cpu") != 0)
+                printf("device: cuda%s (the one-rank reference runs on the CPU)\n",
+                       ra.cublas ? ", matmuls on cuBLAS" : "");
+            if (ra.cublas)
+                printf("loss: %.9g\ngrad digest: %016llx (reference %016llx): cuBLAS sums in its "
+                       "own order: max %llu ULP, relative 2-norm %.3g %s %.3g: %s\n",
+                       rep->loss, (unsigned long long)rep->grad_digest,
+                       (unsigned long long)ref_digest, (unsigned long long)gd.max_ulp, gd.rel_l2,
+                       matches ? "<=" : ">", PPV_CUBLAS_GRAD_BOUND,
+                       matches ? "within the bound" : "OUTSIDE THE BOUND");
+            else
+                printf("loss: %.9g\ngrad digest: %016llx (reference %016llx): %s\n", rep->loss,
+                       (unsigned long long)rep->grad_digest, (unsigned long long)ref_digest,
+                       matches ? "bitwise equal" : "DIFFERENT");
             printf("peak activation bytes:");
             for (int32_t r = 0; r < rep->nranks; r++)
                 printf(" %lld%s", (long long)rep->peak_bytes[r],
@@ -1607,6 +1664,7 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                                          {"ignore-attr", required_argument, 0, 'i'},
                                          {"exclude", required_argument, 0, 'x'},
                                          {"mesh", required_argument, 0, 'M'},
+                                         {"device", required_argument, 0, 'D'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(da, 0, sizeof *da);
@@ -1652,6 +1710,10 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                 return usage_error("--exclude needs an absolute HDF5 path such as /training/grads, "
                                    "not '%s'", optarg);
             da->excludes[da->o.nexcludes++] = optarg;
+            break;
+        case 'D':
+            if (nfiles != 1) return usage_error("%s is replay's option", "--device");
+            if (device_option(optarg, &da->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'M':
             if (nfiles != 1) return usage_error("%s is replay's option", "--mesh");

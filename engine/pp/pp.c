@@ -491,6 +491,10 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     c.nranks = 1 + o->mesh;
     ppv_genmodel *model = NULL;
     if (!o->control_only && !(model = ppv_genmodel_new(&o->model, err, errlen))) return -1;
+    if (model && o->device && ppv_genmodel_set_device(model, o->device, err, errlen) < 0) {
+        ppv_genmodel_free(model);
+        return -1;
+    }
     c.model = model;
     ppv_pp_report *r = calloc(1, sizeof *r);
     size_t frame = (size_t)(PP_LATENT_CHANNELS * (o->height / 8) * (o->width / 8));
@@ -576,6 +580,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
                  "the run ended with %" PRId64 " of %" PRId64 " chunks emitted", r->chunks_emitted,
                  infers);
     }
+    if (ppv_genmodel_device_status(model, err, errlen) < 0) goto fail; /* not to be trusted */
     ppv_genmodel_free(model);
     free(c.last_ids);
     *out = r;
