@@ -725,8 +725,32 @@ void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *
 /* Recompute against stash: the same step with no stage recomputed and with
  * o->recompute's stages recomputed (every stage when NULL), gradients
  * compared bit for bit. o->perturb applies to the recompute path only. */
+/* The evidence that the recompute path really re-ran what it claims,
+ * from the two runs' own counters against what the schedule implies: one
+ * stage forward per F, plus one per backward of a stage that recomputes
+ * (full, layers:K, mb:N's recomputed microbatches), and under selective
+ * recompute the attention cores of every layer of the stage at each such
+ * backward; and each run's measured peak against the prediction. */
+typedef struct ppv_recompute_evidence {
+    int64_t stash_forwards, recompute_forwards;           /* counted by the runs */
+    int64_t want_stash_forwards, want_recompute_forwards; /* implied by the schedule */
+    int64_t core_rebuilds, want_core_rebuilds;            /* both runs together */
+    int64_t stash_layer_forwards, recompute_layer_forwards;
+    double extra_forward_units; /* recompute's extra layer forwards, in stage forwards */
+    int forwards_ok;            /* every count equals what the schedule implies */
+    int peaks_ok;               /* measured == predicted on every rank, both runs */
+} ppv_recompute_evidence;
+
+/* Fills *ev from two completed runs of s (stash: no stage recomputes;
+ * rec: under recompute[nstages], NULL meaning full everywhere). 0, or -1
+ * (ev zeroed) if a run did not complete or cannot be of s. */
+int ppv_recompute_evidence_of(const ppv_schedule *s, const ppv_recompute *recompute,
+                              const ppv_run_report *stash, const ppv_run_report *rec,
+                              ppv_recompute_evidence *ev);
+
 typedef struct ppv_recompute_verdict {
     ppv_grad_diff diff;          /* recompute (a) against stash (b) */
+    ppv_recompute_evidence evidence; /* when both runs completed */
     int32_t first_layer;         /* where the first difference is; -1 when equal */
     char first_tensor[32];       /* parameter tensor name, "qkv_w" */
     int64_t first_tensor_index;  /* row-major index within that tensor */

@@ -1102,6 +1102,10 @@ int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o, ppv_re
     if (v->stash->world.status != PPV_RUN_DONE || v->recompute->world.status != PPV_RUN_DONE)
         goto done; /* the caller reports the run that did not complete */
     ppv_grads_compare(v->recompute->grads, v->stash->grads, v->stash->ngrads, &v->diff);
+    if (ppv_recompute_evidence_of(s, o->recompute, v->stash, v->recompute, &v->evidence) < 0) {
+        rc = ppv_errf(err, errlen, "out of memory");
+        goto done;
+    }
     if (!v->diff.bitwise_equal) {
         ppv_model_config cfg = ppv_run_model_config(o, s);
         ppv_model *m = ppv_model_new(&cfg, err, errlen);
@@ -1115,6 +1119,55 @@ int ppv_verify_recompute(const ppv_schedule *s, const ppv_run_options *o, ppv_re
 done:
     free(all);
     return rc;
+}
+
+int ppv_recompute_evidence_of(const ppv_schedule *s, const ppv_recompute *recompute,
+                              const ppv_run_report *stash, const ppv_run_report *rec,
+                              ppv_recompute_evidence *ev) {
+    memset(ev, 0, sizeof *ev);
+    if (stash->world.status != PPV_RUN_DONE || rec->world.status != PPV_RUN_DONE ||
+        stash->nstages != s->nstages || rec->nstages != s->nstages || stash->nmb != s->nmb ||
+        rec->nmb != s->nmb || stash->nranks != s->nranks || rec->nranks != s->nranks)
+        return -1;
+    uint8_t *mode = calloc((size_t)s->nstages * (size_t)s->nmb + 1, 1);
+    if (!mode) return -1;
+    if (recompute)
+        ppv_recompute_modes(s, recompute, mode);
+    else
+        memset(mode, PPV_RC_FULL, (size_t)s->nstages * (size_t)s->nmb);
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++) {
+            const ppv_action *a = &s->prog[r].acts[i];
+            int back =
+                (a->kind == PPV_ACT_B || a->kind == PPV_ACT_I) && a->stage >= 0 && a->mb >= 0;
+            uint8_t md = back ? mode[(size_t)a->stage * s->nmb + a->mb] : PPV_RC_NONE;
+            ev->want_stash_forwards += a->kind == PPV_ACT_F;
+            ev->want_recompute_forwards +=
+                a->kind == PPV_ACT_F || (md != PPV_RC_NONE && md != PPV_RC_SELECTIVE);
+            if (md == PPV_RC_SELECTIVE)
+                ev->want_core_rebuilds +=
+                    stash->stage_layer[a->stage + 1] - stash->stage_layer[a->stage];
+        }
+    free(mode);
+    for (int64_t k = 0; k < (int64_t)s->nstages * s->nmb; k++)
+        ev->stash_forwards += stash->forwards[k], ev->recompute_forwards += rec->forwards[k];
+    for (int32_t st = 0; st < s->nstages; st++) {
+        int32_t L = stash->stage_layer[st + 1] - stash->stage_layer[st];
+        ev->core_rebuilds += rec->core_rebuilds[st] + stash->core_rebuilds[st];
+        ev->stash_layer_forwards += stash->layer_forwards[st];
+        ev->recompute_layer_forwards += rec->layer_forwards[st];
+        if (L > 0)
+            ev->extra_forward_units +=
+                (double)(rec->layer_forwards[st] - stash->layer_forwards[st]) / L;
+    }
+    ev->forwards_ok = ev->stash_forwards == ev->want_stash_forwards &&
+                      ev->recompute_forwards == ev->want_recompute_forwards &&
+                      ev->core_rebuilds == ev->want_core_rebuilds;
+    ev->peaks_ok = 1;
+    for (int32_t r = 0; r < s->nranks; r++)
+        ev->peaks_ok &= stash->peak_bytes[r] == stash->predicted_bytes[r] &&
+                        rec->peak_bytes[r] == rec->predicted_bytes[r];
+    return 0;
 }
 
 void ppv_recompute_verdict_free(ppv_recompute_verdict *v) {

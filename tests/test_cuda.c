@@ -716,6 +716,37 @@ static void test_command_line_on_cuda(void **state) {
     run_free(&r);
 }
 
+/* Recordings cross devices both ways: a training golden and an inference
+ * recording made on the GPU replay on the CPU (the shipped goldens, made
+ * on the CPU, replay on the GPU in test_command_line_on_cuda). */
+static void test_recorded_on_gpu_replays_on_cpu(void **state) {
+    (void)state;
+    NEED_GPU();
+    (void)gpu, (void)cpu;
+    char *f = gen_file("r.csv", "zbv", "2", "4");
+    char train[4096], infer[4096];
+    snprintf(train, sizeof train, "%s", tmp_path("train_gpu.h5"));
+    snprintf(infer, sizeof infer, "%s", tmp_path("infer_gpu.h5"));
+    run_result r = RUN("record", train, f, "--device", "cuda", "--recompute", "selective");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", train);
+    if (r.code != 0)
+        fail_msg("replay on the CPU of a GPU recording: exit %d\n%s%s", r.code, r.out, r.err);
+    run_free(&r);
+    r = RUN("pp", "--mesh", "2", "--kv", "recompute", "--chunks", "4", "--hard-cut-at", "2",
+            "--device", "cuda", "--record", infer);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", infer);
+    if (r.code != 0)
+        fail_msg("replay on the CPU of a GPU pp recording: exit %d\n%s%s", r.code, r.out, r.err);
+    run_free(&r);
+    r = RUN("replay", infer, "--mesh", "4", "--device", "cuda");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_device_is_refused),
@@ -731,6 +762,7 @@ int main(void) {
         cmocka_unit_test(test_pipeline_runs_match_for_every_kind),
         cmocka_unit_test(test_pp_runs_match),
         cmocka_unit_test(test_command_line_on_cuda),
+        cmocka_unit_test(test_recorded_on_gpu_replays_on_cpu),
         cmocka_unit_test(test_relative_2norm_of_gradients),
         cmocka_unit_test(test_cublas_matmuls_within_bound_and_repeatable),
         cmocka_unit_test(test_cublas_run_within_bound_and_repeatable),

@@ -810,6 +810,68 @@ static void test_schedules_that_cannot_train_are_refused(void **state) {
     ppv_schedule_free(s);
 }
 
+/* The evidence verify-recompute reports comes from the runs' own counters,
+ * checked against the schedule: exact on 1F1B p=2 m=4 (stage 0 selective,
+ * stage 1 full), and each counter or peak doctored by one is refused. */
+static void test_recompute_evidence_rejects_doctored_counters(void **state) {
+    (void)state;
+    ppv_schedule *s = gen_ok("1f1b", 2, 4, 1);
+    ppv_run_options o = options("rendezvous", "rr", 0);
+    o.model.layers = 4; /* two a stage */
+    ppv_recompute rc[3] = {{PPV_RC_SELECTIVE, 0}, {PPV_RC_FULL, 0}, {0, 0}};
+    o.recompute = rc;
+    char err[256];
+    ppv_recompute_verdict v;
+    assert_int_equal(ppv_verify_recompute(s, &o, &v, err, sizeof err), 0);
+    const ppv_recompute_evidence *e = &v.evidence;
+    assert_int_equal(e->want_stash_forwards, 8);      /* 2 stages x 4 microbatches */
+    assert_int_equal(e->want_recompute_forwards, 12); /* + stage 1's 4 backwards */
+    assert_int_equal(e->want_core_rebuilds, 8);       /* stage 0: 4 backwards x 2 layers */
+    assert_int_equal(e->stash_forwards, 8);
+    assert_int_equal(e->recompute_forwards, 12);
+    assert_int_equal(e->core_rebuilds, 8);
+    assert_int_equal(e->stash_layer_forwards, 16);
+    assert_int_equal(e->recompute_layer_forwards, 24);
+    assert_true(e->extra_forward_units == 4.0);
+    assert_true(e->forwards_ok && e->peaks_ok);
+
+    ppv_recompute_evidence ev;
+#define DOCTORED(counter)                                                                          \
+    do {                                                                                           \
+        (counter) += 1;                                                                            \
+        assert_int_equal(ppv_recompute_evidence_of(s, rc, v.stash, v.recompute, &ev), 0);          \
+        assert_false(ev.forwards_ok);                                                              \
+        assert_true(ev.peaks_ok);                                                                  \
+        (counter) -= 1;                                                                            \
+    } while (0)
+    DOCTORED(v.stash->forwards[1]);
+    DOCTORED(v.recompute->forwards[5]);
+    DOCTORED(v.recompute->core_rebuilds[0]);
+    DOCTORED(v.stash->core_rebuilds[1]);
+#undef DOCTORED
+    for (int32_t r = 0; r < 2; r++) {
+        v.recompute->peak_bytes[r] += 1;
+        assert_int_equal(ppv_recompute_evidence_of(s, rc, v.stash, v.recompute, &ev), 0);
+        assert_true(ev.forwards_ok);
+        assert_false(ev.peaks_ok);
+        v.recompute->peak_bytes[r] -= 1;
+        v.stash->predicted_bytes[r] += 1;
+        assert_int_equal(ppv_recompute_evidence_of(s, rc, v.stash, v.recompute, &ev), 0);
+        assert_false(ev.peaks_ok);
+        v.stash->predicted_bytes[r] -= 1;
+    }
+    /* read against another policy, the same runs are not what it implies */
+    ppv_recompute full[3] = {{PPV_RC_FULL, 0}, {PPV_RC_FULL, 0}, {0, 0}};
+    assert_int_equal(ppv_recompute_evidence_of(s, full, v.stash, v.recompute, &ev), 0);
+    assert_int_equal(ev.want_recompute_forwards, 16);
+    assert_false(ev.forwards_ok);
+    v.recompute->world.status = PPV_RUN_DEADLOCK;
+    assert_int_equal(ppv_recompute_evidence_of(s, rc, v.stash, v.recompute, &ev), -1);
+    assert_false(ev.forwards_ok);
+    ppv_recompute_verdict_free(&v);
+    ppv_schedule_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_kind_under_every_policy_matches_the_reference),
@@ -824,6 +886,7 @@ int main(void) {
         cmocka_unit_test(test_layer_checkpoint_peaks_by_hand),
         cmocka_unit_test(test_by_microbatch_recomputes_what_the_rank_holds_beyond),
         cmocka_unit_test(test_recompute_policies_parse_and_refuse),
+        cmocka_unit_test(test_recompute_evidence_rejects_doctored_counters),
         cmocka_unit_test(test_selective_peaks_by_hand),
         cmocka_unit_test(test_selective_sits_between_stash_and_full_on_every_kind),
         cmocka_unit_test(test_a_perturbed_recompute_path_is_reported_exactly),

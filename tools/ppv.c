@@ -1305,54 +1305,17 @@ static int verify_policy(const ppv_schedule *s, ppv_run_options o, const char *t
         fprintf(stderr, "ppv verify-recompute: %s\n", err);
         return PPV_EXIT_BAD_INPUT + 2;
     }
-    /* Evidence that the recompute path really re-ran the forward: the passes
-     * the engine counted against what the schedule implies (one per F, plus
-     * one per backward of a recomputed stage), and the attention cores the
-     * kernels rebuilt (a selective stage's layers at each backward). */
+    /* Evidence that the recompute path really re-ran the forward (the engine
+     * compares the runs' counters with what the schedule implies) and what
+     * recomputing costs in layer and stage forwards (cost units at F = 1). */
     int done_both = v.stash->world.status == PPV_RUN_DONE && v.recompute->world.status == PPV_RUN_DONE;
-    long long fw_stash = 0, fw_rec = 0, want_stash = 0, want_rec = 0, cores = 0, want_cores = 0;
-    uint8_t *mode = calloc((size_t)s->nstages * (size_t)s->nmb + 1, 1);
-    if (!mode) {
-        fprintf(stderr, "ppv verify-recompute: out of memory\n");
-        ppv_recompute_verdict_free(&v);
-        return PPV_EXIT_BAD_INPUT + 2;
-    }
-    if (o.recompute) /* else every stage recomputes in full */
-        ppv_recompute_modes(s, o.recompute, mode);
-    else
-        memset(mode, PPV_RC_FULL, (size_t)s->nstages * (size_t)s->nmb);
-    for (int32_t r = 0; r < s->nranks; r++)
-        for (int32_t i = 0; i < s->prog[r].n; i++) {
-            const ppv_action *a = &s->prog[r].acts[i];
-            int back = (a->kind == PPV_ACT_B || a->kind == PPV_ACT_I) && a->stage >= 0 &&
-                       a->mb >= 0;
-            uint8_t md = back ? mode[(size_t)a->stage * s->nmb + a->mb] : PPV_RC_NONE;
-            want_stash += a->kind == PPV_ACT_F;
-            want_rec += a->kind == PPV_ACT_F || (md != PPV_RC_NONE && md != PPV_RC_SELECTIVE);
-            if (md == PPV_RC_SELECTIVE && done_both)
-                want_cores += v.stash->stage_layer[a->stage + 1] - v.stash->stage_layer[a->stage];
-        }
-    free(mode);
-    for (int64_t k = 0; done_both && k < (int64_t)s->nstages * s->nmb; k++)
-        fw_stash += v.stash->forwards[k], fw_rec += v.recompute->forwards[k];
-    for (int32_t st = 0; done_both && st < s->nstages; st++)
-        cores += v.recompute->core_rebuilds[st] + v.stash->core_rebuilds[st];
-    int fw_ok = done_both && fw_stash == want_stash && fw_rec == want_rec && cores == want_cores;
-    /* what recomputing costs: the layer forwards it ran beyond stashing,
-     * and the same in stage forwards (cost units at check's F = 1) */
-    long long lf_stash = 0, lf_rec = 0;
-    double extra_units = 0;
-    int pred_ok = done_both;
-    for (int32_t st = 0; done_both && st < s->nstages; st++) {
-        int32_t L = v.stash->stage_layer[st + 1] - v.stash->stage_layer[st];
-        lf_stash += v.stash->layer_forwards[st], lf_rec += v.recompute->layer_forwards[st];
-        if (L > 0)
-            extra_units +=
-                (double)(v.recompute->layer_forwards[st] - v.stash->layer_forwards[st]) / L;
-    }
-    for (int32_t r = 0; done_both && r < s->nranks; r++)
-        pred_ok &= v.stash->peak_bytes[r] == v.stash->predicted_bytes[r] &&
-                   v.recompute->peak_bytes[r] == v.recompute->predicted_bytes[r];
+    const ppv_recompute_evidence *ev = &v.evidence;
+    long long fw_stash = ev->stash_forwards, fw_rec = ev->recompute_forwards;
+    long long want_stash = ev->want_stash_forwards, want_rec = ev->want_recompute_forwards;
+    long long cores = ev->core_rebuilds, want_cores = ev->want_core_rebuilds;
+    long long lf_stash = ev->stash_layer_forwards, lf_rec = ev->recompute_layer_forwards;
+    double extra_units = ev->extra_forward_units;
+    int fw_ok = done_both && ev->forwards_ok, pred_ok = done_both && ev->peaks_ok;
 
     if (j) {
         snprintf(name, sizeof name, "%sstash: ", label);
