@@ -7,7 +7,8 @@
  * "cuda:cublas" is the same module's second table (the matmuls on cuBLAS).
  * The module is looked for at $PPV_CUDA_MODULE, then where this build put
  * it, then where `cmake --install` puts it, then by the dynamic loader's
- * own search (LD_LIBRARY_PATH).
+ * own search (LD_LIBRARY_PATH); a ppv built without CUDA looks only at
+ * $PPV_CUDA_MODULE (the tests' stand-in, tests/fake_cuda/).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -17,7 +18,6 @@
 
 #include "kernels_internal.h"
 
-#ifdef PPV_CUDA_MODULE
 /* The module's entry, once loaded, or the reason it could not be; the
  * loader runs once. Each variant's table is asked for once. */
 static pthread_once_t module_once = PTHREAD_ONCE_INIT;
@@ -54,9 +54,15 @@ static void module_load(void) {
         module_try(env);
         return;
     }
+#ifdef PPV_CUDA_MODULE
     const char *paths[] = {PPV_CUDA_MODULE, PPV_CUDA_MODULE_INSTALLED, "libppv_cuda.so"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (module_try(paths[i]) == 0) return;
+#else
+    snprintf(module_err, sizeof module_err,
+             "this ppv was built without CUDA (configure it where nvcc is found, or with "
+             "-DPPV_CUDA=ON to require it)");
+#endif
 }
 
 /* The table of variant v, or NULL with the reason in err. */
@@ -79,7 +85,6 @@ static const ppvk_ops *cuda_variant(int v, char *err, size_t errlen) {
     pthread_mutex_unlock(&variant_lock);
     return ops;
 }
-#endif
 
 /* The ops of device `name`; NULL with the reason in err. */
 const ppvk_ops *ppvk_device_ops(const char *name, char *err, size_t errlen) {
@@ -89,12 +94,20 @@ const ppvk_ops *ppvk_device_ops(const char *name, char *err, size_t errlen) {
         snprintf(err, errlen, "unknown device '%s' (cpu, cuda or cuda:cublas)", name);
         return NULL;
     }
-#ifdef PPV_CUDA_MODULE
     return cuda_variant(cublas ? V_CUBLAS : V_REFERENCE, err, errlen);
-#else
-    snprintf(err, errlen,
-             "this ppv was built without CUDA (configure it where nvcc is found, or with "
-             "-DPPV_CUDA=ON to require it)");
-    return NULL;
-#endif
+}
+
+int ppvk_set_device(const ppvk_ops **ops, const char *name, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    const ppvk_ops *found = ppvk_device_ops(name, err, errlen);
+    if (!found) return -1;
+    *ops = found;
+    return 0;
+}
+
+int ppvk_device_status(const ppvk_ops *ops, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    return ops->status(err, errlen);
 }

@@ -179,6 +179,12 @@ extern const ppvk_ops ppvk_cpu_ops;
  * cuBLAS cannot be loaded or no GPU is present. */
 const ppvk_ops *ppvk_device_ops(const char *name, char *err, size_t errlen);
 
+/* Points *ops at device name's table (ppv_model_set_device and
+ * ppv_genmodel_set_device); 0, or -1 with the reason in err (*ops kept). */
+int ppvk_set_device(const ppvk_ops **ops, const char *name, char *err, size_t errlen);
+/* ops->status with a NULL or empty err allowed. */
+int ppvk_device_status(const ppvk_ops *ops, char *err, size_t errlen);
+
 /* What the CUDA module exports (cuda/ops.cu): the table of a variant
  * ("reference" or "cublas"), or NULL with the reason in err. */
 typedef const ppvk_ops *(*ppvk_cuda_open_fn)(const char *variant, char *err, size_t errlen);

@@ -353,12 +353,8 @@ const ppv_model_config *ppv_model_config_of(const ppv_model *m) {
 
 /* Runs m's ops on device `name` from now on; 0, or -1 with the reason in err. */
 int ppv_model_set_device(ppv_model *m, const char *name, char *err, size_t errlen) {
-    char dummy[1];
-    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
-    const ppvk_ops *ops = ppvk_device_ops(name, err, errlen);
-    if (!m || !ops) return -1;
-    m->ops = ops;
-    return 0;
+    if (!m) return -1;
+    return ppvk_set_device(&m->ops, name, err, errlen);
 }
 
 /* The name of the device m's ops run on. */
@@ -368,9 +364,7 @@ const char *ppv_model_device(const ppv_model *m) {
 
 /* 0 if every op m ran on its device succeeded; -1 with the first failure in err. */
 int ppv_model_device_status(const ppv_model *m, char *err, size_t errlen) {
-    char dummy[1];
-    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
-    return m ? m->ops->status(err, errlen) : 0;
+    return m ? ppvk_device_status(m->ops, err, errlen) : 0;
 }
 
 /* 1 if [l0, l1) is a layer range of m (possibly empty). */

@@ -772,28 +772,9 @@ const ppvk_ops cuda_ops = {
     status,
 };
 
-const ppvk_ops cublas_ops = {
-    "cuda:cublas",
-    blas_linear_forward,
-    blas_linear_backward_input,
-    blas_linear_backward_weight,
-    layernorm_forward,
-    layernorm_backward,
-    modulate_forward,
-    modulate_backward,
-    residual_forward,
-    residual_backward,
-    gelu_forward,
-    gelu_backward,
-    silu_forward,
-    timestep_embedding,
-    attention_forward,
-    attention_backward,
-    kv_attention_forward,
-    blas_block_partial,
-    round_bf16,
-    status,
-};
+/* The cuBLAS table: the reference table with the matmuls replaced (filled
+ * in when cuBLAS opens). */
+ppvk_ops cublas_ops;
 
 } // namespace
 
@@ -819,5 +800,12 @@ ppvk_cuda_ops_open(const char *variant, char *err, size_t errlen) {
     }
     if (strcmp(variant, "cublas") != 0) return &cuda_ops;
     op_guard guard_;
-    return cublas_open(err, errlen) == 0 ? &cublas_ops : NULL;
+    if (cublas_open(err, errlen) != 0) return NULL;
+    cublas_ops = cuda_ops;
+    cublas_ops.name = "cuda:cublas";
+    cublas_ops.linear_forward = blas_linear_forward;
+    cublas_ops.linear_backward_input = blas_linear_backward_input;
+    cublas_ops.linear_backward_weight = blas_linear_backward_weight;
+    cublas_ops.block_partial = blas_block_partial;
+    return &cublas_ops;
 }
