@@ -722,9 +722,6 @@ typedef struct ppv_grad_diff {
 
 void ppv_grads_compare(const float *a, const float *b, size_t n, ppv_grad_diff *d);
 
-/* Recompute against stash: the same step with no stage recomputed and with
- * o->recompute's stages recomputed (every stage when NULL), gradients
- * compared bit for bit. o->perturb applies to the recompute path only. */
 /* The evidence that the recompute path really re-ran what it claims,
  * from the two runs' own counters against what the schedule implies: one
  * stage forward per F, plus one per backward of a stage that recomputes
@@ -748,6 +745,9 @@ int ppv_recompute_evidence_of(const ppv_schedule *s, const ppv_recompute *recomp
                               const ppv_run_report *stash, const ppv_run_report *rec,
                               ppv_recompute_evidence *ev);
 
+/* Recompute against stash: the same step with no stage recomputed and with
+ * o->recompute's stages recomputed (every stage when NULL), gradients
+ * compared bit for bit. o->perturb applies to the recompute path only. */
 typedef struct ppv_recompute_verdict {
     ppv_grad_diff diff;          /* recompute (a) against stash (b) */
     ppv_recompute_evidence evidence; /* when both runs completed */

@@ -123,12 +123,16 @@ int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list) {
 /* -1 when parsed, else the exit code (help, a usage error). */
 static int parse_pp_args(int argc, char **argv, pp_args *a) {
     enum { NPIPE = sizeof pp_pipeline_options / sizeof pp_pipeline_options[0] - 1 };
-    static const struct option own[] = {
-        {"policy", required_argument, 0, 'p'}, {"seed", required_argument, 0, 'e'},
-        {"record", required_argument, 0, 'r'}, {"trace-out", required_argument, 0, 'T'},
-        {"replay", required_argument, 0, 'R'}, {"compare-kv", no_argument, 0, 'C'},
-        {"json", no_argument, 0, 'j'},         {"device", required_argument, 0, 'D'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    static const struct option own[] = {{"policy", required_argument, 0, 'p'},
+                                        {"seed", required_argument, 0, 'e'},
+                                        {"record", required_argument, 0, 'r'},
+                                        {"trace-out", required_argument, 0, 'T'},
+                                        {"replay", required_argument, 0, 'R'},
+                                        {"compare-kv", no_argument, 0, 'C'},
+                                        {"json", no_argument, 0, 'j'},
+                                        {"device", required_argument, 0, 'D'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
     struct option longs[NPIPE + sizeof own / sizeof own[0]];
     memcpy(longs, pp_pipeline_options, NPIPE * sizeof *longs);
     memcpy(longs + NPIPE, own, sizeof own);

@@ -23,7 +23,7 @@ if command -v compute-sanitizer >/dev/null; then
     ((rc == 0)) || { echo "compute-sanitizer $tool: exit $rc"; status=1; }
   done
 fi
-echo "== ppv run, CPU against GPU (grad digest, seconds)"
+echo "== ppv run, CPU against GPU (grad digest, milliseconds)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '%-18s %-18s %-18s %8s %8s\n' kind cpu cuda cpu_ms cuda_ms
