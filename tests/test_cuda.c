@@ -151,6 +151,17 @@ static void test_device_results_are_compared_not_trusted(void **state) {
     run_free(&r);
     r = RUN("replay", golden, "--device", "cuda");
     assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "from the file's weights and inputs on cuda\n"));
+    run_free(&r);
+    r = RUN("verify-recompute", f, "--device", "cuda", "--recompute", "selective");
+    assert_int_equal(r.code, 0);
+    assert_true(strncmp(r.out, "device: cuda (both runs)\n", 25) == 0);
+    run_free(&r);
+    char infer[1024];
+    snprintf(infer, sizeof infer, "%s/infer_pp1_stash_cut.h5", PPV_GOLDEN_DIR);
+    r = RUN("replay", infer, "--device", "cuda", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"device\":\"cuda\""));
     run_free(&r);
     r = RUN("pp", "--chunks", "2", "--device", "cuda");
     assert_int_equal(r.code, 0);

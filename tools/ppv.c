@@ -842,6 +842,11 @@ typedef struct run_args {
     long long max_memory;
 } run_args;
 
+/* " on cuda" for a device other than the CPU, else "". */
+static const char *on_device(const char *device) {
+    return device && strcmp(device, "cpu") != 0 ? " on cuda" : "";
+}
+
 /* --device: cpu or cuda (whether CUDA is usable here is known when the
  * run starts). 0, or -1 after a usage message. */
 static int device_option(const char *arg, const char **device) {
@@ -1479,6 +1484,8 @@ static int cmd_verify_recompute(int argc, char **argv) {
         o.perturb = ra.perturb;
         char label[256] = "";
         if (multi) snprintf(label, sizeof label, "[%s] ", text);
+        if (k == 0 && !ra.json && ra.opt.device && strcmp(ra.opt.device, "cpu") != 0)
+            printf("device: %s (both runs)\n", ra.opt.device);
         if (multi && !ra.json) printf("%spolicy %s\n", k ? "\n" : "", text);
         int v = verify_policy(s, o, text, label, have_junit ? &j : NULL, arr, &jrc);
         if (v >= 2) {
@@ -1991,6 +1998,8 @@ static int replay_inference(diff_args *da) {
         json_object_object_add(o, "first_differing_chunk_index",
                                res.first_call < 0 ? NULL
                                                   : json_object_new_int64(res.first_chunk_index));
+        json_object_object_add(o, "device",
+                               json_object_new_string(da->o.device ? da->o.device : "cpu"));
         json_object_object_add(o, "run_ok", json_object_new_boolean(run->ok));
         json_object_object_add(o, "failure_mode",
                                run->ok ? NULL : json_object_new_string(ppv_failure_id(run->failure)));
@@ -2000,8 +2009,9 @@ static int replay_inference(diff_args *da) {
         json_object_put(o);
     } else {
         printf("%s: replayed %lld recorded calls on a mesh of %d (the file is stage 0; it was "
-               "recorded on %d)\n",
-               da->files[0], (long long)res.calls, res.mesh, res.setup.mesh);
+               "recorded on %d)%s\n",
+               da->files[0], (long long)res.calls, res.mesh, res.setup.mesh,
+               on_device(da->o.device));
         if (!run->ok)
             printf("the re-run failed as %s: %s\n", ppv_failure_id(run->failure), run->message);
         diff_print(res.diff, &da->o);
@@ -2044,13 +2054,16 @@ static int cmd_replay(int argc, char **argv) {
         json_object_object_add(o, "schedule", json_object_new_string(res.schedule_name));
         json_object_object_add(o, "microbatches", json_object_new_int(res.microbatches));
         json_object_object_add(o, "layers", json_object_new_int(res.layers));
+        json_object_object_add(o, "device",
+                               json_object_new_string(da.o.device ? da.o.device : "cpu"));
         json_object_object_add(o, "trace_digest", hex_json(res.run->world.trace_digest));
         json_object_object_add(o, "grad_digest", res.run->grads ? hex_json(res.run->grad_digest) : NULL);
         puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
     } else {
-        printf("%s: re-ran %s (%d microbatches, %d layers) from the file's weights and inputs\n",
-               da.files[0], res.schedule_name, res.microbatches, res.layers);
+        printf("%s: re-ran %s (%d microbatches, %d layers) from the file's weights and inputs%s\n",
+               da.files[0], res.schedule_name, res.microbatches, res.layers,
+               on_device(da.o.device));
         diff_print(res.diff, &da.o);
         printf("result: %s\n", nd ? "PROBLEM" : "OK");
     }
