@@ -865,6 +865,9 @@ static void test_recompute_evidence_rejects_doctored_counters(void **state) {
     assert_int_equal(ppv_recompute_evidence_of(s, full, v.stash, v.recompute, &ev), 0);
     assert_int_equal(ev.want_recompute_forwards, 16);
     assert_false(ev.forwards_ok);
+    ppv_schedule *other = gen_ok("1f1b", 2, 2, 1); /* runs of another schedule */
+    assert_int_equal(ppv_recompute_evidence_of(other, rc, v.stash, v.recompute, &ev), -1);
+    ppv_schedule_free(other);
     v.recompute->world.status = PPV_RUN_DEADLOCK;
     assert_int_equal(ppv_recompute_evidence_of(s, rc, v.stash, v.recompute, &ev), -1);
     assert_false(ev.forwards_ok);

@@ -84,6 +84,9 @@ extern const char *g_cmd;
 /* Prints "ppv CMD: " and the message (one %s for arg), then where to find
  * help; returns the usage exit code. */
 int usage_error(const char *fmt, const char *arg);
+/* --device: cpu or cuda (whether CUDA is usable here is known when the
+ * run starts). 0, or -1 after a usage message. */
+int device_option(const char *arg, const char **device);
 /* Prints this command's help on stdout; the exit code of --help. */
 int print_help(void);
 /* Makes getopt's messages name "ppv CMD" and restarts it. */

@@ -178,9 +178,7 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             a->json = 1;
             break;
         case 'D':
-            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
-                return usage_error("--device is cpu or cuda, not '%s'", optarg);
-            a->o.device = optarg;
+            if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'h':
             return print_help();

@@ -847,9 +847,8 @@ static const char *on_device(const char *device) {
     return device && strcmp(device, "cpu") != 0 ? " on cuda" : "";
 }
 
-/* --device: cpu or cuda (whether CUDA is usable here is known when the
- * run starts). 0, or -1 after a usage message. */
-static int device_option(const char *arg, const char **device) {
+/* --device (cli.h). */
+int device_option(const char *arg, const char **device) {
     if (strcmp(arg, "cpu") != 0 && strcmp(arg, "cuda") != 0) {
         usage_error("--device is cpu or cuda, not '%s'", arg);
         return -1;
