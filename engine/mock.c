@@ -25,6 +25,14 @@ static int eager(const ppv_world *w, const p2p_op *op) {
            (s->kind == PPV_SEM_EAGER_BYTES && (int64_t)op->bytes <= s->eager_limit);
 }
 
+/* Copies an op's name (cut to fit) without printf's cost: every call names
+ * its op. */
+static void set_what(char *dst, size_t n, const char *what) {
+    size_t len = strnlen(what, n - 1);
+    memcpy(dst, what, len);
+    dst[len] = 0;
+}
+
 static void queue_push(p2p_op **head, p2p_op **tail, p2p_op *op) {
     op->next = NULL;
     if (*tail) (*tail)->next = op;
@@ -80,16 +88,14 @@ static int post(ppv_world *w, p2p_op *op) {
             return deliver(w, op, r);
         }
         if (eager(w, op)) {
-            p2p_op *msg = malloc(sizeof *msg);
-            void *copy = malloc(op->bytes ? op->bytes : 1);
-            if (!msg || !copy) {
-                free(msg), free(copy);
+            p2p_op *msg = malloc(sizeof *msg + op->bytes); /* the copy right behind it */
+            if (!msg) {
                 ppv_world_fail_env(&w->transport, op->rank, "out of memory buffering a send");
                 return PPV_ERR_ABORTED;
             }
             *msg = *op;
-            memcpy(copy, op->sbuf, op->bytes);
-            msg->owned = copy;
+            msg->owned = msg + 1;
+            memcpy(msg->owned, op->sbuf, op->bytes);
             msg->done = 1;
             queue_push(&ch->sends, &ch->sends_tail, msg);
             op->done = 1;
@@ -105,14 +111,18 @@ static int post(ppv_world *w, p2p_op *op) {
         p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
         world_after(w, op->rank, s->step);
         int rc = deliver(w, s, op);
-        if (s->owned) {
-            free(s->owned);
-            free(s);
-        }
+        if (s->owned) free(s); /* its copy goes with it */
         return rc;
     }
     queue_push(&ch->recvs, &ch->recvs_tail, op);
     return 0;
+}
+
+/* A finished op (from make_op) kept for the next call: every call makes
+ * one, and malloc was a tenth of a control-plane run. */
+static void op_release(ppv_world *w, p2p_op *op) {
+    op->next = w->spare_ops;
+    w->spare_ops = op;
 }
 
 /* Validates a point-to-point call and builds its op. */
@@ -126,7 +136,11 @@ static int make_op(ppv_world *w, int32_t rank, int send, const void *sbuf, void 
                        what, rank, send ? "send to" : "receive from", peer, comm);
         return PPV_ERR_USAGE;
     }
-    p2p_op *op = calloc(1, sizeof *op);
+    p2p_op *op = w->spare_ops;
+    if (op) { /* every field is set below */
+        w->spare_ops = op->next;
+    } else
+        op = malloc(sizeof *op);
     if (!op) {
         ppv_world_fail_env(&w->transport, rank, "out of memory");
         return PPV_ERR_ABORTED;
@@ -137,8 +151,13 @@ static int make_op(ppv_world *w, int32_t rank, int send, const void *sbuf, void 
     op->comm = comm;
     op->sbuf = sbuf;
     op->rbuf = rbuf;
+    op->owned = NULL;
     op->bytes = bytes;
-    snprintf(op->what, sizeof op->what, "%s", what ? what : (send ? "SEND" : "RECV"));
+    op->done = 0;
+    op->step = 0;
+    op->held = 0;
+    op->next = NULL;
+    set_what(op->what, sizeof op->what, what ? what : (send ? "SEND" : "RECV"));
     *out = op;
     return 0;
 }
@@ -157,7 +176,7 @@ static int run_op(ppv_world *w, int32_t rank, p2p_op *op) {
     rc->waiting = NULL;
     /* a completed op left every queue; an aborted one may still sit in a
      * channel, which ppv_world_free releases */
-    if (op->done) free(op);
+    if (op->done) op_release(w, op);
     return rc2;
 }
 
@@ -176,19 +195,21 @@ static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, 
         w->ranks[rank].pending++;
         rc = deliver(w, op, r);
         w->ranks[rank].pending--;
-        if (rc == 0) free(op); /* after a mismatch the world holds it */
+        if (rc == 0) op_release(w, op); /* after a mismatch the world holds it */
         return rc;
     }
-    void *copy = malloc(bytes ? bytes : 1);
-    if (!copy) {
-        free(op);
+    p2p_op *msg = malloc(sizeof *msg + bytes); /* the copy right behind it */
+    if (!msg) {
+        op_release(w, op);
         ppv_world_fail_env(&w->transport, rank, "out of memory duplicating a send");
         return PPV_ERR_ABORTED;
     }
-    memcpy(copy, buf, bytes);
-    op->owned = copy;
-    op->done = 1;
-    queue_push(&ch->sends, &ch->sends_tail, op);
+    *msg = *op;
+    op_release(w, op);
+    msg->owned = msg + 1;
+    memcpy(msg->owned, buf, bytes);
+    msg->done = 1;
+    queue_push(&ch->sends, &ch->sends_tail, msg);
     return 0;
 }
 
@@ -275,10 +296,7 @@ int mock_release(ppv_world *w) {
                     p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
                     p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
                     int rc = deliver(w, s, r);
-                    if (s->owned) {
-                        free(s->owned);
-                        free(s);
-                    }
+                    if (s->owned) free(s); /* its copy goes with it */
                     if (rc) return 0; /* a mismatch: the run has failed */
                 }
             }
@@ -351,7 +369,7 @@ static int mock_group_end(void *impl, int32_t rank) {
     if (!err) err = ppv_world_wait(w, rank);
     rc->waiting = NULL;
     for (size_t k = 0; k < n; k++)
-        if (all[k]->done) free(all[k]);
+        if (all[k]->done) op_release(w, all[k]);
     if (all != ops) free(all);
     return err;
 }
@@ -372,27 +390,33 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
     int32_t me = c->member_of[rank];
     int64_t seq = c->seq[me]++;
     if (seq >= c->nslots) {
-        coll_slot **sl = realloc(c->slots, (size_t)(seq + 1) * sizeof *sl);
-        if (!sl) goto oom;
-        for (int64_t k = c->nslots; k <= seq; k++) sl[k] = NULL;
-        c->slots = sl;
+        if (seq >= c->capslots) {
+            int64_t cap = c->capslots ? 2 * c->capslots : 64;
+            while (cap <= seq)
+                cap *= 2;
+            coll_slot **sl = realloc(c->slots, (size_t)cap * sizeof *sl);
+            if (!sl) goto oom;
+            c->slots = sl;
+            c->capslots = cap;
+        }
+        for (int64_t k = c->nslots; k <= seq; k++)
+            c->slots[k] = NULL;
         c->nslots = seq + 1;
     }
     coll_slot *s = c->slots[seq];
     if (!s) {
-        s = calloc(1, sizeof *s);
+        /* one block: the slot, then its members' arrival steps and
+         * buffers */
+        s = calloc(1, sizeof *s +
+                          (size_t)c->n * (sizeof *s->arrive + sizeof *s->bufs + sizeof *s->src));
         if (!s) goto oom;
-        s->bufs = calloc((size_t)c->n, sizeof *s->bufs);
-        s->src = calloc((size_t)c->n, sizeof *s->src);
-        s->arrive = calloc((size_t)c->n, sizeof *s->arrive);
-        if (!s->bufs || !s->src || !s->arrive) {
-            free(s->bufs), free(s->src), free(s->arrive), free(s);
-            goto oom;
-        }
+        s->arrive = (int64_t *)(s + 1);
+        s->bufs = (void **)(s->arrive + c->n);
+        s->src = (const void **)(s->bufs + c->n);
         s->kind = kind;
         s->root = root;
         s->bytes = bytes;
-        snprintf(s->what, sizeof s->what, "%s", what ? what : "COLLECTIVE");
+        set_what(s->what, sizeof s->what, what ? what : "COLLECTIVE");
         c->slots[seq] = s;
     } else if (s->kind != kind || s->root != root || s->bytes != bytes) {
         ppv_world_fail(&w->transport, rank,

@@ -38,6 +38,8 @@ static uint64_t sched_bits(uint64_t seed, uint64_t stream, uint64_t index) {
 
 /* ---- switching between the scheduler and the ranks ------------------------------ */
 
+static int keeps_running(ppv_world *w, int32_t rank);
+
 #ifdef PPV_FAST_SWITCH
 /* ctx_switch(save, to): pushes the callee-saved registers and the SSE and
  * x87 control words, stores the stack pointer in *save, loads `to` and pops
@@ -114,6 +116,7 @@ static void run_rank(ppv_world *w, int32_t r) {
 }
 
 void ppv_world_switch(ppv_world *w, int32_t rank) {
+    if (keeps_running(w, rank)) return;
     ppv_ctx_switch(&w->ranks[rank].sp, w->sched_sp);
 }
 #else
@@ -130,6 +133,7 @@ static void run_rank(ppv_world *w, int32_t r) {
 }
 
 void ppv_world_switch(ppv_world *w, int32_t rank) {
+    if (keeps_running(w, rank)) return;
     swapcontext(&w->ranks[rank].ctx, &w->sched_ctx);
 }
 #endif
@@ -206,11 +210,39 @@ int32_t ppv_world_add_comm(ppv_world *w, const int32_t *ranks, int32_t n) {
     return w->ncomms++;
 }
 
+/* Stacks of freed worlds, kept (per thread) for the next: a run makes a
+ * world, and fresh stacks cost the kernel's page faults every time. */
+enum { STACK_CACHE = 16 };
+static _Thread_local struct {
+    void *p;
+    size_t bytes;
+} stack_cache[STACK_CACHE];
+static _Thread_local int nstack_cache;
+
+static void *stack_get(size_t bytes) {
+    for (int k = 0; k < nstack_cache; k++)
+        if (stack_cache[k].bytes == bytes) {
+            void *p = stack_cache[k].p;
+            stack_cache[k] = stack_cache[--nstack_cache];
+            return p;
+        }
+    return malloc(bytes);
+}
+
+static void stack_put(void *p, size_t bytes) {
+    if (!p) return;
+    if (nstack_cache == STACK_CACHE) {
+        free(p);
+        return;
+    }
+    stack_cache[nstack_cache].p = p;
+    stack_cache[nstack_cache++].bytes = bytes;
+}
+
 static void free_queue(p2p_op *op) {
     while (op) {
         p2p_op *next = op->next;
-        free(op->owned);
-        free(op);
+        free(op); /* an eager copy lives in its op's block */
         op = next;
     }
 }
@@ -218,11 +250,12 @@ static void free_queue(p2p_op *op) {
 void ppv_world_free(ppv_world *w) {
     if (!w) return;
     free_queue(w->orphans);
+    free_queue(w->spare_ops);
     for (int32_t r = 0; w->ranks && r < w->P; r++) {
 #ifdef PPV_HAVE_VALGRIND
         if (w->ranks[r].stack) VALGRIND_STACK_DEREGISTER(w->ranks[r].stack_id);
 #endif
-        free(w->ranks[r].stack);
+        stack_put(w->ranks[r].stack, w->opt.stack_bytes);
         free(w->ranks[r].defer);
         free_queue(w->ranks[r].group);
     }
@@ -237,10 +270,6 @@ void ppv_world_free(ppv_world *w) {
             }
         world_comm *cm = &w->comms[c];
         for (int64_t k = 0; k < cm->nslots; k++) {
-            if (!cm->slots[k]) continue;
-            free(cm->slots[k]->bufs);
-            free(cm->slots[k]->src);
-            free(cm->slots[k]->arrive);
             free(cm->slots[k]);
         }
         free(cm->slots);
@@ -416,8 +445,11 @@ static int32_t pick(ppv_world *w, int32_t nready) {
         }
         return -1;
     case PPV_POLICY_RANDOM: {
-        int32_t n = (int32_t)(sched_bits(pol->seed, RNG_SCHED, (uint64_t)w->steps) %
-                              (uint64_t)nready);
+        /* the same draw modulo nready; without a division when it is a
+         * power of two (one rank ready: the choice is forced) */
+        uint64_t bits = sched_bits(pol->seed, RNG_SCHED, (uint64_t)w->steps);
+        int32_t n = (int32_t)((nready & (nready - 1)) == 0 ? bits & (uint64_t)(nready - 1)
+                                                           : bits % (uint64_t)nready);
         for (int32_t r = 0; r < P; r++)
             if (w->ranks[r].state == RANK_READY && n-- == 0) return r;
         return -1;
@@ -556,7 +588,7 @@ static void unwind(ppv_world *w) {
 static int start_rank(ppv_world *w, int32_t r) {
     uintptr_t self = (uintptr_t)w;
     rank_ctx *rc = &w->ranks[r];
-    rc->stack = malloc(w->opt.stack_bytes);
+    rc->stack = stack_get(w->opt.stack_bytes);
     rc->world = w;
     rc->rank = r;
 #ifdef PPV_FAST_SWITCH
@@ -585,15 +617,10 @@ static int start_rank(ppv_world *w, int32_t r) {
 #endif
 }
 
-int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *res) {
-    memset(res, 0, sizeof *res);
-    res->failed_rank = -1;
-    w->fn = fn;
-    w->arg = arg;
-    if (w->opt.policy.kind == PPV_POLICY_PCT && pct_init(w) < 0) goto oom;
-    w->explore = w->opt.policy.kind == PPV_POLICY_EXPLORE;
-    for (int32_t r = 0; r < w->P; r++)
-        if (start_rank(w, r) < 0) goto oom;
+/* The scheduler's decision before a step: 0 with *out the rank to run, 1
+ * when the run ends (w->res says how), -1 out of memory. */
+static int decide(ppv_world *w, int32_t *out) {
+    ppv_world_result *res = w->res;
     for (;;) {
         int32_t nready = 0, ndone = 0;
         for (int32_t r = 0; r < w->P; r++) {
@@ -606,53 +633,105 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
             res->failed_rank = w->failed_rank;
             snprintf(res->message, sizeof res->message, "rank %d: %.480s", w->failed_rank,
                      w->fail_msg);
-            break;
+            return 1;
         }
         if (ndone == w->P) {
             res->status = PPV_RUN_DONE;
-            break;
+            return 1;
         }
         if (w->held && (nready == 0 || w->steps >= w->release_at)) {
             /* a delayed message arrives: late, or at once when nothing else can run */
-            if (mock_release(w) < 0) goto oom;
+            if (mock_release(w) < 0) return -1;
             continue;
         }
         if (nready == 0) {
             res->status = PPV_RUN_DEADLOCK;
-            if (report_stuck(w, res) < 0) goto oom;
+            if (report_stuck(w, res) < 0) return -1;
             snprintf(res->message, sizeof res->message,
                      "deadlock after %lld scheduler steps: %d of %d ranks blocked",
                      (long long)w->steps, res->nblocked, w->P);
-            break;
+            return 1;
         }
         if (w->steps - w->last_progress > w->opt.watchdog_steps) {
             res->status = PPV_RUN_HANG;
-            if (report_stuck(w, res) < 0) goto oom;
+            if (report_stuck(w, res) < 0) return -1;
             snprintf(res->message, sizeof res->message,
                      "hang: %lld scheduler steps without progress (watchdog %lld)",
                      (long long)(w->steps - w->last_progress), (long long)w->opt.watchdog_steps);
-            break;
+            return 1;
         }
         int32_t r = pick(w, nready);
         if (r == -2) {
             res->status = PPV_RUN_PRUNED;
             snprintf(res->message, sizeof res->message,
                      "the explorer ended the run after %lld steps", (long long)w->steps);
-            break;
+            return 1;
         }
         if (r < 0) {
             res->status = PPV_RUN_FAILED;
             snprintf(res->message, sizeof res->message, "%.500s", w->fail_msg);
-            break;
+            return 1;
         }
-        if (record(w, r) < 0) goto oom;
-        w->steps++;
-        w->last = r;
-        w->current = r;
-        if (w->explore) {
-            w->ntouch = 0;
-            if (take_deferred(w, r) < 0) goto oom;
-        }
+        *out = r;
+        return 0;
+    }
+}
+
+/* Starts step number w->steps on rank r: the decision is recorded. 0, or
+ * -1 out of memory. */
+static int begin_step(ppv_world *w, int32_t r) {
+    if (record(w, r) < 0) return -1;
+    w->steps++;
+    w->last = r;
+    w->current = r;
+    if (w->explore) {
+        w->ntouch = 0;
+        if (take_deferred(w, r) < 0) return -1;
+    }
+    return 0;
+}
+
+/* A runnable rank at a scheduling point takes the next decision itself:
+ * when the scheduler picks it again (often: a rank runs until it blocks),
+ * it goes on without the two context switches; otherwise the decision
+ * goes to the scheduler with it. An explorer's steps always pass through
+ * the scheduler, which reports each one. */
+static int keeps_running(ppv_world *w, int32_t rank) {
+    if (w->explore || w->ranks[rank].state != RANK_READY || !w->res) return 0;
+    int32_t r = -1;
+    int rc = decide(w, &r);
+    if (rc == 0 && r == rank) {
+        if (begin_step(w, r) == 0) return 1;
+        rc = -1;
+    }
+    w->decided = 1;
+    w->decided_rc = rc;
+    w->decided_rank = r;
+    return 0;
+}
+
+int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *res) {
+    memset(res, 0, sizeof *res);
+    res->failed_rank = -1;
+    w->fn = fn;
+    w->arg = arg;
+    w->res = res;
+    w->decided = 0;
+    if (w->opt.policy.kind == PPV_POLICY_PCT && pct_init(w) < 0) goto oom;
+    w->explore = w->opt.policy.kind == PPV_POLICY_EXPLORE;
+    for (int32_t r = 0; r < w->P; r++)
+        if (start_rank(w, r) < 0) goto oom;
+    for (;;) {
+        int32_t r = -1;
+        int rc;
+        if (w->decided) { /* a rank took the decision before it switched back */
+            w->decided = 0;
+            rc = w->decided_rc;
+            r = w->decided_rank;
+        } else
+            rc = decide(w, &r);
+        if (rc > 0) break;
+        if (rc < 0 || begin_step(w, r) < 0) goto oom;
         run_rank(w, r);
         if (w->explore) {
             ppv_step st = {r, w->touch, w->ntouch, w->after, w->nafter};
@@ -664,12 +743,19 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     res->sends = w->nsends;
     res->fault_applied = w->fault_applied;
     res->pct_fired = w->pct_fired;
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the decisions */
+    /* FNV-1a over the decisions' 4 little-endian bytes each; a rank below
+     * 256 has three zero bytes, whose steps are three multiplications */
+    const uint64_t prime = 1099511628211ULL, prime4 = prime * prime * prime * prime;
+    uint64_t h = 1469598103934665603ULL;
     for (int64_t k = 0; k < w->ndecisions; k++) {
         uint32_t v = (uint32_t)w->decisions[k];
+        if (v < 256) {
+            h = (h ^ v) * prime4;
+            continue;
+        }
         for (int b = 0; b < 4; b++) {
             h ^= (v >> (8 * b)) & 0xffu;
-            h *= 1099511628211ULL;
+            h *= prime;
         }
     }
     res->trace_digest = h;

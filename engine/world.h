@@ -15,7 +15,8 @@ typedef struct p2p_op {
     int32_t rank, peer, comm;
     const void *sbuf;  /* send: the caller's buffer (rendezvous) */
     void *rbuf;        /* receive: where the data lands */
-    void *owned;       /* eager send: the copy held by the channel */
+    void *owned;       /* eager send: the copy held by the channel, in the op's own
+                        * block (right behind it) */
     size_t bytes;
     int done;
     int64_t step;      /* the scheduler step that posted it (an explorer's order) */
@@ -51,8 +52,8 @@ typedef struct world_comm {
     int32_t *ranks;     /* [n] global ranks */
     int32_t *member_of; /* [nranks] index in the comm, -1 */
     int64_t *seq;       /* [n] collectives issued per member */
-    coll_slot **slots;  /* by sequence number */
-    int64_t nslots;
+    coll_slot **slots;  /* by sequence number; each one block with its arrays */
+    int64_t nslots, capslots;
 } world_comm;
 
 /* PPV_FAST_SWITCH: on x86-64 (outside AddressSanitizer, which tracks
@@ -101,6 +102,7 @@ struct ppv_world {
     void *sched_sp; /* PPV_FAST_SWITCH: the scheduler's saved stack pointer */
     int64_t nsends;  /* point-to-point sends so far (a fault's point) */
     p2p_op *orphans; /* ops a mismatch left in no queue: freed with the world */
+    p2p_op *spare_ops; /* finished ops, reused by the next calls */
     int fault_applied;
     int held;             /* PPV_FAULT_DELAY: a message is held back */
     int64_t release_at;   /* the step it arrives at */
@@ -126,6 +128,11 @@ struct ppv_world {
     ppv_rank_main fn;
     void *arg;
     int32_t current;
+    ppv_world_result *res; /* the running run's result */
+    /* a decision a rank took at its scheduling point (keeps_running) and
+     * handed to the scheduler: decide's return and rank */
+    int decided, decided_rc;
+    int32_t decided_rank;
     /* PPV_POLICY_EXPLORE: what the running step touched and followed */
     int explore;
     ppv_touch *touch;

@@ -30,6 +30,11 @@ typedef struct mesh {
     const ppv_envelope *e; /* the chunk being run */
     int64_t calls, planned;
     int wrong_group; /* OM-08: the next gather names the world */
+    /* buffers every chunk uses: the denoising loop's two latents, and one
+     * value (float or digest) per mesh rank for the gathers */
+    ppv_bf16 *x, *y;
+    float *gathered;
+    uint64_t *digests;
     /* OM-09: a copy of the last result of the first epoch */
     ppv_result stale;
     ppv_bf16 *stale_data;
@@ -97,11 +102,8 @@ static int kernel(mesh *m, const ppv_gen_call_args *a) {
                    (size_t)a->frames * PP_LATENT_CHANNELS * (size_t)(a->h * a->w) *
                        sizeof *a->out);
         if (m->n == 1) return 0;
-        float mine = (float)m->calls, *all = malloc((size_t)m->n * sizeof *all);
-        if (!all) return gen_error(m, -1, "out of memory");
-        int rc = tp_gather(m, &mine, all, 1);
-        free(all);
-        return rc;
+        float mine = (float)m->calls;
+        return tp_gather(m, &mine, m->gathered, 1);
     }
     char err[256];
     int rc = ppv_gen_call(m->c->model, m->cache, a, m->n > 1 ? tp_gather : NULL, m, err,
@@ -176,12 +178,8 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
         a.write_cache = 0;
     }
     snapshot_kv(m, e->chunk_index);
-    ppv_bf16 *x = malloc(vals * sizeof *x), *y = malloc(vals * sizeof *y);
+    ppv_bf16 *x = m->x, *y = m->y;
     int rc = 0;
-    if (!x || !y) {
-        rc = gen_error(m, -1, "out of memory");
-        goto done;
-    }
     memcpy(x, e->latents_in.data, vals * sizeof *x);
     const int64_t *steps = e->current_denoising_step_list.data;
     int64_t nsteps = e->num_denoise_steps + (m->last && o->inject == PPV_INJECT_OM04);
@@ -200,7 +198,7 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
             y = tmp;
         }
     }
-    if (rc) goto done;
+    if (rc) return rc;
     /* the chunk's clean K/V into the cache: a cache write at timestep 0,
      * not a generator call of the plan */
     a.latents = x;
@@ -208,35 +206,20 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     a.timestep = 0;
     a.cache_bias = 0;
     a.write_cache = 1;
-    if (m->cache && (rc = kernel(m, &a))) goto done;
+    if (m->cache && (rc = kernel(m, &a))) return rc;
     memcpy(out, x, vals * sizeof *out);
-done:
-    free(x);
-    free(y);
-    return rc;
+    return 0;
 }
 
-/* FNV-1a over 8-byte words (then the tail bytes) of n bytes at p. */
-static uint64_t digest_words(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-    }
-    for (; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-/* A digest of what this rank received: metadata text and tensors (it only
- * has to agree across the mesh's ranks, so it reads words, not bytes). */
+/* A digest of what this rank received: metadata text and tensors, each
+ * part's ppv_digest_words chained (it only has to agree across the mesh's
+ * ranks). */
 static uint64_t input_digest(const pp_received *rm) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    if (rm->meta) h = digest_words(h, rm->meta, (size_t)rm->header[6]);
+    if (rm->meta) h = (h ^ ppv_digest_words(rm->meta, (size_t)rm->header[6])) * 0x100000001b3ULL;
     for (int k = 0; k < rm->norder; k++)
-        h = digest_words(h, rm->order[k]->data, ppv_tensor_bytes(rm->order[k]));
+        h = (h ^ ppv_digest_words(rm->order[k]->data, ppv_tensor_bytes(rm->order[k]))) *
+            0x100000001b3ULL;
     return h;
 }
 
@@ -244,27 +227,24 @@ static uint64_t input_digest(const pp_received *rm) {
  * guard). The leader reports; a worker that sees it just stops. */
 static int check_digest(mesh *m, const pp_received *rm) {
     if (m->n < 2 || pp_skipped(m->c, PPV_POINT_DIGEST)) return 0;
-    uint64_t mine = input_digest(rm), *all = malloc((size_t)m->n * sizeof *all);
-    if (!all) return gen_error(m, -1, "out of memory");
+    uint64_t mine = input_digest(rm), *all = m->digests;
     int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the input digest");
     int rc = m->t->ops->allgather(m->t->impl, m->rank, &mine, all, sizeof mine, comm,
                                   "input digest");
     if (rc) {
         pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the input digest");
-        free(all);
         return rc;
     }
     for (int32_t r = 1; r < m->n; r++)
         if (all[r] != all[0]) {
             if (m->leader)
                 pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_DIGEST, PPV_POINT_DIGEST,
-                        "mesh rank %d's input digest %016" PRIx64 " differs from the leader's %016" PRIx64
+                        "mesh rank %d's input digest %016" PRIx64
+                        " differs from the leader's %016" PRIx64
                         ": the ranks would compute a Franken-model",
                         r, all[r], all[0]);
-            free(all);
             return -1;
         }
-    free(all);
     return 0;
 }
 
@@ -337,7 +317,7 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
     r.mesh_current_start_frame = used_frame;
     r.latents_out = e->latents_in;
     r.latents_out.data = out;
-    r.output_digest_i64 = (int64_t)ppv_digest(out, ppv_tensor_bytes(&r.latents_out));
+    r.output_digest_i64 = (int64_t)ppv_digest_words(out, ppv_tensor_bytes(&r.latents_out));
     if (o->inject == PPV_INJECT_OM09 && e->cache_epoch > 0 && m->stale_data && !m->stale_sent) {
         m->stale_sent = 1; /* delayed: the old epoch's result arrives after the cut */
         if (send_result(m, &m->stale)) return -1;
@@ -378,7 +358,11 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(o->height / 8) *
                   (size_t)(o->width / 8);
     ppv_bf16 *out = malloc(vals * sizeof *out);
-    if (!out) {
+    m.x = malloc(vals * sizeof *m.x);
+    m.y = malloc(vals * sizeof *m.y);
+    m.gathered = malloc((size_t)m.n * sizeof *m.gathered);
+    m.digests = malloc((size_t)m.n * sizeof *m.digests);
+    if (!out || !m.x || !m.y || !m.gathered || !m.digests) {
         gen_error(&m, -1, "out of memory");
         goto done;
     }
@@ -486,6 +470,10 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     }
 done:
     free(out);
+    free(m.x);
+    free(m.y);
+    free(m.gathered);
+    free(m.digests);
     free(m.cond);
     free(m.stale_data);
     ppv_kv_cache_free(m.cache);

@@ -333,6 +333,25 @@ void pp_envelope_free(ppv_envelope *e) {
     ppv_envelope_free_tensors(e);
 }
 
+/* n distinct-looking bf16 values in [1, 2) from one random draw: value i
+ * from a multiplicative hash of (draw, i / 4), four values a hash, each
+ * hash independent of the last. */
+static void cheap_fill(ppv_bf16 *out, size_t n, uint64_t bits) {
+    for (size_t i = 0; i < n; i += 4) {
+        uint64_t x = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+        x ^= x >> 29;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (i + 4 <= n) { /* the four values in one store */
+            uint64_t four = 0x3f803f803f803f80ULL | (x & 0x007f007f007f007fULL);
+            memcpy(out + i, &four, sizeof four);
+            continue;
+        }
+#endif
+        for (size_t j = 0; j < 4 && i + j < n; j++)
+            out[i + j] = (ppv_bf16)(0x3f80 | ((x >> (16 * j)) & 0x7f));
+    }
+}
+
 int pp_plan_envelope(const pp_ctx *c, int32_t k, int64_t call_id, int64_t epoch,
                      int32_t chunk_in_epoch, const uint16_t *decoded, int64_t ndecoded,
                      ppv_envelope *e) {
@@ -363,16 +382,9 @@ int pp_plan_envelope(const pp_ctx *c, int32_t k, int64_t call_id, int64_t epoch,
         goto oom;
     ppv_bf16 *cond = e->conditioning_embeds.data, *lat = e->latents_in.data;
     if (o->control_only) {
-        /* no model reads them: cheap distinct values, 4 per random draw */
-        uint64_t bits = 0;
-        for (int64_t i = 0; i < cd[1] * cd[2]; i++) {
-            if (i % 4 == 0) bits = ppv_rng_bits(seed, KEY_COND(epoch), (uint64_t)i / 4);
-            cond[i] = (ppv_bf16)(0x3f80 | ((bits >> (16 * (i % 4))) & 0x7f));
-        }
-        for (size_t i = 0; i < PP_FRAMES_PER_CHUNK * frame; i++) {
-            if (i % 4 == 0) bits = ppv_rng_bits(seed, KEY_NOISE(k), i / 4);
-            lat[i] = (ppv_bf16)(0x3f80 | ((bits >> (16 * (i % 4))) & 0x7f));
-        }
+        /* no model reads them: cheap values */
+        cheap_fill(cond, (size_t)(cd[1] * cd[2]), ppv_rng_bits(seed, KEY_COND(epoch), 0));
+        cheap_fill(lat, PP_FRAMES_PER_CHUNK * frame, ppv_rng_bits(seed, KEY_NOISE(k), 0));
     } else {
         for (int64_t i = 0; i < cd[1] * cd[2]; i++)
             cond[i] = ppv_bf16_from_f32(ppv_rng_normal(seed, KEY_COND(epoch), (uint64_t)i));

@@ -50,14 +50,6 @@ typedef struct stage0 {
     int32_t total; /* chunks to send */
 } stage0;
 
-static void fnv(uint64_t *h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        *h ^= b[i];
-        *h *= 0x100000001b3ULL;
-    }
-}
-
 static pp_where at(const stage0 *s, const ppv_envelope *e) {
     (void)s;
     pp_where w = {0, PP_GROUP_WORLD, e};
@@ -201,7 +193,8 @@ static int receive_result(stage0 *s, int polled) {
         v = ppv_result_check(&rd->r, &f->e, s->epoch, s->last_accepted, &mode, msg, sizeof msg);
         if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
             rd->r.output_digest_i64 !=
-                (int64_t)ppv_digest(rd->r.latents_out.data, ppv_tensor_bytes(&rd->r.latents_out))) {
+                (int64_t)ppv_digest_words(rd->r.latents_out.data,
+                                          ppv_tensor_bytes(&rd->r.latents_out))) {
             v = PPV_RESULT_REJECT;
             mode = PPV_FAIL_CORRUPT;
             snprintf(msg, sizeof msg,
@@ -268,7 +261,8 @@ static int decode(stage0 *s) {
     size_t n = (size_t)(ppv_tensor_bytes(lat) / sizeof(uint16_t));
     int rc = 0;
     if (n > PP_FRAMES_PER_CHUNK * s->frame) n = PP_FRAMES_PER_CHUNK * s->frame;
-    fnv(&s->digest, lat->data, n * sizeof(uint16_t));
+    /* the video's digest: each chunk's, chained in decode order */
+    s->digest = (s->digest ^ ppv_digest_words(lat->data, n * sizeof(uint16_t))) * 0x100000001b3ULL;
     rep->output_digest = s->digest;
     if (rep->outputs) {
         memcpy(rep->outputs + rep->noutputs, lat->data, n * sizeof(uint16_t));
