@@ -480,6 +480,34 @@ static void orders_build(void) {
     order_build(&result_desc, &res_order);
 }
 
+/* Metadata buffers, all of the larger message's bound: a frame lives from
+ * framing to sending, so a sender needs one or two at a time, and a
+ * thread keeps two for the next frames. */
+static _Thread_local char *spare_meta[2];
+
+static size_t meta_cap(void) {
+    return env_order.bound > res_order.bound ? env_order.bound : res_order.bound;
+}
+
+static char *meta_take(void) {
+    for (int k = 0; k < 2; k++)
+        if (spare_meta[k]) {
+            char *p = spare_meta[k];
+            spare_meta[k] = NULL;
+            return p;
+        }
+    return malloc(meta_cap());
+}
+
+static void meta_give(char *p) {
+    for (int k = 0; p && k < 2; k++)
+        if (!spare_meta[k]) {
+            spare_meta[k] = p;
+            return;
+        }
+    free(p);
+}
+
 static const key_order *order_of(const message_desc *md) {
     pthread_once(&order_once, orders_build);
     return md == &result_desc ? &res_order : &env_order;
@@ -576,7 +604,7 @@ static ppv_failure frame_payload(const message_desc *md, void *base, int ok, int
             return failf(PPV_FAIL_FM04, msg, n, "%s cannot be serialised: %s", d->name,
                          memchr(s, 0, 256) ? "it holds a newline" : "no terminating NUL");
     }
-    char *out = f->meta = malloc(ko->bound);
+    char *out = f->meta = meta_take();
     if (!out) return failf(PPV_FAIL_FM04, msg, n, "out of memory");
     size_t at = 0;
     for (int i = 0; i < ko->n; i++) {
@@ -721,7 +749,7 @@ ppv_failure ppv_result_frame(const ppv_result *r, ppv_frame *f, char *msg, size_
 }
 
 void ppv_frame_free(ppv_frame *f) {
-    free(f->meta);
+    meta_give(f->meta);
     memset(f, 0, sizeof *f);
 }
 

@@ -48,6 +48,28 @@ static p2p_op *queue_pop(p2p_op **head, p2p_op **tail) {
     return op;
 }
 
+/* An eager copy's block: an op with room for bytes behind it, reused from
+ * the received ones when one is large enough. NULL when out of memory. */
+static p2p_op *msg_take(ppv_world *w, size_t bytes) {
+    p2p_op **at = &w->spare_msgs;
+    for (int k = 0; *at && k < 4; k++, at = &(*at)->next)
+        if ((*at)->cap >= bytes) {
+            p2p_op *m = *at;
+            *at = m->next;
+            return m;
+        }
+    size_t cap = bytes < 512 ? 512 : bytes;
+    p2p_op *m = malloc(sizeof *m + cap);
+    if (m) m->cap = cap;
+    return m;
+}
+
+/* A received eager copy, kept for the next eager send. */
+static void msg_release(ppv_world *w, p2p_op *m) {
+    m->next = w->spare_msgs;
+    w->spare_msgs = m;
+}
+
 /* Delivers send s into receive r; both are the heads of their queues. */
 static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
     if (s->bytes != r->bytes) {
@@ -88,12 +110,14 @@ static int post(ppv_world *w, p2p_op *op) {
             return deliver(w, op, r);
         }
         if (eager(w, op)) {
-            p2p_op *msg = malloc(sizeof *msg + op->bytes); /* the copy right behind it */
+            p2p_op *msg = msg_take(w, op->bytes); /* the copy right behind it */
             if (!msg) {
                 ppv_world_fail_env(&w->transport, op->rank, "out of memory buffering a send");
                 return PPV_ERR_ABORTED;
             }
+            size_t cap = msg->cap;
             *msg = *op;
+            msg->cap = cap;
             msg->owned = msg + 1;
             memcpy(msg->owned, op->sbuf, op->bytes);
             msg->done = 1;
@@ -111,7 +135,7 @@ static int post(ppv_world *w, p2p_op *op) {
         p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
         world_after(w, op->rank, s->step);
         int rc = deliver(w, s, op);
-        if (s->owned) free(s); /* its copy goes with it */
+        if (s->owned) msg_release(w, s); /* its copy goes with it */
         return rc;
     }
     queue_push(&ch->recvs, &ch->recvs_tail, op);
@@ -198,13 +222,15 @@ static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, 
         if (rc == 0) op_release(w, op); /* after a mismatch the world holds it */
         return rc;
     }
-    p2p_op *msg = malloc(sizeof *msg + bytes); /* the copy right behind it */
+    p2p_op *msg = msg_take(w, bytes); /* the copy right behind it */
     if (!msg) {
         op_release(w, op);
         ppv_world_fail_env(&w->transport, rank, "out of memory duplicating a send");
         return PPV_ERR_ABORTED;
     }
+    size_t cap = msg->cap;
     *msg = *op;
+    msg->cap = cap;
     op_release(w, op);
     msg->owned = msg + 1;
     memcpy(msg->owned, buf, bytes);
@@ -296,7 +322,7 @@ int mock_release(ppv_world *w) {
                     p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
                     p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
                     int rc = deliver(w, s, r);
-                    if (s->owned) free(s); /* its copy goes with it */
+                    if (s->owned) msg_release(w, s); /* its copy goes with it */
                     if (rc) return 0; /* a mismatch: the run has failed */
                 }
             }
@@ -407,9 +433,13 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
     if (!s) {
         /* one block: the slot, then its members' arrival steps and
          * buffers */
-        s = calloc(1, sizeof *s +
-                          (size_t)c->n * (sizeof *s->arrive + sizeof *s->bufs + sizeof *s->src));
-        if (!s) goto oom;
+        size_t block =
+            sizeof *s + (size_t)c->n * (sizeof *s->arrive + sizeof *s->bufs + sizeof *s->src);
+        if ((s = c->spare_slots)) {
+            c->spare_slots = s->next_spare;
+            memset(s, 0, block);
+        } else if (!(s = calloc(1, block)))
+            goto oom;
         s->arrive = (int64_t *)(s + 1);
         s->bufs = (void **)(s->arrive + c->n);
         s->src = (const void **)(s->bufs + c->n);
@@ -453,6 +483,11 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
     }
     int err = ppv_world_wait(w, rank);
     rc->waiting_coll = NULL;
+    if (s->done && ++s->departed == c->n) { /* everyone has left it: recycle */
+        c->slots[seq] = NULL;
+        s->next_spare = c->spare_slots;
+        c->spare_slots = s;
+    }
     return err;
 oom:
     ppv_world_fail_env(&w->transport, rank, "out of memory");

@@ -251,6 +251,7 @@ void ppv_world_free(ppv_world *w) {
     if (!w) return;
     free_queue(w->orphans);
     free_queue(w->spare_ops);
+    free_queue(w->spare_msgs);
     for (int32_t r = 0; w->ranks && r < w->P; r++) {
 #ifdef PPV_HAVE_VALGRIND
         if (w->ranks[r].stack) VALGRIND_STACK_DEREGISTER(w->ranks[r].stack_id);
@@ -269,6 +270,11 @@ void ppv_world_free(ppv_world *w) {
                 free_queue(ch->recvs);
             }
         world_comm *cm = &w->comms[c];
+        while (cm->spare_slots) {
+            coll_slot *next = cm->spare_slots->next_spare;
+            free(cm->spare_slots);
+            cm->spare_slots = next;
+        }
         for (int64_t k = 0; k < cm->nslots; k++) {
             free(cm->slots[k]);
         }

@@ -18,6 +18,7 @@ typedef struct p2p_op {
     void *owned;       /* eager send: the copy held by the channel, in the op's own
                         * block (right behind it) */
     size_t bytes;
+    size_t cap; /* eager copy: the bytes its block holds behind the op */
     int done;
     int64_t step;      /* the scheduler step that posted it (an explorer's order) */
     int held;          /* PPV_FAULT_DELAY: not visible to its receiver yet */
@@ -44,7 +45,9 @@ typedef struct coll_slot {
     const void **src;  /* [n] allgather send buffers */
     int64_t *arrive;   /* [n] the step each member arrived in */
     int done;
+    int32_t departed; /* members that left it: the last one recycles it */
     char what[64];
+    struct coll_slot *next_spare;
 } coll_slot;
 
 typedef struct world_comm {
@@ -54,6 +57,7 @@ typedef struct world_comm {
     int64_t *seq;       /* [n] collectives issued per member */
     coll_slot **slots;  /* by sequence number; each one block with its arrays */
     int64_t nslots, capslots;
+    coll_slot *spare_slots; /* finished slots, reused by the next collectives */
 } world_comm;
 
 /* PPV_FAST_SWITCH: on x86-64 (outside AddressSanitizer, which tracks
@@ -102,7 +106,8 @@ struct ppv_world {
     void *sched_sp; /* PPV_FAST_SWITCH: the scheduler's saved stack pointer */
     int64_t nsends;  /* point-to-point sends so far (a fault's point) */
     p2p_op *orphans; /* ops a mismatch left in no queue: freed with the world */
-    p2p_op *spare_ops; /* finished ops, reused by the next calls */
+    p2p_op *spare_ops;  /* finished ops, reused by the next calls */
+    p2p_op *spare_msgs; /* received eager copies, reused by the next eager sends */
     int fault_applied;
     int held;             /* PPV_FAULT_DELAY: a message is held back */
     int64_t release_at;   /* the step it arrives at */

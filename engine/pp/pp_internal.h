@@ -83,7 +83,8 @@ enum { PP_INJECT_CHUNK = 1 };
  * spec order (pointing into the envelope or result it unframed into). */
 typedef struct pp_received {
     int64_t header[PPV_FRAME_HEADER];
-    char *meta;
+    char *meta; /* short text in `small` (the struct is never copied), else malloc'd */
+    char small[1024];
     ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
     int norder;
 } pp_received;

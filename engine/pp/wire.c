@@ -7,8 +7,9 @@
 #include "pp_internal.h"
 
 void pp_received_free(pp_received *m) {
-    free(m->meta);
-    memset(m, 0, sizeof *m);
+    if (m->meta != m->small) free(m->meta);
+    m->meta = NULL;
+    m->norder = 0;
 }
 
 int pp_send_frame(ppv_transport *t, int32_t rank, int32_t peer, const ppv_frame *f,
@@ -36,7 +37,10 @@ static int recv_meta(ppv_transport *t, int32_t rank, int32_t peer, int32_t comm,
                  (long long)n);
         return 0;
     }
-    if (!(m->meta = calloc((size_t)n + 1, 1))) {
+    if ((size_t)n < sizeof m->small) { /* most metadata: no allocation */
+        m->meta = m->small;
+        m->meta[n] = 0;
+    } else if (!(m->meta = calloc((size_t)n + 1, 1))) {
         *mode = PPV_FAIL_FIELD;
         snprintf(msg, msglen, "out of memory");
         return 0;
@@ -60,7 +64,9 @@ static int recv_tensors(ppv_transport *t, int32_t rank, int32_t peer, int32_t co
 int pp_recv_envelope(ppv_transport *t, int32_t rank, int32_t peer, pp_received *m,
                      ppv_envelope *e, ppv_failure *mode, char *msg, size_t msglen) {
     *mode = PPV_FAIL_NONE;
-    memset(m, 0, sizeof *m);
+    memset(m->header, 0, sizeof m->header);
+    m->meta = NULL;
+    m->norder = 0;
     int rc = t->ops->recv(t->impl, rank, m->header, sizeof m->header, peer, 0, "envelope header");
     if (rc) return rc;
     if ((rc = recv_meta(t, rank, peer, -1, m, mode, msg, msglen)) || *mode) return rc;
@@ -72,7 +78,9 @@ int pp_recv_envelope(ppv_transport *t, int32_t rank, int32_t peer, pp_received *
 int pp_recv_result(ppv_transport *t, int32_t rank, int32_t peer, pp_received *m, ppv_result *res,
                    ppv_failure *mode, char *msg, size_t msglen) {
     *mode = PPV_FAIL_NONE;
-    memset(m, 0, sizeof *m);
+    memset(m->header, 0, sizeof m->header);
+    m->meta = NULL;
+    m->norder = 0;
     int rc = t->ops->recv(t->impl, rank, m->header, sizeof m->header, peer, 0, "result header");
     if (rc) return rc;
     if ((rc = recv_meta(t, rank, peer, -1, m, mode, msg, msglen)) || *mode) return rc;
@@ -93,7 +101,9 @@ int pp_bcast_send(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m) 
 int pp_bcast_recv(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m, ppv_envelope *e,
                   ppv_failure *mode, char *msg, size_t msglen) {
     *mode = PPV_FAIL_NONE;
-    memset(m, 0, sizeof *m);
+    memset(m->header, 0, sizeof m->header);
+    m->meta = NULL;
+    m->norder = 0;
     int rc = t->ops->broadcast(t->impl, rank, m->header, sizeof m->header, 0, comm, "header");
     if (rc) return rc;
     if (m->header[0] == PPV_PP_ERROR || m->header[0] == PPV_PP_SHUTDOWN) return 0;
