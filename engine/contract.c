@@ -859,9 +859,26 @@ static ppv_failure parse_spec(const message_desc *md, void *base, int k, const c
 }
 
 /* strcmp of a (al bytes) and b (bl bytes), neither holding a NUL. */
-static int keycmp(const char *a, size_t al, const char *b, size_t bl) {
+static inline int keycmp(const char *a, size_t al, const char *b, size_t bl) {
+    if (al && bl && a[0] != b[0]) /* most keys differ in their first byte */
+        return (unsigned char)a[0] < (unsigned char)b[0] ? -1 : 1;
     int c = memcmp(a, b, al < bl ? al : bl);
     return c ? c : (al > bl) - (al < bl);
+}
+
+/* A plain decimal integer of at most 18 digits in v's vl bytes (an
+ * optional '-', then digits) into *out; 0, or -1 when v is anything else
+ * (which parse_i64 then judges). */
+static inline int plain_i64(const char *v, size_t vl, int64_t *out) {
+    size_t k = vl && v[0] == '-';
+    if (k == vl || vl - k > 18) return -1;
+    int64_t u = 0;
+    for (size_t j = k; j < vl; j++) {
+        if (v[j] < '0' || v[j] > '9') return -1;
+        u = u * 10 + (v[j] - '0');
+    }
+    *out = k ? -u : u;
+    return 0;
 }
 
 /* Applies the value v (NUL-terminated) of field d. */
@@ -969,8 +986,15 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
         }
         size_t kl = (size_t)(eq - line);
         int c = 1;
-        while (next < ko->n && (c = keycmp(ko->keys[next].key, ko->keys[next].len, line, kl)) < 0)
+        while (next < ko->n) {
+            const key_ref *kr = &ko->keys[next];
+            if (kr->len == kl && memcmp(kr->key, line, kl) == 0) {
+                c = 0;
+                break;
+            }
+            if ((c = keycmp(kr->key, kr->len, line, kl)) > 0) break;
             next++;
+        }
         /* a key found at or after next follows the previous line's; one not
          * found may be out of order, which is said first */
         const key_ref *r = c == 0 ? &ko->keys[next++] : NULL;
@@ -981,9 +1005,24 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
         }
         prev = line;
         prevlen = kl;
+        const char *vp = eq + 1;
+        size_t vl = len - kl - 1;
+        if (r && !r->tensor) { /* the common values need no copy */
+            const field_desc *d = &md->fields[r->index];
+            int64_t iv;
+            if ((d->kind == KIND_INT || d->kind == KIND_BOOL) && plain_i64(vp, vl, &iv) == 0 &&
+                (d->kind == KIND_INT || iv == 0 || iv == 1)) {
+                if (d->kind == KIND_INT)
+                    *int_at(base, d) = iv;
+                else
+                    *bool_at(base, d) = (int)iv;
+                seen |= 1ull << r->index;
+                continue;
+            }
+        }
         char v[700];
-        memcpy(v, eq + 1, len - kl - 1);
-        v[len - kl - 1] = 0;
+        memcpy(v, vp, vl);
+        v[vl] = 0;
         if (kl >= 7 && memcmp(line, "tensor.", 7) == 0) {
             if (!r || !r->tensor) {
                 rc = failf(PPV_FAIL_FIELD, msg, n, "unknown tensor '%.*s' in the %s's specs (%s)",

@@ -453,9 +453,12 @@ static int32_t pick(ppv_world *w, int32_t nready) {
     case PPV_POLICY_RANDOM: {
         /* the same draw modulo nready; without a division when it is a
          * power of two (one rank ready: the choice is forced) */
-        uint64_t bits = sched_bits(pol->seed, RNG_SCHED, (uint64_t)w->steps);
-        int32_t n = (int32_t)((nready & (nready - 1)) == 0 ? bits & (uint64_t)(nready - 1)
-                                                           : bits % (uint64_t)nready);
+        int32_t n = 0;
+        if (nready > 1) {
+            uint64_t bits = sched_bits(pol->seed, RNG_SCHED, (uint64_t)w->steps);
+            n = (int32_t)((nready & (nready - 1)) == 0 ? bits & (uint64_t)(nready - 1)
+                                                       : bits % (uint64_t)nready);
+        }
         for (int32_t r = 0; r < P; r++)
             if (w->ranks[r].state == RANK_READY && n-- == 0) return r;
         return -1;
