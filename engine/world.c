@@ -38,7 +38,9 @@ static uint64_t sched_bits(uint64_t seed, uint64_t stream, uint64_t index) {
 
 /* ---- switching between the scheduler and the ranks ------------------------------ */
 
-static int keeps_running(ppv_world *w, int32_t rank);
+/* Where a rank at a scheduling point goes next: -1 back to the scheduler,
+ * or the rank that runs the next step (itself: it goes on). */
+static int32_t next_rank(ppv_world *w, int32_t rank);
 
 #ifdef PPV_FAST_SWITCH
 /* ctx_switch(save, to): pushes the callee-saved registers and the SSE and
@@ -116,8 +118,9 @@ static void run_rank(ppv_world *w, int32_t r) {
 }
 
 void ppv_world_switch(ppv_world *w, int32_t rank) {
-    if (keeps_running(w, rank)) return;
-    ppv_ctx_switch(&w->ranks[rank].sp, w->sched_sp);
+    int32_t r = next_rank(w, rank);
+    if (r == rank) return;
+    ppv_ctx_switch(&w->ranks[rank].sp, r < 0 ? w->sched_sp : w->ranks[r].sp);
 }
 #else
 static void rank_entry(unsigned hi, unsigned lo, int rank) {
@@ -133,8 +136,9 @@ static void run_rank(ppv_world *w, int32_t r) {
 }
 
 void ppv_world_switch(ppv_world *w, int32_t rank) {
-    if (keeps_running(w, rank)) return;
-    swapcontext(&w->ranks[rank].ctx, &w->sched_ctx);
+    int32_t r = next_rank(w, rank);
+    if (r == rank) return;
+    swapcontext(&w->ranks[rank].ctx, r < 0 ? &w->sched_ctx : &w->ranks[r].ctx);
 }
 #endif
 
@@ -700,23 +704,23 @@ static int begin_step(ppv_world *w, int32_t r) {
     return 0;
 }
 
-/* A runnable rank at a scheduling point takes the next decision itself:
- * when the scheduler picks it again (often: a rank runs until it blocks),
- * it goes on without the two context switches; otherwise the decision
- * goes to the scheduler with it. An explorer's steps always pass through
- * the scheduler, which reports each one. */
-static int keeps_running(ppv_world *w, int32_t rank) {
-    if (w->explore || w->ranks[rank].state != RANK_READY || !w->res) return 0;
+/* A rank at a scheduling point takes the next decision itself and hands
+ * the processor straight to the rank chosen (or keeps it, when chosen
+ * again: a rank often runs until it blocks): one context switch a step, or
+ * none, where going through the scheduler took two. When the run ends (or
+ * memory runs out) the decision goes to the scheduler with it. An
+ * explorer's steps always pass through the scheduler, which reports each
+ * one; so does unwinding, which takes no decisions. */
+static int32_t next_rank(ppv_world *w, int32_t rank) {
+    (void)rank;
+    if (w->explore || !w->res) return -1;
     int32_t r = -1;
     int rc = decide(w, &r);
-    if (rc == 0 && r == rank) {
-        if (begin_step(w, r) == 0) return 1;
-        rc = -1;
-    }
+    if (rc == 0 && begin_step(w, r) == 0) return r;
     w->decided = 1;
-    w->decided_rc = rc;
+    w->decided_rc = rc ? rc : -1;
     w->decided_rank = r;
-    return 0;
+    return -1;
 }
 
 int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *res) {
@@ -733,7 +737,9 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     for (;;) {
         int32_t r = -1;
         int rc;
-        if (w->decided) { /* a rank took the decision before it switched back */
+        /* back here at the start, when a rank ends, and when a rank's
+         * decision ends the run */
+        if (w->decided) {
             w->decided = 0;
             rc = w->decided_rc;
             r = w->decided_rank;
@@ -747,6 +753,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
             w->opt.policy.explorer->ran(w->opt.policy.explorer->ctx, w->steps - 1, &st);
         }
     }
+    w->res = NULL; /* unwinding takes no decisions */
     unwind(w);
     res->steps = w->steps;
     res->sends = w->nsends;
@@ -770,6 +777,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     res->trace_digest = h;
     return 0;
 oom:
+    w->res = NULL;
     unwind(w);
     snprintf(res->message, sizeof res->message, "out of memory in the mock world");
     return -1;
