@@ -7,6 +7,10 @@
  * of 2), 16-chunk runs per second. A benchmark reports figures; it never
  * fails on them (exit 2 only when a run fails).
  *
+ * The control plane is measured in one process, and in one process per
+ * core at once (the machine's throughput, as `ppv fuzz --jobs` and CI
+ * sweeps use it; each process reports its own rate).
+ *
  * usage: ppv_bench_pp [SECONDS per figure, default 2] [control]
  *   control: the control-plane rows only (for a profiler)
  */
@@ -14,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 #include "ppv_engine.h"
@@ -36,6 +42,33 @@ static double rate(const ppv_pp_options *o, double secs, int64_t *steps) {
         t = bench_now();
     }
     return (double)runs / (t - t0);
+}
+
+/* o's rate in n processes at once: their sum, or -1. Each child writes
+ * its rate to the pipe. */
+static double rate_parallel(const ppv_pp_options *o, double secs, int n, double *each) {
+    int fds[2];
+    if (n > 64 || pipe(fds) != 0) return -1;
+    for (int k = 0; k < n; k++) {
+        pid_t pid = fork();
+        if (pid < 0) return -1;
+        if (pid == 0) {
+            int64_t steps = 0;
+            double r = rate(o, secs, &steps);
+            _exit(write(fds[1], &r, sizeof r) == (ssize_t)sizeof r && r >= 0 ? 0 : 2);
+        }
+    }
+    close(fds[1]);
+    double sum = 0;
+    int got = 0, failed = 0;
+    for (double r; read(fds[0], &r, sizeof r) == (ssize_t)sizeof r;)
+        each[got++] = r, sum += r;
+    close(fds[0]);
+    for (int k = 0; k < n; k++) {
+        int st = 0;
+        if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) failed = 1;
+    }
+    return failed || got != n ? -1 : sum;
 }
 
 int main(int argc, char **argv) {
@@ -70,8 +103,23 @@ int main(int argc, char **argv) {
         if (r < 0) return 2;
         char name[64];
         snprintf(name, sizeof name, "%d ranks, 16 chunks", 1 + meshes[k]);
-        printf("%-28s %12.1f %14.1f %16lld%s\n", name, r, r * 16, (long long)steps,
-               meshes[k] == 2 ? "   (target: 20000 runs/s)" : "");
+        printf("%-28s %12.1f %14.1f %16lld\n", name, r, r * 16, (long long)steps);
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    if (cores > 64) cores = 64;
+    ppv_pp_options o = ppv_pp_defaults();
+    o.chunks = 16;
+    o.control_only = 1;
+    o.policy.kind = PPV_POLICY_RANDOM;
+    double each[64];
+    double r = rate_parallel(&o, secs, (int)cores, each);
+    if (r < 0) return 2;
+    char name[64];
+    snprintf(name, sizeof name, "3 ranks, %ld processes", cores);
+    printf("%-28s %12.1f %14.1f   (each:", name, r, r * 16);
+    for (long k = 0; k < cores; k++)
+        printf(" %.0f", each[k]);
+    printf("; target: 20000 runs/s)\n");
     return 0;
 }

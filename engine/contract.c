@@ -489,6 +489,23 @@ static size_t meta_cap(void) {
     return env_order.bound > res_order.bound ? env_order.bound : res_order.bound;
 }
 
+/* A thread's buffers are freed when it ends (see world.c's stacks). */
+static pthread_key_t meta_key;
+static pthread_once_t meta_once = PTHREAD_ONCE_INIT;
+static _Thread_local int meta_key_set;
+
+static void meta_free(void *unused) {
+    (void)unused;
+    for (int k = 0; k < 2; k++) {
+        free(spare_meta[k]);
+        spare_meta[k] = NULL;
+    }
+}
+
+static void meta_key_make(void) {
+    (void)pthread_key_create(&meta_key, meta_free);
+}
+
 static char *meta_take(void) {
     for (int k = 0; k < 2; k++)
         if (spare_meta[k]) {
@@ -500,6 +517,10 @@ static char *meta_take(void) {
 }
 
 static void meta_give(char *p) {
+    if (p && !meta_key_set) { /* any non-NULL value: meta_free runs at exit */
+        pthread_once(&meta_once, meta_key_make);
+        meta_key_set = pthread_setspecific(meta_key, &meta_once) == 0;
+    }
     for (int k = 0; p && k < 2; k++)
         if (!spare_meta[k]) {
             spare_meta[k] = p;
@@ -577,7 +598,9 @@ static int parse_double(const char *v, double *out) {
     errno = 0;
     double x = strtod(v, &end);
     *out = x;
-    if (end == v || *end || errno) return -1;
+    /* ERANGE: an overflow, or an underflow; a subnormal result is exact
+     * enough to keep (the writer wrote it), one rounded to zero is not */
+    if (end == v || *end || (errno && !(errno == ERANGE && isfinite(x) && x != 0))) return -1;
     if (len < sizeof parse_memo[slot].text) {
         parse_memo[slot].len = len;
         memcpy(parse_memo[slot].text, v, len);

@@ -10,6 +10,7 @@
  * either, the world is aborted and every rank unwinds through
  * PPV_ERR_ABORTED, so no rank's memory is left behind.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,8 +234,29 @@ static void *stack_get(size_t bytes) {
     return malloc(bytes);
 }
 
+/* A thread's cache is freed when the thread ends (an explorer's workers
+ * are threads); the main thread's stays reachable until the process ends. */
+static pthread_key_t stack_key;
+static pthread_once_t stack_once = PTHREAD_ONCE_INIT;
+static _Thread_local int stack_key_set;
+
+static void stack_cache_free(void *unused) {
+    (void)unused;
+    for (int k = 0; k < nstack_cache; k++)
+        free(stack_cache[k].p);
+    nstack_cache = 0;
+}
+
+static void stack_key_make(void) {
+    (void)pthread_key_create(&stack_key, stack_cache_free);
+}
+
 static void stack_put(void *p, size_t bytes) {
     if (!p) return;
+    if (!stack_key_set) { /* any non-NULL value: stack_cache_free runs at exit */
+        pthread_once(&stack_once, stack_key_make);
+        stack_key_set = pthread_setspecific(stack_key, &stack_once) == 0;
+    }
     if (nstack_cache == STACK_CACHE) {
         free(p);
         return;

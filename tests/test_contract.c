@@ -2,6 +2,8 @@
  * rule an envelope or a result must keep is refused with its failure mode
  * and a message naming the ids, and framing is exact, canonical, refuses
  * before the header and parses back to the same message. */
+#include <stdint.h>
+
 #include "contractutil.h"
 #include "testutil.h"
 
@@ -431,6 +433,165 @@ static void test_results_round_trip_with_and_without_latents(void **state) {
     ppv_frame_free(&f);
 }
 
+/* Integers as the metadata carries them: plain decimals, and what strtoll
+ * also accepts (a '+', leading zeros, 19 digits); nothing else. */
+static void test_metadata_integers_are_read_as_strtoll_reads_them(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e, got;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    ppv_frame f;
+    char msg[512], buf[4096];
+    int64_t h[PPV_FRAME_HEADER];
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    static const struct {
+        const char *text;
+        int64_t value;
+    } good[] = {{"0", 0},
+                {"-0", 0},
+                {"+17", 17},
+                {" 17", 17},
+                {"0017", 17},
+                {"-42", -42},
+                {"999999999999999999", 999999999999999999LL},
+                {"9223372036854775807", INT64_MAX},
+                {"-9223372036854775808", INT64_MIN}};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        char line[64];
+        snprintf(line, sizeof line, "base_seed=%s\n", good[k].text);
+        edit_meta(&f, "base_seed=", line, buf, h);
+        ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+        int n = 0;
+        if (ppv_envelope_unframe(h, buf, &got, order, &n, msg, sizeof msg) != PPV_FAIL_NONE)
+            fail_msg("base_seed=%s: %s", good[k].text, msg);
+        assert_int_equal(got.base_seed, good[k].value);
+        ppv_envelope_free_tensors(&got);
+    }
+    const char *ids = "(call_id 5, chunk_index 2, cache_epoch 0)";
+    static const char *const bad[] = {"9223372036854775808", "12a", "", "-", "1 2", "0x10"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char line[64], want[256];
+        snprintf(line, sizeof line, "base_seed=%s\n", bad[k]);
+        edit_meta(&f, "base_seed=", line, buf, h);
+        snprintf(want, sizeof want, "base_seed='%s' is not an integer %s", bad[k], ids);
+        expect_unframe(h, buf, "PPV-FIELD", want);
+    }
+    /* a boolean is 0 or 1, however it is written */
+    edit_meta(&f, "init_cache=", "init_cache=2\n", buf, h);
+    char want[256];
+    snprintf(want, sizeof want, "init_cache='2' is not 0 or 1 %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    /* a shape's dimensions likewise */
+    edit_meta(&f, "tensor.latents_in=", "tensor.latents_in=bf16 1 3 16 +8 008\n", buf, h);
+    ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+    int n = 0;
+    assert_int_equal(ppv_envelope_unframe(h, buf, &got, order, &n, msg, sizeof msg), PPV_FAIL_NONE);
+    int64_t dims[5] = {1, 3, 16, 8, 8};
+    assert_memory_equal(got.latents_in.dims, dims, sizeof dims);
+    ppv_envelope_free_tensors(&got);
+    edit_meta(&f, "tensor.latents_in=", "tensor.latents_in=bf16 1 3 16 8 8x\n", buf, h);
+    snprintf(want, sizeof want, "tensor latents_in: bad shape ' 1 3 16 8 8x' %s", ids);
+    expect_unframe(h, buf, "PPV-FIELD", want);
+    ppv_frame_free(&f);
+}
+
+/* Floats are written as "%.17g" writes them and read back to the same
+ * bits, also when the same values come again (the writer and the reader
+ * keep the texts of recent values) and when values alternate. */
+static void test_metadata_floats_round_trip_to_the_bit(void **state) {
+    (void)state;
+    static const double values[] = {0.3,
+                                    0.1,
+                                    1.0,
+                                    -2.5,
+                                    1e15,
+                                    123456789012345.0,
+                                    1e-300,
+                                    0.30000000000000004,
+                                    -0.0,
+                                    5e-324,
+                                    1.7976931348623157e308,
+                                    2.0 / 3,
+                                    1e16,
+                                    -1e-5};
+    bufs b;
+    ppv_envelope e, got;
+    ppv_contract_order o = {4, 1, 0};
+    char msg[512];
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t k = 0; k < sizeof values / sizeof values[0]; k++) {
+            double v = values[pass == 1 ? sizeof values / sizeof values[0] - 1 - k : k];
+            make_infer(&e, &b, 5, 2, 0, 0, 4);
+            e.kv_cache_attention_bias = v;
+            e.noise_scale = values[(k + 3) % (sizeof values / sizeof values[0])];
+            ppv_frame f;
+            assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+            char want[64];
+            snprintf(want, sizeof want, "\nkv_cache_attention_bias=%.17g\n", v);
+            if (!strstr(f.meta, want)) fail_msg("%.17g is not written as %s", v, want + 1);
+            snprintf(want, sizeof want, "\nnoise_scale=%.17g\n", e.noise_scale);
+            assert_non_null(strstr(f.meta, want));
+            ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+            int n = 0;
+            assert_int_equal(
+                ppv_envelope_unframe(f.header, f.meta, &got, order, &n, msg, sizeof msg),
+                PPV_FAIL_NONE);
+            assert_memory_equal(&got.kv_cache_attention_bias, &v, sizeof v);
+            assert_memory_equal(&got.noise_scale, &e.noise_scale, sizeof v);
+            ppv_envelope_free_tensors(&got);
+            ppv_frame_free(&f);
+        }
+}
+
+/* ppv_digest_words as its comment defines it, written out plainly: four
+ * FNV-1a lanes over little-endian 8-byte words (word i to lane i % 4),
+ * the tail zero-padded to a whole round, the length and the lanes folded,
+ * then h ^ h >> 29. */
+static uint64_t digest_by_definition(const unsigned char *p, size_t n) {
+    const uint64_t prime = 1099511628211ULL;
+    uint64_t lane[4] = {1469598103934665603ULL, 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
+                        0x165667b19e3779f9ULL};
+    size_t rounds = n / 32 + 1; /* the last round holds the tail (maybe empty) */
+    for (size_t r = 0; r < rounds; r++)
+        for (size_t j = 0; j < 4; j++) {
+            uint64_t w = 0;
+            for (size_t b = 0; b < 8; b++) {
+                size_t at = r * 32 + j * 8 + b;
+                w |= (uint64_t)(at < n ? p[at] : 0) << (8 * b);
+            }
+            lane[j] = (lane[j] ^ w) * prime;
+        }
+    uint64_t h = (uint64_t)n * prime;
+    for (int j = 0; j < 4; j++)
+        h = (h ^ lane[j]) * prime;
+    return h ^ h >> 29;
+}
+
+static void test_output_digest_follows_its_definition_and_sees_every_word(void **state) {
+    (void)state;
+    unsigned char buf[300];
+    for (size_t k = 0; k < sizeof buf; k++)
+        buf[k] = (unsigned char)(k * 37 + 11);
+    for (size_t n = 0; n <= sizeof buf; n++)
+        if (ppv_digest_words(buf, n) != digest_by_definition(buf, n))
+            fail_msg("%zu bytes: %016llx, the definition gives %016llx", n,
+                     (unsigned long long)ppv_digest_words(buf, n),
+                     (unsigned long long)digest_by_definition(buf, n));
+    /* pinned: recorded files hold these digests */
+    assert_true(ppv_digest_words("", 0) == 0xbc4be1c4bb7314f2ULL);
+    assert_true(ppv_digest_words("abc", 3) == 0x828cd43f237438d7ULL);
+    /* any one bit of 200 bytes changes it; a zero byte more changes it */
+    uint64_t base = ppv_digest_words(buf, 200);
+    for (size_t bit = 0; bit < 200 * 8; bit++) {
+        buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        assert_true(ppv_digest_words(buf, 200) != base);
+        buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+    }
+    buf[200] = 0;
+    assert_true(ppv_digest_words(buf, 201) != base);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expected_generator_calls_is_steps_plus_one_when_recomputing),
@@ -446,6 +607,9 @@ int main(void) {
         cmocka_unit_test(test_unframing_refuses_what_the_contract_does_not_know),
         cmocka_unit_test(test_stage0_accepts_drops_or_rejects_results),
         cmocka_unit_test(test_results_round_trip_with_and_without_latents),
+        cmocka_unit_test(test_metadata_integers_are_read_as_strtoll_reads_them),
+        cmocka_unit_test(test_metadata_floats_round_trip_to_the_bit),
+        cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }
