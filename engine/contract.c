@@ -102,6 +102,12 @@ static size_t i64_text(int64_t v, char *out) {
     char tmp[24];
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     size_t n = 0, len = 0;
+    while (u >= 100) { /* two digits a step */
+        unsigned d = (unsigned)(u % 100);
+        u /= 100;
+        tmp[n++] = (char)('0' + d % 10);
+        tmp[n++] = (char)('0' + d / 10);
+    }
     do {
         tmp[n++] = (char)('0' + u % 10);
         u /= 10;

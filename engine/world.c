@@ -465,6 +465,20 @@ static int pct_init(ppv_world *w) {
     return 0;
 }
 
+/* The explorer's choice among the runnable ranks; -2 when it ends the run. */
+static __attribute__((noinline)) int32_t pick_explore(ppv_world *w) {
+    const ppv_policy *pol = &w->opt.policy;
+    int32_t P = w->P;
+    unsigned char ready[256] = {0}, *rd = P <= 256 ? ready : malloc((size_t)P);
+    if (!rd) return -1;
+    for (int32_t r = 0; r < P; r++)
+        rd[r] = w->ranks[r].state == RANK_READY;
+    int32_t r = pol->explorer->choose(pol->explorer->ctx, w->steps, rd, P);
+    if (rd != ready) free(rd);
+    if (r < 0 || r >= P || w->ranks[r].state != RANK_READY) return -2;
+    return r;
+}
+
 /* The next rank to run, or -1 with a message (replay divergence). */
 static int32_t pick(ppv_world *w, int32_t nready) {
     const ppv_policy *pol = &w->opt.policy;
@@ -507,15 +521,8 @@ static int32_t pick(ppv_world *w, int32_t nready) {
         }
         return -1;
     }
-    case PPV_POLICY_EXPLORE: {
-        unsigned char ready[256], *rd = P <= 256 ? ready : malloc((size_t)P);
-        if (!rd) return -1;
-        for (int32_t r = 0; r < P; r++) rd[r] = w->ranks[r].state == RANK_READY;
-        int32_t r = pol->explorer->choose(pol->explorer->ctx, w->steps, rd, P);
-        if (rd != ready) free(rd);
-        if (r < 0 || r >= P || w->ranks[r].state != RANK_READY) return -2;
-        return r;
-    }
+    case PPV_POLICY_EXPLORE:
+        return pick_explore(w);
     case PPV_POLICY_REPLAY: {
         if (pol->lenient && (w->steps >= pol->nreplay || pol->replay[w->steps] < 0 ||
                              pol->replay[w->steps] >= P ||
@@ -652,9 +659,9 @@ static int start_rank(ppv_world *w, int32_t r) {
 #endif
 }
 
-/* The scheduler's decision before a step: 0 with *out the rank to run, 1
- * when the run ends (w->res says how), -1 out of memory. */
-static int decide(ppv_world *w, int32_t *out) {
+/* decide's every case: the run's end, a delayed message's arrival, a
+ * deadlock, the watchdog, as well as a plain decision. */
+static __attribute__((noinline)) int decide_all(ppv_world *w, int32_t *out) {
     ppv_world_result *res = w->res;
     for (;;) {
         int32_t nready = 0, ndone = 0;
@@ -710,6 +717,40 @@ static int decide(ppv_world *w, int32_t *out) {
         *out = r;
         return 0;
     }
+}
+
+/* A policy's pick that ended the run (an explorer's prune, a replay that
+ * diverged): 1, with w->res saying so. */
+static __attribute__((noinline)) int pick_ended(ppv_world *w, int32_t r) {
+    ppv_world_result *res = w->res;
+    if (r == -2) {
+        res->status = PPV_RUN_PRUNED;
+        snprintf(res->message, sizeof res->message, "the explorer ended the run after %lld steps",
+                 (long long)w->steps);
+        return 1;
+    }
+    res->status = PPV_RUN_FAILED;
+    snprintf(res->message, sizeof res->message, "%.500s", w->fail_msg);
+    return 1;
+}
+
+/* The scheduler's decision before a step: 0 with *out the rank to run, 1
+ * when the run ends (w->res says how), -1 out of memory. The common case
+ * (ranks running, nothing held, the watchdog far) is decided here, the
+ * rest by decide_all. */
+static int decide(ppv_world *w, int32_t *out) {
+    int32_t nready = 0, ndone = 0;
+    for (int32_t r = 0; r < w->P; r++) {
+        nready += w->ranks[r].state == RANK_READY;
+        ndone += w->ranks[r].state == RANK_DONE;
+    }
+    if (w->failed || ndone == w->P || w->held || nready == 0 ||
+        w->steps - w->last_progress > w->opt.watchdog_steps)
+        return decide_all(w, out);
+    int32_t r = pick(w, nready);
+    if (r < 0) return pick_ended(w, r);
+    *out = r;
+    return 0;
 }
 
 /* Starts step number w->steps on rank r: the decision is recorded. 0, or

@@ -339,7 +339,6 @@ void pp_envelope_free(ppv_envelope *e) {
 static void cheap_fill(ppv_bf16 *out, size_t n, uint64_t bits) {
     for (size_t i = 0; i < n; i += 4) {
         uint64_t x = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
-        x ^= x >> 29;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         if (i + 4 <= n) { /* the four values in one store */
             uint64_t four = 0x3f803f803f803f80ULL | (x & 0x007f007f007f007fULL);
