@@ -842,7 +842,8 @@ static ppv_failure parse_spec(const message_desc *md, void *base, int k, const c
     memcpy(dt, p, dl);
     dt[dl] = 0;
     const char *dims = p + dl;
-    int dtype = ppv_dtype_lookup(dt);
+    int dtype = strcmp(dt, ppv_dtype_token(d->dtype)) == 0 ? (int)d->dtype /* the usual */
+                                                          : ppv_dtype_lookup(dt);
     if (dtype != (int)d->dtype)
         return failf(PPV_FAIL_FM07, msg, n, "tensor %s: dtype %s, the contract says %s (%s)", key,
                      dt, ppv_dtype_token(d->dtype), IDS_TEXT(ids));
@@ -1006,16 +1007,27 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
                        IDS_TEXT(ids));
             break;
         }
-        const char *line = p, *eq = memchr(p, '=', len);
+        const char *line = p, *eq = NULL;
         p = nl + 1;
-        if (!eq) {
+        /* the line is most often one of the next few keys, then '=': the
+         * keys between are smaller (sorted), so they are passed */
+        int c = 1;
+        for (int j = next; j < next + 3 && j < ko->n; j++) {
+            const key_ref *kr = &ko->keys[j];
+            if (kr->len < len && line[kr->len] == '=' && memcmp(kr->key, line, kr->len) == 0) {
+                eq = line + kr->len;
+                next = j;
+                c = 0;
+                break;
+            }
+        }
+        if (!eq && !(eq = memchr(line, '=', len))) {
             rc = failf(PPV_FAIL_FIELD, msg, n, "metadata line '%.*s' is not key=value (%s)",
                        (int)len, line, IDS_TEXT(ids));
             break;
         }
         size_t kl = (size_t)(eq - line);
-        int c = 1;
-        while (next < ko->n) {
+        while (c != 0 && next < ko->n) {
             const key_ref *kr = &ko->keys[next];
             if (kr->len == kl && memcmp(kr->key, line, kl) == 0) {
                 c = 0;
