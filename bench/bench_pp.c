@@ -91,7 +91,8 @@ int main(int argc, char **argv) {
         printf("%-28s %12.1f %14.1f %16lld\n", name, r, r * 16, (long long)steps);
     }
     printf("\ncontrol plane only (--control-only), random policy\n");
-    printf("%-28s %12s %14s %16s\n", "configuration", "runs/s", "chunks/s", "sched steps/run");
+    printf("%-28s %12s %14s %16s %14s\n", "configuration", "runs/s", "chunks/s", "sched steps/run",
+           "sched steps/s");
     for (int k = 0; k < 3; k++) {
         ppv_pp_options o = ppv_pp_defaults();
         o.mesh = meshes[k];
@@ -103,7 +104,8 @@ int main(int argc, char **argv) {
         if (r < 0) return 2;
         char name[64];
         snprintf(name, sizeof name, "%d ranks, 16 chunks", 1 + meshes[k]);
-        printf("%-28s %12.1f %14.1f %16lld\n", name, r, r * 16, (long long)steps);
+        printf("%-28s %12.1f %14.1f %16lld %14.0f\n", name, r, r * 16, (long long)steps,
+               r * (double)steps);
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;

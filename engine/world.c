@@ -738,7 +738,7 @@ static __attribute__((noinline)) int pick_ended(ppv_world *w, int32_t r) {
  * when the run ends (w->res says how), -1 out of memory. The common case
  * (ranks running, nothing held, the watchdog far) is decided here, the
  * rest by decide_all. */
-static int decide(ppv_world *w, int32_t *out) {
+static inline __attribute__((always_inline)) int decide(ppv_world *w, int32_t *out) {
     int32_t nready = 0, ndone = 0;
     for (int32_t r = 0; r < w->P; r++) {
         nready += w->ranks[r].state == RANK_READY;
@@ -755,7 +755,7 @@ static int decide(ppv_world *w, int32_t *out) {
 
 /* Starts step number w->steps on rank r: the decision is recorded. 0, or
  * -1 out of memory. */
-static int begin_step(ppv_world *w, int32_t r) {
+static inline __attribute__((always_inline)) int begin_step(ppv_world *w, int32_t r) {
     if (record(w, r) < 0) return -1;
     w->steps++;
     w->last = r;

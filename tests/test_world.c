@@ -75,6 +75,38 @@ static void test_ring_of_sends_deadlocks_under_rendezvous_with_the_full_cycle(vo
     ppv_world_free(w);
 }
 
+/* After a deadlock, each rank tries a best-effort send more (as a failed
+ * run sends its SHUTDOWN): unwinding runs them, and takes no scheduler
+ * decisions, so the trace ends where the deadlock was found. */
+static void retry_main(ppv_transport *t, int32_t rank, void *arg) {
+    int *rcs = arg;
+    int32_t v = rank;
+    int rc = t->ops->send(t->impl, rank, &v, sizeof v, (rank + 1) % 3, 0, "SEND right");
+    if (rc) rc = t->ops->send(t->impl, rank, &v, sizeof v, (rank + 1) % 3, 0, "SEND again");
+    rcs[rank] = rc;
+}
+
+static void test_unwinding_after_a_deadlock_takes_no_decisions(void **state) {
+    (void)state;
+    for (int pol = 0; pol < 2; pol++) {
+        ppv_world *w = world(3, "rendezvous", pol ? "random" : "rr", 5);
+        int rcs[3] = {0, 0, 0};
+        ppv_world_result res;
+        assert_int_equal(ppv_world_run(w, retry_main, rcs, &res), 0);
+        assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+        /* each rank: a step for its send, one that finds it blocked */
+        assert_string_equal(res.message, "deadlock after 6 scheduler steps: 3 of 3 ranks blocked");
+        assert_int_equal(res.steps, 6);
+        int64_t n = 0;
+        ppv_world_decisions(w, &n);
+        assert_int_equal(n, 6);
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(rcs[k], PPV_ERR_ABORTED);
+        ppv_world_result_free(&res);
+        ppv_world_free(w);
+    }
+}
+
 static void test_ring_completes_eager_grouped_or_below_the_threshold(void **state) {
     (void)state;
     static const struct {
@@ -431,6 +463,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_lenient_replay_forces_a_prefix_then_goes_round_robin),
         cmocka_unit_test(test_ring_of_sends_deadlocks_under_rendezvous_with_the_full_cycle),
+        cmocka_unit_test(test_unwinding_after_a_deadlock_takes_no_decisions),
         cmocka_unit_test(test_ring_completes_eager_grouped_or_below_the_threshold),
         cmocka_unit_test(test_policies_are_deterministic_and_seeds_differ),
         cmocka_unit_test(test_a_trace_file_replays_the_run_exactly),
