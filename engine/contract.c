@@ -556,8 +556,6 @@ static int travels(field_when when, int is_result, int ok, int recompute) {
     return 0;
 }
 
-/* Writes v as "%.17g" does (at most 24 characters and a NUL); integral
- * values below 10^15, the common case, without printf. */
 /* The texts of floats written last, by their bits: the same few values
  * (a bias, a noise scale) are written with every chunk, and printf's exact
  * conversion is slow. Per thread, direct-mapped. */
@@ -567,6 +565,8 @@ static _Thread_local struct {
     char text[32];
 } float_memo[8];
 
+/* Writes v as "%.17g" does (at most 24 characters and a NUL); integral
+ * values below 10^15, the common case, without printf. */
 static size_t float_text(double v, char *out) {
     if (fabs(v) < 1e15 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
         return i64_text((int64_t)v, out);

@@ -707,7 +707,7 @@ uint64_t ppv_digest_words(const void *data, size_t n) {
         d = (d ^ le64(p + k + 24)) * prime;
     }
     unsigned char tail[32] = {0};
-    memcpy(tail, p + k, n - k);
+    if (n > k) memcpy(tail, p + k, n - k); /* (p may be NULL when n is 0) */
     a = (a ^ le64(tail)) * prime;
     b = (b ^ le64(tail + 8)) * prime;
     c = (c ^ le64(tail + 16)) * prime;

@@ -134,7 +134,7 @@ struct ppv_world {
     void *arg;
     int32_t current;
     ppv_world_result *res; /* the running run's result */
-    /* a decision a rank took at its scheduling point (keeps_running) and
+    /* a decision a rank took at its scheduling point (next_rank) and
      * handed to the scheduler: decide's return and rank */
     int decided, decided_rc;
     int32_t decided_rank;

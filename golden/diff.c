@@ -382,7 +382,20 @@ static char *attr_text(hid_t obj, const char *name, int *oom) {
         *oom = 1;
         goto done;
     }
-    if (H5Tget_class(t) == H5T_FLOAT || H5Tget_class(t) == H5T_INTEGER) {
+    if (H5Tget_class(t) == H5T_INTEGER) {
+        /* as 64-bit integers: through a double, values past 2^53 that
+         * differ in their low bits (a seed, a digest) would read the same */
+        int is_unsigned = H5Tget_sign(t) == H5T_SGN_NONE;
+        long long *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+        if (!v) *oom = 1;
+        int ok = v && H5Aread(a, is_unsigned ? H5T_NATIVE_ULLONG : H5T_NATIVE_LLONG, v) >= 0;
+        for (hssize_t k = 0; ok && k < n; k++)
+            at += is_unsigned ? (size_t)snprintf(out + at, len - at, "%s%llu", k ? "," : "",
+                                                 (unsigned long long)v[k])
+                              : (size_t)snprintf(out + at, len - at, "%s%lld", k ? "," : "", v[k]);
+        free(v);
+        if (!ok) free(out), out = NULL;
+    } else if (H5Tget_class(t) == H5T_FLOAT) {
         double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
         if (!v) *oom = 1;
         int ok = v && H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0;
