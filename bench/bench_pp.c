@@ -11,6 +11,10 @@
  * core at once (the machine's throughput, as `ppv fuzz --jobs` and CI
  * sweeps use it; each process reports its own rate).
  *
+ * Every run draws its own seed, as the explorer's runs do: one seed run
+ * over and over repeats one interleaving, whose branches and memory the
+ * machine learns, and read about 12% faster than the explorer's runs.
+ *
  * usage: ppv_bench_pp [SECONDS per figure, default 2] [control]
  *   control: the control-plane rows only (for a profiler)
  */
@@ -29,9 +33,11 @@ static double rate(const ppv_pp_options *o, double secs, int64_t *steps) {
     double t0 = bench_now(), t = t0;
     long runs = 0;
     char err[512];
+    ppv_pp_options each = *o;
     while (t - t0 < secs) {
         ppv_pp_report *r = NULL;
-        if (ppv_pp_run(o, &r, err, sizeof err) != 0 || !r->ok) {
+        each.policy.seed = o->policy.seed + (uint64_t)runs; /* a new interleaving each run */
+        if (ppv_pp_run(&each, &r, err, sizeof err) != 0 || !r->ok) {
             fprintf(stderr, "ppv_bench_pp: %s\n", r ? r->message : err);
             ppv_pp_report_free(r);
             return -1;
@@ -54,7 +60,9 @@ static double rate_parallel(const ppv_pp_options *o, double secs, int n, double 
         if (pid < 0) return -1;
         if (pid == 0) {
             int64_t steps = 0;
-            double r = rate(o, secs, &steps);
+            ppv_pp_options mine = *o; /* disjoint seeds, as ppv fuzz --jobs gives its workers */
+            mine.policy.seed = o->policy.seed + ((uint64_t)k << 40);
+            double r = rate(&mine, secs, &steps);
             _exit(write(fds[1], &r, sizeof r) == (ssize_t)sizeof r && r >= 0 ? 0 : 2);
         }
     }

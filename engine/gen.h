@@ -15,6 +15,17 @@ int ppv_gen_zb_h1_build(ppv_schedule *s, const ppv_gen_params *p);
  * memory or stalled. */
 int ppv_gen_greedy_capped(ppv_schedule *s, int32_t P, int32_t m, int32_t v, int32_t cap);
 int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p);
+/* The zero-bubble authors' cost-aware heuristic (gen_heuristic.c): one
+ * stage a rank, F, I = b - w, W and message costs, at most cap
+ * microbatches' activations a rank; the best of its eight variants. 0, or
+ * -1 when out of memory or no variant fits the cap. */
+int ppv_gen_zb_heuristic(ppv_schedule *s, int32_t P, int32_t m, const ppv_costs *costs,
+                         int32_t cap);
+/* Its ZB-V counterpart: two stages a rank in a V (rank r holds stages r
+ * and 2P-1-r), per-chunk costs, at most cap chunk activations a rank (the
+ * reference's default is 2P, p microbatches); the best of four variants. */
+int ppv_gen_zbv_heuristic(ppv_schedule *s, int32_t P, int32_t m, const ppv_costs *costs,
+                          int32_t cap);
 int ppv_gen_v_half_build(ppv_schedule *s, const ppv_gen_params *p);
 int ppv_gen_v_min_build(ppv_schedule *s, const ppv_gen_params *p);
 

@@ -48,7 +48,9 @@ typedef struct score {
  * (a message costs the same). */
 static ppv_check_options options_for(const ppv_schedule *s, const ppv_gen_auto_params *p) {
     ppv_check_options o = ppv_check_defaults();
-    double v = s->nranks > 0 && s->nstages > s->nranks ? (double)s->nstages / s->nranks : 1.0;
+    double v = !p->per_action && s->nranks > 0 && s->nstages > s->nranks
+                   ? (double)s->nstages / s->nranks
+                   : 1.0;
     o.costs = p->costs;
     o.costs.f /= v, o.costs.b /= v, o.costs.w /= v;
     return o;
@@ -155,6 +157,28 @@ static ppv_schedule *capped_greedy(int32_t ranks, int32_t m, int32_t v, double c
     return s;
 }
 
+/* The zero-bubble authors' cost-aware heuristic at a cap of `cap`
+ * activations (one stage a rank: microbatches), or its ZB-V counterpart
+ * (v_shape: chunk activations, half a microbatch each), or NULL when it
+ * cannot be built. */
+static ppv_schedule *heuristic(int32_t ranks, int32_t m, const ppv_costs *costs, int32_t cap,
+                               int v_shape) {
+    char why[256];
+    ppv_schedule *s = ppv_schedule_new(ranks);
+    if (!s) return NULL;
+    s->nmb = m;
+    s->dialect = PPV_DIALECT_CURRENT;
+    snprintf(s->name, sizeof s->name, "%s-heuristic-p%d-m%d-cap%d", v_shape ? "zbv" : "zb", ranks,
+             m, cap);
+    if ((v_shape ? ppv_gen_zbv_heuristic(s, ranks, m, costs, cap)
+                 : ppv_gen_zb_heuristic(s, ranks, m, costs, cap)) < 0 ||
+        ppv_schedule_finish(s, why, sizeof why) < 0) {
+        ppv_schedule_free(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* Swaps actions i and i+1 of a program, keeping each slot's step. */
 static void swap_adjacent(ppv_program *pr, int32_t i) {
     ppv_action a = pr->acts[i], b = pr->acts[i + 1];
@@ -207,6 +231,50 @@ static int climb(ppv_schedule *s, score *bs, const ppv_gen_auto_params *p,
     return 0;
 }
 
+/* 2. The local search from each start in pl; the best summit wins (the
+ * earlier start on a tie). Fills rep and *out; 0. */
+static int search(pool *pl_, const ppv_gen_auto_params *p, ppv_gen_auto_report *rep, double t0,
+                  ppv_schedule **out) {
+    pool pl = *pl_;
+    char why[512];
+    rep->candidates = pl_->rep->candidates;
+    ppv_schedule *best = NULL;
+    score bs = {0};
+    int stopped = 0;
+    for (int k = 0; k < pl.n; k++) {
+        ppv_schedule *cur = pl.best[k];
+        pl.best[k] = NULL;
+        score cs = pl.bs[k];
+        int64_t improvements = 0;
+        if (!stopped) {
+            rep->starts++;
+            stopped = climb(cur, &cs, p, rep, t0, &improvements);
+        }
+        if (!best || (better(cs, bs) && cs.makespan < bs.makespan)) {
+            ppv_schedule_free(best);
+            best = cur, bs = cs;
+            snprintf(rep->start, sizeof rep->start, "%s", pl.label[k]);
+            rep->start_makespan = pl.bs[k].makespan;
+            rep->improvements = improvements;
+        } else {
+            ppv_schedule_free(cur);
+        }
+    }
+    rep->converged = !stopped;
+    rep->makespan = bs.makespan;
+    rep->peak = bs.peak;
+    rep->peak_bytes = bs.bytes;
+    rep->stages_per_rank = best->nstages / best->nranks;
+    ppv_check_options o = options_for(best, p);
+    ppv_check_report *cr = NULL;
+    if (ppv_schedule_check(best, &o, &cr, why, sizeof why) == 0) {
+        rep->bubble_ratio = cr->bubble_ratio;
+        ppv_check_report_free(cr);
+    }
+    *out = best;
+    return 0;
+}
+
 int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_auto_report *rep,
                       char *err, size_t errlen) {
     *out = NULL;
@@ -242,6 +310,20 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
             }
         }
     }
+    /* the authors' cost-aware heuristics at the cap: one stage a rank (at
+     * ZB-H2's 2p - 1 without a cap) and ZB-V (at p microbatches without
+     * one, as the reference); ZB-V's actions cost half a rank's share */
+    {
+        int32_t cap = p->cap > 0 ? (int32_t)(p->cap + 1e-9) : 2 * p->ranks - 1;
+        ppv_schedule *s = cap >= 1 ? heuristic(p->ranks, p->microbatches, &p->costs, cap, 0) : NULL;
+        snprintf(label, sizeof label, "cost-aware heuristic (cap %d)", cap);
+        if (s) consider(&pl, s, label);
+        int32_t chunks = p->cap > 0 ? (int32_t)(2 * p->cap + 1e-9) : 2 * p->ranks;
+        ppv_costs half = {p->costs.f / 2, p->costs.b / 2, p->costs.w / 2, p->costs.comm};
+        s = chunks >= 2 ? heuristic(p->ranks, p->microbatches, &half, chunks, 1) : NULL;
+        snprintf(label, sizeof label, "cost-aware ZB-V heuristic (cap %d chunks)", chunks);
+        if (s) consider(&pl, s, label);
+    }
     if (pl.n == 0) {
         if (pl.least_peak < 0)
             return ppv_errf(err, errlen, "no schedule of any kind for p=%d m=%d", p->ranks,
@@ -257,42 +339,51 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
                         "builds for p=%d m=%d is %g",
                         p->cap, p->ranks, p->microbatches, pl.least_peak);
     }
-    /* 2. the local search from each start; the best summit wins (the
-     * earlier start on a tie) */
-    ppv_schedule *best = NULL;
-    score bs = {0};
-    int stopped = 0;
-    for (int k = 0; k < pl.n; k++) {
-        ppv_schedule *cur = pl.best[k];
-        pl.best[k] = NULL;
-        score cs = pl.bs[k];
-        int64_t improvements = 0;
-        if (!stopped) {
-            rep->starts++;
-            stopped = climb(cur, &cs, p, rep, t0, &improvements);
-        }
-        if (!best || (better(cs, bs) && cs.makespan < bs.makespan)) {
-            ppv_schedule_free(best);
-            best = cur, bs = cs;
-            snprintf(rep->start, sizeof rep->start, "%s", pl.label[k]);
-            rep->start_makespan = pl.bs[k].makespan;
-            rep->improvements = improvements;
-        } else {
-            ppv_schedule_free(cur);
-        }
+    int rc = search(&pl, p, rep, t0, out);
+    snprintf((*out)->name, sizeof(*out)->name, "auto-p%d-m%d", p->ranks, p->microbatches);
+    return rc;
+}
+
+int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_costs *costs,
+                       int64_t budget, double time_limit, ppv_schedule **out,
+                       ppv_gen_auto_report *rep, char *err, size_t errlen) {
+    *out = NULL;
+    memset(rep, 0, sizeof *rep);
+    double t0 = now_s();
+    ppv_schedule *own = NULL;
+    if (ppv_generate(kind, gp, &own, err, errlen) < 0) return -1;
+    ppv_gen_auto_params p = {own->nranks, own->nmb, *costs, 0, budget, time_limit, NULL, 0, 1};
+    score sc = evaluate(own, &p);
+    if (!sc.makespan) {
+        ppv_schedule_free(own);
+        return ppv_errf(err, errlen, "%s: the kind's own order does not pass the check", kind);
     }
-    rep->converged = !stopped;
-    snprintf(best->name, sizeof best->name, "auto-p%d-m%d", p->ranks, p->microbatches);
-    rep->makespan = bs.makespan;
-    rep->peak = bs.peak;
-    rep->peak_bytes = bs.bytes;
-    rep->stages_per_rank = best->nstages / best->nranks;
-    ppv_check_options o = options_for(best, p);
-    ppv_check_report *cr = NULL;
-    if (ppv_schedule_check(best, &o, &cr, why, sizeof why) == 0) {
-        rep->bubble_ratio = cr->bubble_ratio;
-        ppv_check_report_free(cr);
+    p.cap = sc.peak; /* never above the kind's own peak */
+    char name[sizeof own->name];
+    snprintf(name, sizeof name, "%s", own->name);
+    pool pl;
+    memset(&pl, 0, sizeof pl);
+    pl.p = &p, pl.rep = rep, pl.least_peak = pl.least_bytes = -1;
+    consider(&pl, own, kind);
+    /* ZB-H1 and ZB-H2: the authors' cost-aware heuristic at the kind's cap */
+    int h1 = strcmp(kind, "zb-h1") == 0, h2 = strcmp(kind, "zb-h2") == 0;
+    int zbv = strcmp(kind, "zbv") == 0;
+    char label[64];
+    if ((h1 || h2) && (gp->stages_per_rank == 0 || gp->stages_per_rank == 1)) {
+        int32_t cap = h1 ? p.ranks : 2 * p.ranks - 1;
+        ppv_schedule *s = heuristic(p.ranks, p.microbatches, costs, cap, 0);
+        snprintf(label, sizeof label, "cost-aware heuristic (cap %d)", cap);
+        if (s) consider(&pl, s, label);
     }
-    *out = best;
-    return 0;
+    if (zbv && (gp->stages_per_rank == 0 || gp->stages_per_rank == 2)) {
+        ppv_schedule *s = heuristic(p.ranks, p.microbatches, costs, 2 * p.ranks, 1);
+        snprintf(label, sizeof label, "cost-aware ZB-V heuristic (cap %d chunks)", 2 * p.ranks);
+        if (s) consider(&pl, s, label);
+    }
+    if (pl.n == 0) /* the kind's own order always fits its own peak */
+        return ppv_errf(err, errlen, "%s: out of memory", kind);
+    int rc = search(&pl, &p, rep, t0, out);
+    rep->cap = p.cap;
+    snprintf((*out)->name, sizeof(*out)->name, "%s", name);
+    return rc;
 }

@@ -259,6 +259,8 @@ typedef struct ppv_gen_auto_params {
     const ppv_model_spec *model; /* NULL, or the model whose bytes are weighed */
     double mem_cap_bytes;        /* with model: every rank's weights, gradients, optimizer
                                   * state and peak activations within it; <= 0: no cap */
+    int per_action; /* costs are each action's (as `ppv check` takes them), not a rank's
+                     * whole share */
 } ppv_gen_auto_params;
 
 typedef struct ppv_gen_auto_report {
@@ -271,12 +273,23 @@ typedef struct ppv_gen_auto_report {
     int32_t starts;      /* candidates the search climbed from (the best few) */
     int converged;       /* a whole scan kept no swap */
     int stopped_by_time; /* the time limit cut the search */
+    double cap;          /* ppv_generate_tuned: the kind's own peak, which bounds the search */
 } ppv_gen_auto_report;
 
 /* 0 with *out (compute-only), or -1 with the reason: no kind builds the
  * size, or none fits the cap (the message names the smallest peak). */
 int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_auto_report *rep,
                       char *err, size_t errlen);
+
+/* The named kind tuned to per-action costs (as `ppv check --costs` takes
+ * them): the kind's own order, and for zb-h1 and zb-h2 with one stage a
+ * rank also the zero-bubble authors' cost-aware heuristic at the kind's
+ * cap (p, 2p - 1 activations), the better under the costs; then auto's
+ * local search, every rank within the own order's peak. rep as auto's
+ * (cap: that peak). 0 with *out, or -1. */
+int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_costs *costs,
+                       int64_t budget, double time_limit, ppv_schedule **out,
+                       ppv_gen_auto_report *rep, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------ */
 /* Lowering                                                                 */

@@ -298,7 +298,7 @@ static void test_gen_auto_command(void **state) {
     (void)state;
     run_result r = RUN("gen", "auto", "-p", "4", "-m", "8", "--cap", "3");
     assert_int_equal(r.code, 0);
-    assert_string_equal(r.err, "ppv gen: auto: best of 35 candidates: v-half -v 2 (makespan "
+    assert_string_equal(r.err, "ppv gen: auto: best of 36 candidates: v-half -v 2 (makespan "
                                "26.5); 0 improving swaps in 539 checks from 4 starts (no swap "
                                "left improves it): makespan 26.5, bubble ratio 0.094340, peak "
                                "activation 3\n");
@@ -308,9 +308,40 @@ static void test_gen_auto_command(void **state) {
     run_free(&r);
     r = RUN("gen", "auto", "-p", "2", "-m", "4", "--costs", "2,3,1,1", "--comms");
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.err, ": zb-h2 -v 1 (makespan 25); 1 improving swaps in "));
+    assert_non_null(strstr(r.err, ": cost-aware heuristic (cap 3) (makespan 24); 0 improving "
+                                  "swaps in "));
     assert_non_null(strstr(r.out, "SEND_F"));
     run_free(&r);
+    /* a named kind tuned to its costs: ZB-H2 at p=4 m=16 under 1,2,1,1 runs
+     * in 60 units (the zero-bubble authors' scheduler: 60), the untuned
+     * order in 61, both within 7 activations a rank */
+    char tuned[4200], plain[4200];
+    snprintf(tuned, sizeof tuned, "%s", tmp_path("tuned.csv"));
+    snprintf(plain, sizeof plain, "%s", tmp_path("plain.csv"));
+    r = RUN("gen", "zb-h2", "-p", "4", "-m", "16", "--costs", "1,2,1,1", "-o", tuned);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "ppv gen: zb-h2 tuned to --costs 1,2,1,1: best of 2 candidates: "
+                               "cost-aware heuristic (cap 7) (makespan 60); 0 improving swaps in "
+                               "323 checks from 2 starts (no swap left improves it): makespan "
+                               "60, bubble ratio 0.200000, peak activation 7 (the kind's own: at "
+                               "most 7)\n");
+    run_free(&r);
+    r = RUN("gen", "zb-h2", "-p", "4", "-m", "16", "-o", plain);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    const struct {
+        const char *file;
+        const char *figures;
+    } runs[] = {{tuned, "peak activation: 7 7 6 7\nmakespan: 60  bubble ratio: 0.200000\n"},
+                {plain, "peak activation: 7 7 7 7\nmakespan: 61  bubble ratio: 0.213115\n"}};
+    for (int k = 0; k < 2; k++) {
+        r = RUN("check", runs[k].file, "--costs", "1,2,1,1");
+        assert_int_equal(r.code, 0);
+        if (!strstr(r.out, runs[k].figures)) fprintf(stderr, "got: %s\n", r.out);
+        assert_non_null(strstr(r.out, runs[k].figures));
+        run_free(&r);
+    }
     r = RUN("gen", "auto", "-p", "4", "-m", "8", "--cap", "3", "--time-limit", "0.000001");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.err, "(stopped by --time-limit: the result depends on this "
@@ -319,14 +350,16 @@ static void test_gen_auto_command(void **state) {
     static const char *const bad[][12] = {
         {"gen", "1f1b", "-p", "4", "-m", "8", "--cap", "3", NULL},
         {"gen", "1f1b", "-p", "4", "-m", "8", "--budget", "3", NULL},
-        {"gen", "1f1b", "-p", "4", "-m", "8", "--costs", "1,2,1", NULL},
+        {"gen", "1f1b", "-p", "4", "-m", "8", "--time-limit", "3", NULL},
         {"gen", "auto", "-p", "4", "-m", "8", "-v", "2", NULL},
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0", NULL},
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0.4", NULL}};
     static const char *const why[] = {
-        "--cap, --budget, --time-limit, --model and --mem-cap are for 'auto', not 1f1b",
-        "--cap, --budget, --time-limit, --model and --mem-cap are for 'auto', not 1f1b",
-        "--costs shapes 'auto' and the lowering (--comms); 1f1b alone has no costs",
+        "--cap, --model and --mem-cap are for 'auto', not 1f1b",
+        "--budget and --time-limit bound the search of 'auto' or of a kind tuned with --costs; "
+        "1f1b has neither",
+        "--budget and --time-limit bound the search of 'auto' or of a kind tuned with --costs; "
+        "1f1b has neither",
         "'auto' chooses the stages a rank itself; it takes no -v",
         "--cap needs a positive activation count, not '0'",
         ("ppv gen: auto: no schedule fits a cap of 0.4 activations a rank: the smallest peak ppv "

@@ -27,19 +27,23 @@ static const help_option gen_options[] = {
     {"--costs", "F,B,W[,C]",
      "times of a forward, a full backward, a weight backward and a message: what --comms "
      "lowers with and what auto minimises (auto: a rank's whole share of the model, so a "
-     "kind with V stages a rank runs each action at 1/V of them)",
-     "1,2,1,0"},
+     "kind with V stages a rank runs each action at 1/V of them); given to a named kind, "
+     "each action's (as check takes them), and the kind is tuned to them: for zb-h1, zb-h2 "
+     "and zbv also the zero-bubble authors' cost-aware heuristic, then the local search, no "
+     "rank above the kind's own peak",
+     "1,2,1,0; a named kind untuned"},
     {"--cap", "A",
      "auto: at most A activations on any rank (whole microbatches, as check counts them)",
      "no cap"},
-    {"--budget", "N", "auto: schedules the local search may check (0: no bound)", "2000"},
+    {"--budget", "N",
+     "auto, or a kind tuned with --costs: schedules the local search may check (0: no bound)",
+     "2000"},
     {"--time-limit", "S",
-     "auto: stop the search after S seconds (a safety stop: a result it cuts short depends on "
-     "the machine, and says so)",
+     "auto, or a kind tuned with --costs: stop the search after S seconds (a safety stop: a "
+     "result it cuts short depends on the machine, and says so)",
      "60"},
     {"--model", "SPEC|FILE",
-     "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)",
-     NULL},
+     "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)", NULL},
     {"--mem-cap", "BYTES",
      "auto, with --model: every rank's weights, gradients, optimizer state and peak "
      "activations within BYTES (K, M, G suffixes)",
@@ -319,10 +323,10 @@ static const help_option *const diff_groups[] = {diff_options, diff_only, ignore
                                                  exclude_option, NULL};
 static const help_option *const none_groups[] = {no_options, NULL};
 
-static const char *const gen_examples[] = {"ppv gen dualpipev -p 4 -m 10 -o dpv.csv",
-                                           "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
-                                           "ppv gen 1f1b -p 4 -m 8 --format native",
-                                           "ppv gen auto -p 4 -m 8 --cap 3 --costs 1,2,1,0", NULL};
+static const char *const gen_examples[] = {
+    "ppv gen dualpipev -p 4 -m 10 -o dpv.csv",  "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
+    "ppv gen 1f1b -p 4 -m 8 --format native",   "ppv gen auto -p 4 -m 8 --cap 3 --costs 1,2,1,0",
+    "ppv gen zb-h2 -p 4 -m 16 --costs 1,2,1,1", NULL};
 static const char *const check_examples[] = {
     "ppv check dpv.csv", "ppv check zbv_comms.csv --semantics eager:4M --json",
     "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml",
@@ -371,7 +375,9 @@ static const help_command commands[] = {
      "memory are refused with the estimate. auto writes the schedule with the smallest "
      "makespan ppv finds under --costs with every rank within --cap: the best of every kind "
      "at every stage count (and a greedy built to the cap), the four best then improved by "
-     "swapping adjacent actions while the check passes; a line on standard error says what it chose. "
+     "swapping adjacent actions while the check passes; a line on standard error says what it "
+     "chose. "
+     "A named kind given --costs is tuned to them the same way, within its own peak. "
      "It is deterministic: the same options give the same schedule.",
      gen_groups, gen_examples},
     {"check", "FILE [options]", "verify a schedule",
@@ -422,7 +428,8 @@ static const help_command commands[] = {
      "explore interleavings and hand back a minimal reproducer",
      "Runs the target many times, each under other scheduler decisions (random, PCT, a "
      "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
-     "and a send on its channel are the only steps that do not commute), and checks every run against the round-robin reference: a schedule "
+     "and a send on its channel are the only steps that do not commute), and checks every run "
+     "against the round-robin reference: a schedule "
      "must complete with the one-rank reference's gradients and the predicted memory; the "
      "pipeline (pp, which takes pp's options) must complete with the reference's output "
      "digest or, with --inject, be caught as the break-it matrix says. A deadlock, a hang, a "

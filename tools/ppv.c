@@ -206,10 +206,10 @@ static int cmd_gen(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     ppv_gen_params gp = {0, 0, 0};
-    int comms = 0, native = 0, costs_given = 0, auto_only = 0;
+    int comms = 0, native = 0, costs_given = 0, auto_only = 0, search_only = 0;
     const char *outpath = NULL;
     long long v, limit = physical_memory();
-    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0};
+    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0, 0};
     ppv_model_spec spec;
     const char *model = NULL;
     double nums[4];
@@ -258,14 +258,14 @@ static int cmd_gen(int argc, char **argv) {
             if (parse_int(optarg, 0, 1LL << 40, &v) < 0)
                 return usage_error("--budget needs a check count (0: no bound), not '%s'", optarg);
             ap.budget = v;
-            auto_only = 1;
+            search_only = 1;
             break;
         case 'T':
             if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
                 return usage_error("--time-limit needs a positive number of seconds, not '%s'",
                                    optarg);
             ap.time_limit = nums[0];
-            auto_only = 1;
+            search_only = 1;
             break;
         case 'M':
             model = optarg;
@@ -286,15 +286,13 @@ static int cmd_gen(int argc, char **argv) {
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
     int is_auto = strcmp(argv[optind], "auto") == 0;
     if (auto_only && !is_auto)
-        return usage_error("--cap, --budget, --time-limit, --model and --mem-cap are for 'auto', "
-                           "not %s",
+        return usage_error("--cap, --model and --mem-cap are for 'auto', not %s", argv[optind]);
+    if (search_only && !is_auto && !costs_given)
+        return usage_error("--budget and --time-limit bound the search of 'auto' or of a kind "
+                           "tuned with --costs; %s has neither",
                            argv[optind]);
     if (ap.mem_cap_bytes > 0 && !model)
         return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
-    if (costs_given && !is_auto && !comms)
-        return usage_error("--costs shapes 'auto' and the lowering (--comms); %s alone has no "
-                           "costs",
-                           argv[optind]);
     if (is_auto && gp.stages_per_rank)
         return usage_error("'auto' chooses the stages a rank itself; it takes no -v%s", "");
     /* at most F, I and W per stage and microbatch, and a send and a receive
@@ -333,6 +331,26 @@ static int cmd_gen(int argc, char **argv) {
             fprintf(stderr, "ppv gen: auto: largest rank's memory %.0f bytes (%.1f GiB)%s\n",
                     ar.peak_bytes, ar.peak_bytes / (1024.0 * 1024 * 1024),
                     ap.mem_cap_bytes > 0 ? ", within --mem-cap" : "");
+    } else if (costs_given) {
+        ppv_gen_auto_report ar;
+        if (ppv_generate_tuned(argv[optind], &gp, &ap.costs, ap.budget, ap.time_limit, &s, &ar, err,
+                               sizeof err) < 0) {
+            fprintf(stderr, "ppv gen: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        fprintf(stderr,
+                "ppv gen: %s tuned to --costs %g,%g,%g,%g: best of %lld candidate%s: %s "
+                "(makespan %g); %lld improving swaps in %lld checks from %d start%s%s: makespan "
+                "%g, bubble ratio %.6f, peak activation %g (the kind's own: at most %g)\n",
+                argv[optind], ap.costs.f, ap.costs.b, ap.costs.w, ap.costs.comm,
+                (long long)ar.candidates, ar.candidates == 1 ? "" : "s", ar.start,
+                ar.start_makespan, (long long)ar.improvements, (long long)ar.evaluated,
+                (int)ar.starts, ar.starts == 1 ? "" : "s",
+                ar.converged         ? " (no swap left improves it)"
+                : ar.stopped_by_time ? " (stopped by --time-limit: the result depends on this "
+                                       "machine's speed)"
+                                     : " (--budget spent)",
+                ar.makespan, ar.bubble_ratio, ar.peak, ar.cap);
     } else if (ppv_generate(argv[optind], &gp, &s, err, sizeof err) < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);
         return PPV_EXIT_BAD_INPUT;
