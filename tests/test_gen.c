@@ -435,6 +435,37 @@ static void test_reference_schedules_at_non_unit_costs(void **state) {
     }
 }
 
+/* The reference's ZB-V scheduler improves its first run by offering that
+ * run's stage bubbles back (its second pass) at p=4 m=8, F,I,W = 3,3,2 and
+ * a cap of 9 chunk activations: max_bubble 2 against 3 for the first run
+ * alone. The port writes the file it wrote, cell for cell. */
+static void test_zbv_heuristic_second_pass(void **state) {
+    (void)state;
+    ppv_schedule *file = load_ok(data_path("zero-bubble-costs/zbv-4-8-f3b5w2c0-cap9.csv"));
+    ppv_costs costs = {3, 5, 2, 0};
+    ppv_check_options o = ppv_check_defaults();
+    o.costs = costs;
+    ppv_check_report *ref = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_check(file, &o, &ref, err, sizeof err), 0);
+    assert_true(ref->ok);
+    assert_true(fabs(ref->bubble_ratio - 2.0 / 130.0) < 1e-12);
+    for (int32_t r = 0; r < 4; r++)
+        assert_exact(ref->peak_activation[r], 4.5, "peak");
+    ppv_schedule *s = ppv_schedule_new(4);
+    s->nmb = 8;
+    s->dialect = PPV_DIALECT_CURRENT;
+    snprintf(s->name, sizeof s->name, "%s", file->name);
+    assert_int_equal(ppv_gen_zbv_heuristic(s, 4, 8, &costs, 9), 0);
+    assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
+    char *got = csv_text(s), *want = csv_text(file);
+    assert_string_equal(got, want);
+    free(got), free(want);
+    ppv_schedule_free(s);
+    ppv_check_report_free(ref);
+    ppv_schedule_free(file);
+}
+
 /* Figures the reference scheduler gives at p = 8 (measured with its own
  * evaluator, issue 12's table), and the V schedules' bubble falling with m
  * as the paper's does: V-Min reaches 0.014 at p = 4, m = 128. */
@@ -670,6 +701,7 @@ int main(void) {
         cmocka_unit_test(test_zb_h1_is_the_reference_schedule_with_its_closed_form_bubble),
         cmocka_unit_test(test_reference_schedules_and_figures),
         cmocka_unit_test(test_reference_schedules_at_non_unit_costs),
+        cmocka_unit_test(test_zbv_heuristic_second_pass),
         cmocka_unit_test(test_v_schedules_reach_the_reference_figures_and_fall_with_m),
         cmocka_unit_test(test_generator_figures_regression),
         cmocka_unit_test(test_gen_auto_beats_every_named_kind_within_the_cap),

@@ -4,6 +4,8 @@ at given costs and write PyTorch compute_only CSV. Usage:
   ZB_SCHED=<checkout>/megatron/core/pipeline_parallel/zerobubble/scheduler \
   /usr/bin/python3 reference-driver.py OUTDIR P M F I W C [kinds...]   (F, I, W, C: the reference's cost_f, cost_b, cost_w, cost_comm)
 kinds: zb-h1 zb-h2 zbv v-half v-min
+ZBV_MAX_MEM=N: zbv's max_mem in chunk activations (default: the reference's, 2p); the file
+name then ends in -capN.
 """
 import sys, types, json, os
 
@@ -74,7 +76,8 @@ def run(kind, p, m, f, i, w, c):
         config = GraphConfig(cost_f=[float(f)] * p, cost_b=[float(i)] * p, cost_w=[float(w)] * p,
                              cost_comm=float(c), mem_f=[1] * p, mem_b=[0] * p, mem_w=[-1] * p,
                              max_mem=None, print_scaling=1, max_chunks=2, n_stages=p, n_micro=m)
-        pg = zbv.PipelineGraph(p, m, f, i, w, c, f_mem=1, b_mem=0, w_mem=-1, max_mem=None)
+        cap = int(os.environ["ZBV_MAX_MEM"]) if os.environ.get("ZBV_MAX_MEM") else None
+        pg = zbv.PipelineGraph(p, m, f, i, w, c, f_mem=1, b_mem=0, w_mem=-1, max_mem=cap)
         # create_schedule picks the best of its 4 fill variants; rerun the same selection to get
         # the reference's own max_bubble/end_time (create_schedule only prints the rate).
         best = None
@@ -85,7 +88,7 @@ def run(kind, p, m, f, i, w, c):
                     best = (s, e, mb_)
         local_order = pg.create_schedule(config)
         expected = (f + i + w) * m * 2
-        info["ref_call"] = f"zbv.PipelineGraph({p},{m},{f},{i},{w},{c},f_mem=1,b_mem=0,w_mem=-1,max_mem=None).create_schedule(config)  [max_mem default 2p chunk units]"
+        info["ref_call"] = f"zbv.PipelineGraph({p},{m},{f},{i},{w},{c},f_mem=1,b_mem=0,w_mem=-1,max_mem={cap}).create_schedule(config)  [max_mem None: 2p chunk units]"
         info["ref_max_bubble"] = best[2]
         info["ref_makespan"] = expected + best[2]
         info["ref_bubble"] = best[2] / (expected + best[2])
@@ -117,6 +120,8 @@ if __name__ == "__main__":
     for kind in kinds:
         info, csv = run(kind, p, m, f, i, w, c)
         fn = f"{kind}-{p}-{m}-f{f}b{i + w}w{w}c{c}.csv"
+        if kind == "zbv" and os.environ.get("ZBV_MAX_MEM"):
+            fn = fn[:-4] + f"-cap{os.environ['ZBV_MAX_MEM']}.csv"
         info["file"] = fn
         with open(os.path.join(outdir, fn), "w") as fh:
             fh.write(csv)
