@@ -9,6 +9,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -805,10 +808,65 @@ static int parse_i64(const char *s, int64_t *v) {
     return 0;
 }
 
+/* Tensor data blocks a thread keeps for the next messages: a pipeline run
+ * receives and frees a few tensors of the same few sizes every chunk, and
+ * glibc's allocator takes its slow path for blocks of this size. Blocks
+ * are plain malloc blocks, keyed by malloc_usable_size, so any of them
+ * may be freed with free() and any malloc block given back; a block
+ * taken is zeroed, as calloc's. Freed when the thread ends. */
+enum { SPARE_BLOCKS = 16 };
+static _Thread_local struct {
+    void *p[SPARE_BLOCKS];
+    size_t size[SPARE_BLOCKS];
+    int n, key_set;
+} spare_blocks;
+static pthread_key_t blocks_key;
+static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
+
+static void blocks_free(void *unused) {
+    (void)unused;
+    for (int k = 0; k < spare_blocks.n; k++)
+        free(spare_blocks.p[k]);
+    spare_blocks.n = 0;
+}
+
+static void blocks_key_make(void) {
+    (void)pthread_key_create(&blocks_key, blocks_free);
+}
+
+void *ppv_block_take(size_t n) {
+#ifdef __GLIBC__
+    for (int k = spare_blocks.n - 1; k >= 0; k--)
+        if (spare_blocks.size[k] >= n && spare_blocks.size[k] <= 2 * n + 64) {
+            void *p = spare_blocks.p[k];
+            spare_blocks.n--;
+            spare_blocks.p[k] = spare_blocks.p[spare_blocks.n];
+            spare_blocks.size[k] = spare_blocks.size[spare_blocks.n];
+            return memset(p, 0, n);
+        }
+#endif
+    return calloc(n ? n : 1, 1);
+}
+
+void ppv_block_give(void *p) {
+#ifdef __GLIBC__
+    if (p && !spare_blocks.key_set) { /* any non-NULL value: blocks_free runs at exit */
+        pthread_once(&blocks_once, blocks_key_make);
+        spare_blocks.key_set = pthread_setspecific(blocks_key, &blocks_once) == 0;
+    }
+    if (p && spare_blocks.n < SPARE_BLOCKS) {
+        spare_blocks.p[spare_blocks.n] = p;
+        spare_blocks.size[spare_blocks.n++] = malloc_usable_size(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
 static void free_tensors(const message_desc *md, void *base) {
     for (int k = 0; k < md->ntensors; k++) {
         ppv_tensor *t = tensor_at(base, &md->tensors[k]);
-        free(t->data);
+        ppv_block_give(t->data);
         t->data = NULL;
     }
 }
@@ -882,7 +940,7 @@ static ppv_failure parse_spec(const message_desc *md, void *base, int k, const c
         return failf(PPV_FAIL_FM07, msg, n,
                      "tensor %s: %.0f bytes, more than a message may carry (%s)", key, bytes,
                      IDS_TEXT(ids));
-    t->data = calloc(1, bytes > 0 ? (size_t)bytes : 1);
+    t->data = ppv_block_take(bytes > 0 ? (size_t)bytes : 1);
     if (!t->data)
         return failf(PPV_FAIL_FIELD, msg, n, "tensor %s: out of memory (%s)", key, IDS_TEXT(ids));
     return PPV_FAIL_NONE;

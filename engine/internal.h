@@ -43,4 +43,10 @@ double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
 ppv_failure ppv_envelope_frame_unchecked(const ppv_envelope *e, ppv_frame *f, char *msg,
                                          size_t msglen);
 
+/* Tensor data blocks (contract.c): n zeroed bytes, as calloc, often a block
+ * this thread gave back; and a block given back for the next take. Both
+ * are plain malloc blocks: free() and malloc() mix with them freely. */
+void *ppv_block_take(size_t n);
+void ppv_block_give(void *p);
+
 #endif

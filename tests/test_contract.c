@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "contractutil.h"
+#include "internal.h"
 #include "testutil.h"
 
 /* Checks e against o and expects the failure id and message exactly. */
@@ -592,6 +593,41 @@ static void test_output_digest_follows_its_definition_and_sees_every_word(void *
     assert_true(ppv_digest_words(buf, 201) != base);
 }
 
+/* Tensor blocks a thread gives back come back zeroed, as calloc's, for a
+ * size they fit without waste; plain malloc blocks mix with them both
+ * ways (given back, and freed with free()). */
+static void test_tensor_blocks_come_back_zeroed_and_mix_with_malloc(void **state) {
+    (void)state;
+    unsigned char *a = ppv_block_take(1000);
+    assert_non_null(a);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(a[i], 0);
+    memset(a, 0xab, 1000);
+    ppv_block_give(a);
+    unsigned char *b = ppv_block_take(1000);
+    assert_ptr_equal(b, a); /* the block given back */
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(b[i], 0);
+    free(b);
+    unsigned char *m = malloc(3000);
+    assert_non_null(m);
+    memset(m, 0x5a, 3000);
+    ppv_block_give(m);
+    unsigned char *small = ppv_block_take(10); /* 3000 bytes would waste: not that block */
+    assert_true(small != m);
+    unsigned char *c = ppv_block_take(2900);
+    assert_ptr_equal(c, m);
+    for (int i = 0; i < 2900; i++)
+        assert_int_equal(c[i], 0);
+    ppv_block_give(c);
+    ppv_block_give(small);
+    unsigned char *d = ppv_block_take(2900), *e = ppv_block_take(10);
+    assert_ptr_equal(d, m);
+    assert_ptr_equal(e, small);
+    free(d);
+    free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expected_generator_calls_is_steps_plus_one_when_recomputing),
@@ -610,6 +646,7 @@ int main(void) {
         cmocka_unit_test(test_metadata_integers_are_read_as_strtoll_reads_them),
         cmocka_unit_test(test_metadata_floats_round_trip_to_the_bit),
         cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
+        cmocka_unit_test(test_tensor_blocks_come_back_zeroed_and_mix_with_malloc),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -325,7 +325,7 @@ static int tensor_alloc(ppv_tensor *t, ppv_dtype dtype, int rank, const int64_t 
     ppv_tensor probe = *t; /* ppv_tensor_bytes sizes a present tensor */
     probe.data = &probe;
     size_t n = ppv_tensor_bytes(&probe);
-    t->data = calloc(n ? n : 1, 1);
+    t->data = ppv_block_take(n ? n : 1);
     return t->data ? 0 : -1;
 }
 

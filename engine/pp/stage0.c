@@ -131,7 +131,7 @@ static int send_chunk(stage0 *s, int32_t k) {
                     e->do_kv_recompute = 1;
                     e->expected_generator_calls += 1;
                 }
-                free(e->context_frames.data);
+                ppv_block_give(e->context_frames.data);
                 memset(&e->context_frames, 0, sizeof e->context_frames);
                 break;
             default:
