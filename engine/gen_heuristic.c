@@ -187,6 +187,9 @@ static double build(heur *h, int bubble_first, int prio_b, int greedy) {
     if (h->failed) return -1;
     double span = 0;
     for (int32_t j = 0; j < S; j++) {
+        /* every stage ran each forward and backward (a variant that left
+         * one out is no schedule: the reference would fail its own check) */
+        if (h->n[HF][j] != m || h->n[HI][j] != m) return -1;
         while (h->n[HW][j] < m)
             place(h, j, HW);
         double sj = *end_of(h, HW, j, m - 1) - *end_of(h, HF, j, 0) + h->cost[HF];
@@ -465,6 +468,8 @@ static double vrun(vh *h) {
     for (int32_t i = 0; i < S && !h->failed; i++)
         while (!h->failed && vpending(h, i))
             vplace(h, HW, 0, i);
+    for (int32_t i = 0; i < S && !h->failed; i++) /* every action placed, once */
+        if (h->nsched[i] != 6 * m) h->failed = 1;
     return h->failed ? -1 : vworst(h, -1);
 }
 
