@@ -140,21 +140,31 @@ static void consider(pool *pl, ppv_schedule *s, const char *label) {
 
 /* The memory-capped greedy with v stages a rank holding at most cap
  * microbatches' activations, or NULL when it cannot be built. */
-static ppv_schedule *capped_greedy(int32_t ranks, int32_t m, int32_t v, double cap_mb) {
-    int32_t cap = (int32_t)(cap_mb * v + 1e-9); /* the greedy counts stage activations */
-    char why[256];
-    if (cap < v) return NULL;
+/* An empty schedule of ranks and m microbatches for a builder to fill, or
+ * NULL; and s finished, or NULL (s freed) when built < 0 or it fails. */
+static ppv_schedule *candidate(int32_t ranks, int32_t m) {
     ppv_schedule *s = ppv_schedule_new(ranks);
     if (!s) return NULL;
     s->nmb = m;
     s->dialect = PPV_DIALECT_CURRENT;
-    snprintf(s->name, sizeof s->name, "capped-greedy-p%d-m%d-v%d", ranks, m, v);
-    if (ppv_gen_greedy_capped(s, ranks, m, v, cap) < 0 ||
-        ppv_schedule_finish(s, why, sizeof why) < 0) {
+    return s;
+}
+
+static ppv_schedule *finished(ppv_schedule *s, int built) {
+    char why[256];
+    if (built < 0 || ppv_schedule_finish(s, why, sizeof why) < 0) {
         ppv_schedule_free(s);
         return NULL;
     }
     return s;
+}
+
+static ppv_schedule *capped_greedy(int32_t ranks, int32_t m, int32_t v, double cap_mb) {
+    int32_t cap = (int32_t)(cap_mb * v + 1e-9); /* the greedy counts stage activations */
+    ppv_schedule *s = cap < v ? NULL : candidate(ranks, m);
+    if (!s) return NULL;
+    snprintf(s->name, sizeof s->name, "capped-greedy-p%d-m%d-v%d", ranks, m, v);
+    return finished(s, ppv_gen_greedy_capped(s, ranks, m, v, cap));
 }
 
 /* The zero-bubble authors' cost-aware heuristic at a cap of `cap`
@@ -163,20 +173,12 @@ static ppv_schedule *capped_greedy(int32_t ranks, int32_t m, int32_t v, double c
  * cannot be built. */
 static ppv_schedule *heuristic(int32_t ranks, int32_t m, const ppv_costs *costs, int32_t cap,
                                int v_shape) {
-    char why[256];
-    ppv_schedule *s = ppv_schedule_new(ranks);
+    ppv_schedule *s = candidate(ranks, m);
     if (!s) return NULL;
-    s->nmb = m;
-    s->dialect = PPV_DIALECT_CURRENT;
     snprintf(s->name, sizeof s->name, "%s-heuristic-p%d-m%d-cap%d", v_shape ? "zbv" : "zb", ranks,
              m, cap);
-    if ((v_shape ? ppv_gen_zbv_heuristic(s, ranks, m, costs, cap)
-                 : ppv_gen_zb_heuristic(s, ranks, m, costs, cap)) < 0 ||
-        ppv_schedule_finish(s, why, sizeof why) < 0) {
-        ppv_schedule_free(s);
-        return NULL;
-    }
-    return s;
+    return finished(s, v_shape ? ppv_gen_zbv_heuristic(s, ranks, m, costs, cap)
+                               : ppv_gen_zb_heuristic(s, ranks, m, costs, cap));
 }
 
 /* Swaps actions i and i+1 of a program, keeping each slot's step. */
@@ -315,12 +317,12 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
      * one, as the reference); ZB-V's actions cost half a rank's share */
     {
         int32_t cap = p->cap > 0 ? (int32_t)(p->cap + 1e-9) : 2 * p->ranks - 1;
-        ppv_schedule *s = cap >= 1 ? heuristic(p->ranks, p->microbatches, &p->costs, cap, 0) : NULL;
+        ppv_schedule *s = heuristic(p->ranks, p->microbatches, &p->costs, cap, 0);
         snprintf(label, sizeof label, "cost-aware heuristic (cap %d)", cap);
         if (s) consider(&pl, s, label);
         int32_t chunks = p->cap > 0 ? (int32_t)(2 * p->cap + 1e-9) : 2 * p->ranks;
         ppv_costs half = {p->costs.f / 2, p->costs.b / 2, p->costs.w / 2, p->costs.comm};
-        s = chunks >= 2 ? heuristic(p->ranks, p->microbatches, &half, chunks, 1) : NULL;
+        s = heuristic(p->ranks, p->microbatches, &half, chunks, 1); /* NULL below 2 chunks */
         snprintf(label, sizeof label, "cost-aware ZB-V heuristic (cap %d chunks)", chunks);
         if (s) consider(&pl, s, label);
     }

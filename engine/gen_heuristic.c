@@ -491,10 +491,10 @@ int ppv_gen_zbv_heuristic(ppv_schedule *s, int32_t P, int32_t m, const ppv_costs
     h.sched = malloc(12 * sm * sizeof *h.sched);
     h.nsched = malloc((size_t)P * sizeof *h.nsched);
     double *approved = malloc((size_t)P * sizeof *approved);
-    int32_t *best = malloc(12 * sm * sizeof *best);
+    int32_t *best = malloc(12 * sm * sizeof *best), *keep = malloc(12 * sm * sizeof *keep);
     int rc = -1;
     if (!h.count || !h.end || !h.clock || !h.mem || !h.bubble || !h.wq || !h.wq_head ||
-        !h.wq_tail || !h.sched || !h.nsched || !approved || !best || cap < 2 || m < 1)
+        !h.wq_tail || !h.sched || !h.nsched || !approved || !best || !keep || cap < 2 || m < 1)
         goto done;
     double best_worst = -1;
     for (int fb = 1; fb >= 0; fb--)
@@ -505,18 +505,14 @@ int ppv_gen_zbv_heuristic(ppv_schedule *s, int32_t P, int32_t m, const ppv_costs
             /* offer this run's bubbles back while that lowers the worst */
             for (int k = 0; k < 10000; k++) {
                 memcpy(approved, h.bubble, (size_t)P * sizeof *approved);
-                int32_t *keep = malloc(12 * sm * sizeof *keep);
-                if (!keep) goto done;
                 memcpy(keep, h.sched, 12 * sm * sizeof *keep);
                 h.approved = approved;
                 double next = vrun(&h);
                 if (next >= 0 && next < worst) {
                     worst = next;
-                    free(keep);
                     continue;
                 }
                 memcpy(h.sched, keep, 12 * sm * sizeof *keep); /* the better run's order */
-                free(keep);
                 break;
             }
             if (best_worst < 0 || worst < best_worst) {
@@ -541,6 +537,6 @@ int ppv_gen_zbv_heuristic(ppv_schedule *s, int32_t P, int32_t m, const ppv_costs
 done:
     free(h.count), free(h.end), free(h.clock), free(h.mem), free(h.bubble);
     free(h.wq), free(h.wq_head), free(h.wq_tail), free(h.sched), free(h.nsched);
-    free(approved), free(best);
+    free(approved), free(best), free(keep);
     return rc;
 }

@@ -344,6 +344,27 @@ static void test_reference_schedules_and_figures(void **state) {
     }
 }
 
+/* The port of the reference's heuristics (v: ZB-V) at p, m, the costs and
+ * cap writes file's order, cell for cell. */
+static void assert_port_writes(const ppv_schedule *file, int p, int m, const ppv_costs *costs,
+                               int v, int cap, const char *what) {
+    char err[256];
+    ppv_schedule *s = ppv_schedule_new(p);
+    assert_non_null(s);
+    s->nmb = m;
+    s->dialect = PPV_DIALECT_CURRENT;
+    snprintf(s->name, sizeof s->name, "%s", file->name);
+    assert_int_equal(v ? ppv_gen_zbv_heuristic(s, p, m, costs, cap)
+                       : ppv_gen_zb_heuristic(s, p, m, costs, cap),
+                     0);
+    assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
+    char *got = csv_text(s), *want = csv_text(file);
+    if (strcmp(got, want) != 0) fprintf(stderr, "%s: the port's order differs\n", what);
+    assert_string_equal(got, want);
+    free(got), free(want);
+    ppv_schedule_free(s);
+}
+
 /* The zero-bubble authors' schedulers at non-unit costs
  * (tests/data/zero-bubble-costs, written by their code): ppv's check gives
  * each file the makespan, bubble and peak the reference's own evaluator
@@ -397,22 +418,12 @@ static void test_reference_schedules_at_non_unit_costs(void **state) {
         assert_exact(peak, rows[k].peak, what);
         /* the port writes the reference's own order */
         int h = strncmp(rows[k].kind, "zb-h", 4) == 0, v = strcmp(rows[k].kind, "zbv") == 0;
-        if (h || v) {
-            ppv_schedule *s = ppv_schedule_new(4);
-            s->nmb = rows[k].m;
-            s->dialect = PPV_DIALECT_CURRENT;
-            snprintf(s->name, sizeof s->name, "%s", file->name);
-            int cap = strcmp(rows[k].kind, "zb-h1") == 0 ? 4 : 7;
-            assert_int_equal(v ? ppv_gen_zbv_heuristic(s, 4, rows[k].m, &costs, 8)
-                               : ppv_gen_zb_heuristic(s, 4, rows[k].m, &costs, cap),
-                             0);
-            assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
-            char *got = csv_text(s), *want = csv_text(file);
-            if (strcmp(got, want) != 0) fprintf(stderr, "%s: the port's order differs\n", name);
-            assert_string_equal(got, want);
-            free(got), free(want);
-            ppv_schedule_free(s);
-        }
+        if (h || v)
+            assert_port_writes(file, 4, rows[k].m, &costs, v,
+                               v                                    ? 8
+                               : strcmp(rows[k].kind, "zb-h1") == 0 ? 4
+                                                                    : 7,
+                               name);
         /* the kind tuned to the costs: no slower, no rank above the peak */
         ppv_gen_params gp = {4, rows[k].m, 0};
         ppv_gen_auto_report ar;
@@ -474,22 +485,12 @@ static void test_reference_schedules_at_non_unit_costs_wider(void **state) {
         for (int32_t r = 0; r < p; r++)
             if (ref->peak_activation[r] > top) top = ref->peak_activation[r];
         assert_exact(top, peak, file);
-        if (v || strncmp(kind, "zb-h", 4) == 0) { /* the port: the same order */
-            ppv_schedule *s = ppv_schedule_new(p);
-            s->nmb = m;
-            s->dialect = PPV_DIALECT_CURRENT;
-            snprintf(s->name, sizeof s->name, "%s", ref_s->name);
-            int cap = v ? 2 * p : strcmp(kind, "zb-h1") == 0 ? p : 2 * p - 1;
-            assert_int_equal(v ? ppv_gen_zbv_heuristic(s, p, m, &costs, cap)
-                               : ppv_gen_zb_heuristic(s, p, m, &costs, cap),
-                             0);
-            assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
-            char *got = csv_text(s), *want = csv_text(ref_s);
-            if (strcmp(got, want) != 0) fprintf(stderr, "%s: the port's order differs\n", file);
-            assert_string_equal(got, want);
-            free(got), free(want);
-            ppv_schedule_free(s);
-        }
+        if (v || strncmp(kind, "zb-h", 4) == 0) /* the port: the same order */
+            assert_port_writes(ref_s, p, m, &costs, v,
+                               v                            ? 2 * p
+                               : strcmp(kind, "zb-h1") == 0 ? p
+                                                            : 2 * p - 1,
+                               file);
         int64_t every = sweep(1, 6, 15); /* valgrind: p = 2 and 3 only (p = 8 takes a minute) */
         if (rows++ % every == 0 && (every < 15 || p <= 3)) { /* tuned: no slower, no higher */
             ppv_gen_params gp = {p, m, 0};
@@ -534,16 +535,7 @@ static void test_zbv_heuristic_second_pass(void **state) {
     assert_true(fabs(ref->bubble_ratio - 2.0 / 130.0) < 1e-12);
     for (int32_t r = 0; r < 4; r++)
         assert_exact(ref->peak_activation[r], 4.5, "peak");
-    ppv_schedule *s = ppv_schedule_new(4);
-    s->nmb = 8;
-    s->dialect = PPV_DIALECT_CURRENT;
-    snprintf(s->name, sizeof s->name, "%s", file->name);
-    assert_int_equal(ppv_gen_zbv_heuristic(s, 4, 8, &costs, 9), 0);
-    assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
-    char *got = csv_text(s), *want = csv_text(file);
-    assert_string_equal(got, want);
-    free(got), free(want);
-    ppv_schedule_free(s);
+    assert_port_writes(file, 4, 8, &costs, 1, 9, "zbv-4-8-f3b5w2c0-cap9.csv");
     ppv_check_report_free(ref);
     ppv_schedule_free(file);
 }
