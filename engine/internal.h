@@ -49,4 +49,13 @@ ppv_failure ppv_envelope_frame_unchecked(const ppv_envelope *e, ppv_frame *f, ch
 void *ppv_block_take(size_t n);
 void ppv_block_give(void *p);
 
+/* A run on a transport of processes (proc.c): configures it and gives the
+ * transport this process's rank calls (0, or -1 with the reason); after
+ * the rank's program, waits until every rank is there (0, or the job has
+ * been ended). */
+struct ppv_proc_config;
+int ppv_proc_configure(ppv_proc *p, const struct ppv_proc_config *cfg, ppv_transport *t, char *err,
+                       size_t errlen);
+int ppv_proc_settle(ppv_proc *p);
+
 #endif

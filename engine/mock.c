@@ -528,7 +528,32 @@ static int mock_async_error(void *impl, int32_t rank) {
     return ((ppv_world *)impl)->aborted ? PPV_ERR_ABORTED : 0;
 }
 
-const ppv_transport_ops ppv_mock_ops = {mock_send,          mock_recv,      mock_group_start,
-                                        mock_group_end,     mock_allreduce_f32, mock_broadcast,
-                                        mock_allgather,     mock_abort,     mock_async_error,
-                                        mock_probe};
+static void mock_fail(void *impl, int32_t rank, int env, const char *msg) {
+    ppv_world_abort_with(impl, rank, env, msg);
+}
+
+static void mock_progress(void *impl, int32_t rank) {
+    ppv_world *w = impl;
+    (void)rank;
+    w->last_progress = w->steps;
+}
+
+static void mock_yield(void *impl, int32_t rank) {
+    ppv_world_switch(impl, rank);
+}
+
+const ppv_transport_ops ppv_mock_ops = {
+    .send = mock_send,
+    .recv = mock_recv,
+    .group_start = mock_group_start,
+    .group_end = mock_group_end,
+    .allreduce_f32 = mock_allreduce_f32,
+    .broadcast = mock_broadcast,
+    .allgather = mock_allgather,
+    .abort = mock_abort,
+    .async_error = mock_async_error,
+    .probe = mock_probe,
+    .fail = mock_fail,
+    .progress = mock_progress,
+    .yield = mock_yield,
+};

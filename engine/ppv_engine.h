@@ -391,12 +391,38 @@ typedef struct ppv_transport_ops {
     /* Without waiting: *arrived says whether a message from peer on comm
      * is there to receive (MPI_Iprobe; a poll loop's question). */
     int (*probe)(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived);
+    /* The run fails here with msg: a finding (env 0) or the environment
+     * (env 1). The mock aborts its world so that every rank unwinds; a
+     * transport of processes reports it and ends the job (MPI_Abort). What
+     * ppv_world_fail calls. */
+    void (*fail)(void *impl, int32_t rank, int env, const char *msg);
+    /* Work was done (a compute): the mock's watchdog counts from here. */
+    void (*progress)(void *impl, int32_t rank);
+    /* A poll that did nothing: the mock switches ranks here. */
+    void (*yield)(void *impl, int32_t rank);
 } ppv_transport_ops;
 
 typedef struct ppv_transport {
     const ppv_transport_ops *ops;
     void *impl;
 } ppv_transport;
+
+/* ------------------------------------------------------------------------ */
+/* Transports whose ranks are processes: `mpirun -np N ppv run FILE         */
+/* --transport mpi`, one process per rank, on one machine or many           */
+
+typedef struct ppv_proc ppv_proc;
+
+/* Joins the job of the named transport ("mpi"): loads its module
+ * (libppv_mpi.so, so that ppv itself starts without any MPI library) and
+ * starts it (MPI_Init). 0 with *out, or -1 with the reason (no module, a
+ * ppv built without MPI). */
+int ppv_proc_start(const char *name, ppv_proc **out, char *err, size_t errlen);
+/* This process's rank in the job, and the job's size. */
+int32_t ppv_proc_rank(const ppv_proc *p);
+int32_t ppv_proc_size(const ppv_proc *p);
+/* Leaves the job (MPI_Finalize) and frees p; NULL is allowed. */
+void ppv_proc_end(ppv_proc *p);
 
 /* ------------------------------------------------------------------------ */
 /* The mock world: every rank a coroutine in this process, under the        */
@@ -544,9 +570,10 @@ int32_t ppv_world_add_comm(ppv_world *w, const int32_t *ranks, int32_t n);
 int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *result);
 void ppv_world_result_free(ppv_world_result *r);
 
-/* From inside a rank: the run fails with this message (a tripwire); the
- * world is aborted so every other rank's next transport call returns
- * PPV_ERR_ABORTED. */
+/* From inside a rank: the run fails with this message (a tripwire). On
+ * the mock the world is aborted so every other rank's next transport call
+ * returns PPV_ERR_ABORTED; on a transport of processes the rank reports it
+ * and the job ends (the transport's fail). */
 void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -623,6 +650,18 @@ typedef struct ppv_run_options {
     const char *device;
     int (*load_inputs)(void *ctx, int32_t mb, ppv_mb_inputs *in, char *err, size_t errlen);
     void *inputs_ctx;
+    /* Where the ranks run: NULL on the mock transport (every rank in this
+     * process, under `policy`); or a job of processes (ppv_proc_start), of
+     * which this process runs its own rank and the results are shared by
+     * all. There a send is MPI's synchronous send under rendezvous and its
+     * buffered send under eager (eager:BYTES: up to BYTES), a schedule
+     * that deadlocks under `sem` is refused before it starts unless
+     * `allow_unsafe`, and no call waits longer than `timeout_s` seconds:
+     * the rank reports a hang (what it waits for, from which rank) and the
+     * job ends. policy, watchdog_steps and fault are the mock's. */
+    ppv_proc *proc;
+    double timeout_s;
+    int allow_unsafe;
     /* Called after every executed action with the count done and the
      * schedule's total (a progress display; it must not touch the run). */
     void (*progress)(void *ctx, int64_t done, int64_t total);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "lower.h"
+#include "transport/proc_module.h"
 
 /* Per (stage, microbatch) buffers, owned by the stage's rank. */
 typedef struct slot {
@@ -587,6 +588,76 @@ static void rank_main(ppv_transport *t, int32_t rank, void *arg) {
     act_free(c, rank, &extra, c->o->extra_bytes);
 }
 
+/* ---- the step on processes ------------------------------------------------------ */
+
+/* After every rank's program ran in its own process, each process holds
+ * what its stages computed: every stage's owner broadcasts its results
+ * (gradient sums, forward counts), the last stage's owner the losses and
+ * every rank its memory peak, so that every process ends with the whole
+ * report. held_peak is the most one process held. 0, or -1 out of memory
+ * (a failed broadcast ends the job). */
+static int share_results(run_ctx *c, ppv_transport *t, int32_t me) {
+    const ppv_schedule *s = c->s;
+    const ppv_transport_ops *x = t->ops;
+    for (int32_t st = 0; st < c->S; st++) {
+        int32_t root = s->stage_rank[st];
+        size_t n = ppv_model_grad_count(c->model, c->stage_layer[st], c->stage_layer[st + 1]);
+        if (!c->gsum[st] && !(c->gsum[st] = calloc(n ? n : 1, sizeof *c->gsum[st]))) return -1;
+        x->broadcast(t->impl, me, &c->folded[st], sizeof c->folded[st], root, 0, "folded");
+        x->broadcast(t->impl, me, c->gsum[st], n * sizeof *c->gsum[st], root, 0, "gradients");
+        x->broadcast(t->impl, me, c->forwards + (size_t)st * c->m,
+                     (size_t)c->m * sizeof *c->forwards, root, 0, "forwards");
+        x->broadcast(t->impl, me, &c->layer_forwards[st], sizeof *c->layer_forwards, root, 0,
+                     "layer forwards");
+        x->broadcast(t->impl, me, &c->core_rebuilds[st], sizeof *c->core_rebuilds, root, 0,
+                     "core rebuilds");
+    }
+    x->broadcast(t->impl, me, c->loss, (size_t)c->m * sizeof *c->loss, s->stage_rank[c->S - 1], 0,
+                 "losses");
+    for (int32_t r = 0; r < s->nranks; r++)
+        x->broadcast(t->impl, me, &c->peak[r], sizeof *c->peak, r, 0, "peak bytes");
+    int32_t *held = malloc((size_t)s->nranks * sizeof *held);
+    if (!held) return -1;
+    x->allgather(t->impl, me, &c->held_peak, held, sizeof *held, 0, "gradient buffers");
+    for (int32_t r = 0; r < s->nranks; r++)
+        if (held[r] > c->held_peak) c->held_peak = held[r];
+    free(held);
+    return 0;
+}
+
+/* This process's rank of the step, on o->proc. A failure on any rank ends
+ * the job there (the transport reports it), so a return is a finished
+ * step. 0, or -1 with the reason. */
+static int run_on_processes(run_ctx *c, const ppv_run_options *o, ppv_world_result *res, char *err,
+                            size_t errlen) {
+    const ppv_schedule *s = c->s;
+    int32_t me = ppv_proc_rank(o->proc), n = ppv_proc_size(o->proc);
+    if (n != s->nranks)
+        return ppv_errf(err, errlen, "%s has %d ranks but the job has %d processes (mpirun -np %d)",
+                        s->name, s->nranks, n, s->nranks);
+    if (!(o->timeout_s > 0)) return ppv_errf(err, errlen, "the timeout must be positive");
+    ppv_proc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.sem = o->sem;
+    cfg.timeout_s = o->timeout_s;
+    size_t msg = c->tc * sizeof(ppv_bf16);
+    const ppv_program *p = &s->prog[me];
+    for (int32_t i = 0; i < p->n; i++)
+        if (p->acts[i].kind == PPV_ACT_SEND_F || p->acts[i].kind == PPV_ACT_SEND_B) {
+            cfg.eager_msgs++;
+            cfg.eager_bytes += (int64_t)msg;
+        }
+    ppv_transport t;
+    if (ppv_proc_configure(o->proc, &cfg, &t, err, errlen) < 0) return -1;
+    rank_main(&t, me, c);
+    ppv_proc_settle(o->proc);
+    if (share_results(c, &t, me) < 0) return ppv_errf(err, errlen, "out of memory");
+    memset(res, 0, sizeof *res);
+    res->status = PPV_RUN_DONE;
+    res->failed_rank = -1;
+    return 0;
+}
+
 /* ---- the step --------------------------------------------------------------- */
 
 /* One POLICY word (and its count) into *p; 0 or -1 with the reason. */
@@ -668,6 +739,7 @@ ppv_run_options ppv_run_defaults(void) {
     o.policy.kind = PPV_POLICY_RR;
     o.model = ppv_model_config_default();
     o.watchdog_steps = 100000;
+    o.timeout_s = 60;
     return o;
 }
 
@@ -865,8 +937,11 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         ppv_check_report_free(chk);
         return -1;
     }
-    if (chk->deadlock && s_in->form == PPV_FORM_COMPUTE_ONLY) {
-        /* the compute order itself cannot progress: nothing to lower or run */
+    int refuse = o->proc && !o->allow_unsafe;
+    if (chk->deadlock && (s_in->form == PPV_FORM_COMPUTE_ONLY || refuse)) {
+        /* the compute order itself cannot progress: nothing to lower or
+         * run; or processes would be launched into a deadlock the check
+         * has already found */
         ppv_run_report *rep = calloc(1, sizeof *rep);
         if (!rep) return ppv_errf(err, errlen, "out of memory");
         rep->nranks = s_in->nranks;
@@ -878,10 +953,19 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         rep->world.cycle = chk->cycle;
         rep->world.ncycle = chk->ncycle;
         chk->blocked = chk->cycle = NULL;
-        snprintf(rep->world.message, sizeof rep->world.message,
-                 "deadlock in the compute order itself (found before running): %d of %d ranks "
-                 "can never finish",
-                 rep->world.nblocked, rep->nranks);
+        char sem[64];
+        ppv_semantics_format(&o->sem, sem, sizeof sem);
+        if (s_in->form == PPV_FORM_COMPUTE_ONLY)
+            snprintf(rep->world.message, sizeof rep->world.message,
+                     "deadlock in the compute order itself (found before running): %d of %d "
+                     "ranks can never finish",
+                     rep->world.nblocked, rep->nranks);
+        else
+            snprintf(rep->world.message, sizeof rep->world.message,
+                     "deadlock under %s, found by the check before launching: %d of %d ranks "
+                     "can never finish (--allow-unsafe launches it, and the watchdog reports "
+                     "the hang)",
+                     sem, rep->world.nblocked, rep->nranks);
         ppv_check_report_free(chk);
         *out = rep;
         return 0;
@@ -960,6 +1044,10 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     }
     if (ppv_predict_activation_bytes(s, c.bytes, o->recompute, rep->predicted_bytes) < 0) goto oom;
 
+    if (o->proc) {
+        if (run_on_processes(&c, o, &rep->world, err, errlen) < 0) goto done;
+        goto results;
+    }
     ppv_world_options wo;
     memset(&wo, 0, sizeof wo);
     wo.nranks = s->nranks;
@@ -976,6 +1064,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
         ppv_errf(err, errlen, "%s", rep->world.message);
         goto done;
     }
+results:
     memcpy(rep->peak_bytes, c.peak, (size_t)s->nranks * sizeof *c.peak);
     rep->pct_steps = o->policy.kind == PPV_POLICY_PCT ? o->policy.pct_steps : 0;
     rep->grad_buffers_peak = c.held_peak;

@@ -390,9 +390,10 @@ void ppv_world_complete(ppv_world *w, int32_t rank) {
     }
 }
 
-static void vfail(ppv_world *w, int32_t rank, int env, const char *fmt, va_list ap) {
+/* The mock's fail: the first failure is the run's; the world is aborted. */
+void ppv_world_abort_with(ppv_world *w, int32_t rank, int env, const char *msg) {
     if (!w->failed) {
-        vsnprintf(w->fail_msg, sizeof w->fail_msg, fmt, ap);
+        snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
         w->failed = 1;
         w->env_error = env;
         w->failed_rank = rank;
@@ -400,28 +401,32 @@ static void vfail(ppv_world *w, int32_t rank, int env, const char *fmt, va_list 
     w->aborted = 1;
 }
 
+static void vfail(ppv_transport *t, int32_t rank, int env, const char *fmt, va_list ap) {
+    char msg[sizeof((ppv_world *)0)->fail_msg];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    t->ops->fail(t->impl, rank, env, msg);
+}
+
 void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfail(t->impl, rank, 0, fmt, ap);
+    vfail(t, rank, 0, fmt, ap);
     va_end(ap);
 }
 
 void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfail(t->impl, rank, 1, fmt, ap);
+    vfail(t, rank, 1, fmt, ap);
     va_end(ap);
 }
 
 void ppv_world_yield(ppv_transport *t, int32_t rank) {
-    ppv_world_switch(t->impl, rank);
+    t->ops->yield(t->impl, rank);
 }
 
 void ppv_world_progress(ppv_transport *t, int32_t rank) {
-    ppv_world *w = t->impl;
-    (void)rank;
-    w->last_progress = w->steps;
+    t->ops->progress(t->impl, rank);
 }
 
 /* ---- policies ---------------------------------------------------------------- */

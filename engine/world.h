@@ -173,6 +173,10 @@ int ppv_world_wait(ppv_world *w, int32_t rank);
  * nothing more. */
 void ppv_world_complete(ppv_world *w, int32_t rank);
 
+/* The run fails with msg (the first failure is the run's); the world is
+ * aborted. The mock transport's fail. */
+void ppv_world_abort_with(ppv_world *w, int32_t rank, int env, const char *msg);
+
 extern const ppv_transport_ops ppv_mock_ops;
 
 /* PPV_FAULT_DELAY: the held message becomes visible and is matched; 0, or

@@ -95,7 +95,8 @@ static const char *sample_value(const char *opt) {
         {"--faults", "drop"},       {"--jobs", "2"},         {"--cap", "3"},
         {"--budget", "100"},        {"--time-limit", "5"},
         {"--model", "layers=4,hidden=64,heads=4,seq=128"},
-        {"--mem-cap", "1G"},        {"--device", "cpu"},     {"--gemm", "reference"}};
+        {"--mem-cap", "1G"},        {"--device", "cpu"},     {"--gemm", "reference"},
+        {"--transport", "mock"},    {"--timeout", "5"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;
@@ -106,7 +107,7 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
     if (skip_under_valgrind()) skip();
     static const char *const flags[] = {"--comms",      "--json",         "--perturb",
                                         "--all-attributes", "--help",   "--compare-kv",
-                                        "--control-only", "--poll", NULL};
+                                        "--control-only", "--poll", "--allow-unsafe", NULL};
     int checked = 0;
     for (int k = 0; commands[k]; k++) {
         run_result h = RUN("help", commands[k]);

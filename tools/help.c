@@ -140,6 +140,22 @@ static const help_option gemm_option[] = {
      "reference"},
     END_OPTIONS};
 
+static const help_option transport_options[] = {
+    {"--transport", "mock|mpi",
+     "where the ranks run: mock (every rank a coroutine in this process, under --policy) or "
+     "mpi (one process per rank, started by mpirun -np RANKS; rank 0 prints the report); on "
+     "mpi rendezvous sends are MPI_Ssend, eager ones MPI_Bsend",
+     "mock"},
+    {"--timeout", "SECONDS",
+     "with --transport mpi: the longest any call may wait; then the rank reports the hang "
+     "(its action, the peer) and the job ends with exit 1",
+     "60"},
+    {"--allow-unsafe", NULL,
+     "with --transport mpi: launch a schedule that the check finds deadlocks under the "
+     "semantics, so the watchdog shows the hang (without it the run is refused, exit 1)",
+     NULL},
+    END_OPTIONS};
+
 static const help_option trace_option[] = {
     {"--trace-out", "FILE", "write every scheduling decision (replay it with --replay)", NULL},
     END_OPTIONS};
@@ -312,8 +328,8 @@ static const help_option fuzz_schedule_options[] = {
      "100000"},
     END_OPTIONS};
 
-static const help_option *const run_groups[] = {run_options, gemm_option, trace_option,
-                                                junit_option, NULL};
+static const help_option *const run_groups[] = {run_options,  transport_options, gemm_option,
+                                                trace_option, junit_option,      NULL};
 static const help_option *const pp_groups[] = {pp_options, NULL};
 static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
@@ -336,7 +352,8 @@ static const char *const show_examples[] = {
     "ppv show dpv.csv", "ppv show dpv.csv --svg dpv.svg --chrome-trace dpv.json", NULL};
 static const char *const run_examples[] = {
     "ppv run zbv.csv --policy pct --seed 7 --trace-out zbv.trace --json",
-    "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml", NULL};
+    "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml",
+    "mpirun -np 4 ppv run zbv.csv --transport mpi --semantics eager", NULL};
 static const char *const pp_examples[] = {
     "ppv pp --mesh 4 --chunks 16 --policy random --seed 3 --json",
     "ppv pp --kv recompute --hard-cut-at 5 --record run.h5", "ppv pp --inject list",
@@ -396,10 +413,13 @@ static const help_command commands[] = {
      "the peak named; the Chrome trace carries the same as a counter track a rank. Takes "
      "every check option.",
      show_groups, show_examples},
-    {"run", "SCHEDULE [options]", "run one training step on the mock transport",
+    {"run", "SCHEDULE [options]", "run one training step (mock transport or MPI)",
      "Runs one training step of the built-in model, every rank a coroutine on the mock "
      "transport under the deterministic scheduler, and compares the gradients with the "
      "one-rank reference bit for bit and every rank's activation memory with the prediction. "
+     "With --transport mpi, under mpirun, every rank is a process and its messages go through "
+     "MPI: the same gradients, bit for bit; a schedule the check finds deadlocks is refused "
+     "before launch unless --allow-unsafe. "
      "Exit 1 on a deadlock, a hang or any difference. On a terminal, progress is shown on "
      "standard error (not with --json).",
      run_groups, run_examples},

@@ -858,6 +858,9 @@ typedef struct run_args {
     int json, perturb, fail_after, term_after;
     int cublas; /* run: --gemm cublas */
     long long max_memory;
+    int mpi;                 /* run: --transport mpi */
+    const char *mock_option; /* an option of the mock transport's that was given */
+    const char *proc_option; /* an option of a transport of processes that was given */
 } run_args;
 
 /* " on cuda" for a device other than the CPU, else "". */
@@ -894,6 +897,9 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                          {"max-memory", required_argument, 0, 'X'},
                                          {"device", required_argument, 0, 'D'},
                                          {"gemm", required_argument, 0, 'G'},
+                                         {"transport", required_argument, 0, 'T'},
+                                         {"timeout", required_argument, 0, 'O'},
+                                         {"allow-unsafe", no_argument, 0, 'U'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(ra, 0, sizeof *ra);
@@ -913,6 +919,33 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                : c == 'J' ? "--junit"
                                : c == 'F' ? "--fail-after"
                                           : "--term-after");
+        if ((c == 'T' || c == 'O' || c == 'U') && !is_run)
+            return usage_error("%s is run's option", c == 'T'   ? "--transport"
+                                                     : c == 'O' ? "--timeout"
+                                                                : "--allow-unsafe");
+        switch (c) {
+        case 'p':
+            ra->mock_option = "--policy";
+            break;
+        case 'e':
+            ra->mock_option = "--seed";
+            break;
+        case 't':
+            ra->mock_option = "--trace-out";
+            break;
+        case 'R':
+            ra->mock_option = "--replay";
+            break;
+        case 'w':
+            ra->mock_option = "--watchdog";
+            break;
+        case 'O':
+            ra->proc_option = "--timeout";
+            break;
+        case 'U':
+            ra->proc_option = "--allow-unsafe";
+            break;
+        }
         switch (c) {
         case 's':
             if (ppv_semantics_parse(optarg, &ra->opt.sem) < 0)
@@ -984,10 +1017,35 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                 return usage_error("--gemm is reference or cublas, not '%s'", optarg);
             ra->cublas = strcmp(optarg, "cublas") == 0;
             break;
+        case 'T':
+            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
+                return usage_error("--transport is mock or mpi, not '%s'", optarg);
+            ra->mpi = strcmp(optarg, "mpi") == 0;
+            break;
+        case 'O': {
+            char *end;
+            double t = strtod(optarg, &end);
+            if (end == optarg || *end || !(t > 0) || t > 1e6)
+                return usage_error("--timeout needs seconds in (0, 1e6], not '%s'", optarg);
+            ra->opt.timeout_s = t;
+            break;
+        }
+        case 'U':
+            ra->opt.allow_unsafe = 1;
+            break;
         case 'h': return print_help();
         default: return bad_option();
         }
     }
+    /* each transport takes only the options it honours */
+    if (ra->mpi && ra->mock_option)
+        return usage_error("%s is the mock transport's: on --transport mpi the ranks are "
+                           "processes that MPI schedules",
+                           ra->mock_option);
+    if (!ra->mpi && ra->proc_option)
+        return usage_error("%s is for --transport mpi (the mock reports a deadlock without "
+                           "running into it)",
+                           ra->proc_option);
     if (ra->cublas) {
         if (!ra->opt.device || strcmp(ra->opt.device, "cuda") != 0)
             return usage_error("--gemm cublas runs on the GPU: it needs --device cuda%s", "");
@@ -1160,10 +1218,28 @@ static int cmd_run(int argc, char **argv) {
     ppv_run_report *rep = NULL;
     float *ref = NULL;
     char err[1024];
+    ppv_proc *proc = NULL;
+    int lead = 1; /* this process prints the report (on MPI, rank 0) */
+    if (ra.mpi) {
+        if (ppv_proc_start("mpi", &proc, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv run: --transport mpi: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        ra.opt.proc = proc;
+        lead = ppv_proc_rank(proc) == 0;
+        /* every rank computes the whole report; rank 0 prints it */
+        if (!lead && !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "ppv run: cannot silence rank %d's output: %s\n", ppv_proc_rank(proc),
+                    strerror(errno));
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+        if (!lead) ra.junit = NULL;
+    }
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     ra.opt.perturb = ra.perturb;
     progress pr;
-    progress_attach(&ra.opt, &pr, "run", ra.json);
+    progress_attach(&ra.opt, &pr, "run", ra.json || !lead);
     int run_rc = ppv_run(s, &ra.opt, &rep, err, sizeof err);
     progress_end(&pr);
     if (run_rc < 0) {
@@ -1209,6 +1285,8 @@ static int cmd_run(int argc, char **argv) {
         json_object_object_add(o, "status", json_object_new_string(status_name(rep->world.status)));
         json_object_object_add(o, "message", json_object_new_string(rep->world.message));
         json_object_object_add(o, "semantics", json_object_new_string(sem));
+        json_object_object_add(o, "transport", json_object_new_string(proc ? "mpi" : "mock"));
+        if (proc) json_object_object_add(o, "processes", json_object_new_int(ppv_proc_size(proc)));
         json_object_object_add(o, "device",
                                json_object_new_string(ra.cublas       ? "cuda"
                                                       : ra.opt.device ? ra.opt.device
@@ -1256,6 +1334,9 @@ static int cmd_run(int argc, char **argv) {
             printf("status: failed: %s\n", rep->world.message);
         else if (rep->world.message[0]) /* the message opens with the status */
             printf("status: %s\n", rep->world.message);
+        else if (proc)
+            printf("status: %s on %d MPI processes, one rank each\n",
+                   status_name(rep->world.status), ppv_proc_size(proc));
         else
             printf("status: %s after %lld scheduler steps\n", status_name(rep->world.status),
                    (long long)rep->world.steps);
@@ -1291,8 +1372,11 @@ static int cmd_run(int argc, char **argv) {
                        rep->peak_bytes[r] == rep->predicted_bytes[r] ? "" : "(!)");
             printf("  (predicted%s)\n", mem_ok ? ": all equal" : " differs where marked");
         }
-        printf("trace digest: %016llx\nresult: %s\n", (unsigned long long)rep->world.trace_digest,
-               ok ? "OK" : "PROBLEM");
+        if (proc)
+            printf("transport: mpi (no trace: MPI, not ppv, orders the ranks)\n");
+        else
+            printf("trace digest: %016llx\n", (unsigned long long)rep->world.trace_digest);
+        printf("result: %s\n", ok ? "OK" : "PROBLEM");
     }
     rc = ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 done:
@@ -1301,6 +1385,7 @@ done:
     free(ra.replay_decisions);
     ppv_run_report_free(rep);
     ppv_schedule_free(s);
+    ppv_proc_end(proc);
     return rc;
 }
 

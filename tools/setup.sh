@@ -17,8 +17,9 @@ cd "$(dirname "$0")/.."
 what=${1:-demo}
 packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev)
 # valgrind and clang for the test matrix; python3-h5py for the Python
-# recorder's test (tools/ppv_record.py), which must not skip here
-[ "$what" = test ] && packages+=(valgrind clang python3-h5py)
+# recorder's test (tools/ppv_record.py), which must not skip here; OpenMPI
+# for the MPI transport's module and its test (test_mpi, under mpirun)
+[ "$what" = test ] && packages+=(valgrind clang python3-h5py libopenmpi-dev openmpi-bin)
 export PPV_REQUIRE_H5PY=1
 
 missing=()

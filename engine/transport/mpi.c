@@ -1,0 +1,498 @@
+/* mpi.c - the MPI transport: one process per rank, started by mpirun, on
+ * one machine or many. Built as its own module (libppv_mpi.so), which
+ * proc.c loads when a command is given `--transport mpi`, so that ppv
+ * itself needs no MPI library to start.
+ *
+ * The same semantics as the mock:
+ *  - point-to-point messages match FIFO per (sender, receiver,
+ *    communicator): one tag on a communicator of ppv's own (a duplicate of
+ *    MPI_COMM_WORLD), and MPI does not let messages overtake;
+ *  - under rendezvous a send is MPI_Issend (it completes when the receive
+ *    has started), under eager MPI_Bsend into a buffer that holds every
+ *    send of the run, under eager:BYTES the one or the other by size, so a
+ *    schedule that deadlocks under rendezvous on the mock deadlocks here;
+ *  - a group posts its calls and waits for them all at group_end;
+ *  - collectives first exchange what each member called (kind, root,
+ *    size), so a mismatch is reported as on the mock rather than left to
+ *    MPI; the sum of an allreduce is taken in member order on every rank,
+ *    the same bits as the mock's whatever MPI's own reduction order.
+ * No call waits unboundedly: every wait polls its requests (MPI_Test) and
+ * gives up after the run's timeout, reporting the rank, the call and the
+ * peer it waits for; then MPI_Abort ends the job. A failure (a tripwire)
+ * is reported by its rank and ends the job the same way, with exit status
+ * 1 (a finding) or 2 (the environment).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proc_module.h"
+
+enum { TAG = 7 };
+enum { COLL_ALLREDUCE = 1, COLL_BCAST, COLL_ALLGATHER };
+
+/* A posted request and what it is, for the hang report. */
+typedef struct pending {
+    MPI_Request req;
+    int send;
+    int32_t peer;
+    size_t bytes;
+    char what[64];
+} pending;
+
+typedef struct mpi_t {
+    int32_t rank, size;
+    int inited; /* this module called MPI_Init */
+    MPI_Comm world;
+    ppv_proc_config cfg;
+    char *bbuf; /* the buffered sends' buffer, attached */
+    int in_group;
+    pending *grp; /* an open group's requests */
+    int ngrp, capgrp;
+    double last_done; /* MPI_Wtime of the last completion or progress (a poll's watchdog) */
+} mpi_t;
+
+static void set_what(char *dst, size_t n, const char *what) {
+    snprintf(dst, n, "%s", what ? what : "(unnamed)");
+}
+
+/* The job ends here: the report on stderr, then MPI_Abort with exit status
+ * 1 (a finding) or 2 (the environment). */
+static void mpi_fail(void *impl, int32_t rank, int env, const char *msg) {
+    mpi_t *m = impl;
+    fprintf(stderr, "ppv: rank %d of %d: %s\n", rank, m->size, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, env ? 2 : 1);
+    exit(env ? 2 : 1); /* MPI_Abort does not return; if it did, still end */
+}
+
+static void failf(mpi_t *m, int env, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void failf(mpi_t *m, int env, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mpi_fail(m, m->rank, env, msg);
+}
+
+static void mpi_error(mpi_t *m, int rc, const char *what) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "error %d", rc);
+    failf(m, 1, "%s: MPI says: %s", what, text);
+}
+
+/* Between two polls of a wait: a few tests in a row, then the CPU to
+ * others (mpirun --oversubscribe puts several ranks on a core), then
+ * short sleeps. */
+static void backoff(int *spins) {
+    if (++*spins < 64) return;
+    if (*spins < 512) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, *spins < 4096 ? 20000 : 200000};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits for the n requests of p under the watchdog; receives are checked
+ * for their size. 0, or the job ends (a hang, a short message, an MPI
+ * error). */
+static int wait_pending(mpi_t *m, pending *p, int n) {
+    double t0 = MPI_Wtime();
+    int spins = 0;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (p[i].req == MPI_REQUEST_NULL) continue;
+            int flag = 0;
+            MPI_Status st;
+            int rc = MPI_Test(&p[i].req, &flag, &st);
+            if (rc != MPI_SUCCESS) mpi_error(m, rc, p[i].what);
+            if (!flag) {
+                left++;
+                continue;
+            }
+            m->last_done = MPI_Wtime();
+            if (!p[i].send) {
+                int got = 0;
+                MPI_Get_count(&st, MPI_BYTE, &got);
+                if ((size_t)got != p[i].bytes)
+                    failf(m, 0, "%s receives %zu bytes but rank %d sent %d", p[i].what, p[i].bytes,
+                          p[i].peer, got);
+            }
+        }
+        if (!left) return 0;
+        double waited = MPI_Wtime() - t0;
+        if (waited > m->cfg.timeout_s)
+            for (int i = 0; i < n; i++)
+                if (p[i].req != MPI_REQUEST_NULL)
+                    failf(m, 0,
+                          "hang: %s has waited %.1f s (--timeout %g) to %s rank %d (%zu bytes%s); "
+                          "a deadlock, or a rank that stopped",
+                          p[i].what, waited, m->cfg.timeout_s,
+                          p[i].send ? "send to" : "receive from", p[i].peer, p[i].bytes,
+                          p[i].send ? ", a synchronous send: it waits for the receive" : "");
+        backoff(&spins);
+    }
+}
+
+/* The communicator of comm (ppv's world is the only one), or the job ends
+ * (a usage error). */
+static MPI_Comm comm_of(mpi_t *m, int32_t comm, const char *what) {
+    if (comm != 0)
+        failf(m, 0, "%s: communicator %d: the MPI transport has only the world (0)", what, comm);
+    return m->world;
+}
+
+static void check_peer(mpi_t *m, int32_t peer, int send, const char *what) {
+    if (peer < 0 || peer >= m->size || peer == m->rank)
+        failf(m, 0, "%s: rank %d cannot %s rank %d (the job has %d ranks)", what, m->rank,
+              send ? "send to" : "receive from", peer, m->size);
+}
+
+static void check_size(mpi_t *m, size_t bytes, const char *what) {
+    if (bytes > INT_MAX)
+        failf(m, 1, "%s: %zu bytes; the MPI transport sends at most %d bytes a message", what,
+              bytes, INT_MAX);
+}
+
+/* A request to wait for now, or at group_end. */
+static pending *new_pending(mpi_t *m, pending *one) {
+    if (!m->in_group) return one;
+    if (m->ngrp == m->capgrp) {
+        int cap = m->capgrp ? 2 * m->capgrp : 16;
+        pending *g = realloc(m->grp, (size_t)cap * sizeof *g);
+        if (!g) failf(m, 1, "out of memory");
+        m->grp = g;
+        m->capgrp = cap;
+    }
+    return &m->grp[m->ngrp++];
+}
+
+static int buffered(const mpi_t *m, size_t bytes) {
+    switch (m->cfg.sem.kind) {
+    case PPV_SEM_EAGER:
+        return 1;
+    case PPV_SEM_EAGER_BYTES:
+        return (int64_t)bytes <= m->cfg.sem.eager_limit;
+    default:
+        return 0;
+    }
+}
+
+static int mpi_send(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                    int32_t comm, const char *what) {
+    mpi_t *m = impl;
+    (void)rank;
+    MPI_Comm c = comm_of(m, comm, what);
+    check_peer(m, peer, 1, what);
+    check_size(m, bytes, what);
+    if (buffered(m, bytes)) { /* completes here: the data is in the attached buffer */
+        int rc = MPI_Bsend(buf, (int)bytes, MPI_BYTE, peer, TAG, c);
+        if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+        m->last_done = MPI_Wtime();
+        return 0;
+    }
+    pending one, *p = new_pending(m, &one);
+    p->send = 1;
+    p->peer = peer;
+    p->bytes = bytes;
+    set_what(p->what, sizeof p->what, what);
+    int rc = MPI_Issend(buf, (int)bytes, MPI_BYTE, peer, TAG, c, &p->req);
+    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+    return m->in_group ? 0 : wait_pending(m, p, 1);
+}
+
+static int mpi_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                    const char *what) {
+    mpi_t *m = impl;
+    (void)rank;
+    MPI_Comm c = comm_of(m, comm, what);
+    check_peer(m, peer, 0, what);
+    check_size(m, bytes, what);
+    pending one, *p = new_pending(m, &one);
+    p->send = 0;
+    p->peer = peer;
+    p->bytes = bytes;
+    set_what(p->what, sizeof p->what, what);
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, TAG, c, &p->req);
+    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+    return m->in_group ? 0 : wait_pending(m, p, 1);
+}
+
+static int mpi_group_start(void *impl, int32_t rank) {
+    mpi_t *m = impl;
+    (void)rank;
+    if (m->in_group) failf(m, 0, "group_start inside an open group");
+    m->in_group = 1;
+    m->ngrp = 0;
+    return 0;
+}
+
+static int mpi_group_end(void *impl, int32_t rank) {
+    mpi_t *m = impl;
+    (void)rank;
+    if (!m->in_group) failf(m, 0, "group_end without group_start");
+    m->in_group = 0;
+    int n = m->ngrp;
+    m->ngrp = 0;
+    return wait_pending(m, m->grp, n);
+}
+
+/* Every member says what it calls; the job ends on a disagreement, as the
+ * mock reports it. */
+static void agree(mpi_t *m, MPI_Comm c, int kind, int32_t root, size_t bytes, const char *what) {
+    if (m->in_group) failf(m, 0, "%s: a collective inside a group", what);
+    int64_t mine[3] = {kind, root, (int64_t)bytes};
+    int64_t *all = malloc((size_t)m->size * sizeof mine);
+    if (!all) failf(m, 1, "out of memory");
+    pending p = {.send = 0, .peer = -1, .bytes = 0};
+    snprintf(p.what, sizeof p.what, "%s (agreeing on it)", what);
+    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, c, &p.req);
+    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+    p.send = 1; /* no size to check on an allgather's completion */
+    wait_pending(m, &p, 1);
+    for (int32_t k = 0; k < m->size; k++)
+        if (all[3 * k] != mine[0] || all[3 * k + 1] != mine[1] || all[3 * k + 2] != mine[2]) {
+            int64_t theirs[3] = {all[3 * k], all[3 * k + 1], all[3 * k + 2]};
+            free(all);
+            failf(m, 0,
+                  "collective on communicator 0: rank %d's %s (%zu bytes, root %d) does not match "
+                  "rank %d's (%s, %lld bytes, root %lld)",
+                  m->rank, what, bytes, root, k,
+                  theirs[0] == COLL_ALLREDUCE ? "ALLREDUCE"
+                  : theirs[0] == COLL_BCAST   ? "BCAST"
+                                              : "ALLGATHER",
+                  (long long)theirs[2], (long long)theirs[1]);
+        }
+    free(all);
+}
+
+static int wait_one(mpi_t *m, MPI_Request req, int rc, const char *what) {
+    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+    pending p = {.req = req, .send = 1, .peer = -1};
+    set_what(p.what, sizeof p.what, what);
+    return wait_pending(m, &p, 1);
+}
+
+static int mpi_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
+                             const char *what) {
+    mpi_t *m = impl;
+    (void)rank;
+    what = what ? what : "ALLREDUCE";
+    MPI_Comm c = comm_of(m, comm, what);
+    check_size(m, count * sizeof(float) * (size_t)m->size, what);
+    agree(m, c, COLL_ALLREDUCE, -1, count * sizeof(float), what);
+    float *all = malloc((count ? count : 1) * (size_t)m->size * sizeof *all);
+    if (!all) failf(m, 1, "out of memory");
+    MPI_Request req;
+    int rc = MPI_Iallgather(buf, (int)count, MPI_FLOAT, all, (int)count, MPI_FLOAT, c, &req);
+    wait_one(m, req, rc, what);
+    for (size_t i = 0; i < count; i++) { /* member order, as the mock adds */
+        float acc = 0.0f;
+        for (int32_t k = 0; k < m->size; k++)
+            acc += all[(size_t)k * count + i];
+        buf[i] = acc;
+    }
+    free(all);
+    return 0;
+}
+
+static int mpi_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int32_t root,
+                         int32_t comm, const char *what) {
+    mpi_t *m = impl;
+    (void)rank;
+    what = what ? what : "BCAST";
+    MPI_Comm c = comm_of(m, comm, what);
+    if (root < 0 || root >= m->size)
+        failf(m, 0, "broadcast root %d is outside communicator %d", root, comm);
+    check_size(m, bytes, what);
+    agree(m, c, COLL_BCAST, root, bytes, what);
+    MPI_Request req;
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c, &req);
+    return wait_one(m, req, rc, what);
+}
+
+static int mpi_allgather(void *impl, int32_t rank, const void *send, void *recv, size_t bytes,
+                         int32_t comm, const char *what) {
+    mpi_t *m = impl;
+    (void)rank;
+    what = what ? what : "ALLGATHER";
+    MPI_Comm c = comm_of(m, comm, what);
+    check_size(m, bytes * (size_t)m->size, what);
+    agree(m, c, COLL_ALLGATHER, -1, bytes, what);
+    MPI_Request req;
+    int rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c, &req);
+    return wait_one(m, req, rc, what);
+}
+
+static int mpi_abort(void *impl, int32_t rank, const char *why) {
+    mpi_t *m = impl;
+    failf(m, 0, "rank %d aborted the job: %s", rank, why ? why : "(no reason)");
+    return 0;
+}
+
+/* A failure ends the job, so a rank that can still ask has seen none. */
+static int mpi_async_error(void *impl, int32_t rank) {
+    (void)impl;
+    (void)rank;
+    return 0;
+}
+
+static int mpi_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
+    mpi_t *m = impl;
+    (void)rank;
+    MPI_Comm c = comm_of(m, comm, "probe");
+    check_peer(m, peer, 0, "probe");
+    int flag = 0, rc = MPI_Iprobe(peer, TAG, c, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) mpi_error(m, rc, "probe");
+    *arrived = flag;
+    return 0;
+}
+
+static void mpi_progress(void *impl, int32_t rank) {
+    mpi_t *m = impl;
+    (void)rank;
+    m->last_done = MPI_Wtime();
+}
+
+/* A poll that found nothing: the CPU to others, and the watchdog for a
+ * rank that polls forever. */
+static void mpi_yield(void *impl, int32_t rank) {
+    mpi_t *m = impl;
+    double idle = MPI_Wtime() - m->last_done;
+    if (idle > m->cfg.timeout_s)
+        failf(m, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress", rank,
+              idle, m->cfg.timeout_s);
+    sched_yield();
+}
+
+static const ppv_transport_ops mpi_ops = {
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .group_start = mpi_group_start,
+    .group_end = mpi_group_end,
+    .allreduce_f32 = mpi_allreduce_f32,
+    .broadcast = mpi_broadcast,
+    .allgather = mpi_allgather,
+    .abort = mpi_abort,
+    .async_error = mpi_async_error,
+    .probe = mpi_probe,
+    .fail = mpi_fail,
+    .progress = mpi_progress,
+    .yield = mpi_yield,
+};
+
+static void *mpi_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
+    mpi_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+            snprintf(err, errlen, "MPI_Init failed");
+            free(m);
+            return NULL;
+        }
+        m->inited = 1;
+    }
+    int r = 0, n = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    /* ppv's own communicator: its messages never meet another library's,
+     * and errors come back to be reported rather than abort unexplained */
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->world) != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Comm_dup failed");
+        if (m->inited) MPI_Finalize();
+        free(m);
+        return NULL;
+    }
+    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+    m->rank = *rank = r;
+    m->size = *size = n;
+    m->cfg.timeout_s = 60;
+    m->last_done = MPI_Wtime();
+    return m;
+}
+
+static void detach(mpi_t *m) {
+    if (!m->bbuf) return;
+    void *addr;
+    int sz;
+    MPI_Buffer_detach(&addr, &sz);
+    free(m->bbuf);
+    m->bbuf = NULL;
+}
+
+static int mpi_configure(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen) {
+    mpi_t *m = impl;
+    detach(m);
+    m->cfg = *cfg;
+    m->last_done = MPI_Wtime();
+    if (cfg->sem.kind == PPV_SEM_RENDEZVOUS || cfg->eager_msgs == 0) return 0;
+    /* room for every send of the run at once: a buffered send never waits */
+    double need = (double)cfg->eager_bytes + (double)cfg->eager_msgs * MPI_BSEND_OVERHEAD;
+    if (need > INT_MAX) {
+        snprintf(err, errlen,
+                 "buffered sends of %.0f bytes in all exceed MPI's buffer (2 GiB); use "
+                 "--semantics eager:BYTES so that large messages go synchronously",
+                 need);
+        return -1;
+    }
+    if (!(m->bbuf = malloc((size_t)need))) {
+        snprintf(err, errlen, "out of memory for a %.0f-byte send buffer", need);
+        return -1;
+    }
+    if (MPI_Buffer_attach(m->bbuf, (int)need) != MPI_SUCCESS) {
+        free(m->bbuf);
+        m->bbuf = NULL;
+        snprintf(err, errlen, "MPI_Buffer_attach of %.0f bytes failed", need);
+        return -1;
+    }
+    return 0;
+}
+
+static int mpi_settle(void *impl) {
+    mpi_t *m = impl;
+    MPI_Request req;
+    int rc = MPI_Ibarrier(m->world, &req);
+    wait_one(m, req, rc, "the end of the run (every rank there)");
+    detach(m); /* every buffered message has been received: it returns at once */
+    return 0;
+}
+
+static void mpi_end(void *impl) {
+    mpi_t *m = impl;
+    if (!m) return;
+    detach(m);
+    MPI_Comm_free(&m->world);
+    if (m->inited) MPI_Finalize();
+    free(m->grp);
+    free(m);
+}
+
+static const ppv_proc_module module = {
+    .start = mpi_start,
+    .configure = mpi_configure,
+    .settle = mpi_settle,
+    .end = mpi_end,
+    .ops = &mpi_ops,
+};
+
+const ppv_proc_module *ppv_proc_module_v1(void);
+const ppv_proc_module *ppv_proc_module_v1(void) {
+    return &module;
+}

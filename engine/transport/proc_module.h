@@ -1,0 +1,37 @@
+/* proc_module.h - what a transport of processes (libppv_mpi.so) gives the
+ * engine that loads it (proc.c). Private to the engine layer: the module
+ * and the loader are built from the same tree, and the symbol's version
+ * says so. */
+#ifndef PPV_PROC_MODULE_H
+#define PPV_PROC_MODULE_H
+
+#include "ppv_engine.h"
+
+#define PPV_PROC_MODULE_SYMBOL "ppv_proc_module_v1"
+
+/* What one run asks of the transport. */
+typedef struct ppv_proc_config {
+    ppv_semantics sem;
+    double timeout_s;    /* the longest any call may wait */
+    int64_t eager_msgs;  /* sends this rank makes in the run, at most */
+    int64_t eager_bytes; /* and their bytes (a buffered send's buffer holds them all) */
+} ppv_proc_config;
+
+typedef struct ppv_proc_module {
+    /* Joins the job (MPI_Init): the transport's handle, or NULL with the
+     * reason. */
+    void *(*start)(int32_t *rank, int32_t *size, char *err, size_t errlen);
+    /* Before a run. 0, or -1 with the reason. */
+    int (*configure)(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen);
+    /* After a run, on every rank: waits (under the watchdog) until every
+     * rank is there, so every buffered message has been delivered. 0, or
+     * an error (the job has then been ended). */
+    int (*settle)(void *impl);
+    /* Leaves the job (MPI_Finalize) and frees the handle. */
+    void (*end)(void *impl);
+    const ppv_transport_ops *ops;
+} ppv_proc_module;
+
+typedef const ppv_proc_module *(*ppv_proc_module_fn)(void);
+
+#endif

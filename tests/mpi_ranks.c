@@ -1,0 +1,201 @@
+/* mpi_ranks.c - the MPI transport's own logic, scenario by scenario, one
+ * process per rank (test_mpi runs it under mpirun):
+ *
+ *   mpi_ranks SCENARIO SEMANTICS TIMEOUT     under mpirun, on --transport mpi
+ *   mpi_ranks --mock SCENARIO NRANKS         the same rank code on the mock
+ *
+ * Rank 0 (the mock: the run) prints what the scenario computed, so the two
+ * transports' bits can be compared; a scenario that must fail ends the job
+ * through the transport's report. Exit 0, or the transport's status.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "transport/proc_module.h"
+
+typedef struct scenario_out {
+    unsigned char bytes[256];
+    size_t n;
+} scenario_out;
+
+/* Values whose float sum depends on the order they are added in: over 4
+ * ranks, member order gives 1e8 + 1 - 1e8 + 1 = 1 where the reverse, or
+ * pairs first, gives 0 (1 is below half an ulp of 1e8). */
+static float value(int32_t rank, int i) {
+    static const float v[] = {1e8f, 1.0f, -1e8f, 1.0f};
+    return v[(rank + i) % 4] * (float)(1 + i);
+}
+
+static void sc_collectives(ppv_transport *t, int32_t rank, void *arg) {
+    scenario_out *o = arg;
+    float sum[6];
+    for (int i = 0; i < 6; i++)
+        sum[i] = value(rank, i);
+    t->ops->allreduce_f32(t->impl, rank, sum, 6, 0, "ALLREDUCE");
+    uint64_t word = rank == 1 ? 0x1122334455667788ULL : 0;
+    t->ops->broadcast(t->impl, rank, &word, sizeof word, 1, 0, "BCAST");
+    int32_t mine = 100 + rank * rank, all[16] = {0};
+    t->ops->allgather(t->impl, rank, &mine, all, sizeof mine, 0, "ALLGATHER");
+    if (rank == 0) {
+        memcpy(o->bytes, sum, sizeof sum);
+        memcpy(o->bytes + sizeof sum, &word, sizeof word);
+        memcpy(o->bytes + sizeof sum + sizeof word, all, sizeof all);
+        o->n = sizeof sum + sizeof word + sizeof all;
+    }
+}
+
+/* Ranks 0 and 1 each send 64 bytes to the other, then receive: a deadlock
+ * unless the sends are buffered (or grouped). */
+static void exchange(ppv_transport *t, int32_t rank, scenario_out *o, int grouped) {
+    unsigned char out[64], in[64];
+    for (int i = 0; i < 64; i++)
+        out[i] = (unsigned char)(rank * 64 + i);
+    int32_t peer = 1 - rank;
+    if (grouped) t->ops->group_start(t->impl, rank);
+    t->ops->send(t->impl, rank, out, sizeof out, peer, 0, rank ? "1SEND_X" : "0SEND_X");
+    t->ops->recv(t->impl, rank, in, sizeof in, peer, 0, rank ? "1RECV_X" : "0RECV_X");
+    if (grouped) t->ops->group_end(t->impl, rank);
+    if (rank == 0) {
+        memcpy(o->bytes, in, sizeof in);
+        o->n = sizeof in;
+    }
+}
+
+static void sc_exchange(ppv_transport *t, int32_t rank, void *arg) {
+    exchange(t, rank, arg, 0);
+}
+
+static void sc_exchange_grouped(ppv_transport *t, int32_t rank, void *arg) {
+    exchange(t, rank, arg, 1);
+}
+
+static void sc_size_mismatch(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    char buf[16] = {0};
+    if (rank == 0) t->ops->send(t->impl, rank, buf, 8, 1, 0, "0SEND_F0");
+    if (rank == 1) t->ops->recv(t->impl, rank, buf, 16, 0, 0, "1RECV_F0");
+}
+
+static void sc_collective_mismatch(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    uint64_t word = 0;
+    t->ops->broadcast(t->impl, rank, &word, sizeof word, rank == 0 ? 0 : 1, 0, "BCAST");
+}
+
+static void sc_tripwire(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    if (rank == 1) ppv_world_fail(t, rank, "tripwire: chunk 3 came after chunk 4");
+}
+
+static void sc_env_failure(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    if (rank == 1) ppv_world_fail_env(t, rank, "out of memory holding chunk 3");
+}
+
+/* Rank 1 polls for a message rank 0 never sends. */
+static void sc_poll(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    if (rank != 1) return;
+    int arrived = 0;
+    while (!arrived) {
+        t->ops->probe(t->impl, rank, 0, 0, &arrived);
+        ppv_world_yield(t, rank);
+    }
+}
+
+static void sc_nested_group(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    t->ops->group_start(t->impl, rank);
+    t->ops->group_start(t->impl, rank);
+}
+
+static void sc_bad_peer(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    char b = 0;
+    if (rank == 0) t->ops->send(t->impl, rank, &b, 1, 5, 0, "0SEND_F0");
+}
+
+static const struct {
+    const char *name;
+    ppv_rank_main fn;
+} scenarios[] = {
+    {"collectives", sc_collectives},
+    {"exchange", sc_exchange},
+    {"exchange-grouped", sc_exchange_grouped},
+    {"size-mismatch", sc_size_mismatch},
+    {"collective-mismatch", sc_collective_mismatch},
+    {"tripwire", sc_tripwire},
+    {"env-failure", sc_env_failure},
+    {"poll", sc_poll},
+    {"nested-group", sc_nested_group},
+    {"bad-peer", sc_bad_peer},
+};
+
+static ppv_rank_main find(const char *name) {
+    for (size_t k = 0; k < sizeof scenarios / sizeof scenarios[0]; k++)
+        if (strcmp(scenarios[k].name, name) == 0) return scenarios[k].fn;
+    fprintf(stderr, "mpi_ranks: no scenario '%s'\n", name);
+    exit(2);
+}
+
+static void print_out(const scenario_out *o) {
+    for (size_t i = 0; i < o->n; i++)
+        printf("%02x", o->bytes[i]);
+    printf("\n");
+}
+
+int main(int argc, char **argv) {
+    char err[512];
+    scenario_out out;
+    memset(&out, 0, sizeof out);
+    if (argc == 4 && strcmp(argv[1], "--mock") == 0) {
+        ppv_world_options wo;
+        memset(&wo, 0, sizeof wo);
+        wo.nranks = atoi(argv[3]);
+        wo.sem.kind = PPV_SEM_RENDEZVOUS;
+        wo.policy.kind = PPV_POLICY_RR;
+        wo.watchdog_steps = 10000;
+        ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+        ppv_world_result res;
+        if (!w || ppv_world_run(w, find(argv[2]), &out, &res) < 0) {
+            fprintf(stderr, "mpi_ranks: %s\n", w ? res.message : err);
+            return 2;
+        }
+        int ok = res.status == PPV_RUN_DONE;
+        if (!ok) fprintf(stderr, "mpi_ranks: %s\n", res.message);
+        ppv_world_result_free(&res);
+        ppv_world_free(w);
+        print_out(&out);
+        return ok ? 0 : 1;
+    }
+    if (argc != 4) {
+        fprintf(stderr, "usage: mpi_ranks SCENARIO SEMANTICS TIMEOUT | --mock SCENARIO NRANKS\n");
+        return 2;
+    }
+    ppv_rank_main fn = find(argv[1]);
+    ppv_proc *p = NULL;
+    if (ppv_proc_start("mpi", &p, err, sizeof err) < 0) {
+        fprintf(stderr, "mpi_ranks: %s\n", err);
+        return 2;
+    }
+    int32_t me = ppv_proc_rank(p);
+    ppv_proc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (ppv_semantics_parse(argv[2], &cfg.sem) < 0) return 2;
+    /* rank 0 waits three times as long, so that rank 1's report comes first */
+    cfg.timeout_s = atof(argv[3]) * (me == 0 ? 3 : 1);
+    cfg.eager_msgs = 4;
+    cfg.eager_bytes = 256;
+    ppv_transport t;
+    if (ppv_proc_configure(p, &cfg, &t, err, sizeof err) < 0) {
+        fprintf(stderr, "mpi_ranks: %s\n", err);
+        return 2;
+    }
+    fn(&t, me, &out);
+    ppv_proc_settle(p);
+    if (me == 0) print_out(&out);
+    ppv_proc_end(p);
+    return 0;
+}

@@ -1,0 +1,360 @@
+/* test_mpi.c - the MPI transport (engine/transport/mpi.c), one process per
+ * rank under mpirun, oversubscribed on this machine's cores:
+ *  - `ppv run --transport mpi` gives the mock's gradient digest, loss and
+ *    memory peaks for every generator kind, under each send semantics;
+ *  - a schedule that deadlocks under rendezvous is refused before launch,
+ *    and with --allow-unsafe hangs on MPI as on the mock, until the
+ *    watchdog names the rank, the action and the peer and ends the job;
+ *  - the transport's own logic (tests/mpi_ranks.c): collectives with the
+ *    mock's bits, groups, buffered sends by size, and every failure it
+ *    must report (a short message, a collective mismatch, a tripwire, an
+ *    environment failure, a rank that polls forever, nested groups, a bad
+ *    peer).
+ * Skipped where ppv was built without MPI or mpirun is missing.
+ */
+#include <json-c/json.h>
+
+#include "testutil.h"
+
+#ifndef PPV_HAVE_MPI
+#define PPV_HAVE_MPI 0
+#endif
+
+/* mpirun on n processes of prog args..., as root in a container too, with
+ * more processes than cores. */
+static run_result mpirun(int n, const char *prog, const char *const *args) {
+    char np[16];
+    snprintf(np, sizeof np, "%d", n);
+    const char *argv[64] = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np", np, prog};
+    size_t k = 7;
+    for (size_t i = 0; args[i]; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    char outp[4200], errp[4200];
+    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
+    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
+    int fo = mkstemp(outp), fe = mkstemp(errp);
+    assert_true(fo >= 0 && fe >= 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    pid_t pid;
+    assert_int_equal(posix_spawnp(&pid, "mpirun", &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    close(fo);
+    close(fe);
+    run_result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
+    unlink(outp);
+    unlink(errp);
+    return r;
+}
+
+#define MPIRUN(n, prog, ...) mpirun(n, prog, (const char *const[]){__VA_ARGS__, NULL})
+
+static int have_mpirun(void) {
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    char *dirs = strdup(path), *save = NULL;
+    int found = 0;
+    for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/mpirun", d);
+        found = access(p, X_OK) == 0;
+    }
+    free(dirs);
+    return found;
+}
+
+static void need_mpi(void) {
+    if (!PPV_HAVE_MPI || PPV_TEST_SANITIZED || !have_mpirun()) skip();
+}
+
+/* What a `ppv run --json` printed: the fields both transports must agree
+ * on, as one string. */
+static char *run_fields(const char *json) {
+    json_object *o = json_tokener_parse(json);
+    assert_non_null(o);
+    static const char *const keys[] = {"status",
+                                       "loss",
+                                       "grad_digest",
+                                       "matches_reference",
+                                       "peak_activation_bytes",
+                                       "predicted_peak_activation_bytes"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        json_object *v = NULL;
+        assert_true(json_object_object_get_ex(o, keys[k], &v));
+        fprintf(f, "%s=%s;", keys[k], json_object_to_json_string(v));
+    }
+    fclose(f);
+    json_object_put(o);
+    return buf;
+}
+
+/* Every generator kind at a size with one process per rank: the MPI run's
+ * digest, loss and peaks are the mock's, under each semantics. */
+static void test_run_equals_mock_for_every_kind(void **state) {
+    (void)state;
+    need_mpi();
+    static const struct {
+        const char *kind, *p, *m;
+    } sizes[] = {{"gpipe", "2", "3"},
+                 {"1f1b", "4", "8"},
+                 {"interleaved-1f1b", "2", "4"},
+                 {"zb-h1", "3", "6"},
+                 {"zb-h2", "2", "4"},
+                 {"zbv", "2", "4"},
+                 {"v-half", "2", "4"},
+                 {"v-min", "2", "4"},
+                 {"dualpipev", "2", "4"},
+                 {"pytorch-looped-bfs", "2", "4"}};
+    static const char *const sems[] = {"rendezvous", "eager", "eager:1K"};
+    size_t nsizes = sizeof sizes / sizeof sizes[0];
+    for (size_t k = 0; k < nsizes; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.csv", sizes[k].kind);
+        char *path = gen_file(name, sizes[k].kind, sizes[k].p, sizes[k].m);
+        /* each kind under one semantics, rotating, and 1F1B under all three */
+        for (size_t j = 0; j < 3; j++) {
+            if (j != k % 3 && strcmp(sizes[k].kind, "1f1b") != 0) continue;
+            run_result mock = RUN("run", path, "--semantics", sems[j], "--json");
+            assert_int_equal(mock.code, 0);
+            run_result mpi = MPIRUN(atoi(sizes[k].p), PPV_BIN, "run", path, "--transport", "mpi",
+                                    "--semantics", sems[j], "--json");
+            if (mpi.code != 0)
+                fprintf(stderr, "%s %s: %s%s", sizes[k].kind, sems[j], mpi.out, mpi.err);
+            assert_int_equal(mpi.code, 0);
+            char *a = run_fields(mock.out), *b = run_fields(mpi.out);
+            assert_string_equal(b, a);
+            assert_non_null(strstr(a, "matches_reference=true"));
+            assert_non_null(strstr(mpi.out, "\"transport\":\"mpi\""));
+            free(a);
+            free(b);
+            run_free(&mock);
+            run_free(&mpi);
+        }
+    }
+}
+
+/* Only rank 0 prints the report; the text says where it ran. */
+static void test_run_text_report_once(void **state) {
+    (void)state;
+    need_mpi();
+    char *path = gen_file("f.csv", "1f1b", "3", "4");
+    run_result r = MPIRUN(3, PPV_BIN, "run", path, "--transport", "mpi");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "status: done on 3 MPI processes, one rank each\n"));
+    assert_non_null(strstr(r.out, "bitwise equal"));
+    const char *first = strstr(r.out, "result: OK"),
+               *again = first ? strstr(first + 1, "result:") : NULL;
+    assert_non_null(first);
+    assert_null(again);
+    run_free(&r);
+}
+
+static void test_deadlock_refused_then_reported_by_the_watchdog(void **state) {
+    (void)state;
+    need_mpi();
+    const char *f = data_path("rendezvous_only_train.csv");
+    run_result r = MPIRUN(2, PPV_BIN, "run", f, "--transport", "mpi");
+    assert_int_equal(r.code, 1);
+    assert_non_null(
+        strstr(r.out, "deadlock under rendezvous, found by the check before launching"));
+    assert_non_null(strstr(r.out, "cycle: rank 0 (0SEND_F1) -> rank 1 (1SEND_F0) -> rank 0"));
+    run_free(&r);
+    /* launched anyway: MPI's synchronous sends hang as the mock's rendezvous does */
+    r = MPIRUN(2, PPV_BIN, "run", f, "--transport", "mpi", "--allow-unsafe", "--timeout", "1");
+    assert_int_equal(r.code, 1);
+    assert_true(strstr(r.err, "hang: 0SEND_F1 has waited") ||
+                strstr(r.err, "hang: 1SEND_F0 has waited"));
+    assert_true(strstr(r.err, "to send to rank 1 (512 bytes, a synchronous send") ||
+                strstr(r.err, "to send to rank 0 (512 bytes, a synchronous send"));
+    run_free(&r);
+    /* buffered sends: it completes, with the mock's bits */
+    run_result mock = RUN("run", f, "--semantics", "eager", "--json");
+    r = MPIRUN(2, PPV_BIN, "run", f, "--transport", "mpi", "--semantics", "eager", "--json");
+    assert_int_equal(mock.code, 0);
+    assert_int_equal(r.code, 0);
+    char *a = run_fields(mock.out), *b = run_fields(r.out);
+    assert_string_equal(b, a);
+    free(a);
+    free(b);
+    run_free(&mock);
+    run_free(&r);
+    /* eager below the message size (512 bytes) is rendezvous for it: refused */
+    r = MPIRUN(2, PPV_BIN, "run", f, "--transport", "mpi", "--semantics", "eager:511");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "deadlock under eager:511"));
+    run_free(&r);
+}
+
+static void test_process_count_must_match(void **state) {
+    (void)state;
+    need_mpi();
+    char *path = gen_file("f4.csv", "1f1b", "4", "4");
+    run_result r = MPIRUN(3, PPV_BIN, "run", path, "--transport", "mpi");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "has 4 ranks but the job has 3 processes (mpirun -np 4)"));
+    run_free(&r);
+}
+
+/* Options of one transport are refused on the other (no MPI needed). */
+static void test_transport_options(void **state) {
+    (void)state;
+    const char *f = data_path("rendezvous_only_train.csv");
+    run_result r = RUN("run", f, "--timeout", "5");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--timeout is for --transport mpi"));
+    run_free(&r);
+    r = RUN("run", f, "--allow-unsafe");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--allow-unsafe is for --transport mpi"));
+    run_free(&r);
+    static const char *const mock_only[][2] = {
+        {"--policy", "random"}, {"--seed", "3"}, {"--watchdog", "10"}, {"--trace-out", "x"}};
+    for (size_t k = 0; k < 4; k++) {
+        r = RUN("run", f, "--transport", "mpi", mock_only[k][0], mock_only[k][1]);
+        assert_int_equal(r.code, 2);
+        assert_non_null(strstr(r.err, "is the mock transport's"));
+        run_free(&r);
+    }
+    r = RUN("run", f, "--transport", "tcp");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--transport is mock or mpi, not 'tcp'"));
+    run_free(&r);
+    r = RUN("run", f, "--transport", "mpi", "--timeout", "0");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("verify-recompute", f, "--transport", "mpi");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--transport is run's option"));
+    run_free(&r);
+}
+
+#define RANKS_BIN PPV_MPI_RANKS
+
+/* A scenario that must hang is given 1 s (rank 0 three times that), one
+ * that must finish 60 s: a loaded machine never makes it hang. */
+static run_result ranks(int n, const char *scenario, const char *sem, const char *timeout) {
+    return MPIRUN(n, RANKS_BIN, scenario, sem, timeout);
+}
+
+static char *mock_ranks(const char *scenario, const char *n) {
+    const char *argv[] = {RANKS_BIN, "--mock", scenario, n, NULL};
+    char outp[4200];
+    snprintf(outp, sizeof outp, "%s/mockXXXXXX", tmp_dir());
+    int fo = mkstemp(outp);
+    assert_true(fo >= 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, RANKS_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(fo);
+    char *out = slurp(outp);
+    unlink(outp);
+    return out;
+}
+
+/* Allreduce in member order, broadcast, allgather: the mock's bits. */
+static void test_collectives_have_the_mocks_bits(void **state) {
+    (void)state;
+    need_mpi();
+    char *want = mock_ranks("collectives", "4");
+    run_result r = ranks(4, "collectives", "rendezvous", "60");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    /* the sums in member order (1, 0, 3, 0, 5, 0: the reverse order, or
+     * pairs first, gives 0, 2, 0, 4, 0, 6), rank 1's word, and 100 + r * r
+     * from each rank */
+    assert_string_equal(want, "0000803f0000000000004040000000000000a04000000000"
+                              "8877665544332211"
+                              "6400000065000000680000006d000000"
+                              "000000000000000000000000000000000000000000000000"
+                              "000000000000000000000000000000000000000000000000\n");
+    run_free(&r);
+    free(want);
+}
+
+/* Send then receive on both sides: a hang under rendezvous and under
+ * eager below the size, done under eager, and grouped under rendezvous. */
+static void test_exchange_by_semantics(void **state) {
+    (void)state;
+    need_mpi();
+    run_result r = ranks(2, "exchange", "rendezvous", "1");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "rank 1 of 2: hang: 1SEND_X has waited"));
+    assert_non_null(strstr(r.err, "to send to rank 0 (64 bytes, a synchronous send"));
+    run_free(&r);
+    r = ranks(2, "exchange", "eager:63", "1");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hang: 1SEND_X"));
+    run_free(&r);
+    char *want = mock_ranks("exchange-grouped", "2");
+    static const char *const ok[][2] = {
+        {"exchange", "eager"}, {"exchange", "eager:64"}, {"exchange-grouped", "rendezvous"}};
+    for (size_t k = 0; k < 3; k++) {
+        r = ranks(2, ok[k][0], ok[k][1], "60");
+        assert_int_equal(r.code, 0);
+        assert_string_equal(r.out, want); /* rank 1's 64 bytes, 40..7f */
+        run_free(&r);
+    }
+    assert_string_equal(want, "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+                              "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f\n");
+    free(want);
+}
+
+static void test_failures_are_reported_and_end_the_job(void **state) {
+    (void)state;
+    need_mpi();
+    static const struct {
+        const char *scenario;
+        int code;
+        const char *says;
+    } cases[] = {
+        {"size-mismatch", 1, "1RECV_F0 receives 16 bytes but rank 0 sent 8"},
+        {"collective-mismatch", 1, "does not match rank"},
+        {"tripwire", 1, "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
+        {"env-failure", 2, "rank 1 of 2: out of memory holding chunk 3"},
+        {"poll", 1, "rank 1 of 2: hang: rank 1 has polled for"},
+        {"nested-group", 1, "group_start inside an open group"},
+        {"bad-peer", 1, "0SEND_F0: rank 0 cannot send to rank 5 (the job has 2 ranks)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_result r = ranks(2, cases[k].scenario, "rendezvous", "1");
+        if (r.code != cases[k].code || !strstr(r.err, cases[k].says))
+            fprintf(stderr, "%s: exit %d\n%s", cases[k].scenario, r.code, r.err);
+        assert_int_equal(r.code, cases[k].code);
+        assert_non_null(strstr(r.err, cases[k].says));
+        run_free(&r);
+    }
+}
+
+int main(void) {
+    if (geteuid() == 0) { /* OpenMPI refuses root unless told (a CI container) */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_transport_options),
+        cmocka_unit_test(test_run_equals_mock_for_every_kind),
+        cmocka_unit_test(test_run_text_report_once),
+        cmocka_unit_test(test_deadlock_refused_then_reported_by_the_watchdog),
+        cmocka_unit_test(test_process_count_must_match),
+        cmocka_unit_test(test_collectives_have_the_mocks_bits),
+        cmocka_unit_test(test_exchange_by_semantics),
+        cmocka_unit_test(test_failures_are_reported_and_end_the_job),
+    };
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+}
