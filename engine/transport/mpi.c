@@ -92,15 +92,17 @@ static void mpi_error(mpi_t *m, int rc, const char *what) {
 }
 
 /* Between two polls of a wait: a few tests in a row, then the CPU to
- * others (mpirun --oversubscribe puts several ranks on a core), then
- * short sleeps. */
-static void backoff(int *spins) {
+ * others at each poll (mpirun --oversubscribe puts several ranks on a
+ * core; on an idle core sched_yield returns at once, and every MPI_Test
+ * drives MPI's progress, which a buffered send's delivery needs); past
+ * 100 ms of waiting, short sleeps. */
+static void backoff(int *spins, double waited) {
     if (++*spins < 64) return;
-    if (*spins < 512) {
+    if (waited < 0.1) {
         sched_yield();
         return;
     }
-    struct timespec ts = {0, *spins < 4096 ? 20000 : 200000};
+    struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
 }
 
@@ -142,7 +144,7 @@ static int wait_pending(mpi_t *m, pending *p, int n) {
                           p[i].what, waited, m->cfg.timeout_s,
                           p[i].send ? "send to" : "receive from", p[i].peer, p[i].bytes,
                           p[i].send ? ", a synchronous send: it waits for the receive" : "");
-        backoff(&spins);
+        backoff(&spins, waited);
     }
 }
 
