@@ -902,7 +902,7 @@ int ppv_run(const ppv_schedule *s_in, const ppv_run_options *o, ppv_run_report *
     if (o->fault.kind == PPV_FAULT_CUT)
         return ppv_errf(err, errlen, "a cut fault is the pipeline's (ppv pp): a training step "
                         "has no chunks to cut");
-    if (o->policy.kind == PPV_POLICY_PCT && o->policy.pct_steps <= 0) {
+    if (o->policy.kind == PPV_POLICY_PCT && o->policy.pct_steps <= 0 && !o->proc) {
         /* PCT draws its change points over the run's length: measure it with a
          * round-robin run of the same step first (deterministic, so the PCT
          * run, and its replay, see the same length) */

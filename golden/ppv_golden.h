@@ -138,6 +138,11 @@ typedef struct ppv_replay_result {
  * with *out, or -1 with the reason (exit 2 material) in err. */
 int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
                       ppv_replay_result *out, char *err, size_t errlen);
+/* The same re-run on a job of processes (ppv_proc_start; NULL: the mock),
+ * no call waiting longer than timeout_s: every process runs its rank, and
+ * every one ends with the whole comparison. */
+int ppv_golden_replay_on(const char *path, const ppv_diff_options *o, int perturb, ppv_proc *proc,
+                         double timeout_s, ppv_replay_result *out, char *err, size_t errlen);
 void ppv_replay_result_free(ppv_replay_result *r);
 
 /* For a program (the ppv command), before any other call of this layer:

@@ -296,6 +296,11 @@ static int read_options(hid_t f, const ppv_schedule *s, ppv_run_options *ro, ppv
 
 int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
                       ppv_replay_result *out, char *err, size_t errlen) {
+    return ppv_golden_replay_on(path, o, perturb, NULL, 0, out, err, errlen);
+}
+
+int ppv_golden_replay_on(const char *path, const ppv_diff_options *o, int perturb, ppv_proc *proc,
+                         double timeout_s, ppv_replay_result *out, char *err, size_t errlen) {
     h5_quiet();
     memset(out, 0, sizeof *out);
     if (access(path, R_OK) != 0)
@@ -356,6 +361,10 @@ int ppv_golden_replay(const char *path, const ppv_diff_options *o, int perturb,
     ro.load_inputs = load_inputs;
     ro.inputs_ctx = &c;
     ro.perturb = perturb;
+    if (proc) {
+        ro.proc = proc;
+        ro.timeout_s = timeout_s;
+    }
     if (ppv_run(s, &ro, &out->run, e2, sizeof e2) < 0) {
         gerr(err, errlen, "%s: %s", path, e2);
         goto done;

@@ -205,6 +205,48 @@ static void test_process_count_must_match(void **state) {
     run_free(&r);
 }
 
+/* Record on MPI, replay on the mock, and the reverse; a file recorded on
+ * MPI equals the mock's recording of the same run. */
+static void test_record_and_replay_across_transports(void **state) {
+    (void)state;
+    need_mpi();
+    char *sched = gen_file("z.csv", "zbv", "2", "4");
+    char on_mpi[4200], on_mock[4200], bad[4200];
+    snprintf(on_mpi, sizeof on_mpi, "%s", tmp_path("mpi.h5"));
+    snprintf(on_mock, sizeof on_mock, "%s", tmp_path("mock.h5"));
+    snprintf(bad, sizeof bad, "%s", tmp_path("bad.h5"));
+    run_result r = MPIRUN(2, PPV_BIN, "record", on_mpi, sched, "--transport", "mpi");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "recorded"));
+    run_free(&r);
+    r = RUN("record", on_mock, sched);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("diff", on_mpi, on_mock);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", on_mpi);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = MPIRUN(2, PPV_BIN, "replay", on_mock, "--transport", "mpi");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "transport: mpi, 2 processes\nresult: OK\n"));
+    run_free(&r);
+    /* the shipped golden file (recorded on the mock) replays on MPI */
+    r = MPIRUN(4, PPV_BIN, "replay", PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5", "--transport", "mpi");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK"));
+    run_free(&r);
+    /* a recording whose gradients are wrong by one bit fails its replay on MPI */
+    r = RUN("record", bad, sched, "--perturb");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = MPIRUN(2, PPV_BIN, "replay", bad, "--transport", "mpi");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "result: PROBLEM"));
+    run_free(&r);
+}
+
 /* Options of one transport are refused on the other (no MPI needed). */
 static void test_transport_options(void **state) {
     (void)state;
@@ -232,9 +274,21 @@ static void test_transport_options(void **state) {
     r = RUN("run", f, "--transport", "mpi", "--timeout", "0");
     assert_int_equal(r.code, 2);
     run_free(&r);
+    r = RUN("replay", "x.h5", "--timeout", "3");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--timeout is for --transport mpi"));
+    run_free(&r);
+    r = RUN("diff", "a.h5", "b.h5", "--transport", "mpi");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--transport is replay's option"));
+    run_free(&r);
+    r = RUN("replay", PPV_GOLDEN_DIR "/infer_pp1_stash_cut.h5", "--transport", "mpi");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "is an inference recording, which replays on the mock"));
+    run_free(&r);
     r = RUN("verify-recompute", f, "--transport", "mpi");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--transport is run's option"));
+    assert_non_null(strstr(r.err, "--transport is an option of run and record"));
     run_free(&r);
 }
 
@@ -352,6 +406,7 @@ int main(void) {
         cmocka_unit_test(test_run_text_report_once),
         cmocka_unit_test(test_deadlock_refused_then_reported_by_the_watchdog),
         cmocka_unit_test(test_process_count_must_match),
+        cmocka_unit_test(test_record_and_replay_across_transports),
         cmocka_unit_test(test_collectives_have_the_mocks_bits),
         cmocka_unit_test(test_exchange_by_semantics),
         cmocka_unit_test(test_failures_are_reported_and_end_the_job),

@@ -156,6 +156,14 @@ static const help_option transport_options[] = {
      NULL},
     END_OPTIONS};
 
+static const help_option replay_transport[] = {
+    {"--transport", "mock|mpi",
+     "where a training recording re-runs: mock, or mpi (one process per rank, started by "
+     "mpirun -np RANKS; rank 0 prints the comparison), whatever it was recorded on",
+     "mock"},
+    {"--timeout", "SECONDS", "with --transport mpi: the longest any call may wait", "60"},
+    END_OPTIONS};
+
 static const help_option trace_option[] = {
     {"--trace-out", "FILE", "write every scheduling decision (replay it with --replay)", NULL},
     END_OPTIONS};
@@ -333,8 +341,10 @@ static const help_option *const run_groups[] = {run_options,  transport_options,
 static const help_option *const pp_groups[] = {pp_options, NULL};
 static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
-static const help_option *const record_groups[] = {run_options, trace_option, record_only, NULL};
-static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only, NULL};
+static const help_option *const record_groups[] = {run_options, transport_options, trace_option,
+                                                   record_only, NULL};
+static const help_option *const replay_groups[] = {diff_options, exclude_option, replay_only,
+                                                   replay_transport, NULL};
 static const help_option *const diff_groups[] = {diff_options, diff_only, ignore_attr_option,
                                                  exclude_option, NULL};
 static const help_option *const none_groups[] = {no_options, NULL};

@@ -919,10 +919,10 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                : c == 'J' ? "--junit"
                                : c == 'F' ? "--fail-after"
                                           : "--term-after");
-        if ((c == 'T' || c == 'O' || c == 'U') && !is_run)
-            return usage_error("%s is run's option", c == 'T'   ? "--transport"
-                                                     : c == 'O' ? "--timeout"
-                                                                : "--allow-unsafe");
+        if ((c == 'T' || c == 'O' || c == 'U') && !is_run && !is_record)
+            return usage_error("%s is an option of run and record", c == 'T'   ? "--transport"
+                                                                : c == 'O' ? "--timeout"
+                                                                           : "--allow-unsafe");
         switch (c) {
         case 'p':
             ra->mock_option = "--policy";
@@ -1210,6 +1210,31 @@ static int run_junit(const char *path, const ppv_schedule *s, const ppv_run_repo
     return finish_junit(&j, path, run_cases(&j, "", rep, 1, matches, ref_digest));
 }
 
+/* --transport mpi: joins the job (ra->opt.proc, *proc) and says whether
+ * this process leads: every rank computes the whole report and rank 0
+ * prints it (the others' standard output goes nowhere) and writes the
+ * files. -1, or an exit code. */
+static int start_transport(run_args *ra, ppv_proc **proc, int *lead) {
+    char err[512];
+    *proc = NULL;
+    *lead = 1;
+    if (!ra->mpi) return -1;
+    if (ppv_proc_start("mpi", proc, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: --transport mpi: %s\n", g_cmd, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    ra->opt.proc = *proc;
+    *lead = ppv_proc_rank(*proc) == 0;
+    if (!*lead && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "ppv %s: cannot silence rank %d's output: %s\n", g_cmd,
+                ppv_proc_rank(*proc), strerror(errno));
+        ppv_proc_end(*proc);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (!*lead) ra->junit = NULL;
+    return -1;
+}
+
 static int cmd_run(int argc, char **argv) {
     run_args ra;
     int rc = parse_run_args(argc, argv, &ra);
@@ -1220,22 +1245,7 @@ static int cmd_run(int argc, char **argv) {
     char err[1024];
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report (on MPI, rank 0) */
-    if (ra.mpi) {
-        if (ppv_proc_start("mpi", &proc, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv run: --transport mpi: %s\n", err);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        ra.opt.proc = proc;
-        lead = ppv_proc_rank(proc) == 0;
-        /* every rank computes the whole report; rank 0 prints it */
-        if (!lead && !freopen("/dev/null", "w", stdout)) {
-            fprintf(stderr, "ppv run: cannot silence rank %d's output: %s\n", ppv_proc_rank(proc),
-                    strerror(errno));
-            rc = PPV_EXIT_BAD_INPUT;
-            goto done;
-        }
-        if (!lead) ra.junit = NULL;
-    }
+    if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     ra.opt.perturb = ra.perturb;
     progress pr;
@@ -1642,6 +1652,9 @@ static int cmd_record(int argc, char **argv) {
     ppv_schedule *s = NULL;
     ppv_run_report *rep = NULL;
     char *text = NULL, err[1024];
+    ppv_proc *proc = NULL;
+    int lead = 1; /* this process writes the file (on MPI, rank 0) */
+    if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     size_t len = 0;
     if (!(text = ppv_file_read(ra.file, &len, err, sizeof err))) {
@@ -1662,7 +1675,9 @@ static int cmd_record(int argc, char **argv) {
     ro.term_after = ra.term_after;
     progress pr;
     progress_attach(&ro.run, &pr, "record", ra.json);
-    int rrc = ppv_golden_record(out, s, &ro, &rep, err, sizeof err);
+    /* on MPI every rank runs its part; rank 0 writes what they computed */
+    int rrc = lead ? ppv_golden_record(out, s, &ro, &rep, err, sizeof err)
+                   : ppv_run(s, &ro.run, &rep, err, sizeof err);
     progress_end(&pr);
     if (rrc < 0) {
         fprintf(stderr, "ppv record: %s\n", err);
@@ -1708,6 +1723,7 @@ done:
     free(ra.replay_decisions);
     ppv_run_report_free(rep);
     ppv_schedule_free(s);
+    ppv_proc_end(proc);
     return rc;
 }
 
@@ -1720,6 +1736,8 @@ typedef struct diff_args {
     const char *junit;
     const char *files[2];
     int nfiles;
+    int mpi;          /* replay: --transport mpi */
+    double timeout_s; /* replay: --timeout (0: not given) */
     const char *ignore_attrs[MAX_LEFT_OUT], *excludes[MAX_LEFT_OUT]; /* argv's strings */
 } diff_args;
 
@@ -1737,6 +1755,8 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
                                          {"exclude", required_argument, 0, 'x'},
                                          {"mesh", required_argument, 0, 'M'},
                                          {"device", required_argument, 0, 'D'},
+                                         {"transport", required_argument, 0, 'R'},
+                                         {"timeout", required_argument, 0, 'O'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(da, 0, sizeof *da);
@@ -1787,6 +1807,20 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             if (nfiles != 1) return usage_error("%s is replay's option", "--device");
             if (device_option(optarg, &da->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case 'R':
+            if (nfiles != 1) return usage_error("%s is replay's option", "--transport");
+            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
+                return usage_error("--transport is mock or mpi, not '%s'", optarg);
+            da->mpi = strcmp(optarg, "mpi") == 0;
+            break;
+        case 'O': {
+            if (nfiles != 1) return usage_error("%s is replay's option", "--timeout");
+            char *end;
+            da->timeout_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(da->timeout_s > 0) || da->timeout_s > 1e6)
+                return usage_error("--timeout needs seconds in (0, 1e6], not '%s'", optarg);
+            break;
+        }
         case 'M':
             if (nfiles != 1) return usage_error("%s is replay's option", "--mesh");
             if (parse_int(optarg, 1, 64, &da->mesh) < 0)
@@ -1808,6 +1842,8 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
     if (nfiles == 1 && da->o.threads)
         return usage_error("%s is diff's option; replay compares one tensor at a time",
                            "--threads");
+    if (da->timeout_s > 0 && !da->mpi)
+        return usage_error("%s is for --transport mpi", "--timeout");
     if (argc - optind != nfiles)
         return usage_error(nfiles == 1 ? "needs one GOLDEN.h5 file%s" : "needs two files A and B%s",
                            "");
@@ -2131,22 +2167,43 @@ static int cmd_replay(int argc, char **argv) {
     diff_args da;
     int rc = parse_diff_args(argc, argv, 1, &da);
     if (rc >= 0) return rc;
-    if ((rc = compare_in_child(da.files[0], da.files, 1)) >= 0) return rc;
-    if (ppv_golden_is_inference(da.files[0])) return replay_inference(&da);
+    /* on MPI the job's processes are the ones mpirun started: no child */
+    if (!da.mpi && (rc = compare_in_child(da.files[0], da.files, 1)) >= 0) return rc;
+    if (ppv_golden_is_inference(da.files[0])) {
+        if (da.mpi)
+            return usage_error("--transport mpi replays training recordings; %s is an inference "
+                               "recording, which replays on the mock",
+                               da.files[0]);
+        return replay_inference(&da);
+    }
     if (da.mesh)
         return usage_error("--mesh is for inference recordings; %s is a training file",
                            da.files[0]);
     ppv_replay_result res;
     char err[1024];
+    ppv_proc *proc = NULL;
+    if (da.mpi) {
+        run_args ra;
+        memset(&ra, 0, sizeof ra);
+        ra.mpi = 1;
+        ra.junit = da.junit;
+        int lead;
+        if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
+        da.junit = ra.junit; /* rank 0 writes it */
+    }
     diff_junit dj;
     diff_junit_begin(&da, &dj);
-    if (ppv_golden_replay(da.files[0], &da.o, da.perturb, &res, err, sizeof err) < 0) {
+    if (ppv_golden_replay_on(da.files[0], &da.o, da.perturb, proc,
+                             da.timeout_s > 0 ? da.timeout_s : ppv_run_defaults().timeout_s, &res,
+                             err, sizeof err) < 0) {
         fprintf(stderr, "ppv replay: %s\n", err);
         if (da.junit) junit_free(&dj.j);
+        ppv_proc_end(proc);
         return PPV_EXIT_BAD_INPUT;
     }
     if (diff_junit_end(&da, &dj, res.diff) < 0) {
         ppv_replay_result_free(&res);
+        ppv_proc_end(proc);
         return PPV_EXIT_BAD_INPUT;
     }
     uint64_t nd = differences(res.diff);
@@ -2167,9 +2224,11 @@ static int cmd_replay(int argc, char **argv) {
                da.files[0], res.schedule_name, res.microbatches, res.layers,
                on_device(da.o.device));
         diff_print(res.diff, &da.o);
+        if (proc) printf("transport: mpi, %d processes\n", ppv_proc_size(proc));
         printf("result: %s\n", nd ? "PROBLEM" : "OK");
     }
     ppv_replay_result_free(&res);
+    ppv_proc_end(proc);
     return nd ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
 }
 
