@@ -57,5 +57,8 @@ struct ppv_proc_config;
 int ppv_proc_configure(ppv_proc *p, const struct ppv_proc_config *cfg, ppv_transport *t, char *err,
                        size_t errlen);
 int ppv_proc_settle(ppv_proc *p);
+/* Every rank, the same list: a communicator over those global ranks; its
+ * id, or -1 with the reason. */
+int32_t ppv_proc_add_comm(ppv_proc *p, const int32_t *ranks, int32_t n, char *err, size_t errlen);
 
 #endif

@@ -998,6 +998,14 @@ typedef struct ppv_pp_options {
     /* --compare-kv: keep the whole mesh's KV cache as each chunk's
      * denoising starts (ppv_pp_report.kv) */
     int keep_kv;
+    /* Where the ranks run: NULL on the mock; or a job of 1 + mesh processes
+     * (ppv_proc_start), this one running its own rank, the link to the
+     * leader buffered as on the mock and no call waiting longer than
+     * timeout_s (then the rank reports the hang and the job ends, as any
+     * failure does). Every process ends with stage 0's report. policy,
+     * watchdog_steps, fault, inject, replay and keep_kv are the mock's. */
+    ppv_proc *proc;
+    double timeout_s;
 } ppv_pp_options;
 
 /* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no

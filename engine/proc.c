@@ -97,6 +97,10 @@ int ppv_proc_configure(ppv_proc *p, const ppv_proc_config *cfg, ppv_transport *t
     return 0;
 }
 
+int32_t ppv_proc_add_comm(ppv_proc *p, const int32_t *ranks, int32_t n, char *err, size_t errlen) {
+    return p->mod->add_comm(p->impl, ranks, n, err, errlen);
+}
+
 int ppv_proc_settle(ppv_proc *p) {
     return p->mod->settle(p->impl);
 }

@@ -640,13 +640,6 @@ static int run_on_processes(run_ctx *c, const ppv_run_options *o, ppv_world_resu
     memset(&cfg, 0, sizeof cfg);
     cfg.sem = o->sem;
     cfg.timeout_s = o->timeout_s;
-    size_t msg = c->tc * sizeof(ppv_bf16);
-    const ppv_program *p = &s->prog[me];
-    for (int32_t i = 0; i < p->n; i++)
-        if (p->acts[i].kind == PPV_ACT_SEND_F || p->acts[i].kind == PPV_ACT_SEND_B) {
-            cfg.eager_msgs++;
-            cfg.eager_bytes += (int64_t)msg;
-        }
     ppv_transport t;
     if (ppv_proc_configure(o->proc, &cfg, &t, err, errlen) < 0) return -1;
     rank_main(&t, me, c);

@@ -186,8 +186,6 @@ int main(int argc, char **argv) {
     if (ppv_semantics_parse(argv[2], &cfg.sem) < 0) return 2;
     /* rank 0 waits three times as long, so that rank 1's report comes first */
     cfg.timeout_s = atof(argv[3]) * (me == 0 ? 3 : 1);
-    cfg.eager_msgs = 4;
-    cfg.eager_bytes = 256;
     ppv_transport t;
     if (ppv_proc_configure(p, &cfg, &t, err, sizeof err) < 0) {
         fprintf(stderr, "mpi_ranks: %s\n", err);

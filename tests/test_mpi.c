@@ -247,6 +247,92 @@ static void test_record_and_replay_across_transports(void **state) {
     run_free(&r);
 }
 
+/* What a `ppv pp --json` printed that both transports must agree on. */
+static char *pp_fields(const char *json) {
+    json_object *o = json_tokener_parse(json);
+    assert_non_null(o);
+    static const char *const keys[] = {"ok",
+                                       "chunks_emitted",
+                                       "expected_generator_calls",
+                                       "observed_generator_calls",
+                                       "dropped_stale",
+                                       "dropped_duplicate",
+                                       "output_digest"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        json_object *v = NULL;
+        assert_true(json_object_object_get_ex(o, keys[k], &v));
+        fprintf(f, "%s=%s;", keys[k], json_object_to_json_string(v));
+    }
+    fclose(f);
+    json_object_put(o);
+    return buf;
+}
+
+/* The inference pipeline, stage 0 and a mesh of 1, 2 and 4 processes: the
+ * mock's output digest and generator calls, chunk for chunk. */
+static void test_pp_equals_mock_on_every_mesh(void **state) {
+    (void)state;
+    need_mpi();
+    static const struct {
+        const char *mesh, *np;
+        const char *extra[4];
+    } cases[] = {{"1", "2", {"--kv", "recompute", "--hard-cut-at", "3"}},
+                 {"2", "3", {"--poll", NULL}},
+                 {"4", "5", {"--kv", "recompute", "--recompute-every", "2"}}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *args[16] = {"pp", "--mesh", cases[k].mesh, "--chunks", "6", "--json"};
+        int n = 6;
+        for (int j = 0; j < 4 && cases[k].extra[j]; j++)
+            args[n++] = cases[k].extra[j];
+        args[n] = NULL;
+        run_result mock = run_in(NULL, args);
+        assert_int_equal(mock.code, 0);
+        args[n++] = "--transport";
+        args[n++] = "mpi";
+        args[n] = NULL;
+        run_result mpi = mpirun(atoi(cases[k].np), PPV_BIN, args);
+        if (mpi.code != 0) fprintf(stderr, "mesh %s: %s%s", cases[k].mesh, mpi.out, mpi.err);
+        assert_int_equal(mpi.code, 0);
+        char *a = pp_fields(mock.out), *b = pp_fields(mpi.out);
+        assert_string_equal(b, a);
+        assert_non_null(strstr(a, "ok=true;chunks_emitted=6;"));
+        assert_non_null(strstr(mpi.out, "\"transport\":\"mpi\""));
+        free(a);
+        free(b);
+        run_free(&mock);
+        run_free(&mpi);
+    }
+}
+
+/* An inference recording made on MPI replays on the mock (the file's
+ * stage 0 against a rebuilt mesh), and on another mesh size. */
+static void test_pp_record_on_mpi_replays_on_the_mock(void **state) {
+    (void)state;
+    need_mpi();
+    char h5[4200];
+    snprintf(h5, sizeof h5, "%s", tmp_path("pp.h5"));
+    run_result r = MPIRUN(3, PPV_BIN, "pp", "--mesh", "2", "--chunks", "4", "--record", h5,
+                          "--transport", "mpi");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "transport: mpi, 3 processes"));
+    run_free(&r);
+    r = RUN("replay", h5);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK"));
+    run_free(&r);
+    r = RUN("replay", h5, "--mesh", "4");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    /* the wrong process count, and the mock's own options */
+    r = MPIRUN(2, PPV_BIN, "pp", "--mesh", "2", "--transport", "mpi");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "are 3 ranks but the job has 2 processes (mpirun -np 3)"));
+    run_free(&r);
+}
+
 /* Options of one transport are refused on the other (no MPI needed). */
 static void test_transport_options(void **state) {
     (void)state;
@@ -285,6 +371,22 @@ static void test_transport_options(void **state) {
     r = RUN("replay", PPV_GOLDEN_DIR "/infer_pp1_stash_cut.h5", "--transport", "mpi");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "is an inference recording, which replays on the mock"));
+    run_free(&r);
+    static const char *const pp_mock_only[][2] = {{"--inject", "OM-03"},
+                                                  {"--policy", "random"},
+                                                  {"--watchdog-steps", "50"},
+                                                  {"--compare-kv", NULL}};
+    for (size_t k = 0; k < 4; k++) {
+        r = pp_mock_only[k][1]
+                ? RUN("pp", "--transport", "mpi", pp_mock_only[k][0], pp_mock_only[k][1])
+                : RUN("pp", "--transport", "mpi", pp_mock_only[k][0]);
+        assert_int_equal(r.code, 2);
+        assert_non_null(strstr(r.err, "is the mock transport's"));
+        run_free(&r);
+    }
+    r = RUN("pp", "--timeout", "4");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--timeout is for --transport mpi"));
     run_free(&r);
     r = RUN("verify-recompute", f, "--transport", "mpi");
     assert_int_equal(r.code, 2);
@@ -378,12 +480,12 @@ static void test_failures_are_reported_and_end_the_job(void **state) {
         const char *says;
     } cases[] = {
         {"size-mismatch", 1, "1RECV_F0 receives 16 bytes but rank 0 sent 8"},
-        {"collective-mismatch", 1, "does not match rank"},
+        {"collective-mismatch", 1, "collective on communicator 0: rank "},
         {"tripwire", 1, "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
         {"env-failure", 2, "rank 1 of 2: out of memory holding chunk 3"},
         {"poll", 1, "rank 1 of 2: hang: rank 1 has polled for"},
         {"nested-group", 1, "group_start inside an open group"},
-        {"bad-peer", 1, "0SEND_F0: rank 0 cannot send to rank 5 (the job has 2 ranks)"},
+        {"bad-peer", 1, "0SEND_F0: rank 0 cannot send to rank 5 on communicator 0"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         run_result r = ranks(2, cases[k].scenario, "rendezvous", "1");
@@ -391,6 +493,11 @@ static void test_failures_are_reported_and_end_the_job(void **state) {
             fprintf(stderr, "%s: exit %d\n%s", cases[k].scenario, r.code, r.err);
         assert_int_equal(r.code, cases[k].code);
         assert_non_null(strstr(r.err, cases[k].says));
+        if (k == 1) /* either rank may be the one to report it first */
+            assert_true(strstr(r.err, "BCAST (8 bytes, root 0) does not match member 1's (BCAST, "
+                                      "8 bytes, root 1)") ||
+                        strstr(r.err, "BCAST (8 bytes, root 1) does not match member 0's (BCAST, "
+                                      "8 bytes, root 0)"));
         run_free(&r);
     }
 }
@@ -407,6 +514,8 @@ int main(void) {
         cmocka_unit_test(test_deadlock_refused_then_reported_by_the_watchdog),
         cmocka_unit_test(test_process_count_must_match),
         cmocka_unit_test(test_record_and_replay_across_transports),
+        cmocka_unit_test(test_pp_equals_mock_on_every_mesh),
+        cmocka_unit_test(test_pp_record_on_mpi_replays_on_the_mock),
         cmocka_unit_test(test_collectives_have_the_mocks_bits),
         cmocka_unit_test(test_exchange_by_semantics),
         cmocka_unit_test(test_failures_are_reported_and_end_the_job),

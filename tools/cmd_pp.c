@@ -15,6 +15,9 @@ typedef struct pp_args {
     int json, compare_kv, list;
     const char *record, *trace_out, *replay;
     int32_t *decisions; /* --replay's, malloc'd */
+    int mpi;            /* --transport mpi */
+    const char *mock_option; /* an option of the mock's that was given */
+    int timeout_given;
 } pp_args;
 
 /* A whole decimal in [lo, hi] into *v; -1 after the usage message. */
@@ -131,6 +134,8 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
                                         {"compare-kv", no_argument, 0, 'C'},
                                         {"json", no_argument, 0, 'j'},
                                         {"device", required_argument, 0, 'D'},
+                                        {"transport", required_argument, 0, 'X'},
+                                        {"timeout", required_argument, 0, 'O'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     struct option longs[NPIPE + sizeof own / sizeof own[0]];
@@ -142,6 +147,29 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
     int c;
     long long seed = 0;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        switch (c) { /* what a job of processes cannot honour */
+        case 'p':
+            a->mock_option = "--policy";
+            break;
+        case 'e':
+            a->mock_option = "--seed";
+            break;
+        case 'T':
+            a->mock_option = "--trace-out";
+            break;
+        case 'R':
+            a->mock_option = "--replay";
+            break;
+        case 'C':
+            a->mock_option = "--compare-kv";
+            break;
+        case 'w':
+            a->mock_option = "--watchdog-steps";
+            break;
+        case 'I':
+            a->mock_option = "--inject";
+            break;
+        }
         int rc = pp_pipeline_option(c, optarg, &a->o, &a->list);
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
         if (rc == 0) continue;
@@ -180,6 +208,19 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         case 'D':
             if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case 'X':
+            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
+                return usage_error("--transport is mock or mpi, not '%s'", optarg);
+            a->mpi = strcmp(optarg, "mpi") == 0;
+            break;
+        case 'O': {
+            char *end;
+            a->o.timeout_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(a->o.timeout_s > 0) || a->o.timeout_s > 1e6)
+                return usage_error("--timeout needs seconds in (0, 1e6], not '%s'", optarg);
+            a->timeout_given = 1;
+            break;
+        }
         case 'h':
             return print_help();
         default:
@@ -187,6 +228,11 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         }
     }
     if (optind < argc) return usage_error("takes no operand, not '%s'", argv[optind]);
+    if (a->mpi && a->mock_option)
+        return usage_error("%s is the mock transport's: on --transport mpi the ranks are "
+                           "processes that MPI schedules",
+                           a->mock_option);
+    if (!a->mpi && a->timeout_given) return usage_error("%s is for --transport mpi", "--timeout");
     if (a->compare_kv &&
         (a->record || a->trace_out || a->o.inject != PPV_INJECT_NONE || a->o.control_only))
         return usage_error("--compare-kv runs its own two configurations: it takes no --record, "
@@ -310,6 +356,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
         json_object_object_add(j, "output_digest", hex_json(r->output_digest));
         json_object_object_add(j, "device", json_object_new_string(o->device ? o->device : "cpu"));
+        json_object_object_add(j, "transport", json_object_new_string(o->proc ? "mpi" : "mock"));
         json_object_object_add(j, "scheduler_steps", json_object_new_int64(r->world.steps));
         json_object_object_add(j, "trace_digest", hex_json(r->world.trace_digest));
         json_object *bl = json_object_new_array();
@@ -332,8 +379,12 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
         printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
                o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
-        printf("scheduler steps: %" PRId64 " (trace digest %016" PRIx64 ")\n", r->world.steps,
-               r->world.trace_digest);
+        if (o->proc)
+            printf("transport: mpi, %d processes (no trace: MPI, not ppv, orders the ranks)\n",
+                   ppv_proc_size(o->proc));
+        else
+            printf("scheduler steps: %" PRId64 " (trace digest %016" PRIx64 ")\n", r->world.steps,
+                   r->world.trace_digest);
         if (!r->ok)
             printf("failure: %s caught by %s on rank %d: %s\n", ppv_failure_id(r->failure),
                    ppv_pp_point_name(r->caught_by), r->failed_rank, r->message);
@@ -505,8 +556,24 @@ static int run_pp(pp_args *ap) {
         return PPV_EXIT_BAD_INPUT;
     }
     if (a.compare_kv) return compare_kv(&a);
+    ppv_proc *proc = NULL;
+    int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
+    if (a.mpi) {
+        if (ppv_proc_start("mpi", &proc, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv pp: --transport mpi: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        a.o.proc = proc;
+        lead = ppv_proc_rank(proc) == 0;
+        if (!lead && !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "ppv pp: cannot silence rank %d's output: %s\n", ppv_proc_rank(proc),
+                    strerror(errno));
+            ppv_proc_end(proc);
+            return PPV_EXIT_BAD_INPUT;
+        }
+    }
     ppv_inference_writer *w = NULL;
-    if (a.record) {
+    if (a.record && lead) {
         ppv_inference_setup setup = {a.o.mesh, a.o.kv_window, a.o.model};
         if (!(w = ppv_inference_create(a.record, &setup, err, sizeof err))) {
             fprintf(stderr, "ppv pp: %s\n", err);
@@ -516,21 +583,20 @@ static int run_pp(pp_args *ap) {
         a.o.on_call_ctx = w;
     }
     ppv_pp_report *r = NULL;
+    rc = PPV_EXIT_BAD_INPUT;
     if (ppv_pp_run(&a.o, &r, err, sizeof err) < 0) {
         fprintf(stderr, "ppv pp: %s\n", err);
         ppv_inference_abort(w);
-        return PPV_EXIT_BAD_INPUT;
+        goto done;
     }
     if (w && ppv_inference_commit(w, err, sizeof err) < 0) {
         fprintf(stderr, "ppv pp: %s\n", err);
-        ppv_pp_report_free(r);
-        return PPV_EXIT_BAD_INPUT;
+        goto done;
     }
-    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace) < 0) {
-        ppv_pp_report_free(r);
-        return PPV_EXIT_BAD_INPUT;
-    }
+    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace) < 0) goto done;
     rc = print_report(&a, r);
+done:
     ppv_pp_report_free(r);
+    ppv_proc_end(proc);
     return rc;
 }

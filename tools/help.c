@@ -144,7 +144,7 @@ static const help_option transport_options[] = {
     {"--transport", "mock|mpi",
      "where the ranks run: mock (every rank a coroutine in this process, under --policy) or "
      "mpi (one process per rank, started by mpirun -np RANKS; rank 0 prints the report); on "
-     "mpi rendezvous sends are MPI_Ssend, eager ones MPI_Bsend",
+     "mpi rendezvous sends are MPI_Issend, eager ones buffered (a copy sent with MPI_Isend)",
      "mock"},
     {"--timeout", "SECONDS",
      "with --transport mpi: the longest any call may wait; then the rank reports the hang "
@@ -162,6 +162,17 @@ static const help_option replay_transport[] = {
      "mpirun -np RANKS; rank 0 prints the comparison), whatever it was recorded on",
      "mock"},
     {"--timeout", "SECONDS", "with --transport mpi: the longest any call may wait", "60"},
+    END_OPTIONS};
+
+static const help_option pp_transport[] = {
+    {"--transport", "mock|mpi",
+     "where the ranks run: mock, or mpi (stage 0 and the mesh one process each, started by "
+     "mpirun -np 1+MESH; rank 0 prints the report and writes --record's file)",
+     "mock"},
+    {"--timeout", "SECONDS",
+     "with --transport mpi: the longest any call may wait; then the rank reports the hang "
+     "and the job ends with exit 1",
+     "60"},
     END_OPTIONS};
 
 static const help_option trace_option[] = {
@@ -338,7 +349,7 @@ static const help_option fuzz_schedule_options[] = {
 
 static const help_option *const run_groups[] = {run_options,  transport_options, gemm_option,
                                                 trace_option, junit_option,      NULL};
-static const help_option *const pp_groups[] = {pp_options, NULL};
+static const help_option *const pp_groups[] = {pp_options, pp_transport, NULL};
 static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
 static const help_option *const record_groups[] = {run_options, transport_options, trace_option,
@@ -366,8 +377,12 @@ static const char *const run_examples[] = {
     "mpirun -np 4 ppv run zbv.csv --transport mpi --semantics eager", NULL};
 static const char *const pp_examples[] = {
     "ppv pp --mesh 4 --chunks 16 --policy random --seed 3 --json",
-    "ppv pp --kv recompute --hard-cut-at 5 --record run.h5", "ppv pp --inject list",
-    "ppv pp --inject OM-03", "ppv pp --compare-kv --kv-window 3", NULL};
+    "ppv pp --kv recompute --hard-cut-at 5 --record run.h5",
+    "ppv pp --inject list",
+    "ppv pp --inject OM-03",
+    "ppv pp --compare-kv --kv-window 3",
+    "mpirun -np 3 ppv pp --mesh 2 --transport mpi",
+    NULL};
 static const char *const fuzz_examples[] = {
     "ppv fuzz zbv.csv --semantics eager --runs 500", "ppv fuzz pp --mesh 4 --time 10 --out found",
     "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json",

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../transport/proc_module.h"
 #include "pp_internal.h"
 
 /* ---- the break-it matrix's table ------------------------------------------------ */
@@ -77,6 +78,7 @@ ppv_pp_options ppv_pp_defaults(void) {
     o.policy.kind = PPV_POLICY_RR;
     o.policy.depth = 3;
     o.watchdog_steps = 100000;
+    o.timeout_s = 60;
     return o;
 }
 
@@ -451,6 +453,63 @@ static int run_world(pp_ctx *c, const ppv_policy *policy, ppv_world **wout, char
     return 0;
 }
 
+/* The run on a job of processes: this process runs its rank; then stage
+ * 0 (rank 0) broadcasts its report and the leader (rank 1) its generator
+ * calls, so every process holds the whole report. A failure on any rank
+ * ends the job there (the transport reports it), so a return is a
+ * finished run. 0, or -1 with the reason. */
+static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
+    const ppv_pp_options *o = c->o;
+    ppv_proc *p = o->proc;
+    ppv_pp_report *r = c->rep;
+    int32_t me = ppv_proc_rank(p);
+    if (ppv_proc_size(p) != c->nranks)
+        return ppv_errf(err, errlen,
+                        "stage 0 and a mesh of %d are %d ranks but the job has %d "
+                        "processes (mpirun -np %d)",
+                        o->mesh, c->nranks, ppv_proc_size(p), c->nranks);
+    if (o->policy.kind != PPV_POLICY_RR || o->fault.kind != PPV_FAULT_NONE || o->replay ||
+        o->keep_kv || o->inject != PPV_INJECT_NONE)
+        return ppv_errf(err, errlen,
+                        "policies, faults, injections, replayed decisions and the "
+                        "KV comparison are the mock's; on processes MPI orders the ranks");
+    if (!(o->timeout_s > 0)) return ppv_errf(err, errlen, "the timeout must be positive");
+    int32_t *mesh = malloc((size_t)o->mesh * sizeof *mesh);
+    if (!mesh) return ppv_errf(err, errlen, "out of memory");
+    for (int32_t k = 0; k < o->mesh; k++)
+        mesh[k] = k + 1;
+    c->mesh_comm = ppv_proc_add_comm(p, mesh, o->mesh, err, errlen);
+    free(mesh);
+    if (c->mesh_comm < 0) return -1;
+    ppv_proc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.sem.kind = PPV_SEM_EAGER; /* the users' send and receive threads, as on the mock */
+    cfg.timeout_s = o->timeout_s;
+    ppv_transport t;
+    if (ppv_proc_configure(p, &cfg, &t, err, errlen) < 0) return -1;
+    rank_main(&t, me, c);
+    ppv_proc_settle(p);
+    const ppv_transport_ops *x = t.ops;
+    int64_t counts[5] = {r->chunks_emitted, r->dropped_stale, r->dropped_duplicate, r->max_inflight,
+                         r->max_ready};
+    x->broadcast(t.impl, me, counts, sizeof counts, 0, 0, "stage 0's counts");
+    r->chunks_emitted = counts[0];
+    r->dropped_stale = counts[1];
+    r->dropped_duplicate = counts[2];
+    r->max_inflight = (int32_t)counts[3];
+    r->max_ready = (int32_t)counts[4];
+    x->broadcast(t.impl, me, &r->output_digest, sizeof r->output_digest, 0, 0, "output digest");
+    size_t n = (size_t)chunks * sizeof(int64_t);
+    x->broadcast(t.impl, me, r->expected_calls, n, 0, 0, "expected calls");
+    x->broadcast(t.impl, me, r->observed_calls, n, 0, 0, "observed calls");
+    x->broadcast(t.impl, me, r->emitted_call_ids, n, 0, 0, "emitted call ids");
+    x->broadcast(t.impl, me, &r->generator_calls, sizeof r->generator_calls, 1, 0,
+                 "generator calls");
+    r->world.status = PPV_RUN_DONE;
+    r->world.failed_rank = -1;
+    return 0;
+}
+
 static void report_reset(ppv_pp_report *r) {
     ppv_world_result_free(&r->world);
     memset(&r->world, 0, sizeof r->world);
@@ -525,6 +584,11 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     c.rep = r;
     if (!(c.last_ids = malloc((size_t)c.nranks * sizeof *c.last_ids))) goto oom;
     memset(c.last_ids, 0xff, (size_t)c.nranks * sizeof *c.last_ids); /* -1: none yet */
+    if (o->proc) {
+        report_reset(r);
+        if (run_processes(&c, chunks, err, errlen) < 0) goto fail;
+        goto verdict;
+    }
     ppv_policy policy = o->policy;
     if (policy.kind == PPV_POLICY_PCT && policy.pct_steps <= 0) {
         /* PCT spreads its change points over the run's length: measure it
@@ -578,6 +642,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         r->failed_rank = r->world.failed_rank;
         snprintf(r->message, sizeof r->message, "%s", r->world.message);
     }
+verdict:;
     int64_t infers = chunks; /* a recording also holds NOOPs and its SHUTDOWN */
     if (o->replay) {
         infers = 0;

@@ -8,9 +8,15 @@
  *    communicator): one tag on a communicator of ppv's own (a duplicate of
  *    MPI_COMM_WORLD), and MPI does not let messages overtake;
  *  - under rendezvous a send is MPI_Issend (it completes when the receive
- *    has started), under eager MPI_Bsend into a buffer that holds every
- *    send of the run, under eager:BYTES the one or the other by size, so a
- *    schedule that deadlocks under rendezvous on the mock deadlocks here;
+ *    has started); under eager it is buffered: the message is copied and
+ *    sent with MPI_Isend, the call returns at once and the copy is freed
+ *    when MPI is done with it (MPI_Bsend's semantics with a buffer that
+ *    grows with what is in flight, where MPI_Bsend needs the worst case
+ *    attached before the run, which a stream of chunks does not know);
+ *    under eager:BYTES the one or the other by size. So a schedule that
+ *    deadlocks under rendezvous on the mock deadlocks here;
+ *  - communicators other than the world are made at setup with
+ *    MPI_Comm_split, peers are named by their global rank as on the mock;
  *  - a group posts its calls and waits for them all at group_end;
  *  - collectives first exchange what each member called (kind, root,
  *    size), so a mismatch is reported as on the mock rather than left to
@@ -46,12 +52,28 @@ typedef struct pending {
     char what[64];
 } pending;
 
+/* A buffered send in flight: its copy, until MPI is done with it. */
+typedef struct outbox {
+    pending p;
+    struct outbox *next;
+    /* the copy follows */
+} outbox;
+
+/* A communicator: the world (0) or one made at setup. */
+typedef struct mpi_comm {
+    MPI_Comm comm;
+    int32_t n;
+    int32_t *member_of; /* [world size]: the rank in this communicator, -1 */
+} mpi_comm;
+
 typedef struct mpi_t {
     int32_t rank, size;
     int inited; /* this module called MPI_Init */
     MPI_Comm world;
+    mpi_comm *comms;
+    int32_t ncomms;
     ppv_proc_config cfg;
-    char *bbuf; /* the buffered sends' buffer, attached */
+    outbox *out; /* buffered sends in flight */
     int in_group;
     pending *grp; /* an open group's requests */
     int ngrp, capgrp;
@@ -148,18 +170,21 @@ static int wait_pending(mpi_t *m, pending *p, int n) {
     }
 }
 
-/* The communicator of comm (ppv's world is the only one), or the job ends
- * (a usage error). */
-static MPI_Comm comm_of(mpi_t *m, int32_t comm, const char *what) {
-    if (comm != 0)
-        failf(m, 0, "%s: communicator %d: the MPI transport has only the world (0)", what, comm);
-    return m->world;
+/* The communicator of comm, with rank a member of it, or the job ends (a
+ * usage error). */
+static mpi_comm *comm_of(mpi_t *m, int32_t comm, const char *what) {
+    if (comm < 0 || comm >= m->ncomms || m->comms[comm].member_of[m->rank] < 0)
+        failf(m, 0, "%s: rank %d is not a member of communicator %d", what, m->rank, comm);
+    return &m->comms[comm];
 }
 
-static void check_peer(mpi_t *m, int32_t peer, int send, const char *what) {
-    if (peer < 0 || peer >= m->size || peer == m->rank)
-        failf(m, 0, "%s: rank %d cannot %s rank %d (the job has %d ranks)", what, m->rank,
-              send ? "send to" : "receive from", peer, m->size);
+/* peer's rank in c, or the job ends (a usage error). */
+static int peer_in(mpi_t *m, const mpi_comm *c, int32_t comm, int32_t peer, int send,
+                   const char *what) {
+    if (peer < 0 || peer >= m->size || peer == m->rank || c->member_of[peer] < 0)
+        failf(m, 0, "%s: rank %d cannot %s rank %d on communicator %d", what, m->rank,
+              send ? "send to" : "receive from", peer, comm);
+    return c->member_of[peer];
 }
 
 static void check_size(mpi_t *m, size_t bytes, const char *what) {
@@ -192,16 +217,41 @@ static int buffered(const mpi_t *m, size_t bytes) {
     }
 }
 
+/* Frees the buffered sends MPI is done with. */
+static void reap(mpi_t *m) {
+    for (outbox **pp = &m->out; *pp;) {
+        outbox *b = *pp;
+        int flag = 0, rc = MPI_Test(&b->p.req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) mpi_error(m, rc, b->p.what);
+        if (!flag) {
+            pp = &b->next;
+            continue;
+        }
+        *pp = b->next;
+        free(b);
+    }
+}
+
 static int mpi_send(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
                     int32_t comm, const char *what) {
     mpi_t *m = impl;
     (void)rank;
-    MPI_Comm c = comm_of(m, comm, what);
-    check_peer(m, peer, 1, what);
+    mpi_comm *c = comm_of(m, comm, what);
+    int to = peer_in(m, c, comm, peer, 1, what);
     check_size(m, bytes, what);
-    if (buffered(m, bytes)) { /* completes here: the data is in the attached buffer */
-        int rc = MPI_Bsend(buf, (int)bytes, MPI_BYTE, peer, TAG, c);
+    if (buffered(m, bytes)) { /* completes here: MPI sends the copy when it can */
+        reap(m);
+        outbox *b = malloc(sizeof *b + (bytes ? bytes : 1));
+        if (!b) failf(m, 1, "out of memory buffering %s (%zu bytes)", what, bytes);
+        memcpy(b + 1, buf, bytes);
+        b->p.send = 1;
+        b->p.peer = peer;
+        b->p.bytes = bytes;
+        set_what(b->p.what, sizeof b->p.what, what);
+        int rc = MPI_Isend(b + 1, (int)bytes, MPI_BYTE, to, TAG, c->comm, &b->p.req);
         if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+        b->next = m->out;
+        m->out = b;
         m->last_done = MPI_Wtime();
         return 0;
     }
@@ -210,7 +260,7 @@ static int mpi_send(void *impl, int32_t rank, const void *buf, size_t bytes, int
     p->peer = peer;
     p->bytes = bytes;
     set_what(p->what, sizeof p->what, what);
-    int rc = MPI_Issend(buf, (int)bytes, MPI_BYTE, peer, TAG, c, &p->req);
+    int rc = MPI_Issend(buf, (int)bytes, MPI_BYTE, to, TAG, c->comm, &p->req);
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     return m->in_group ? 0 : wait_pending(m, p, 1);
 }
@@ -219,15 +269,15 @@ static int mpi_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t p
                     const char *what) {
     mpi_t *m = impl;
     (void)rank;
-    MPI_Comm c = comm_of(m, comm, what);
-    check_peer(m, peer, 0, what);
+    mpi_comm *c = comm_of(m, comm, what);
+    int from = peer_in(m, c, comm, peer, 0, what);
     check_size(m, bytes, what);
     pending one, *p = new_pending(m, &one);
     p->send = 0;
     p->peer = peer;
     p->bytes = bytes;
     set_what(p->what, sizeof p->what, what);
-    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, TAG, c, &p->req);
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, TAG, c->comm, &p->req);
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     return m->in_group ? 0 : wait_pending(m, p, 1);
 }
@@ -253,25 +303,26 @@ static int mpi_group_end(void *impl, int32_t rank) {
 
 /* Every member says what it calls; the job ends on a disagreement, as the
  * mock reports it. */
-static void agree(mpi_t *m, MPI_Comm c, int kind, int32_t root, size_t bytes, const char *what) {
+static void agree(mpi_t *m, const mpi_comm *c, int32_t comm, int kind, int32_t root, size_t bytes,
+                  const char *what) {
     if (m->in_group) failf(m, 0, "%s: a collective inside a group", what);
     int64_t mine[3] = {kind, root, (int64_t)bytes};
-    int64_t *all = malloc((size_t)m->size * sizeof mine);
+    int64_t *all = malloc((size_t)c->n * sizeof mine);
     if (!all) failf(m, 1, "out of memory");
     pending p = {.send = 0, .peer = -1, .bytes = 0};
     snprintf(p.what, sizeof p.what, "%s (agreeing on it)", what);
-    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, c, &p.req);
+    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, c->comm, &p.req);
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     p.send = 1; /* no size to check on an allgather's completion */
     wait_pending(m, &p, 1);
-    for (int32_t k = 0; k < m->size; k++)
+    for (int32_t k = 0; k < c->n; k++)
         if (all[3 * k] != mine[0] || all[3 * k + 1] != mine[1] || all[3 * k + 2] != mine[2]) {
             int64_t theirs[3] = {all[3 * k], all[3 * k + 1], all[3 * k + 2]};
             free(all);
             failf(m, 0,
-                  "collective on communicator 0: rank %d's %s (%zu bytes, root %d) does not match "
-                  "rank %d's (%s, %lld bytes, root %lld)",
-                  m->rank, what, bytes, root, k,
+                  "collective on communicator %d: rank %d's %s (%zu bytes, root %d) does not "
+                  "match member %d's (%s, %lld bytes, root %lld)",
+                  comm, m->rank, what, bytes, root, k,
                   theirs[0] == COLL_ALLREDUCE ? "ALLREDUCE"
                   : theirs[0] == COLL_BCAST   ? "BCAST"
                                               : "ALLGATHER",
@@ -292,17 +343,17 @@ static int mpi_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count,
     mpi_t *m = impl;
     (void)rank;
     what = what ? what : "ALLREDUCE";
-    MPI_Comm c = comm_of(m, comm, what);
-    check_size(m, count * sizeof(float) * (size_t)m->size, what);
-    agree(m, c, COLL_ALLREDUCE, -1, count * sizeof(float), what);
-    float *all = malloc((count ? count : 1) * (size_t)m->size * sizeof *all);
+    mpi_comm *c = comm_of(m, comm, what);
+    check_size(m, count * sizeof(float) * (size_t)c->n, what);
+    agree(m, c, comm, COLL_ALLREDUCE, -1, count * sizeof(float), what);
+    float *all = malloc((count ? count : 1) * (size_t)c->n * sizeof *all);
     if (!all) failf(m, 1, "out of memory");
     MPI_Request req;
-    int rc = MPI_Iallgather(buf, (int)count, MPI_FLOAT, all, (int)count, MPI_FLOAT, c, &req);
+    int rc = MPI_Iallgather(buf, (int)count, MPI_FLOAT, all, (int)count, MPI_FLOAT, c->comm, &req);
     wait_one(m, req, rc, what);
     for (size_t i = 0; i < count; i++) { /* member order, as the mock adds */
         float acc = 0.0f;
-        for (int32_t k = 0; k < m->size; k++)
+        for (int32_t k = 0; k < c->n; k++)
             acc += all[(size_t)k * count + i];
         buf[i] = acc;
     }
@@ -315,13 +366,13 @@ static int mpi_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int3
     mpi_t *m = impl;
     (void)rank;
     what = what ? what : "BCAST";
-    MPI_Comm c = comm_of(m, comm, what);
-    if (root < 0 || root >= m->size)
+    mpi_comm *c = comm_of(m, comm, what);
+    if (root < 0 || root >= c->n)
         failf(m, 0, "broadcast root %d is outside communicator %d", root, comm);
     check_size(m, bytes, what);
-    agree(m, c, COLL_BCAST, root, bytes, what);
+    agree(m, c, comm, COLL_BCAST, root, bytes, what);
     MPI_Request req;
-    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c, &req);
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->comm, &req);
     return wait_one(m, req, rc, what);
 }
 
@@ -330,11 +381,11 @@ static int mpi_allgather(void *impl, int32_t rank, const void *send, void *recv,
     mpi_t *m = impl;
     (void)rank;
     what = what ? what : "ALLGATHER";
-    MPI_Comm c = comm_of(m, comm, what);
-    check_size(m, bytes * (size_t)m->size, what);
-    agree(m, c, COLL_ALLGATHER, -1, bytes, what);
+    mpi_comm *c = comm_of(m, comm, what);
+    check_size(m, bytes * (size_t)c->n, what);
+    agree(m, c, comm, COLL_ALLGATHER, -1, bytes, what);
     MPI_Request req;
-    int rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c, &req);
+    int rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &req);
     return wait_one(m, req, rc, what);
 }
 
@@ -354,9 +405,9 @@ static int mpi_async_error(void *impl, int32_t rank) {
 static int mpi_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
     mpi_t *m = impl;
     (void)rank;
-    MPI_Comm c = comm_of(m, comm, "probe");
-    check_peer(m, peer, 0, "probe");
-    int flag = 0, rc = MPI_Iprobe(peer, TAG, c, &flag, MPI_STATUS_IGNORE);
+    mpi_comm *c = comm_of(m, comm, "probe");
+    int from = peer_in(m, c, comm, peer, 0, "probe");
+    int flag = 0, rc = MPI_Iprobe(from, TAG, c->comm, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) mpi_error(m, rc, "probe");
     *arrived = flag;
     return 0;
@@ -395,6 +446,24 @@ static const ppv_transport_ops mpi_ops = {
     .yield = mpi_yield,
 };
 
+/* Adds communicator ncomms over c (MPI_COMM_NULL where this rank is not
+ * in it) of n members listed in ranks. 0, or -1 out of memory. */
+static int push_comm(mpi_t *m, MPI_Comm c, const int32_t *ranks, int32_t n) {
+    mpi_comm *cs = realloc(m->comms, (size_t)(m->ncomms + 1) * sizeof *cs);
+    if (!cs) return -1;
+    m->comms = cs;
+    mpi_comm *x = &cs[m->ncomms];
+    if (!(x->member_of = malloc((size_t)m->size * sizeof *x->member_of))) return -1;
+    for (int32_t r = 0; r < m->size; r++)
+        x->member_of[r] = -1;
+    for (int32_t k = 0; k < n; k++)
+        x->member_of[ranks ? ranks[k] : k] = k;
+    x->comm = c;
+    x->n = n;
+    m->ncomms++;
+    return 0;
+}
+
 static void *mpi_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
     mpi_t *m = calloc(1, sizeof *m);
     if (!m) {
@@ -414,73 +483,85 @@ static void *mpi_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
     int r = 0, n = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    /* ppv's own communicator: its messages never meet another library's,
-     * and errors come back to be reported rather than abort unexplained */
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->world) != MPI_SUCCESS) {
-        snprintf(err, errlen, "MPI_Comm_dup failed");
-        if (m->inited) MPI_Finalize();
-        free(m);
-        return NULL;
-    }
-    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
     m->rank = *rank = r;
     m->size = *size = n;
     m->cfg.timeout_s = 60;
     m->last_done = MPI_Wtime();
+    /* ppv's own communicator: its messages never meet another library's,
+     * and errors come back to be reported rather than abort unexplained */
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->world) != MPI_SUCCESS ||
+        MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+        push_comm(m, m->world, NULL, n) < 0) {
+        snprintf(err, errlen, "cannot make ppv's communicator (MPI_Comm_dup, or out of memory)");
+        if (m->inited) MPI_Finalize();
+        free(m);
+        return NULL;
+    }
     return m;
 }
 
-static void detach(mpi_t *m) {
-    if (!m->bbuf) return;
-    void *addr;
-    int sz;
-    MPI_Buffer_detach(&addr, &sz);
-    free(m->bbuf);
-    m->bbuf = NULL;
+/* Every rank calls it with the same list: the id of the new communicator,
+ * or -1 with the reason. */
+static int32_t mpi_add_comm(void *impl, const int32_t *ranks, int32_t n, char *err, size_t errlen) {
+    mpi_t *m = impl;
+    int32_t me = -1;
+    for (int32_t k = 0; k < n; k++) {
+        if (ranks[k] < 0 || ranks[k] >= m->size) {
+            snprintf(err, errlen, "communicator member %d is outside the job's %d ranks", ranks[k],
+                     m->size);
+            return -1;
+        }
+        if (ranks[k] == m->rank) me = k;
+    }
+    MPI_Comm c = MPI_COMM_NULL;
+    if (MPI_Comm_split(m->world, me >= 0 ? 1 : MPI_UNDEFINED, me, &c) != MPI_SUCCESS ||
+        (c != MPI_COMM_NULL && MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN) != MPI_SUCCESS)) {
+        snprintf(err, errlen, "MPI_Comm_split failed");
+        return -1;
+    }
+    if (push_comm(m, c, ranks, n) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return m->ncomms - 1;
 }
 
 static int mpi_configure(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen) {
     mpi_t *m = impl;
-    detach(m);
+    (void)err;
+    (void)errlen;
     m->cfg = *cfg;
     m->last_done = MPI_Wtime();
-    if (cfg->sem.kind == PPV_SEM_RENDEZVOUS || cfg->eager_msgs == 0) return 0;
-    /* room for every send of the run at once: a buffered send never waits */
-    double need = (double)cfg->eager_bytes + (double)cfg->eager_msgs * MPI_BSEND_OVERHEAD;
-    if (need > INT_MAX) {
-        snprintf(err, errlen,
-                 "buffered sends of %.0f bytes in all exceed MPI's buffer (2 GiB); use "
-                 "--semantics eager:BYTES so that large messages go synchronously",
-                 need);
-        return -1;
-    }
-    if (!(m->bbuf = malloc((size_t)need))) {
-        snprintf(err, errlen, "out of memory for a %.0f-byte send buffer", need);
-        return -1;
-    }
-    if (MPI_Buffer_attach(m->bbuf, (int)need) != MPI_SUCCESS) {
-        free(m->bbuf);
-        m->bbuf = NULL;
-        snprintf(err, errlen, "MPI_Buffer_attach of %.0f bytes failed", need);
-        return -1;
-    }
     return 0;
 }
 
+/* Every buffered send delivered (under the watchdog), then every rank
+ * there. */
 static int mpi_settle(void *impl) {
     mpi_t *m = impl;
+    for (outbox *b = m->out; b; b = b->next)
+        wait_pending(m, &b->p, 1);
+    reap(m);
     MPI_Request req;
     int rc = MPI_Ibarrier(m->world, &req);
-    wait_one(m, req, rc, "the end of the run (every rank there)");
-    detach(m); /* every buffered message has been received: it returns at once */
-    return 0;
+    return wait_one(m, req, rc, "the end of the run (every rank there)");
 }
 
 static void mpi_end(void *impl) {
     mpi_t *m = impl;
     if (!m) return;
-    detach(m);
-    MPI_Comm_free(&m->world);
+    for (int32_t k = m->ncomms - 1; k >= 0; k--) {
+        if (m->comms[k].comm != MPI_COMM_NULL) MPI_Comm_free(&m->comms[k].comm);
+        free(m->comms[k].member_of);
+    }
+    free(m->comms);
+    while (m->out) { /* a job that ends here has nothing left to deliver */
+        outbox *b = m->out;
+        m->out = b->next;
+        MPI_Cancel(&b->p.req);
+        MPI_Request_free(&b->p.req);
+        free(b);
+    }
     if (m->inited) MPI_Finalize();
     free(m->grp);
     free(m);
@@ -489,6 +570,7 @@ static void mpi_end(void *impl) {
 static const ppv_proc_module module = {
     .start = mpi_start,
     .configure = mpi_configure,
+    .add_comm = mpi_add_comm,
     .settle = mpi_settle,
     .end = mpi_end,
     .ops = &mpi_ops,

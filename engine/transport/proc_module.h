@@ -12,9 +12,7 @@
 /* What one run asks of the transport. */
 typedef struct ppv_proc_config {
     ppv_semantics sem;
-    double timeout_s;    /* the longest any call may wait */
-    int64_t eager_msgs;  /* sends this rank makes in the run, at most */
-    int64_t eager_bytes; /* and their bytes (a buffered send's buffer holds them all) */
+    double timeout_s; /* the longest any call may wait */
 } ppv_proc_config;
 
 typedef struct ppv_proc_module {
@@ -23,9 +21,12 @@ typedef struct ppv_proc_module {
     void *(*start)(int32_t *rank, int32_t *size, char *err, size_t errlen);
     /* Before a run. 0, or -1 with the reason. */
     int (*configure)(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen);
-    /* After a run, on every rank: waits (under the watchdog) until every
-     * rank is there, so every buffered message has been delivered. 0, or
-     * an error (the job has then been ended). */
+    /* Every rank, the same list: a communicator over those global ranks
+     * (the world is 0); its id, or -1 with the reason. */
+    int32_t (*add_comm)(void *impl, const int32_t *ranks, int32_t n, char *err, size_t errlen);
+    /* After a run, on every rank: waits (under the watchdog) until its
+     * buffered messages are delivered and every rank is there. 0, or an
+     * error (the job has then been ended). */
     int (*settle)(void *impl);
     /* Leaves the job (MPI_Finalize) and frees the handle. */
     void (*end)(void *impl);
