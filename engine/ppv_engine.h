@@ -413,11 +413,14 @@ typedef struct ppv_transport {
 
 typedef struct ppv_proc ppv_proc;
 
-/* Joins the job of the named transport ("mpi"): loads its module
- * (libppv_mpi.so, so that ppv itself starts without any MPI library) and
- * starts it (MPI_Init). 0 with *out, or -1 with the reason (no module, a
- * ppv built without MPI). */
+/* Joins the job of the named transport ("mpi" or "nccl"): loads its
+ * module (libppv_mpi.so, libppv_nccl.so, so that ppv itself starts
+ * without any MPI or NCCL library) and starts it (MPI_Init; for NCCL the
+ * communicator too). 0 with *out, or -1 with the reason (no module, a ppv
+ * built without it, no GPU). */
 int ppv_proc_start(const char *name, ppv_proc **out, char *err, size_t errlen);
+/* "mpi" or "nccl". */
+const char *ppv_proc_name(const ppv_proc *p);
 /* This process's rank in the job, and the job's size. */
 int32_t ppv_proc_rank(const ppv_proc *p);
 int32_t ppv_proc_size(const ppv_proc *p);

@@ -2,9 +2,10 @@
  * transport lives in its own module (libppv_mpi.so, transport/mpi.c),
  * loaded here when a command asks for it, so that ppv starts without any
  * MPI library (and runs under valgrind and the sanitizers without one).
- * The module is looked for at $PPV_MPI_MODULE, then where this build put
- * it, then where `cmake --install` puts it, then by the dynamic loader's
- * own search.
+ * The NCCL transport likewise (libppv_nccl.so, transport/nccl.c). A
+ * module is looked for at $PPV_MPI_MODULE (or $PPV_NCCL_MODULE), then
+ * where this build put it, then where `cmake --install` puts it, then by
+ * the dynamic loader's own search.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 struct ppv_proc {
     const ppv_proc_module *mod;
+    const char *name;
     void *impl;
     int32_t rank, size;
 };
@@ -25,7 +27,7 @@ struct ppv_proc {
 static const ppv_proc_module *module_try(const char *path, char *err, size_t errlen) {
     void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL); /* MPI's own plugins need its symbols */
     if (!h) {
-        ppv_errf(err, errlen, "cannot load the MPI transport: %s", dlerror());
+        ppv_errf(err, errlen, "cannot load the transport: %s", dlerror());
         return NULL;
     }
     void *sym = dlsym(h, PPV_PROC_MODULE_SYMBOL);
@@ -40,39 +42,64 @@ static const ppv_proc_module *module_try(const char *path, char *err, size_t err
     return fn();
 }
 
-static const ppv_proc_module *module_find(char *err, size_t errlen) {
-    const char *env = getenv("PPV_MPI_MODULE");
-    if (env && *env) return module_try(env, err, errlen);
+/* The transports of processes: the variable that names a module, and
+ * where this build and `cmake --install` put it. */
+static const struct {
+    const char *name, *env, *built, *installed, *lib;
+} transports[] = {
 #ifdef PPV_MPI_MODULE
-    const char *paths[] = {PPV_MPI_MODULE, PPV_MPI_MODULE_INSTALLED, "libppv_mpi.so"};
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    {"mpi", "PPV_MPI_MODULE", PPV_MPI_MODULE, PPV_MPI_MODULE_INSTALLED, "libppv_mpi.so"},
+#else
+    {"mpi", "PPV_MPI_MODULE", NULL, NULL, NULL},
+#endif
+#ifdef PPV_NCCL_MODULE
+    {"nccl", "PPV_NCCL_MODULE", PPV_NCCL_MODULE, PPV_NCCL_MODULE_INSTALLED, "libppv_nccl.so"},
+#else
+    {"nccl", "PPV_NCCL_MODULE", NULL, NULL, NULL},
+#endif
+};
+
+static const ppv_proc_module *module_find(size_t k, char *err, size_t errlen) {
+    const char *env = getenv(transports[k].env);
+    if (env && *env) return module_try(env, err, errlen);
+    if (!transports[k].built)
+        return ppv_errf(err, errlen,
+                        "this ppv was built without the %s transport (it needs MPI: install "
+                        "libopenmpi-dev%s, and configure it again)",
+                        transports[k].name,
+                        k == 1 ? ", and NCCL's headers (the CUDA toolkit)" : ""),
+               NULL;
+    const char *paths[] = {transports[k].built, transports[k].installed, transports[k].lib};
+    for (size_t i = 0; i < 3; i++) {
         const ppv_proc_module *m = module_try(paths[i], err, errlen);
         if (m) return m;
     }
     return NULL;
-#else
-    ppv_errf(err, errlen,
-             "this ppv was built without MPI (install libopenmpi-dev and "
-             "configure it again, or -DPPV_MPI=ON to require it)");
-    return NULL;
-#endif
 }
 
 int ppv_proc_start(const char *name, ppv_proc **out, char *err, size_t errlen) {
     *out = NULL;
-    if (strcmp(name, "mpi") != 0)
-        return ppv_errf(err, errlen, "unknown transport '%s' (mock or mpi)", name);
-    const ppv_proc_module *mod = module_find(err, errlen);
+    size_t k = 0;
+    while (k < sizeof transports / sizeof transports[0] && strcmp(transports[k].name, name) != 0)
+        k++;
+    if (k == sizeof transports / sizeof transports[0])
+        return ppv_errf(err, errlen, "unknown transport '%s' (mock, mpi or nccl)", name);
+    const ppv_proc_module *mod = module_find(k, err, errlen);
     if (!mod) return -1;
     ppv_proc *p = calloc(1, sizeof *p);
     if (!p) return ppv_errf(err, errlen, "out of memory");
     p->mod = mod;
+    p->name = transports[k].name;
     if (!(p->impl = mod->start(&p->rank, &p->size, err, errlen))) {
         free(p);
         return -1;
     }
     *out = p;
     return 0;
+}
+
+const char *ppv_proc_name(const ppv_proc *p) {
+    return p->name;
 }
 
 int32_t ppv_proc_rank(const ppv_proc *p) {

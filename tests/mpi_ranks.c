@@ -1,7 +1,8 @@
 /* mpi_ranks.c - the MPI transport's own logic, scenario by scenario, one
  * process per rank (test_mpi runs it under mpirun):
  *
- *   mpi_ranks SCENARIO SEMANTICS TIMEOUT     under mpirun, on --transport mpi
+ *   mpi_ranks SCENARIO SEMANTICS TIMEOUT [mpi|nccl]
+ *                                            under mpirun, on that transport
  *   mpi_ranks --mock SCENARIO NRANKS         the same rank code on the mock
  *
  * Rank 0 (the mock: the run) prints what the scenario computed, so the two
@@ -170,13 +171,14 @@ int main(int argc, char **argv) {
         print_out(&out);
         return ok ? 0 : 1;
     }
-    if (argc != 4) {
-        fprintf(stderr, "usage: mpi_ranks SCENARIO SEMANTICS TIMEOUT | --mock SCENARIO NRANKS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: mpi_ranks SCENARIO SEMANTICS TIMEOUT [mpi|nccl] | --mock SCENARIO "
+                        "NRANKS\n");
         return 2;
     }
     ppv_rank_main fn = find(argv[1]);
     ppv_proc *p = NULL;
-    if (ppv_proc_start("mpi", &p, err, sizeof err) < 0) {
+    if (ppv_proc_start(argc == 5 ? argv[4] : "mpi", &p, err, sizeof err) < 0) {
         fprintf(stderr, "mpi_ranks: %s\n", err);
         return 2;
     }

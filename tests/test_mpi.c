@@ -355,7 +355,7 @@ static void test_transport_options(void **state) {
     }
     r = RUN("run", f, "--transport", "tcp");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--transport is mock or mpi, not 'tcp'"));
+    assert_non_null(strstr(r.err, "--transport is mock, mpi or nccl, not 'tcp'"));
     run_free(&r);
     r = RUN("run", f, "--transport", "mpi", "--timeout", "0");
     assert_int_equal(r.code, 2);
@@ -502,6 +502,148 @@ static void test_failures_are_reported_and_end_the_job(void **state) {
     }
 }
 
+/* ---- the NCCL transport, on the stand-in (tests/fake_nccl/) ---------------------- */
+
+#ifndef PPV_HAVE_NCCL
+#define PPV_HAVE_NCCL 0
+#define PPV_FAKE_NCCL ""
+#endif
+
+/* The stand-in in libnccl's and libcudart's place, and its switches
+ * cleared (a test sets the ones it wants). */
+static void need_nccl(void) {
+    need_mpi();
+    if (!PPV_HAVE_NCCL) skip();
+    setenv("PPV_NCCL_LIBRARY", PPV_FAKE_NCCL, 1);
+    setenv("PPV_CUDART_LIBRARY", PPV_FAKE_NCCL, 1);
+    unsetenv("PPV_FAKE_NCCL_HANG_AT");
+    unsetenv("PPV_FAKE_NCCL_FAIL_AT");
+    unsetenv("PPV_FAKE_NCCL_RANK");
+    unsetenv("PPV_FAKE_NCCL_EAGER_BYTES");
+}
+
+static void test_nccl_run_equals_mock(void **state) {
+    (void)state;
+    need_nccl();
+    static const struct {
+        const char *kind, *p, *m;
+    } sizes[] = {{"1f1b", "4", "8"}, {"zbv", "2", "4"}, {"interleaved-1f1b", "2", "4"}};
+    for (size_t k = 0; k < 3; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "nccl-%s.csv", sizes[k].kind);
+        char *path = gen_file(name, sizes[k].kind, sizes[k].p, sizes[k].m);
+        run_result mock = RUN("run", path, "--json");
+        run_result r =
+            MPIRUN(atoi(sizes[k].p), PPV_BIN, "run", path, "--transport", "nccl", "--json");
+        if (r.code != 0) fprintf(stderr, "%s: %s%s", sizes[k].kind, r.out, r.err);
+        assert_int_equal(mock.code, 0);
+        assert_int_equal(r.code, 0);
+        char *a = run_fields(mock.out), *b = run_fields(r.out);
+        assert_string_equal(b, a);
+        assert_non_null(strstr(r.out, "\"transport\":\"nccl\""));
+        free(a);
+        free(b);
+        run_free(&mock);
+        run_free(&r);
+    }
+    /* record on NCCL, replay on the mock */
+    char h5[4200];
+    snprintf(h5, sizeof h5, "%s", tmp_path("nccl.h5"));
+    char *path = gen_file("nccl-rec.csv", "zbv", "2", "4");
+    run_result r = MPIRUN(2, PPV_BIN, "record", h5, path, "--transport", "nccl");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", h5);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
+/* A call that never completes: the watchdog reports the call and its
+ * peer, aborts the communicator and ends the job; an asynchronous error
+ * is reported the same way. */
+static void test_nccl_watchdog_and_async_errors(void **state) {
+    (void)state;
+    need_nccl();
+    char *path = gen_file("nccl-w.csv", "zbv", "2", "4");
+    setenv("PPV_FAKE_NCCL_HANG_AT", "3", 1);
+    setenv("PPV_FAKE_NCCL_RANK", "1", 1);
+    run_result r = MPIRUN(2, PPV_BIN, "run", path, "--transport", "nccl", "--timeout", "1");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "has waited"));
+    assert_non_null(strstr(r.err, "(--timeout 1); ncclCommAbort called"));
+    assert_true(strstr(r.err, "fake nccl: ncclCommAbort on rank 0") ||
+                strstr(r.err, "fake nccl: ncclCommAbort on rank 1"));
+    assert_true(strstr(r.err, "1RECV_F2 (a receive of 512 bytes from rank 0)") ||
+                strstr(r.err, "0SEND_F2 (a send of 512 bytes to rank 1)"));
+    run_free(&r);
+    unsetenv("PPV_FAKE_NCCL_HANG_AT");
+    setenv("PPV_FAKE_NCCL_FAIL_AT", "3", 1);
+    setenv("PPV_FAKE_NCCL_RANK", "0", 1);
+    r = MPIRUN(2, PPV_BIN, "run", path, "--transport", "nccl", "--timeout", "20");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "rank 0 of 2: 0SEND_F2 (a send of 512 bytes to rank 1): the "
+                                  "communicator failed (NCCL says: remote process exited"));
+    assert_non_null(strstr(r.err, "fake nccl: ncclCommAbort on rank 0"));
+    run_free(&r);
+    unsetenv("PPV_FAKE_NCCL_FAIL_AT");
+    unsetenv("PPV_FAKE_NCCL_RANK");
+    /* a schedule that deadlocks unless sends are buffered, launched anyway */
+    r = MPIRUN(2, PPV_BIN, "run", data_path("rendezvous_only_train.csv"), "--transport", "nccl",
+               "--allow-unsafe", "--timeout", "1");
+    assert_int_equal(r.code, 1);
+    assert_true(strstr(r.err, "hang: 0SEND_F1 (a send of 512 bytes to rank 1)") ||
+                strstr(r.err, "hang: 1SEND_F0 (a send of 512 bytes to rank 0)"));
+    run_free(&r);
+}
+
+/* The transport's own logic on the stand-in: the mock's bits for the
+ * collectives, groups launched together, NCCL's FIFO masking an unsafe
+ * exchange, and what NCCL cannot do refused. */
+static void test_nccl_transport_logic(void **state) {
+    (void)state;
+    need_nccl();
+    char *want = mock_ranks("collectives", "4");
+    run_result r = MPIRUN(4, RANKS_BIN, "collectives", "rendezvous", "60", "nccl");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    run_free(&r);
+    free(want);
+    want = mock_ranks("exchange-grouped", "2");
+    r = MPIRUN(2, RANKS_BIN, "exchange-grouped", "rendezvous", "60", "nccl");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    run_free(&r);
+    /* ungrouped send-send: a hang when NCCL waits for the receive ... */
+    r = MPIRUN(2, RANKS_BIN, "exchange", "rendezvous", "1", "nccl");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hang: 1SEND_X (a send of 64 bytes to rank 0)"));
+    run_free(&r);
+    /* ... which NCCL's FIFO hides when the message fits (issue #479's pattern) */
+    setenv("PPV_FAKE_NCCL_EAGER_BYTES", "64", 1);
+    r = MPIRUN(2, RANKS_BIN, "exchange", "rendezvous", "60", "nccl");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    run_free(&r);
+    unsetenv("PPV_FAKE_NCCL_EAGER_BYTES");
+    free(want);
+    static const struct {
+        const char *scenario, *says;
+    } cases[] = {
+        {"nested-group", "group_start inside an open group"},
+        {"poll", "NCCL has no probe"},
+        {"collective-mismatch", "collective on communicator 0: rank "},
+        {"tripwire", "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        r = MPIRUN(2, RANKS_BIN, cases[k].scenario, "rendezvous", "1", "nccl");
+        if (r.code != 1 || !strstr(r.err, cases[k].says))
+            fprintf(stderr, "%s: exit %d\n%s", cases[k].scenario, r.code, r.err);
+        assert_int_equal(r.code, 1);
+        assert_non_null(strstr(r.err, cases[k].says));
+        run_free(&r);
+    }
+}
+
 int main(void) {
     if (geteuid() == 0) { /* OpenMPI refuses root unless told (a CI container) */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -519,6 +661,9 @@ int main(void) {
         cmocka_unit_test(test_collectives_have_the_mocks_bits),
         cmocka_unit_test(test_exchange_by_semantics),
         cmocka_unit_test(test_failures_are_reported_and_end_the_job),
+        cmocka_unit_test(test_nccl_run_equals_mock),
+        cmocka_unit_test(test_nccl_watchdog_and_async_errors),
+        cmocka_unit_test(test_nccl_transport_logic),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

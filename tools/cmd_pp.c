@@ -209,6 +209,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'X':
+            if (strcmp(optarg, "nccl") == 0)
+                return usage_error("--transport nccl: the pipeline needs a mesh communicator and "
+                                   "polling, which the NCCL transport has not; use mpi%s",
+                                   "");
             if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
                 return usage_error("--transport is mock or mpi, not '%s'", optarg);
             a->mpi = strcmp(optarg, "mpi") == 0;

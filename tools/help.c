@@ -141,27 +141,28 @@ static const help_option gemm_option[] = {
     END_OPTIONS};
 
 static const help_option transport_options[] = {
-    {"--transport", "mock|mpi",
-     "where the ranks run: mock (every rank a coroutine in this process, under --policy) or "
-     "mpi (one process per rank, started by mpirun -np RANKS; rank 0 prints the report); on "
-     "mpi rendezvous sends are MPI_Issend, eager ones buffered (a copy sent with MPI_Isend)",
+    {"--transport", "mock|mpi|nccl",
+     "where the ranks run: mock (every rank a coroutine in this process, under --policy), mpi "
+     "or nccl (one process per rank, or per GPU, started by mpirun -np RANKS; rank 0 prints "
+     "the report); on mpi rendezvous sends are MPI_Issend, eager ones buffered (a copy sent "
+     "with MPI_Isend); nccl sends as NCCL does",
      "mock"},
     {"--timeout", "SECONDS",
-     "with --transport mpi: the longest any call may wait; then the rank reports the hang "
-     "(its action, the peer) and the job ends with exit 1",
+     "with --transport mpi or nccl: the longest any call may wait; then the rank reports the "
+     "hang (its action, the peer), nccl aborts its communicator, and the job ends with exit 1",
      "60"},
     {"--allow-unsafe", NULL,
-     "with --transport mpi: launch a schedule that the check finds deadlocks under the "
+     "with --transport mpi or nccl: launch a schedule that the check finds deadlocks under the "
      "semantics, so the watchdog shows the hang (without it the run is refused, exit 1)",
      NULL},
     END_OPTIONS};
 
 static const help_option replay_transport[] = {
-    {"--transport", "mock|mpi",
-     "where a training recording re-runs: mock, or mpi (one process per rank, started by "
+    {"--transport", "mock|mpi|nccl",
+     "where a training recording re-runs: mock, mpi or nccl (one process per rank, started by "
      "mpirun -np RANKS; rank 0 prints the comparison), whatever it was recorded on",
      "mock"},
-    {"--timeout", "SECONDS", "with --transport mpi: the longest any call may wait", "60"},
+    {"--timeout", "SECONDS", "with --transport mpi or nccl: the longest any call may wait", "60"},
     END_OPTIONS};
 
 static const help_option pp_transport[] = {
@@ -373,8 +374,11 @@ static const char *const show_examples[] = {
     "ppv show dpv.csv", "ppv show dpv.csv --svg dpv.svg --chrome-trace dpv.json", NULL};
 static const char *const run_examples[] = {
     "ppv run zbv.csv --policy pct --seed 7 --trace-out zbv.trace --json",
-    "ppv run zbv.csv --replay zbv.trace", "ppv run zbv.csv --recompute all --junit run.xml",
-    "mpirun -np 4 ppv run zbv.csv --transport mpi --semantics eager", NULL};
+    "ppv run zbv.csv --replay zbv.trace",
+    "ppv run zbv.csv --recompute all --junit run.xml",
+    "mpirun -np 4 ppv run zbv.csv --transport mpi --semantics eager",
+    "mpirun -np 4 ppv run zbv.csv --transport nccl --timeout 30",
+    NULL};
 static const char *const pp_examples[] = {
     "ppv pp --mesh 4 --chunks 16 --policy random --seed 3 --json",
     "ppv pp --kv recompute --hard-cut-at 5 --record run.h5",

@@ -858,7 +858,7 @@ typedef struct run_args {
     int json, perturb, fail_after, term_after;
     int cublas; /* run: --gemm cublas */
     long long max_memory;
-    int mpi;                 /* run: --transport mpi */
+    const char *transport;   /* run, record: --transport mpi or nccl (NULL: the mock) */
     const char *mock_option; /* an option of the mock transport's that was given */
     const char *proc_option; /* an option of a transport of processes that was given */
 } run_args;
@@ -1018,9 +1018,10 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
             ra->cublas = strcmp(optarg, "cublas") == 0;
             break;
         case 'T':
-            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
-                return usage_error("--transport is mock or mpi, not '%s'", optarg);
-            ra->mpi = strcmp(optarg, "mpi") == 0;
+            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0 &&
+                strcmp(optarg, "nccl") != 0)
+                return usage_error("--transport is mock, mpi or nccl, not '%s'", optarg);
+            ra->transport = strcmp(optarg, "mock") == 0 ? NULL : optarg;
             break;
         case 'O': {
             char *end;
@@ -1038,13 +1039,13 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
         }
     }
     /* each transport takes only the options it honours */
-    if (ra->mpi && ra->mock_option)
-        return usage_error("%s is the mock transport's: on --transport mpi the ranks are "
-                           "processes that MPI schedules",
+    if (ra->transport && ra->mock_option)
+        return usage_error("%s is the mock transport's: on --transport mpi or nccl the ranks are "
+                           "processes that MPI or NCCL schedules",
                            ra->mock_option);
-    if (!ra->mpi && ra->proc_option)
-        return usage_error("%s is for --transport mpi (the mock reports a deadlock without "
-                           "running into it)",
+    if (!ra->transport && ra->proc_option)
+        return usage_error("%s is for --transport mpi or nccl (the mock reports a deadlock "
+                           "without running into it)",
                            ra->proc_option);
     if (ra->cublas) {
         if (!ra->opt.device || strcmp(ra->opt.device, "cuda") != 0)
@@ -1218,9 +1219,9 @@ static int start_transport(run_args *ra, ppv_proc **proc, int *lead) {
     char err[512];
     *proc = NULL;
     *lead = 1;
-    if (!ra->mpi) return -1;
-    if (ppv_proc_start("mpi", proc, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv %s: --transport mpi: %s\n", g_cmd, err);
+    if (!ra->transport) return -1;
+    if (ppv_proc_start(ra->transport, proc, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: --transport %s: %s\n", g_cmd, ra->transport, err);
         return PPV_EXIT_BAD_INPUT;
     }
     ra->opt.proc = *proc;
@@ -1295,7 +1296,8 @@ static int cmd_run(int argc, char **argv) {
         json_object_object_add(o, "status", json_object_new_string(status_name(rep->world.status)));
         json_object_object_add(o, "message", json_object_new_string(rep->world.message));
         json_object_object_add(o, "semantics", json_object_new_string(sem));
-        json_object_object_add(o, "transport", json_object_new_string(proc ? "mpi" : "mock"));
+        json_object_object_add(o, "transport",
+                               json_object_new_string(proc ? ppv_proc_name(proc) : "mock"));
         if (proc) json_object_object_add(o, "processes", json_object_new_int(ppv_proc_size(proc)));
         json_object_object_add(o, "device",
                                json_object_new_string(ra.cublas       ? "cuda"
@@ -1345,8 +1347,8 @@ static int cmd_run(int argc, char **argv) {
         else if (rep->world.message[0]) /* the message opens with the status */
             printf("status: %s\n", rep->world.message);
         else if (proc)
-            printf("status: %s on %d MPI processes, one rank each\n",
-                   status_name(rep->world.status), ppv_proc_size(proc));
+            printf("status: %s on %d %s processes, one rank each\n", status_name(rep->world.status),
+                   ppv_proc_size(proc), strcmp(ppv_proc_name(proc), "mpi") == 0 ? "MPI" : "NCCL");
         else
             printf("status: %s after %lld scheduler steps\n", status_name(rep->world.status),
                    (long long)rep->world.steps);
@@ -1383,7 +1385,8 @@ static int cmd_run(int argc, char **argv) {
             printf("  (predicted%s)\n", mem_ok ? ": all equal" : " differs where marked");
         }
         if (proc)
-            printf("transport: mpi (no trace: MPI, not ppv, orders the ranks)\n");
+            printf("transport: %s (no trace: %s, not ppv, orders the ranks)\n", ppv_proc_name(proc),
+                   strcmp(ppv_proc_name(proc), "mpi") == 0 ? "MPI" : "NCCL");
         else
             printf("trace digest: %016llx\n", (unsigned long long)rep->world.trace_digest);
         printf("result: %s\n", ok ? "OK" : "PROBLEM");
@@ -1736,7 +1739,7 @@ typedef struct diff_args {
     const char *junit;
     const char *files[2];
     int nfiles;
-    int mpi;          /* replay: --transport mpi */
+    const char *transport; /* replay: --transport mpi or nccl (NULL: the mock) */
     double timeout_s; /* replay: --timeout (0: not given) */
     const char *ignore_attrs[MAX_LEFT_OUT], *excludes[MAX_LEFT_OUT]; /* argv's strings */
 } diff_args;
@@ -1809,9 +1812,10 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             break;
         case 'R':
             if (nfiles != 1) return usage_error("%s is replay's option", "--transport");
-            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
-                return usage_error("--transport is mock or mpi, not '%s'", optarg);
-            da->mpi = strcmp(optarg, "mpi") == 0;
+            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0 &&
+                strcmp(optarg, "nccl") != 0)
+                return usage_error("--transport is mock, mpi or nccl, not '%s'", optarg);
+            da->transport = strcmp(optarg, "mock") == 0 ? NULL : optarg;
             break;
         case 'O': {
             if (nfiles != 1) return usage_error("%s is replay's option", "--timeout");
@@ -1842,8 +1846,8 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
     if (nfiles == 1 && da->o.threads)
         return usage_error("%s is diff's option; replay compares one tensor at a time",
                            "--threads");
-    if (da->timeout_s > 0 && !da->mpi)
-        return usage_error("%s is for --transport mpi", "--timeout");
+    if (da->timeout_s > 0 && !da->transport)
+        return usage_error("%s is for --transport mpi or nccl", "--timeout");
     if (argc - optind != nfiles)
         return usage_error(nfiles == 1 ? "needs one GOLDEN.h5 file%s" : "needs two files A and B%s",
                            "");
@@ -2168,11 +2172,11 @@ static int cmd_replay(int argc, char **argv) {
     int rc = parse_diff_args(argc, argv, 1, &da);
     if (rc >= 0) return rc;
     /* on MPI the job's processes are the ones mpirun started: no child */
-    if (!da.mpi && (rc = compare_in_child(da.files[0], da.files, 1)) >= 0) return rc;
+    if (!da.transport && (rc = compare_in_child(da.files[0], da.files, 1)) >= 0) return rc;
     if (ppv_golden_is_inference(da.files[0])) {
-        if (da.mpi)
-            return usage_error("--transport mpi replays training recordings; %s is an inference "
-                               "recording, which replays on the mock",
+        if (da.transport)
+            return usage_error("--transport mpi and nccl replay training recordings; %s is an "
+                               "inference recording, which replays on the mock",
                                da.files[0]);
         return replay_inference(&da);
     }
@@ -2182,10 +2186,10 @@ static int cmd_replay(int argc, char **argv) {
     ppv_replay_result res;
     char err[1024];
     ppv_proc *proc = NULL;
-    if (da.mpi) {
+    if (da.transport) {
         run_args ra;
         memset(&ra, 0, sizeof ra);
-        ra.mpi = 1;
+        ra.transport = da.transport;
         ra.junit = da.junit;
         int lead;
         if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
@@ -2224,7 +2228,7 @@ static int cmd_replay(int argc, char **argv) {
                da.files[0], res.schedule_name, res.microbatches, res.layers,
                on_device(da.o.device));
         diff_print(res.diff, &da.o);
-        if (proc) printf("transport: mpi, %d processes\n", ppv_proc_size(proc));
+        if (proc) printf("transport: %s, %d processes\n", ppv_proc_name(proc), ppv_proc_size(proc));
         printf("result: %s\n", nd ? "PROBLEM" : "OK");
     }
     ppv_replay_result_free(&res);

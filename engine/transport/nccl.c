@@ -1,0 +1,625 @@
+/* nccl.c - the NCCL transport: one process per GPU, started by mpirun,
+ * its messages through ncclSend/ncclRecv and the collectives on a CUDA
+ * stream of its own. A module (libppv_nccl.so) that proc.c loads for
+ * `--transport nccl`; it opens libnccl and libcudart itself (dlopen:
+ * $PPV_NCCL_LIBRARY and $PPV_CUDART_LIBRARY, else the loader's search and
+ * the toolkit it was built with), so that the tests can put a stand-in for
+ * both in their place on machines without a GPU (tests/fake_nccl/).
+ *
+ * Bootstrap: rank 0's ncclUniqueId goes to the others with MPI_Bcast;
+ * each process takes GPU (local rank mod devices). The communicator is
+ * non-blocking (config.blocking = 0), so no NCCL call can hold the CPU:
+ * every wait polls cudaStreamQuery and ncclCommGetAsyncError, and after
+ * the run's timeout the rank reports the hang (the call, the peer, the
+ * message), calls ncclCommAbort and ends the job, as it does on an
+ * asynchronous error. Host buffers are staged through device memory: a
+ * send copies in then sends, a receive receives then copies out; inside a
+ * group the receives' copies wait for ncclGroupEnd, when the group's
+ * operations are launched.
+ *
+ * NCCL decides itself whether a send waits for its receive (small ones go
+ * into the peer's FIFO); ppv's check before launch assumes the semantics
+ * given (rendezvous: the worst case). Collectives agree first on kind,
+ * root and size, as on the mock; an allreduce is an allgather summed in
+ * member order, the mock's bits. NCCL has no probe: polling stays on the
+ * mock and MPI. One communicator, the world.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <limits.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proc_module.h"
+
+enum { COLL_ALLREDUCE = 1, COLL_BCAST, COLL_ALLGATHER };
+
+/* The functions of libnccl and libcudart the transport calls. */
+typedef struct nccl_api {
+    ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+    ncclResult_t (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+    ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
+    ncclResult_t (*CommAbort)(ncclComm_t);
+    ncclResult_t (*CommFinalize)(ncclComm_t);
+    ncclResult_t (*CommDestroy)(ncclComm_t);
+    ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*GroupStart)(void);
+    ncclResult_t (*GroupEnd)(void);
+    ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t);
+    const char *(*GetErrorString)(ncclResult_t);
+    cudaError_t (*GetDeviceCount)(int *);
+    cudaError_t (*SetDevice)(int);
+    cudaError_t (*StreamCreate)(cudaStream_t *);
+    cudaError_t (*StreamDestroy)(cudaStream_t);
+    cudaError_t (*StreamQuery)(cudaStream_t);
+    cudaError_t (*Malloc)(void **, size_t);
+    cudaError_t (*Free)(void *);
+    cudaError_t (*MemcpyAsync)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+    const char *(*GetErrorStringCuda)(cudaError_t);
+} nccl_api;
+
+/* A receive of an open group: its device buffer, copied out at group_end. */
+typedef struct staged {
+    void *dev, *host;
+    size_t bytes;
+    int32_t peer;
+    int send;
+    char what[64];
+} staged;
+
+typedef struct nccl_t {
+    int32_t rank, size;
+    int mpi_inited;
+    nccl_api api;
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int device;
+    ppv_proc_config cfg;
+    int in_group;
+    staged *grp;
+    int ngrp, capgrp;
+    double last_done;
+} nccl_t;
+
+static void set_what(char *dst, size_t n, const char *what) {
+    snprintf(dst, n, "%s", what ? what : "(unnamed)");
+}
+
+/* The job ends: the report, the communicator aborted (nothing of it may
+ * hang the exit), MPI_Abort with exit status 1 (a finding) or 2. */
+static void nccl_fail(void *impl, int32_t rank, int env, const char *msg) {
+    nccl_t *m = impl;
+    fprintf(stderr, "ppv: rank %d of %d: %s\n", rank, m->size, msg);
+    fflush(stderr);
+    if (m->comm) m->api.CommAbort(m->comm);
+    m->comm = NULL;
+    MPI_Abort(MPI_COMM_WORLD, env ? 2 : 1);
+    exit(env ? 2 : 1);
+}
+
+static void failf(nccl_t *m, int env, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void failf(nccl_t *m, int env, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    nccl_fail(m, m->rank, env, msg);
+}
+
+static void check_nccl(nccl_t *m, ncclResult_t rc, const char *what) {
+    if (rc != ncclSuccess && rc != ncclInProgress)
+        failf(m, 1, "%s: NCCL says: %s", what, m->api.GetErrorString(rc));
+}
+
+static void check_cuda(nccl_t *m, cudaError_t rc, const char *what) {
+    if (rc != cudaSuccess) failf(m, 1, "%s: CUDA says: %s", what, m->api.GetErrorStringCuda(rc));
+}
+
+static void backoff(int *spins, double waited) {
+    if (++*spins < 64) return;
+    if (waited < 0.1) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until the stream has run everything put on it, polling the
+ * communicator's asynchronous error; past the timeout, the hang is
+ * reported (what: the call and its peer) and the job ends. */
+static void wait_stream(nccl_t *m, const char *what) {
+    double t0 = MPI_Wtime();
+    int spins = 0;
+    for (;;) {
+        cudaError_t q = m->api.StreamQuery(m->stream);
+        if (q == cudaSuccess) break;
+        if (q != cudaErrorNotReady) check_cuda(m, q, what);
+        ncclResult_t async = ncclSuccess;
+        check_nccl(m, m->api.CommGetAsyncError(m->comm, &async), "ncclCommGetAsyncError");
+        if (async != ncclSuccess && async != ncclInProgress)
+            failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
+                  m->api.GetErrorString(async));
+        double waited = MPI_Wtime() - t0;
+        if (waited > m->cfg.timeout_s)
+            failf(m, 0,
+                  "hang: %s has waited %.1f s (--timeout %g); ncclCommAbort called: a deadlock, "
+                  "or a rank that stopped",
+                  what, waited, m->cfg.timeout_s);
+        backoff(&spins, waited);
+    }
+    m->last_done = MPI_Wtime();
+}
+
+static void *dev_alloc(nccl_t *m, size_t bytes) {
+    void *d = NULL;
+    check_cuda(m, m->api.Malloc(&d, bytes ? bytes : 1), "cudaMalloc");
+    return d;
+}
+
+static void check_call(nccl_t *m, int32_t comm, int32_t peer, int with_peer, size_t bytes,
+                       const char *what) {
+    if (comm != 0)
+        failf(m, 0, "%s: communicator %d: the NCCL transport has only the world (0)", what, comm);
+    if (with_peer && (peer < 0 || peer >= m->size || peer == m->rank))
+        failf(m, 0, "%s: rank %d cannot exchange with rank %d on communicator 0", what, m->rank,
+              peer);
+    if (bytes > (size_t)INT_MAX * 64)
+        failf(m, 1, "%s: %zu bytes is more than the transport stages", what, bytes);
+}
+
+static staged *group_slot(nccl_t *m) {
+    if (m->ngrp == m->capgrp) {
+        int cap = m->capgrp ? 2 * m->capgrp : 16;
+        staged *g = realloc(m->grp, (size_t)cap * sizeof *g);
+        if (!g) failf(m, 1, "out of memory");
+        m->grp = g;
+        m->capgrp = cap;
+    }
+    return &m->grp[m->ngrp++];
+}
+
+static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                     int32_t comm, const char *what) {
+    nccl_t *m = impl;
+    (void)rank;
+    check_call(m, comm, peer, 1, bytes, what);
+    void *d = dev_alloc(m, bytes);
+    check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
+    check_nccl(m, m->api.Send(d, bytes, ncclUint8, peer, m->comm, m->stream), what);
+    if (m->in_group) {
+        staged *g = group_slot(m);
+        *g = (staged){.dev = d, .bytes = bytes, .peer = peer, .send = 1};
+        set_what(g->what, sizeof g->what, what);
+        return 0;
+    }
+    char desc[160];
+    snprintf(desc, sizeof desc, "%s (a send of %zu bytes to rank %d)", what ? what : "send", bytes,
+             peer);
+    wait_stream(m, desc);
+    m->api.Free(d);
+    return 0;
+}
+
+static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                     const char *what) {
+    nccl_t *m = impl;
+    (void)rank;
+    check_call(m, comm, peer, 1, bytes, what);
+    void *d = dev_alloc(m, bytes);
+    check_nccl(m, m->api.Recv(d, bytes, ncclUint8, peer, m->comm, m->stream), what);
+    if (m->in_group) { /* copied out once the group has run */
+        staged *g = group_slot(m);
+        *g = (staged){.dev = d, .host = buf, .bytes = bytes, .peer = peer, .send = 0};
+        set_what(g->what, sizeof g->what, what);
+        return 0;
+    }
+    check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
+    char desc[160];
+    snprintf(desc, sizeof desc, "%s (a receive of %zu bytes from rank %d)", what ? what : "recv",
+             bytes, peer);
+    wait_stream(m, desc);
+    m->api.Free(d);
+    return 0;
+}
+
+static int nccl_group_start(void *impl, int32_t rank) {
+    nccl_t *m = impl;
+    (void)rank;
+    if (m->in_group) failf(m, 0, "group_start inside an open group");
+    check_nccl(m, m->api.GroupStart(), "ncclGroupStart");
+    m->in_group = 1;
+    m->ngrp = 0;
+    return 0;
+}
+
+static int nccl_group_end(void *impl, int32_t rank) {
+    nccl_t *m = impl;
+    (void)rank;
+    if (!m->in_group) failf(m, 0, "group_end without group_start");
+    m->in_group = 0;
+    check_nccl(m, m->api.GroupEnd(), "ncclGroupEnd");
+    for (int i = 0; i < m->ngrp; i++)
+        if (!m->grp[i].send)
+            check_cuda(m,
+                       m->api.MemcpyAsync(m->grp[i].host, m->grp[i].dev, m->grp[i].bytes,
+                                          cudaMemcpyDeviceToHost, m->stream),
+                       m->grp[i].what);
+    char desc[256];
+    int n = snprintf(desc, sizeof desc, "a group of %d calls", m->ngrp);
+    for (int i = 0; i < m->ngrp && i < 4 && n > 0 && (size_t)n < sizeof desc; i++)
+        n += snprintf(desc + n, sizeof desc - (size_t)n, "%s%s (%s rank %d)", i ? ", " : ": ",
+                      m->grp[i].what, m->grp[i].send ? "to" : "from", m->grp[i].peer);
+    wait_stream(m, desc);
+    for (int i = 0; i < m->ngrp; i++)
+        m->api.Free(m->grp[i].dev);
+    m->ngrp = 0;
+    return 0;
+}
+
+/* Runs one allgather of `bytes` from every member into host `all`. */
+static void gather(nccl_t *m, const void *mine, void *all, size_t bytes, const char *what) {
+    void *d = dev_alloc(m, bytes * (size_t)(m->size + 1));
+    char *din = (char *)d + bytes * (size_t)m->size;
+    check_cuda(m, m->api.MemcpyAsync(din, mine, bytes, cudaMemcpyHostToDevice, m->stream), what);
+    check_nccl(m, m->api.AllGather(din, d, bytes, ncclUint8, m->comm, m->stream), what);
+    check_cuda(
+        m, m->api.MemcpyAsync(all, d, bytes * (size_t)m->size, cudaMemcpyDeviceToHost, m->stream),
+        what);
+    wait_stream(m, what);
+    m->api.Free(d);
+}
+
+static void agree(nccl_t *m, int kind, int32_t root, size_t bytes, const char *what) {
+    if (m->in_group) failf(m, 0, "%s: a collective inside a group", what);
+    int64_t mine[3] = {kind, root, (int64_t)bytes};
+    int64_t *all = malloc((size_t)m->size * sizeof mine);
+    if (!all) failf(m, 1, "out of memory");
+    char desc[96];
+    snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
+    gather(m, mine, all, sizeof mine, desc);
+    for (int32_t k = 0; k < m->size; k++)
+        if (memcmp(&all[3 * k], mine, sizeof mine) != 0) {
+            long long theirs[3] = {(long long)all[3 * k], (long long)all[3 * k + 1],
+                                   (long long)all[3 * k + 2]};
+            free(all);
+            failf(m, 0,
+                  "collective on communicator 0: rank %d's %s (%zu bytes, root %d) does not "
+                  "match member %d's (kind %lld, %lld bytes, root %lld)",
+                  m->rank, what, bytes, root, k, theirs[0], theirs[2], theirs[1]);
+        }
+    free(all);
+}
+
+static int nccl_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
+                              const char *what) {
+    nccl_t *m = impl;
+    (void)rank;
+    what = what ? what : "ALLREDUCE";
+    check_call(m, comm, 0, 0, count * sizeof(float) * (size_t)m->size, what);
+    agree(m, COLL_ALLREDUCE, -1, count * sizeof(float), what);
+    float *all = malloc((count ? count : 1) * (size_t)m->size * sizeof *all);
+    if (!all) failf(m, 1, "out of memory");
+    gather(m, buf, all, count * sizeof(float), what);
+    for (size_t i = 0; i < count; i++) { /* member order, as the mock adds */
+        float acc = 0.0f;
+        for (int32_t k = 0; k < m->size; k++)
+            acc += all[(size_t)k * count + i];
+        buf[i] = acc;
+    }
+    free(all);
+    return 0;
+}
+
+static int nccl_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int32_t root,
+                          int32_t comm, const char *what) {
+    nccl_t *m = impl;
+    (void)rank;
+    what = what ? what : "BCAST";
+    check_call(m, comm, 0, 0, bytes, what);
+    if (root < 0 || root >= m->size)
+        failf(m, 0, "broadcast root %d is outside communicator %d", root, comm);
+    agree(m, COLL_BCAST, root, bytes, what);
+    void *d = dev_alloc(m, bytes);
+    check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
+    check_nccl(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, m->comm, m->stream), what);
+    check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
+    wait_stream(m, what);
+    m->api.Free(d);
+    return 0;
+}
+
+static int nccl_allgather(void *impl, int32_t rank, const void *send, void *recv, size_t bytes,
+                          int32_t comm, const char *what) {
+    nccl_t *m = impl;
+    (void)rank;
+    what = what ? what : "ALLGATHER";
+    check_call(m, comm, 0, 0, bytes * (size_t)m->size, what);
+    agree(m, COLL_ALLGATHER, -1, bytes, what);
+    gather(m, send, recv, bytes, what);
+    return 0;
+}
+
+static int nccl_abort(void *impl, int32_t rank, const char *why) {
+    nccl_t *m = impl;
+    failf(m, 0, "rank %d aborted the job: %s", rank, why ? why : "(no reason)");
+    return 0;
+}
+
+static int nccl_async_error(void *impl, int32_t rank) {
+    (void)impl;
+    (void)rank;
+    return 0; /* a failure has ended the job */
+}
+
+static int nccl_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
+    nccl_t *m = impl;
+    (void)rank;
+    (void)peer;
+    (void)comm;
+    (void)arrived;
+    failf(m, 0, "NCCL has no probe: a program that polls runs on the mock or on MPI");
+    return PPV_ERR_USAGE;
+}
+
+static void nccl_progress(void *impl, int32_t rank) {
+    nccl_t *m = impl;
+    (void)rank;
+    m->last_done = MPI_Wtime();
+}
+
+static void nccl_yield(void *impl, int32_t rank) {
+    nccl_t *m = impl;
+    double idle = MPI_Wtime() - m->last_done;
+    if (idle > m->cfg.timeout_s)
+        failf(m, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress", rank,
+              idle, m->cfg.timeout_s);
+    sched_yield();
+}
+
+static const ppv_transport_ops nccl_ops = {
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .group_start = nccl_group_start,
+    .group_end = nccl_group_end,
+    .allreduce_f32 = nccl_allreduce_f32,
+    .broadcast = nccl_broadcast,
+    .allgather = nccl_allgather,
+    .abort = nccl_abort,
+    .async_error = nccl_async_error,
+    .probe = nccl_probe,
+    .fail = nccl_fail,
+    .progress = nccl_progress,
+    .yield = nccl_yield,
+};
+
+/* Opens the library at env's path, else the names given; NULL with the
+ * reason. */
+static void *open_lib(const char *env, const char *const *names, size_t n, char *err,
+                      size_t errlen) {
+    const char *path = getenv(env);
+    if (path && *path) {
+        void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+        if (!h) snprintf(err, errlen, "%s=%s: %s", env, path, dlerror());
+        return h;
+    }
+    for (size_t k = 0; k < n; k++) {
+        void *h = dlopen(names[k], RTLD_NOW | RTLD_GLOBAL);
+        if (h) return h;
+        snprintf(err, errlen, "cannot load %s (set %s): %s", names[0], env, dlerror());
+    }
+    return NULL;
+}
+
+#ifndef PPV_CUDART_FALLBACK
+#define PPV_CUDART_FALLBACK "libcudart.so"
+#endif
+#ifndef PPV_NCCL_FALLBACK
+#define PPV_NCCL_FALLBACK "libnccl.so.2"
+#endif
+
+/* Binds every function; 0, or -1 with the one missing. */
+static int bind(void *hn, void *hc, nccl_api *a, char *err, size_t errlen) {
+#define BIND(h, field, name)                                                                       \
+    do {                                                                                           \
+        void *sym = dlsym(h, name);                                                                \
+        if (!sym) {                                                                                \
+            snprintf(err, errlen, "%s is missing from the library", name);                         \
+            return -1;                                                                             \
+        }                                                                                          \
+        memcpy(&a->field, &sym, sizeof sym);                                                       \
+    } while (0)
+    BIND(hn, GetUniqueId, "ncclGetUniqueId");
+    BIND(hn, CommInitRankConfig, "ncclCommInitRankConfig");
+    BIND(hn, CommGetAsyncError, "ncclCommGetAsyncError");
+    BIND(hn, CommAbort, "ncclCommAbort");
+    BIND(hn, CommFinalize, "ncclCommFinalize");
+    BIND(hn, CommDestroy, "ncclCommDestroy");
+    BIND(hn, Send, "ncclSend");
+    BIND(hn, Recv, "ncclRecv");
+    BIND(hn, GroupStart, "ncclGroupStart");
+    BIND(hn, GroupEnd, "ncclGroupEnd");
+    BIND(hn, AllGather, "ncclAllGather");
+    BIND(hn, Broadcast, "ncclBroadcast");
+    BIND(hn, GetErrorString, "ncclGetErrorString");
+    BIND(hc, GetDeviceCount, "cudaGetDeviceCount");
+    BIND(hc, SetDevice, "cudaSetDevice");
+    BIND(hc, StreamCreate, "cudaStreamCreate");
+    BIND(hc, StreamDestroy, "cudaStreamDestroy");
+    BIND(hc, StreamQuery, "cudaStreamQuery");
+    BIND(hc, Malloc, "cudaMalloc");
+    BIND(hc, Free, "cudaFree");
+    BIND(hc, MemcpyAsync, "cudaMemcpyAsync");
+    BIND(hc, GetErrorStringCuda, "cudaGetErrorString");
+#undef BIND
+    return 0;
+}
+
+/* This process's rank among those on its machine. */
+static int local_rank(void) {
+    MPI_Comm node;
+    int r = 0;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &r);
+        MPI_Comm_free(&node);
+    }
+    return r;
+}
+
+static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
+    static const char *const cudart[] = {PPV_CUDART_FALLBACK, "libcudart.so"};
+    static const char *const nccl[] = {"libnccl.so.2", PPV_NCCL_FALLBACK};
+    void *hc = open_lib("PPV_CUDART_LIBRARY", cudart, 2, err, errlen);
+    if (!hc) return NULL;
+    void *hn = open_lib("PPV_NCCL_LIBRARY", nccl, 2, err, errlen);
+    if (!hn) return NULL;
+    nccl_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (bind(hn, hc, &m->api, err, errlen) < 0) {
+        free(m);
+        return NULL;
+    }
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+            snprintf(err, errlen, "MPI_Init failed (the NCCL transport starts under mpirun)");
+            free(m);
+            return NULL;
+        }
+        m->mpi_inited = 1;
+    }
+    int r = 0, n = 0, ndev = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    m->rank = *rank = r;
+    m->size = *size = n;
+    m->cfg.timeout_s = 60;
+    cudaError_t ce = m->api.GetDeviceCount(&ndev);
+    if (ce != cudaSuccess || ndev < 1) {
+        snprintf(err, errlen, "no GPU here (%s)",
+                 ce != cudaSuccess ? m->api.GetErrorStringCuda(ce) : "0 devices");
+        goto fail;
+    }
+    m->device = local_rank() % ndev;
+    if ((ce = m->api.SetDevice(m->device)) != cudaSuccess ||
+        (ce = m->api.StreamCreate(&m->stream)) != cudaSuccess) {
+        snprintf(err, errlen, "GPU %d: %s", m->device, m->api.GetErrorStringCuda(ce));
+        goto fail;
+    }
+    /* rank 0's id to every rank, then a non-blocking communicator */
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (r == 0 && m->api.GetUniqueId(&id) != ncclSuccess) memset(&id, 0xff, sizeof id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t nr = m->api.CommInitRankConfig(&m->comm, n, id, r, &config);
+    double t0 = MPI_Wtime();
+    int spins = 0;
+    while (nr == ncclInProgress) {
+        if (m->api.CommGetAsyncError(m->comm, &nr) != ncclSuccess) nr = ncclInternalError;
+        if (nr == ncclInProgress && MPI_Wtime() - t0 > 60) {
+            snprintf(err, errlen, "ncclCommInitRankConfig has not finished in 60 s");
+            m->api.CommAbort(m->comm);
+            m->comm = NULL;
+            goto fail;
+        }
+        backoff(&spins, MPI_Wtime() - t0);
+    }
+    if (nr != ncclSuccess) {
+        snprintf(err, errlen, "ncclCommInitRankConfig: %s", m->api.GetErrorString(nr));
+        goto fail;
+    }
+    m->last_done = MPI_Wtime();
+    return m;
+fail:
+    if (m->mpi_inited) MPI_Finalize();
+    free(m);
+    return NULL;
+}
+
+static int32_t nccl_add_comm(void *impl, const int32_t *ranks, int32_t n, char *err,
+                             size_t errlen) {
+    (void)impl;
+    (void)ranks;
+    (void)n;
+    snprintf(err, errlen,
+             "the NCCL transport has one communicator, the world; a mesh of its "
+             "own runs on MPI or the mock");
+    return -1;
+}
+
+static int nccl_configure(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen) {
+    nccl_t *m = impl;
+    (void)err;
+    (void)errlen;
+    m->cfg = *cfg;
+    m->last_done = MPI_Wtime();
+    return 0;
+}
+
+/* Everything put on the stream done, then every rank there. */
+static int nccl_settle(void *impl) {
+    nccl_t *m = impl;
+    wait_stream(m, "the end of the run");
+    char one = 1, all[4096];
+    char *buf = m->size <= (int32_t)sizeof all ? all : malloc((size_t)m->size);
+    if (!buf) failf(m, 1, "out of memory");
+    gather(m, &one, buf, 1, "the end of the run (every rank there)");
+    if (buf != all) free(buf);
+    return 0;
+}
+
+static void nccl_end(void *impl) {
+    nccl_t *m = impl;
+    if (!m) return;
+    if (m->comm) {
+        /* a clean end: finalize polls until the communicator is flushed */
+        ncclResult_t nr = m->api.CommFinalize(m->comm);
+        double t0 = MPI_Wtime();
+        int spins = 0;
+        while (nr == ncclInProgress && MPI_Wtime() - t0 < m->cfg.timeout_s) {
+            if (m->api.CommGetAsyncError(m->comm, &nr) != ncclSuccess) break;
+            backoff(&spins, MPI_Wtime() - t0);
+        }
+        if (nr == ncclSuccess)
+            m->api.CommDestroy(m->comm);
+        else
+            m->api.CommAbort(m->comm);
+    }
+    if (m->stream) m->api.StreamDestroy(m->stream);
+    if (m->mpi_inited) MPI_Finalize();
+    free(m->grp);
+    free(m);
+}
+
+static const ppv_proc_module module = {
+    .start = nccl_start,
+    .configure = nccl_configure,
+    .add_comm = nccl_add_comm,
+    .settle = nccl_settle,
+    .end = nccl_end,
+    .ops = &nccl_ops,
+};
+
+const ppv_proc_module *ppv_proc_module_v1(void);
+const ppv_proc_module *ppv_proc_module_v1(void) {
+    return &module;
+}

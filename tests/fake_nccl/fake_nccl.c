@@ -1,0 +1,366 @@
+/* fake_nccl.c - a stand-in for the parts of libnccl and libcudart that the
+ * NCCL transport (engine/transport/nccl.c) calls, with the same
+ * signatures, over MPI between the processes of an mpirun job, so that
+ * the transport's own logic (bootstrap, group nesting, the watchdog,
+ * abort, asynchronous errors, message matching, staging) is tested on
+ * machines without a GPU. The tests point $PPV_NCCL_LIBRARY and
+ * $PPV_CUDART_LIBRARY at this library.
+ *
+ * A stream is a queue run in order, as a GPU runs it: a copy runs when
+ * everything before it is done; a communication starts when everything
+ * before it is done, or when it and everything unfinished before it are
+ * of one group (ncclGroupStart..End: launched together). A send is
+ * synchronous (MPI_Issend: NCCL may wait for the receive, and the test
+ * takes the worst case) unless $PPV_FAKE_NCCL_EAGER_BYTES buffers those
+ * up to that size, as NCCL's FIFO does. Device memory is host memory.
+ *
+ * Switches ($PPV_FAKE_NCCL_RANK limits them to one rank):
+ *   PPV_FAKE_NCCL_HANG_AT=K   the K-th communication never starts
+ *   PPV_FAKE_NCCL_FAIL_AT=K   after the K-th, ncclCommGetAsyncError says
+ *                             ncclRemoteError (a peer went away)
+ * ncclCommInitRankConfig checks that every rank got the same unique id and
+ * that the communicator is non-blocking (config.blocking = 0, which the
+ * transport's watchdog needs to abort it), and answers ncclInProgress
+ * once, so the transport's polling of its start is exercised;
+ * ncclCommAbort says on stderr that it was called.
+ */
+#include <mpi.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OP_COPY, OP_SEND, OP_RECV, OP_ALLGATHER, OP_BCAST };
+enum { TAG = 11 };
+
+typedef struct op {
+    int kind, group; /* group: 0, or the launch it belongs to */
+    cudaStream_t stream;
+    int started, done, hang;
+    void *dst;
+    const void *src;
+    void *copy; /* a buffered send's data */
+    size_t bytes;
+    int peer, root;
+    MPI_Request req;
+    struct op *next;
+} op;
+
+struct CUstream_st {
+    op *head, *tail;
+};
+
+struct ncclComm {
+    MPI_Comm comm;
+    int rank, size, blocking, init_polls, aborted;
+    ncclResult_t async;
+};
+
+static int in_group, group_id, ops_issued;
+static struct ncclComm *last_comm;
+static op *grouped, *grouped_tail; /* issued in the open group: launched at its end */
+
+static long env_long(const char *name, long dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+static int switch_here(void) {
+    long r = env_long("PPV_FAKE_NCCL_RANK", -1);
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    return r < 0 || r == me;
+}
+
+/* ---- cudart ------------------------------------------------------------------------ */
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = (int)env_long("PPV_FAKE_CUDA_DEVICES", 1);
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d) {
+    return d >= 0 && d < env_long("PPV_FAKE_CUDA_DEVICES", 1) ? cudaSuccess
+                                                              : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = calloc(1, sizeof **s);
+    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaMalloc(void **p, size_t n) {
+    *p = malloc(n ? n : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess         ? "no error"
+           : e == cudaErrorNotReady ? "not ready"
+                                    : "a fake CUDA error";
+}
+
+static void push(cudaStream_t s, op *o) {
+    o->next = NULL;
+    if (s->tail)
+        s->tail->next = o;
+    else
+        s->head = o;
+    s->tail = o;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind k,
+                            cudaStream_t s) {
+    (void)k;
+    op *o = calloc(1, sizeof *o);
+    if (!o) return cudaErrorMemoryAllocation;
+    o->kind = OP_COPY;
+    o->dst = dst;
+    o->src = src;
+    o->bytes = n;
+    push(s, o);
+    return cudaSuccess;
+}
+
+static void start(struct ncclComm *c, op *o) {
+    o->started = 1;
+    if (o->hang) return; /* never posted: it cannot complete */
+    long eager = env_long("PPV_FAKE_NCCL_EAGER_BYTES", 0);
+    switch (o->kind) {
+    case OP_SEND:
+        if ((long)o->bytes <= eager) {
+            o->copy = malloc(o->bytes ? o->bytes : 1);
+            memcpy(o->copy, o->src, o->bytes);
+            MPI_Isend(o->copy, (int)o->bytes, MPI_BYTE, o->peer, TAG, c->comm, &o->req);
+        } else
+            MPI_Issend(o->src, (int)o->bytes, MPI_BYTE, o->peer, TAG, c->comm, &o->req);
+        break;
+    case OP_RECV:
+        MPI_Irecv(o->dst, (int)o->bytes, MPI_BYTE, o->peer, TAG, c->comm, &o->req);
+        break;
+    case OP_ALLGATHER:
+        MPI_Iallgather(o->src, (int)o->bytes, MPI_BYTE, o->dst, (int)o->bytes, MPI_BYTE, c->comm,
+                       &o->req);
+        break;
+    case OP_BCAST:
+        if (o->dst != o->src && c->rank == o->root) memcpy(o->dst, o->src, o->bytes);
+        MPI_Ibcast(o->dst, (int)o->bytes, MPI_BYTE, o->root, c->comm, &o->req);
+        break;
+    }
+}
+
+/* Runs what can run on s; 1 when all is done. An op may start when every
+ * unfinished op before it is a communication of its own group (launched
+ * together); a copy only when nothing before it is unfinished. */
+static int advance(cudaStream_t s) {
+    int blocked = 0, gate = 0; /* gate: the group unfinished ops so far all belong to, or 0 */
+    for (op *o = s->head; o; o = o->next) {
+        if (o->done) continue;
+        int may = !blocked || (o->kind != OP_COPY && o->group && o->group == gate);
+        if (may && !o->started) {
+            if (o->kind == OP_COPY) {
+                memcpy(o->dst, o->src, o->bytes);
+                o->started = o->done = 1;
+                continue;
+            }
+            start(last_comm, o);
+        }
+        if (o->started && !o->hang) {
+            int flag = 0;
+            MPI_Test(&o->req, &flag, MPI_STATUS_IGNORE);
+            o->done = flag;
+        }
+        if (o->done) continue;
+        if (!blocked)
+            gate = o->kind != OP_COPY ? o->group : 0;
+        else if (o->group != gate)
+            gate = 0;
+        blocked = 1;
+    }
+    while (s->head && s->head->done) { /* retire the finished front */
+        op *o = s->head;
+        s->head = o->next;
+        free(o->copy);
+        free(o);
+    }
+    if (!s->head) s->tail = NULL;
+    return s->head == NULL;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (last_comm && last_comm->aborted) return cudaErrorLaunchFailure;
+    return advance(s) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    while (s->head) {
+        op *o = s->head;
+        s->head = o->next;
+        free(o->copy);
+        free(o);
+    }
+    free(s);
+    return cudaSuccess;
+}
+
+/* ---- nccl -------------------------------------------------------------------------- */
+
+const char *ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess:
+        return "no error";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error (fake)";
+    case ncclInvalidUsage:
+        return "invalid usage (fake)";
+    case ncclInProgress:
+        return "operation in progress";
+    default:
+        return "a fake NCCL error";
+    }
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    memset(id, 0, sizeof *id);
+    snprintf(id->internal, sizeof id->internal, "fake-nccl-%ld-%ld", (long)getpid(),
+             (long)time(NULL));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t *config) {
+    int me = 0, n = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (nranks != n || rank != me) return ncclInvalidArgument;
+    /* every rank must hold rank 0's id: the bootstrap's whole job */
+    char *all = malloc((size_t)n * sizeof id);
+    if (!all) return ncclSystemError;
+    MPI_Allgather(&id, sizeof id, MPI_BYTE, all, sizeof id, MPI_BYTE, MPI_COMM_WORLD);
+    int same = 1;
+    for (int k = 0; k < n; k++)
+        same &= memcmp(all + (size_t)k * sizeof id, &id, sizeof id) == 0;
+    free(all);
+    if (!same || id.internal[0] == 0) return ncclInvalidUsage;
+    /* the transport's watchdog needs a communicator it can abort */
+    if (!config || config->blocking != 0) return ncclInvalidUsage;
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c) return ncclSystemError;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
+    c->rank = rank;
+    c->size = nranks;
+    c->blocking = !config || config->blocking != 0;
+    c->init_polls = c->blocking ? 0 : 1;
+    *out = c;
+    last_comm = c;
+    return c->blocking ? ncclSuccess : ncclInProgress;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
+    if (c->init_polls > 0) {
+        c->init_polls--;
+        *e = ncclInProgress;
+        return ncclSuccess;
+    }
+    *e = c->async;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t c) {
+    if (!c) return ncclSuccess;
+    fprintf(stderr, "fake nccl: ncclCommAbort on rank %d\n", c->rank); /* for the tests */
+    c->aborted = 1;
+    return ncclSuccess; /* the process ends next; MPI's requests go with it */
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+    (void)c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t c) {
+    MPI_Comm_free(&c->comm);
+    if (last_comm == c) last_comm = NULL;
+    free(c);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void) {
+    if (in_group++ == 0) group_id++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (in_group == 0) return ncclInvalidUsage;
+    if (--in_group > 0) return ncclSuccess;
+    while (grouped) { /* the group's operations reach their streams now, together */
+        op *o = grouped;
+        grouped = o->next;
+        push(o->stream, o);
+    }
+    grouped_tail = NULL;
+    return ncclSuccess;
+}
+
+static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, const void *src,
+                          size_t bytes, int peer, int root) {
+    if (c->aborted) return ncclInvalidUsage;
+    op *o = calloc(1, sizeof *o);
+    if (!o) return ncclSystemError;
+    o->kind = kind;
+    o->dst = dst;
+    o->src = src;
+    o->bytes = bytes;
+    o->peer = peer;
+    o->root = root;
+    int k = ++ops_issued;
+    if (switch_here()) {
+        o->hang = k == env_long("PPV_FAKE_NCCL_HANG_AT", 0);
+        if (k == env_long("PPV_FAKE_NCCL_FAIL_AT", 0)) c->async = ncclRemoteError;
+    }
+    last_comm = c;
+    if (!in_group) {
+        push(s, o);
+        return ncclSuccess;
+    }
+    o->group = group_id;
+    o->stream = s;
+    if (grouped_tail)
+        grouped_tail->next = o;
+    else
+        grouped = o;
+    grouped_tail = o;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
+                      cudaStream_t s) {
+    if (t != ncclUint8 || peer < 0 || peer >= c->size) return ncclInvalidArgument;
+    return issue(c, s, OP_SEND, NULL, buf, count, peer, -1);
+}
+
+ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
+                      cudaStream_t s) {
+    if (t != ncclUint8 || peer < 0 || peer >= c->size) return ncclInvalidArgument;
+    return issue(c, s, OP_RECV, buf, NULL, count, peer, -1);
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
+                           ncclComm_t c, cudaStream_t s) {
+    if (t != ncclUint8) return ncclInvalidArgument;
+    return issue(c, s, OP_ALLGATHER, recv, send, count, -1, -1);
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root,
+                           ncclComm_t c, cudaStream_t s) {
+    if (t != ncclUint8 || root < 0 || root >= c->size) return ncclInvalidArgument;
+    return issue(c, s, OP_BCAST, recv, send, count, -1, root);
+}
