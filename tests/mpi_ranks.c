@@ -176,7 +176,10 @@ int main(int argc, char **argv) {
                         "NRANKS\n");
         return 2;
     }
-    ppv_rank_main fn = find(argv[1]);
+    /* start-only: the transport starts and ends, nothing between (its
+     * bootstrap alone) */
+    int start_only = strcmp(argv[1], "start-only") == 0;
+    ppv_rank_main fn = start_only ? NULL : find(argv[1]);
     ppv_proc *p = NULL;
     if (ppv_proc_start(argc == 5 ? argv[4] : "mpi", &p, err, sizeof err) < 0) {
         fprintf(stderr, "mpi_ranks: %s\n", err);
@@ -192,6 +195,11 @@ int main(int argc, char **argv) {
     if (ppv_proc_configure(p, &cfg, &t, err, sizeof err) < 0) {
         fprintf(stderr, "mpi_ranks: %s\n", err);
         return 2;
+    }
+    if (start_only) {
+        printf("rank %d of %d started\n", me, ppv_proc_size(p));
+        ppv_proc_end(p);
+        return 0;
     }
     fn(&t, me, &out);
     ppv_proc_settle(p);

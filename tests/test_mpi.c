@@ -13,6 +13,7 @@
  * Skipped where ppv was built without MPI or mpirun is missing.
  */
 #include <json-c/json.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -397,7 +398,8 @@ static void test_transport_options(void **state) {
 #define RANKS_BIN PPV_MPI_RANKS
 
 /* A scenario that must hang is given 1 s (rank 0 three times that), one
- * that must finish 60 s: a loaded machine never makes it hang. */
+ * that must finish or fail at once 30 or 60 s: a loaded machine does not
+ * turn it into a hang. */
 static run_result ranks(int n, const char *scenario, const char *sem, const char *timeout) {
     return MPIRUN(n, RANKS_BIN, scenario, sem, timeout);
 }
@@ -474,21 +476,23 @@ static void test_exchange_by_semantics(void **state) {
 static void test_failures_are_reported_and_end_the_job(void **state) {
     (void)state;
     need_mpi();
+    /* only the poll must wait for its timeout; the others fail at once, and
+     * a long timeout keeps a loaded machine from turning them into hangs */
     static const struct {
         const char *scenario;
         int code;
-        const char *says;
+        const char *says, *timeout;
     } cases[] = {
-        {"size-mismatch", 1, "1RECV_F0 receives 16 bytes but rank 0 sent 8"},
-        {"collective-mismatch", 1, "collective on communicator 0: rank "},
-        {"tripwire", 1, "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
-        {"env-failure", 2, "rank 1 of 2: out of memory holding chunk 3"},
-        {"poll", 1, "rank 1 of 2: hang: rank 1 has polled for"},
-        {"nested-group", 1, "group_start inside an open group"},
-        {"bad-peer", 1, "0SEND_F0: rank 0 cannot send to rank 5 on communicator 0"},
+        {"size-mismatch", 1, "1RECV_F0 receives 16 bytes but rank 0 sent 8", "30"},
+        {"collective-mismatch", 1, "collective on communicator 0: rank ", "30"},
+        {"tripwire", 1, "rank 1 of 2: tripwire: chunk 3 came after chunk 4", "30"},
+        {"env-failure", 2, "rank 1 of 2: out of memory holding chunk 3", "30"},
+        {"poll", 1, "rank 1 of 2: hang: rank 1 has polled for", "1"},
+        {"nested-group", 1, "group_start inside an open group", "30"},
+        {"bad-peer", 1, "0SEND_F0: rank 0 cannot send to rank 5 on communicator 0", "30"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        run_result r = ranks(2, cases[k].scenario, "rendezvous", "1");
+        run_result r = ranks(2, cases[k].scenario, "rendezvous", cases[k].timeout);
         if (r.code != cases[k].code || !strstr(r.err, cases[k].says))
             fprintf(stderr, "%s: exit %d\n%s", cases[k].scenario, r.code, r.err);
         assert_int_equal(r.code, cases[k].code);
@@ -555,6 +559,34 @@ static void test_nccl_run_equals_mock(void **state) {
     run_free(&r);
     r = RUN("replay", h5);
     assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
+/* The pipeline on NCCL, the mesh a communicator split from the world: the
+ * mock's output digest and calls; polling refused (NCCL has no probe). */
+static void test_nccl_pp_equals_mock(void **state) {
+    (void)state;
+    need_nccl();
+    static const char *const meshes[][2] = {{"2", "3"}, {"4", "5"}};
+    for (size_t k = 0; k < 2; k++) {
+        run_result mock =
+            RUN("pp", "--mesh", meshes[k][0], "--chunks", "5", "--kv", "recompute", "--json");
+        run_result r = MPIRUN(atoi(meshes[k][1]), PPV_BIN, "pp", "--mesh", meshes[k][0], "--chunks",
+                              "5", "--kv", "recompute", "--json", "--transport", "nccl");
+        if (r.code != 0) fprintf(stderr, "mesh %s: %s%s", meshes[k][0], r.out, r.err);
+        assert_int_equal(mock.code, 0);
+        assert_int_equal(r.code, 0);
+        char *a = pp_fields(mock.out), *b = pp_fields(r.out);
+        assert_string_equal(b, a);
+        assert_non_null(strstr(r.out, "\"transport\":\"nccl\""));
+        free(a);
+        free(b);
+        run_free(&mock);
+        run_free(&r);
+    }
+    run_result r = RUN("pp", "--poll", "--transport", "nccl");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "NCCL has no probe"));
     run_free(&r);
 }
 
@@ -635,13 +667,109 @@ static void test_nccl_transport_logic(void **state) {
         {"tripwire", "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        r = MPIRUN(2, RANKS_BIN, cases[k].scenario, "rendezvous", "1", "nccl");
+        r = MPIRUN(2, RANKS_BIN, cases[k].scenario, "rendezvous", "30", "nccl");
         if (r.code != 1 || !strstr(r.err, cases[k].says))
             fprintf(stderr, "%s: exit %d\n%s", cases[k].scenario, r.code, r.err);
         assert_int_equal(r.code, 1);
         assert_non_null(strstr(r.err, cases[k].says));
         run_free(&r);
     }
+}
+
+/* ---- ppv launch: ranks without mpirun ----------------------------------------------- */
+
+/* Each copy learns its rank, the size and a folder that exists while the
+ * job runs and is gone after it; a failing copy ends the others, and its
+ * status is the launch's (no MPI needed). */
+static void test_launch_gives_each_copy_its_rank(void **state) {
+    (void)state;
+    char out[4200];
+    snprintf(out, sizeof out, "%s", tmp_path("launch-out"));
+    mkdir(out, 0700);
+    setenv("PPV_TEST_OUT", out, 1);
+    run_result r = RUN("launch", "-n", "3", "--", "sh", "-c",
+                       "test -d \"$PPV_LAUNCH_DIR\" && echo \"$PPV_LAUNCH_RANK $PPV_LAUNCH_SIZE "
+                       "$PPV_LAUNCH_DIR\" > \"$PPV_TEST_OUT/$PPV_LAUNCH_RANK\"");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char launch_dir[4200] = "";
+    for (int k = 0; k < 3; k++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%d", out, k);
+        char *text = slurp(path);
+        int rank = -1, size = -1;
+        char dir[4200];
+        assert_int_equal(sscanf(text, "%d %d %4199s", &rank, &size, dir), 3);
+        assert_int_equal(rank, k);
+        assert_int_equal(size, 3);
+        if (k == 0) snprintf(launch_dir, sizeof launch_dir, "%s", dir);
+        assert_string_equal(dir, launch_dir); /* one folder for the job */
+        free(text);
+        unlink(path);
+    }
+    rmdir(out);
+    assert_int_not_equal(access(launch_dir, F_OK), 0); /* removed at the end */
+    /* rank 1 fails at once; rank 0 would sleep a minute: it is ended */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = RUN("launch", "-n", "2", "--", "sh", "-c",
+            "if [ \"$PPV_LAUNCH_RANK\" = 1 ]; then exit 3; fi; exec sleep 60");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(r.code, 3);
+    assert_non_null(strstr(r.err, "ppv launch: rank 1 ended with status 3; ending the other 1"));
+    assert_true(t1.tv_sec - t0.tv_sec < 30);
+    run_free(&r);
+    r = RUN("launch", "-n", "0", "--", "true");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("launch", "-n", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "needs the COMMAND to start"));
+    run_free(&r);
+}
+
+/* The NCCL transport under ppv launch: rank 0's id reaches every rank
+ * through the launch folder, and one rank runs a step end to end on the
+ * stand-in (which carries messages over MPI, which ppv launch does not
+ * start: beyond one rank each copy is a world of its own, so there only
+ * the bootstrap can be seen). */
+static void test_launch_bootstraps_nccl(void **state) {
+    (void)state;
+    need_nccl();
+    char *path = gen_file("one.csv", "1f1b", "1", "4");
+    run_result mock = RUN("run", path, "--json");
+    run_result r =
+        RUN("launch", "-n", "1", "--", PPV_BIN, "run", path, "--transport", "nccl", "--json");
+    assert_int_equal(mock.code, 0);
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    char *a = run_fields(mock.out), *b = run_fields(r.out);
+    assert_string_equal(b, a);
+    free(a);
+    free(b);
+    run_free(&mock);
+    run_free(&r);
+    char log[4200];
+    snprintf(log, sizeof log, "%s", tmp_path("ids.log"));
+    unlink(log);
+    setenv("PPV_FAKE_NCCL_ID_LOG", log, 1);
+    r = RUN("launch", "-n", "2", "--", RANKS_BIN, "start-only", "rendezvous", "30", "nccl");
+    unsetenv("PPV_FAKE_NCCL_ID_LOG");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "rank 0 of 2 started\n"));
+    assert_non_null(strstr(r.out, "rank 1 of 2 started\n"));
+    run_free(&r);
+    char *text = slurp(log);
+    char made[200] = "", took0[200] = "", took1[200] = "";
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "made 0 ", 7)) snprintf(made, sizeof made, "%s", line + 7);
+        if (!strncmp(line, "took 0 ", 7)) snprintf(took0, sizeof took0, "%s", line + 7);
+        if (!strncmp(line, "took 1 ", 7)) snprintf(took1, sizeof took1, "%s", line + 7);
+    }
+    assert_true(made[0] != 0);
+    assert_string_equal(took0, made);
+    assert_string_equal(took1, made);
+    free(text);
 }
 
 int main(void) {
@@ -662,8 +790,11 @@ int main(void) {
         cmocka_unit_test(test_exchange_by_semantics),
         cmocka_unit_test(test_failures_are_reported_and_end_the_job),
         cmocka_unit_test(test_nccl_run_equals_mock),
+        cmocka_unit_test(test_nccl_pp_equals_mock),
         cmocka_unit_test(test_nccl_watchdog_and_async_errors),
         cmocka_unit_test(test_nccl_transport_logic),
+        cmocka_unit_test(test_launch_gives_each_copy_its_rank),
+        cmocka_unit_test(test_launch_bootstraps_nccl),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -102,6 +102,9 @@ int write_trace_file(const char *path, const ppv_world *w);
 
 /* ppv pp (cmd_pp.c). */
 int cmd_pp(int argc, char **argv);
+
+/* ppv launch (cmd_launch.c). */
+int cmd_launch(int argc, char **argv);
 /* The pipeline's options (shared by ppv fuzz pp), zero-terminated, and
  * their handler: 0 taken, 1 not one of them, -1 after a usage message.
  * list (may be NULL) is set by --inject list. */

@@ -15,7 +15,7 @@ typedef struct pp_args {
     int json, compare_kv, list;
     const char *record, *trace_out, *replay;
     int32_t *decisions; /* --replay's, malloc'd */
-    int mpi;            /* --transport mpi */
+    const char *transport;   /* --transport mpi or nccl (NULL: the mock) */
     const char *mock_option; /* an option of the mock's that was given */
     int timeout_given;
 } pp_args;
@@ -209,13 +209,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'X':
-            if (strcmp(optarg, "nccl") == 0)
-                return usage_error("--transport nccl: the pipeline needs a mesh communicator and "
-                                   "polling, which the NCCL transport has not; use mpi%s",
-                                   "");
-            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0)
-                return usage_error("--transport is mock or mpi, not '%s'", optarg);
-            a->mpi = strcmp(optarg, "mpi") == 0;
+            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0 &&
+                strcmp(optarg, "nccl") != 0)
+                return usage_error("--transport is mock, mpi or nccl, not '%s'", optarg);
+            a->transport = strcmp(optarg, "mock") == 0 ? NULL : optarg;
             break;
         case 'O': {
             char *end;
@@ -232,11 +229,16 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         }
     }
     if (optind < argc) return usage_error("takes no operand, not '%s'", argv[optind]);
-    if (a->mpi && a->mock_option)
-        return usage_error("%s is the mock transport's: on --transport mpi the ranks are "
-                           "processes that MPI schedules",
+    if (a->transport && a->mock_option)
+        return usage_error("%s is the mock transport's: on --transport mpi or nccl the ranks are "
+                           "processes that MPI or NCCL schedules",
                            a->mock_option);
-    if (!a->mpi && a->timeout_given) return usage_error("%s is for --transport mpi", "--timeout");
+    if (!a->transport && a->timeout_given)
+        return usage_error("%s is for --transport mpi or nccl", "--timeout");
+    if (a->transport && strcmp(a->transport, "nccl") == 0 && a->o.poll)
+        return usage_error("--poll probes for results, and NCCL has no probe: poll on --transport "
+                           "mpi or the mock%s",
+                           "");
     if (a->compare_kv &&
         (a->record || a->trace_out || a->o.inject != PPV_INJECT_NONE || a->o.control_only))
         return usage_error("--compare-kv runs its own two configurations: it takes no --record, "
@@ -360,7 +362,8 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
         json_object_object_add(j, "output_digest", hex_json(r->output_digest));
         json_object_object_add(j, "device", json_object_new_string(o->device ? o->device : "cpu"));
-        json_object_object_add(j, "transport", json_object_new_string(o->proc ? "mpi" : "mock"));
+        json_object_object_add(j, "transport",
+                               json_object_new_string(o->proc ? ppv_proc_name(o->proc) : "mock"));
         json_object_object_add(j, "scheduler_steps", json_object_new_int64(r->world.steps));
         json_object_object_add(j, "trace_digest", hex_json(r->world.trace_digest));
         json_object *bl = json_object_new_array();
@@ -384,8 +387,9 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
                o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
         if (o->proc)
-            printf("transport: mpi, %d processes (no trace: MPI, not ppv, orders the ranks)\n",
-                   ppv_proc_size(o->proc));
+            printf("transport: %s, %d processes (no trace: the transport, not ppv, orders the "
+                   "ranks)\n",
+                   ppv_proc_name(o->proc), ppv_proc_size(o->proc));
         else
             printf("scheduler steps: %" PRId64 " (trace digest %016" PRIx64 ")\n", r->world.steps,
                    r->world.trace_digest);
@@ -562,9 +566,9 @@ static int run_pp(pp_args *ap) {
     if (a.compare_kv) return compare_kv(&a);
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
-    if (a.mpi) {
-        if (ppv_proc_start("mpi", &proc, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv pp: --transport mpi: %s\n", err);
+    if (a.transport) {
+        if (ppv_proc_start(a.transport, &proc, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv pp: --transport %s: %s\n", a.transport, err);
             return PPV_EXIT_BAD_INPUT;
         }
         a.o.proc = proc;

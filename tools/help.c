@@ -166,13 +166,14 @@ static const help_option replay_transport[] = {
     END_OPTIONS};
 
 static const help_option pp_transport[] = {
-    {"--transport", "mock|mpi",
-     "where the ranks run: mock, or mpi (stage 0 and the mesh one process each, started by "
-     "mpirun -np 1+MESH; rank 0 prints the report and writes --record's file)",
+    {"--transport", "mock|mpi|nccl",
+     "where the ranks run: mock, mpi or nccl (stage 0 and the mesh one process each, started "
+     "by mpirun -np 1+MESH; rank 0 prints the report and writes --record's file; nccl takes "
+     "no --poll)",
      "mock"},
     {"--timeout", "SECONDS",
-     "with --transport mpi: the longest any call may wait; then the rank reports the hang "
-     "and the job ends with exit 1",
+     "with --transport mpi or nccl: the longest any call may wait; then the rank reports the "
+     "hang and the job ends with exit 1",
      "60"},
     END_OPTIONS};
 
@@ -352,6 +353,10 @@ static const help_option *const run_groups[] = {run_options,  transport_options,
                                                 trace_option, junit_option,      NULL};
 static const help_option *const pp_groups[] = {pp_options, pp_transport, NULL};
 static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
+static const help_option launch_options[] = {
+    {"-n, --ranks", "N", "copies of COMMAND to start, ranks 0 to N-1 (required)", NULL},
+    END_OPTIONS};
+static const help_option *const launch_groups[] = {launch_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
 static const help_option *const record_groups[] = {run_options, transport_options, trace_option,
                                                    record_only, NULL};
@@ -387,6 +392,9 @@ static const char *const pp_examples[] = {
     "ppv pp --compare-kv --kv-window 3",
     "mpirun -np 3 ppv pp --mesh 2 --transport mpi",
     NULL};
+static const char *const launch_examples[] = {
+    "ppv launch -n 4 -- ppv run zbv.csv --transport nccl",
+    "ppv launch -n 1 -- ppv run one_rank.csv --transport nccl --json", NULL};
 static const char *const fuzz_examples[] = {
     "ppv fuzz zbv.csv --semantics eager --runs 500", "ppv fuzz pp --mesh 4 --time 10 --out found",
     "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json",
@@ -493,6 +501,14 @@ static const help_command commands[] = {
      "minimised. Exit 1 when a run fails or the two disagree. On a terminal, progress is shown "
      "on standard error.",
      fuzz_groups, fuzz_examples},
+    {"launch", "-n N -- COMMAND [ARGS...]", "start N ranks of a command without mpirun",
+     "Starts N copies of COMMAND, each with PPV_LAUNCH_RANK (0 to N-1), PPV_LAUNCH_SIZE (N) "
+     "and PPV_LAUNCH_DIR (a new private folder, removed at the end), on this machine: how "
+     "--transport nccl starts without MPI, rank 0 handing its ncclUniqueId to the others "
+     "through a file there. When a copy fails, the others are ended (SIGTERM, then SIGKILL "
+     "two seconds later). The exit status is the first failure's (128 + the signal for a "
+     "copy killed by one), else 0.",
+     launch_groups, launch_examples},
     {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
      "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing; "

@@ -2521,6 +2521,7 @@ static int run_command(const char *cmd, int argc, char **argv) {
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
     if (!strcmp(cmd, "pp")) return cmd_pp(argc - 1, argv + 1);
     if (!strcmp(cmd, "fuzz")) return cmd_fuzz(argc - 1, argv + 1);
+    if (!strcmp(cmd, "launch")) return cmd_launch(argc - 1, argv + 1);
     return cmd_diff(argc - 1, argv + 1);
 }
 

@@ -6,7 +6,9 @@
  * the toolkit it was built with), so that the tests can put a stand-in for
  * both in their place on machines without a GPU (tests/fake_nccl/).
  *
- * Bootstrap: rank 0's ncclUniqueId goes to the others with MPI_Bcast;
+ * Bootstrap: rank 0's ncclUniqueId goes to the others with MPI_Bcast
+ * under mpirun, or through a file in $PPV_LAUNCH_DIR under `ppv launch`
+ * (which sets PPV_LAUNCH_RANK and PPV_LAUNCH_SIZE and starts no MPI);
  * each process takes GPU (local rank mod devices). The communicator is
  * non-blocking (config.blocking = 0), so no NCCL call can hold the CPU:
  * every wait polls cudaStreamQuery and ncclCommGetAsyncError, and after
@@ -21,8 +23,10 @@
  * into the peer's FIFO); ppv's check before launch assumes the semantics
  * given (rendezvous: the worst case). Collectives agree first on kind,
  * root and size, as on the mock; an allreduce is an allgather summed in
- * member order, the mock's bits. NCCL has no probe: polling stays on the
- * mock and MPI. One communicator, the world.
+ * member order, the mock's bits. Communicators other than the world are
+ * split from it (ncclCommSplit, non-blocking too); peers are named by
+ * their global rank, as on the mock. NCCL has no probe: polling stays on
+ * the mock and MPI.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -44,6 +48,7 @@ enum { COLL_ALLREDUCE = 1, COLL_BCAST, COLL_ALLGATHER };
 typedef struct nccl_api {
     ncclResult_t (*GetUniqueId)(ncclUniqueId *);
     ncclResult_t (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+    ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
     ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
     ncclResult_t (*CommAbort)(ncclComm_t);
     ncclResult_t (*CommFinalize)(ncclComm_t);
@@ -77,11 +82,21 @@ typedef struct staged {
     char what[64];
 } staged;
 
+/* A communicator: the world (0) or one split from it. */
+typedef struct nccl_comm {
+    ncclComm_t comm; /* NULL where this rank is not a member */
+    int32_t n;
+    int32_t *member_of; /* [world size]: the rank in it, -1 */
+} nccl_comm;
+
 typedef struct nccl_t {
     int32_t rank, size;
     int mpi_inited;
+    int launched; /* started by ppv launch: no MPI */
     nccl_api api;
-    ncclComm_t comm;
+    ncclComm_t comm; /* the world's */
+    nccl_comm *comms;
+    int32_t ncomms;
     cudaStream_t stream;
     int device;
     ppv_proc_config cfg;
@@ -90,6 +105,12 @@ typedef struct nccl_t {
     int ngrp, capgrp;
     double last_done;
 } nccl_t;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void set_what(char *dst, size_t n, const char *what) {
     snprintf(dst, n, "%s", what ? what : "(unnamed)");
@@ -101,10 +122,12 @@ static void nccl_fail(void *impl, int32_t rank, int env, const char *msg) {
     nccl_t *m = impl;
     fprintf(stderr, "ppv: rank %d of %d: %s\n", rank, m->size, msg);
     fflush(stderr);
+    for (int32_t k = m->ncomms - 1; k >= 1; k--)
+        if (m->comms[k].comm) m->api.CommAbort(m->comms[k].comm);
     if (m->comm) m->api.CommAbort(m->comm);
     m->comm = NULL;
-    MPI_Abort(MPI_COMM_WORLD, env ? 2 : 1);
-    exit(env ? 2 : 1);
+    if (!m->launched) MPI_Abort(MPI_COMM_WORLD, env ? 2 : 1);
+    exit(env ? 2 : 1); /* under ppv launch, which ends the other ranks */
 }
 
 static void failf(nccl_t *m, int env, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -141,18 +164,21 @@ static void backoff(int *spins, double waited) {
  * communicator's asynchronous error; past the timeout, the hang is
  * reported (what: the call and its peer) and the job ends. */
 static void wait_stream(nccl_t *m, const char *what) {
-    double t0 = MPI_Wtime();
+    double t0 = now_s();
     int spins = 0;
     for (;;) {
         cudaError_t q = m->api.StreamQuery(m->stream);
         if (q == cudaSuccess) break;
         if (q != cudaErrorNotReady) check_cuda(m, q, what);
         ncclResult_t async = ncclSuccess;
-        check_nccl(m, m->api.CommGetAsyncError(m->comm, &async), "ncclCommGetAsyncError");
+        for (int32_t k = 0; k < m->ncomms && (async == ncclSuccess || async == ncclInProgress); k++)
+            if (m->comms[k].comm)
+                check_nccl(m, m->api.CommGetAsyncError(m->comms[k].comm, &async),
+                           "ncclCommGetAsyncError");
         if (async != ncclSuccess && async != ncclInProgress)
             failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
                   m->api.GetErrorString(async));
-        double waited = MPI_Wtime() - t0;
+        double waited = now_s() - t0;
         if (waited > m->cfg.timeout_s)
             failf(m, 0,
                   "hang: %s has waited %.1f s (--timeout %g); ncclCommAbort called: a deadlock, "
@@ -160,7 +186,7 @@ static void wait_stream(nccl_t *m, const char *what) {
                   what, waited, m->cfg.timeout_s);
         backoff(&spins, waited);
     }
-    m->last_done = MPI_Wtime();
+    m->last_done = now_s();
 }
 
 static void *dev_alloc(nccl_t *m, size_t bytes) {
@@ -169,15 +195,19 @@ static void *dev_alloc(nccl_t *m, size_t bytes) {
     return d;
 }
 
-static void check_call(nccl_t *m, int32_t comm, int32_t peer, int with_peer, size_t bytes,
-                       const char *what) {
-    if (comm != 0)
-        failf(m, 0, "%s: communicator %d: the NCCL transport has only the world (0)", what, comm);
-    if (with_peer && (peer < 0 || peer >= m->size || peer == m->rank))
-        failf(m, 0, "%s: rank %d cannot exchange with rank %d on communicator 0", what, m->rank,
-              peer);
-    if (bytes > (size_t)INT_MAX * 64)
-        failf(m, 1, "%s: %zu bytes is more than the transport stages", what, bytes);
+/* The communicator of comm, with this rank in it, or the job ends. */
+static nccl_comm *comm_of(nccl_t *m, int32_t comm, const char *what) {
+    if (comm < 0 || comm >= m->ncomms || !m->comms[comm].comm)
+        failf(m, 0, "%s: rank %d is not a member of communicator %d", what, m->rank, comm);
+    return &m->comms[comm];
+}
+
+/* peer's rank in c, or the job ends. */
+static int peer_in(nccl_t *m, const nccl_comm *c, int32_t comm, int32_t peer, const char *what) {
+    if (peer < 0 || peer >= m->size || peer == m->rank || c->member_of[peer] < 0)
+        failf(m, 0, "%s: rank %d cannot exchange with rank %d on communicator %d", what, m->rank,
+              peer, comm);
+    return c->member_of[peer];
 }
 
 static staged *group_slot(nccl_t *m) {
@@ -195,10 +225,11 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
                      int32_t comm, const char *what) {
     nccl_t *m = impl;
     (void)rank;
-    check_call(m, comm, peer, 1, bytes, what);
+    nccl_comm *c = comm_of(m, comm, what);
+    int to = peer_in(m, c, comm, peer, what);
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    check_nccl(m, m->api.Send(d, bytes, ncclUint8, peer, m->comm, m->stream), what);
+    check_nccl(m, m->api.Send(d, bytes, ncclUint8, to, c->comm, m->stream), what);
     if (m->in_group) {
         staged *g = group_slot(m);
         *g = (staged){.dev = d, .bytes = bytes, .peer = peer, .send = 1};
@@ -217,9 +248,10 @@ static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
                      const char *what) {
     nccl_t *m = impl;
     (void)rank;
-    check_call(m, comm, peer, 1, bytes, what);
+    nccl_comm *c = comm_of(m, comm, what);
+    int from = peer_in(m, c, comm, peer, what);
     void *d = dev_alloc(m, bytes);
-    check_nccl(m, m->api.Recv(d, bytes, ncclUint8, peer, m->comm, m->stream), what);
+    check_nccl(m, m->api.Recv(d, bytes, ncclUint8, from, c->comm, m->stream), what);
     if (m->in_group) { /* copied out once the group has run */
         staged *g = group_slot(m);
         *g = (staged){.dev = d, .host = buf, .bytes = bytes, .peer = peer, .send = 0};
@@ -269,36 +301,38 @@ static int nccl_group_end(void *impl, int32_t rank) {
     return 0;
 }
 
-/* Runs one allgather of `bytes` from every member into host `all`. */
-static void gather(nccl_t *m, const void *mine, void *all, size_t bytes, const char *what) {
-    void *d = dev_alloc(m, bytes * (size_t)(m->size + 1));
-    char *din = (char *)d + bytes * (size_t)m->size;
+/* Runs one allgather of `bytes` from every member of c into host `all`. */
+static void gather(nccl_t *m, const nccl_comm *c, const void *mine, void *all, size_t bytes,
+                   const char *what) {
+    void *d = dev_alloc(m, bytes * (size_t)(c->n + 1));
+    char *din = (char *)d + bytes * (size_t)c->n;
     check_cuda(m, m->api.MemcpyAsync(din, mine, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    check_nccl(m, m->api.AllGather(din, d, bytes, ncclUint8, m->comm, m->stream), what);
-    check_cuda(
-        m, m->api.MemcpyAsync(all, d, bytes * (size_t)m->size, cudaMemcpyDeviceToHost, m->stream),
-        what);
+    check_nccl(m, m->api.AllGather(din, d, bytes, ncclUint8, c->comm, m->stream), what);
+    check_cuda(m,
+               m->api.MemcpyAsync(all, d, bytes * (size_t)c->n, cudaMemcpyDeviceToHost, m->stream),
+               what);
     wait_stream(m, what);
     m->api.Free(d);
 }
 
-static void agree(nccl_t *m, int kind, int32_t root, size_t bytes, const char *what) {
+static void agree(nccl_t *m, const nccl_comm *c, int32_t comm, int kind, int32_t root, size_t bytes,
+                  const char *what) {
     if (m->in_group) failf(m, 0, "%s: a collective inside a group", what);
     int64_t mine[3] = {kind, root, (int64_t)bytes};
-    int64_t *all = malloc((size_t)m->size * sizeof mine);
+    int64_t *all = malloc((size_t)c->n * sizeof mine);
     if (!all) failf(m, 1, "out of memory");
     char desc[96];
     snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
-    gather(m, mine, all, sizeof mine, desc);
-    for (int32_t k = 0; k < m->size; k++)
+    gather(m, c, mine, all, sizeof mine, desc);
+    for (int32_t k = 0; k < c->n; k++)
         if (memcmp(&all[3 * k], mine, sizeof mine) != 0) {
             long long theirs[3] = {(long long)all[3 * k], (long long)all[3 * k + 1],
                                    (long long)all[3 * k + 2]};
             free(all);
             failf(m, 0,
-                  "collective on communicator 0: rank %d's %s (%zu bytes, root %d) does not "
+                  "collective on communicator %d: rank %d's %s (%zu bytes, root %d) does not "
                   "match member %d's (kind %lld, %lld bytes, root %lld)",
-                  m->rank, what, bytes, root, k, theirs[0], theirs[2], theirs[1]);
+                  comm, m->rank, what, bytes, root, k, theirs[0], theirs[2], theirs[1]);
         }
     free(all);
 }
@@ -308,14 +342,14 @@ static int nccl_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count
     nccl_t *m = impl;
     (void)rank;
     what = what ? what : "ALLREDUCE";
-    check_call(m, comm, 0, 0, count * sizeof(float) * (size_t)m->size, what);
-    agree(m, COLL_ALLREDUCE, -1, count * sizeof(float), what);
-    float *all = malloc((count ? count : 1) * (size_t)m->size * sizeof *all);
+    nccl_comm *c = comm_of(m, comm, what);
+    agree(m, c, comm, COLL_ALLREDUCE, -1, count * sizeof(float), what);
+    float *all = malloc((count ? count : 1) * (size_t)c->n * sizeof *all);
     if (!all) failf(m, 1, "out of memory");
-    gather(m, buf, all, count * sizeof(float), what);
+    gather(m, c, buf, all, count * sizeof(float), what);
     for (size_t i = 0; i < count; i++) { /* member order, as the mock adds */
         float acc = 0.0f;
-        for (int32_t k = 0; k < m->size; k++)
+        for (int32_t k = 0; k < c->n; k++)
             acc += all[(size_t)k * count + i];
         buf[i] = acc;
     }
@@ -328,13 +362,13 @@ static int nccl_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int
     nccl_t *m = impl;
     (void)rank;
     what = what ? what : "BCAST";
-    check_call(m, comm, 0, 0, bytes, what);
-    if (root < 0 || root >= m->size)
+    nccl_comm *c = comm_of(m, comm, what);
+    if (root < 0 || root >= c->n)
         failf(m, 0, "broadcast root %d is outside communicator %d", root, comm);
-    agree(m, COLL_BCAST, root, bytes, what);
+    agree(m, c, comm, COLL_BCAST, root, bytes, what);
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    check_nccl(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, m->comm, m->stream), what);
+    check_nccl(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, c->comm, m->stream), what);
     check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     wait_stream(m, what);
     m->api.Free(d);
@@ -346,9 +380,9 @@ static int nccl_allgather(void *impl, int32_t rank, const void *send, void *recv
     nccl_t *m = impl;
     (void)rank;
     what = what ? what : "ALLGATHER";
-    check_call(m, comm, 0, 0, bytes * (size_t)m->size, what);
-    agree(m, COLL_ALLGATHER, -1, bytes, what);
-    gather(m, send, recv, bytes, what);
+    nccl_comm *c = comm_of(m, comm, what);
+    agree(m, c, comm, COLL_ALLGATHER, -1, bytes, what);
+    gather(m, c, send, recv, bytes, what);
     return 0;
 }
 
@@ -377,12 +411,12 @@ static int nccl_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int 
 static void nccl_progress(void *impl, int32_t rank) {
     nccl_t *m = impl;
     (void)rank;
-    m->last_done = MPI_Wtime();
+    m->last_done = now_s();
 }
 
 static void nccl_yield(void *impl, int32_t rank) {
     nccl_t *m = impl;
-    double idle = MPI_Wtime() - m->last_done;
+    double idle = now_s() - m->last_done;
     if (idle > m->cfg.timeout_s)
         failf(m, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress", rank,
               idle, m->cfg.timeout_s);
@@ -443,6 +477,7 @@ static int bind(void *hn, void *hc, nccl_api *a, char *err, size_t errlen) {
     } while (0)
     BIND(hn, GetUniqueId, "ncclGetUniqueId");
     BIND(hn, CommInitRankConfig, "ncclCommInitRankConfig");
+    BIND(hn, CommSplit, "ncclCommSplit");
     BIND(hn, CommGetAsyncError, "ncclCommGetAsyncError");
     BIND(hn, CommAbort, "ncclCommAbort");
     BIND(hn, CommFinalize, "ncclCommFinalize");
@@ -467,6 +502,38 @@ static int bind(void *hn, void *hc, nccl_api *a, char *err, size_t errlen) {
     return 0;
 }
 
+/* ppv launch's bootstrap: rank 0 writes its id to DIR/nccl-id (a
+ * temporary name, then renamed, so no rank reads half of it); the others
+ * wait for it, at most 60 s. 0, or -1 with the reason. */
+static int share_id(const char *dir, int32_t rank, ncclUniqueId *id, char *err, size_t errlen) {
+    char path[4200], tmp[4220];
+    snprintf(path, sizeof path, "%s/nccl-id", dir);
+    if (rank == 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+            snprintf(err, errlen, "cannot write the NCCL id to %s", path);
+            return -1;
+        }
+        return 0;
+    }
+    double t0 = now_s();
+    int spins = 0;
+    for (;;) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1) return 0;
+        }
+        if (now_s() - t0 > 60) {
+            snprintf(err, errlen, "rank 0's NCCL id did not appear in %s within 60 s", path);
+            return -1;
+        }
+        backoff(&spins, 1); /* past the spinning: sleep between looks */
+    }
+}
+
 /* This process's rank among those on its machine. */
 static int local_rank(void) {
     MPI_Comm node;
@@ -477,6 +544,24 @@ static int local_rank(void) {
         MPI_Comm_free(&node);
     }
     return r;
+}
+
+/* Adds communicator ncomms (c, NULL where this rank is not in it) of the
+ * n members in ranks (NULL: every rank). 0, or -1 out of memory. */
+static int push_comm(nccl_t *m, ncclComm_t c, const int32_t *ranks, int32_t n) {
+    nccl_comm *cs = realloc(m->comms, (size_t)(m->ncomms + 1) * sizeof *cs);
+    if (!cs) return -1;
+    m->comms = cs;
+    nccl_comm *x = &cs[m->ncomms];
+    if (!(x->member_of = malloc((size_t)m->size * sizeof *x->member_of))) return -1;
+    for (int32_t r = 0; r < m->size; r++)
+        x->member_of[r] = -1;
+    for (int32_t k = 0; k < n; k++)
+        x->member_of[ranks ? ranks[k] : k] = k;
+    x->comm = c;
+    x->n = n;
+    m->ncomms++;
+    return 0;
 }
 
 static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
@@ -495,19 +580,33 @@ static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) 
         free(m);
         return NULL;
     }
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
-            snprintf(err, errlen, "MPI_Init failed (the NCCL transport starts under mpirun)");
+    int r = 0, n = 0, ndev = 0;
+    const char *lsize = getenv("PPV_LAUNCH_SIZE"), *ldir = getenv("PPV_LAUNCH_DIR");
+    if (lsize && *lsize && ldir && *ldir) { /* ppv launch: the rank and size it gave */
+        m->launched = 1;
+        n = atoi(lsize);
+        r = atoi(getenv("PPV_LAUNCH_RANK") ? getenv("PPV_LAUNCH_RANK") : "-1");
+        if (n < 1 || r < 0 || r >= n) {
+            snprintf(err, errlen, "PPV_LAUNCH_RANK %d of PPV_LAUNCH_SIZE %d: not a rank", r, n);
             free(m);
             return NULL;
         }
-        m->mpi_inited = 1;
+    } else {
+        int inited = 0;
+        MPI_Initialized(&inited);
+        if (!inited) {
+            if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+                snprintf(err, errlen,
+                         "MPI_Init failed (the NCCL transport starts under mpirun "
+                         "or ppv launch)");
+                free(m);
+                return NULL;
+            }
+            m->mpi_inited = 1;
+        }
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        MPI_Comm_size(MPI_COMM_WORLD, &n);
     }
-    int r = 0, n = 0, ndev = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
     m->rank = *rank = r;
     m->size = *size = n;
     m->cfg.timeout_s = 60;
@@ -517,7 +616,7 @@ static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) 
                  ce != cudaSuccess ? m->api.GetErrorStringCuda(ce) : "0 devices");
         goto fail;
     }
-    m->device = local_rank() % ndev;
+    m->device = (m->launched ? r : local_rank()) % ndev; /* ppv launch: one machine */
     if ((ce = m->api.SetDevice(m->device)) != cudaSuccess ||
         (ce = m->api.StreamCreate(&m->stream)) != cudaSuccess) {
         snprintf(err, errlen, "GPU %d: %s", m->device, m->api.GetErrorStringCuda(ce));
@@ -527,27 +626,34 @@ static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) 
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (r == 0 && m->api.GetUniqueId(&id) != ncclSuccess) memset(&id, 0xff, sizeof id);
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (!m->launched)
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    else if (share_id(ldir, r, &id, err, errlen) < 0)
+        goto fail;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t nr = m->api.CommInitRankConfig(&m->comm, n, id, r, &config);
-    double t0 = MPI_Wtime();
+    double t0 = now_s();
     int spins = 0;
     while (nr == ncclInProgress) {
         if (m->api.CommGetAsyncError(m->comm, &nr) != ncclSuccess) nr = ncclInternalError;
-        if (nr == ncclInProgress && MPI_Wtime() - t0 > 60) {
+        if (nr == ncclInProgress && now_s() - t0 > 60) {
             snprintf(err, errlen, "ncclCommInitRankConfig has not finished in 60 s");
             m->api.CommAbort(m->comm);
             m->comm = NULL;
             goto fail;
         }
-        backoff(&spins, MPI_Wtime() - t0);
+        backoff(&spins, now_s() - t0);
     }
     if (nr != ncclSuccess) {
         snprintf(err, errlen, "ncclCommInitRankConfig: %s", m->api.GetErrorString(nr));
         goto fail;
     }
-    m->last_done = MPI_Wtime();
+    if (push_comm(m, m->comm, NULL, n) < 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    m->last_done = now_s();
     return m;
 fail:
     if (m->mpi_inited) MPI_Finalize();
@@ -555,15 +661,43 @@ fail:
     return NULL;
 }
 
+/* Every rank, the same list: split from the world (non-blocking, polled
+ * until ready). The new communicator's id, or -1 with the reason. */
 static int32_t nccl_add_comm(void *impl, const int32_t *ranks, int32_t n, char *err,
                              size_t errlen) {
-    (void)impl;
-    (void)ranks;
-    (void)n;
-    snprintf(err, errlen,
-             "the NCCL transport has one communicator, the world; a mesh of its "
-             "own runs on MPI or the mock");
-    return -1;
+    nccl_t *m = impl;
+    int32_t me = -1;
+    for (int32_t k = 0; k < n; k++) {
+        if (ranks[k] < 0 || ranks[k] >= m->size) {
+            snprintf(err, errlen, "communicator member %d is outside the job's %d ranks", ranks[k],
+                     m->size);
+            return -1;
+        }
+        if (ranks[k] == m->rank) me = k;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t c = NULL;
+    ncclResult_t nr = m->api.CommSplit(m->comm, me >= 0 ? 1 : NCCL_SPLIT_NOCOLOR, me, &c, &config);
+    double t0 = now_s();
+    int spins = 0;
+    while (nr == ncclInProgress && c) {
+        if (m->api.CommGetAsyncError(c, &nr) != ncclSuccess) nr = ncclInternalError;
+        if (nr == ncclInProgress && now_s() - t0 > m->cfg.timeout_s) {
+            snprintf(err, errlen, "ncclCommSplit has not finished in %g s", m->cfg.timeout_s);
+            return -1;
+        }
+        backoff(&spins, now_s() - t0);
+    }
+    if (nr != ncclSuccess && nr != ncclInProgress) {
+        snprintf(err, errlen, "ncclCommSplit: %s", m->api.GetErrorString(nr));
+        return -1;
+    }
+    if (push_comm(m, me >= 0 ? c : NULL, ranks, n) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return m->ncomms - 1;
 }
 
 static int nccl_configure(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen) {
@@ -571,7 +705,7 @@ static int nccl_configure(void *impl, const ppv_proc_config *cfg, char *err, siz
     (void)err;
     (void)errlen;
     m->cfg = *cfg;
-    m->last_done = MPI_Wtime();
+    m->last_done = now_s();
     return 0;
 }
 
@@ -582,7 +716,7 @@ static int nccl_settle(void *impl) {
     char one = 1, all[4096];
     char *buf = m->size <= (int32_t)sizeof all ? all : malloc((size_t)m->size);
     if (!buf) failf(m, 1, "out of memory");
-    gather(m, &one, buf, 1, "the end of the run (every rank there)");
+    gather(m, &m->comms[0], &one, buf, 1, "the end of the run (every rank there)");
     if (buf != all) free(buf);
     return 0;
 }
@@ -590,14 +724,20 @@ static int nccl_settle(void *impl) {
 static void nccl_end(void *impl) {
     nccl_t *m = impl;
     if (!m) return;
+    for (int32_t k = m->ncomms - 1; k >= 1; k--) {
+        if (m->comms[k].comm) m->api.CommDestroy(m->comms[k].comm);
+        free(m->comms[k].member_of);
+    }
+    if (m->ncomms) free(m->comms[0].member_of);
+    free(m->comms);
     if (m->comm) {
         /* a clean end: finalize polls until the communicator is flushed */
         ncclResult_t nr = m->api.CommFinalize(m->comm);
-        double t0 = MPI_Wtime();
+        double t0 = now_s();
         int spins = 0;
-        while (nr == ncclInProgress && MPI_Wtime() - t0 < m->cfg.timeout_s) {
+        while (nr == ncclInProgress && now_s() - t0 < m->cfg.timeout_s) {
             if (m->api.CommGetAsyncError(m->comm, &nr) != ncclSuccess) break;
-            backoff(&spins, MPI_Wtime() - t0);
+            backoff(&spins, now_s() - t0);
         }
         if (nr == ncclSuccess)
             m->api.CommDestroy(m->comm);

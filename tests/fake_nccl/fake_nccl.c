@@ -39,6 +39,7 @@ enum { TAG = 11 };
 typedef struct op {
     int kind, group; /* group: 0, or the launch it belongs to */
     cudaStream_t stream;
+    struct ncclComm *comm;
     int started, done, hang;
     void *dst;
     const void *src;
@@ -56,12 +57,34 @@ struct CUstream_st {
 struct ncclComm {
     MPI_Comm comm;
     int rank, size, blocking, init_polls, aborted;
+    int alone; /* one of ppv launch's worlds of one, in a job of more: carries nothing */
     ncclResult_t async;
 };
 
 static int in_group, group_id, ops_issued;
 static struct ncclComm *last_comm;
 static op *grouped, *grouped_tail; /* issued in the open group: launched at its end */
+
+/* Under ppv launch there is no mpirun: each process is an MPI world of
+ * its own (a singleton), which carries one rank's calls. */
+static void ensure_mpi(void) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return;
+    MPI_Init(NULL, NULL);
+    atexit((void (*)(void))MPI_Finalize);
+}
+
+/* $PPV_FAKE_NCCL_ID_LOG: each id made and taken, a line each, so a test
+ * can see that every rank took rank 0's. */
+static void log_id(const char *what, int rank, const ncclUniqueId *id) {
+    const char *path = getenv("PPV_FAKE_NCCL_ID_LOG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "%s %d %.*s\n", what, rank, (int)sizeof id->internal, id->internal);
+    fclose(f);
+}
 
 static long env_long(const char *name, long dflt) {
     const char *v = getenv(name);
@@ -78,6 +101,7 @@ static int switch_here(void) {
 /* ---- cudart ------------------------------------------------------------------------ */
 
 cudaError_t cudaGetDeviceCount(int *n) {
+    ensure_mpi();
     *n = (int)env_long("PPV_FAKE_CUDA_DEVICES", 1);
     return cudaSuccess;
 }
@@ -171,7 +195,7 @@ static int advance(cudaStream_t s) {
                 o->started = o->done = 1;
                 continue;
             }
-            start(last_comm, o);
+            start(o->comm, o);
         }
         if (o->started && !o->hang) {
             int flag = 0;
@@ -232,15 +256,21 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     memset(id, 0, sizeof *id);
     snprintf(id->internal, sizeof id->internal, "fake-nccl-%ld-%ld", (long)getpid(),
              (long)time(NULL));
+    log_id("made", 0, id);
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
                                     ncclConfig_t *config) {
+    log_id("took", rank, &id);
     int me = 0, n = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    if (nranks != n || rank != me) return ncclInvalidArgument;
+    /* under ppv launch each process is a world of one: beyond one rank the
+     * communicator is made (so the bootstrap can be seen) but carries
+     * nothing (issue refuses every call) */
+    int alone = n == 1 && nranks > 1 && getenv("PPV_LAUNCH_SIZE");
+    if (!alone && (nranks != n || rank != me)) return ncclInvalidArgument;
     /* every rank must hold rank 0's id: the bootstrap's whole job */
     char *all = malloc((size_t)n * sizeof id);
     if (!all) return ncclSystemError;
@@ -257,11 +287,29 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
     c->rank = rank;
     c->size = nranks;
+    c->alone = alone;
     c->blocking = !config || config->blocking != 0;
     c->init_polls = c->blocking ? 0 : 1;
     *out = c;
     last_comm = c;
     return c->blocking ? ncclSuccess : ncclInProgress;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t parent, int color, int key, ncclComm_t *out,
+                           ncclConfig_t *config) {
+    *out = NULL;
+    if (!config || config->blocking != 0) return ncclInvalidUsage;
+    MPI_Comm mc = MPI_COMM_NULL;
+    MPI_Comm_split(parent->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mc);
+    if (mc == MPI_COMM_NULL) return ncclSuccess;
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c) return ncclSystemError;
+    c->comm = mc;
+    MPI_Comm_rank(mc, &c->rank);
+    MPI_Comm_size(mc, &c->size);
+    c->init_polls = 1;
+    *out = c;
+    return ncclInProgress;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
@@ -312,7 +360,7 @@ ncclResult_t ncclGroupEnd(void) {
 
 static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, const void *src,
                           size_t bytes, int peer, int root) {
-    if (c->aborted) return ncclInvalidUsage;
+    if (c->aborted || c->alone) return ncclInvalidUsage;
     op *o = calloc(1, sizeof *o);
     if (!o) return ncclSystemError;
     o->kind = kind;
@@ -321,6 +369,7 @@ static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, con
     o->bytes = bytes;
     o->peer = peer;
     o->root = root;
+    o->comm = c;
     int k = ++ops_issued;
     if (switch_here()) {
         o->hang = k == env_long("PPV_FAKE_NCCL_HANG_AT", 0);
