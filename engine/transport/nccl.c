@@ -73,6 +73,13 @@ typedef struct nccl_api {
     const char *(*GetErrorStringCuda)(cudaError_t);
 } nccl_api;
 
+/* A device staging buffer of the pool. */
+typedef struct dev_block {
+    void *ptr;
+    size_t size;
+    int busy;
+} dev_block;
+
 /* A receive of an open group: its device buffer, copied out at group_end. */
 typedef struct staged {
     void *dev, *host;
@@ -103,6 +110,8 @@ typedef struct nccl_t {
     int in_group;
     staged *grp;
     int ngrp, capgrp;
+    dev_block *pool; /* staging buffers */
+    int npool, cappool;
     double last_done;
 } nccl_t;
 
@@ -189,10 +198,32 @@ static void wait_stream(nccl_t *m, const char *what) {
     m->last_done = now_s();
 }
 
+/* Device staging buffers are kept for the next calls (cudaMalloc is slow,
+ * and cudaFree waits for the whole device): a free one large enough is
+ * taken, else a new one made. */
 static void *dev_alloc(nccl_t *m, size_t bytes) {
+    for (int i = 0; i < m->npool; i++)
+        if (!m->pool[i].busy && m->pool[i].size >= bytes) {
+            m->pool[i].busy = 1;
+            return m->pool[i].ptr;
+        }
+    if (m->npool == m->cappool) {
+        int cap = m->cappool ? 2 * m->cappool : 8;
+        dev_block *p = realloc(m->pool, (size_t)cap * sizeof *p);
+        if (!p) failf(m, 1, "out of memory");
+        m->pool = p;
+        m->cappool = cap;
+    }
     void *d = NULL;
     check_cuda(m, m->api.Malloc(&d, bytes ? bytes : 1), "cudaMalloc");
+    m->pool[m->npool++] = (dev_block){d, bytes ? bytes : 1, 1};
     return d;
+}
+
+/* A staging buffer back to the pool, once the stream is done with it. */
+static void dev_release(nccl_t *m, void *d) {
+    for (int i = 0; i < m->npool; i++)
+        if (m->pool[i].ptr == d) m->pool[i].busy = 0;
 }
 
 /* The communicator of comm, with this rank in it, or the job ends. */
@@ -240,7 +271,7 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     snprintf(desc, sizeof desc, "%s (a send of %zu bytes to rank %d)", what ? what : "send", bytes,
              peer);
     wait_stream(m, desc);
-    m->api.Free(d);
+    dev_release(m, d);
     return 0;
 }
 
@@ -263,7 +294,7 @@ static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     snprintf(desc, sizeof desc, "%s (a receive of %zu bytes from rank %d)", what ? what : "recv",
              bytes, peer);
     wait_stream(m, desc);
-    m->api.Free(d);
+    dev_release(m, d);
     return 0;
 }
 
@@ -296,7 +327,7 @@ static int nccl_group_end(void *impl, int32_t rank) {
                       m->grp[i].what, m->grp[i].send ? "to" : "from", m->grp[i].peer);
     wait_stream(m, desc);
     for (int i = 0; i < m->ngrp; i++)
-        m->api.Free(m->grp[i].dev);
+        dev_release(m, m->grp[i].dev);
     m->ngrp = 0;
     return 0;
 }
@@ -312,7 +343,7 @@ static void gather(nccl_t *m, const nccl_comm *c, const void *mine, void *all, s
                m->api.MemcpyAsync(all, d, bytes * (size_t)c->n, cudaMemcpyDeviceToHost, m->stream),
                what);
     wait_stream(m, what);
-    m->api.Free(d);
+    dev_release(m, d);
 }
 
 static void agree(nccl_t *m, const nccl_comm *c, int32_t comm, int kind, int32_t root, size_t bytes,
@@ -371,7 +402,7 @@ static int nccl_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int
     check_nccl(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, c->comm, m->stream), what);
     check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     wait_stream(m, what);
-    m->api.Free(d);
+    dev_release(m, d);
     return 0;
 }
 
@@ -744,6 +775,9 @@ static void nccl_end(void *impl) {
         else
             m->api.CommAbort(m->comm);
     }
+    for (int i = 0; i < m->npool; i++)
+        m->api.Free(m->pool[i].ptr);
+    free(m->pool);
     if (m->stream) m->api.StreamDestroy(m->stream);
     if (m->mpi_inited) MPI_Finalize();
     free(m->grp);
