@@ -99,38 +99,35 @@ static char *run_fields(const char *json) {
     return buf;
 }
 
-/* Every generator kind at a size with one process per rank: the MPI run's
- * digest, loss and peaks are the mock's, under each semantics. */
+/* Every generator kind (PyTorch's classes and auto among them) at p=2,
+ * m=4, and 1F1B and ZB-H1 on more ranks: the MPI run's digest, loss and
+ * peaks are the mock's, under each semantics in turn (1F1B p=4 under all
+ * three). */
 static void test_run_equals_mock_for_every_kind(void **state) {
     (void)state;
     need_mpi();
-    static const struct {
-        const char *kind, *p, *m;
-    } sizes[] = {{"gpipe", "2", "3"},
-                 {"1f1b", "4", "8"},
-                 {"interleaved-1f1b", "2", "4"},
-                 {"zb-h1", "3", "6"},
-                 {"zb-h2", "2", "4"},
-                 {"zbv", "2", "4"},
-                 {"v-half", "2", "4"},
-                 {"v-min", "2", "4"},
-                 {"dualpipev", "2", "4"},
-                 {"pytorch-looped-bfs", "2", "4"}};
     static const char *const sems[] = {"rendezvous", "eager", "eager:1K"};
-    size_t nsizes = sizeof sizes / sizeof sizes[0];
-    for (size_t k = 0; k < nsizes; k++) {
+    const char *const *kinds = ppv_generator_names();
+    size_t nkinds = 0;
+    while (kinds[nkinds])
+        nkinds++;
+    assert_true(nkinds >= 16);
+    static const char *const more[][3] = {
+        {"auto", "2", "4"}, {"1f1b", "4", "8"}, {"zb-h1", "3", "6"}};
+    for (size_t k = 0; k < nkinds + 3; k++) {
+        const char *kind = k < nkinds ? kinds[k] : more[k - nkinds][0];
+        const char *p = k < nkinds ? "2" : more[k - nkinds][1];
+        const char *m = k < nkinds ? "4" : more[k - nkinds][2];
         char name[64];
-        snprintf(name, sizeof name, "%s.csv", sizes[k].kind);
-        char *path = gen_file(name, sizes[k].kind, sizes[k].p, sizes[k].m);
-        /* each kind under one semantics, rotating, and 1F1B under all three */
+        snprintf(name, sizeof name, "%s-%s.csv", kind, p);
+        char *path = gen_file(name, kind, p, m);
         for (size_t j = 0; j < 3; j++) {
-            if (j != k % 3 && strcmp(sizes[k].kind, "1f1b") != 0) continue;
+            if (j != k % 3 && k != nkinds + 1) continue;
             run_result mock = RUN("run", path, "--semantics", sems[j], "--json");
             assert_int_equal(mock.code, 0);
-            run_result mpi = MPIRUN(atoi(sizes[k].p), PPV_BIN, "run", path, "--transport", "mpi",
+            run_result mpi = MPIRUN(atoi(p), PPV_BIN, "run", path, "--transport", "mpi",
                                     "--semantics", sems[j], "--json");
-            if (mpi.code != 0)
-                fprintf(stderr, "%s %s: %s%s", sizes[k].kind, sems[j], mpi.out, mpi.err);
+            if (mpi.code != 0) fprintf(stderr, "%s %s: %s%s", kind, sems[j], mpi.out, mpi.err);
             assert_int_equal(mpi.code, 0);
             char *a = run_fields(mock.out), *b = run_fields(mpi.out);
             assert_string_equal(b, a);

@@ -5,7 +5,9 @@
 # training step, every generated kind, ppv pp and the command line, CPU
 # against GPU bit for bit), runs it again under compute-sanitizer's
 # memcheck and initcheck where that is installed, and compares (and times)
-# `ppv run` and `ppv pp` on both devices.
+# `ppv run` and `ppv pp` on both devices, and runs the NCCL transport on
+# the real libraries (one rank through ppv launch; every GPU under mpirun
+# where there are two or more) against the mock.
 set -uo pipefail
 build=${1:-build}
 ppv=$build/tools/ppv
@@ -49,6 +51,29 @@ for mesh in 1 2 4; do
     [ -n "$a" ] && [ "$a" = "$b" ] || status=1
   done
 done
+echo "== the NCCL transport on the real libraries (grad digest against the mock)"
+# one rank through ppv launch (no MPI), then every GPU of the machine under
+# mpirun (NCCL needs one GPU per rank)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+ngpu=${ngpu:-0}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset PPV_NCCL_LIBRARY PPV_CUDART_LIBRARY
+digest() { sed -n 's/.*"grad_digest":"\([0-9a-f]*\)".*/\1/p'; }
+"$ppv" gen 1f1b -p 1 -m 4 -o "$tmp/one.csv" 2>/dev/null
+a=$("$ppv" run "$tmp/one.csv" --json | digest)
+b=$("$ppv" launch -n 1 -- "$ppv" run "$tmp/one.csv" --transport nccl --json | digest)
+printf 'launch -n 1: mock %s nccl %s %s\n' "$a" "$b" "$([ -n "$b" ] && [ "$a" = "$b" ] && echo equal || echo DIFFERENT)"
+[ -n "$b" ] && [ "$a" = "$b" ] || status=1
+if ((ngpu >= 2)) && command -v mpirun >/dev/null; then
+  for kind in 1f1b zbv dualpipev; do
+    "$ppv" gen "$kind" -p "$ngpu" -m $((2 * ngpu)) -o "$tmp/n-$kind.csv" 2>/dev/null || continue
+    a=$("$ppv" run "$tmp/n-$kind.csv" --json | digest)
+    b=$(mpirun --oversubscribe -np "$ngpu" "$ppv" run "$tmp/n-$kind.csv" --transport nccl --json | digest)
+    printf 'mpirun -np %d %-10s mock %s nccl %s %s\n' "$ngpu" "$kind" "$a" "$b" \
+      "$([ -n "$b" ] && [ "$a" = "$b" ] && echo equal || echo DIFFERENT)"
+    [ -n "$b" ] && [ "$a" = "$b" ] || status=1
+  done
+fi
 if [ -x "$build/bench/ppv_bench_cuda" ]; then
   echo "== bench/ppv_bench_cuda: the cuBLAS path against raw cuBLAS"
   "$build/bench/ppv_bench_cuda" || status=1

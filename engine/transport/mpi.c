@@ -38,10 +38,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "proc_module.h"
+#include "proc_common.h"
 
 enum { TAG = 7 };
-enum { COLL_ALLREDUCE = 1, COLL_BCAST, COLL_ALLGATHER };
 
 /* A posted request and what it is, for the hang report. */
 typedef struct pending {
@@ -67,43 +66,24 @@ typedef struct mpi_comm {
 } mpi_comm;
 
 typedef struct mpi_t {
-    int32_t rank, size;
-    int inited; /* this module called MPI_Init */
+    proc_base b; /* first: the shared handle */
+    int inited;  /* this module called MPI_Init */
     MPI_Comm world;
     mpi_comm *comms;
     int32_t ncomms;
-    ppv_proc_config cfg;
     outbox *out; /* buffered sends in flight */
     int in_group;
     pending *grp; /* an open group's requests */
     int ngrp, capgrp;
-    double last_done; /* MPI_Wtime of the last completion or progress (a poll's watchdog) */
 } mpi_t;
 
-static void set_what(char *dst, size_t n, const char *what) {
-    snprintf(dst, n, "%s", what ? what : "(unnamed)");
+/* The job ends: MPI_Abort with this exit status. */
+static void mpi_end_job(proc_base *b, int code) {
+    (void)b;
+    MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-/* The job ends here: the report on stderr, then MPI_Abort with exit status
- * 1 (a finding) or 2 (the environment). */
-static void mpi_fail(void *impl, int32_t rank, int env, const char *msg) {
-    mpi_t *m = impl;
-    fprintf(stderr, "ppv: rank %d of %d: %s\n", rank, m->size, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, env ? 2 : 1);
-    exit(env ? 2 : 1); /* MPI_Abort does not return; if it did, still end */
-}
-
-static void failf(mpi_t *m, int env, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void failf(mpi_t *m, int env, const char *fmt, ...) {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    mpi_fail(m, m->rank, env, msg);
-}
+#define failf(m, ...) proc_failf(&(m)->b, __VA_ARGS__)
 
 static void mpi_error(mpi_t *m, int rc, const char *what) {
     char text[MPI_MAX_ERROR_STRING];
@@ -113,26 +93,11 @@ static void mpi_error(mpi_t *m, int rc, const char *what) {
     failf(m, 1, "%s: MPI says: %s", what, text);
 }
 
-/* Between two polls of a wait: a few tests in a row, then the CPU to
- * others at each poll (mpirun --oversubscribe puts several ranks on a
- * core; on an idle core sched_yield returns at once, and every MPI_Test
- * drives MPI's progress, which a buffered send's delivery needs); past
- * 100 ms of waiting, short sleeps. */
-static void backoff(int *spins, double waited) {
-    if (++*spins < 64) return;
-    if (waited < 0.1) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, 100000};
-    nanosleep(&ts, NULL);
-}
-
 /* Waits for the n requests of p under the watchdog; receives are checked
  * for their size. 0, or the job ends (a hang, a short message, an MPI
  * error). */
 static int wait_pending(mpi_t *m, pending *p, int n) {
-    double t0 = MPI_Wtime();
+    double t0 = proc_now();
     int spins = 0;
     for (;;) {
         int left = 0;
@@ -146,7 +111,7 @@ static int wait_pending(mpi_t *m, pending *p, int n) {
                 left++;
                 continue;
             }
-            m->last_done = MPI_Wtime();
+            m->b.last_done = proc_now();
             if (!p[i].send) {
                 int got = 0;
                 MPI_Get_count(&st, MPI_BYTE, &got);
@@ -156,33 +121,33 @@ static int wait_pending(mpi_t *m, pending *p, int n) {
             }
         }
         if (!left) return 0;
-        double waited = MPI_Wtime() - t0;
-        if (waited > m->cfg.timeout_s)
+        double waited = proc_now() - t0;
+        if (waited > m->b.cfg.timeout_s)
             for (int i = 0; i < n; i++)
                 if (p[i].req != MPI_REQUEST_NULL)
                     failf(m, 0,
                           "hang: %s has waited %.1f s (--timeout %g) to %s rank %d (%zu bytes%s); "
                           "a deadlock, or a rank that stopped",
-                          p[i].what, waited, m->cfg.timeout_s,
+                          p[i].what, waited, m->b.cfg.timeout_s,
                           p[i].send ? "send to" : "receive from", p[i].peer, p[i].bytes,
                           p[i].send ? ", a synchronous send: it waits for the receive" : "");
-        backoff(&spins, waited);
+        proc_backoff(&spins, waited);
     }
 }
 
 /* The communicator of comm, with rank a member of it, or the job ends (a
  * usage error). */
 static mpi_comm *comm_of(mpi_t *m, int32_t comm, const char *what) {
-    if (comm < 0 || comm >= m->ncomms || m->comms[comm].member_of[m->rank] < 0)
-        failf(m, 0, "%s: rank %d is not a member of communicator %d", what, m->rank, comm);
+    if (comm < 0 || comm >= m->ncomms || m->comms[comm].member_of[m->b.rank] < 0)
+        failf(m, 0, "%s: rank %d is not a member of communicator %d", what, m->b.rank, comm);
     return &m->comms[comm];
 }
 
 /* peer's rank in c, or the job ends (a usage error). */
 static int peer_in(mpi_t *m, const mpi_comm *c, int32_t comm, int32_t peer, int send,
                    const char *what) {
-    if (peer < 0 || peer >= m->size || peer == m->rank || c->member_of[peer] < 0)
-        failf(m, 0, "%s: rank %d cannot %s rank %d on communicator %d", what, m->rank,
+    if (peer < 0 || peer >= m->b.size || peer == m->b.rank || c->member_of[peer] < 0)
+        failf(m, 0, "%s: rank %d cannot %s rank %d on communicator %d", what, m->b.rank,
               send ? "send to" : "receive from", peer, comm);
     return c->member_of[peer];
 }
@@ -207,11 +172,11 @@ static pending *new_pending(mpi_t *m, pending *one) {
 }
 
 static int buffered(const mpi_t *m, size_t bytes) {
-    switch (m->cfg.sem.kind) {
+    switch (m->b.cfg.sem.kind) {
     case PPV_SEM_EAGER:
         return 1;
     case PPV_SEM_EAGER_BYTES:
-        return (int64_t)bytes <= m->cfg.sem.eager_limit;
+        return (int64_t)bytes <= m->b.cfg.sem.eager_limit;
     default:
         return 0;
     }
@@ -247,19 +212,19 @@ static int mpi_send(void *impl, int32_t rank, const void *buf, size_t bytes, int
         b->p.send = 1;
         b->p.peer = peer;
         b->p.bytes = bytes;
-        set_what(b->p.what, sizeof b->p.what, what);
+        proc_set_what(b->p.what, sizeof b->p.what, what);
         int rc = MPI_Isend(b + 1, (int)bytes, MPI_BYTE, to, TAG, c->comm, &b->p.req);
         if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
         b->next = m->out;
         m->out = b;
-        m->last_done = MPI_Wtime();
+        m->b.last_done = proc_now();
         return 0;
     }
     pending one, *p = new_pending(m, &one);
     p->send = 1;
     p->peer = peer;
     p->bytes = bytes;
-    set_what(p->what, sizeof p->what, what);
+    proc_set_what(p->what, sizeof p->what, what);
     int rc = MPI_Issend(buf, (int)bytes, MPI_BYTE, to, TAG, c->comm, &p->req);
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     return m->in_group ? 0 : wait_pending(m, p, 1);
@@ -276,7 +241,7 @@ static int mpi_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t p
     p->send = 0;
     p->peer = peer;
     p->bytes = bytes;
-    set_what(p->what, sizeof p->what, what);
+    proc_set_what(p->what, sizeof p->what, what);
     int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, TAG, c->comm, &p->req);
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     return m->in_group ? 0 : wait_pending(m, p, 1);
@@ -315,26 +280,14 @@ static void agree(mpi_t *m, const mpi_comm *c, int32_t comm, int kind, int32_t r
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     p.send = 1; /* no size to check on an allgather's completion */
     wait_pending(m, &p, 1);
-    for (int32_t k = 0; k < c->n; k++)
-        if (all[3 * k] != mine[0] || all[3 * k + 1] != mine[1] || all[3 * k + 2] != mine[2]) {
-            int64_t theirs[3] = {all[3 * k], all[3 * k + 1], all[3 * k + 2]};
-            free(all);
-            failf(m, 0,
-                  "collective on communicator %d: rank %d's %s (%zu bytes, root %d) does not "
-                  "match member %d's (%s, %lld bytes, root %lld)",
-                  comm, m->rank, what, bytes, root, k,
-                  theirs[0] == COLL_ALLREDUCE ? "ALLREDUCE"
-                  : theirs[0] == COLL_BCAST   ? "BCAST"
-                                              : "ALLGATHER",
-                  (long long)theirs[2], (long long)theirs[1]);
-        }
+    proc_check_agreement(&m->b, comm, c->n, all, mine, what);
     free(all);
 }
 
 static int wait_one(mpi_t *m, MPI_Request req, int rc, const char *what) {
     if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
     pending p = {.req = req, .send = 1, .peer = -1};
-    set_what(p.what, sizeof p.what, what);
+    proc_set_what(p.what, sizeof p.what, what);
     return wait_pending(m, &p, 1);
 }
 
@@ -345,18 +298,13 @@ static int mpi_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count,
     what = what ? what : "ALLREDUCE";
     mpi_comm *c = comm_of(m, comm, what);
     check_size(m, count * sizeof(float) * (size_t)c->n, what);
-    agree(m, c, comm, COLL_ALLREDUCE, -1, count * sizeof(float), what);
+    agree(m, c, comm, PROC_ALLREDUCE, -1, count * sizeof(float), what);
     float *all = malloc((count ? count : 1) * (size_t)c->n * sizeof *all);
     if (!all) failf(m, 1, "out of memory");
     MPI_Request req;
     int rc = MPI_Iallgather(buf, (int)count, MPI_FLOAT, all, (int)count, MPI_FLOAT, c->comm, &req);
     wait_one(m, req, rc, what);
-    for (size_t i = 0; i < count; i++) { /* member order, as the mock adds */
-        float acc = 0.0f;
-        for (int32_t k = 0; k < c->n; k++)
-            acc += all[(size_t)k * count + i];
-        buf[i] = acc;
-    }
+    proc_sum_in_order(buf, all, count, c->n);
     free(all);
     return 0;
 }
@@ -370,7 +318,7 @@ static int mpi_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int3
     if (root < 0 || root >= c->n)
         failf(m, 0, "broadcast root %d is outside communicator %d", root, comm);
     check_size(m, bytes, what);
-    agree(m, c, comm, COLL_BCAST, root, bytes, what);
+    agree(m, c, comm, PROC_BCAST, root, bytes, what);
     MPI_Request req;
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->comm, &req);
     return wait_one(m, req, rc, what);
@@ -383,7 +331,7 @@ static int mpi_allgather(void *impl, int32_t rank, const void *send, void *recv,
     what = what ? what : "ALLGATHER";
     mpi_comm *c = comm_of(m, comm, what);
     check_size(m, bytes * (size_t)c->n, what);
-    agree(m, c, comm, COLL_ALLGATHER, -1, bytes, what);
+    agree(m, c, comm, PROC_ALLGATHER, -1, bytes, what);
     MPI_Request req;
     int rc = MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &req);
     return wait_one(m, req, rc, what);
@@ -413,23 +361,6 @@ static int mpi_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *
     return 0;
 }
 
-static void mpi_progress(void *impl, int32_t rank) {
-    mpi_t *m = impl;
-    (void)rank;
-    m->last_done = MPI_Wtime();
-}
-
-/* A poll that found nothing: the CPU to others, and the watchdog for a
- * rank that polls forever. */
-static void mpi_yield(void *impl, int32_t rank) {
-    mpi_t *m = impl;
-    double idle = MPI_Wtime() - m->last_done;
-    if (idle > m->cfg.timeout_s)
-        failf(m, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress", rank,
-              idle, m->cfg.timeout_s);
-    sched_yield();
-}
-
 static const ppv_transport_ops mpi_ops = {
     .send = mpi_send,
     .recv = mpi_recv,
@@ -441,26 +372,18 @@ static const ppv_transport_ops mpi_ops = {
     .abort = mpi_abort,
     .async_error = mpi_async_error,
     .probe = mpi_probe,
-    .fail = mpi_fail,
-    .progress = mpi_progress,
-    .yield = mpi_yield,
+    .fail = proc_fail,
+    .progress = proc_progress,
+    .yield = proc_yield,
 };
 
-/* Adds communicator ncomms over c (MPI_COMM_NULL where this rank is not
- * in it) of n members listed in ranks. 0, or -1 out of memory. */
-static int push_comm(mpi_t *m, MPI_Comm c, const int32_t *ranks, int32_t n) {
+/* Adds communicator ncomms: c (MPI_COMM_NULL where this rank is not in
+ * it) and its members (proc_members). 0, or -1 out of memory. */
+static int push_comm(mpi_t *m, MPI_Comm c, int32_t *member_of, int32_t n) {
     mpi_comm *cs = realloc(m->comms, (size_t)(m->ncomms + 1) * sizeof *cs);
     if (!cs) return -1;
     m->comms = cs;
-    mpi_comm *x = &cs[m->ncomms];
-    if (!(x->member_of = malloc((size_t)m->size * sizeof *x->member_of))) return -1;
-    for (int32_t r = 0; r < m->size; r++)
-        x->member_of[r] = -1;
-    for (int32_t k = 0; k < n; k++)
-        x->member_of[ranks ? ranks[k] : k] = k;
-    x->comm = c;
-    x->n = n;
-    m->ncomms++;
+    cs[m->ncomms++] = (mpi_comm){c, n, member_of};
     return 0;
 }
 
@@ -483,15 +406,19 @@ static void *mpi_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
     int r = 0, n = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    m->rank = *rank = r;
-    m->size = *size = n;
-    m->cfg.timeout_s = 60;
-    m->last_done = MPI_Wtime();
+    m->b.rank = *rank = r;
+    m->b.size = *size = n;
+    m->b.cfg.timeout_s = 60;
+    m->b.last_done = proc_now();
+    m->b.end_job = mpi_end_job;
     /* ppv's own communicator: its messages never meet another library's,
      * and errors come back to be reported rather than abort unexplained */
+    int32_t *all = NULL, me;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &m->world) != MPI_SUCCESS ||
         MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
-        push_comm(m, m->world, NULL, n) < 0) {
+        proc_members(&m->b, NULL, n, &all, &me, err, errlen) < 0 ||
+        push_comm(m, m->world, all, n) < 0) {
+        free(all);
         snprintf(err, errlen, "cannot make ppv's communicator (MPI_Comm_dup, or out of memory)");
         if (m->inited) MPI_Finalize();
         free(m);
@@ -504,36 +431,23 @@ static void *mpi_start(int32_t *rank, int32_t *size, char *err, size_t errlen) {
  * or -1 with the reason. */
 static int32_t mpi_add_comm(void *impl, const int32_t *ranks, int32_t n, char *err, size_t errlen) {
     mpi_t *m = impl;
-    int32_t me = -1;
-    for (int32_t k = 0; k < n; k++) {
-        if (ranks[k] < 0 || ranks[k] >= m->size) {
-            snprintf(err, errlen, "communicator member %d is outside the job's %d ranks", ranks[k],
-                     m->size);
-            return -1;
-        }
-        if (ranks[k] == m->rank) me = k;
-    }
+    int32_t *member_of, me;
+    if (proc_members(&m->b, ranks, n, &member_of, &me, err, errlen) < 0) return -1;
     MPI_Comm c = MPI_COMM_NULL;
     if (MPI_Comm_split(m->world, me >= 0 ? 1 : MPI_UNDEFINED, me, &c) != MPI_SUCCESS ||
         (c != MPI_COMM_NULL && MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN) != MPI_SUCCESS)) {
         snprintf(err, errlen, "MPI_Comm_split failed");
+        free(member_of);
         return -1;
     }
-    if (push_comm(m, c, ranks, n) < 0) {
+    if (push_comm(m, c, member_of, n) < 0) {
         snprintf(err, errlen, "out of memory");
+        free(member_of);
         return -1;
     }
     return m->ncomms - 1;
 }
 
-static int mpi_configure(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen) {
-    mpi_t *m = impl;
-    (void)err;
-    (void)errlen;
-    m->cfg = *cfg;
-    m->last_done = MPI_Wtime();
-    return 0;
-}
 
 /* Every buffered send delivered (under the watchdog), then every rank
  * there. */
@@ -569,7 +483,7 @@ static void mpi_end(void *impl) {
 
 static const ppv_proc_module module = {
     .start = mpi_start,
-    .configure = mpi_configure,
+    .configure = proc_configure,
     .add_comm = mpi_add_comm,
     .settle = mpi_settle,
     .end = mpi_end,

@@ -40,9 +40,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "proc_module.h"
+#include "proc_common.h"
 
-enum { COLL_ALLREDUCE = 1, COLL_BCAST, COLL_ALLGATHER };
 
 /* The functions of libnccl and libcudart the transport calls. */
 typedef struct nccl_api {
@@ -97,7 +96,7 @@ typedef struct nccl_comm {
 } nccl_comm;
 
 typedef struct nccl_t {
-    int32_t rank, size;
+    proc_base b; /* first: the shared handle */
     int mpi_inited;
     int launched; /* started by ppv launch: no MPI */
     nccl_api api;
@@ -106,49 +105,27 @@ typedef struct nccl_t {
     int32_t ncomms;
     cudaStream_t stream;
     int device;
-    ppv_proc_config cfg;
     int in_group;
     staged *grp;
     int ngrp, capgrp;
     dev_block *pool; /* staging buffers */
     int npool, cappool;
-    double last_done;
 } nccl_t;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void set_what(char *dst, size_t n, const char *what) {
-    snprintf(dst, n, "%s", what ? what : "(unnamed)");
-}
-
-/* The job ends: the report, the communicator aborted (nothing of it may
- * hang the exit), MPI_Abort with exit status 1 (a finding) or 2. */
-static void nccl_fail(void *impl, int32_t rank, int env, const char *msg) {
-    nccl_t *m = impl;
-    fprintf(stderr, "ppv: rank %d of %d: %s\n", rank, m->size, msg);
-    fflush(stderr);
+/* The job ends: every communicator aborted (nothing of it may hang the
+ * exit), then MPI_Abort with this exit status; under ppv launch, exit
+ * (the launcher ends the other ranks). */
+static void nccl_end_job(proc_base *b, int code) {
+    nccl_t *m = (nccl_t *)b;
     for (int32_t k = m->ncomms - 1; k >= 1; k--)
         if (m->comms[k].comm) m->api.CommAbort(m->comms[k].comm);
     if (m->comm) m->api.CommAbort(m->comm);
     m->comm = NULL;
-    if (!m->launched) MPI_Abort(MPI_COMM_WORLD, env ? 2 : 1);
-    exit(env ? 2 : 1); /* under ppv launch, which ends the other ranks */
+    if (!m->launched) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
 }
 
-static void failf(nccl_t *m, int env, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void failf(nccl_t *m, int env, const char *fmt, ...) {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    nccl_fail(m, m->rank, env, msg);
-}
+#define failf(m, ...) proc_failf(&(m)->b, __VA_ARGS__)
 
 static void check_nccl(nccl_t *m, ncclResult_t rc, const char *what) {
     if (rc != ncclSuccess && rc != ncclInProgress)
@@ -159,21 +136,11 @@ static void check_cuda(nccl_t *m, cudaError_t rc, const char *what) {
     if (rc != cudaSuccess) failf(m, 1, "%s: CUDA says: %s", what, m->api.GetErrorStringCuda(rc));
 }
 
-static void backoff(int *spins, double waited) {
-    if (++*spins < 64) return;
-    if (waited < 0.1) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, 100000};
-    nanosleep(&ts, NULL);
-}
-
 /* Waits until the stream has run everything put on it, polling the
  * communicator's asynchronous error; past the timeout, the hang is
  * reported (what: the call and its peer) and the job ends. */
 static void wait_stream(nccl_t *m, const char *what) {
-    double t0 = now_s();
+    double t0 = proc_now();
     int spins = 0;
     for (;;) {
         cudaError_t q = m->api.StreamQuery(m->stream);
@@ -187,15 +154,15 @@ static void wait_stream(nccl_t *m, const char *what) {
         if (async != ncclSuccess && async != ncclInProgress)
             failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
                   m->api.GetErrorString(async));
-        double waited = now_s() - t0;
-        if (waited > m->cfg.timeout_s)
+        double waited = proc_now() - t0;
+        if (waited > m->b.cfg.timeout_s)
             failf(m, 0,
                   "hang: %s has waited %.1f s (--timeout %g); ncclCommAbort called: a deadlock, "
                   "or a rank that stopped",
-                  what, waited, m->cfg.timeout_s);
-        backoff(&spins, waited);
+                  what, waited, m->b.cfg.timeout_s);
+        proc_backoff(&spins, waited);
     }
-    m->last_done = now_s();
+    m->b.last_done = proc_now();
 }
 
 /* Device staging buffers are kept for the next calls (cudaMalloc is slow,
@@ -229,14 +196,14 @@ static void dev_release(nccl_t *m, void *d) {
 /* The communicator of comm, with this rank in it, or the job ends. */
 static nccl_comm *comm_of(nccl_t *m, int32_t comm, const char *what) {
     if (comm < 0 || comm >= m->ncomms || !m->comms[comm].comm)
-        failf(m, 0, "%s: rank %d is not a member of communicator %d", what, m->rank, comm);
+        failf(m, 0, "%s: rank %d is not a member of communicator %d", what, m->b.rank, comm);
     return &m->comms[comm];
 }
 
 /* peer's rank in c, or the job ends. */
 static int peer_in(nccl_t *m, const nccl_comm *c, int32_t comm, int32_t peer, const char *what) {
-    if (peer < 0 || peer >= m->size || peer == m->rank || c->member_of[peer] < 0)
-        failf(m, 0, "%s: rank %d cannot exchange with rank %d on communicator %d", what, m->rank,
+    if (peer < 0 || peer >= m->b.size || peer == m->b.rank || c->member_of[peer] < 0)
+        failf(m, 0, "%s: rank %d cannot exchange with rank %d on communicator %d", what, m->b.rank,
               peer, comm);
     return c->member_of[peer];
 }
@@ -264,7 +231,7 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     if (m->in_group) {
         staged *g = group_slot(m);
         *g = (staged){.dev = d, .bytes = bytes, .peer = peer, .send = 1};
-        set_what(g->what, sizeof g->what, what);
+        proc_set_what(g->what, sizeof g->what, what);
         return 0;
     }
     char desc[160];
@@ -286,7 +253,7 @@ static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     if (m->in_group) { /* copied out once the group has run */
         staged *g = group_slot(m);
         *g = (staged){.dev = d, .host = buf, .bytes = bytes, .peer = peer, .send = 0};
-        set_what(g->what, sizeof g->what, what);
+        proc_set_what(g->what, sizeof g->what, what);
         return 0;
     }
     check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
@@ -355,16 +322,7 @@ static void agree(nccl_t *m, const nccl_comm *c, int32_t comm, int kind, int32_t
     char desc[96];
     snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
     gather(m, c, mine, all, sizeof mine, desc);
-    for (int32_t k = 0; k < c->n; k++)
-        if (memcmp(&all[3 * k], mine, sizeof mine) != 0) {
-            long long theirs[3] = {(long long)all[3 * k], (long long)all[3 * k + 1],
-                                   (long long)all[3 * k + 2]};
-            free(all);
-            failf(m, 0,
-                  "collective on communicator %d: rank %d's %s (%zu bytes, root %d) does not "
-                  "match member %d's (kind %lld, %lld bytes, root %lld)",
-                  comm, m->rank, what, bytes, root, k, theirs[0], theirs[2], theirs[1]);
-        }
+    proc_check_agreement(&m->b, comm, c->n, all, mine, what);
     free(all);
 }
 
@@ -374,16 +332,11 @@ static int nccl_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count
     (void)rank;
     what = what ? what : "ALLREDUCE";
     nccl_comm *c = comm_of(m, comm, what);
-    agree(m, c, comm, COLL_ALLREDUCE, -1, count * sizeof(float), what);
+    agree(m, c, comm, PROC_ALLREDUCE, -1, count * sizeof(float), what);
     float *all = malloc((count ? count : 1) * (size_t)c->n * sizeof *all);
     if (!all) failf(m, 1, "out of memory");
     gather(m, c, buf, all, count * sizeof(float), what);
-    for (size_t i = 0; i < count; i++) { /* member order, as the mock adds */
-        float acc = 0.0f;
-        for (int32_t k = 0; k < c->n; k++)
-            acc += all[(size_t)k * count + i];
-        buf[i] = acc;
-    }
+    proc_sum_in_order(buf, all, count, c->n);
     free(all);
     return 0;
 }
@@ -396,7 +349,7 @@ static int nccl_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int
     nccl_comm *c = comm_of(m, comm, what);
     if (root < 0 || root >= c->n)
         failf(m, 0, "broadcast root %d is outside communicator %d", root, comm);
-    agree(m, c, comm, COLL_BCAST, root, bytes, what);
+    agree(m, c, comm, PROC_BCAST, root, bytes, what);
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
     check_nccl(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, c->comm, m->stream), what);
@@ -412,7 +365,7 @@ static int nccl_allgather(void *impl, int32_t rank, const void *send, void *recv
     (void)rank;
     what = what ? what : "ALLGATHER";
     nccl_comm *c = comm_of(m, comm, what);
-    agree(m, c, comm, COLL_ALLGATHER, -1, bytes, what);
+    agree(m, c, comm, PROC_ALLGATHER, -1, bytes, what);
     gather(m, c, send, recv, bytes, what);
     return 0;
 }
@@ -439,21 +392,6 @@ static int nccl_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int 
     return PPV_ERR_USAGE;
 }
 
-static void nccl_progress(void *impl, int32_t rank) {
-    nccl_t *m = impl;
-    (void)rank;
-    m->last_done = now_s();
-}
-
-static void nccl_yield(void *impl, int32_t rank) {
-    nccl_t *m = impl;
-    double idle = now_s() - m->last_done;
-    if (idle > m->cfg.timeout_s)
-        failf(m, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress", rank,
-              idle, m->cfg.timeout_s);
-    sched_yield();
-}
-
 static const ppv_transport_ops nccl_ops = {
     .send = nccl_send,
     .recv = nccl_recv,
@@ -465,9 +403,9 @@ static const ppv_transport_ops nccl_ops = {
     .abort = nccl_abort,
     .async_error = nccl_async_error,
     .probe = nccl_probe,
-    .fail = nccl_fail,
-    .progress = nccl_progress,
-    .yield = nccl_yield,
+    .fail = proc_fail,
+    .progress = proc_progress,
+    .yield = proc_yield,
 };
 
 /* Opens the library at env's path, else the names given; NULL with the
@@ -548,7 +486,7 @@ static int share_id(const char *dir, int32_t rank, ncclUniqueId *id, char *err, 
         }
         return 0;
     }
-    double t0 = now_s();
+    double t0 = proc_now();
     int spins = 0;
     for (;;) {
         FILE *f = fopen(path, "rb");
@@ -557,11 +495,11 @@ static int share_id(const char *dir, int32_t rank, ncclUniqueId *id, char *err, 
             fclose(f);
             if (got == 1) return 0;
         }
-        if (now_s() - t0 > 60) {
+        if (proc_now() - t0 > 60) {
             snprintf(err, errlen, "rank 0's NCCL id did not appear in %s within 60 s", path);
             return -1;
         }
-        backoff(&spins, 1); /* past the spinning: sleep between looks */
+        proc_backoff(&spins, 1); /* past the spinning: sleep between looks */
     }
 }
 
@@ -577,21 +515,13 @@ static int local_rank(void) {
     return r;
 }
 
-/* Adds communicator ncomms (c, NULL where this rank is not in it) of the
- * n members in ranks (NULL: every rank). 0, or -1 out of memory. */
-static int push_comm(nccl_t *m, ncclComm_t c, const int32_t *ranks, int32_t n) {
+/* Adds communicator ncomms: c (NULL where this rank is not in it) and its
+ * members (proc_members). 0, or -1 out of memory. */
+static int push_comm(nccl_t *m, ncclComm_t c, int32_t *member_of, int32_t n) {
     nccl_comm *cs = realloc(m->comms, (size_t)(m->ncomms + 1) * sizeof *cs);
     if (!cs) return -1;
     m->comms = cs;
-    nccl_comm *x = &cs[m->ncomms];
-    if (!(x->member_of = malloc((size_t)m->size * sizeof *x->member_of))) return -1;
-    for (int32_t r = 0; r < m->size; r++)
-        x->member_of[r] = -1;
-    for (int32_t k = 0; k < n; k++)
-        x->member_of[ranks ? ranks[k] : k] = k;
-    x->comm = c;
-    x->n = n;
-    m->ncomms++;
+    cs[m->ncomms++] = (nccl_comm){c, n, member_of};
     return 0;
 }
 
@@ -638,9 +568,10 @@ static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) 
         MPI_Comm_rank(MPI_COMM_WORLD, &r);
         MPI_Comm_size(MPI_COMM_WORLD, &n);
     }
-    m->rank = *rank = r;
-    m->size = *size = n;
-    m->cfg.timeout_s = 60;
+    m->b.rank = *rank = r;
+    m->b.size = *size = n;
+    m->b.cfg.timeout_s = 60;
+    m->b.end_job = nccl_end_job;
     cudaError_t ce = m->api.GetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev < 1) {
         snprintf(err, errlen, "no GPU here (%s)",
@@ -664,27 +595,30 @@ static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t nr = m->api.CommInitRankConfig(&m->comm, n, id, r, &config);
-    double t0 = now_s();
+    double t0 = proc_now();
     int spins = 0;
     while (nr == ncclInProgress) {
         if (m->api.CommGetAsyncError(m->comm, &nr) != ncclSuccess) nr = ncclInternalError;
-        if (nr == ncclInProgress && now_s() - t0 > 60) {
+        if (nr == ncclInProgress && proc_now() - t0 > 60) {
             snprintf(err, errlen, "ncclCommInitRankConfig has not finished in 60 s");
             m->api.CommAbort(m->comm);
             m->comm = NULL;
             goto fail;
         }
-        backoff(&spins, now_s() - t0);
+        proc_backoff(&spins, proc_now() - t0);
     }
     if (nr != ncclSuccess) {
         snprintf(err, errlen, "ncclCommInitRankConfig: %s", m->api.GetErrorString(nr));
         goto fail;
     }
-    if (push_comm(m, m->comm, NULL, n) < 0) {
+    int32_t *all, me;
+    if (proc_members(&m->b, NULL, n, &all, &me, err, errlen) < 0) goto fail;
+    if (push_comm(m, m->comm, all, n) < 0) {
+        free(all);
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    m->last_done = now_s();
+    m->b.last_done = proc_now();
     return m;
 fail:
     if (m->mpi_inited) MPI_Finalize();
@@ -697,55 +631,43 @@ fail:
 static int32_t nccl_add_comm(void *impl, const int32_t *ranks, int32_t n, char *err,
                              size_t errlen) {
     nccl_t *m = impl;
-    int32_t me = -1;
-    for (int32_t k = 0; k < n; k++) {
-        if (ranks[k] < 0 || ranks[k] >= m->size) {
-            snprintf(err, errlen, "communicator member %d is outside the job's %d ranks", ranks[k],
-                     m->size);
-            return -1;
-        }
-        if (ranks[k] == m->rank) me = k;
-    }
+    int32_t *member_of, me;
+    if (proc_members(&m->b, ranks, n, &member_of, &me, err, errlen) < 0) return -1;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t c = NULL;
     ncclResult_t nr = m->api.CommSplit(m->comm, me >= 0 ? 1 : NCCL_SPLIT_NOCOLOR, me, &c, &config);
-    double t0 = now_s();
+    double t0 = proc_now();
     int spins = 0;
     while (nr == ncclInProgress && c) {
         if (m->api.CommGetAsyncError(c, &nr) != ncclSuccess) nr = ncclInternalError;
-        if (nr == ncclInProgress && now_s() - t0 > m->cfg.timeout_s) {
-            snprintf(err, errlen, "ncclCommSplit has not finished in %g s", m->cfg.timeout_s);
+        if (nr == ncclInProgress && proc_now() - t0 > m->b.cfg.timeout_s) {
+            snprintf(err, errlen, "ncclCommSplit has not finished in %g s", m->b.cfg.timeout_s);
+            free(member_of);
             return -1;
         }
-        backoff(&spins, now_s() - t0);
+        proc_backoff(&spins, proc_now() - t0);
     }
     if (nr != ncclSuccess && nr != ncclInProgress) {
         snprintf(err, errlen, "ncclCommSplit: %s", m->api.GetErrorString(nr));
+        free(member_of);
         return -1;
     }
-    if (push_comm(m, me >= 0 ? c : NULL, ranks, n) < 0) {
+    if (push_comm(m, me >= 0 ? c : NULL, member_of, n) < 0) {
         snprintf(err, errlen, "out of memory");
+        free(member_of);
         return -1;
     }
     return m->ncomms - 1;
 }
 
-static int nccl_configure(void *impl, const ppv_proc_config *cfg, char *err, size_t errlen) {
-    nccl_t *m = impl;
-    (void)err;
-    (void)errlen;
-    m->cfg = *cfg;
-    m->last_done = now_s();
-    return 0;
-}
 
 /* Everything put on the stream done, then every rank there. */
 static int nccl_settle(void *impl) {
     nccl_t *m = impl;
     wait_stream(m, "the end of the run");
     char one = 1, all[4096];
-    char *buf = m->size <= (int32_t)sizeof all ? all : malloc((size_t)m->size);
+    char *buf = m->b.size <= (int32_t)sizeof all ? all : malloc((size_t)m->b.size);
     if (!buf) failf(m, 1, "out of memory");
     gather(m, &m->comms[0], &one, buf, 1, "the end of the run (every rank there)");
     if (buf != all) free(buf);
@@ -764,11 +686,11 @@ static void nccl_end(void *impl) {
     if (m->comm) {
         /* a clean end: finalize polls until the communicator is flushed */
         ncclResult_t nr = m->api.CommFinalize(m->comm);
-        double t0 = now_s();
+        double t0 = proc_now();
         int spins = 0;
-        while (nr == ncclInProgress && now_s() - t0 < m->cfg.timeout_s) {
+        while (nr == ncclInProgress && proc_now() - t0 < m->b.cfg.timeout_s) {
             if (m->api.CommGetAsyncError(m->comm, &nr) != ncclSuccess) break;
-            backoff(&spins, now_s() - t0);
+            proc_backoff(&spins, proc_now() - t0);
         }
         if (nr == ncclSuccess)
             m->api.CommDestroy(m->comm);
@@ -786,7 +708,7 @@ static void nccl_end(void *impl) {
 
 static const ppv_proc_module module = {
     .start = nccl_start,
-    .configure = nccl_configure,
+    .configure = proc_configure,
     .add_comm = nccl_add_comm,
     .settle = nccl_settle,
     .end = nccl_end,

@@ -1,0 +1,160 @@
+/* proc_common.h - what the transports of processes (mpi.c, nccl.c) share:
+ * a handle that opens with proc_base, the job's end on a failure, the
+ * polling between two looks at a request, the watchdog of a rank that
+ * only polls, and the members of a communicator. Each module is built on
+ * its own, so these are static inline. */
+#ifndef PPV_PROC_COMMON_H
+#define PPV_PROC_COMMON_H
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "proc_module.h"
+
+/* The first member of a transport's handle. */
+typedef struct proc_base {
+    int32_t rank, size;
+    ppv_proc_config cfg;
+    double last_done; /* the last completion or progress (a poll's watchdog) */
+    /* Ends the job with this exit status (after aborting what must not
+     * hang the exit); does not return. */
+    void (*end_job)(struct proc_base *b, int code);
+} proc_base;
+
+static inline double proc_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static inline void proc_set_what(char *dst, size_t n, const char *what) {
+    snprintf(dst, n, "%s", what ? what : "(unnamed)");
+}
+
+/* The transport's fail (ppv_transport_ops.fail): the report on stderr,
+ * then the job ends with exit status 1 (a finding) or 2 (the
+ * environment). */
+static inline void proc_fail(void *impl, int32_t rank, int env, const char *msg) {
+    proc_base *b = impl;
+    fprintf(stderr, "ppv: rank %d of %d: %s\n", rank, b->size, msg);
+    fflush(stderr);
+    b->end_job(b, env ? 2 : 1);
+    exit(env ? 2 : 1); /* end_job does not return; if it did, still end */
+}
+
+static inline void proc_failf(proc_base *b, int env, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline void proc_failf(proc_base *b, int env, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    proc_fail(b, b->rank, env, msg);
+}
+
+/* Between two polls of a wait: a few tests in a row, then the CPU to
+ * others at each poll (mpirun --oversubscribe puts several ranks on a
+ * core; on an idle core sched_yield returns at once, and every test
+ * drives the library's progress); past 100 ms of waiting, short sleeps. */
+static inline void proc_backoff(int *spins, double waited) {
+    if (++*spins < 64) return;
+    if (waited < 0.1) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+}
+
+/* ppv_transport_ops.progress: work was done. */
+static inline void proc_progress(void *impl, int32_t rank) {
+    (void)rank;
+    ((proc_base *)impl)->last_done = proc_now();
+}
+
+/* ppv_transport_ops.yield: a poll that found nothing. The CPU to others,
+ * and the watchdog of a rank that polls forever. */
+static inline void proc_yield(void *impl, int32_t rank) {
+    proc_base *b = impl;
+    double idle = proc_now() - b->last_done;
+    if (idle > b->cfg.timeout_s)
+        proc_failf(b, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress",
+                   rank, idle, b->cfg.timeout_s);
+    sched_yield();
+}
+
+/* ppv_transport_ops' collectives, as each transport tells them apart
+ * when its members agree on what they call. */
+enum { PROC_ALLREDUCE = 1, PROC_BCAST, PROC_ALLGATHER };
+
+/* After a collective's members exchanged what they call (all[3 * k]:
+ * member k's kind, root and bytes; mine: this rank's), the job ends at the
+ * first disagreement, as the mock reports one. */
+static inline void proc_check_agreement(proc_base *b, int32_t comm, int32_t n, const int64_t *all,
+                                        const int64_t *mine, const char *what) {
+    static const char *const kinds[] = {"?", "ALLREDUCE", "BCAST", "ALLGATHER"};
+    for (int32_t k = 0; k < n; k++) {
+        const int64_t *t = &all[3 * k];
+        if (t[0] == mine[0] && t[1] == mine[1] && t[2] == mine[2]) continue;
+        proc_failf(b, 0,
+                   "collective on communicator %d: rank %d's %s (%lld bytes, root %lld) does not "
+                   "match member %d's (%s, %lld bytes, root %lld)",
+                   comm, b->rank, what, (long long)mine[2], (long long)mine[1], k,
+                   t[0] >= 1 && t[0] <= 3 ? kinds[t[0]] : kinds[0], (long long)t[2],
+                   (long long)t[1]);
+    }
+}
+
+/* An allreduce from an allgather (all: member k's count floats at k *
+ * count): the sum in member order into buf, the mock's bits. */
+static inline void proc_sum_in_order(float *buf, const float *all, size_t count, int32_t n) {
+    for (size_t i = 0; i < count; i++) {
+        float acc = 0.0f;
+        for (int32_t k = 0; k < n; k++) acc += all[(size_t)k * count + i];
+        buf[i] = acc;
+    }
+}
+
+/* ppv_transport_ops' configure: the run's semantics and timeout. */
+static inline int proc_configure(void *impl, const ppv_proc_config *cfg, char *err,
+                                 size_t errlen) {
+    proc_base *b = impl;
+    (void)err;
+    (void)errlen;
+    b->cfg = *cfg;
+    b->last_done = proc_now();
+    return 0;
+}
+
+/* A communicator's members: *member_of (malloc'd, [size]: the rank in it,
+ * -1) from the n global ranks listed (NULL: every rank), and *me, this
+ * rank's place (-1: not a member). 0, or -1 with the reason. */
+static inline int proc_members(const proc_base *b, const int32_t *ranks, int32_t n,
+                               int32_t **member_of, int32_t *me, char *err, size_t errlen) {
+    *me = -1;
+    if (!(*member_of = malloc((size_t)b->size * sizeof **member_of))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int32_t r = 0; r < b->size; r++) (*member_of)[r] = -1;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t r = ranks ? ranks[k] : k;
+        if (r < 0 || r >= b->size || (*member_of)[r] >= 0) {
+            snprintf(err, errlen, "communicator member %d is outside the job's %d ranks or "
+                     "listed twice", r, b->size);
+            free(*member_of);
+            *member_of = NULL;
+            return -1;
+        }
+        (*member_of)[r] = k;
+        if (r == b->rank) *me = k;
+    }
+    return 0;
+}
+
+#endif
