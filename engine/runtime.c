@@ -636,6 +636,10 @@ static int run_on_processes(run_ctx *c, const ppv_run_options *o, ppv_world_resu
         return ppv_errf(err, errlen, "%s has %d ranks but the job has %d processes (mpirun -np %d)",
                         s->name, s->nranks, n, s->nranks);
     if (!(o->timeout_s > 0)) return ppv_errf(err, errlen, "the timeout must be positive");
+    if (o->policy.kind != PPV_POLICY_RR || o->fault.kind != PPV_FAULT_NONE)
+        return ppv_errf(err, errlen,
+                        "policies, faults and replayed decisions are the mock's; on "
+                        "processes the transport orders the ranks");
     ppv_proc_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.sem = o->sem;

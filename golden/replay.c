@@ -361,9 +361,10 @@ int ppv_golden_replay_on(const char *path, const ppv_diff_options *o, int pertur
     ro.load_inputs = load_inputs;
     ro.inputs_ctx = &c;
     ro.perturb = perturb;
-    if (proc) {
+    if (proc) { /* the recorded policy ordered the mock's ranks; here the transport does */
         ro.proc = proc;
         ro.timeout_s = timeout_s;
+        ro.policy.kind = PPV_POLICY_RR;
     }
     if (ppv_run(s, &ro, &out->run, e2, sizeof e2) < 0) {
         gerr(err, errlen, "%s: %s", path, e2);

@@ -223,6 +223,16 @@ static void test_record_and_replay_across_transports(void **state) {
     r = RUN("diff", on_mpi, on_mock);
     assert_int_equal(r.code, 0);
     run_free(&r);
+    /* recorded under a random interleaving of the mock, replayed where MPI
+     * orders the ranks */
+    char random[4200];
+    snprintf(random, sizeof random, "%s", tmp_path("random.h5"));
+    r = RUN("record", random, sched, "--policy", "random", "--seed", "4");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = MPIRUN(2, PPV_BIN, "replay", random, "--transport", "mpi");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
     r = RUN("replay", on_mpi);
     assert_int_equal(r.code, 0);
     run_free(&r);

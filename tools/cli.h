@@ -100,6 +100,17 @@ struct json_object *wait_json(const ppv_wait *w);
 /* Writes w's decisions as a trace file (atomically); -1 after a message. */
 int write_trace_file(const char *path, const ppv_world *w);
 
+/* --transport: mock (*out NULL), mpi or nccl; 0, or -1 after the usage
+ * message. */
+int transport_option(const char *arg, const char **out);
+/* --timeout: seconds in (0, 1e6]; 0, or -1 after the usage message. */
+int timeout_option(const char *arg, double *out);
+/* Joins the job of transport name (NULL: the mock, nothing to join) and
+ * says whether this process leads: every rank computes the whole report,
+ * rank 0 prints it (the others' standard output goes nowhere) and writes
+ * the files. -1, or an exit code after the message. */
+int start_transport(const char *name, ppv_proc **proc, int *lead);
+
 /* ppv pp (cmd_pp.c). */
 int cmd_pp(int argc, char **argv);
 

@@ -115,11 +115,11 @@ int cmd_launch(int argc, char **argv) {
         fprintf(stderr, "ppv launch: out of memory\n");
         return PPV_EXIT_BAD_INPUT;
     }
-    char size_s[16];
+    char size_s[24];
     snprintf(size_s, sizeof size_s, "%ld", n);
     int rc = PPV_EXIT_OK, started = 0;
     for (long r = 0; r < n; r++) {
-        char rank_s[16];
+        char rank_s[24];
         snprintf(rank_s, sizeof rank_s, "%ld", r);
         setenv("PPV_LAUNCH_RANK", rank_s, 1);
         setenv("PPV_LAUNCH_SIZE", size_s, 1);

@@ -209,19 +209,12 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case 'X':
-            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0 &&
-                strcmp(optarg, "nccl") != 0)
-                return usage_error("--transport is mock, mpi or nccl, not '%s'", optarg);
-            a->transport = strcmp(optarg, "mock") == 0 ? NULL : optarg;
+            if (transport_option(optarg, &a->transport) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        case 'O': {
-            char *end;
-            a->o.timeout_s = strtod(optarg, &end);
-            if (end == optarg || *end || !(a->o.timeout_s > 0) || a->o.timeout_s > 1e6)
-                return usage_error("--timeout needs seconds in (0, 1e6], not '%s'", optarg);
+        case 'O':
+            if (timeout_option(optarg, &a->o.timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
             a->timeout_given = 1;
             break;
-        }
         case 'h':
             return print_help();
         default:
@@ -566,20 +559,8 @@ static int run_pp(pp_args *ap) {
     if (a.compare_kv) return compare_kv(&a);
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
-    if (a.transport) {
-        if (ppv_proc_start(a.transport, &proc, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv pp: --transport %s: %s\n", a.transport, err);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        a.o.proc = proc;
-        lead = ppv_proc_rank(proc) == 0;
-        if (!lead && !freopen("/dev/null", "w", stdout)) {
-            fprintf(stderr, "ppv pp: cannot silence rank %d's output: %s\n", ppv_proc_rank(proc),
-                    strerror(errno));
-            ppv_proc_end(proc);
-            return PPV_EXIT_BAD_INPUT;
-        }
-    }
+    if ((rc = start_transport(a.transport, &proc, &lead)) >= 0) return rc;
+    a.o.proc = proc;
     ppv_inference_writer *w = NULL;
     if (a.record && lead) {
         ppv_inference_setup setup = {a.o.mesh, a.o.kv_window, a.o.model};

@@ -1018,19 +1018,11 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
             ra->cublas = strcmp(optarg, "cublas") == 0;
             break;
         case 'T':
-            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0 &&
-                strcmp(optarg, "nccl") != 0)
-                return usage_error("--transport is mock, mpi or nccl, not '%s'", optarg);
-            ra->transport = strcmp(optarg, "mock") == 0 ? NULL : optarg;
+            if (transport_option(optarg, &ra->transport) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        case 'O': {
-            char *end;
-            double t = strtod(optarg, &end);
-            if (end == optarg || *end || !(t > 0) || t > 1e6)
-                return usage_error("--timeout needs seconds in (0, 1e6], not '%s'", optarg);
-            ra->opt.timeout_s = t;
+        case 'O':
+            if (timeout_option(optarg, &ra->opt.timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        }
         case 'U':
             ra->opt.allow_unsafe = 1;
             break;
@@ -1211,20 +1203,38 @@ static int run_junit(const char *path, const ppv_schedule *s, const ppv_run_repo
     return finish_junit(&j, path, run_cases(&j, "", rep, 1, matches, ref_digest));
 }
 
-/* --transport mpi: joins the job (ra->opt.proc, *proc) and says whether
- * this process leads: every rank computes the whole report and rank 0
- * prints it (the others' standard output goes nowhere) and writes the
- * files. -1, or an exit code. */
-static int start_transport(run_args *ra, ppv_proc **proc, int *lead) {
+/* --transport (cli.h). */
+int transport_option(const char *arg, const char **out) {
+    if (strcmp(arg, "mock") != 0 && strcmp(arg, "mpi") != 0 && strcmp(arg, "nccl") != 0) {
+        usage_error("--transport is mock, mpi or nccl, not '%s'", arg);
+        return -1;
+    }
+    *out = strcmp(arg, "mock") == 0 ? NULL : arg;
+    return 0;
+}
+
+/* --timeout (cli.h). */
+int timeout_option(const char *arg, double *out) {
+    char *end;
+    double t = strtod(arg, &end);
+    if (end == arg || *end || !(t > 0) || t > 1e6) {
+        usage_error("--timeout needs seconds in (0, 1e6], not '%s'", arg);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+/* (cli.h) */
+int start_transport(const char *name, ppv_proc **proc, int *lead) {
     char err[512];
     *proc = NULL;
     *lead = 1;
-    if (!ra->transport) return -1;
-    if (ppv_proc_start(ra->transport, proc, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv %s: --transport %s: %s\n", g_cmd, ra->transport, err);
+    if (!name) return -1;
+    if (ppv_proc_start(name, proc, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: --transport %s: %s\n", g_cmd, name, err);
         return PPV_EXIT_BAD_INPUT;
     }
-    ra->opt.proc = *proc;
     *lead = ppv_proc_rank(*proc) == 0;
     if (!*lead && !freopen("/dev/null", "w", stdout)) {
         fprintf(stderr, "ppv %s: cannot silence rank %d's output: %s\n", g_cmd,
@@ -1232,6 +1242,15 @@ static int start_transport(run_args *ra, ppv_proc **proc, int *lead) {
         ppv_proc_end(*proc);
         return PPV_EXIT_BAD_INPUT;
     }
+    return -1;
+}
+
+/* --transport for run and record: joins the job (ra->opt.proc); rank 0
+ * alone writes the JUnit file. -1, or an exit code. */
+static int join_transport(run_args *ra, ppv_proc **proc, int *lead) {
+    int rc = start_transport(ra->transport, proc, lead);
+    if (rc >= 0) return rc;
+    ra->opt.proc = *proc;
     if (!*lead) ra->junit = NULL;
     return -1;
 }
@@ -1246,7 +1265,7 @@ static int cmd_run(int argc, char **argv) {
     char err[1024];
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report (on MPI, rank 0) */
-    if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
+    if ((rc = join_transport(&ra, &proc, &lead)) >= 0) return rc;
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     ra.opt.perturb = ra.perturb;
     progress pr;
@@ -1657,7 +1676,7 @@ static int cmd_record(int argc, char **argv) {
     char *text = NULL, err[1024];
     ppv_proc *proc = NULL;
     int lead = 1; /* this process writes the file (on MPI, rank 0) */
-    if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
+    if ((rc = join_transport(&ra, &proc, &lead)) >= 0) return rc;
     if ((rc = prepare_run(&ra, &s)) >= 0) goto done;
     size_t len = 0;
     if (!(text = ppv_file_read(ra.file, &len, err, sizeof err))) {
@@ -1812,19 +1831,12 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             break;
         case 'R':
             if (nfiles != 1) return usage_error("%s is replay's option", "--transport");
-            if (strcmp(optarg, "mock") != 0 && strcmp(optarg, "mpi") != 0 &&
-                strcmp(optarg, "nccl") != 0)
-                return usage_error("--transport is mock, mpi or nccl, not '%s'", optarg);
-            da->transport = strcmp(optarg, "mock") == 0 ? NULL : optarg;
+            if (transport_option(optarg, &da->transport) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        case 'O': {
+        case 'O':
             if (nfiles != 1) return usage_error("%s is replay's option", "--timeout");
-            char *end;
-            da->timeout_s = strtod(optarg, &end);
-            if (end == optarg || *end || !(da->timeout_s > 0) || da->timeout_s > 1e6)
-                return usage_error("--timeout needs seconds in (0, 1e6], not '%s'", optarg);
+            if (timeout_option(optarg, &da->timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        }
         case 'M':
             if (nfiles != 1) return usage_error("%s is replay's option", "--mesh");
             if (parse_int(optarg, 1, 64, &da->mesh) < 0)
@@ -2186,15 +2198,9 @@ static int cmd_replay(int argc, char **argv) {
     ppv_replay_result res;
     char err[1024];
     ppv_proc *proc = NULL;
-    if (da.transport) {
-        run_args ra;
-        memset(&ra, 0, sizeof ra);
-        ra.transport = da.transport;
-        ra.junit = da.junit;
-        int lead;
-        if ((rc = start_transport(&ra, &proc, &lead)) >= 0) return rc;
-        da.junit = ra.junit; /* rank 0 writes it */
-    }
+    int lead;
+    if ((rc = start_transport(da.transport, &proc, &lead)) >= 0) return rc;
+    if (!lead) da.junit = NULL; /* rank 0 writes it */
     diff_junit dj;
     diff_junit_begin(&da, &dj);
     if (ppv_golden_replay_on(da.files[0], &da.o, da.perturb, proc,

@@ -472,7 +472,8 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
         o->keep_kv || o->inject != PPV_INJECT_NONE)
         return ppv_errf(err, errlen,
                         "policies, faults, injections, replayed decisions and the "
-                        "KV comparison are the mock's; on processes MPI orders the ranks");
+                        "KV comparison are the mock's; on processes the transport orders the "
+                        "ranks");
     if (!(o->timeout_s > 0)) return ppv_errf(err, errlen, "the timeout must be positive");
     int32_t *mesh = malloc((size_t)o->mesh * sizeof *mesh);
     if (!mesh) return ppv_errf(err, errlen, "out of memory");
