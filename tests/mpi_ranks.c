@@ -106,6 +106,13 @@ static void sc_poll(ppv_transport *t, int32_t rank, void *arg) {
     }
 }
 
+/* Rank 0 broadcasts; rank 1 never joins it. */
+static void sc_lonely_collective(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    uint64_t word = 0;
+    if (rank == 0) t->ops->broadcast(t->impl, rank, &word, sizeof word, 0, 0, "BCAST");
+}
+
 static void sc_nested_group(ppv_transport *t, int32_t rank, void *arg) {
     (void)arg;
     t->ops->group_start(t->impl, rank);
@@ -131,6 +138,7 @@ static const struct {
     {"env-failure", sc_env_failure},
     {"poll", sc_poll},
     {"nested-group", sc_nested_group},
+    {"lonely-collective", sc_lonely_collective},
     {"bad-peer", sc_bad_peer},
 };
 

@@ -495,6 +495,7 @@ static void test_failures_are_reported_and_end_the_job(void **state) {
         {"tripwire", 1, "rank 1 of 2: tripwire: chunk 3 came after chunk 4", "30"},
         {"env-failure", 2, "rank 1 of 2: out of memory holding chunk 3", "30"},
         {"poll", 1, "rank 1 of 2: hang: rank 1 has polled for", "1"},
+        {"lonely-collective", 1, "the end of the run", "30"}, /* a mismatch: below */
         {"nested-group", 1, "group_start inside an open group", "30"},
         {"bad-peer", 1, "0SEND_F0: rank 0 cannot send to rank 5 on communicator 0", "30"},
     };
@@ -504,6 +505,8 @@ static void test_failures_are_reported_and_end_the_job(void **state) {
             fprintf(stderr, "%s: exit %d\n%s", cases[k].scenario, r.code, r.err);
         assert_int_equal(r.code, cases[k].code);
         assert_non_null(strstr(r.err, cases[k].says));
+        if (k == 5) /* rank 1 ended while rank 0 broadcast: either reports it */
+            assert_non_null(strstr(r.err, "does not match member"));
         if (k == 1) /* either rank may be the one to report it first */
             assert_true(strstr(r.err, "BCAST (8 bytes, root 0) does not match member 1's (BCAST, "
                                       "8 bytes, root 1)") ||
@@ -672,6 +675,7 @@ static void test_nccl_transport_logic(void **state) {
         {"poll", "NCCL has no probe"},
         {"collective-mismatch", "collective on communicator 0: rank "},
         {"tripwire", "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
+        {"lonely-collective", "the end of the run"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         r = MPIRUN(2, RANKS_BIN, cases[k].scenario, "rendezvous", "30", "nccl");

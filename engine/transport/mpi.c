@@ -123,14 +123,20 @@ static int wait_pending(mpi_t *m, pending *p, int n) {
         if (!left) return 0;
         double waited = proc_now() - t0;
         if (waited > m->b.cfg.timeout_s)
-            for (int i = 0; i < n; i++)
-                if (p[i].req != MPI_REQUEST_NULL)
+            for (int i = 0; i < n; i++) {
+                if (p[i].req == MPI_REQUEST_NULL) continue;
+                if (p[i].peer < 0) /* a collective or the end-of-run barrier */
                     failf(m, 0,
-                          "hang: %s has waited %.1f s (--timeout %g) to %s rank %d (%zu bytes%s); "
-                          "a deadlock, or a rank that stopped",
-                          p[i].what, waited, m->b.cfg.timeout_s,
-                          p[i].send ? "send to" : "receive from", p[i].peer, p[i].bytes,
-                          p[i].send ? ", a synchronous send: it waits for the receive" : "");
+                          "hang: %s has waited %.1f s (--timeout %g) for every member of its "
+                          "communicator; a deadlock, or a rank that stopped",
+                          p[i].what, waited, m->b.cfg.timeout_s);
+                failf(m, 0,
+                      "hang: %s has waited %.1f s (--timeout %g) to %s rank %d (%zu bytes%s); "
+                      "a deadlock, or a rank that stopped",
+                      p[i].what, waited, m->b.cfg.timeout_s, p[i].send ? "send to" : "receive from",
+                      p[i].peer, p[i].bytes,
+                      p[i].send ? ", a synchronous send: it waits for the receive" : "");
+            }
         proc_backoff(&spins, waited);
     }
 }
@@ -266,6 +272,14 @@ static int mpi_group_end(void *impl, int32_t rank) {
     return wait_pending(m, m->grp, n);
 }
 
+/* Waits for a collective's request (no peer, no size to check). */
+static int wait_one(mpi_t *m, MPI_Request req, int rc, const char *what) {
+    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
+    pending p = {.req = req, .send = 1, .peer = -1};
+    proc_set_what(p.what, sizeof p.what, what);
+    return wait_pending(m, &p, 1);
+}
+
 /* Every member says what it calls; the job ends on a disagreement, as the
  * mock reports it. */
 static void agree(mpi_t *m, const mpi_comm *c, int32_t comm, int kind, int32_t root, size_t bytes,
@@ -274,21 +288,13 @@ static void agree(mpi_t *m, const mpi_comm *c, int32_t comm, int kind, int32_t r
     int64_t mine[3] = {kind, root, (int64_t)bytes};
     int64_t *all = malloc((size_t)c->n * sizeof mine);
     if (!all) failf(m, 1, "out of memory");
-    pending p = {.send = 0, .peer = -1, .bytes = 0};
-    snprintf(p.what, sizeof p.what, "%s (agreeing on it)", what);
-    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, c->comm, &p.req);
-    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
-    p.send = 1; /* no size to check on an allgather's completion */
-    wait_pending(m, &p, 1);
+    char desc[96];
+    snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, c->comm, &req);
+    wait_one(m, req, rc, desc);
     proc_check_agreement(&m->b, comm, c->n, all, mine, what);
     free(all);
-}
-
-static int wait_one(mpi_t *m, MPI_Request req, int rc, const char *what) {
-    if (rc != MPI_SUCCESS) mpi_error(m, rc, what);
-    pending p = {.req = req, .send = 1, .peer = -1};
-    proc_set_what(p.what, sizeof p.what, what);
-    return wait_pending(m, &p, 1);
 }
 
 static int mpi_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
@@ -448,17 +454,15 @@ static int32_t mpi_add_comm(void *impl, const int32_t *ranks, int32_t n, char *e
     return m->ncomms - 1;
 }
 
-
 /* Every buffered send delivered (under the watchdog), then every rank
- * there. */
+ * there: an agreement, so a rank still in a collective is reported. */
 static int mpi_settle(void *impl) {
     mpi_t *m = impl;
     for (outbox *b = m->out; b; b = b->next)
         wait_pending(m, &b->p, 1);
     reap(m);
-    MPI_Request req;
-    int rc = MPI_Ibarrier(m->world, &req);
-    return wait_one(m, req, rc, "the end of the run (every rank there)");
+    agree(m, &m->comms[0], 0, PROC_END, -1, 0, "the end of the run");
+    return 0;
 }
 
 static void mpi_end(void *impl) {

@@ -89,15 +89,18 @@ static inline void proc_yield(void *impl, int32_t rank) {
 }
 
 /* ppv_transport_ops' collectives, as each transport tells them apart
- * when its members agree on what they call. */
-enum { PROC_ALLREDUCE = 1, PROC_BCAST, PROC_ALLGATHER };
+ * when its members agree on what they call, and the end of a run (settle),
+ * which agrees the same way: a rank that ends while another waits in a
+ * collective is a mismatch, reported, not a hang. */
+enum { PROC_ALLREDUCE = 1, PROC_BCAST, PROC_ALLGATHER, PROC_END };
 
 /* After a collective's members exchanged what they call (all[3 * k]:
  * member k's kind, root and bytes; mine: this rank's), the job ends at the
  * first disagreement, as the mock reports one. */
 static inline void proc_check_agreement(proc_base *b, int32_t comm, int32_t n, const int64_t *all,
                                         const int64_t *mine, const char *what) {
-    static const char *const kinds[] = {"?", "ALLREDUCE", "BCAST", "ALLGATHER"};
+    static const char *const kinds[] = {"?", "ALLREDUCE", "BCAST", "ALLGATHER",
+                                        "the end of the run"};
     for (int32_t k = 0; k < n; k++) {
         const int64_t *t = &all[3 * k];
         if (t[0] == mine[0] && t[1] == mine[1] && t[2] == mine[2]) continue;
@@ -105,7 +108,7 @@ static inline void proc_check_agreement(proc_base *b, int32_t comm, int32_t n, c
                    "collective on communicator %d: rank %d's %s (%lld bytes, root %lld) does not "
                    "match member %d's (%s, %lld bytes, root %lld)",
                    comm, b->rank, what, (long long)mine[2], (long long)mine[1], k,
-                   t[0] >= 1 && t[0] <= 3 ? kinds[t[0]] : kinds[0], (long long)t[2],
+                   t[0] >= 1 && t[0] <= PROC_END ? kinds[t[0]] : kinds[0], (long long)t[2],
                    (long long)t[1]);
     }
 }
