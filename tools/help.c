@@ -450,7 +450,7 @@ static const help_command commands[] = {
      "the peak named; the Chrome trace carries the same as a counter track a rank. Takes "
      "every check option.",
      show_groups, show_examples},
-    {"run", "SCHEDULE [options]", "run one training step (mock transport or MPI)",
+    {"run", "SCHEDULE [options]", "run one training step (mock, MPI or NCCL)",
      "Runs one training step of the built-in model, every rank a coroutine on the mock "
      "transport under the deterministic scheduler, and compares the gradients with the "
      "one-rank reference bit for bit and every rank's activation memory with the prediction. "
