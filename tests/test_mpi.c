@@ -31,28 +31,7 @@ static run_result mpirun(int n, const char *prog, const char *const *args) {
     for (size_t i = 0; args[i]; i++)
         argv[k++] = args[i];
     argv[k] = NULL;
-    char outp[4200], errp[4200];
-    snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
-    snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
-    int fo = mkstemp(outp), fe = mkstemp(errp);
-    assert_true(fo >= 0 && fe >= 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    pid_t pid;
-    assert_int_equal(posix_spawnp(&pid, "mpirun", &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    close(fo);
-    close(fe);
-    run_result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
-    unlink(outp);
-    unlink(errp);
-    return r;
+    return run_program("/dev/null", NULL, 1, argv);
 }
 
 #define MPIRUN(n, prog, ...) mpirun(n, prog, (const char *const[]){__VA_ARGS__, NULL})
@@ -75,21 +54,15 @@ static void need_mpi(void) {
     if (!PPV_HAVE_MPI || PPV_TEST_SANITIZED || !have_mpirun()) skip();
 }
 
-/* What a `ppv run --json` printed: the fields both transports must agree
- * on, as one string. */
-static char *run_fields(const char *json) {
+/* The keys (NULL-terminated) of a command's --json object, as one string
+ * "key=value;..." for comparing two runs. */
+static char *json_fields(const char *json, const char *const *keys) {
     json_object *o = json_tokener_parse(json);
     assert_non_null(o);
-    static const char *const keys[] = {"status",
-                                       "loss",
-                                       "grad_digest",
-                                       "matches_reference",
-                                       "peak_activation_bytes",
-                                       "predicted_peak_activation_bytes"};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+    for (size_t k = 0; keys[k]; k++) {
         json_object *v = NULL;
         assert_true(json_object_object_get_ex(o, keys[k], &v));
         fprintf(f, "%s=%s;", keys[k], json_object_to_json_string(v));
@@ -97,6 +70,18 @@ static char *run_fields(const char *json) {
     fclose(f);
     json_object_put(o);
     return buf;
+}
+
+/* What a `ppv run --json` printed that both transports must agree on. */
+static char *run_fields(const char *json) {
+    static const char *const keys[] = {"status",
+                                       "loss",
+                                       "grad_digest",
+                                       "matches_reference",
+                                       "peak_activation_bytes",
+                                       "predicted_peak_activation_bytes",
+                                       NULL};
+    return json_fields(json, keys);
 }
 
 /* Every generator kind (PyTorch's classes and auto among them) at p=2,
@@ -257,26 +242,15 @@ static void test_record_and_replay_across_transports(void **state) {
 
 /* What a `ppv pp --json` printed that both transports must agree on. */
 static char *pp_fields(const char *json) {
-    json_object *o = json_tokener_parse(json);
-    assert_non_null(o);
     static const char *const keys[] = {"ok",
                                        "chunks_emitted",
                                        "expected_generator_calls",
                                        "observed_generator_calls",
                                        "dropped_stale",
                                        "dropped_duplicate",
-                                       "output_digest"};
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        json_object *v = NULL;
-        assert_true(json_object_object_get_ex(o, keys[k], &v));
-        fprintf(f, "%s=%s;", keys[k], json_object_to_json_string(v));
-    }
-    fclose(f);
-    json_object_put(o);
-    return buf;
+                                       "output_digest",
+                                       NULL};
+    return json_fields(json, keys);
 }
 
 /* The inference pipeline, stage 0 and a mesh of 1, 2 and 4 processes: the
@@ -413,23 +387,10 @@ static run_result ranks(int n, const char *scenario, const char *sem, const char
 
 static char *mock_ranks(const char *scenario, const char *n) {
     const char *argv[] = {RANKS_BIN, "--mock", scenario, n, NULL};
-    char outp[4200];
-    snprintf(outp, sizeof outp, "%s/mockXXXXXX", tmp_dir());
-    int fo = mkstemp(outp);
-    assert_true(fo >= 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, RANKS_BIN, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    close(fo);
-    char *out = slurp(outp);
-    unlink(outp);
-    return out;
+    run_result r = run_program(NULL, NULL, 0, argv);
+    assert_int_equal(r.code, 0);
+    free(r.err);
+    return r.out;
 }
 
 /* Allreduce in member order, broadcast, allgather: the mock's bits. */

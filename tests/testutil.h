@@ -226,24 +226,17 @@ typedef struct run_result {
     char *out, *err;
 } run_result;
 
-/* Runs ppv with args (NULL-terminated) and stdin from in_path (NULL: the
- * test's own), capturing stderr, and stdout too unless out_dev names a
- * device to open as stdout instead (then r.out is ""), through files in
- * tmp_dir(). */
-/* The ppv binary (PPV_BIN, from tests/CMakeLists.txt) as a user runs it. */
-static inline run_result run_io(const char *in_path, const char *out_dev, const char *const *args) {
+/* Runs argv (NULL-terminated; argv[0] a path, or looked up in PATH when
+ * search) with stdin from in_path (NULL: the test's own), capturing
+ * stderr, and stdout too unless out_dev names a device to open as stdout
+ * instead (then r.out is ""), through files in tmp_dir(). */
+static inline run_result run_program(const char *in_path, const char *out_dev, int search,
+                                     const char *const *argv) {
     char outp[4200], errp[4200];
     snprintf(outp, sizeof outp, "%s/outXXXXXX", tmp_dir());
     snprintf(errp, sizeof errp, "%s/errXXXXXX", tmp_dir());
     int fo = mkstemp(outp), fe = mkstemp(errp);
     assert_true(fo >= 0 && fe >= 0);
-    size_t nargs = 0;
-    while (args[nargs])
-        nargs++;
-    const char **argv = calloc(nargs + 2, sizeof *argv);
-    assert_non_null(argv);
-    argv[0] = PPV_BIN;
-    memcpy(argv + 1, args, nargs * sizeof *argv);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (in_path) posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
@@ -253,9 +246,10 @@ static inline run_result run_io(const char *in_path, const char *out_dev, const 
         posix_spawn_file_actions_adddup2(&fa, fo, 1);
     posix_spawn_file_actions_adddup2(&fa, fe, 2);
     pid_t pid;
-    assert_int_equal(posix_spawn(&pid, PPV_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    int e = search ? posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ)
+                   : posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    assert_int_equal(e, 0);
     posix_spawn_file_actions_destroy(&fa);
-    free(argv);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
@@ -264,6 +258,21 @@ static inline run_result run_io(const char *in_path, const char *out_dev, const 
     run_result r = {WEXITSTATUS(st), slurp(outp), slurp(errp)};
     unlink(outp);
     unlink(errp);
+    return r;
+}
+
+/* The ppv binary (PPV_BIN, from tests/CMakeLists.txt) as a user runs it,
+ * with args (NULL-terminated); as run_program. */
+static inline run_result run_io(const char *in_path, const char *out_dev, const char *const *args) {
+    size_t nargs = 0;
+    while (args[nargs])
+        nargs++;
+    const char **argv = calloc(nargs + 2, sizeof *argv);
+    assert_non_null(argv);
+    argv[0] = PPV_BIN;
+    memcpy(argv + 1, args, nargs * sizeof *argv);
+    run_result r = run_program(in_path, out_dev, 0, argv);
+    free(argv);
     return r;
 }
 
