@@ -144,8 +144,9 @@ static void wait_stream(nccl_t *m, const char *what) {
     int spins = 0;
     for (;;) {
         cudaError_t q = m->api.StreamQuery(m->stream);
-        if (q == cudaSuccess) break;
-        if (q != cudaErrorNotReady) check_cuda(m, q, what);
+        if (q != cudaSuccess && q != cudaErrorNotReady) check_cuda(m, q, what);
+        /* asked whether the stream finished or not: an operation can end
+         * while its communicator fails, and the error belongs to this call */
         ncclResult_t async = ncclSuccess;
         for (int32_t k = 0; k < m->ncomms && (async == ncclSuccess || async == ncclInProgress); k++)
             if (m->comms[k].comm)
@@ -154,6 +155,7 @@ static void wait_stream(nccl_t *m, const char *what) {
         if (async != ncclSuccess && async != ncclInProgress)
             failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
                   m->api.GetErrorString(async));
+        if (q == cudaSuccess) break;
         double waited = proc_now() - t0;
         if (waited > m->b.cfg.timeout_s)
             failf(m, 0,
