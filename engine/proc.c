@@ -62,13 +62,13 @@ static const struct {
 static const ppv_proc_module *module_find(size_t k, char *err, size_t errlen) {
     const char *env = getenv(transports[k].env);
     if (env && *env) return module_try(env, err, errlen);
-    if (!transports[k].built)
-        return ppv_errf(err, errlen,
-                        "this ppv was built without the %s transport (it needs MPI: install "
-                        "libopenmpi-dev%s, and configure it again)",
-                        transports[k].name,
-                        k == 1 ? ", and NCCL's headers (the CUDA toolkit)" : ""),
-               NULL;
+    if (!transports[k].built) {
+        ppv_errf(err, errlen,
+                 "this ppv was built without the %s transport (it needs MPI: install "
+                 "libopenmpi-dev%s, and configure it again)",
+                 transports[k].name, k == 1 ? ", and NCCL's headers (the CUDA toolkit)" : "");
+        return NULL;
+    }
     const char *paths[] = {transports[k].built, transports[k].installed, transports[k].lib};
     for (size_t i = 0; i < 3; i++) {
         const ppv_proc_module *m = module_try(paths[i], err, errlen);

@@ -155,10 +155,43 @@ static void print_out(const scenario_out *o) {
     printf("\n");
 }
 
+/* --refusals: on processes the engine refuses what only the mock can do
+ * (a policy for ppv_run, an injection for ppv_pp_run), before any message;
+ * rank 0 prints both reasons. */
+static int refusals(void) {
+    char err[512], err2[512];
+    ppv_proc *p = NULL;
+    if (ppv_proc_start("mpi", &p, err, sizeof err) < 0) {
+        fprintf(stderr, "mpi_ranks: %s\n", err);
+        return 2;
+    }
+    ppv_gen_params gp = {ppv_proc_size(p), 4, 0};
+    ppv_schedule *s = NULL;
+    if (ppv_generate("1f1b", &gp, &s, err, sizeof err) < 0) return 2;
+    ppv_run_options o = ppv_run_defaults();
+    o.proc = p;
+    o.policy.kind = PPV_POLICY_RANDOM;
+    ppv_run_report *rep = NULL;
+    int rc = ppv_run(s, &o, &rep, err, sizeof err);
+    ppv_run_report_free(rep);
+    ppv_schedule_free(s);
+    ppv_pp_options po = ppv_pp_defaults();
+    po.mesh = ppv_proc_size(p) - 1;
+    po.proc = p;
+    po.inject = (ppv_pp_inject)ppv_pp_inject_lookup("OM-03");
+    ppv_pp_report *pr = NULL;
+    int rc2 = ppv_pp_run(&po, &pr, err2, sizeof err2);
+    ppv_pp_report_free(pr);
+    if (ppv_proc_rank(p) == 0) printf("run %d: %s\npp %d: %s\n", rc, err, rc2, err2);
+    ppv_proc_end(p);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     char err[512];
     scenario_out out;
     memset(&out, 0, sizeof out);
+    if (argc == 2 && strcmp(argv[1], "--refusals") == 0) return refusals();
     if (argc == 4 && strcmp(argv[1], "--mock") == 0) {
         ppv_world_options wo;
         memset(&wo, 0, sizeof wo);

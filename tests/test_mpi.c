@@ -34,6 +34,7 @@ static run_result mpirun(int n, const char *prog, const char *const *args) {
     return run_program("/dev/null", NULL, 1, argv);
 }
 
+#define RANKS_BIN PPV_MPI_RANKS /* tests/mpi_ranks.c */
 #define MPIRUN(n, prog, ...) mpirun(n, prog, (const char *const[]){__VA_ARGS__, NULL})
 
 static int have_mpirun(void) {
@@ -175,6 +176,20 @@ static void test_deadlock_refused_then_reported_by_the_watchdog(void **state) {
     r = MPIRUN(2, PPV_BIN, "run", f, "--transport", "mpi", "--semantics", "eager:511");
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "deadlock under eager:511"));
+    run_free(&r);
+}
+
+/* The engine itself refuses the mock's settings on processes (the
+ * commands refuse the options first). */
+static void test_engine_refuses_the_mocks_settings(void **state) {
+    (void)state;
+    need_mpi();
+    run_result r = MPIRUN(2, RANKS_BIN, "--refusals");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "run -1: policies, faults and replayed decisions are the "
+                                  "mock's; on processes the transport orders the ranks\n"));
+    assert_non_null(strstr(r.out, "pp -1: policies, faults, injections, replayed decisions and "
+                                  "the KV comparison are the mock's"));
     run_free(&r);
 }
 
@@ -376,7 +391,6 @@ static void test_transport_options(void **state) {
     run_free(&r);
 }
 
-#define RANKS_BIN PPV_MPI_RANKS
 
 /* A scenario that must hang is given 1 s (rank 0 three times that), one
  * that must finish or fail at once 30 or 60 s: a loaded machine does not
@@ -754,6 +768,7 @@ int main(void) {
         cmocka_unit_test(test_run_equals_mock_for_every_kind),
         cmocka_unit_test(test_run_text_report_once),
         cmocka_unit_test(test_deadlock_refused_then_reported_by_the_watchdog),
+        cmocka_unit_test(test_engine_refuses_the_mocks_settings),
         cmocka_unit_test(test_process_count_must_match),
         cmocka_unit_test(test_record_and_replay_across_transports),
         cmocka_unit_test(test_pp_equals_mock_on_every_mesh),
