@@ -41,9 +41,26 @@ static int vec_push(vec64 *x, int64_t val) {
     return 0;
 }
 
+typedef struct vec32 {
+    int32_t *v;
+    int32_t n, cap;
+} vec32;
+
+static int vec32_push(vec32 *x, int32_t val) {
+    if (x->n == x->cap) {
+        int32_t cap = x->cap ? x->cap * 2 : 8;
+        int32_t *v = realloc(x->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        x->v = v;
+        x->cap = cap;
+    }
+    x->v[x->n++] = val;
+    return 0;
+}
+
 typedef struct channel {
     int32_t from, to;
-    vec64 sends, recvs; /* op ids in program order */
+    vec32 sends, recvs; /* in program order: indices in from's and in to's program */
 } channel;
 
 /* Per process group: the op each member issues at each sequence number. */
@@ -65,8 +82,7 @@ typedef struct checker {
     int64_t *off, total;
     int oom;
     /* matching */
-    int32_t *cp;   /* [total]: index of a message's counterpart in the peer's program, -1 */
-    int32_t *peer; /* [total]: the other rank of a message, -1 */
+    int32_t *cp; /* [total]: index of a message's counterpart in the peer's program, -1 */
     channel *chans;
     int32_t nchans, capchans;
     int32_t **chan_of; /* [P] -> list of (to, channel) pairs, n in chan_n */
@@ -79,12 +95,15 @@ typedef struct checker {
     int32_t *grp_left; /* [total]: for a GROUP_START, ops not yet done */
     /* simulation */
     uint8_t *state; /* bit 1 posted, bit 2 done */
-    double *post_t, *done_t;
+    double *at;     /* [total]: when a posted op was posted until it completes, then when it
+                     * ended (the post time of a finished op is not kept: an eager send's is
+                     * its end, and a blocked rank's next op posts when it is ready) */
     int32_t *pc;
     double *free_t, busy;     /* [P]: when the rank's last operation ends, either stream */
     double *comp_t, *comm_t;  /* [P]: the compute and the communication stream */
-    int64_t *dep;             /* [total]: the op whose end this one needs (a compute's
-                                 receive, a send's compute), -1 */
+    int32_t *dep;             /* [total]: the op (index in the same program) whose end
+                                 this one needs (a compute's receive, a send's
+                                 compute), -1 */
     double *first_t, *last_t; /* [P]: first compute start, last compute end */
     int32_t *queue;
     uint8_t *queued;
@@ -120,10 +139,11 @@ static void add_error(checker *ck, int32_t rank, int32_t idx, const char *fmt, .
     va_end(ap);
 }
 
-/* Where an action came from, for messages: " (file:line:col)" or "". */
-static void where(const checker *ck, const ppv_action *a, char *buf, size_t n) {
-    if (a->line > 0)
-        snprintf(buf, n, " (%s:%d:%d)", ck->s->name, a->line, a->col);
+/* Where rank r's action i came from, for messages: " (file:line:col)" or "". */
+static void where(const checker *ck, int32_t r, int32_t i, char *buf, size_t n) {
+    int32_t line, col;
+    if (ppv_schedule_where(ck->s, r, i, &line, &col) == 0)
+        snprintf(buf, n, " (%s:%d:%d)", ck->s->name, line, col);
     else
         buf[0] = 0;
 }
@@ -227,7 +247,7 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
     int comms_form = s->form == PPV_FORM_COMPUTE_COMMS;
     int32_t group_at = -1, chunk_at = -1, gens = 0;
     char loc[300], nm[64];
-#define LOC (where(ck, a, loc, sizeof loc), loc)
+#define LOC (where(ck, r, i, loc, sizeof loc), loc)
     for (int32_t i = 0; i < p->n; i++) {
         const ppv_action *a = &p->acts[i];
         unsigned af = ppv_action_flags(a->kind);
@@ -496,27 +516,24 @@ static void match_messages(checker *ck) {
         const ppv_program *p = &ck->s->prog[r];
         for (int32_t i = 0; i < p->n; i++) {
             const ppv_action *a = &p->acts[i];
-            int64_t op = ck->off[r] + i;
             if (!(ppv_action_flags(a->kind) & PPV_AF_COMM)) continue;
             int32_t other = message_peer(ck, r, a);
-            ck->peer[op] = other;
             if (other < 0) continue;
             int snd = (ppv_action_flags(a->kind) & PPV_AF_SEND) != 0;
             channel *c = snd ? find_channel(ck, r, other) : find_channel(ck, other, r);
-            if (!c || vec_push(snd ? &c->sends : &c->recvs, op) < 0) ck->oom = 1;
+            if (!c || vec32_push(snd ? &c->sends : &c->recvs, i) < 0) ck->oom = 1;
         }
     }
     char why[160], sa[64], ra[64];
     for (int32_t k = 0; k < ck->nchans && !ck->oom; k++) {
         channel *c = &ck->chans[k];
-        int64_t n = c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n;
-        int32_t sr, si, rr, ri;
-        for (int64_t j = 0; j < n; j++) {
-            int64_t so = c->sends.v[j], ro = c->recvs.v[j];
-            const ppv_action *snd = op_action(ck, so, &sr, &si);
-            const ppv_action *rcv = op_action(ck, ro, &rr, &ri);
-            ck->cp[so] = ri;
-            ck->cp[ro] = si;
+        int32_t n = c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n, sr = c->from, rr = c->to;
+        const ppv_action *sp = ck->s->prog[sr].acts, *rp = ck->s->prog[rr].acts;
+        for (int32_t j = 0; j < n; j++) {
+            int32_t si = c->sends.v[j], ri = c->recvs.v[j];
+            const ppv_action *snd = &sp[si], *rcv = &rp[ri];
+            ck->cp[ck->off[sr] + si] = ri;
+            ck->cp[ck->off[rr] + ri] = si;
             const char *bad = pair_mismatch(snd, rcv, why, sizeof why);
             if (bad) {
                 ppv_action_format(ck->s, snd, sa, sizeof sa);
@@ -527,17 +544,17 @@ static void match_messages(checker *ck) {
                           rr, ra, ri, sr, sa, si, c->from, c->to, (long long)j, bad);
             }
         }
-        for (int64_t j = n; j < c->sends.n; j++) {
-            op_action(ck, c->sends.v[j], &sr, &si);
-            add_error(ck, sr, si, "no receive on rank %d matches it: rank %d sends %lld "
-                      "messages to rank %d, which receives %lld", c->to, c->from,
-                      (long long)c->sends.n, c->to, (long long)c->recvs.n);
+        for (int32_t j = n; j < c->sends.n; j++) {
+            add_error(ck, sr, c->sends.v[j],
+                      "no receive on rank %d matches it: rank %d sends %lld "
+                      "messages to rank %d, which receives %lld",
+                      c->to, c->from, (long long)c->sends.n, c->to, (long long)c->recvs.n);
         }
-        for (int64_t j = n; j < c->recvs.n; j++) {
-            op_action(ck, c->recvs.v[j], &rr, &ri);
-            add_error(ck, rr, ri, "no send from rank %d matches it: rank %d receives %lld "
-                      "messages from rank %d, which sends %lld", c->from, c->to,
-                      (long long)c->recvs.n, c->from, (long long)c->sends.n);
+        for (int32_t j = n; j < c->recvs.n; j++) {
+            add_error(ck, rr, c->recvs.v[j],
+                      "no send from rank %d matches it: rank %d receives %lld "
+                      "messages from rank %d, which sends %lld",
+                      c->from, c->to, (long long)c->recvs.n, c->from, (long long)c->sends.n);
         }
     }
 }
@@ -620,7 +637,7 @@ static void wake(checker *ck, int32_t r) {
 
 static void complete(checker *ck, int32_t rank, int64_t op, double t) {
     ck->state[op] |= DONE;
-    ck->done_t[op] = t;
+    ck->at[op] = t;
     int32_t g = ck->grp_of ? ck->grp_of[op] : -1;
     if (g >= 0) ck->grp_left[ck->off[rank] + g]--;
     wake(ck, rank);
@@ -636,7 +653,7 @@ static int eager_send(const checker *ck, const ppv_action *a) {
 static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double t) {
     double C = ck->opt->costs.comm;
     ck->state[op] |= POSTED;
-    ck->post_t[op] = t;
+    ck->at[op] = t;
     unsigned af = ppv_action_flags(a->kind);
     if (af & PPV_AF_COLL) {
         coll_group *g = &ck->groups[a->group];
@@ -650,25 +667,25 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
         }
         return;
     }
-    int32_t other = ck->peer[op];
+    int32_t other = message_peer(ck, r, a);
     int64_t c = ck->cp[op] >= 0 ? ck->off[other] + ck->cp[op] : -1;
     if (af & PPV_AF_SEND) {
         int eager = eager_send(ck, a);
         if (eager) complete(ck, r, op, t);
         if (c < 0 || !(ck->state[c] & POSTED) || (ck->state[c] & DONE)) return;
         if (eager) {
-            complete(ck, other, c, fmax(ck->post_t[c], t + C));
+            complete(ck, other, c, fmax(ck->at[c], t + C));
         } else {
-            double tm = fmax(t, ck->post_t[c]) + C;
+            double tm = fmax(t, ck->at[c]) + C;
             complete(ck, r, op, tm);
             complete(ck, other, c, tm);
         }
     } else if (af & PPV_AF_RECV) {
         if (c < 0 || !(ck->state[c] & POSTED)) return;
         if (ck->state[c] & DONE) {
-            complete(ck, r, op, fmax(t, ck->post_t[c] + C));
+            complete(ck, r, op, fmax(t, ck->at[c] + C));
         } else {
-            double tm = fmax(t, ck->post_t[c]) + C;
+            double tm = fmax(t, ck->at[c]) + C;
             complete(ck, other, c, tm);
             complete(ck, r, op, tm);
         }
@@ -691,11 +708,12 @@ static void note_compute(checker *ck, int32_t r, double t0, double t1) {
  * place among the computes, a compute naming no cell after every earlier
  * communication, as a program without cells would). */
 static double ready_at(const checker *ck, int32_t r, int64_t op, const ppv_action *a) {
-    int64_t d = ck->dep[op];
+    int32_t d = ck->dep[op];
     unsigned af = ppv_action_flags(a->kind);
     if (af & PPV_AF_RECV) return ck->comm_t[r];
-    if (af & (PPV_AF_SEND | PPV_AF_COLL)) return fmax(ck->comm_t[r], d >= 0 ? ck->done_t[d] : ck->comp_t[r]);
-    if (d >= 0) return fmax(ck->comp_t[r], ck->done_t[d]);
+    double dt = d >= 0 ? ck->at[ck->off[r] + d] : 0;
+    if (af & (PPV_AF_SEND | PPV_AF_COLL)) return fmax(ck->comm_t[r], d >= 0 ? dt : ck->comp_t[r]);
+    if (d >= 0) return fmax(ck->comp_t[r], dt);
     if (a->stage < 0 || a->mb < 0) return fmax(ck->comp_t[r], ck->comm_t[r]);
     return ck->comp_t[r];
 }
@@ -725,15 +743,15 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
                     if (is_sync(&p->acts[k]))
                         t = fmax(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
                 ck->state[op] |= POSTED;
-                ck->post_t[op] = t;
+                ck->at[op] = t;
                 for (int32_t k = i + 1; k < end; k++)
                     if (is_sync(&p->acts[k])) post(ck, r, ck->off[r] + k, &p->acts[k], t);
             }
             if (ck->grp_left[op] > 0) return;
-            double t = ck->post_t[op], tm = t;
+            double t = ck->at[op], tm = t;
             for (int32_t k = i + 1; k < end; k++) {
                 int64_t o = ck->off[r] + k;
-                double d = is_sync(&p->acts[k]) ? ck->done_t[o] : t;
+                double d = is_sync(&p->acts[k]) ? ck->at[o] : t;
                 if (d > tm) tm = d;
                 if (spans) spans[k] = (ppv_span){t, d};
             }
@@ -750,10 +768,10 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             double t = ready_at(ck, r, op, a);
             if (!(ck->state[op] & POSTED)) post(ck, r, op, a, t);
             if (!(ck->state[op] & DONE)) return;
-            t = ck->post_t[op];
-            double d = fmax(t, ck->done_t[op]);
+            /* t is still the post time: nothing on this rank moved while it waited */
+            double d = fmax(t, ck->at[op]);
             if (spans) spans[i] = (ppv_span){t, d};
-            ck->done_t[op] = d;
+            ck->at[op] = d;
             ck->comm_t[r] = t;
             stream_end(ck, r, d);
             ck->pc[r]++;
@@ -769,7 +787,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             }
             for (int32_t k = i; k < j; k++) {
                 if (spans) spans[k] = (ppv_span){t, t + cost};
-                ck->done_t[ck->off[r] + k] = t + cost;
+                ck->at[ck->off[r] + k] = t + cost;
             }
             note_compute(ck, r, t, t + cost);
             ck->busy += cost;
@@ -781,7 +799,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
         if (spans) spans[i] = (ppv_span){t, t + cost};
         if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) note_compute(ck, r, t, t + cost);
         ck->busy += cost;
-        ck->done_t[op] = t + cost;
+        ck->at[op] = t + cost;
         ck->comp_t[r] = t + cost;
         stream_end(ck, r, t + cost);
         ck->pc[r]++;
@@ -831,7 +849,7 @@ static void describe_wait(checker *ck, int32_t r, ppv_wait *w) {
         }
         return;
     }
-    w->waits_for = ck->peer[op];
+    w->waits_for = message_peer(ck, r, a);
     int64_t c = ck->cp[op] >= 0 ? ck->off[w->waits_for] + ck->cp[op] : -1;
     int snd = (af & PPV_AF_SEND) != 0;
     if (w->waits_for < 0) {
@@ -1020,7 +1038,6 @@ void ppv_check_report_free(ppv_check_report *r) {
 static void checker_free(checker *ck) {
     free(ck->off);
     free(ck->cp);
-    free(ck->peer);
     for (int32_t k = 0; k < ck->nchans; k++) {
         free(ck->chans[k].sends.v);
         free(ck->chans[k].recvs.v);
@@ -1045,8 +1062,7 @@ static void checker_free(checker *ck) {
     free(ck->grp_end);
     free(ck->grp_left);
     free(ck->state);
-    free(ck->post_t);
-    free(ck->done_t);
+    free(ck->at);
     free(ck->pc);
     free(ck->free_t);
     free(ck->comp_t);
@@ -1069,9 +1085,12 @@ static int find_deps(checker *ck) {
     int64_t most = 0;
     for (int32_t r = 0; r < s->nranks; r++)
         if (s->prog[r].n > most) most = s->prog[r].n;
-    int64_t *key = malloc((size_t)(2 * most + 16) * 2 * sizeof *key), *val;
-    if (!key) return -1;
-    val = key + 2 * most + 16;
+    int64_t *key = malloc((size_t)(2 * most + 16) * sizeof *key);
+    int32_t *val = malloc((size_t)(2 * most + 16) * sizeof *val);
+    if (!key || !val) {
+        free(key), free(val);
+        return -1;
+    }
     for (int32_t r = 0; r < s->nranks; r++) {
         const ppv_program *p = &s->prog[r];
         int64_t cap = 2 * (int64_t)p->n + 16; /* at most one entry per action: half full */
@@ -1111,7 +1130,7 @@ static int find_deps(checker *ck) {
                     int64_t at = (int64_t)(h % (uint64_t)cap);
                     if (key[at] < 0 || key[at] == kk) {
                         key[at] = kk;
-                        val[at] = op;
+                        val[at] = i;
                         break;
                     }
                 }
@@ -1120,6 +1139,7 @@ static int find_deps(checker *ck) {
 #undef SLOT_KEY
     }
     free(key);
+    free(val);
     return 0;
 }
 
@@ -1136,10 +1156,8 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     int64_t n = ck->total = ck->off[P];
     size_t nn = (size_t)(n ? n : 1), pp = (size_t)(P ? P : 1);
     ck->cp = malloc(nn * sizeof *ck->cp);
-    ck->peer = malloc(nn * sizeof *ck->peer);
     ck->state = calloc(nn, 1);
-    ck->post_t = calloc(nn, sizeof *ck->post_t);
-    ck->done_t = calloc(nn, sizeof *ck->done_t);
+    ck->at = calloc(nn, sizeof *ck->at);
     ck->chan_of = calloc(pp, sizeof *ck->chan_of);
     ck->chan_n = calloc(pp, sizeof *ck->chan_n);
     ck->chan_cap = calloc(pp, sizeof *ck->chan_cap);
@@ -1153,12 +1171,13 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->queue = malloc(pp * sizeof *ck->queue);
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
-    if (!ck->cp || !ck->peer || !ck->state || !ck->post_t || !ck->done_t || !ck->chan_of || !ck->chan_n ||
-        !ck->chan_cap || !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups ||
-        !ck->comp_t || !ck->comm_t || !ck->dep)
+    if (!ck->cp || !ck->state || !ck->at || !ck->chan_of || !ck->chan_n || !ck->chan_cap ||
+        !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued ||
+        !ck->groups || !ck->comp_t || !ck->comm_t || !ck->dep)
         return -1;
     if (find_deps(ck) < 0) return -1;
-    for (int64_t k = 0; k < n; k++) ck->cp[k] = -1, ck->peer[k] = -1;
+    for (int64_t k = 0; k < n; k++)
+        ck->cp[k] = -1;
     for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
     int grouped = s->ngroups > 0;
     for (int32_t r = 0; r < P && !grouped; r++)
@@ -1201,6 +1220,33 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
         qsort(cg->members, (size_t)n, sizeof *cg->members, key_cmp);
     }
     return 0;
+}
+
+/* Clears what a simulation changed, so that another runs on the same
+ * matching (the messages' counterparts, sequences, dependencies). */
+static void sim_reset(checker *ck) {
+    size_t nn = (size_t)(ck->total ? ck->total : 1);
+    memset(ck->state, 0, nn);
+    memset(ck->at, 0, nn * sizeof *ck->at);
+    for (int32_t r = 0; r < ck->P; r++) {
+        ck->pc[r] = 0;
+        ck->free_t[r] = ck->comp_t[r] = ck->comm_t[r] = ck->last_t[r] = 0;
+        ck->first_t[r] = -1;
+        ck->queued[r] = 0;
+    }
+    ck->busy = 0;
+    ck->qh = ck->qn = 0;
+    if (ck->grp_left) {
+        memset(ck->grp_left, 0, nn * sizeof *ck->grp_left);
+        for (int32_t r = 0; r < ck->P; r++)
+            for (int64_t op = ck->off[r]; op < ck->off[r + 1]; op++)
+                if (ck->grp_of[op] >= 0) ck->grp_left[ck->off[r] + ck->grp_of[op]]++;
+    }
+    for (int32_t g = 0; g < ck->s->ngroups; g++) {
+        coll_group *cg = &ck->groups[g];
+        if (cg->arrived) memset(cg->arrived, 0, (size_t)cg->nseq * sizeof *cg->arrived);
+        if (cg->tmax) memset(cg->tmax, 0, (size_t)cg->nseq * sizeof *cg->tmax);
+    }
 }
 
 int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
@@ -1305,18 +1351,8 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
          * makespan, bubble ratio and the timeline. */
         ppv_check_options timing = *opt;
         timing.sem.kind = PPV_SEM_EAGER;
-        checker_free(&ck);
-        memset(&ck, 0, sizeof ck);
         ck.opt = &timing;
-        ck.rep = rep;
-        int64_t nerr = rep->errors_total;
-        int32_t nstored = rep->nerrors;
-        if (checker_init(&ck, run) < 0) goto oom;
-        match_messages(&ck);
-        match_collectives(&ck);
-        rep->errors_total = nerr; /* the same errors again: keep the first report */
-        rep->nerrors = nstored;
-        if (ck.oom) goto oom;
+        sim_reset(&ck);
         simulate(&ck);
         if (ck.oom) goto oom;
         ck.opt = opt;

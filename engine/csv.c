@@ -5,20 +5,26 @@
  * Read in both of PyTorch's dialects and in both forms (compute_only and
  * compute_comms); written in today's dialect, so PyTorch loads it.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
+/* The C locale's classes, without a call per character (a million cells). */
+static inline int is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+static inline int is_space(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
 
 /* Reads a decimal number of at most 9 digits at *p; returns digits read. */
 static int read_index(const char *s, size_t len, size_t *p, int32_t *out) {
     size_t i = *p;
     int64_t v = 0;
     int nd = 0;
-    while (i < len && isdigit((unsigned char)s[i])) {
+    while (i < len && is_digit(s[i])) {
         v = v * 10 + (s[i] - '0');
         if (v > PPV_MAX_INDEX) return -1;
         i++;
@@ -39,7 +45,8 @@ int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a
         return ppv_errf(why, whylen,
                         "expected a stage number first, as in '2F0' ([stage][type][microbatch])");
     size_t t0 = p;
-    while (p < len && (isupper((unsigned char)tok[p]) || tok[p] == '_')) p++;
+    while (p < len && ((tok[p] >= 'A' && tok[p] <= 'Z') || tok[p] == '_'))
+        p++;
     if (p == t0)
         return ppv_errf(why, whylen, "expected an action type after stage %d, as in '%dF0'",
                         stage, stage);
@@ -90,22 +97,70 @@ int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a
 /* Whether the text uses the older dialect: a BW cell, or B and W cells with
  * no I cell (today's dialect forbids W without I). */
 static int detect_legacy(const char *text, size_t len) {
-    int has_bw = 0, has_b = 0, has_w = 0, has_i = 0;
-    for (size_t i = 1; i < len; i++) {
-        if (!isdigit((unsigned char)text[i - 1])) continue;
+    /* without branches, so that the compiler can vectorize a pass over
+     * every byte of the file */
+    unsigned has_bw = 0, has_b = 0, has_w = 0, has_i = 0;
+    for (size_t i = 1; i + 1 < len; i++) {
+        unsigned d = is_digit(text[i - 1]), n = is_digit(text[i + 1]);
         char c = text[i];
-        char n = i + 1 < len ? text[i + 1] : 0;
-        if (c == 'B' && n == 'W') has_bw = 1;
-        else if (c == 'B' && (isdigit((unsigned char)n))) has_b = 1;
-        else if (c == 'W' && isdigit((unsigned char)n)) has_w = 1;
-        else if (c == 'I' && isdigit((unsigned char)n)) has_i = 1;
+        has_bw |= d & (c == 'B') & (text[i + 1] == 'W');
+        has_b |= d & (c == 'B') & n;
+        has_w |= d & (c == 'W') & n;
+        has_i |= d & (c == 'I') & n;
     }
     return has_bw || (has_b && has_w && !has_i);
 }
 
+/* The kinds nearly every cell holds, spelled as in actions.def, or -1 (the
+ * general path's lookup then decides). */
+static int common_kind(const char *t, size_t n) {
+    if (n == 1) {
+        switch (t[0]) {
+        case 'F':
+            return PPV_ACT_F;
+        case 'I':
+            return PPV_ACT_I;
+        case 'B':
+            return PPV_ACT_B;
+        case 'W':
+            return PPV_ACT_W;
+        default:
+            return -1;
+        }
+    }
+    if (n == 6 && t[4] == '_' && (t[5] == 'F' || t[5] == 'B')) {
+        int fwd = t[5] == 'F';
+        if (memcmp(t, "SEND", 4) == 0) return fwd ? PPV_ACT_SEND_F : PPV_ACT_SEND_B;
+        if (memcmp(t, "RECV", 4) == 0) return fwd ? PPV_ACT_RECV_F : PPV_ACT_RECV_B;
+    }
+    return -1;
+}
+
+/* The common cell: `[stage][type][microbatch]` of a common_kind,
+ * in today's dialect, with nothing around it, read in one pass over the
+ * n bytes left on the line. Returns its length (up to the ',' or the end),
+ * or 0 for anything else, which the general path reads and words the
+ * errors of. */
+static size_t fast_cell(const char *t, size_t n, int32_t *kind_, int32_t *stage_, int32_t *mb_) {
+    size_t i = 0, k0, m0;
+    int32_t stage = 0, mb = 0;
+    for (; i < n && i < 9 && is_digit(t[i]); i++)
+        stage = stage * 10 + (t[i] - '0');
+    if (i == 0 || (i < n && is_digit(t[i]))) return 0;
+    for (k0 = i; i < n && ((t[i] >= 'A' && t[i] <= 'Z') || t[i] == '_'); i++)
+        continue;
+    int kind = common_kind(t + k0, i - k0);
+    if (kind < 0) return 0;
+    for (m0 = i; i < n && i - m0 < 9 && is_digit(t[i]); i++)
+        mb = mb * 10 + (t[i] - '0');
+    if (i == m0 || (i < n && t[i] != ',') || stage > PPV_MAX_INDEX || mb > PPV_MAX_INDEX) return 0;
+    *kind_ = kind, *stage_ = stage, *mb_ = mb;
+    return i;
+}
+
 /* Parses one cell (already trimmed) at step into rank's program. */
 static int parse_cell(ppv_schedule *s, int32_t rank, int32_t step, const char *cell, size_t len,
-                      int line, int col, int legacy, int32_t *overlap_ids, char *err,
+                      int64_t at, int line, int col, int legacy, uint16_t *overlap_ids, char *err,
                       size_t errlen) {
     char why[256];
     ppv_action a;
@@ -117,7 +172,7 @@ static int parse_cell(ppv_schedule *s, int32_t rank, int32_t step, const char *c
             snprintf(why, sizeof why, "an overlapped cell is written '(a;b)OVERLAP_F_B'");
             goto fail;
         }
-        int32_t id = ++*overlap_ids;
+        uint16_t id = *overlap_ids = ppv_overlap_next(*overlap_ids);
         const char *p = cell + 1;
         int nsub = 0;
         while (p <= close) {
@@ -134,9 +189,7 @@ static int parse_cell(ppv_schedule *s, int32_t rank, int32_t step, const char *c
             }
             a.overlap = id;
             a.step = step;
-            a.line = line;
-            a.col = col;
-            if (ppv_schedule_append(s, rank, &a) < 0) goto oom;
+            if (ppv_schedule_append_at(s, rank, &a, at) < 0) goto oom;
             nsub++;
             p = e + 1;
         }
@@ -153,9 +206,7 @@ static int parse_cell(ppv_schedule *s, int32_t rank, int32_t step, const char *c
         goto fail;
     }
     a.step = step;
-    a.line = line;
-    a.col = col;
-    if (ppv_schedule_append(s, rank, &a) < 0) goto oom;
+    if (ppv_schedule_append_at(s, rank, &a, at) < 0) goto oom;
     return 0;
 fail:
     return ppv_errf(err, errlen, "%s:%d:%d: rank %d step %d cell '%.*s': %s", s->name, line, col,
@@ -173,7 +224,8 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     /* rows: every line up to the last non-blank one */
     int32_t nrows = 0;
     size_t last = len;
-    while (last > 0 && isspace((unsigned char)text[last - 1])) last--;
+    while (last > 0 && is_space(text[last - 1]))
+        last--;
     if (last > 0) {
         nrows = 1;
         for (const char *q = text; (q = memchr(q, '\n', (size_t)(text + last - q))); q++) nrows++;
@@ -183,19 +235,43 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     if (!s) return ppv_errf(err, errlen, "%s: out of memory", name);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
-    int32_t overlap_ids = 0;
+    uint16_t overlap_ids = 0;
     size_t pos = 0;
     for (int32_t rank = 0; rank < nrows; rank++) {
-        size_t eol = pos;
-        while (eol < len && text[eol] != '\n') eol++;
+        if (ppv_schedule_add_line(s, (int64_t)pos) < 0) {
+            ppv_schedule_free(s);
+            return ppv_errf(err, errlen, "%s: out of memory", name);
+        }
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t eol = nl ? (size_t)(nl - text) : len;
         size_t end = eol;
         if (end > pos && text[end - 1] == '\r') end--;
-        int32_t step = 0;
+        int32_t step = 0, ncells = 1;
         size_t c = pos;
         int blank = 1;
         for (size_t k = pos; k < end && blank; k++)
-            if (!isspace((unsigned char)text[k])) blank = 0;
+            if (!is_space(text[k])) blank = 0;
+        for (size_t k = pos; k < end; k++)
+            ncells += text[k] == ',';
+        if (!blank && ppv_schedule_reserve(s, rank, ncells) < 0) {
+            ppv_schedule_free(s);
+            return ppv_errf(err, errlen, "%s: out of memory", name);
+        }
         while (!blank && c <= end) {
+            int32_t kind, stage, mb;
+            size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
+            if (fl) { /* written field by field: no copy of a whole action */
+                ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
+                if (!d) {
+                    ppv_schedule_free(s);
+                    return ppv_errf(err, errlen, "%s: out of memory", name);
+                }
+                d->kind = (uint8_t)kind, d->dtype = 0, d->overlap = 0;
+                d->stage = stage, d->mb = mb, d->step = step++;
+                d->peer = -1, d->tag = -1, d->bytes = 0;
+                c += fl + 1;
+                continue;
+            }
             size_t ce = c;
             int quoted = c < end && text[c] == '"';
             if (quoted) {
@@ -205,15 +281,16 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
             }
             while (ce < end && text[ce] != ',') ce++;
             size_t a = c, b = ce;
-            while (a < b && isspace((unsigned char)text[a])) a++;
-            while (b > a && isspace((unsigned char)text[b - 1])) b--;
+            while (a < b && is_space(text[a]))
+                a++;
+            while (b > a && is_space(text[b - 1]))
+                b--;
             if (b - a >= 2 && text[a] == '"' && text[b - 1] == '"') {
                 a++;
                 b--;
             }
-            if (b > a &&
-                parse_cell(s, rank, step, text + a, b - a, rank + 1, (int)(a - pos) + 1, legacy,
-                           &overlap_ids, err, errlen) < 0) {
+            if (b > a && parse_cell(s, rank, step, text + a, b - a, (int64_t)a, rank + 1,
+                                    (int)(a - pos) + 1, legacy, &overlap_ids, err, errlen) < 0) {
                 ppv_schedule_free(s);
                 return -1;
             }

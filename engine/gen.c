@@ -23,10 +23,10 @@ int ppv_gen_emit(ppv_schedule *s, int32_t rank, ppv_action_kind k, int32_t stage
 }
 
 /* Appends an OVERLAP_F_B cell holding fwd and bwd. */
-static int emit_overlap(ppv_schedule *s, int32_t rank, int32_t *ids, ppv_action fwd,
+static int emit_overlap(ppv_schedule *s, int32_t rank, uint16_t *ids, ppv_action fwd,
                         ppv_action bwd) {
     int32_t step = s->prog[rank].n ? s->prog[rank].acts[s->prog[rank].n - 1].step + 1 : 0;
-    fwd.overlap = bwd.overlap = ++*ids;
+    fwd.overlap = bwd.overlap = *ids = ppv_overlap_next(*ids);
     fwd.step = bwd.step = step;
     if (ppv_schedule_append(s, rank, &fwd) < 0) return -1;
     return ppv_schedule_append(s, rank, &bwd);
@@ -209,7 +209,8 @@ static int dualpipev_check(const ppv_gen_params *p, char *err, size_t n) {
  * backward (I or B) per local chunk, and the queue of W owed after each I. */
 typedef struct dpv_state {
     ppv_schedule *s;
-    int32_t rank, stage[2], nf[2], nb[2], ids;
+    int32_t rank, stage[2], nf[2], nb[2];
+    uint16_t ids;
     int32_t *wq_stage, *wq_mb, wq_head, wq_tail;
 } dpv_state;
 
@@ -244,7 +245,7 @@ static int dpv_overlap(dpv_state *d, int cf, int cb) {
 static int dualpipev_build(ppv_schedule *s, const ppv_gen_params *p) {
     int32_t P = p->ranks, m = p->microbatches;
     int rc = 0;
-    int32_t ids = 0;
+    uint16_t ids = 0;
     for (int32_t r = 0; r < P && rc == 0; r++) {
         dpv_state d = {s, r, {r, 2 * P - 1 - r}, {0, 0}, {0, 0}, ids, NULL, NULL, 0, 0};
         d.wq_stage = malloc(sizeof(int32_t) * (size_t)(2 * m + 1));

@@ -22,6 +22,25 @@ int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, si
 int ppv_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ppv_schedule_append for a reader: at is the byte offset of the action's
+ * cell in the text (-1: none), for ppv_schedule_where. */
+int ppv_schedule_append_at(ppv_schedule *s, int32_t rank, const ppv_action *a, int64_t at);
+
+/* Room for cap actions in rank's program (a reader that knows how many
+ * come). Returns 0, or -1 when out of memory. */
+int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap);
+
+/* A new last action of rank's program, for the caller to fill in whole
+ * (at as for ppv_schedule_append_at); NULL when out of memory. */
+ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at);
+
+/* A reader's next line starts at byte offset at (lines in order). Returns
+ * 0, or -1 when out of memory. */
+int ppv_schedule_add_line(ppv_schedule *s, int64_t at);
+
+/* "file:line:col" of rank's action i, or "file" when its place is unknown. */
+void ppv_schedule_place(const ppv_schedule *s, int32_t rank, int32_t i, char *buf, size_t n);
+
 /* Parses one PyTorch action token "[stage][type][mb]" of length len into a.
  * legacy selects the older dialect (B = inputs, BW = full). On failure
  * returns -1 with the reason (no position) in why. */

@@ -18,6 +18,7 @@ typedef struct cursor {
     const char *bol; /* beginning of the current line */
     char *err;
     size_t errlen;
+    const char *text; /* the whole text, for byte offsets */
 } cursor;
 
 static int fail_at(const cursor *c, const char *at, int32_t rank, const char *tok, size_t toklen,
@@ -123,7 +124,7 @@ static int apply_attr(const cursor *c, ppv_schedule *s, int32_t rank, ppv_action
 
 /* Parses one action line of rank into s. */
 static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const char *p,
-                        const char *end, int32_t *overlap_ids) {
+                        const char *end, uint16_t *overlap_ids) {
     const char *ws = p, *we = p;
     if (!next_word(&p, end, &ws, &we))
         return fail_at(c, p, rank, p, 0, "expected an action");
@@ -139,7 +140,7 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
         if (!close || (size_t)(we - close) != sizeof ovl - 1 ||
             memcmp(close, ovl, sizeof ovl - 1) != 0)
             rc = fail_at(c, ws, rank, ws, toklen, "an overlapped cell is written '(a;b)OVERLAP_F_B'");
-        int32_t id = ++*overlap_ids;
+        uint16_t id = *overlap_ids = ppv_overlap_next(*overlap_ids);
         for (const char *q = ws + 1; rc == 0 && q <= close;) {
             const char *e = q;
             while (e < close && *e != ';') e++;
@@ -150,9 +151,7 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
             else {
                 a.overlap = id;
                 a.step = step;
-                a.line = c->line;
-                a.col = (int)(ws - c->bol) + 1;
-                if (ppv_schedule_append(s, rank, &a) < 0)
+                if (ppv_schedule_append_at(s, rank, &a, ws - c->text) < 0)
                     rc = fail_at(c, ws, rank, ws, toklen, "out of memory");
             }
             q = e + 1;
@@ -179,8 +178,6 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
         if (ppv_action_flags(a.kind) & PPV_AF_PEER) a.tag = 0;
         if (ppv_action_flags(a.kind) & PPV_AF_ROOT) a.root = -1;
     }
-    a.line = c->line;
-    a.col = (int)(ws - c->bol) + 1;
     a.step = step;
     const char *tok = ws;
     const char *aw, *ae;
@@ -199,7 +196,7 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
                        a.root, s->groups[a.group].name, s->groups[a.group].n);
     if (a.kind == PPV_ACT_CHUNK && a.count < 0)
         return fail_at(c, tok, rank, tok, toklen, "CHUNK needs expected_generator_calls=N");
-    if (ppv_schedule_append(s, rank, &a) < 0)
+    if (ppv_schedule_append_at(s, rank, &a, tok - c->text) < 0)
         return fail_at(c, tok, rank, tok, toklen, "out of memory");
     return 0;
 }
@@ -213,10 +210,11 @@ int ppv_schedule_parse_native(const char *text, size_t len, const char *name, pp
                               char *err, size_t errlen) {
     *out = NULL;
     if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
-    cursor c = {name, 0, text, err, errlen};
+    cursor c = {name, 0, text, err, errlen, text};
     ppv_schedule *s = NULL;
     int seen_header = 0;
-    int32_t rank = -1, overlap_ids = 0;
+    int32_t rank = -1;
+    uint16_t overlap_ids = 0;
     int64_t nmb = -1;
     const char *p = text, *tend = text + len;
     while (p < tend) {
@@ -224,6 +222,10 @@ int ppv_schedule_parse_native(const char *text, size_t len, const char *name, pp
         if (!eol) eol = tend;
         c.line++;
         c.bol = p;
+        if (s && ppv_schedule_add_line(s, p - text) < 0) {
+            fail_at(&c, p, -1, NULL, 0, "out of memory");
+            goto fail;
+        }
         const char *end = eol;
         const char *hash = memchr(p, '#', (size_t)(end - p));
         if (hash) end = hash;
@@ -263,6 +265,14 @@ int ppv_schedule_parse_native(const char *text, size_t len, const char *name, pp
             }
             snprintf(s->name, sizeof s->name, "%s", name);
             s->dialect = PPV_DIALECT_CURRENT;
+            for (const char *l = text; l && l <= c.bol;) { /* the lines so far */
+                if (ppv_schedule_add_line(s, l - text) < 0) {
+                    fail_at(&c, ws, -1, NULL, 0, "out of memory");
+                    goto fail;
+                }
+                l = memchr(l, '\n', (size_t)(tend - l));
+                l = l ? l + 1 : NULL;
+            }
         } else if (!s) {
             fail_at(&c, ws, -1, NULL, 0, "'ranks N' must come before '%.*s'", (int)wl, ws);
             goto fail;

@@ -18,32 +18,41 @@
 /* ------------------------------------------------------------------------ */
 /* The schedule IR                                                          */
 
-/* One action of one rank's program. Fields a kind does not carry are -1. */
+/* One action of one rank's program. Fields a kind does not carry are -1.
+ * 32 bytes: a check of a million actions holds them all (where each came
+ * from in its file is kept beside the programs, ppv_schedule_where). */
 typedef struct ppv_action {
-    uint8_t kind;    /* ppv_action_kind */
-    uint8_t dtype;   /* ppv_dtype, collectives and native messages */
-    int32_t group;   /* collective: index into ppv_schedule.groups (32 bits, so 65,536
-                      * groups do not wrap; ppv_action stays 48 bytes) */
-    int32_t stage;   /* stage index */
-    int32_t mb;      /* microbatch index */
-    union {          /* what only some kinds carry */
+    uint8_t kind;     /* ppv_action_kind */
+    uint8_t dtype;    /* ppv_dtype, collectives and native messages */
+    uint16_t overlap; /* id shared by the sub-actions of one OVERLAP_F_B cell, 0 if none;
+                       * only neighbours compare ids, so they count 1..65535 and wrap */
+    int32_t stage;    /* stage index */
+    int32_t mb;       /* microbatch index */
+    int32_t step;     /* time step (CSV column) of the action */
+    union {           /* what only some kinds carry */
         struct {
             int32_t peer; /* native SEND/RECV: peer rank */
             int32_t tag;  /* native SEND/RECV: tag that both sides must agree on */
         };
-        int32_t root;  /* BCAST (and the other collectives, -1): root as a group rank */
+        struct {
+            int32_t group; /* collective: index into ppv_schedule.groups */
+            int32_t root;  /* BCAST (and the other collectives, -1): root as a group rank */
+        };
         int32_t count; /* CHUNK: expected_generator_calls */
     };
-    int32_t overlap; /* id shared by the sub-actions of one OVERLAP_F_B cell, 0 if none */
-    int32_t step;    /* time step (CSV column) of the action */
-    int32_t line;    /* source position, 0 when generated */
-    int32_t col;
     int64_t bytes; /* message or collective size in bytes, 0 = default */
 } ppv_action;
+
+/* The next overlap id after id (1..65535, then 1 again). */
+static inline uint16_t ppv_overlap_next(uint16_t id) {
+    return (uint16_t)(id % 65535u + 1u);
+}
 
 typedef struct ppv_program {
     ppv_action *acts;
     int32_t n, cap;
+    uint32_t *src; /* [cap] or NULL: byte offset + 1 of each action's cell in the text it
+                    * was read from (0: not read, or past 4 GiB); see ppv_schedule_where */
 } ppv_program;
 
 /* A named process group for collectives; ranks are global ranks. */
@@ -71,6 +80,8 @@ typedef struct ppv_schedule {
     ppv_dialect dialect; /* dialect the file was read in */
     char name[256];      /* file name for messages */
     struct ppv_group_index *group_index; /* private to schedule.c: groups by name */
+    int64_t *line_off; /* [nlines]: byte offset of each line of the text read, or NULL */
+    int32_t nlines;
 } ppv_schedule;
 
 /* A new empty schedule of nranks programs, or NULL when out of memory. */
@@ -95,6 +106,10 @@ int ppv_schedule_find_group(const ppv_schedule *s, const char *name);
  * from the programs. Returns 0, or -1 with a message (a stage computed on two
  * ranks, a stage that no rank computes). */
 int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen);
+
+/* Where rank's action i was read: its 1-based line and byte column in the
+ * file. Returns 0, or -1 when unknown (a generated or appended action). */
+int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line, int32_t *col);
 
 /* Writes the action's compact spelling ("2F0", "1SEND_B3", "SEND>1#4",
  * "ALLREDUCE@mesh") into buf. */

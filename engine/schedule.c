@@ -1,10 +1,14 @@
 /* schedule.c - the schedule IR: construction, stage->rank inference and the
  * compact spelling of actions used in messages.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* A million actions and the check's arrays fit in 50 MiB only if this holds. */
+_Static_assert(sizeof(ppv_action) == 32, "ppv_action must stay 32 bytes");
 
 ppv_schedule *ppv_schedule_new(int32_t nranks) {
     if (nranks < 0) return NULL;
@@ -21,7 +25,9 @@ ppv_schedule *ppv_schedule_new(int32_t nranks) {
 
 void ppv_schedule_free(ppv_schedule *s) {
     if (!s) return;
-    for (int32_t r = 0; r < s->nranks; r++) free(s->prog[r].acts);
+    for (int32_t r = 0; r < s->nranks; r++)
+        free(s->prog[r].acts), free(s->prog[r].src);
+    free(s->line_off);
     for (int32_t g = 0; g < s->ngroups; g++) free(s->groups[g].ranks);
     free(s->groups);
     free(s->group_index);
@@ -34,30 +40,88 @@ ppv_action ppv_action_make(ppv_action_kind k, int32_t stage, int32_t mb) {
     ppv_action a;
     memset(&a, 0, sizeof a);
     a.kind = (uint8_t)k;
-    a.group = -1;
     a.stage = stage;
     a.mb = mb;
-    a.peer = -1;
-    a.tag = -1;
-    a.root = -1;
-    a.count = -1;
+    a.peer = -1; /* and group, count */
+    a.tag = -1;  /* and root */
     a.step = -1;
     return a;
 }
 
-int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a) {
-    if (rank < 0 || rank >= s->nranks) return -1;
+int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap) {
     ppv_program *p = &s->prog[rank];
-    if (p->n == p->cap) {
-        int32_t cap = p->cap ? p->cap * 2 : 16;
-        ppv_action *acts = realloc(p->acts, (size_t)cap * sizeof *acts);
-        if (!acts) return -1;
-        p->acts = acts;
-        p->cap = cap;
+    if (cap <= p->cap) return 0;
+    ppv_action *acts = realloc(p->acts, (size_t)cap * sizeof *acts);
+    if (!acts) return -1;
+    p->acts = acts;
+    if (p->src) {
+        uint32_t *src = realloc(p->src, (size_t)cap * sizeof *src);
+        if (!src) return -1;
+        p->src = src;
     }
-    p->acts[p->n] = *a;
-    if (p->acts[p->n].step < 0) p->acts[p->n].step = p->n ? p->acts[p->n - 1].step + 1 : 0;
-    p->n++;
+    p->cap = cap;
+    return 0;
+}
+
+ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at) {
+    if (rank < 0 || rank >= s->nranks) return NULL;
+    ppv_program *p = &s->prog[rank];
+    if (p->n == p->cap && ppv_schedule_reserve(s, rank, p->cap ? p->cap * 2 : 16) < 0) return NULL;
+    if (at >= 0 && !p->src) { /* the first action with a place: unknown before it */
+        p->src = calloc((size_t)p->cap, sizeof *p->src);
+        if (!p->src) return NULL;
+    }
+    if (p->src) p->src[p->n] = at >= 0 && at < UINT32_MAX ? (uint32_t)at + 1 : 0;
+    return &p->acts[p->n++];
+}
+
+int ppv_schedule_append_at(ppv_schedule *s, int32_t rank, const ppv_action *a, int64_t at) {
+    ppv_action *d = ppv_schedule_push(s, rank, at);
+    if (!d) return -1;
+    *d = *a;
+    int32_t n = s->prog[rank].n;
+    if (d->step < 0) d->step = n > 1 ? d[-1].step + 1 : 0;
+    return 0;
+}
+
+int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a) {
+    return ppv_schedule_append_at(s, rank, a, -1);
+}
+
+int ppv_schedule_add_line(ppv_schedule *s, int64_t at) {
+    if ((s->nlines & (s->nlines - 1)) == 0) { /* 0, 1, 2, 4, ...: full */
+        int64_t *lo = realloc(s->line_off, (size_t)(s->nlines ? 2 * s->nlines : 1) * sizeof *lo);
+        if (!lo) return -1;
+        s->line_off = lo;
+    }
+    s->line_off[s->nlines++] = at;
+    return 0;
+}
+
+void ppv_schedule_place(const ppv_schedule *s, int32_t rank, int32_t i, char *buf, size_t n) {
+    int32_t line, col;
+    if (ppv_schedule_where(s, rank, i, &line, &col) == 0)
+        snprintf(buf, n, "%s:%d:%d", s->name, line, col);
+    else
+        snprintf(buf, n, "%s", s->name);
+}
+
+int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line,
+                       int32_t *col) {
+    if (rank < 0 || rank >= s->nranks || i < 0 || i >= s->prog[rank].n || !s->prog[rank].src ||
+        !s->prog[rank].src[i] || s->nlines == 0)
+        return -1;
+    int64_t at = (int64_t)s->prog[rank].src[i] - 1;
+    int32_t lo = 0, hi = s->nlines - 1; /* the last line starting at or before at */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (s->line_off[mid] <= at)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    *line = lo + 1;
+    *col = (int32_t)(at - s->line_off[lo]) + 1;
     return 0;
 }
 
@@ -196,11 +260,13 @@ static int sparse_stages_error(ppv_schedule *s, int64_t nplaced, char *err, size
     if (dup) {
         const ppv_action *a = &s->prog[dup->rank].acts[dup->index];
         char buf[64];
+        char at[300];
         ppv_action_format(s, a, buf, sizeof buf);
+        ppv_schedule_place(s, dup->rank, dup->index, at, sizeof at);
         rc = ppv_errf(err, errlen,
-                      "%s:%d:%d: rank %d cell '%s': stage %d is already on rank %d (a stage "
-                      "lives on one rank)",
-                      s->name, a->line, a->col, dup->rank, buf, a->stage, dup_owner);
+                      "%s: rank %d cell '%s': stage %d is already on rank %d (a stage lives on "
+                      "one rank)",
+                      at, dup->rank, buf, a->stage, dup_owner);
     } else {
         rc = ppv_errf(err, errlen, "%s: stage %d is computed by no rank (stages 0..%d are named)",
                       s->name, gap, s->nstages - 1);
@@ -228,7 +294,10 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
         ppv_program *p = &s->prog[r];
         if (p->n == 0 || p->n == p->cap) continue;
         ppv_action *acts = realloc(p->acts, (size_t)p->n * sizeof *acts);
-        if (acts) p->acts = acts, p->cap = p->n;
+        if (!acts) continue;
+        p->acts = acts, p->cap = p->n; /* src may stay longer than cap */
+        uint32_t *src = p->src ? realloc(p->src, (size_t)p->n * sizeof *src) : NULL;
+        if (src) p->src = src;
     }
     if (s->nmb < maxmb + 1) s->nmb = maxmb + 1;
     free(s->stage_rank);
@@ -249,12 +318,13 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
             if (owner < 0) {
                 s->stage_rank[a->stage] = r;
             } else if (owner != r) {
-                char buf[64];
+                char buf[64], at[300];
                 ppv_action_format(s, a, buf, sizeof buf);
+                ppv_schedule_place(s, r, i, at, sizeof at);
                 return ppv_errf(err, errlen,
-                                "%s:%d:%d: rank %d cell '%s': stage %d is already on rank %d "
-                                "(a stage lives on one rank)",
-                                s->name, a->line, a->col, r, buf, a->stage, owner);
+                                "%s: rank %d cell '%s': stage %d is already on rank %d (a stage "
+                                "lives on one rank)",
+                                at, r, buf, a->stage, owner);
             }
         }
     }

@@ -180,8 +180,14 @@ static inline int ppv_action_lookup(const char *s, size_t len) {
 #include "actions.def"
 #undef PPV_ACTION
     };
-    for (int k = 0; k < PPV_ACT_COUNT; k++)
-        if (lens[k] == len && memcmp(ppv_action_token((ppv_action_kind)k), s, len) == 0) return k;
+    for (int k = 0; k < PPV_ACT_COUNT; k++) {
+        const char *t = ppv_action_token((ppv_action_kind)k);
+        size_t j = 0;
+        if (lens[k] != len) continue;
+        while (j < len && t[j] == s[j])
+            j++;
+        if (j == len) return k;
+    }
     return -1;
 }
 

@@ -275,6 +275,45 @@ static void test_collective_names_group_65536_not_group_0(void **state) {
     free(t);
 }
 
+/* Overlap ids are 16 bits and wrap after 65,535 cells: neighbours still
+ * differ, none becomes 0 ("not overlapped"), and the file is written back
+ * byte for byte. */
+static void test_overlap_ids_wrap_without_merging_cells(void **state) {
+    (void)state;
+    enum { CELLS = 65540 };
+    size_t cap = (size_t)CELLS * 40 + 16, len = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    for (int32_t k = 0; k < CELLS; k++)
+        len += (size_t)snprintf(t + len, cap - len, "%s(0F%d;0I%d)OVERLAP_F_B", k ? "," : "", k + 1,
+                                k);
+    len += (size_t)snprintf(t + len, cap - len, "\n");
+    ppv_schedule *s = NULL;
+    char err[512];
+    assert_int_equal(ppv_schedule_parse_csv(t, len, "o.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
+                     0);
+    const ppv_program *p = &s->prog[0];
+    assert_int_equal(p->n, 2 * CELLS);
+    for (int32_t k = 0; k < CELLS; k++) {
+        const ppv_action *a = &p->acts[2 * k];
+        if (a->overlap == 0 || a[1].overlap != a->overlap ||
+            (k + 1 < CELLS && a[2].overlap == a->overlap))
+            fail_msg("cell %d: ids %u %u, next %u", k, a->overlap, a[1].overlap,
+                     k + 1 < CELLS ? a[2].overlap : 0u);
+    }
+    assert_int_equal(p->acts[2 * 65535].overlap, 1); /* the 65,536th cell */
+    char *back = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&back, &blen);
+    assert_int_equal(ppv_schedule_write_csv(s, f, err, sizeof err), 0);
+    fclose(f);
+    assert_int_equal(blen, len);
+    assert_memory_equal(back, t, len);
+    free(back);
+    ppv_schedule_free(s);
+    free(t);
+}
+
 /* Declaring and finding groups by name is a hash lookup (30,000 took 1.6 s
  * by linear search): every name still finds its own group, and a name
  * declared twice is still refused. */
@@ -358,11 +397,10 @@ static void assert_same_schedule(const ppv_schedule *a, const ppv_schedule *b, c
             const ppv_action *x = &pa->acts[i], *y = &pb->acts[i];
             int same = x->kind == y->kind && x->stage == y->stage && x->mb == y->mb &&
                        x->peer == y->peer && x->tag == y->tag && x->bytes == y->bytes &&
-                       x->dtype == y->dtype && (x->group < 0) == (y->group < 0) &&
-                       (x->overlap != 0) == (y->overlap != 0) &&
+                       x->dtype == y->dtype && (x->overlap != 0) == (y->overlap != 0) &&
                        (i == 0 || (x->overlap && x->overlap == pa->acts[i - 1].overlap) ==
                                       (y->overlap && y->overlap == pb->acts[i - 1].overlap));
-            if (same && x->group >= 0)
+            if (same && (ppv_action_flags(x->kind) & PPV_AF_COLL)) /* groups by name */
                 same = strcmp(a->groups[x->group].name, b->groups[y->group].name) == 0;
             if (!same) fail_msg("%s: rank %d action %d differs", how, r, i);
         }
@@ -526,6 +564,7 @@ int main(void) {
         cmocka_unit_test(test_native_parse_errors_name_line_column_and_cell),
         cmocka_unit_test(test_collective_names_group_65536_not_group_0),
         cmocka_unit_test(test_thirty_thousand_groups_each_find_their_own_index),
+        cmocka_unit_test(test_overlap_ids_wrap_without_merging_cells),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),
