@@ -99,7 +99,9 @@ typedef struct checker {
                      * ended (the post time of a finished op is not kept: an eager send's is
                      * its end, and a blocked rank's next op posts when it is ready) */
     int32_t *pc;
-    double *free_t, busy;     /* [P]: when the rank's last operation ends, either stream */
+    double *free_t;           /* [P]: when the rank's last operation ends, either stream */
+    double *busy;             /* [P]: compute time, summed in program order (the same
+                                 bits whatever order the run takes) */
     double *comp_t, *comm_t;  /* [P]: the compute and the communication stream */
     int32_t *dep;             /* [total]: the op (index in the same program) whose end
                                  this one needs (a compute's receive, a send's
@@ -649,7 +651,13 @@ static int eager_send(const checker *ck, const ppv_action *a) {
     return 0;
 }
 
-/* Rank r reaches op at time t: post it and complete whatever that enables. */
+/* Rank r reaches op at time t: post it and complete whatever that enables.
+ * The semantics decides when a send completes, hence deadlock; its time is
+ * always that of an asynchronous send (isend, batch_isend_irecv on a
+ * communication stream), which never waits to be received: it ends when
+ * posted, and the receive ends C after both are posted. One run thus
+ * decides deadlock under the semantics and gives makespan, bubble ratio
+ * and timeline; times do not depend on the order the run takes. */
 static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double t) {
     double C = ck->opt->costs.comm;
     ck->state[op] |= POSTED;
@@ -673,21 +681,16 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
         int eager = eager_send(ck, a);
         if (eager) complete(ck, r, op, t);
         if (c < 0 || !(ck->state[c] & POSTED) || (ck->state[c] & DONE)) return;
-        if (eager) {
-            complete(ck, other, c, fmax(ck->at[c], t + C));
-        } else {
-            double tm = fmax(t, ck->at[c]) + C;
-            complete(ck, r, op, tm);
-            complete(ck, other, c, tm);
-        }
+        if (!eager) complete(ck, r, op, t); /* met its receive */
+        complete(ck, other, c, fmax(ck->at[c], t + C));
     } else if (af & PPV_AF_RECV) {
         if (c < 0 || !(ck->state[c] & POSTED)) return;
         if (ck->state[c] & DONE) {
             complete(ck, r, op, fmax(t, ck->at[c] + C));
-        } else {
-            double tm = fmax(t, ck->at[c]) + C;
-            complete(ck, other, c, tm);
-            complete(ck, r, op, tm);
+        } else { /* a synchronous send waits for this receive */
+            double sent = ck->at[c];
+            complete(ck, other, c, sent);
+            complete(ck, r, op, fmax(t, sent + C));
         }
     }
 }
@@ -790,7 +793,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
                 ck->at[ck->off[r] + k] = t + cost;
             }
             note_compute(ck, r, t, t + cost);
-            ck->busy += cost;
+            ck->busy[r] += cost;
             ck->comp_t[r] = t + cost;
             stream_end(ck, r, t + cost);
             ck->pc[r] = j;
@@ -798,7 +801,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
         }
         if (spans) spans[i] = (ppv_span){t, t + cost};
         if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) note_compute(ck, r, t, t + cost);
-        ck->busy += cost;
+        ck->busy[r] += cost;
         ck->at[op] = t + cost;
         ck->comp_t[r] = t + cost;
         stream_end(ck, r, t + cost);
@@ -903,7 +906,9 @@ static void simulate(checker *ck) {
     for (int32_t r = 0; r < P; r++)
         if (ck->first_t[r] >= 0 && ck->last_t[r] - ck->first_t[r] > span)
             span = ck->last_t[r] - ck->first_t[r];
-    rep->bubble_ratio = span > 0 ? 1.0 - ck->busy / ((double)P * span) : 0.0;
+    double busy = 0;
+    for (int32_t r = 0; r < P; r++) busy += ck->busy[r];
+    rep->bubble_ratio = span > 0 ? 1.0 - busy / ((double)P * span) : 0.0;
     rep->simulated = !rep->deadlock;
 }
 
@@ -1065,6 +1070,7 @@ static void checker_free(checker *ck) {
     free(ck->at);
     free(ck->pc);
     free(ck->free_t);
+    free(ck->busy);
     free(ck->comp_t);
     free(ck->comm_t);
     free(ck->dep);
@@ -1163,6 +1169,7 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->chan_cap = calloc(pp, sizeof *ck->chan_cap);
     ck->pc = calloc(pp, sizeof *ck->pc);
     ck->free_t = calloc(pp, sizeof *ck->free_t);
+    ck->busy = calloc(pp, sizeof *ck->busy);
     ck->comp_t = calloc(pp, sizeof *ck->comp_t);
     ck->comm_t = calloc(pp, sizeof *ck->comm_t);
     ck->dep = malloc(nn * sizeof *ck->dep);
@@ -1172,7 +1179,7 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
     if (!ck->cp || !ck->state || !ck->at || !ck->chan_of || !ck->chan_n || !ck->chan_cap ||
-        !ck->pc || !ck->free_t || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued ||
+        !ck->pc || !ck->free_t || !ck->busy || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued ||
         !ck->groups || !ck->comp_t || !ck->comm_t || !ck->dep)
         return -1;
     if (find_deps(ck) < 0) return -1;
@@ -1220,33 +1227,6 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
         qsort(cg->members, (size_t)n, sizeof *cg->members, key_cmp);
     }
     return 0;
-}
-
-/* Clears what a simulation changed, so that another runs on the same
- * matching (the messages' counterparts, sequences, dependencies). */
-static void sim_reset(checker *ck) {
-    size_t nn = (size_t)(ck->total ? ck->total : 1);
-    memset(ck->state, 0, nn);
-    memset(ck->at, 0, nn * sizeof *ck->at);
-    for (int32_t r = 0; r < ck->P; r++) {
-        ck->pc[r] = 0;
-        ck->free_t[r] = ck->comp_t[r] = ck->comm_t[r] = ck->last_t[r] = 0;
-        ck->first_t[r] = -1;
-        ck->queued[r] = 0;
-    }
-    ck->busy = 0;
-    ck->qh = ck->qn = 0;
-    if (ck->grp_left) {
-        memset(ck->grp_left, 0, nn * sizeof *ck->grp_left);
-        for (int32_t r = 0; r < ck->P; r++)
-            for (int64_t op = ck->off[r]; op < ck->off[r + 1]; op++)
-                if (ck->grp_of[op] >= 0) ck->grp_left[ck->off[r] + ck->grp_of[op]]++;
-    }
-    for (int32_t g = 0; g < ck->s->ngroups; g++) {
-        coll_group *cg = &ck->groups[g];
-        if (cg->arrived) memset(cg->arrived, 0, (size_t)cg->nseq * sizeof *cg->arrived);
-        if (cg->tmax) memset(cg->tmax, 0, (size_t)cg->nseq * sizeof *cg->tmax);
-    }
 }
 
 int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
@@ -1344,19 +1324,6 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     }
     simulate(&ck);
     if (ck.oom) goto oom;
-    if (!rep->deadlock && opt->sem.kind != PPV_SEM_EAGER) {
-        /* Time with asynchronous sends (isend, batch_isend_irecv on a
-         * communication stream): a rank never waits for its send to be
-         * received. The semantics above decides deadlock; this run decides
-         * makespan, bubble ratio and the timeline. */
-        ppv_check_options timing = *opt;
-        timing.sem.kind = PPV_SEM_EAGER;
-        ck.opt = &timing;
-        sim_reset(&ck);
-        simulate(&ck);
-        if (ck.oom) goto oom;
-        ck.opt = opt;
-    }
 verdict:
     rep->ok = rep->errors_total == 0 && !rep->deadlock;
     *out = rep;
