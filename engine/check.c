@@ -559,6 +559,11 @@ static void match_messages(checker *ck) {
                       c->from, c->to, (long long)c->recvs.n, c->from, (long long)c->sends.n);
         }
     }
+    for (int32_t k = 0; k < ck->nchans; k++) { /* paired: the lists are done with */
+        free(ck->chans[k].sends.v);
+        free(ck->chans[k].recvs.v);
+        ck->chans[k].sends = ck->chans[k].recvs = (vec32){NULL, 0, 0};
+    }
 }
 
 static void match_collectives(checker *ck) {
@@ -1162,8 +1167,6 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     int64_t n = ck->total = ck->off[P];
     size_t nn = (size_t)(n ? n : 1), pp = (size_t)(P ? P : 1);
     ck->cp = malloc(nn * sizeof *ck->cp);
-    ck->state = calloc(nn, 1);
-    ck->at = calloc(nn, sizeof *ck->at);
     ck->chan_of = calloc(pp, sizeof *ck->chan_of);
     ck->chan_n = calloc(pp, sizeof *ck->chan_n);
     ck->chan_cap = calloc(pp, sizeof *ck->chan_cap);
@@ -1178,9 +1181,9 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->queue = malloc(pp * sizeof *ck->queue);
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
-    if (!ck->cp || !ck->state || !ck->at || !ck->chan_of || !ck->chan_n || !ck->chan_cap ||
-        !ck->pc || !ck->free_t || !ck->busy || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued ||
-        !ck->groups || !ck->comp_t || !ck->comm_t || !ck->dep)
+    if (!ck->cp || !ck->chan_of || !ck->chan_n || !ck->chan_cap || !ck->pc || !ck->free_t ||
+        !ck->busy || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups ||
+        !ck->comp_t || !ck->comm_t || !ck->dep)
         return -1;
     if (find_deps(ck) < 0) return -1;
     for (int64_t k = 0; k < n; k++)
@@ -1286,6 +1289,10 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     }
     match_messages(&ck);
     match_collectives(&ck);
+    /* the simulation's arrays, once the matching's lists are gone */
+    ck.state = calloc((size_t)(ck.total ? ck.total : 1), 1);
+    ck.at = calloc((size_t)(ck.total ? ck.total : 1), sizeof *ck.at);
+    if (!ck.state || !ck.at) ck.oom = 1;
     if (ck.oom) goto oom;
     if (opt->keep_timeline) {
         rep->spans = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *rep->spans);

@@ -275,6 +275,48 @@ static void test_collective_names_group_65536_not_group_0(void **state) {
     free(t);
 }
 
+/* Where an action was read: line and byte column, kept beside the
+ * programs; nothing for actions no reader placed. */
+static void test_where_an_action_was_read(void **state) {
+    (void)state;
+    static const char csv[] = "0F0,,  0F1,(0I0;0W0)OVERLAP_F_B\n1F0\n";
+    static const char nat[] = "ppv-schedule 1\n# a comment\nranks 2\nrank 1\n  0F0 \n"
+                              "(0I0;0W0)OVERLAP_F_B\nrank 0\nSEND peer=1 tag=2\n";
+    ppv_schedule *s = NULL, *t = NULL;
+    char err[512];
+    int32_t line = 0, col = 0;
+    assert_int_equal(
+        ppv_schedule_parse_csv(csv, sizeof csv - 1, "w.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
+        0);
+    static const int32_t want[][4] = {
+        {0, 0, 1, 1}, {0, 1, 1, 8}, {0, 2, 1, 12}, {0, 3, 1, 12}, {1, 0, 2, 1}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        assert_int_equal(ppv_schedule_where(s, want[k][0], want[k][1], &line, &col), 0);
+        assert_int_equal(line, want[k][2]);
+        assert_int_equal(col, want[k][3]);
+    }
+    assert_int_equal(ppv_schedule_where(s, 0, 4, &line, &col), -1);
+    assert_int_equal(ppv_schedule_where(s, 2, 0, &line, &col), -1);
+    ppv_action a = ppv_action_make(PPV_ACT_F, 0, 1);
+    assert_int_equal(ppv_schedule_append(s, 1, &a), 0); /* added, not read */
+    assert_int_equal(ppv_schedule_where(s, 1, 1, &line, &col), -1);
+    assert_int_equal(ppv_schedule_parse_native(nat, sizeof nat - 1, "w.ppv", &t, err, sizeof err),
+                     0);
+    static const int32_t nwant[][4] = {{1, 0, 5, 3}, {1, 1, 6, 1}, {1, 2, 6, 1}, {0, 0, 8, 1}};
+    for (size_t k = 0; k < sizeof nwant / sizeof nwant[0]; k++) {
+        assert_int_equal(ppv_schedule_where(t, nwant[k][0], nwant[k][1], &line, &col), 0);
+        assert_int_equal(line, nwant[k][2]);
+        assert_int_equal(col, nwant[k][3]);
+    }
+    ppv_schedule *g = NULL;
+    ppv_gen_params gp = {2, 4, 0};
+    assert_int_equal(ppv_generate("1f1b", &gp, &g, err, sizeof err), 0);
+    assert_int_equal(ppv_schedule_where(g, 0, 0, &line, &col), -1);
+    ppv_schedule_free(g);
+    ppv_schedule_free(s);
+    ppv_schedule_free(t);
+}
+
 /* Overlap ids are 16 bits and wrap after 65,535 cells: neighbours still
  * differ, none becomes 0 ("not overlapped"), and the file is written back
  * byte for byte. */
@@ -565,6 +607,7 @@ int main(void) {
         cmocka_unit_test(test_collective_names_group_65536_not_group_0),
         cmocka_unit_test(test_thirty_thousand_groups_each_find_their_own_index),
         cmocka_unit_test(test_overlap_ids_wrap_without_merging_cells),
+        cmocka_unit_test(test_where_an_action_was_read),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),
