@@ -246,14 +246,16 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
         size_t eol = nl ? (size_t)(nl - text) : len;
         size_t end = eol;
         if (end > pos && text[end - 1] == '\r') end--;
-        int32_t step = 0, ncells = 1;
+        int32_t step = 0;
+        int64_t ncells = 1;
         size_t c = pos;
         int blank = 1;
         for (size_t k = pos; k < end && blank; k++)
             if (!is_space(text[k])) blank = 0;
         for (size_t k = pos; k < end; k++)
             ncells += text[k] == ',';
-        if (!blank && ppv_schedule_reserve(s, rank, ncells) < 0) {
+        if (!blank &&
+            ppv_schedule_reserve(s, rank, ncells < INT32_MAX ? (int32_t)ncells : INT32_MAX) < 0) {
             ppv_schedule_free(s);
             return ppv_errf(err, errlen, "%s: out of memory", name);
         }

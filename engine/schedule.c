@@ -89,6 +89,7 @@ int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a) {
 }
 
 int ppv_schedule_add_line(ppv_schedule *s, int64_t at) {
+    if (s->nlines >= (1 << 30)) return 0;     /* later lines: places unknown */
     if ((s->nlines & (s->nlines - 1)) == 0) { /* 0, 1, 2, 4, ...: full */
         int64_t *lo = realloc(s->line_off, (size_t)(s->nlines ? 2 * s->nlines : 1) * sizeof *lo);
         if (!lo) return -1;
@@ -120,8 +121,10 @@ int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *
         else
             hi = mid - 1;
     }
+    if (lo == (1 << 30) - 1) return -1; /* past the lines kept */
+    int64_t c = at - s->line_off[lo] + 1;
     *line = lo + 1;
-    *col = (int32_t)(at - s->line_off[lo]) + 1;
+    *col = c < INT32_MAX ? (int32_t)c : INT32_MAX;
     return 0;
 }
 
