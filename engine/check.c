@@ -24,31 +24,15 @@
 
 enum { FD = 1, ID = 2, BD = 4, WD = 8, RF = 16, RB = 32, SF = 64, SB = 128, RD = 256 };
 
-typedef struct vec64 {
-    int64_t *v;
-    int64_t n, cap;
-} vec64;
-
-static int vec_push(vec64 *x, int64_t val) {
-    if (x->n == x->cap) {
-        int64_t cap = x->cap ? x->cap * 2 : 8;
-        int64_t *v = realloc(x->v, (size_t)cap * sizeof *v);
-        if (!v) return -1;
-        x->v = v;
-        x->cap = cap;
-    }
-    x->v[x->n++] = val;
-    return 0;
-}
-
+/* A growing list of program indices. */
 typedef struct vec32 {
     int32_t *v;
-    int32_t n, cap;
+    int64_t n, cap;
 } vec32;
 
 static int vec32_push(vec32 *x, int32_t val) {
     if (x->n == x->cap) {
-        int32_t cap = x->cap ? x->cap * 2 : 8;
+        int64_t cap = x->cap ? x->cap * 2 : 8;
         int32_t *v = realloc(x->v, (size_t)cap * sizeof *v);
         if (!v) return -1;
         x->v = v;
@@ -68,7 +52,8 @@ typedef struct coll_group {
     int64_t *members;   /* [members]: rank << 32 | index in the group, sorted (not [nranks]:
                          * 65,536 ranks x 30,000 groups would be 7.8 GB) */
     int32_t *count;     /* [members]: collectives issued so far */
-    vec64 ops;          /* [seq * members + member], -1 when absent */
+    vec32 ops;          /* [seq * members + member]: index in the member's program, -1 when
+                         * absent */
     int32_t nseq;
     int32_t *arrived; /* [nseq] */
     double *tmax;     /* [nseq] */
@@ -459,18 +444,6 @@ static channel *find_channel(checker *ck, int32_t from, int32_t to) {
     return c;
 }
 
-static const ppv_action *op_action(const checker *ck, int64_t op, int32_t *rank, int32_t *idx) {
-    int32_t lo = 0, hi = ck->P - 1;
-    while (lo < hi) { /* last rank whose offset <= op */
-        int32_t mid = (lo + hi + 1) / 2;
-        if (ck->off[mid] <= op) lo = mid;
-        else hi = mid - 1;
-    }
-    *rank = lo;
-    *idx = (int32_t)(op - ck->off[lo]);
-    return &ck->s->prog[lo].acts[*idx];
-}
-
 static int64_t msg_bytes(const checker *ck, const ppv_action *a) {
     return a->bytes ? a->bytes : ck->opt->msg_bytes;
 }
@@ -529,7 +502,8 @@ static void match_messages(checker *ck) {
     char why[160], sa[64], ra[64];
     for (int32_t k = 0; k < ck->nchans && !ck->oom; k++) {
         channel *c = &ck->chans[k];
-        int32_t n = c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n, sr = c->from, rr = c->to;
+        int32_t n = (int32_t)(c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n), sr = c->from,
+                rr = c->to;
         const ppv_action *sp = ck->s->prog[sr].acts, *rp = ck->s->prog[rr].acts;
         for (int32_t j = 0; j < n; j++) {
             int32_t si = c->sends.v[j], ri = c->recvs.v[j];
@@ -580,11 +554,11 @@ static void match_collectives(checker *ck) {
             ck->cseq[ck->off[r] + i] = seq;
             while (g->nseq <= seq) {
                 for (int32_t k = 0; k < n; k++)
-                    if (vec_push(&g->ops, -1) < 0) ck->oom = 1;
+                    if (vec32_push(&g->ops, -1) < 0) ck->oom = 1;
                 g->nseq++;
             }
             if (ck->oom) return;
-            g->ops.v[(int64_t)seq * n + me] = ck->off[r] + i;
+            g->ops.v[(int64_t)seq * n + me] = i;
         }
     }
     char an[64], bn[64];
@@ -598,22 +572,20 @@ static void match_collectives(checker *ck) {
             return;
         }
         for (int32_t seq = 0; seq < g->nseq; seq++) {
-            int64_t first = -1;
             int32_t fr = -1, fi = -1;
             const ppv_action *fa = NULL;
             for (int32_t k = 0; k < n; k++) {
-                int64_t op = g->ops.v[(int64_t)seq * n + k];
-                int32_t rr, ri;
-                if (op < 0) {
+                int32_t rr = s->groups[gi].ranks[k], ri = g->ops.v[(int64_t)seq * n + k];
+                if (ri < 0) {
                     add_error(ck, s->groups[gi].ranks[k], -1,
                               "rank %d issues only %d collectives on group '%s'; others issue "
                               "collective #%d", s->groups[gi].ranks[k], g->count[k],
                               s->groups[gi].name, seq);
                     continue;
                 }
-                const ppv_action *a = op_action(ck, op, &rr, &ri);
-                if (first < 0) {
-                    first = op, fr = rr, fi = ri, fa = a;
+                const ppv_action *a = &s->prog[rr].acts[ri];
+                if (!fa) {
+                    fr = rr, fi = ri, fa = a;
                     continue;
                 }
                 const char *bad = NULL;
@@ -675,8 +647,8 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
         if (t > g->tmax[seq]) g->tmax[seq] = t;
         if (++g->arrived[seq] < n) return;
         for (int32_t k = 0; k < n; k++) {
-            int64_t o = g->ops.v[(int64_t)seq * n + k];
-            complete(ck, ck->s->groups[a->group].ranks[k], o, g->tmax[seq] + C);
+            int32_t who = ck->s->groups[a->group].ranks[k];
+            complete(ck, who, ck->off[who] + g->ops.v[(int64_t)seq * n + k], g->tmax[seq] + C);
         }
         return;
     }
@@ -840,15 +812,14 @@ static void describe_wait(checker *ck, int32_t r, ppv_wait *w) {
         snprintf(w->reason, sizeof w->reason, "collective on group '%s' that not every member "
                  "joins", ck->s->groups[a->group].name);
         for (int32_t k = 0; seq >= 0 && k < n; k++) {
-            int64_t o = g->ops.v[(int64_t)seq * n + k];
-            int32_t who = ck->s->groups[a->group].ranks[k];
-            if (o < 0) {
+            int32_t at = g->ops.v[(int64_t)seq * n + k], who = ck->s->groups[a->group].ranks[k];
+            if (at < 0) {
                 w->waits_for = who;
                 snprintf(w->reason, sizeof w->reason, "collective #%d on group '%s': rank %d "
                          "never issues it", seq, ck->s->groups[a->group].name, who);
                 break;
             }
-            if (!(ck->state[o] & POSTED)) {
+            if (!(ck->state[ck->off[who] + at] & POSTED)) {
                 w->waits_for = who;
                 snprintf(w->reason, sizeof w->reason, "collective #%d on group '%s': rank %d "
                          "has not reached it", seq, ck->s->groups[a->group].name, who);
@@ -866,8 +837,7 @@ static void describe_wait(checker *ck, int32_t r, ppv_wait *w) {
         snprintf(w->reason, sizeof w->reason, "no %s on rank %d ever matches it",
                  snd ? "receive" : "send", w->waits_for);
     } else {
-        int32_t cr, ci;
-        op_action(ck, c, &cr, &ci);
+        int32_t cr = w->waits_for, ci = ck->cp[op];
         ppv_action_format(ck->s, &ck->s->prog[cr].acts[ci], other, sizeof other);
         snprintf(w->reason, sizeof w->reason, "%s waits for rank %d to reach %s (index %d)",
                  snd ? "send (rendezvous)" : "receive", cr, other, ci);

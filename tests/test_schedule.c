@@ -147,6 +147,8 @@ static void test_csv_parse_errors_name_file_line_column_and_cell(void **state) {
     expect_csv_error("", "t.csv:1:1: empty schedule (no rank rows)");
     expect_csv_error("0F999999999\n", "t.csv:1:1: rank 0 step 0 cell '0F999999999': microbatch "
                                      "index too large (limit 100000000)");
+    expect_csv_error("0F0,999999999F0\n", "t.csv:1:5: rank 0 step 1 cell '999999999F0': stage "
+                                          "index too large (limit 100000000)");
 }
 
 static void test_stage_on_two_ranks_is_rejected(void **state) {

@@ -280,21 +280,19 @@ static int wait_one(mpi_t *m, MPI_Request req, int rc, const char *what) {
     return wait_pending(m, &p, 1);
 }
 
-/* Every member says what it calls; the job ends on a disagreement, as the
- * mock reports it. */
+/* proc_gather_fn over MPI. */
+static void gather_agreement(void *impl, const void *c, const int64_t *mine, int64_t *all,
+                             const char *what) {
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, ((const mpi_comm *)c)->comm,
+                            &req);
+    wait_one(impl, req, rc, what);
+}
+
+/* Every member says what it calls (proc_agree). */
 static void agree(mpi_t *m, const mpi_comm *c, int32_t comm, int kind, int32_t root, size_t bytes,
                   const char *what) {
-    if (m->in_group) failf(m, 0, "%s: a collective inside a group", what);
-    int64_t mine[3] = {kind, root, (int64_t)bytes};
-    int64_t *all = malloc((size_t)c->n * sizeof mine);
-    if (!all) failf(m, 1, "out of memory");
-    char desc[96];
-    snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
-    MPI_Request req;
-    int rc = MPI_Iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, c->comm, &req);
-    wait_one(m, req, rc, desc);
-    proc_check_agreement(&m->b, comm, c->n, all, mine, what);
-    free(all);
+    proc_agree(m, m->in_group, c, comm, c->n, kind, root, bytes, what, gather_agreement);
 }
 
 static int mpi_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
@@ -343,19 +341,6 @@ static int mpi_allgather(void *impl, int32_t rank, const void *send, void *recv,
     return wait_one(m, req, rc, what);
 }
 
-static int mpi_abort(void *impl, int32_t rank, const char *why) {
-    mpi_t *m = impl;
-    failf(m, 0, "rank %d aborted the job: %s", rank, why ? why : "(no reason)");
-    return 0;
-}
-
-/* A failure ends the job, so a rank that can still ask has seen none. */
-static int mpi_async_error(void *impl, int32_t rank) {
-    (void)impl;
-    (void)rank;
-    return 0;
-}
-
 static int mpi_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
     mpi_t *m = impl;
     (void)rank;
@@ -375,8 +360,8 @@ static const ppv_transport_ops mpi_ops = {
     .allreduce_f32 = mpi_allreduce_f32,
     .broadcast = mpi_broadcast,
     .allgather = mpi_allgather,
-    .abort = mpi_abort,
-    .async_error = mpi_async_error,
+    .abort = proc_abort,
+    .async_error = proc_async_error,
     .probe = mpi_probe,
     .fail = proc_fail,
     .progress = proc_progress,

@@ -315,17 +315,16 @@ static void gather(nccl_t *m, const nccl_comm *c, const void *mine, void *all, s
     dev_release(m, d);
 }
 
+/* proc_gather_fn over NCCL. */
+static void gather_agreement(void *impl, const void *c, const int64_t *mine, int64_t *all,
+                             const char *what) {
+    gather(impl, c, mine, all, 3 * sizeof *mine, what);
+}
+
+/* Every member says what it calls (proc_agree). */
 static void agree(nccl_t *m, const nccl_comm *c, int32_t comm, int kind, int32_t root, size_t bytes,
                   const char *what) {
-    if (m->in_group) failf(m, 0, "%s: a collective inside a group", what);
-    int64_t mine[3] = {kind, root, (int64_t)bytes};
-    int64_t *all = malloc((size_t)c->n * sizeof mine);
-    if (!all) failf(m, 1, "out of memory");
-    char desc[96];
-    snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
-    gather(m, c, mine, all, sizeof mine, desc);
-    proc_check_agreement(&m->b, comm, c->n, all, mine, what);
-    free(all);
+    proc_agree(m, m->in_group, c, comm, c->n, kind, root, bytes, what, gather_agreement);
 }
 
 static int nccl_allreduce_f32(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
@@ -372,18 +371,6 @@ static int nccl_allgather(void *impl, int32_t rank, const void *send, void *recv
     return 0;
 }
 
-static int nccl_abort(void *impl, int32_t rank, const char *why) {
-    nccl_t *m = impl;
-    failf(m, 0, "rank %d aborted the job: %s", rank, why ? why : "(no reason)");
-    return 0;
-}
-
-static int nccl_async_error(void *impl, int32_t rank) {
-    (void)impl;
-    (void)rank;
-    return 0; /* a failure has ended the job */
-}
-
 static int nccl_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived) {
     nccl_t *m = impl;
     (void)rank;
@@ -402,8 +389,8 @@ static const ppv_transport_ops nccl_ops = {
     .allreduce_f32 = nccl_allreduce_f32,
     .broadcast = nccl_broadcast,
     .allgather = nccl_allgather,
-    .abort = nccl_abort,
-    .async_error = nccl_async_error,
+    .abort = proc_abort,
+    .async_error = proc_async_error,
     .probe = nccl_probe,
     .fail = proc_fail,
     .progress = proc_progress,

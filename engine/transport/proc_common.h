@@ -1,8 +1,9 @@
 /* proc_common.h - what the transports of processes (mpi.c, nccl.c) share:
  * a handle that opens with proc_base, the job's end on a failure, the
  * polling between two looks at a request, the watchdog of a rank that
- * only polls, and the members of a communicator. Each module is built on
- * its own, so these are static inline. */
+ * only polls, the members of a communicator, the agreement before a
+ * collective, and abort. Each module is built on its own, so these are
+ * static inline. */
 #ifndef PPV_PROC_COMMON_H
 #define PPV_PROC_COMMON_H
 
@@ -94,13 +95,28 @@ static inline void proc_yield(void *impl, int32_t rank) {
  * collective is a mismatch, reported, not a hang. */
 enum { PROC_ALLREDUCE = 1, PROC_BCAST, PROC_ALLGATHER, PROC_END };
 
-/* After a collective's members exchanged what they call (all[3 * k]:
- * member k's kind, root and bytes; mine: this rank's), the job ends at the
- * first disagreement, as the mock reports one. */
-static inline void proc_check_agreement(proc_base *b, int32_t comm, int32_t n, const int64_t *all,
-                                        const int64_t *mine, const char *what) {
+/* Gathers every member's three numbers over the transport's communicator
+ * c: all[3 * k] gets member k's (what names the wait in a report). */
+typedef void proc_gather_fn(void *impl, const void *c, const int64_t *mine, int64_t *all,
+                            const char *what);
+
+/* Before a collective (or the end of a run, PROC_END), its n members
+ * agree on what each calls: kind, root and bytes, exchanged by gather.
+ * The job ends on a collective inside a group, or at the first
+ * disagreement, as the mock reports one. */
+static inline void proc_agree(void *impl, int in_group, const void *c, int32_t comm, int32_t n,
+                              int kind, int32_t root, size_t bytes, const char *what,
+                              proc_gather_fn *gather) {
     static const char *const kinds[] = {"?", "ALLREDUCE", "BCAST", "ALLGATHER",
                                         "the end of the run"};
+    proc_base *b = impl;
+    if (in_group) proc_failf(b, 0, "%s: a collective inside a group", what);
+    int64_t mine[3] = {kind, root, (int64_t)bytes};
+    int64_t *all = malloc((size_t)n * sizeof mine);
+    if (!all) proc_failf(b, 1, "out of memory");
+    char desc[96];
+    snprintf(desc, sizeof desc, "%s (agreeing on it)", what);
+    gather(impl, c, mine, all, desc);
     for (int32_t k = 0; k < n; k++) {
         const int64_t *t = &all[3 * k];
         if (t[0] == mine[0] && t[1] == mine[1] && t[2] == mine[2]) continue;
@@ -111,6 +127,21 @@ static inline void proc_check_agreement(proc_base *b, int32_t comm, int32_t n, c
                    t[0] >= 1 && t[0] <= PROC_END ? kinds[t[0]] : kinds[0], (long long)t[2],
                    (long long)t[1]);
     }
+    free(all);
+}
+
+/* ppv_transport_ops.abort: the job ends with the rank's reason. */
+static inline int proc_abort(void *impl, int32_t rank, const char *why) {
+    proc_failf(impl, 0, "rank %d aborted the job: %s", rank, why ? why : "(no reason)");
+    return 0;
+}
+
+/* ppv_transport_ops.async_error: a failure ends the job, so a rank that
+ * can still ask has seen none. */
+static inline int proc_async_error(void *impl, int32_t rank) {
+    (void)impl;
+    (void)rank;
+    return 0;
 }
 
 /* An allreduce from an allgather (all: member k's count floats at k *
