@@ -38,9 +38,6 @@ ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at);
  * 0, or -1 when out of memory. */
 int ppv_schedule_add_line(ppv_schedule *s, int64_t at);
 
-/* "file:line:col" of rank's action i, or "file" when its place is unknown. */
-void ppv_schedule_place(const ppv_schedule *s, int32_t rank, int32_t i, char *buf, size_t n);
-
 /* Parses one PyTorch action token "[stage][type][mb]" of length len into a.
  * legacy selects the older dialect (B = inputs, BW = full). On failure
  * returns -1 with the reason (no position) in why. */

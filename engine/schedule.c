@@ -99,14 +99,6 @@ int ppv_schedule_add_line(ppv_schedule *s, int64_t at) {
     return 0;
 }
 
-void ppv_schedule_place(const ppv_schedule *s, int32_t rank, int32_t i, char *buf, size_t n) {
-    int32_t line, col;
-    if (ppv_schedule_where(s, rank, i, &line, &col) == 0)
-        snprintf(buf, n, "%s:%d:%d", s->name, line, col);
-    else
-        snprintf(buf, n, "%s", s->name);
-}
-
 int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line,
                        int32_t *col) {
     if (rank < 0 || rank >= s->nranks || i < 0 || i >= s->prog[rank].n || !s->prog[rank].src ||
@@ -126,6 +118,15 @@ int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *
     *line = lo + 1;
     *col = c < INT32_MAX ? (int32_t)c : INT32_MAX;
     return 0;
+}
+
+/* "file:line:col" of rank's action i, or "file" when its place is unknown. */
+static void place(const ppv_schedule *s, int32_t rank, int32_t i, char *buf, size_t n) {
+    int32_t line, col;
+    if (ppv_schedule_where(s, rank, i, &line, &col) == 0)
+        snprintf(buf, n, "%s:%d:%d", s->name, line, col);
+    else
+        snprintf(buf, n, "%s", s->name);
 }
 
 /* Groups by name: an open-addressing hash table of group indices, so that
@@ -265,7 +266,7 @@ static int sparse_stages_error(ppv_schedule *s, int64_t nplaced, char *err, size
         char buf[64];
         char at[300];
         ppv_action_format(s, a, buf, sizeof buf);
-        ppv_schedule_place(s, dup->rank, dup->index, at, sizeof at);
+        place(s, dup->rank, dup->index, at, sizeof at);
         rc = ppv_errf(err, errlen,
                       "%s: rank %d cell '%s': stage %d is already on rank %d (a stage lives on "
                       "one rank)",
@@ -323,7 +324,7 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
             } else if (owner != r) {
                 char buf[64], at[300];
                 ppv_action_format(s, a, buf, sizeof buf);
-                ppv_schedule_place(s, r, i, at, sizeof at);
+                place(s, r, i, at, sizeof at);
                 return ppv_errf(err, errlen,
                                 "%s: rank %d cell '%s': stage %d is already on rank %d (a stage "
                                 "lives on one rank)",
