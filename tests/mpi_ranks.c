@@ -125,6 +125,30 @@ static void sc_bad_peer(ppv_transport *t, int32_t rank, void *arg) {
     if (rank == 0) t->ops->send(t->impl, rank, &b, 1, 5, 0, "0SEND_F0");
 }
 
+/* Rank 0 sends 64 bytes to itself and receives them, in one group (NCCL
+ * allows it; the one-GPU benchmark relies on it) or not (refused). */
+static void self_exchange(ppv_transport *t, int32_t rank, scenario_out *o, int grouped) {
+    if (rank != 0) return;
+    unsigned char out[64], in[64];
+    for (int i = 0; i < 64; i++)
+        out[i] = (unsigned char)(0xc0 ^ i);
+    memset(in, 0, sizeof in);
+    if (grouped) t->ops->group_start(t->impl, rank);
+    t->ops->send(t->impl, rank, out, sizeof out, 0, 0, "0SEND_SELF");
+    t->ops->recv(t->impl, rank, in, sizeof in, 0, 0, "0RECV_SELF");
+    if (grouped) t->ops->group_end(t->impl, rank);
+    memcpy(o->bytes, in, sizeof in);
+    o->n = sizeof in;
+}
+
+static void sc_self_grouped(ppv_transport *t, int32_t rank, void *arg) {
+    self_exchange(t, rank, arg, 1);
+}
+
+static void sc_self_ungrouped(ppv_transport *t, int32_t rank, void *arg) {
+    self_exchange(t, rank, arg, 0);
+}
+
 static const struct {
     const char *name;
     ppv_rank_main fn;
@@ -140,6 +164,8 @@ static const struct {
     {"nested-group", sc_nested_group},
     {"lonely-collective", sc_lonely_collective},
     {"bad-peer", sc_bad_peer},
+    {"self-grouped", sc_self_grouped},
+    {"self-ungrouped", sc_self_ungrouped},
 };
 
 static ppv_rank_main find(const char *name) {

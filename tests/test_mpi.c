@@ -630,6 +630,13 @@ static void test_nccl_transport_logic(void **state) {
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, want);
     run_free(&r);
+    /* a rank's message to itself, grouped with its receive (NCCL allows it) */
+    r = MPIRUN(2, RANKS_BIN, "self-grouped", "rendezvous", "60", "nccl");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out,
+                        "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+                        "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff\n");
+    run_free(&r);
     /* ungrouped send-send: a hang when NCCL waits for the receive ... */
     r = MPIRUN(2, RANKS_BIN, "exchange", "rendezvous", "1", "nccl");
     assert_int_equal(r.code, 1);
@@ -651,6 +658,7 @@ static void test_nccl_transport_logic(void **state) {
         {"collective-mismatch", "collective on communicator 0: rank "},
         {"tripwire", "rank 1 of 2: tripwire: chunk 3 came after chunk 4"},
         {"lonely-collective", "the end of the run"},
+        {"self-ungrouped", "0SEND_SELF: rank 0 exchanges with itself outside a group"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         r = MPIRUN(2, RANKS_BIN, cases[k].scenario, "rendezvous", "30", "nccl");

@@ -14,7 +14,10 @@
  * every wait polls cudaStreamQuery and ncclCommGetAsyncError, and after
  * the run's timeout the rank reports the hang (the call, the peer, the
  * message), calls ncclCommAbort and ends the job, as it does on an
- * asynchronous error. Host buffers are staged through device memory: a
+ * asynchronous error. A call that answers ncclInProgress may not yet
+ * have put its kernels on the stream (NCCL does that from a thread of its
+ * own): nothing follows it there until the communicators say so. Host
+ * buffers are staged through device memory: a
  * send copies in then sends, a receive receives then copies out; inside a
  * group the receives' copies wait for ncclGroupEnd, when the group's
  * operations are launched.
@@ -136,6 +139,40 @@ static void check_cuda(nccl_t *m, cudaError_t rc, const char *what) {
     if (rc != cudaSuccess) failf(m, 1, "%s: CUDA says: %s", what, m->api.GetErrorStringCuda(rc));
 }
 
+/* A call on a non-blocking communicator may return (ncclInProgress)
+ * before its kernels are on the stream: NCCL puts them there from a
+ * thread of its own. Until every communicator says it is no longer in
+ * progress, nothing may follow them onto the stream (a receive's copy out
+ * would run before the receive) and the stream's being idle means
+ * nothing. So after rc, this waits for that, under the watchdog. */
+static void issued(nccl_t *m, ncclResult_t rc, const char *what) {
+    check_nccl(m, rc, what);
+    if (rc != ncclInProgress) return;
+    double t0 = proc_now();
+    int spins = 0;
+    for (;;) {
+        int busy = 0;
+        for (int32_t k = 0; k < m->ncomms; k++) {
+            if (!m->comms[k].comm) continue;
+            ncclResult_t st = ncclSuccess;
+            check_nccl(m, m->api.CommGetAsyncError(m->comms[k].comm, &st), "ncclCommGetAsyncError");
+            if (st == ncclInProgress)
+                busy = 1;
+            else if (st != ncclSuccess)
+                failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
+                      m->api.GetErrorString(st));
+        }
+        if (!busy) return;
+        double waited = proc_now() - t0;
+        if (waited > m->b.cfg.timeout_s)
+            failf(m, 0,
+                  "hang: %s was not issued to the stream in %.1f s (--timeout %g); ncclCommAbort "
+                  "called",
+                  what, waited, m->b.cfg.timeout_s);
+        proc_backoff(&spins, waited);
+    }
+}
+
 /* Waits until the stream has run everything put on it, polling the
  * communicator's asynchronous error; past the timeout, the hang is
  * reported (what: the call and its peer) and the job ends. */
@@ -202,11 +239,18 @@ static nccl_comm *comm_of(nccl_t *m, int32_t comm, const char *what) {
     return &m->comms[comm];
 }
 
-/* peer's rank in c, or the job ends. */
+/* peer's rank in c, or the job ends. A rank may exchange with itself
+ * inside a group only (NCCL's rule: its send and its receive must be
+ * launched together); the engine never does, a benchmark on one GPU does. */
 static int peer_in(nccl_t *m, const nccl_comm *c, int32_t comm, int32_t peer, const char *what) {
-    if (peer < 0 || peer >= m->b.size || peer == m->b.rank || c->member_of[peer] < 0)
+    if (peer < 0 || peer >= m->b.size || c->member_of[peer] < 0)
         failf(m, 0, "%s: rank %d cannot exchange with rank %d on communicator %d", what, m->b.rank,
               peer, comm);
+    if (peer == m->b.rank && !m->in_group)
+        failf(m, 0,
+              "%s: rank %d exchanges with itself outside a group (its send and receive must be "
+              "in one group)",
+              what, m->b.rank);
     return c->member_of[peer];
 }
 
@@ -229,8 +273,9 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     int to = peer_in(m, c, comm, peer, what);
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    check_nccl(m, m->api.Send(d, bytes, ncclUint8, to, c->comm, m->stream), what);
-    if (m->in_group) {
+    ncclResult_t rc = m->api.Send(d, bytes, ncclUint8, to, c->comm, m->stream);
+    if (m->in_group) { /* launched at group_end */
+        check_nccl(m, rc, what);
         staged *g = group_slot(m);
         *g = (staged){.dev = d, .bytes = bytes, .peer = peer, .send = 1};
         proc_set_what(g->what, sizeof g->what, what);
@@ -239,6 +284,7 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     char desc[160];
     snprintf(desc, sizeof desc, "%s (a send of %zu bytes to rank %d)", what ? what : "send", bytes,
              peer);
+    issued(m, rc, desc);
     wait_stream(m, desc);
     dev_release(m, d);
     return 0;
@@ -251,17 +297,19 @@ static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     nccl_comm *c = comm_of(m, comm, what);
     int from = peer_in(m, c, comm, peer, what);
     void *d = dev_alloc(m, bytes);
-    check_nccl(m, m->api.Recv(d, bytes, ncclUint8, from, c->comm, m->stream), what);
+    ncclResult_t rc = m->api.Recv(d, bytes, ncclUint8, from, c->comm, m->stream);
     if (m->in_group) { /* copied out once the group has run */
+        check_nccl(m, rc, what);
         staged *g = group_slot(m);
         *g = (staged){.dev = d, .host = buf, .bytes = bytes, .peer = peer, .send = 0};
         proc_set_what(g->what, sizeof g->what, what);
         return 0;
     }
-    check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     char desc[160];
     snprintf(desc, sizeof desc, "%s (a receive of %zu bytes from rank %d)", what ? what : "recv",
              bytes, peer);
+    issued(m, rc, desc);
+    check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     wait_stream(m, desc);
     dev_release(m, d);
     return 0;
@@ -282,7 +330,7 @@ static int nccl_group_end(void *impl, int32_t rank) {
     (void)rank;
     if (!m->in_group) failf(m, 0, "group_end without group_start");
     m->in_group = 0;
-    check_nccl(m, m->api.GroupEnd(), "ncclGroupEnd");
+    issued(m, m->api.GroupEnd(), "ncclGroupEnd");
     for (int i = 0; i < m->ngrp; i++)
         if (!m->grp[i].send)
             check_cuda(m,
@@ -307,7 +355,7 @@ static void gather(nccl_t *m, const nccl_comm *c, const void *mine, void *all, s
     void *d = dev_alloc(m, bytes * (size_t)(c->n + 1));
     char *din = (char *)d + bytes * (size_t)c->n;
     check_cuda(m, m->api.MemcpyAsync(din, mine, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    check_nccl(m, m->api.AllGather(din, d, bytes, ncclUint8, c->comm, m->stream), what);
+    issued(m, m->api.AllGather(din, d, bytes, ncclUint8, c->comm, m->stream), what);
     check_cuda(m,
                m->api.MemcpyAsync(all, d, bytes * (size_t)c->n, cudaMemcpyDeviceToHost, m->stream),
                what);
@@ -353,7 +401,7 @@ static int nccl_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int
     agree(m, c, comm, PROC_BCAST, root, bytes, what);
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    check_nccl(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, c->comm, m->stream), what);
+    issued(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, c->comm, m->stream), what);
     check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     wait_stream(m, what);
     dev_release(m, d);

@@ -18,6 +18,10 @@
  *   PPV_FAKE_NCCL_HANG_AT=K   the K-th communication never starts
  *   PPV_FAKE_NCCL_FAIL_AT=K   after the K-th, ncclCommGetAsyncError says
  *                             ncclRemoteError (a peer went away)
+ * A call outside a group, and a group's end, return ncclInProgress and
+ * put their operations on the streams only at the next
+ * ncclCommGetAsyncError, as a non-blocking communicator may (NCCL issues
+ * them from a thread of its own): a copy queued before that runs first.
  * ncclCommInitRankConfig checks that every rank got the same unique id and
  * that the communicator is non-blocking (config.blocking = 0, which the
  * transport's watchdog needs to abort it), and answers ncclInProgress
@@ -64,6 +68,10 @@ struct ncclComm {
 static int in_group, group_id, ops_issued;
 static struct ncclComm *last_comm;
 static op *grouped, *grouped_tail; /* issued in the open group: launched at its end */
+/* Launched but not yet on their streams: a non-blocking communicator's
+ * call returns ncclInProgress and NCCL's own thread puts its kernels on
+ * the stream later; here, at the next ncclCommGetAsyncError. */
+static op *pending, *pending_tail;
 
 /* Under ppv launch there is no mpirun: each process is an MPI world of
  * its own (a singleton), which carries one rank's calls. */
@@ -318,6 +326,16 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
         *e = ncclInProgress;
         return ncclSuccess;
     }
+    if (pending) { /* the launch reaches its streams now; still in progress this once */
+        while (pending) {
+            op *o = pending;
+            pending = o->next;
+            push(o->stream, o);
+        }
+        pending_tail = NULL;
+        *e = ncclInProgress;
+        return ncclSuccess;
+    }
     *e = c->async;
     return ncclSuccess;
 }
@@ -346,16 +364,27 @@ ncclResult_t ncclGroupStart(void) {
     return ncclSuccess;
 }
 
+/* o launched: on its stream once the communicator is polled. */
+static void launch(op *o) {
+    o->next = NULL;
+    if (pending_tail)
+        pending_tail->next = o;
+    else
+        pending = o;
+    pending_tail = o;
+}
+
 ncclResult_t ncclGroupEnd(void) {
     if (in_group == 0) return ncclInvalidUsage;
     if (--in_group > 0) return ncclSuccess;
-    while (grouped) { /* the group's operations reach their streams now, together */
+    if (!grouped) return ncclSuccess;
+    while (grouped) { /* the group's operations are launched together */
         op *o = grouped;
         grouped = o->next;
-        push(o->stream, o);
+        launch(o);
     }
     grouped_tail = NULL;
-    return ncclSuccess;
+    return ncclInProgress;
 }
 
 static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, const void *src,
@@ -376,12 +405,12 @@ static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, con
         if (k == env_long("PPV_FAKE_NCCL_FAIL_AT", 0)) c->async = ncclRemoteError;
     }
     last_comm = c;
+    o->stream = s;
     if (!in_group) {
-        push(s, o);
-        return ncclSuccess;
+        launch(o);
+        return ncclInProgress;
     }
     o->group = group_id;
-    o->stream = s;
     if (grouped_tail)
         grouped_tail->next = o;
     else
