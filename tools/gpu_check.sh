@@ -7,15 +7,23 @@
 # memcheck and initcheck where that is installed, and compares (and times)
 # `ppv run` and `ppv pp` on both devices, and runs the NCCL transport on
 # the real libraries (one rank through ppv launch; every GPU under mpirun
-# where there are two or more) against the mock.
+# where there are two or more) against the mock, and times the NCCL
+# transport against raw ncclSend/ncclRecv (bench/ppv_bench_nccl).
+# --no-sanitizer leaves compute-sanitizer out (it takes minutes; worth it
+# when the CUDA code changed).
 set -uo pipefail
+sanitize=1
+if [ "${1:-}" = --no-sanitizer ]; then
+  sanitize=0
+  shift
+fi
 build=${1:-build}
 ppv=$build/tools/ppv
 status=0
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 echo "== tests/test_cuda"
 "$build/tests/test_cuda" || status=1
-if command -v compute-sanitizer >/dev/null; then
+if ((sanitize)) && command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck and initcheck (no kernel shares memory: no racecheck)"
   for tool in memcheck initcheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
@@ -73,6 +81,13 @@ if ((ngpu >= 2)) && command -v mpirun >/dev/null; then
       "$([ -n "$b" ] && [ "$a" = "$b" ] && echo equal || echo DIFFERENT)"
     [ -n "$b" ] && [ "$a" = "$b" ] || status=1
   done
+fi
+if [ -x "$build/bench/ppv_bench_nccl" ]; then
+  echo "== bench/ppv_bench_nccl: the NCCL transport against raw ncclSend/ncclRecv"
+  "$ppv" launch -n 1 -- "$build/bench/ppv_bench_nccl" || status=1
+  if ((ngpu >= 2)) && command -v mpirun >/dev/null; then
+    mpirun --oversubscribe -np 2 "$build/bench/ppv_bench_nccl" || status=1
+  fi
 fi
 if [ -x "$build/bench/ppv_bench_cuda" ]; then
   echo "== bench/ppv_bench_cuda: the cuBLAS path against raw cuBLAS"
