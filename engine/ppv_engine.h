@@ -110,6 +110,11 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen);
 /* Where rank's action i was read: its 1-based line and byte column in the
  * file. Returns 0, or -1 when unknown (a generated or appended action). */
 int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line, int32_t *col);
+/* Frees where each action was read (4 bytes an action): ppv_schedule_where
+ * and the check's messages know no place after it. For a caller that
+ * needs the memory more, and can read the file again should a message
+ * need its places (ppv check does). */
+void ppv_schedule_forget_places(ppv_schedule *s);
 
 /* Writes the action's compact spelling ("2F0", "1SEND_B3", "SEND>1#4",
  * "ALLREDUCE@mesh") into buf. */

@@ -99,6 +99,16 @@ int ppv_schedule_add_line(ppv_schedule *s, int64_t at) {
     return 0;
 }
 
+void ppv_schedule_forget_places(ppv_schedule *s) {
+    for (int32_t r = 0; r < s->nranks; r++) {
+        free(s->prog[r].src);
+        s->prog[r].src = NULL;
+    }
+    free(s->line_off);
+    s->line_off = NULL;
+    s->nlines = 0;
+}
+
 int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line,
                        int32_t *col) {
     if (rank < 0 || rank >= s->nranks || i < 0 || i >= s->prog[rank].n || !s->prog[rank].src ||

@@ -58,6 +58,27 @@ static void test_check_exit_codes_are_0_1_2(void **state) {
     run_free(&r);
 }
 
+/* ppv check keeps no places while it checks (a big schedule's check stays
+ * small): a file that fails is read again, so its messages still say
+ * where, from a file or from standard input (read once, places kept). */
+static void test_check_messages_give_places_from_a_file_and_stdin(void **state) {
+    (void)state;
+    char want[9000];
+    snprintf(want, sizeof want,
+             "error: rank 1 index 3 1F1: duplicate forward of stage 1 microbatch 1 "
+             "(%s:2:13)\nerror: rank 1 index 4 1W1: W without a prior I for stage 1 microbatch 1 "
+             "(%s:2:17)\n",
+             data_path("count_errors.csv"), data_path("count_errors.csv"));
+    run_result r = RUN("check", data_path("count_errors.csv"));
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, want));
+    run_free(&r);
+    r = RUN_STDIN(data_path("count_errors.csv"), "check", "-", "--json");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "duplicate forward of stage 1 microbatch 1 (<stdin>:2:13)"));
+    run_free(&r);
+}
+
 static void test_check_json_has_the_documented_fields(void **state) {
     (void)state;
     run_result r = RUN("check", data_path("rendezvous_only.csv"), "--json");
@@ -798,6 +819,7 @@ static void test_demo_passes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_exit_codes_are_0_1_2),
+        cmocka_unit_test(test_check_messages_give_places_from_a_file_and_stdin),
         cmocka_unit_test(test_check_json_has_the_documented_fields),
         cmocka_unit_test(test_gen_writes_pytorch_csv_and_rejects_bad_parameters),
         cmocka_unit_test(test_gen_comms_output_is_complete_and_checks_clean),

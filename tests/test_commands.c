@@ -188,6 +188,35 @@ static void test_version_has_three_spellings(void **state) {
     }
 }
 
+/* The golden layer is a module (libppv_golden.so, HDF5) that only the
+ * commands that read or write golden files load: without it they exit 2
+ * and say why, and the others run as before. */
+static void test_golden_commands_load_their_module_and_others_do_not(void **state) {
+    (void)state;
+#ifndef PPV_GOLDEN_IS_MODULE
+    skip(); /* this build links the layer into ppv (PPV_FAILINJECT) */
+#endif
+    setenv("PPV_GOLDEN_MODULE", "/nonexistent/libppv_golden.so", 1);
+    run_result r = RUN("replay", PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "ppv: cannot load the golden-file module (libppv_golden.so, "
+                                  "HDF5): /nonexistent/libppv_golden.so: cannot open shared "
+                                  "object file"));
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "4");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "F0"));
+    run_free(&r);
+    r = RUN("run", "--help");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    unsetenv("PPV_GOLDEN_MODULE");
+    r = RUN("replay", PPV_GOLDEN_DIR "/train_1f1b_p4_m8.h5");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "values compared (bitwise, NaN equals NaN): same\nresult: OK"));
+    run_free(&r);
+}
+
 static void test_dash_reads_the_schedule_from_standard_input(void **state) {
     (void)state;
     char *s = gen_file("zbv.csv", "zbv", "2", "4");
@@ -904,6 +933,7 @@ int main(void) {
         cmocka_unit_test(test_every_option_a_help_lists_is_taken_by_its_command),
         cmocka_unit_test(test_options_a_command_does_not_honour_are_refused),
         cmocka_unit_test(test_version_has_three_spellings),
+        cmocka_unit_test(test_golden_commands_load_their_module_and_others_do_not),
         cmocka_unit_test(test_dash_reads_the_schedule_from_standard_input),
         cmocka_unit_test(test_record_honours_json_trace_out_and_perturb),
         cmocka_unit_test(test_sizes_beyond_memory_are_refused_before_work),

@@ -314,6 +314,10 @@ static void test_where_an_action_was_read(void **state) {
     ppv_gen_params gp = {2, 4, 0};
     assert_int_equal(ppv_generate("1f1b", &gp, &g, err, sizeof err), 0);
     assert_int_equal(ppv_schedule_where(g, 0, 0, &line, &col), -1);
+    ppv_schedule_forget_places(t); /* the places gone, the actions kept */
+    assert_int_equal(ppv_schedule_where(t, 1, 0, &line, &col), -1);
+    assert_int_equal(t->prog[1].n, 3);
+    assert_int_equal(t->prog[1].acts[0].kind, PPV_ACT_F);
     ppv_schedule_free(g);
     ppv_schedule_free(s);
     ppv_schedule_free(t);

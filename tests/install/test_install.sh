@@ -100,6 +100,14 @@ grep -q "$PPV_VERSION" "$tmp/version" ||
     fail "installed 'ppv demo' exited with $?: $(tail -5 "$tmp/demo")"
 grep -q "shipped golden files ($prefix/$PPV_BINDIR/\.\./share/ppv/golden)" "$tmp/demo" ||
     fail "installed 'ppv demo' did not use the installed golden files: $(grep 'golden files' "$tmp/demo")"
+# ... through the installed golden-file module (HDF5), not the build's
+# (ppv loads it for the commands that need it, tools/golden_module.c)
+if [ "${PPV_GOLDEN_LINKED:-0}" = 0 ]; then
+    LD_DEBUG=files "$prefix/$PPV_BINDIR/ppv" demo >/dev/null 2>"$tmp/loaded" ||
+        fail "installed 'ppv demo' under LD_DEBUG=files exited with $?"
+    grep -q "file=$prefix/$PPV_BINDIR/\.\./$PPV_LIBDIR/ppv/libppv_golden\.so " "$tmp/loaded" ||
+        fail "installed 'ppv demo' did not load $PPV_LIBDIR/ppv/libppv_golden.so from the prefix: $(grep 'libppv_golden' "$tmp/loaded" | head -3)"
+fi
 passed=$((passed + 1))
 
 # 4. Every public header compiles on its own from the prefix.

@@ -1,0 +1,138 @@
+/* golden_module.c - ppv's way to the golden layer (ppv_golden.h): the
+ * layer and HDF5 live in a module, libppv_golden.so, loaded the first time
+ * a command calls into it (record, replay, diff, demo, pp --record). Every
+ * other command starts without HDF5 and the libraries it brings (curl,
+ * gnutls, krb5, ...: about 7 MiB resident and a few milliseconds). The
+ * module takes the engine's functions from ppv itself, which exports them
+ * (tools/CMakeLists.txt), so one engine serves both.
+ *
+ * The module is looked for at $PPV_GOLDEN_MODULE alone if it is set, else
+ * where `cmake --install` puts it (relative to ppv's own folder), then
+ * where this build put it, then by the dynamic loader's search. Without it a golden
+ * command cannot run: it says why and exits 2.
+ *
+ * Each function of ppv_golden.h that ppv calls is defined here with the
+ * header's own signature (so the compiler checks them) and forwards to the
+ * module's definition of that name. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ppv_golden.h"
+
+static void *golden;
+
+/* The module, loaded and set up (HDF5's exit-time cleanup off) once; on
+ * failure the command ends here with exit 2. */
+static void *module(void) {
+    if (golden) return golden;
+    char self[PATH_MAX], installed[PATH_MAX + 64] = "";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        snprintf(installed, sizeof installed, "%s/%s", dirname(self), PPV_GOLDEN_MODULE_INSTALLED);
+    }
+    /* installed first: an installed ppv must not pick up a build tree's */
+    const char *env = getenv("PPV_GOLDEN_MODULE");
+    const char *tries[] = {installed, PPV_GOLDEN_MODULE, "libppv_golden.so"};
+    if (env && *env) {
+        tries[0] = env;
+        tries[1] = tries[2] = "";
+    }
+    char why[1024] = "";
+    for (size_t k = 0; k < sizeof tries / sizeof tries[0] && !golden; k++) {
+        if (!*tries[k]) continue;
+        golden = dlopen(tries[k], RTLD_NOW | RTLD_LOCAL);
+        /* the reason: the first failure, or a module there that would not load */
+        if (!golden && (!*why || access(tries[k], F_OK) == 0))
+            snprintf(why, sizeof why, "%s", dlerror());
+    }
+    if (!golden) {
+        fprintf(stderr,
+                "ppv: cannot load the golden-file module (libppv_golden.so, HDF5): %s; set "
+                "PPV_GOLDEN_MODULE to its path\n",
+                why);
+        exit(2);
+    }
+    void (*init)(void);
+    void *sym = dlsym(golden, "ppv_golden_process_init");
+    memcpy(&init, &sym, sizeof init);
+    if (init) init();
+    return golden;
+}
+
+/* The module's function called name, or the command ends with exit 2. */
+static void *lookup(const char *name) {
+    void *sym = dlsym(module(), name);
+    if (!sym) {
+        fprintf(stderr, "ppv: the golden-file module has no %s (a module of another ppv?)\n",
+                name);
+        exit(2);
+    }
+    return sym;
+}
+
+/* ret name params forwards args to the module's name (FORWARD_VOID: a
+ * function that returns nothing). */
+#define BIND_ONCE(name, params)                                                                    \
+    if (!fn) {                                                                                     \
+        void *sym = lookup(#name);                                                                 \
+        memcpy(&fn, &sym, sizeof fn);                                                              \
+    }
+#define FORWARD(ret, name, params, args)                                                           \
+    ret name params {                                                                              \
+        static ret(*fn) params;                                                                    \
+        BIND_ONCE(name, params)                                                                    \
+        return fn args;                                                                            \
+    }
+#define FORWARD_VOID(name, params, args)                                                           \
+    void name params {                                                                             \
+        static void(*fn) params;                                                                   \
+        BIND_ONCE(name, params)                                                                    \
+        fn args;                                                                                   \
+    }
+
+FORWARD(ppv_diff_options, ppv_diff_defaults, (void), ())
+FORWARD(int, ppv_diff_files,
+        (const char *a, const char *b, const ppv_diff_options *o, ppv_diff_report **out, char *err,
+         size_t errlen),
+        (a, b, o, out, err, errlen))
+FORWARD_VOID(ppv_diff_report_free, (ppv_diff_report * r), (r))
+FORWARD(int, ppv_golden_record,
+        (const char *path, const ppv_schedule *s, const ppv_record_options *o,
+         ppv_run_report **rep, char *err, size_t errlen),
+        (path, s, o, rep, err, errlen))
+FORWARD(int, ppv_golden_replay,
+        (const char *path, const ppv_diff_options *o, int perturb, ppv_replay_result *out,
+         char *err, size_t errlen),
+        (path, o, perturb, out, err, errlen))
+FORWARD(int, ppv_golden_replay_on,
+        (const char *path, const ppv_diff_options *o, int perturb, ppv_proc *proc,
+         double timeout_s, ppv_replay_result *out, char *err, size_t errlen),
+        (path, o, perturb, proc, timeout_s, out, err, errlen))
+FORWARD_VOID(ppv_replay_result_free, (ppv_replay_result * r), (r))
+FORWARD(int64_t, ppv_golden_bad_heap, (const char *path), (path))
+FORWARD(int, ppv_golden_is_inference, (const char *path), (path))
+FORWARD(ppv_inference_writer *, ppv_inference_create,
+        (const char *path, const ppv_inference_setup *setup, char *err, size_t errlen),
+        (path, setup, err, errlen))
+FORWARD(int, ppv_inference_append,
+        (ppv_inference_writer * w, const ppv_envelope *e, const ppv_result *r, char *err,
+         size_t errlen),
+        (w, e, r, err, errlen))
+FORWARD(int, ppv_inference_commit, (ppv_inference_writer * w, char *err, size_t errlen),
+        (w, err, errlen))
+FORWARD_VOID(ppv_inference_abort, (ppv_inference_writer * w), (w))
+FORWARD(int, ppv_inference_replay,
+        (const char *path, const ppv_diff_options *o, int32_t mesh, int perturb,
+         ppv_inference_replay_result *out, char *err, size_t errlen),
+        (path, o, mesh, perturb, out, err, errlen))
+FORWARD_VOID(ppv_inference_replay_free, (ppv_inference_replay_result * r), (r))
+FORWARD(int, ppv_tolerance_parse, (const char *text, ppv_tolerance *t), (text, t))
+FORWARD_VOID(ppv_tolerance_format, (const ppv_tolerance *t, char *buf, size_t len),
+        (t, buf, len))
