@@ -94,21 +94,25 @@ int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a
     return 0;
 }
 
+/* Whether letter c stands between a digit and, after it, a digit (next
+ * 0) or the letter next: memchr's vectorized search from one letter to the
+ * next, so a pass over a whole file costs little where the letter is rare,
+ * and the first hit ends it. */
+static int letter_in_cell(const char *text, size_t len, char c, char next) {
+    if (len < 3) return 0;
+    const char *end = text + len - 1; /* the letter has a byte after it */
+    for (const char *p = memchr(text + 1, c, (size_t)(end - text - 1)); p;
+         p = memchr(p + 1, c, (size_t)(end - p - 1)))
+        if (is_digit(p[-1]) && (next ? p[1] == next : is_digit(p[1]))) return 1;
+    return 0;
+}
+
 /* Whether the text uses the older dialect: a BW cell, or B and W cells with
  * no I cell (today's dialect forbids W without I). */
 static int detect_legacy(const char *text, size_t len) {
-    /* without branches, so that the compiler can vectorize a pass over
-     * every byte of the file */
-    unsigned has_bw = 0, has_b = 0, has_w = 0, has_i = 0;
-    for (size_t i = 1; i + 1 < len; i++) {
-        unsigned d = is_digit(text[i - 1]), n = is_digit(text[i + 1]);
-        char c = text[i];
-        has_bw |= d & (c == 'B') & (text[i + 1] == 'W');
-        has_b |= d & (c == 'B') & n;
-        has_w |= d & (c == 'W') & n;
-        has_i |= d & (c == 'I') & n;
-    }
-    return has_bw || (has_b && has_w && !has_i);
+    if (letter_in_cell(text, len, 'B', 'W')) return 1;
+    return !letter_in_cell(text, len, 'I', 0) && letter_in_cell(text, len, 'B', 0) &&
+           letter_in_cell(text, len, 'W', 0);
 }
 
 /* The kinds nearly every cell holds, spelled as in actions.def, or -1 (the
