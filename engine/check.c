@@ -1055,13 +1055,80 @@ static void checker_free(checker *ck) {
     free(ck->queued);
 }
 
-/* Allocates the checker's arrays for schedule s. */
 /* The time model's data dependencies (spec/schedule-format.md, "Time"):
  * a forward needs the RECV_F of its (stage, microbatch) and a backward
  * (B, I) its RECV_B, when the rank received them; a SEND_F needs the
  * forward of its cell, a SEND_B the backward for inputs. Each is the
  * latest such action before it in the rank's program. */
+
+/* What action a of the rank needs (want) and what it provides (put), as
+ * slots of its cell: 0 RECV_F, 1 RECV_B, 2 forward, 3 backward for inputs;
+ * -1 for none. */
+static void dep_slots(const ppv_action *a, int *want, int *put) {
+    *want = *put = -1;
+    switch (a->kind) {
+    case PPV_ACT_F:
+        *want = 0, *put = 2;
+        break;
+    case PPV_ACT_B:
+    case PPV_ACT_I:
+        *want = 1, *put = 3;
+        break;
+    case PPV_ACT_SEND_F:
+        *want = 2;
+        break;
+    case PPV_ACT_SEND_B:
+        *want = 3;
+        break;
+    case PPV_ACT_RECV_F:
+        *put = 0;
+        break;
+    case PPV_ACT_RECV_B:
+        *put = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+/* With a table of every (stage, microbatch, slot): the rank that last put
+ * it and where. The ranks are read one after another, so an entry of
+ * another rank is one this rank has not put. Only where the table is no
+ * bigger than the schedule (stages x microbatches cells); 1 when done, 0
+ * when not (find_deps hashes then), -1 out of memory. */
+static int find_deps_dense(checker *ck) {
+    const ppv_schedule *s = ck->s;
+    int64_t cells = (int64_t)ck->S * ck->m;
+    if (ck->S <= 0 || ck->m <= 0 || cells > ck->total + 1024) return 0;
+    int32_t *who = malloc((size_t)cells * 4 * sizeof *who);
+    int32_t *at = malloc((size_t)cells * 4 * sizeof *at);
+    if (!who || !at) {
+        free(who), free(at);
+        return -1;
+    }
+    memset(who, 0xff, (size_t)cells * 4 * sizeof *who); /* -1: nobody */
+    for (int32_t r = 0; r < s->nranks; r++) {
+        const ppv_program *p = &s->prog[r];
+        int32_t *dep = ck->dep + ck->off[r];
+        for (int32_t i = 0; i < p->n; i++) {
+            const ppv_action *a = &p->acts[i];
+            dep[i] = -1;
+            if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
+            int want, put;
+            dep_slots(a, &want, &put);
+            int64_t cell = ((int64_t)a->stage * ck->m + a->mb) * 4;
+            if (want >= 0 && who[cell + want] == r) dep[i] = at[cell + want];
+            if (put >= 0) who[cell + put] = r, at[cell + put] = i;
+        }
+    }
+    free(who);
+    free(at);
+    return 1;
+}
+
 static int find_deps(checker *ck) {
+    int dense = find_deps_dense(ck);
+    if (dense != 0) return dense < 0 ? -1 : 0;
     const ppv_schedule *s = ck->s;
     int64_t most = 0;
     for (int32_t r = 0; r < s->nranks; r++)
@@ -1075,25 +1142,16 @@ static int find_deps(checker *ck) {
     for (int32_t r = 0; r < s->nranks; r++) {
         const ppv_program *p = &s->prog[r];
         int64_t cap = 2 * (int64_t)p->n + 16; /* at most one entry per action: half full */
-        for (int64_t k = 0; k < cap; k++) key[k] = -1;
-        /* slot: 0 RECV_F, 1 RECV_B, 2 forward, 3 backward for inputs */
+        for (int64_t k = 0; k < cap; k++)
+            key[k] = -1;
 #define SLOT_KEY(a, slot) ((((int64_t)(a)->stage << 32) | (uint32_t)(a)->mb) * 4 + (slot))
         for (int32_t i = 0; i < p->n; i++) {
             const ppv_action *a = &p->acts[i];
             int64_t op = ck->off[r] + i;
             ck->dep[op] = -1;
             if (a->stage < 0 || a->mb < 0) continue;
-            int want = -1, put = -1;
-            switch (a->kind) {
-            case PPV_ACT_F: want = 0, put = 2; break;
-            case PPV_ACT_B:
-            case PPV_ACT_I: want = 1, put = 3; break;
-            case PPV_ACT_SEND_F: want = 2; break;
-            case PPV_ACT_SEND_B: want = 3; break;
-            case PPV_ACT_RECV_F: put = 0; break;
-            case PPV_ACT_RECV_B: put = 1; break;
-            default: break;
-            }
+            int want, put;
+            dep_slots(a, &want, &put);
             if (want >= 0) {
                 int64_t kk = SLOT_KEY(a, want);
                 for (uint64_t h = (uint64_t)kk * 0x9E3779B97F4A7C15ULL;; h++) {

@@ -309,6 +309,33 @@ static void test_a_lowered_file_takes_its_compute_only_twins_time(void **state) 
  * not when the second has (2), and the step takes 9 units (F=1, B=2),
  * what the compute-only 1F1B takes; were each receive waited for at its
  * place it would take 10. */
+/* The dependencies are found through a table of every (stage,
+ * microbatch) where that is no bigger than the schedule, else by hashing
+ * (a file naming far more microbatches than it holds): the same times
+ * either way. Here microbatch 1 of the file below is renamed 5000. */
+static void test_dependencies_by_table_and_by_hash_give_the_same_times(void **state) {
+    (void)state;
+    const char *text = "0F0,0SEND_F0,0F5000,0SEND_F5000,0RECV_B0,0B0,0RECV_B5000,0B5000\n"
+                       "1RECV_F0,1RECV_F5000,1F0,1B0,1SEND_B0,1F5000,1B5000,1SEND_B5000\n";
+    ppv_schedule *s = NULL;
+    char err[256];
+    assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "sparse.csv", PPV_DIALECT_AUTO, &s,
+                                            err, sizeof err),
+                     0);
+    ppv_check_options o = ppv_check_defaults();
+    o.keep_timeline = 1;
+    ppv_check_report *rep = NULL;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    assert_false(rep->ok); /* microbatches 1..4999 are missing */
+    assert_true(rep->simulated);
+    assert_true(rep->makespan == 9); /* as with microbatches 0 and 1 */
+    assert_true(rep->spans[1][2].start == 1 && rep->spans[1][2].end == 2); /* 1F0 */
+    assert_true(rep->spans[1][5].start == 4 && rep->spans[1][5].end == 5); /* 1F5000 */
+    assert_true(rep->spans[0][7].start == 7 && rep->spans[0][7].end == 9); /* 0B5000 */
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+}
+
 static void test_a_compute_waits_only_for_its_own_input(void **state) {
     (void)state;
     const char *text = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
@@ -691,6 +718,7 @@ int main(void) {
         cmocka_unit_test(test_every_schedule_pytorch_classes_write_gets_pytorchs_verdict),
         cmocka_unit_test(test_a_lowered_file_takes_its_compute_only_twins_time),
         cmocka_unit_test(test_a_compute_waits_only_for_its_own_input),
+        cmocka_unit_test(test_dependencies_by_table_and_by_hash_give_the_same_times),
         cmocka_unit_test(test_memory_model_options),
         cmocka_unit_test(test_recompute_stashes_only_the_input),
         cmocka_unit_test(test_bad_costs_are_rejected),
