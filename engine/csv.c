@@ -221,6 +221,11 @@ oom:
 
 int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect,
                            ppv_schedule **out, char *err, size_t errlen) {
+    return ppv_parse_csv(text, len, name, dialect, 1, out, err, errlen);
+}
+
+int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
+                  ppv_schedule **out, char *err, size_t errlen) {
     *out = NULL;
     if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     int legacy = dialect == PPV_DIALECT_LEGACY ||
@@ -239,6 +244,7 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     if (!s) return ppv_errf(err, errlen, "%s: out of memory", name);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
+    s->placeless = !places;
     uint16_t overlap_ids = 0;
     size_t pos = 0;
     for (int32_t rank = 0; rank < nrows; rank++) {
@@ -269,8 +275,8 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
             if (fl) { /* written field by field: no copy of a whole action */
                 ppv_program *pg = &s->prog[rank];
                 ppv_action *d;
-                if (pg->n < pg->cap && pg->src && c < UINT32_MAX) { /* room, places kept */
-                    pg->src[pg->n] = (uint32_t)c + 1;
+                if (pg->n < pg->cap && (s->placeless || (pg->src && c < UINT32_MAX))) { /* room */
+                    if (pg->src) pg->src[pg->n] = (uint32_t)c + 1;
                     d = &pg->acts[pg->n++];
                 } else
                     d = ppv_schedule_push(s, rank, (int64_t)c);

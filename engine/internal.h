@@ -16,6 +16,11 @@
 /* "%s: binary data (a NUL byte) in a schedule file" when text holds a NUL,
  * which no reader accepts (a name would end early); 0 otherwise. */
 int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, size_t errlen);
+/* The readers, keeping where each action was read (places 1) or not. */
+int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
+                  ppv_schedule **out, char *err, size_t errlen);
+int ppv_parse_native(const char *text, size_t len, const char *name, int places, ppv_schedule **out,
+                     char *err, size_t errlen);
 
 /* Formats a message into err and returns -1, so callers can
  * `return ppv_errf(...)`. */

@@ -208,6 +208,11 @@ int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, si
 
 int ppv_schedule_parse_native(const char *text, size_t len, const char *name, ppv_schedule **out,
                               char *err, size_t errlen) {
+    return ppv_parse_native(text, len, name, 1, out, err, errlen);
+}
+
+int ppv_parse_native(const char *text, size_t len, const char *name, int places, ppv_schedule **out,
+                     char *err, size_t errlen) {
     *out = NULL;
     if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     cursor c = {name, 0, text, err, errlen, text};
@@ -263,6 +268,7 @@ int ppv_schedule_parse_native(const char *text, size_t len, const char *name, pp
                 fail_at(&c, ws, -1, NULL, 0, "out of memory");
                 goto fail;
             }
+            s->placeless = !places;
             snprintf(s->name, sizeof s->name, "%s", name);
             s->dialect = PPV_DIALECT_CURRENT;
             for (const char *l = text; l && l <= c.bol;) { /* the lines so far */
@@ -391,15 +397,21 @@ int ppv_schedule_write_native(const ppv_schedule *s, FILE *f) {
     return ferror(f) ? -1 : 0;
 }
 
-int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
-                            ppv_schedule **out, char *err, size_t errlen) {
+/* Native or CSV by the first word. */
+static int parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
+                      int places, ppv_schedule **out, char *err, size_t errlen) {
     *out = NULL;
     if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i])) i++;
     if (len - i >= 12 && memcmp(text + i, "ppv-schedule", 12) == 0)
-        return ppv_schedule_parse_native(text, len, name, out, err, errlen);
-    return ppv_schedule_parse_csv(text, len, name, dialect, out, err, errlen);
+        return ppv_parse_native(text, len, name, places, out, err, errlen);
+    return ppv_parse_csv(text, len, name, dialect, places, out, err, errlen);
+}
+
+int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
+                            ppv_schedule **out, char *err, size_t errlen) {
+    return parse_text(text, len, name, dialect, 1, out, err, errlen);
 }
 
 const char *ppv_path_name(const char *path) {
@@ -446,13 +458,23 @@ char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen) {
     return buf;
 }
 
-int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
-                      size_t errlen) {
+static int load(const char *path, ppv_dialect dialect, int places, ppv_schedule **out, char *err,
+                size_t errlen) {
     *out = NULL;
     size_t len;
     char *buf = ppv_file_read(path, &len, err, errlen);
     if (!buf) return -1;
-    int rc = ppv_schedule_parse_text(buf, len, ppv_path_name(path), dialect, out, err, errlen);
+    int rc = parse_text(buf, len, ppv_path_name(path), dialect, places, out, err, errlen);
     free(buf);
     return rc;
+}
+
+int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
+                      size_t errlen) {
+    return load(path, dialect, 1, out, err, errlen);
+}
+
+int ppv_schedule_load_placeless(const char *path, ppv_dialect dialect, ppv_schedule **out,
+                                char *err, size_t errlen) {
+    return load(path, dialect, 0, out, err, errlen);
 }

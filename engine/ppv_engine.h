@@ -82,6 +82,7 @@ typedef struct ppv_schedule {
     struct ppv_group_index *group_index; /* private to schedule.c: groups by name */
     int64_t *line_off; /* [nlines]: byte offset of each line of the text read, or NULL */
     int32_t nlines;
+    int placeless; /* read without keeping where each action was (ppv_schedule_load_placeless) */
 } ppv_schedule;
 
 /* A new empty schedule of nranks programs, or NULL when out of memory. */
@@ -110,11 +111,6 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen);
 /* Where rank's action i was read: its 1-based line and byte column in the
  * file. Returns 0, or -1 when unknown (a generated or appended action). */
 int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line, int32_t *col);
-/* Frees where each action was read (4 bytes an action): ppv_schedule_where
- * and the check's messages know no place after it. For a caller that
- * needs the memory more, and can read the file again should a message
- * need its places (ppv check does). */
-void ppv_schedule_forget_places(ppv_schedule *s);
 
 /* Writes the action's compact spelling ("2F0", "1SEND_B3", "SEND>1#4",
  * "ALLREDUCE@mesh") into buf. */
@@ -131,6 +127,13 @@ int64_t ppv_schedule_size(const ppv_schedule *s);
  * "file:line:col: rank R cell 'X': what is wrong" in err. */
 int ppv_schedule_load(const char *path, ppv_dialect dialect, ppv_schedule **out, char *err,
                       size_t errlen);
+
+/* As ppv_schedule_load, keeping no record of where each action was read
+ * (4 bytes an action less): ppv_schedule_where answers -1 and messages
+ * about actions name the file alone. For a caller that can read the file
+ * again should a message need its places (ppv check does). */
+int ppv_schedule_load_placeless(const char *path, ppv_dialect dialect, ppv_schedule **out,
+                                char *err, size_t errlen);
 
 /* A whole file, malloc'd (len bytes, not terminated); NULL with
  * "path: reason" in err. */

@@ -67,7 +67,7 @@ ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at) {
     if (rank < 0 || rank >= s->nranks) return NULL;
     ppv_program *p = &s->prog[rank];
     if (p->n == p->cap && ppv_schedule_reserve(s, rank, p->cap ? p->cap * 2 : 16) < 0) return NULL;
-    if (at >= 0 && !p->src) { /* the first action with a place: unknown before it */
+    if (at >= 0 && !p->src && !s->placeless) { /* the first action with a place */
         p->src = calloc((size_t)p->cap, sizeof *p->src);
         if (!p->src) return NULL;
     }
@@ -89,6 +89,7 @@ int ppv_schedule_append(ppv_schedule *s, int32_t rank, const ppv_action *a) {
 }
 
 int ppv_schedule_add_line(ppv_schedule *s, int64_t at) {
+    if (s->placeless) return 0;
     if (s->nlines >= (1 << 30)) return 0;     /* later lines: places unknown */
     if ((s->nlines & (s->nlines - 1)) == 0) { /* 0, 1, 2, 4, ...: full */
         int64_t *lo = realloc(s->line_off, (size_t)(s->nlines ? 2 * s->nlines : 1) * sizeof *lo);
@@ -97,16 +98,6 @@ int ppv_schedule_add_line(ppv_schedule *s, int64_t at) {
     }
     s->line_off[s->nlines++] = at;
     return 0;
-}
-
-void ppv_schedule_forget_places(ppv_schedule *s) {
-    for (int32_t r = 0; r < s->nranks; r++) {
-        free(s->prog[r].src);
-        s->prog[r].src = NULL;
-    }
-    free(s->line_off);
-    s->line_off = NULL;
-    s->nlines = 0;
 }
 
 int ppv_schedule_where(const ppv_schedule *s, int32_t rank, int32_t i, int32_t *line,

@@ -77,6 +77,18 @@ static void test_check_messages_give_places_from_a_file_and_stdin(void **state) 
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "duplicate forward of stage 1 microbatch 1 (<stdin>:2:13)"));
     run_free(&r);
+    /* a file that cannot be read as a schedule: its message keeps its place */
+    char bad[4200];
+    snprintf(bad, sizeof bad, "%s/twice.csv", tmp_dir());
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("0F0,0B0\n0F1,0B1\n", f);
+    assert_int_equal(fclose(f), 0);
+    r = RUN("check", bad);
+    assert_int_equal(r.code, 2);
+    assert_non_null(
+        strstr(r.err, "twice.csv:2:1: rank 1 cell '0F1': stage 0 is already on rank 0"));
+    run_free(&r);
 }
 
 static void test_check_json_has_the_documented_fields(void **state) {

@@ -279,6 +279,36 @@ static void test_collective_names_group_65536_not_group_0(void **state) {
 
 /* Where an action was read: line and byte column, kept beside the
  * programs; nothing for actions no reader placed. */
+/* A file read without its places: the same actions, no place (CSV and
+ * native alike). */
+static void test_a_file_read_without_its_places(void **state) {
+    (void)state;
+    static const char *const files[] = {"count_errors.csv", "exchange_ungrouped.ppv"};
+    for (size_t k = 0; k < 2; k++) {
+        ppv_schedule *a = NULL, *b = NULL;
+        char err[512];
+        int32_t line = 0, col = 0;
+        assert_int_equal(
+            ppv_schedule_load(data_path(files[k]), PPV_DIALECT_AUTO, &a, err, sizeof err), 0);
+        assert_int_equal(
+            ppv_schedule_load_placeless(data_path(files[k]), PPV_DIALECT_AUTO, &b, err, sizeof err),
+            0);
+        assert_int_equal(ppv_schedule_where(a, 0, 0, &line, &col), 0);
+        assert_int_equal(a->nranks, b->nranks);
+        for (int32_t r = 0; r < a->nranks; r++) {
+            assert_int_equal(a->prog[r].n, b->prog[r].n);
+            assert_memory_equal(a->prog[r].acts, b->prog[r].acts,
+                                (size_t)a->prog[r].n * sizeof(ppv_action));
+            assert_null(b->prog[r].src);
+            for (int32_t i = 0; i < b->prog[r].n; i++)
+                assert_int_equal(ppv_schedule_where(b, r, i, &line, &col), -1);
+        }
+        assert_int_equal(b->nlines, 0);
+        ppv_schedule_free(a);
+        ppv_schedule_free(b);
+    }
+}
+
 static void test_where_an_action_was_read(void **state) {
     (void)state;
     static const char csv[] = "0F0,,  0F1,(0I0;0W0)OVERLAP_F_B\n1F0\n";
@@ -314,10 +344,6 @@ static void test_where_an_action_was_read(void **state) {
     ppv_gen_params gp = {2, 4, 0};
     assert_int_equal(ppv_generate("1f1b", &gp, &g, err, sizeof err), 0);
     assert_int_equal(ppv_schedule_where(g, 0, 0, &line, &col), -1);
-    ppv_schedule_forget_places(t); /* the places gone, the actions kept */
-    assert_int_equal(ppv_schedule_where(t, 1, 0, &line, &col), -1);
-    assert_int_equal(t->prog[1].n, 3);
-    assert_int_equal(t->prog[1].acts[0].kind, PPV_ACT_F);
     ppv_schedule_free(g);
     ppv_schedule_free(s);
     ppv_schedule_free(t);
@@ -614,6 +640,7 @@ int main(void) {
         cmocka_unit_test(test_thirty_thousand_groups_each_find_their_own_index),
         cmocka_unit_test(test_overlap_ids_wrap_without_merging_cells),
         cmocka_unit_test(test_where_an_action_was_read),
+        cmocka_unit_test(test_a_file_read_without_its_places),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),

@@ -7,9 +7,6 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -814,20 +811,20 @@ static int cmd_check(int argc, char **argv, int show) {
     ppv_schedule *s = NULL;
     rc = refuse_if_too_big(ca.file, file_estimate(ca.file), ca.max_memory);
     if (rc >= 0) return rc;
-    if (ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err) < 0) {
+    /* Where each action was read (4 bytes an action) matters only to the
+     * messages about a file that fails: it is read without, and read again
+     * with them when a message needs them (a big schedule's check stays
+     * small; standard input cannot be read twice). */
+    int placeless = strcmp(ca.file, "-") != 0;
+    int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
+                        : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
+    if (lrc < 0 && placeless) { /* its message may need the places */
+        placeless = 0;
+        lrc = ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
+    }
+    if (lrc < 0) {
         fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
         return PPV_EXIT_BAD_INPUT;
-    }
-    /* Where each action was read (4 bytes an action) matters only to the
-     * messages of a check that finds something: checked without, a file
-     * that fails is read and checked again with them (a big schedule's
-     * check stays small; standard input cannot be read twice). */
-    int placeless = strcmp(ca.file, "-") != 0;
-    if (placeless) {
-        ppv_schedule_forget_places(s);
-#ifdef __GLIBC__
-        malloc_trim(0); /* the places lay between the programs: their pages back */
-#endif
     }
     ppv_check_report *rep = NULL;
     for (;;) {
