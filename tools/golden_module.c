@@ -8,8 +8,8 @@
  *
  * The module is looked for at $PPV_GOLDEN_MODULE alone if it is set, else
  * where `cmake --install` puts it (relative to ppv's own folder), then
- * where this build put it, then by the dynamic loader's search. Without it a golden
- * command cannot run: it says why and exits 2.
+ * where this build put it, then by the dynamic loader's search. Without
+ * it a golden command cannot run: it says why and exits 2.
  *
  * Each function of ppv_golden.h that ppv calls is defined here with the
  * header's own signature (so the compiler checks them) and forwards to the
