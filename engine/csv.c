@@ -273,13 +273,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
             int32_t kind, stage, mb;
             size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
             if (fl) { /* written field by field: no copy of a whole action */
-                ppv_program *pg = &s->prog[rank];
-                ppv_action *d;
-                if (pg->n < pg->cap && (s->placeless || (pg->src && c < UINT32_MAX))) { /* room */
-                    if (pg->src) pg->src[pg->n] = (uint32_t)c + 1;
-                    d = &pg->acts[pg->n++];
-                } else
-                    d = ppv_schedule_push(s, rank, (int64_t)c);
+                ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
                 if (!d) {
                     ppv_schedule_free(s);
                     return ppv_errf(err, errlen, "%s: out of memory", name);

@@ -35,9 +35,19 @@ int ppv_schedule_append_at(ppv_schedule *s, int32_t rank, const ppv_action *a, i
  * come). Returns 0, or -1 when out of memory. */
 int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap);
 
+/* ppv_schedule_push when it must grow the program or make its places. */
+ppv_action *ppv_schedule_push_grow(ppv_schedule *s, int32_t rank, int64_t at);
+
 /* A new last action of rank's program, for the caller to fill in whole
- * (at as for ppv_schedule_append_at); NULL when out of memory. */
-ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at);
+ * (at as for ppv_schedule_append_at); NULL when out of memory. Inline: a
+ * reader calls it for every action, and it mostly only takes a slot. */
+static inline ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at) {
+    ppv_program *p = rank >= 0 && rank < s->nranks ? &s->prog[rank] : NULL;
+    if (!p || p->n == p->cap || (at >= 0 && !p->src && !s->placeless))
+        return ppv_schedule_push_grow(s, rank, at);
+    if (p->src) p->src[p->n] = at >= 0 && at < UINT32_MAX ? (uint32_t)at + 1 : 0;
+    return &p->acts[p->n++];
+}
 
 /* A reader's next line starts at byte offset at (lines in order). Returns
  * 0, or -1 when out of memory. */

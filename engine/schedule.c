@@ -63,7 +63,7 @@ int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap) {
     return 0;
 }
 
-ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at) {
+ppv_action *ppv_schedule_push_grow(ppv_schedule *s, int32_t rank, int64_t at) {
     if (rank < 0 || rank >= s->nranks) return NULL;
     ppv_program *p = &s->prog[rank];
     if (p->n == p->cap && ppv_schedule_reserve(s, rank, p->cap ? p->cap * 2 : 16) < 0) return NULL;
@@ -128,6 +128,19 @@ static void place(const ppv_schedule *s, int32_t rank, int32_t i, char *buf, siz
         snprintf(buf, n, "%s:%d:%d", s->name, line, col);
     else
         snprintf(buf, n, "%s", s->name);
+}
+
+/* The error for rank's action i, whose stage rank owner already computes. */
+static int stage_taken(const ppv_schedule *s, int32_t rank, int32_t i, int32_t owner, char *err,
+                       size_t errlen) {
+    const ppv_action *a = &s->prog[rank].acts[i];
+    char buf[64], at[300];
+    ppv_action_format(s, a, buf, sizeof buf);
+    place(s, rank, i, at, sizeof at);
+    return ppv_errf(err, errlen,
+                    "%s: rank %d cell '%s': stage %d is already on rank %d (a stage lives on one "
+                    "rank)",
+                    at, rank, buf, a->stage, owner);
 }
 
 /* Groups by name: an open-addressing hash table of group indices, so that
@@ -263,15 +276,7 @@ static int sparse_stages_error(ppv_schedule *s, int64_t nplaced, char *err, size
     }
     int rc;
     if (dup) {
-        const ppv_action *a = &s->prog[dup->rank].acts[dup->index];
-        char buf[64];
-        char at[300];
-        ppv_action_format(s, a, buf, sizeof buf);
-        place(s, dup->rank, dup->index, at, sizeof at);
-        rc = ppv_errf(err, errlen,
-                      "%s: rank %d cell '%s': stage %d is already on rank %d (a stage lives on "
-                      "one rank)",
-                      at, dup->rank, buf, a->stage, dup_owner);
+        rc = stage_taken(s, dup->rank, dup->index, dup_owner, err, errlen);
     } else {
         rc = ppv_errf(err, errlen, "%s: stage %d is computed by no rank (stages 0..%d are named)",
                       s->name, gap, s->nstages - 1);
@@ -323,13 +328,7 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
             if (owner < 0) {
                 s->stage_rank[a->stage] = r;
             } else if (owner != r) {
-                char buf[64], at[300];
-                ppv_action_format(s, a, buf, sizeof buf);
-                place(s, r, i, at, sizeof at);
-                return ppv_errf(err, errlen,
-                                "%s: rank %d cell '%s': stage %d is already on rank %d (a stage "
-                                "lives on one rank)",
-                                at, r, buf, a->stage, owner);
+                return stage_taken(s, r, i, owner, err, errlen);
             }
         }
     }

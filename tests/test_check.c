@@ -309,6 +309,19 @@ static void test_a_lowered_file_takes_its_compute_only_twins_time(void **state) 
  * not when the second has (2), and the step takes 9 units (F=1, B=2),
  * what the compute-only 1F1B takes; were each receive waited for at its
  * place it would take 10. */
+/* CSV text read as name into *s and checked with its timeline kept. */
+static ppv_check_report *check_text_with_timeline(const char *text, const char *name,
+                                                  ppv_schedule **s) {
+    char err[256];
+    assert_int_equal(
+        ppv_schedule_parse_csv(text, strlen(text), name, PPV_DIALECT_AUTO, s, err, sizeof err), 0);
+    ppv_check_options o = ppv_check_defaults();
+    o.keep_timeline = 1;
+    ppv_check_report *rep = NULL;
+    assert_int_equal(ppv_schedule_check(*s, &o, &rep, err, sizeof err), 0);
+    return rep;
+}
+
 /* The times of the two-rank file below whose receives come early (its
  * second microbatch named 1, or 5000): the makespan, rank 1's forwards and
  * rank 0's last backward. */
@@ -328,14 +341,7 @@ static void test_dependencies_by_table_and_by_hash_give_the_same_times(void **st
     const char *text = "0F0,0SEND_F0,0F5000,0SEND_F5000,0RECV_B0,0B0,0RECV_B5000,0B5000\n"
                        "1RECV_F0,1RECV_F5000,1F0,1B0,1SEND_B0,1F5000,1B5000,1SEND_B5000\n";
     ppv_schedule *s = NULL;
-    char err[256];
-    assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "sparse.csv", PPV_DIALECT_AUTO, &s,
-                                            err, sizeof err),
-                     0);
-    ppv_check_options o = ppv_check_defaults();
-    o.keep_timeline = 1;
-    ppv_check_report *rep = NULL;
-    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    ppv_check_report *rep = check_text_with_timeline(text, "sparse.csv", &s);
     assert_false(rep->ok); /* microbatches 1..4999 are missing */
     assert_true(rep->simulated);
     assert_early_times(rep); /* as with microbatches 0 and 1 */
@@ -348,14 +354,7 @@ static void test_a_compute_waits_only_for_its_own_input(void **state) {
     const char *text = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
                        "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
     ppv_schedule *s = NULL;
-    char err[256];
-    assert_int_equal(ppv_schedule_parse_csv(text, strlen(text), "early.csv", PPV_DIALECT_AUTO, &s,
-                                            err, sizeof err),
-                     0);
-    ppv_check_options o = ppv_check_defaults();
-    o.keep_timeline = 1;
-    ppv_check_report *rep = NULL;
-    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    ppv_check_report *rep = check_text_with_timeline(text, "early.csv", &s);
     assert_true(rep->ok);
     assert_early_times(rep);
     ppv_check_report_free(rep);

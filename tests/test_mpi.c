@@ -506,6 +506,7 @@ static void need_nccl(void) {
     setenv("PPV_NCCL_LIBRARY", PPV_FAKE_NCCL, 1);
     setenv("PPV_CUDART_LIBRARY", PPV_FAKE_NCCL, 1);
     unsetenv("PPV_FAKE_NCCL_HANG_AT");
+    unsetenv("PPV_FAKE_NCCL_UNISSUED_AT");
     unsetenv("PPV_FAKE_NCCL_FAIL_AT");
     unsetenv("PPV_FAKE_NCCL_RANK");
     unsetenv("PPV_FAKE_NCCL_EAGER_BYTES");
@@ -636,6 +637,15 @@ static void test_nccl_transport_logic(void **state) {
     assert_string_equal(r.out,
                         "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
                         "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff\n");
+    run_free(&r);
+    /* a group NCCL never puts on the stream: the wait for it is bounded too
+     * (one rank, so no other rank's watchdog ends the job first) */
+    setenv("PPV_FAKE_NCCL_UNISSUED_AT", "1", 1);
+    r = MPIRUN(1, RANKS_BIN, "self-grouped", "rendezvous", "1", "nccl");
+    unsetenv("PPV_FAKE_NCCL_UNISSUED_AT");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hang: ncclGroupEnd was not issued to the stream in "));
+    assert_non_null(strstr(r.err, "(--timeout 3); ncclCommAbort called")); /* rank 0: 3x */
     run_free(&r);
     /* ungrouped send-send: a hang when NCCL waits for the receive ... */
     r = MPIRUN(2, RANKS_BIN, "exchange", "rendezvous", "1", "nccl");

@@ -812,37 +812,24 @@ static int cmd_check(int argc, char **argv, int show) {
     rc = refuse_if_too_big(ca.file, file_estimate(ca.file), ca.max_memory);
     if (rc >= 0) return rc;
     /* Where each action was read (4 bytes an action) matters only to the
-     * messages about a file that fails: it is read without, and read again
-     * with them when a message needs them (a big schedule's check stays
+     * messages about a file that fails: it is read without, and read and
+     * checked again with them when it fails (a big schedule's check stays
      * small; standard input cannot be read twice). */
-    int placeless = strcmp(ca.file, "-") != 0;
-    int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
-                        : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
-    if (lrc < 0 && placeless) { /* its message may need the places */
-        placeless = 0;
-        lrc = ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
-    }
-    if (lrc < 0) {
-        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
-        return PPV_EXIT_BAD_INPUT;
-    }
     ppv_check_report *rep = NULL;
-    for (;;) {
-        if (ppv_schedule_check(s, &ca.opt, &rep, err, sizeof err) < 0) {
+    for (int placeless = strcmp(ca.file, "-") != 0;; placeless = 0) {
+        int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
+                            : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
+        if (lrc < 0 && placeless) continue;
+        if (lrc < 0 || ppv_schedule_check(s, &ca.opt, &rep, err, sizeof err) < 0) {
             fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             ppv_schedule_free(s);
             return PPV_EXIT_BAD_INPUT;
         }
         if (!placeless || (rep->ok && rep->errors_total == 0)) break;
-        placeless = 0;
         ppv_check_report_free(rep);
         rep = NULL;
         ppv_schedule_free(s);
         s = NULL;
-        if (ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
-            return PPV_EXIT_BAD_INPUT;
-        }
     }
     mem_view mv, *mvp = NULL;
     if (ca.model) {

@@ -139,6 +139,23 @@ static void check_cuda(nccl_t *m, cudaError_t rc, const char *what) {
     if (rc != cudaSuccess) failf(m, 1, "%s: CUDA says: %s", what, m->api.GetErrorStringCuda(rc));
 }
 
+/* Asks every communicator how it stands: the job ends (what failed) when
+ * one has failed; returns whether one is still in progress. */
+static int comms_in_progress(nccl_t *m, const char *what) {
+    int busy = 0;
+    for (int32_t k = 0; k < m->ncomms; k++) {
+        if (!m->comms[k].comm) continue;
+        ncclResult_t st = ncclSuccess;
+        check_nccl(m, m->api.CommGetAsyncError(m->comms[k].comm, &st), "ncclCommGetAsyncError");
+        if (st == ncclInProgress)
+            busy = 1;
+        else if (st != ncclSuccess)
+            failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
+                  m->api.GetErrorString(st));
+    }
+    return busy;
+}
+
 /* A call on a non-blocking communicator may return (ncclInProgress)
  * before its kernels are on the stream: NCCL puts them there from a
  * thread of its own. Until every communicator says it is no longer in
@@ -150,19 +167,7 @@ static void issued(nccl_t *m, ncclResult_t rc, const char *what) {
     if (rc != ncclInProgress) return;
     double t0 = proc_now();
     int spins = 0;
-    for (;;) {
-        int busy = 0;
-        for (int32_t k = 0; k < m->ncomms; k++) {
-            if (!m->comms[k].comm) continue;
-            ncclResult_t st = ncclSuccess;
-            check_nccl(m, m->api.CommGetAsyncError(m->comms[k].comm, &st), "ncclCommGetAsyncError");
-            if (st == ncclInProgress)
-                busy = 1;
-            else if (st != ncclSuccess)
-                failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
-                      m->api.GetErrorString(st));
-        }
-        if (!busy) return;
+    while (comms_in_progress(m, what)) {
         double waited = proc_now() - t0;
         if (waited > m->b.cfg.timeout_s)
             failf(m, 0,
@@ -184,14 +189,7 @@ static void wait_stream(nccl_t *m, const char *what) {
         if (q != cudaSuccess && q != cudaErrorNotReady) check_cuda(m, q, what);
         /* asked whether the stream finished or not: an operation can end
          * while its communicator fails, and the error belongs to this call */
-        ncclResult_t async = ncclSuccess;
-        for (int32_t k = 0; k < m->ncomms && (async == ncclSuccess || async == ncclInProgress); k++)
-            if (m->comms[k].comm)
-                check_nccl(m, m->api.CommGetAsyncError(m->comms[k].comm, &async),
-                           "ncclCommGetAsyncError");
-        if (async != ncclSuccess && async != ncclInProgress)
-            failf(m, 0, "%s: the communicator failed (NCCL says: %s); aborted", what,
-                  m->api.GetErrorString(async));
+        comms_in_progress(m, what);
         if (q == cudaSuccess) break;
         double waited = proc_now() - t0;
         if (waited > m->b.cfg.timeout_s)

@@ -16,6 +16,8 @@
  *
  * Switches ($PPV_FAKE_NCCL_RANK limits them to one rank):
  *   PPV_FAKE_NCCL_HANG_AT=K   the K-th communication never starts
+ *   PPV_FAKE_NCCL_UNISSUED_AT=K  the K-th communication is never put on
+ *                             its stream (its communicator stays in progress)
  *   PPV_FAKE_NCCL_FAIL_AT=K   after the K-th, ncclCommGetAsyncError says
  *                             ncclRemoteError (a peer went away)
  * A call outside a group, and a group's end, return ncclInProgress and
@@ -44,7 +46,7 @@ typedef struct op {
     int kind, group; /* group: 0, or the launch it belongs to */
     cudaStream_t stream;
     struct ncclComm *comm;
-    int started, done, hang;
+    int started, done, hang, unissued;
     void *dst;
     const void *src;
     void *copy; /* a buffered send's data */
@@ -140,13 +142,18 @@ const char *cudaGetErrorString(cudaError_t e) {
                                     : "a fake CUDA error";
 }
 
-static void push(cudaStream_t s, op *o) {
+/* o at the end of the list head..tail. */
+static void append(op **head, op **tail, op *o) {
     o->next = NULL;
-    if (s->tail)
-        s->tail->next = o;
+    if (*tail)
+        (*tail)->next = o;
     else
-        s->head = o;
-    s->tail = o;
+        *head = o;
+    *tail = o;
+}
+
+static void push(cudaStream_t s, op *o) {
+    append(&s->head, &s->tail, o);
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind k,
@@ -327,12 +334,16 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
         return ncclSuccess;
     }
     if (pending) { /* the launch reaches its streams now; still in progress this once */
+        op *left = NULL, *left_tail = NULL; /* the unissued stay, in progress for ever */
         while (pending) {
             op *o = pending;
             pending = o->next;
-            push(o->stream, o);
+            if (o->unissued)
+                append(&left, &left_tail, o);
+            else
+                push(o->stream, o);
         }
-        pending_tail = NULL;
+        pending = left, pending_tail = left_tail;
         *e = ncclInProgress;
         return ncclSuccess;
     }
@@ -364,26 +375,16 @@ ncclResult_t ncclGroupStart(void) {
     return ncclSuccess;
 }
 
-/* o launched: on its stream once the communicator is polled. */
-static void launch(op *o) {
-    o->next = NULL;
-    if (pending_tail)
-        pending_tail->next = o;
-    else
-        pending = o;
-    pending_tail = o;
-}
-
 ncclResult_t ncclGroupEnd(void) {
     if (in_group == 0) return ncclInvalidUsage;
     if (--in_group > 0) return ncclSuccess;
     if (!grouped) return ncclSuccess;
-    while (grouped) { /* the group's operations are launched together */
-        op *o = grouped;
-        grouped = o->next;
-        launch(o);
-    }
-    grouped_tail = NULL;
+    if (pending_tail) /* the group's operations are launched together */
+        pending_tail->next = grouped;
+    else
+        pending = grouped;
+    pending_tail = grouped_tail;
+    grouped = grouped_tail = NULL;
     return ncclInProgress;
 }
 
@@ -402,20 +403,17 @@ static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, con
     int k = ++ops_issued;
     if (switch_here()) {
         o->hang = k == env_long("PPV_FAKE_NCCL_HANG_AT", 0);
+        o->unissued = k == env_long("PPV_FAKE_NCCL_UNISSUED_AT", 0);
         if (k == env_long("PPV_FAKE_NCCL_FAIL_AT", 0)) c->async = ncclRemoteError;
     }
     last_comm = c;
     o->stream = s;
-    if (!in_group) {
-        launch(o);
+    if (!in_group) { /* launched: on its stream once the communicator is polled */
+        append(&pending, &pending_tail, o);
         return ncclInProgress;
     }
     o->group = group_id;
-    if (grouped_tail)
-        grouped_tail->next = o;
-    else
-        grouped = o;
-    grouped_tail = o;
+    append(&grouped, &grouped_tail, o);
     return ncclSuccess;
 }
 
