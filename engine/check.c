@@ -936,10 +936,10 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
                        const double *stage_w, double *peak, int32_t *at, double *const *level) {
     int32_t S = s->nstages;
     double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
-    double *live = calloc((size_t)(c->n ? c->n : 1), sizeof *live);
-    uint8_t *recomputed = calloc((size_t)(c->n ? c->n : 1), 1);
+    double *live = ppv_calloc_big((size_t)(c->n ? c->n : 1), sizeof *live);
+    uint8_t *recomputed = ppv_calloc_big((size_t)(c->n ? c->n : 1), 1);
     if (!live || !recomputed) {
-        free(live), free(recomputed);
+        ppv_free_big(live), ppv_free_big(recomputed);
         return -1;
     }
     for (int32_t r = 0; r < s->nranks; r++)
@@ -972,8 +972,8 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
         peak[r] = stage_w ? top : top * unit;
         if (at) at[r] = top_at;
     }
-    free(live);
-    free(recomputed);
+    ppv_free_big(live);
+    ppv_free_big(recomputed);
     return 0;
 }
 
@@ -1017,7 +1017,7 @@ void ppv_check_report_free(ppv_check_report *r) {
 
 static void checker_free(checker *ck) {
     free(ck->off);
-    free(ck->cp);
+    ppv_free_big(ck->cp);
     for (int32_t k = 0; k < ck->nchans; k++) {
         free(ck->chans[k].sends.v);
         free(ck->chans[k].recvs.v);
@@ -1037,18 +1037,18 @@ static void checker_free(checker *ck) {
             free(ck->groups[g].tmax);
         }
     free(ck->groups);
-    free(ck->cseq);
-    free(ck->grp_of);
-    free(ck->grp_end);
-    free(ck->grp_left);
-    free(ck->state);
-    free(ck->at);
+    ppv_free_big(ck->cseq);
+    ppv_free_big(ck->grp_of);
+    ppv_free_big(ck->grp_end);
+    ppv_free_big(ck->grp_left);
+    ppv_free_big(ck->state);
+    ppv_free_big(ck->at);
     free(ck->pc);
     free(ck->free_t);
     free(ck->busy);
     free(ck->comp_t);
     free(ck->comm_t);
-    free(ck->dep);
+    ppv_free_big(ck->dep);
     free(ck->first_t);
     free(ck->last_t);
     free(ck->queue);
@@ -1100,10 +1100,10 @@ static int find_deps_dense(checker *ck) {
     const ppv_schedule *s = ck->s;
     int64_t cells = (int64_t)ck->S * ck->m;
     if (ck->S <= 0 || ck->m <= 0 || cells > ck->total + 1024) return 0;
-    int32_t *who = malloc((size_t)cells * 4 * sizeof *who);
-    int32_t *at = malloc((size_t)cells * 4 * sizeof *at);
+    int32_t *who = ppv_alloc_big((size_t)cells * 4 * sizeof *who);
+    int32_t *at = ppv_alloc_big((size_t)cells * 4 * sizeof *at);
     if (!who || !at) {
-        free(who), free(at);
+        ppv_free_big(who), ppv_free_big(at);
         return -1;
     }
     memset(who, 0xff, (size_t)cells * 4 * sizeof *who); /* -1: nobody */
@@ -1121,8 +1121,8 @@ static int find_deps_dense(checker *ck) {
             if (put >= 0) who[cell + put] = r, at[cell + put] = i;
         }
     }
-    free(who);
-    free(at);
+    ppv_free_big(who);
+    ppv_free_big(at);
     return 1;
 }
 
@@ -1194,7 +1194,7 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     for (int32_t r = 0; r < P; r++) ck->off[r + 1] = ck->off[r] + s->prog[r].n;
     int64_t n = ck->total = ck->off[P];
     size_t nn = (size_t)(n ? n : 1), pp = (size_t)(P ? P : 1);
-    ck->cp = malloc(nn * sizeof *ck->cp);
+    ck->cp = ppv_alloc_big(nn * sizeof *ck->cp);
     ck->chan_of = calloc(pp, sizeof *ck->chan_of);
     ck->chan_n = calloc(pp, sizeof *ck->chan_n);
     ck->chan_cap = calloc(pp, sizeof *ck->chan_cap);
@@ -1203,7 +1203,7 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->busy = calloc(pp, sizeof *ck->busy);
     ck->comp_t = calloc(pp, sizeof *ck->comp_t);
     ck->comm_t = calloc(pp, sizeof *ck->comm_t);
-    ck->dep = malloc(nn * sizeof *ck->dep);
+    ck->dep = ppv_alloc_big(nn * sizeof *ck->dep);
     ck->first_t = malloc(pp * sizeof *ck->first_t);
     ck->last_t = calloc(pp, sizeof *ck->last_t);
     ck->queue = malloc(pp * sizeof *ck->queue);
@@ -1222,10 +1222,10 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
         for (int32_t i = 0; i < s->prog[r].n && !grouped; i++)
             grouped = s->prog[r].acts[i].kind == PPV_ACT_GROUP_START;
     if (!grouped) return 0;
-    ck->cseq = malloc(nn * sizeof *ck->cseq);
-    ck->grp_of = malloc(nn * sizeof *ck->grp_of);
-    ck->grp_end = malloc(nn * sizeof *ck->grp_end);
-    ck->grp_left = calloc(nn, sizeof *ck->grp_left);
+    ck->cseq = ppv_alloc_big(nn * sizeof *ck->cseq);
+    ck->grp_of = ppv_alloc_big(nn * sizeof *ck->grp_of);
+    ck->grp_end = ppv_alloc_big(nn * sizeof *ck->grp_end);
+    ck->grp_left = ppv_calloc_big(nn, sizeof *ck->grp_left);
     if (!ck->cseq || !ck->grp_of || !ck->grp_end || !ck->grp_left) return -1;
     for (int64_t k = 0; k < n; k++) ck->cseq[k] = -1;
     for (int32_t r = 0; r < P; r++) { /* group extents */
@@ -1285,7 +1285,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     int32_t *stuck = NULL;
     cells cl = {0, 0, NULL};
     if (checker_init(&ck, s) < 0 || cells_init(&cl, s) < 0) goto oom;
-    fl = calloc((size_t)cl.n + 1, sizeof *fl);
+    fl = ppv_calloc_big((size_t)cl.n + 1, sizeof *fl);
     if (!fl) goto oom;
     for (int32_t r = 0; r < s->nranks; r++)
         check_rank(&ck, &cl, fl, r);
@@ -1318,8 +1318,8 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     match_messages(&ck);
     match_collectives(&ck);
     /* the simulation's arrays, once the matching's lists are gone */
-    ck.state = calloc((size_t)(ck.total ? ck.total : 1), 1);
-    ck.at = calloc((size_t)(ck.total ? ck.total : 1), sizeof *ck.at);
+    ck.state = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), 1);
+    ck.at = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), sizeof *ck.at);
     if (!ck.state || !ck.at) ck.oom = 1;
     if (ck.oom) goto oom;
     if (opt->keep_timeline) {
@@ -1370,7 +1370,7 @@ oom:
 fail:
     checker_free(&ck);
     free(cl.key);
-    free(fl);
+    ppv_free_big(fl);
     free(stuck);
     ppv_check_report_free(rep);
     return rc;

@@ -219,6 +219,24 @@ oom:
     return ppv_errf(err, errlen, "%s: out of memory", s->name);
 }
 
+/* The cells of each of the first nrows lines: one more than its commas
+ * (an OVERLAP_F_B cell, several actions, may grow its program later),
+ * or 0 where the line is blank. */
+static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncells) {
+    size_t pos = 0;
+    for (int32_t r = 0; r < nrows; r++) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - text) : len, k = pos;
+        while (k < end && is_space(text[k]))
+            k++;
+        int64_t n = k < end; /* 0: blank */
+        for (; k < end; k++)
+            n += text[k] == ',';
+        ncells[r] = n < INT32_MAX ? (int32_t)n : INT32_MAX;
+        pos = end < len ? end + 1 : len;
+    }
+}
+
 int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect,
                            ppv_schedule **out, char *err, size_t errlen) {
     return ppv_parse_csv(text, len, name, dialect, 1, out, err, errlen);
@@ -245,10 +263,20 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
     snprintf(s->name, sizeof s->name, "%s", name);
     s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
     s->placeless = !places;
+    /* every row's cells (0: a blank row), so that all programs take one
+     * block (ppv_schedule_reserve_all) */
+    int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
+    if (ncells) row_cells(text, len, nrows, ncells);
+    if (!ncells || ppv_schedule_reserve_all(s, ncells) < 0) {
+        free(ncells);
+        ppv_schedule_free(s);
+        return ppv_errf(err, errlen, "%s: out of memory", name);
+    }
     uint16_t overlap_ids = 0;
     size_t pos = 0;
     for (int32_t rank = 0; rank < nrows; rank++) {
         if (ppv_schedule_add_line(s, (int64_t)pos) < 0) {
+            free(ncells);
             ppv_schedule_free(s);
             return ppv_errf(err, errlen, "%s: out of memory", name);
         }
@@ -257,24 +285,15 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
         size_t end = eol;
         if (end > pos && text[end - 1] == '\r') end--;
         int32_t step = 0;
-        int64_t ncells = 1;
         size_t c = pos;
-        int blank = 1;
-        for (size_t k = pos; k < end && blank; k++)
-            if (!is_space(text[k])) blank = 0;
-        for (size_t k = pos; k < end; k++)
-            ncells += text[k] == ',';
-        if (!blank &&
-            ppv_schedule_reserve(s, rank, ncells < INT32_MAX ? (int32_t)ncells : INT32_MAX) < 0) {
-            ppv_schedule_free(s);
-            return ppv_errf(err, errlen, "%s: out of memory", name);
-        }
+        int blank = ncells[rank] == 0;
         while (!blank && c <= end) {
             int32_t kind, stage, mb;
             size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
             if (fl) { /* written field by field: no copy of a whole action */
                 ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
                 if (!d) {
+                    free(ncells);
                     ppv_schedule_free(s);
                     return ppv_errf(err, errlen, "%s: out of memory", name);
                 }
@@ -303,6 +322,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
             }
             if (b > a && parse_cell(s, rank, step, text + a, b - a, (int64_t)a, rank + 1,
                                     (int)(a - pos) + 1, legacy, &overlap_ids, err, errlen) < 0) {
+                free(ncells);
                 ppv_schedule_free(s);
                 return -1;
             }
@@ -311,6 +331,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
         }
         pos = eol + 1;
     }
+    free(ncells);
     if (ppv_schedule_finish(s, err, errlen) < 0) {
         ppv_schedule_free(s);
         return -1;

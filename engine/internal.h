@@ -16,6 +16,14 @@
 /* "%s: binary data (a NUL byte) in a schedule file" when text holds a NUL,
  * which no reader accepts (a name would end early); 0 otherwise. */
 int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, size_t errlen);
+/* n bytes for an array that grows with the schedule: from 2 MiB on a
+ * mapping of its own on transparent huge pages, zeroed (pages.c). Given
+ * back with ppv_free_big only; NULL when out of memory. */
+void *ppv_alloc_big(size_t n);
+/* ppv_alloc_big's calloc: n zeroed elements of size bytes. */
+void *ppv_calloc_big(size_t n, size_t size);
+void ppv_free_big(void *p);
+
 /* The readers, keeping where each action was read (places 1) or not. */
 int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
                   ppv_schedule **out, char *err, size_t errlen);
@@ -34,6 +42,12 @@ int ppv_schedule_append_at(ppv_schedule *s, int32_t rank, const ppv_action *a, i
 /* Room for cap actions in rank's program (a reader that knows how many
  * come). Returns 0, or -1 when out of memory. */
 int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap);
+
+/* Room for caps[r] actions in each rank r's program, every program still
+ * empty: one block for all (ppv_alloc_big), so that a large schedule
+ * lies on huge pages. A program that outgrows its share moves to a block
+ * of its own. Returns 0, or -1 when out of memory. */
+int ppv_schedule_reserve_all(ppv_schedule *s, const int32_t *caps);
 
 /* ppv_schedule_push when it must grow the program or make its places. */
 ppv_action *ppv_schedule_push_grow(ppv_schedule *s, int32_t rank, int64_t at);

@@ -83,6 +83,9 @@ typedef struct ppv_schedule {
     int64_t *line_off; /* [nlines]: byte offset of each line of the text read, or NULL */
     int32_t nlines;
     int placeless; /* read without keeping where each action was (ppv_schedule_load_placeless) */
+    ppv_action *arena; /* private to schedule.c: one block holding the programs of a reader
+                        * that knew their sizes up front, or NULL */
+    size_t arena_n;    /* actions in arena */
 } ppv_schedule;
 
 /* A new empty schedule of nranks programs, or NULL when out of memory. */

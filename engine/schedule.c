@@ -23,10 +23,18 @@ ppv_schedule *ppv_schedule_new(int32_t nranks) {
     return s;
 }
 
+/* Whether p's actions lie in the schedule's arena, which it does not own. */
+static int in_arena(const ppv_schedule *s, const ppv_program *p) {
+    return s->arena && p->acts >= s->arena && p->acts < s->arena + s->arena_n;
+}
+
 void ppv_schedule_free(ppv_schedule *s) {
     if (!s) return;
-    for (int32_t r = 0; r < s->nranks; r++)
-        free(s->prog[r].acts), free(s->prog[r].src);
+    for (int32_t r = 0; r < s->nranks; r++) {
+        if (!in_arena(s, &s->prog[r])) free(s->prog[r].acts);
+        free(s->prog[r].src);
+    }
+    ppv_free_big(s->arena);
     free(s->line_off);
     for (int32_t g = 0; g < s->ngroups; g++) free(s->groups[g].ranks);
     free(s->groups);
@@ -51,7 +59,13 @@ ppv_action ppv_action_make(ppv_action_kind k, int32_t stage, int32_t mb) {
 int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap) {
     ppv_program *p = &s->prog[rank];
     if (cap <= p->cap) return 0;
-    ppv_action *acts = realloc(p->acts, (size_t)cap * sizeof *acts);
+    ppv_action *acts;
+    if (in_arena(s, p)) { /* outgrew its share: a block of its own */
+        if ((acts = malloc((size_t)cap * sizeof *acts)) && p->n)
+            memcpy(acts, p->acts, (size_t)p->n * sizeof *acts);
+    } else {
+        acts = realloc(p->acts, (size_t)cap * sizeof *acts);
+    }
     if (!acts) return -1;
     p->acts = acts;
     if (p->src) {
@@ -60,6 +74,25 @@ int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap) {
         p->src = src;
     }
     p->cap = cap;
+    return 0;
+}
+
+int ppv_schedule_reserve_all(ppv_schedule *s, const int32_t *caps) {
+    size_t total = 0; /* a program that has room already keeps it */
+    for (int32_t r = 0; r < s->nranks; r++)
+        if (s->prog[r].cap == 0 && caps[r] > 0) total += (size_t)caps[r];
+    if (s->arena || total == 0) return 0;
+    if (total > SIZE_MAX / sizeof *s->arena ||
+        !(s->arena = ppv_alloc_big(total * sizeof *s->arena)))
+        return -1;
+    s->arena_n = total;
+    ppv_action *at = s->arena;
+    for (int32_t r = 0; r < s->nranks; r++) {
+        if (s->prog[r].cap != 0 || caps[r] <= 0) continue;
+        s->prog[r].acts = at;
+        s->prog[r].cap = caps[r];
+        at += caps[r];
+    }
     return 0;
 }
 
@@ -302,7 +335,7 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
     s->form = comms ? PPV_FORM_COMPUTE_COMMS : PPV_FORM_COMPUTE_ONLY;
     for (int32_t r = 0; r < s->nranks; r++) { /* give back what doubling over-allocated */
         ppv_program *p = &s->prog[r];
-        if (p->n == 0 || p->n == p->cap) continue;
+        if (p->n == 0 || p->n == p->cap || in_arena(s, p)) continue;
         ppv_action *acts = realloc(p->acts, (size_t)p->n * sizeof *acts);
         if (!acts) continue;
         p->acts = acts, p->cap = p->n; /* src may stay longer than cap */

@@ -309,6 +309,102 @@ static void test_a_file_read_without_its_places(void **state) {
     }
 }
 
+/* A CSV of three rows: row 0 holds n forwards of stage 0 and then an
+ * overlapped cell of two actions (a row with more actions than cells),
+ * row 1 is blank, row 2 holds n forwards of stage 1 after two spaces. */
+static char *big_csv(int32_t n, size_t *len) {
+    size_t cap = (size_t)n * 2 * 12 + 64, at = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    for (int32_t i = 0; i < n; i++)
+        at += (size_t)sprintf(t + at, "0F%d,", i);
+    at += (size_t)sprintf(t + at, "(0I0;0W0)OVERLAP_F_B\n\n  ");
+    for (int32_t i = 0; i < n; i++)
+        at += (size_t)sprintf(t + at, i ? ",1F%d" : "1F%d", i);
+    t[at++] = '\n';
+    *len = at;
+    return t;
+}
+
+static void expect_big(const ppv_schedule *s, int32_t n) {
+    assert_non_null(s);
+    assert_int_equal(s->nranks, 3);
+    assert_int_equal(s->prog[0].n, n + 2);
+    assert_int_equal(s->prog[1].n, 0);
+    assert_int_equal(s->prog[2].n, n);
+    for (int32_t i = 0; i < n; i++) {
+        assert_int_equal(s->prog[0].acts[i].kind, PPV_ACT_F);
+        assert_int_equal(s->prog[0].acts[i].mb, i);
+        assert_int_equal(s->prog[2].acts[i].stage, 1);
+        assert_int_equal(s->prog[2].acts[i].mb, i);
+        assert_int_equal(s->prog[2].acts[i].step, i);
+    }
+    assert_int_equal(s->prog[0].acts[n].kind, PPV_ACT_I);
+    assert_int_equal(s->prog[0].acts[n + 1].kind, PPV_ACT_W);
+    assert_int_equal(s->prog[0].acts[n + 1].step, n);
+    assert_int_equal(s->prog[0].acts[n + 1].overlap, s->prog[0].acts[n].overlap);
+}
+
+/* 300,002 actions in 9.6 MB, read from a file (one block of its size)
+ * and from a pipe (grown as it comes), both on the huge-page path
+ * (blocks of 2 MiB and more); the programs share one block, which row 0
+ * outgrows with its last cell. */
+static void test_a_large_file_is_read_whole_from_a_file_and_a_pipe(void **state) {
+    (void)state;
+    const int32_t n = 150000;
+    size_t len;
+    char *text = big_csv(n, &len);
+    assert_true(len > ((size_t)2 << 20));
+    const char *path = tmp_path("big.csv");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    ppv_schedule *s = NULL;
+    char err[512] = "";
+    assert_int_equal(ppv_schedule_load_placeless(path, PPV_DIALECT_AUTO, &s, err, sizeof err), 0);
+    expect_big(s, n);
+    assert_non_null(s->arena);
+    ppv_schedule_free(s);
+
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        for (size_t at = 0; at < len;) {
+            ssize_t w = write(fds[1], text + at, len - at);
+            if (w <= 0) _exit(1);
+            at += (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    int saved = dup(0);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fds[0], 0), 0);
+    close(fds[0]);
+    int rc = ppv_schedule_load("-", PPV_DIALECT_AUTO, &s, err, sizeof err);
+    assert_int_equal(dup2(saved, 0), 0);
+    close(saved);
+    clearerr(stdin);
+    int status = -1;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(status, 0);
+    assert_int_equal(rc, 0);
+    expect_big(s, n);
+    int32_t line = 0, col = 0;
+    assert_int_equal(ppv_schedule_where(s, 2, n - 1, &line, &col), 0);
+    assert_int_equal(line, 3);
+    int32_t want_col = 3; /* after the two spaces, then each earlier cell and its comma */
+    for (int32_t i = 0; i < n - 1; i++)
+        want_col += snprintf(NULL, 0, "1F%d,", i);
+    assert_int_equal(col, want_col);
+    ppv_schedule_free(s);
+    free(text);
+}
+
 static void test_where_an_action_was_read(void **state) {
     (void)state;
     static const char csv[] = "0F0,,  0F1,(0I0;0W0)OVERLAP_F_B\n1F0\n";
@@ -641,6 +737,7 @@ int main(void) {
         cmocka_unit_test(test_overlap_ids_wrap_without_merging_cells),
         cmocka_unit_test(test_where_an_action_was_read),
         cmocka_unit_test(test_a_file_read_without_its_places),
+        cmocka_unit_test(test_a_large_file_is_read_whole_from_a_file_and_a_pipe),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),
