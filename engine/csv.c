@@ -219,9 +219,10 @@ oom:
     return ppv_errf(err, errlen, "%s: out of memory", s->name);
 }
 
-/* The cells of each of the first nrows lines: one more than its commas
- * (an OVERLAP_F_B cell, several actions, may grow its program later),
- * or 0 where the line is blank. */
+/* The cells that hold something on each of the first nrows lines: each
+ * one's first byte follows the line's start or a comma and is no comma
+ * (a cell of spaces counts too); 0 where the line is blank. One action a
+ * cell, except an OVERLAP_F_B cell's few, which then grow their program. */
 static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncells) {
     size_t pos = 0;
     for (int32_t r = 0; r < nrows; r++) {
@@ -229,9 +230,9 @@ static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncel
         size_t end = nl ? (size_t)(nl - text) : len, k = pos;
         while (k < end && is_space(text[k]))
             k++;
-        int64_t n = k < end; /* 0: blank */
-        for (; k < end; k++)
-            n += text[k] == ',';
+        int64_t n = k < end && text[k] != ',';
+        for (k++; k < end; k++)
+            n += (text[k - 1] == ',') & (text[k] != ',');
         ncells[r] = n < INT32_MAX ? (int32_t)n : INT32_MAX;
         pos = end < len ? end + 1 : len;
     }
@@ -264,7 +265,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
     s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
     s->placeless = !places;
     /* every row's cells (0: a blank row), so that all programs take one
-     * block (ppv_schedule_reserve_all) */
+     * block (ppv_schedule_reserve_all) of the size they need */
     int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
     if (ncells) row_cells(text, len, nrows, ncells);
     if (!ncells || ppv_schedule_reserve_all(s, ncells) < 0) {
@@ -286,7 +287,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
         if (end > pos && text[end - 1] == '\r') end--;
         int32_t step = 0;
         size_t c = pos;
-        int blank = ncells[rank] == 0;
+        int blank = ncells[rank] == 0; /* or a row of commas: it has no action either */
         while (!blank && c <= end) {
             int32_t kind, stage, mb;
             size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);

@@ -25,7 +25,8 @@ ppv_schedule *ppv_schedule_new(int32_t nranks) {
 
 /* Whether p's actions lie in the schedule's arena, which it does not own. */
 static int in_arena(const ppv_schedule *s, const ppv_program *p) {
-    return s->arena && p->acts >= s->arena && p->acts < s->arena + s->arena_n;
+    uintptr_t a = (uintptr_t)p->acts, lo = (uintptr_t)s->arena;
+    return s->arena && a >= lo && a < lo + s->arena_n * sizeof *s->arena;
 }
 
 void ppv_schedule_free(ppv_schedule *s) {

@@ -309,6 +309,28 @@ static void test_a_file_read_without_its_places(void **state) {
     }
 }
 
+/* The programs of a CSV take one block, sized by the cells that hold
+ * something (idle cells take no room), which a row with an overlapped
+ * cell outgrows. */
+static void test_programs_share_a_block_sized_by_their_cells(void **state) {
+    (void)state;
+    static const char csv[] = "0F0,,, ,0F1,(0I0;0W0)OVERLAP_F_B\n , ,\n\n,,,,\n1F0,,\r\n";
+    char err[512] = "";
+    ppv_schedule *s = parse_csv(csv, PPV_DIALECT_AUTO, err, sizeof err);
+    assert_non_null(s);
+    /* row 0: 0F0, ' ', 0F1 and the overlapped cell; row 1: its second
+     * ' '; rows 2 and 3: none; row 4: 1F0 and the '\r' after its commas */
+    assert_int_equal(s->arena_n, 4 + 1 + 2);
+    assert_int_equal(s->nranks, 5);
+    static const int32_t n[5] = {4, 0, 0, 0, 1};
+    for (int32_t r = 0; r < 5; r++)
+        assert_int_equal(s->prog[r].n, n[r]);
+    assert_int_equal(s->prog[0].acts[1].step, 4);
+    assert_int_equal(s->prog[0].acts[3].kind, PPV_ACT_W);
+    assert_int_equal(s->prog[4].acts[0].mb, 0);
+    ppv_schedule_free(s);
+}
+
 /* A CSV of three rows: row 0 holds n forwards of stage 0 and then an
  * overlapped cell of two actions (a row with more actions than cells),
  * row 1 is blank, row 2 holds n forwards of stage 1 after two spaces. */
@@ -364,7 +386,7 @@ static void test_a_large_file_is_read_whole_from_a_file_and_a_pipe(void **state)
     char err[512] = "";
     assert_int_equal(ppv_schedule_load_placeless(path, PPV_DIALECT_AUTO, &s, err, sizeof err), 0);
     expect_big(s, n);
-    assert_non_null(s->arena);
+    assert_int_equal(s->arena_n, 2 * n + 1);
     ppv_schedule_free(s);
 
     int fds[2];
@@ -737,6 +759,7 @@ int main(void) {
         cmocka_unit_test(test_overlap_ids_wrap_without_merging_cells),
         cmocka_unit_test(test_where_an_action_was_read),
         cmocka_unit_test(test_a_file_read_without_its_places),
+        cmocka_unit_test(test_programs_share_a_block_sized_by_their_cells),
         cmocka_unit_test(test_a_large_file_is_read_whole_from_a_file_and_a_pipe),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
