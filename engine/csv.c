@@ -6,6 +6,7 @@
  * compute_comms); written in today's dialect, so PyTorch loads it.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,29 +116,48 @@ static int detect_legacy(const char *text, size_t len) {
            letter_in_cell(text, len, 'W', 0);
 }
 
-/* The kinds nearly every cell holds, spelled as in actions.def, or -1 (the
- * general path's lookup then decides). */
-static int common_kind(const char *t, size_t n) {
-    if (n == 1) {
-        switch (t[0]) {
-        case 'F':
-            return PPV_ACT_F;
-        case 'I':
-            return PPV_ACT_I;
-        case 'B':
-            return PPV_ACT_B;
-        case 'W':
-            return PPV_ACT_W;
-        default:
-            return -1;
-        }
+/* The kind nearly every cell holds (F I B W, or SEND_/RECV_ then F or
+ * B), spelled as in actions.def, whose letters start t and are followed
+ * by a byte that is no letter (t holds n bytes); its letters' count into
+ * *len. -1 for anything else: the general path's lookup then decides. */
+static int common_kind(const char *t, size_t n, size_t *len) {
+    int kind = -1;
+    *len = 1;
+    switch (t[0]) {
+    case 'F':
+        kind = PPV_ACT_F;
+        break;
+    case 'I':
+        kind = PPV_ACT_I;
+        break;
+    case 'B':
+        kind = PPV_ACT_B;
+        break;
+    case 'W':
+        kind = PPV_ACT_W;
+        break;
+    case 'S':
+    case 'R':
+        if (n < 6 || t[4] != '_' || (t[5] != 'F' && t[5] != 'B')) return -1;
+        *len = 6;
+        if (memcmp(t, "SEND", 4) == 0) kind = t[5] == 'F' ? PPV_ACT_SEND_F : PPV_ACT_SEND_B;
+        if (memcmp(t, "RECV", 4) == 0) kind = t[5] == 'F' ? PPV_ACT_RECV_F : PPV_ACT_RECV_B;
+        break;
+    default:
+        return -1;
     }
-    if (n == 6 && t[4] == '_' && (t[5] == 'F' || t[5] == 'B')) {
-        int fwd = t[5] == 'F';
-        if (memcmp(t, "SEND", 4) == 0) return fwd ? PPV_ACT_SEND_F : PPV_ACT_SEND_B;
-        if (memcmp(t, "RECV", 4) == 0) return fwd ? PPV_ACT_RECV_F : PPV_ACT_RECV_B;
-    }
-    return -1;
+    int more = *len < n && ((t[*len] >= 'A' && t[*len] <= 'Z') || t[*len] == '_');
+    return more ? -1 : kind;
+}
+
+/* Reads up to 9 decimal digits at t (n bytes) into *v; returns how many. */
+static inline size_t digits(const char *t, size_t n, int32_t *v) {
+    size_t i = 0, lim = n < 9 ? n : 9;
+    int32_t x = 0;
+    for (unsigned d; i < lim && (d = (unsigned)(t[i] - '0')) < 10; i++)
+        x = x * 10 + (int32_t)d;
+    *v = x;
+    return i;
 }
 
 /* The common cell: `[stage][type][microbatch]` of a common_kind,
@@ -146,18 +166,15 @@ static int common_kind(const char *t, size_t n) {
  * or 0 for anything else, which the general path reads and words the
  * errors of. */
 static size_t fast_cell(const char *t, size_t n, int32_t *kind_, int32_t *stage_, int32_t *mb_) {
-    size_t i = 0, k0, m0;
-    int32_t stage = 0, mb = 0;
-    for (; i < n && i < 9 && is_digit(t[i]); i++)
-        stage = stage * 10 + (t[i] - '0');
-    if (i == 0 || (i < n && is_digit(t[i]))) return 0;
-    for (k0 = i; i < n && ((t[i] >= 'A' && t[i] <= 'Z') || t[i] == '_'); i++)
-        continue;
-    int kind = common_kind(t + k0, i - k0);
+    int32_t stage, mb;
+    size_t i = digits(t, n, &stage), kl, m;
+    if (i == 0 || i == n || is_digit(t[i])) return 0;
+    int kind = common_kind(t + i, n - i, &kl);
     if (kind < 0) return 0;
-    for (m0 = i; i < n && i - m0 < 9 && is_digit(t[i]); i++)
-        mb = mb * 10 + (t[i] - '0');
-    if (i == m0 || (i < n && t[i] != ',') || stage > PPV_MAX_INDEX || mb > PPV_MAX_INDEX) return 0;
+    i += kl;
+    if ((m = digits(t + i, n - i, &mb)) == 0) return 0;
+    i += m;
+    if ((i < n && t[i] != ',') || stage > PPV_MAX_INDEX || mb > PPV_MAX_INDEX) return 0;
     *kind_ = kind, *stage_ = stage, *mb_ = mb;
     return i;
 }
@@ -219,10 +236,20 @@ oom:
     return ppv_errf(err, errlen, "%s: out of memory", s->name);
 }
 
+/* The bytes of the 8 at p that are commas, as the high bit of each. */
+static inline uint64_t commas_at(const char *p) {
+    const uint64_t low7 = 0x7f7f7f7f7f7f7f7fULL;
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    w ^= 0x2c2c2c2c2c2c2c2cULL;                /* a comma's byte is now 0 */
+    return ~(((w & low7) + low7) | w) & ~low7; /* the high bit of each 0 byte */
+}
+
 /* The cells that hold something on each of the first nrows lines: each
  * one's first byte follows the line's start or a comma and is no comma
  * (a cell of spaces counts too); 0 where the line is blank. One action a
- * cell, except an OVERLAP_F_B cell's few, which then grow their program. */
+ * cell, except an OVERLAP_F_B cell's few, which then grow their program.
+ * Eight bytes at a time: a 9 MB file is counted in a few milliseconds. */
 static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncells) {
     size_t pos = 0;
     for (int32_t r = 0; r < nrows; r++) {
@@ -231,7 +258,12 @@ static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncel
         while (k < end && is_space(text[k]))
             k++;
         int64_t n = k < end && text[k] != ',';
-        for (k++; k < end; k++)
+        /* a byte at j > k starts a cell where j - 1 is a comma and j is not */
+        for (k++; k + 8 <= end; k += 8) {
+            uint64_t starts = commas_at(text + k - 1) & ~commas_at(text + k);
+            n += (int64_t)(((starts >> 7) * 0x0101010101010101ULL) >> 56);
+        }
+        for (; k < end; k++)
             n += (text[k - 1] == ',') & (text[k] != ',');
         ncells[r] = n < INT32_MAX ? (int32_t)n : INT32_MAX;
         pos = end < len ? end + 1 : len;
