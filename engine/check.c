@@ -542,6 +542,7 @@ static void match_messages(checker *ck) {
 
 static void match_collectives(checker *ck) {
     const ppv_schedule *s = ck->s;
+    if (s->ngroups == 0) return; /* a collective names a group: there is none */
     for (int32_t r = 0; r < ck->P && !ck->oom; r++) {
         const ppv_program *p = &s->prog[r];
         for (int32_t i = 0; i < p->n; i++) {

@@ -326,11 +326,14 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
     for (int32_t r = 0; r < s->nranks; r++) {
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
-            if (places_stage(a)) nplaced++;
-            if (places_stage(a) && a->stage > maxstage) maxstage = a->stage;
+            unsigned f = ppv_action_flags(a->kind);
+            if ((f & PPV_AF_STAGE) && a->stage >= 0) {
+                nplaced++;
+                if (a->stage > maxstage) maxstage = a->stage;
+            }
             if (a->mb > maxmb) maxmb = a->mb;
-            if (ppv_action_flags(a->kind) & (PPV_AF_COMM | PPV_AF_COLL)) comms = 1;
-            if (a->kind == PPV_ACT_GROUP_START || a->kind == PPV_ACT_GROUP_END) comms = 1;
+            comms |= (f & (PPV_AF_COMM | PPV_AF_COLL)) != 0 || a->kind == PPV_ACT_GROUP_START ||
+                     a->kind == PPV_ACT_GROUP_END;
         }
     }
     s->form = comms ? PPV_FORM_COMPUTE_COMMS : PPV_FORM_COMPUTE_ONLY;
@@ -355,9 +358,10 @@ int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
     if (!s->stage_rank) return ppv_errf(err, errlen, "%s: out of memory", s->name);
     for (int32_t st = 0; st < s->nstages; st++) s->stage_rank[st] = -1;
     for (int32_t r = 0; r < s->nranks; r++) {
-        for (int32_t i = 0; i < s->prog[r].n; i++) {
+        for (int32_t i = 0, last = -1; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
-            if (!places_stage(a)) continue;
+            if (a->stage == last || !places_stage(a)) continue; /* last: this rank's already */
+            last = a->stage;
             int32_t owner = s->stage_rank[a->stage];
             if (owner < 0) {
                 s->stage_rank[a->stage] = r;
