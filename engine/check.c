@@ -610,7 +610,8 @@ static void match_collectives(checker *ck) {
 
 static void wake(checker *ck, int32_t r) {
     if (ck->queued[r]) return;
-    ck->queue[(ck->qh + ck->qn) % ck->P] = r;
+    int32_t at = ck->qh + ck->qn; /* a ring of P: no division for each wake */
+    ck->queue[at < ck->P ? at : at - ck->P] = r;
     ck->qn++;
     ck->queued[r] = 1;
 }
@@ -856,7 +857,7 @@ static void simulate(checker *ck) {
     for (int32_t r = 0; r < P; r++) wake(ck, r);
     while (ck->qn > 0) {
         int32_t r = ck->queue[ck->qh];
-        ck->qh = (ck->qh + 1) % P;
+        ck->qh = ck->qh + 1 < P ? ck->qh + 1 : 0;
         ck->qn--;
         ck->queued[r] = 0;
         advance(ck, r, rep->spans ? rep->spans[r] : NULL);
