@@ -22,22 +22,22 @@
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* In front of every block: the mapping it lies in (len 0: a malloc block,
- * which base is). 64 bytes, so the block stays aligned for any type. */
+/* In front of a mapping's block, in its first page: the mapping. 64
+ * bytes, so that the block stays aligned for any type. */
 typedef struct {
     void *base;
     size_t len;
     char pad[64 - sizeof(void *) - sizeof(size_t)];
 } head;
 
-void *ppv_alloc_big(size_t n) {
-    if (n > SIZE_MAX - 2 * HUGE_PAGE) return NULL;
-    if (n < HUGE_PAGE) {
-        head *h = malloc(sizeof *h + n);
-        if (!h) return NULL;
-        h->base = h, h->len = 0;
-        return h + 1;
-    }
+/* Whether p is a mapping's block: those start on a 2 MiB boundary, and a
+ * malloc block never does (ppv_alloc_big sees to it). */
+static int is_mapping(const void *p) {
+    return ((uintptr_t)p & (HUGE_PAGE - 1)) == 0;
+}
+
+/* n bytes in a mapping of their own, from a 2 MiB boundary. */
+static void *map_block(size_t n) {
     size_t len = n + HUGE_PAGE + sizeof(head);
     char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return NULL;
@@ -51,19 +51,31 @@ void *ppv_alloc_big(size_t n) {
     return p;
 }
 
+void *ppv_alloc_big(size_t n) {
+    if (n > SIZE_MAX - 2 * HUGE_PAGE) return NULL;
+    if (n >= HUGE_PAGE) return map_block(n);
+    /* a plain malloc block (its own start, as valgrind and AddressSanitizer
+     * follow it), unless it happens to start on a 2 MiB boundary, where it
+     * would read as a mapping: then a small mapping instead */
+    void *p = malloc(n ? n : 1);
+    if (!p || !is_mapping(p)) return p;
+    free(p);
+    return map_block(n);
+}
+
 void *ppv_calloc_big(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) return NULL;
     void *p = ppv_alloc_big(n * size);
-    /* a new mapping is zeroed by the kernel already */
-    if (p && n * size < HUGE_PAGE) memset(p, 0, n * size);
+    if (p && !is_mapping(p)) memset(p, 0, n * size); /* a new mapping is zeroed already */
     return p;
 }
 
 void ppv_free_big(void *p) {
     if (!p) return;
+    if (!is_mapping(p)) {
+        free(p);
+        return;
+    }
     head *h = (head *)p - 1;
-    if (h->len)
-        munmap(h->base, h->len);
-    else
-        free(h->base);
+    munmap(h->base, h->len);
 }

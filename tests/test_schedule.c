@@ -309,6 +309,40 @@ static void test_a_file_read_without_its_places(void **state) {
     }
 }
 
+/* ppv_alloc_big's two kinds of block, either side of 2 MiB: a mapping
+ * starts on a 2 MiB boundary and a malloc block never does (which is how
+ * ppv_free_big tells them apart); both hold all their bytes, and
+ * ppv_calloc_big's are zeroed. */
+static void test_big_blocks_either_side_of_2_mib(void **state) {
+    (void)state;
+    const size_t mib2 = (size_t)2 << 20;
+    static const size_t sizes[] = {0,
+                                   1,
+                                   4096,
+                                   ((size_t)2 << 20) - 1,
+                                   (size_t)2 << 20,
+                                   ((size_t)2 << 20) + 1,
+                                   ((size_t)5 << 20) + 12345};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        unsigned char *a = ppv_alloc_big(n), *z = ppv_calloc_big(n, 1);
+        assert_non_null(a);
+        assert_non_null(z);
+        assert_int_equal((uintptr_t)a % mib2 == 0, n >= mib2);
+        assert_int_equal((uintptr_t)z % mib2 == 0, n >= mib2);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < n; i++)
+            nonzero += z[i] != 0;
+        assert_int_equal(nonzero, 0);
+        memset(a, 0xa5, n);
+        memset(z, 0x5a, n);
+        ppv_free_big(a);
+        ppv_free_big(z);
+    }
+    ppv_free_big(NULL);
+    assert_null(ppv_calloc_big(SIZE_MAX / 2, 4)); /* n * size overflows */
+}
+
 /* The programs of a CSV take one block, sized by the cells that hold
  * something (idle cells take no room), which a row with an overlapped
  * cell outgrows. */
@@ -400,6 +434,7 @@ static void test_a_large_file_is_read_whole_from_a_file_and_a_pipe(void **state)
             if (w <= 0) _exit(1);
             at += (size_t)w;
         }
+        free(text); /* valgrind, following this child, counts what it holds */
         _exit(0);
     }
     close(fds[1]);
@@ -759,6 +794,7 @@ int main(void) {
         cmocka_unit_test(test_overlap_ids_wrap_without_merging_cells),
         cmocka_unit_test(test_where_an_action_was_read),
         cmocka_unit_test(test_a_file_read_without_its_places),
+        cmocka_unit_test(test_big_blocks_either_side_of_2_mib),
         cmocka_unit_test(test_programs_share_a_block_sized_by_their_cells),
         cmocka_unit_test(test_a_large_file_is_read_whole_from_a_file_and_a_pipe),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
