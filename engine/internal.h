@@ -43,10 +43,11 @@ int ppv_schedule_append_at(ppv_schedule *s, int32_t rank, const ppv_action *a, i
  * come). Returns 0, or -1 when out of memory. */
 int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap);
 
-/* Room for caps[r] actions in each rank r's program, every program still
- * empty: one block for all (ppv_alloc_big), so that a large schedule
- * lies on huge pages. A program that outgrows its share moves to a block
- * of its own. Returns 0, or -1 when out of memory. */
+/* Room for caps[r] actions in each rank r's program that has none yet
+ * (a reader's new schedule: all of them), in one block for all
+ * (ppv_alloc_big), so that a large schedule lies on huge pages; a program
+ * that outgrows its share moves to a block of its own. Once per schedule
+ * (later calls do nothing). Returns 0, or -1 when out of memory. */
 int ppv_schedule_reserve_all(ppv_schedule *s, const int32_t *caps);
 
 /* ppv_schedule_push when it must grow the program or make its places. */

@@ -32,8 +32,8 @@ typedef struct {
 
 /* Whether p is a mapping's block: those start on a 2 MiB boundary, and a
  * malloc block never does (ppv_alloc_big sees to it). */
-static int is_mapping(const void *p) {
-    return ((uintptr_t)p & (HUGE_PAGE - 1)) == 0;
+static int is_mapping(uintptr_t p) {
+    return (p & (HUGE_PAGE - 1)) == 0;
 }
 
 /* n bytes in a mapping of their own, from a 2 MiB boundary. */
@@ -58,7 +58,7 @@ void *ppv_alloc_big(size_t n) {
      * follow it), unless it happens to start on a 2 MiB boundary, where it
      * would read as a mapping: then a small mapping instead */
     void *p = malloc(n ? n : 1);
-    if (!p || !is_mapping(p)) return p;
+    if (!p || !is_mapping((uintptr_t)p)) return p;
     free(p);
     return map_block(n);
 }
@@ -66,13 +66,13 @@ void *ppv_alloc_big(size_t n) {
 void *ppv_calloc_big(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) return NULL;
     void *p = ppv_alloc_big(n * size);
-    if (p && !is_mapping(p)) memset(p, 0, n * size); /* a new mapping is zeroed already */
+    if (p && !is_mapping((uintptr_t)p)) memset(p, 0, n * size); /* a new mapping is zeroed already */
     return p;
 }
 
 void ppv_free_big(void *p) {
     if (!p) return;
-    if (!is_mapping(p)) {
+    if (!is_mapping((uintptr_t)p)) {
         free(p);
         return;
     }
