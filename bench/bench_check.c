@@ -10,6 +10,9 @@
  *    reports its best and median wall time and its peak resident set
  *    (wait4's ru_maxrss; the largest of the runs). The machine's speed
  *    varies from run to run; the best is what the code costs.
+ * At the largest size of each kind it also times PyTorch's own loader and
+ * _simulate_comms_compute on the same file (pytorch_check.py), where
+ * python3 has torch.distributed.pipelining.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -63,6 +66,27 @@ static double build_and_time(const char *kind, int p, int m, const char *path,
     ppv_schedule_free(s);
     ppv_schedule_free(low);
     return n;
+}
+
+/* PyTorch's own reading and simulation of the same file (pytorch_check.py,
+ * where this Python has torch.distributed.pipelining), once: it takes
+ * seconds where ppv takes a hundredth of one. */
+static void pytorch_figure(const char *kind, int p, int m, const char *path) {
+    char *const argv[] = {"python3", PPV_BENCH_PYTORCH, (char *)path, NULL};
+    char out[256];
+    double secs = 0, rss = 0, parse = 0, sim = 0;
+    int code = bench_run(argv, out, sizeof out, &secs, &rss);
+    if (code == 0 && sscanf(out, "%lf %lf", &parse, &sim) == 2)
+        printf("%-6s %4d %5d  PyTorch's CSV loader %.3f s and _simulate_comms_compute %.3f s "
+               "(eager only): %.3f s, %.1f MiB\n",
+               kind, p, m, parse, sim, secs, rss);
+    else if (code == 77)
+        printf("%-6s %4d %5d  PyTorch: no torch.distributed.pipelining in this python3 (PyTorch "
+               "2.4 or later); not compared\n",
+               kind, p, m);
+    else
+        printf("%-6s %4d %5d  PyTorch: %s exited %d\n", kind, p, m, PPV_BENCH_PYTORCH, code);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv) {
@@ -123,6 +147,7 @@ int main(int argc, char **argv) {
                        got[3], sems[j], got[j], secs[0], secs[2], rss);
                 fflush(stdout);
             }
+            if (p == max_p && m == max_m) pytorch_figure(kinds[k], p, m, path);
             unlink(path);
         }
     return rc;
