@@ -45,7 +45,6 @@
 
 #include "proc_common.h"
 
-
 /* The functions of libnccl and libcudart the transport calls. */
 typedef struct nccl_api {
     ncclResult_t (*GetUniqueId)(ncclUniqueId *);
@@ -156,6 +155,18 @@ static int comms_in_progress(nccl_t *m, const char *what) {
     return busy;
 }
 
+/* One more turn of a wait for what that began at t0: past --timeout the
+ * hang is reported ("hang: WHAT STATE N s ...; ncclCommAbort called" and
+ * tail) and the job ends; before it, a pause that grows with the wait. */
+static void pause_or_hang(nccl_t *m, double t0, int *spins, const char *what, const char *state,
+                          const char *tail) {
+    double waited = proc_now() - t0;
+    if (waited > m->b.cfg.timeout_s)
+        failf(m, 0, "hang: %s %s %.1f s (--timeout %g); ncclCommAbort called%s", what, state,
+              waited, m->b.cfg.timeout_s, tail);
+    proc_backoff(spins, waited);
+}
+
 /* A call on a non-blocking communicator may return (ncclInProgress)
  * before its kernels are on the stream: NCCL puts them there from a
  * thread of its own. Until every communicator says it is no longer in
@@ -167,15 +178,8 @@ static void issued(nccl_t *m, ncclResult_t rc, const char *what) {
     if (rc != ncclInProgress) return;
     double t0 = proc_now();
     int spins = 0;
-    while (comms_in_progress(m, what)) {
-        double waited = proc_now() - t0;
-        if (waited > m->b.cfg.timeout_s)
-            failf(m, 0,
-                  "hang: %s was not issued to the stream in %.1f s (--timeout %g); ncclCommAbort "
-                  "called",
-                  what, waited, m->b.cfg.timeout_s);
-        proc_backoff(&spins, waited);
-    }
+    while (comms_in_progress(m, what))
+        pause_or_hang(m, t0, &spins, what, "was not issued to the stream in", "");
 }
 
 /* Waits until the stream has run everything put on it, polling the
@@ -191,13 +195,7 @@ static void wait_stream(nccl_t *m, const char *what) {
          * while its communicator fails, and the error belongs to this call */
         comms_in_progress(m, what);
         if (q == cudaSuccess) break;
-        double waited = proc_now() - t0;
-        if (waited > m->b.cfg.timeout_s)
-            failf(m, 0,
-                  "hang: %s has waited %.1f s (--timeout %g); ncclCommAbort called: a deadlock, "
-                  "or a rank that stopped",
-                  what, waited, m->b.cfg.timeout_s);
-        proc_backoff(&spins, waited);
+        pause_or_hang(m, t0, &spins, what, "has waited", ": a deadlock, or a rank that stopped");
     }
     m->b.last_done = proc_now();
 }
