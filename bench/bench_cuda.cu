@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 #include "ppv_kernels.h"
 
 #ifdef PPV_HAVE_OPENBLAS

@@ -20,8 +20,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "internal.h"
-#include "transport/proc_module.h"
+#include "ppv_engine.h"
 
 /* Seconds per round trip, best of 5 batches. */
 static double raw_pingpong(int me, char *buf, int bytes, int rounds) {

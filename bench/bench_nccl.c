@@ -31,8 +31,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "internal.h"
-#include "transport/proc_module.h"
+#include "ppv_engine.h"
 
 typedef struct raw_api {
     ncclResult_t (*GetUniqueId)(ncclUniqueId *);

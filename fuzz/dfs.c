@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "fuzz_internal.h"
 
 typedef struct sleeper {
     int32_t rank;

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "transport/proc_module.h"
+#include "ppv_engine.h"
 
 typedef struct scenario_out {
     unsigned char bytes[256];

@@ -1,5 +1,5 @@
 /* test_check_messages.c - a negative case for every problem the static
- * checker (engine/check.c) can put in a ppv_check_report: each error
+ * checker (engine/check/check.c) can put in a ppv_check_report: each error
  * message and each reason a blocked rank is given. A row of the table is a
  * tiny schedule, the send semantics to check it under, and the problem
  * expected: the exact text, the rank, the action index and its spelling
@@ -109,7 +109,7 @@ static const char *const unreachable_messages[] = {
  * errors, which go to its err buffer (test_check.c tests those). */
 static const char *const not_report_messages[] = {
     " (%s:%d:%d)",
-    "lower.h",
+    "check_internal.h",
     "rendezvous",
     "eager",
     "eager:",
@@ -798,7 +798,7 @@ static void judge_literal(const char *lit, void *ctx) {
     for (size_t m = 0; m < sizeof unreachable_messages / sizeof unreachable_messages[0]; m++)
         if (wild_find(lit, unreachable_messages[m])) return;
     fprintf(stderr,
-            "engine/check.c writes \"%s\", which check_messages lacks: list it and add a "
+            "engine/check/check.c writes \"%s\", which check_messages lacks: list it and add a "
             "row\n",
             lit);
     sc->unknown++;
@@ -809,7 +809,7 @@ static void judge_literal(const char *lit, void *ctx) {
  * report message. */
 static void test_check_c_writes_no_message_the_list_lacks(void **state) {
     (void)state;
-    char *src = slurp(PPV_TEST_DATA "/../../engine/check.c");
+    char *src = slurp(PPV_TEST_DATA "/../../engine/check/check.c");
     scan sc = {0, 0};
     each_literal(src, judge_literal, &sc);
     free(src);

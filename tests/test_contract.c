@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "contractutil.h"
-#include "internal.h"
+#include "engine/pp/pp_internal.h" /* white-box: the tensor blocks */
 #include "testutil.h"
 
 /* Checks e against o and expects the failure id and message exactly. */

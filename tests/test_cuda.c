@@ -15,7 +15,7 @@
 
 #include <math.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 #include "ppv_kernels.h"
 
 /* The CUDA table, or NULL (the reason in why). */

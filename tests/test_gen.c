@@ -4,7 +4,7 @@
  * parameters. */
 #include <math.h>
 
-#include "gen.h"
+#include "engine/gen/gen_internal.h" /* white-box: the builders */
 #include "testutil.h"
 
 

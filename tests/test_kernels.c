@@ -38,7 +38,7 @@
 
 #include <cmocka.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 #include "ppv_kernels.h"
 
 #define TOL_OP 1e-5

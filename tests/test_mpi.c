@@ -1,4 +1,4 @@
-/* test_mpi.c - the MPI transport (engine/transport/mpi.c), one process per
+/* test_mpi.c - the MPI transport (engine/world/transport/mpi.c), one process per
  * rank under mpirun, oversubscribed on this machine's cores:
  *  - `ppv run --transport mpi` gives the mock's gradient digest, loss and
  *    memory peaks for every generator kind, under each send semantics;

@@ -2,7 +2,7 @@
  * forms, ppv's native format, and their parse errors. */
 #include <unistd.h>
 
-#include "internal.h"
+#include "engine/schedule/schedule_internal.h" /* white-box: the readers, huge-page blocks */
 #include "testutil.h"
 
 static ppv_schedule *parse_csv(const char *text, ppv_dialect d, char *err, size_t n) {

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "../internal.h"
+#include "../engine_internal.h"
 
 enum { PP_FRAMES_PER_CHUNK = 3, PP_LATENT_CHANNELS = 16 };
 
@@ -108,5 +108,17 @@ int pp_bcast_recv(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m, 
 
 /* Frees an envelope's tensors that stage 0 or the mesh allocated. */
 void pp_envelope_free(ppv_envelope *e);
+
+/* ppv_envelope_frame without the contract checks: what a sender that
+ * skips its preflight puts on the wire (tests of the receiver's checks and
+ * of the tripwire points). Fails only when the text cannot be built. */
+ppv_failure ppv_envelope_frame_unchecked(const ppv_envelope *e, ppv_frame *f, char *msg,
+                                         size_t msglen);
+
+/* Tensor data blocks (contract.c): n zeroed bytes, as calloc, often a block
+ * this thread gave back; and a block given back for the next take. Both
+ * are plain malloc blocks: free() and malloc() mix with them freely. */
+void *ppv_block_take(size_t n);
+void ppv_block_give(void *p);
 
 #endif

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels_internal.h"
+#include "kernels/kernels_internal.h"
 
 static long calls, fail_at;
 static int failed;

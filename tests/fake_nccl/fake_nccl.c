@@ -1,5 +1,5 @@
 /* fake_nccl.c - a stand-in for the parts of libnccl and libcudart that the
- * NCCL transport (engine/transport/nccl.c) calls, with the same
+ * NCCL transport (engine/world/transport/nccl.c) calls, with the same
  * signatures, over MPI between the processes of an mpirun job, so that
  * the transport's own logic (bootstrap, group nesting, the watchdog,
  * abort, asynchronous errors, message matching, staging) is tested on

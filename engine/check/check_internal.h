@@ -1,0 +1,24 @@
+/* check_internal.h - the check room's helpers shared by the lowering
+ * pass (lower.c) and the verifier (check.c); private to the room. */
+#ifndef PPV_CHECK_INTERNAL_H
+#define PPV_CHECK_INTERNAL_H
+
+#include "../engine_internal.h"
+
+/* ppv_schedule_lower without the option checks. On a dependency cycle
+ * returns 1 and, when stuck_pc is not NULL, leaves in stuck_pc[r] the index
+ * each rank could not get past. */
+int ppv_lower_internal(const ppv_schedule *s, const ppv_costs *costs, int64_t msg_bytes,
+                       ppv_schedule **out, int32_t *stuck_pc, char *err, size_t errlen);
+
+/* Index just past the overlapped cell (or the single action) starting at i. */
+int32_t ppv_run_end(const ppv_program *p, int32_t i);
+
+/* Stage whose output a consumes (*fwd = 1: that stage's forward, 0: its
+ * input gradient), or -1 when a consumes no other stage's output. */
+int32_t ppv_input_stage(const ppv_schedule *s, const ppv_action *a, int *fwd);
+
+/* Cost of an action's compute under the costs (0 for non-compute). */
+double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
+
+#endif

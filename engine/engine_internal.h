@@ -1,0 +1,34 @@
+/* engine_internal.h - the few helpers every room of the engine uses
+ * (schedule, check, gen, world, run, pp); private to the engine layer. A
+ * helper one room alone uses lives in that room's own header.
+ */
+#ifndef PPV_ENGINE_INTERNAL_H
+#define PPV_ENGINE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "ppv_engine.h"
+
+/* Formats a message into err and returns -1, so callers can
+ * `return ppv_errf(...)`. */
+int ppv_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* n bytes for an array that grows with the schedule: from 2 MiB on a
+ * mapping of its own on transparent huge pages, zeroed (pages.c). Given
+ * back with ppv_free_big only; NULL when out of memory. */
+void *ppv_alloc_big(size_t n);
+/* ppv_alloc_big's calloc: n zeroed elements of size bytes. */
+void *ppv_calloc_big(size_t n, size_t size);
+void ppv_free_big(void *p);
+
+/* The check room's (check/waitfor.c), which the world's deadlock report
+ * shares. */
+/* The wait-for cycle among blocked ranks (each waits for one rank), found
+ * by following waits_for; *cycle is malloc'd (NULL and 0 when the waits end
+ * in a finished rank instead of closing). Returns 0, or -1 out of memory. */
+int ppv_wait_cycle(const ppv_wait *blocked, int32_t nblocked, int32_t P, ppv_wait **cycle,
+                   int32_t *ncycle);
+
+#endif

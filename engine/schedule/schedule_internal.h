@@ -1,0 +1,64 @@
+/* schedule_internal.h - the schedule room's helpers shared by its
+ * readers (csv.c, native.c), the loader (load.c) and the IR (schedule.c);
+ * private to the room.
+ */
+#ifndef PPV_SCHEDULE_INTERNAL_H
+#define PPV_SCHEDULE_INTERNAL_H
+
+#include "../engine_internal.h"
+
+/* Stage and microbatch indices above this are refused by every reader, so
+ * that any schedule ppv holds can be written and read again (a count such
+ * as `microbatches` goes up to PPV_MAX_INDEX + 1). */
+#define PPV_MAX_INDEX 100000000
+
+/* "%s: binary data (a NUL byte) in a schedule file" when text holds a NUL,
+ * which no reader accepts (a name would end early); 0 otherwise. */
+int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, size_t errlen);
+
+/* The readers, keeping where each action was read (places 1) or not. */
+int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
+                  ppv_schedule **out, char *err, size_t errlen);
+int ppv_parse_native(const char *text, size_t len, const char *name, int places, ppv_schedule **out,
+                     char *err, size_t errlen);
+
+/* ppv_schedule_append for a reader: at is the byte offset of the action's
+ * cell in the text (-1: none), for ppv_schedule_where. */
+int ppv_schedule_append_at(ppv_schedule *s, int32_t rank, const ppv_action *a, int64_t at);
+
+/* Room for cap actions in rank's program (a reader that knows how many
+ * come). Returns 0, or -1 when out of memory. */
+int ppv_schedule_reserve(ppv_schedule *s, int32_t rank, int32_t cap);
+
+/* Room for caps[r] actions in each rank r's program that has none yet
+ * (a reader's new schedule: all of them), in one block for all
+ * (ppv_alloc_big), so that a large schedule lies on huge pages; a program
+ * that outgrows its share moves to a block of its own. Once per schedule
+ * (later calls do nothing). Returns 0, or -1 when out of memory. */
+int ppv_schedule_reserve_all(ppv_schedule *s, const int32_t *caps);
+
+/* ppv_schedule_push when it must grow the program or make its places. */
+ppv_action *ppv_schedule_push_grow(ppv_schedule *s, int32_t rank, int64_t at);
+
+/* A new last action of rank's program, for the caller to fill in whole
+ * (at as for ppv_schedule_append_at); NULL when out of memory. Inline: a
+ * reader calls it for every action, and it mostly only takes a slot. */
+static inline ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64_t at) {
+    ppv_program *p = rank >= 0 && rank < s->nranks ? &s->prog[rank] : NULL;
+    if (!p || p->n == p->cap || (at >= 0 && !p->src && !s->placeless))
+        return ppv_schedule_push_grow(s, rank, at);
+    if (p->src) p->src[p->n] = at >= 0 && at < UINT32_MAX ? (uint32_t)at + 1 : 0;
+    return &p->acts[p->n++];
+}
+
+/* A reader's next line starts at byte offset at (lines in order). Returns
+ * 0, or -1 when out of memory. */
+int ppv_schedule_add_line(ppv_schedule *s, int64_t at);
+
+/* Parses one PyTorch action token "[stage][type][mb]" of length len into a.
+ * legacy selects the older dialect (B = inputs, BW = full). On failure
+ * returns -1 with the reason (no position) in why. */
+int ppv_parse_torch_token(const char *tok, size_t len, int legacy, ppv_action *a, char *why,
+                          size_t whylen);
+
+#endif

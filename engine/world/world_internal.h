@@ -1,0 +1,189 @@
+/* world_internal.h - the mock world's state, shared by the scheduler
+ * (world.c) and the mock transport (mock.c), which builds on it; private
+ * to the world room. */
+#ifndef PPV_WORLD_INTERNAL_H
+#define PPV_WORLD_INTERNAL_H
+
+#include <ucontext.h>
+
+#include "../engine_internal.h"
+
+enum { RANK_READY, RANK_BLOCKED, RANK_DONE };
+
+/* A posted point-to-point operation. */
+typedef struct p2p_op {
+    int send;          /* 1 send, 0 receive */
+    int32_t rank, peer, comm;
+    const void *sbuf;  /* send: the caller's buffer (rendezvous) */
+    void *rbuf;        /* receive: where the data lands */
+    void *owned;       /* eager send: the copy held by the channel, in the op's own
+                        * block (right behind it) */
+    size_t bytes;
+    size_t cap; /* eager copy: the bytes its block holds behind the op */
+    int done;
+    int64_t step;      /* the scheduler step that posted it (an explorer's order) */
+    int held;          /* PPV_FAULT_DELAY: not visible to its receiver yet */
+    char what[64];
+    struct p2p_op *next; /* in the channel queue, or the group list */
+} p2p_op;
+
+/* FIFO queues of one (sender, receiver, communicator). */
+typedef struct channel {
+    p2p_op *sends, *sends_tail; /* posted, not yet received (eager ones are done) */
+    p2p_op *recvs, *recvs_tail; /* posted, not yet matched */
+    int64_t nsends, nrecvs;     /* posted so far (an explorer's sequence numbers) */
+} channel;
+
+enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER };
+
+/* The k-th collective of a communicator, as its members arrive. */
+typedef struct coll_slot {
+    int kind;
+    int32_t root;
+    size_t bytes;
+    int32_t arrived;
+    void **bufs;       /* [n] member buffers (in/out) */
+    const void **src;  /* [n] allgather send buffers */
+    int64_t *arrive;   /* [n] the step each member arrived in */
+    int done;
+    int32_t departed; /* members that left it: the last one recycles it */
+    char what[64];
+    struct coll_slot *next_spare;
+} coll_slot;
+
+typedef struct world_comm {
+    int32_t n;
+    int32_t *ranks;     /* [n] global ranks */
+    int32_t *member_of; /* [nranks] index in the comm, -1 */
+    int64_t *seq;       /* [n] collectives issued per member */
+    coll_slot **slots;  /* by sequence number; each one block with its arrays */
+    int64_t nslots, capslots;
+    coll_slot *spare_slots; /* finished slots, reused by the next collectives */
+} world_comm;
+
+/* PPV_FAST_SWITCH: on x86-64 (outside AddressSanitizer, which tracks
+ * stacks through swapcontext) ranks switch with a few instructions and no
+ * system call; swapcontext saves and restores the signal mask with one
+ * each way, which dominated the scheduler's cost. */
+#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if !__has_feature(address_sanitizer)
+#define PPV_FAST_SWITCH 1
+#endif
+#else
+#define PPV_FAST_SWITCH 1
+#endif
+#endif
+
+typedef struct rank_ctx {
+    ucontext_t ctx;
+    void *sp;                /* PPV_FAST_SWITCH: the saved stack pointer */
+    struct ppv_world *world; /* for the rank's entry */
+    int32_t rank;
+    int dead; /* PPV_FAULT_KILL: every call fails from now on */
+    int started; /* it has a stack and a context (start_rank succeeded) */
+    void *stack;
+    unsigned stack_id; /* valgrind stack registration */
+    int state;
+    int in_group;
+    p2p_op *group, *group_tail; /* ops queued in the open group */
+    int32_t pending;    /* ops this rank waits on */
+    p2p_op *waiting;    /* first op it waits on (report) */
+    coll_slot *waiting_coll;
+    int32_t waiting_comm;
+    /* PPV_POLICY_EXPLORE: steps the rank's next step follows (the send
+     * its receive took, the step that completed what it waited on, ...);
+     * they bind its next step, since a step touches channels only as it
+     * starts */
+    int64_t *defer;
+    int32_t ndefer, capdefer;
+} rank_ctx;
+
+struct ppv_world {
+    ppv_world_options opt;
+    int32_t P;
+    rank_ctx *ranks;
+    ucontext_t sched_ctx;
+    void *sched_sp; /* PPV_FAST_SWITCH: the scheduler's saved stack pointer */
+    int64_t nsends;  /* point-to-point sends so far (a fault's point) */
+    p2p_op *orphans; /* ops a mismatch left in no queue: freed with the world */
+    p2p_op *spare_ops;  /* finished ops, reused by the next calls */
+    p2p_op *spare_msgs; /* received eager copies, reused by the next eager sends */
+    int fault_applied;
+    int held;             /* PPV_FAULT_DELAY: a message is held back */
+    int64_t release_at;   /* the step it arrives at */
+    /* the transport's: the held message becomes visible and is matched;
+     * 0, or -1 when out of memory */
+    int (*release)(ppv_world *w);
+    int eager_link;       /* PPV_FAULT_EAGER: this link buffers ... */
+    int32_t link_comm, link_from, link_to;
+    size_t link_bytes;    /* ... messages up to this size */
+    ppv_transport transport;
+    channel *chans;     /* [ncomms][P][P], grown by add_comm */
+    world_comm *comms;
+    int32_t ncomms;
+    int aborted;
+    int failed;
+    int env_error; /* the failure was the environment's (ppv_world_fail_env) */
+    int32_t failed_rank;
+    char fail_msg[512];
+    int64_t steps, last_progress;
+    int32_t *decisions;
+    int64_t ndecisions, capdecisions;
+    int32_t last; /* last rank chosen */
+    int64_t *pct_prio;   /* [P] */
+    int64_t *pct_change; /* [depth-1] steps at which the running rank is demoted */
+    int32_t pct_fired;   /* change points that fired */
+    ppv_rank_main fn;
+    void *arg;
+    int32_t current;
+    ppv_world_result *res; /* the running run's result */
+    /* a decision a rank took at its scheduling point (next_rank) and
+     * handed to the scheduler: decide's return and rank */
+    int decided, decided_rc;
+    int32_t decided_rank;
+    /* PPV_POLICY_EXPLORE: what the running step touched and followed */
+    int explore;
+    ppv_touch *touch;
+    int64_t *after;
+    int32_t ntouch, captouch, nafter, capafter;
+};
+
+/* Channel of (from -> to) on comm c. */
+static inline channel *world_channel(ppv_world *w, int32_t c, int32_t from, int32_t to) {
+    return &w->chans[((size_t)c * w->P + (size_t)from) * w->P + (size_t)to];
+}
+
+/* The step now running (an op's order, for an explorer). */
+static inline int64_t world_step(const ppv_world *w) {
+    return w->steps - 1;
+}
+
+/* For an explorer: the running step touches channel (comm, from -> to)
+ * (PPV_TOUCH_SEND of its seq-th message, or PPV_TOUCH_PROBE for it); what
+ * rank does next follows step. */
+void world_touch(ppv_world *w, int32_t kind, int32_t comm, int32_t from, int32_t to,
+                 int64_t seq);
+void world_after(ppv_world *w, int32_t rank, int64_t step);
+
+/* A scheduling point: back to the scheduler, as runnable. */
+void ppv_world_switch(ppv_world *w, int32_t rank);
+
+/* Blocks the rank until its pending count reaches zero (or an abort);
+ * returns 0 or PPV_ERR_ABORTED. */
+int ppv_world_wait(ppv_world *w, int32_t rank);
+
+/* An op of rank completed: progress, and wake the rank when it waits on
+ * nothing more. */
+void ppv_world_complete(ppv_world *w, int32_t rank);
+
+/* The run fails with msg (the first failure is the run's); the world is
+ * aborted. The mock transport's fail. */
+void ppv_world_abort_with(ppv_world *w, int32_t rank, int env, const char *msg);
+
+/* A world with no transport yet (world.c): the scheduler's state and the
+ * communicator of every rank. ppv_world_new (mock.c) gives it the mock
+ * transport. NULL with the reason. */
+ppv_world *ppv_world_make(const ppv_world_options *opt, char *err, size_t errlen);
+
+#endif

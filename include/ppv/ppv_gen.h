@@ -1,0 +1,77 @@
+/* ppv_gen.h - the engine's generator room: every named schedule kind, the
+ * cost-aware tuner and `gen auto`'s search.
+ *
+ * Functions return 0 on success and a negative value on failure, with a
+ * message in the caller's buffer; no function here exits the process.
+ */
+#ifndef PPV_GEN_H
+#define PPV_GEN_H
+
+#include "ppv_check.h"
+
+/* ------------------------------------------------------------------------ */
+/* Generators                                                               */
+
+typedef struct ppv_gen_params {
+    int32_t ranks;
+    int32_t microbatches;
+    int32_t stages_per_rank; /* 0 = the kind's default */
+} ppv_gen_params;
+
+/* Generator names, NULL-terminated. */
+const char *const *ppv_generator_names(void);
+
+/* Builds a compute-only schedule of the named kind. Returns 0, or -1 with
+ * the reason (unknown kind, parameters the kind cannot take). */
+int ppv_generate(const char *kind, const ppv_gen_params *p, ppv_schedule **out, char *err,
+                 size_t errlen);
+
+/* `ppv gen auto`: the smallest makespan ppv finds for p ranks and m
+ * microbatches under the costs (a rank's whole share of the model: with v
+ * stages a rank each action costs 1/v of them), with every rank within
+ * cap activations (microbatch activations, as `ppv check` counts them). It starts from the
+ * best of every named kind (and the capped greedy) and improves it by
+ * swapping adjacent actions (gen_auto.c). Deterministic; time_limit is a
+ * safety stop that the report flags. */
+typedef struct ppv_gen_auto_params {
+    int32_t ranks, microbatches;
+    ppv_costs costs;
+    double cap;         /* <= 0: no cap */
+    int64_t budget;     /* checks the local search may make; 0: no bound */
+    double time_limit;  /* seconds; <= 0: none */
+    const ppv_model_spec *model; /* NULL, or the model whose bytes are weighed */
+    double mem_cap_bytes;        /* with model: every rank's weights, gradients, optimizer
+                                  * state and peak activations within it; <= 0: no cap */
+    int per_action; /* costs are each action's (as `ppv check` takes them), not a rank's
+                     * whole share */
+} ppv_gen_auto_params;
+
+typedef struct ppv_gen_auto_report {
+    char start[64];           /* the candidate the search started from */
+    double start_makespan;
+    double makespan, bubble_ratio, peak; /* of the result; peak: the largest rank's */
+    double peak_bytes;                   /* with a model: the largest rank's total bytes */
+    int32_t stages_per_rank;             /* of the result */
+    int64_t candidates, evaluated, improvements; /* improvements: of the winning climb */
+    int32_t starts;      /* candidates the search climbed from (the best few) */
+    int converged;       /* a whole scan kept no swap */
+    int stopped_by_time; /* the time limit cut the search */
+    double cap;          /* ppv_generate_tuned: the kind's own peak, which bounds the search */
+} ppv_gen_auto_report;
+
+/* 0 with *out (compute-only), or -1 with the reason: no kind builds the
+ * size, or none fits the cap (the message names the smallest peak). */
+int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_auto_report *rep,
+                      char *err, size_t errlen);
+
+/* The named kind tuned to per-action costs (as `ppv check --costs` takes
+ * them): the kind's own order, and for zb-h1 and zb-h2 with one stage a
+ * rank also the zero-bubble authors' cost-aware heuristic at the kind's
+ * cap (p, 2p - 1 activations), the better under the costs; then auto's
+ * local search, every rank within the own order's peak. rep as auto's
+ * (cap: that peak). 0 with *out, or -1. */
+int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_costs *costs,
+                       int64_t budget, double time_limit, ppv_schedule **out,
+                       ppv_gen_auto_report *rep, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,238 @@
+/* ppv_pp.h - the engine's pp room: the PP inference contract's rules and
+ * framing, and the inference pipeline (stage 0 and the mesh).
+ *
+ * Functions return 0 on success and a negative value on failure, with a
+ * message in the caller's buffer; no function here exits the process.
+ */
+#ifndef PPV_PP_H
+#define PPV_PP_H
+
+#include "ppv_run.h"
+
+/* ---- the PP inference contract (spec/contract.def) ------------------------------ */
+
+/* The formula every tripwire checks: one generator call to rebuild the KV
+ * cache when recomputing, plus one per denoising step. */
+int64_t ppv_expected_generator_calls(int do_kv_recompute, int64_t num_denoise_steps);
+
+/* An INFER envelope with every field at its default (version 1,
+ * pp_disable_vace 1, kv_cache_attention_bias 0.3, ids 0) and no tensor. */
+void ppv_envelope_init(ppv_envelope *e);
+/* A result of version 1 for e's ids, ok, with no tensor. */
+void ppv_result_init(ppv_result *r, const ppv_envelope *e);
+
+/* What a receiver has seen so far, for the ordering rules: call_id
+ * strictly increases over all actions, chunk_index over the INFERs of an
+ * epoch, cache_epoch never decreases. */
+typedef struct ppv_contract_order {
+    int64_t call_id;     /* last seen; -1 before any */
+    int64_t chunk_index; /* last INFER's in this epoch; -1 before any */
+    int64_t cache_epoch; /* current; -1 before any */
+} ppv_contract_order;
+
+ppv_contract_order ppv_contract_order_start(void);
+
+/* Checks e on its own and against o, which it does not change. Returns
+ * PPV_FAIL_NONE, or the failure mode with msg naming the rule and e's
+ * call_id, chunk_index and cache_epoch. */
+ppv_failure ppv_envelope_check(const ppv_envelope *e, const ppv_contract_order *o, char *msg,
+                               size_t msglen);
+/* Takes a checked envelope's ids into o. */
+void ppv_contract_order_advance(ppv_contract_order *o, const ppv_envelope *e);
+
+/* What stage 0 does with a result of the envelope it sent. */
+typedef enum ppv_result_verdict {
+    PPV_RESULT_ACCEPT,          /* decode it (ok) or report the mesh's error (!ok) */
+    PPV_RESULT_DROP_STALE,      /* another cache epoch: never decoded */
+    PPV_RESULT_DROP_DUPLICATE,  /* a call_id already accepted: never decoded */
+    PPV_RESULT_REJECT           /* breaks the contract: *mode says how */
+} ppv_result_verdict;
+
+/* Stage 0's acceptance rules for r, given the envelope sent with that
+ * call_id, the current epoch and the last call_id accepted (-1: none). */
+ppv_result_verdict ppv_result_check(const ppv_result *r, const ppv_envelope *sent,
+                                    int64_t cache_epoch, int64_t last_accepted, ppv_failure *mode,
+                                    char *msg, size_t msglen);
+
+/* Bytes of t's elements (0 when absent). */
+size_t ppv_tensor_bytes(const ppv_tensor *t);
+
+/* Wire framing: a header of PPV_FRAME_HEADER words (action, call_id,
+ * chunk_index, cache_epoch, n_tensors, version, meta_bytes), then the
+ * metadata and tensor specs as canonical text (one "key=value" line per
+ * field and "tensor.KEY=DTYPE d0 d1 ..." per tensor, sorted by key), then
+ * the tensors in spec order. Only an INFER envelope or a result has a
+ * payload: NOOP, SHUTDOWN and ERROR are their header. */
+enum { PPV_FRAME_HEADER = 7, PPV_FRAME_MAX_TENSORS = 8 };
+
+typedef struct ppv_frame {
+    int64_t header[PPV_FRAME_HEADER];
+    char *meta; /* header[6] bytes and a NUL; NULL when there is no payload */
+    int ntensors;
+    const ppv_tensor *tensors[PPV_FRAME_MAX_TENSORS]; /* spec order */
+} ppv_frame;
+
+/* Anti-stranding: checks e against o, serialises the metadata, builds and
+ * checks every tensor spec, all before anything is sent. PPV_FAIL_NONE with
+ * *f ready to send (the header is then a commitment), or the failure mode
+ * and nothing in *f. f's tensors point into e. */
+ppv_failure ppv_envelope_frame(const ppv_envelope *e, const ppv_contract_order *o, ppv_frame *f,
+                               char *msg, size_t msglen);
+/* The same for a result; r is checked for form only (stage 0 judges it). */
+ppv_failure ppv_result_frame(const ppv_result *r, ppv_frame *f, char *msg, size_t msglen);
+void ppv_frame_free(ppv_frame *f);
+
+/* Receiver's side: rebuilds an envelope from its header and metadata,
+ * refusing an unknown version, action or field, a missing or repeated
+ * field, a header that disagrees with the metadata and a spec of the wrong
+ * dtype or rank, before anything else is received. Tensors are allocated
+ * from the specs (zeroed) and listed in spec order in order[], to be filled
+ * with the payload. meta may be NULL when header says 0 bytes. */
+ppv_failure ppv_envelope_unframe(const int64_t *header, const char *meta, ppv_envelope *e,
+                                 ppv_tensor **order, int *norder, char *msg, size_t msglen);
+ppv_failure ppv_result_unframe(const int64_t *header, const char *meta, ppv_result *r,
+                               ppv_tensor **order, int *norder, char *msg, size_t msglen);
+/* Frees the tensors an unframe allocated. */
+void ppv_envelope_free_tensors(ppv_envelope *e);
+void ppv_result_free_tensors(ppv_result *r);
+
+/* ---- the PP inference pipeline on the mock transport (ppv pp) -------------------- */
+
+/* Faults `ppv pp --inject` puts in on purpose (spec/inject.def). */
+typedef enum ppv_pp_inject {
+#define PPV_PP_INJECT(NAME, token, mode, caught_by, text) PPV_INJECT_##NAME,
+#include "inject.def"
+#undef PPV_PP_INJECT
+    PPV_INJECT_COUNT
+} ppv_pp_inject;
+
+/* What catches a failure: the four tripwire points, and the other checks. */
+typedef enum ppv_pp_point {
+    PPV_POINT_NONE,
+    PPV_POINT_STAGE0_SEND,   /* 1: stage 0 before it sends */
+    PPV_POINT_LEADER,        /* 2: the leader before it broadcasts */
+    PPV_POINT_MESH_RUNNING,  /* 3: every mesh rank while it runs the chunk */
+    PPV_POINT_STAGE0_RESULT, /* 4: stage 0 on the result */
+    PPV_POINT_HANDSHAKE,     /* the startup parity check */
+    PPV_POINT_GROUP,         /* the collective wrapper's group check */
+    PPV_POINT_DIGEST,        /* the mesh's input digest */
+    PPV_POINT_TRANSPORT,     /* the transport (a collective mismatch) */
+    PPV_POINT_WATCHDOG,      /* a bounded wait */
+    PPV_POINT_COUNT
+} ppv_pp_point;
+
+/* "stage0-send", "leader", ... */
+const char *ppv_pp_point_name(ppv_pp_point p);
+/* Injection token ("OM-03", "extra-generator-call"), what it does, the
+ * failure mode it must produce (PPV_FAIL_NONE: the run completes ok) and
+ * the point that must catch it. */
+const char *ppv_pp_inject_token(ppv_pp_inject i);
+const char *ppv_pp_inject_text(ppv_pp_inject i);
+ppv_failure ppv_pp_inject_mode(ppv_pp_inject i);
+ppv_pp_point ppv_pp_inject_caught_by(ppv_pp_inject i);
+/* The injection spelled token, or -1. */
+int ppv_pp_inject_lookup(const char *token);
+
+enum { PPV_PP_MAX_CUTS = 64 };
+
+/* Design variants with a known bug, for the explorer's tests (the seeded
+ * bugs it must find): never what ppv pp runs. */
+typedef enum ppv_pp_bug {
+    PPV_PP_BUG_NONE,
+    PPV_PP_BUG_WAIT_TRUSTS_EPOCH,   /* with poll: stage 0 takes a result it waited for (its probe
+                                       found nothing) without judging it, a stale one included */
+    PPV_PP_BUG_DECODE_FIRST,        /* stage 0 decodes result k before it sends envelope k+1 */
+    PPV_PP_BUG_LEADER_DIES,         /* the leader returns after receiving chunk 1's header */
+    PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE /* the last mesh rank decides KV recompute from its own
+                                         count of chunks, not the envelope's flag */
+} ppv_pp_bug;
+
+typedef struct ppv_pp_options {
+    int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
+    int32_t chunks;          /* chunks stage 0 asks for */
+    int32_t steps;           /* denoising steps per chunk */
+    int kv_recompute;        /* 0: stash (R1); 1: recompute from stage 0's context frames (R0a) */
+    int32_t recompute_every; /* with kv_recompute: chunks j % E == 0 of an epoch, j > 0 */
+    int32_t kv_window;       /* latent frames the KV cache keeps: a multiple of 3 */
+    int32_t d_in, d_out;     /* stage 0's queue bounds: inflight_to_mesh, ready_for_decode */
+    int32_t cuts[PPV_PP_MAX_CUTS]; /* chunks before which stage 0 makes a hard cut */
+    int32_t ncuts;
+    int32_t height, width;   /* pixels: multiples of 16 */
+    int32_t cond_len;        /* conditioning tokens */
+    ppv_gen_config model;
+    const char *device; /* where the generator's ops run: NULL or "cpu", or "cuda" */
+    ppv_pp_inject inject;
+    ppv_policy policy;
+    int64_t watchdog_steps;
+    int control_only; /* no model compute: a call passes its latents through, keeping every
+                         message and collective (the control plane alone) */
+    int poll; /* stage 0 takes each result as soon as it has arrived (it probes the link
+                 between sends and decodes, as a receive thread does), so what it does
+                 next depends on the interleaving; its output must not */
+    unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
+    ppv_pp_bug bug;       /* tests: a seeded bug */
+    ppv_fault fault;      /* one transport fault (the explorer's), or none */
+    /* Replay: stage 0 sends these envelopes in order instead of planning
+     * (they are not changed; their tensors stay the caller's), and every
+     * result it receives is passed to on_result. */
+    const ppv_envelope *replay;
+    int64_t nreplay;
+    /* Called by stage 0 for each envelope it sends, with its result once
+     * accepted (NULL for SHUTDOWN, or when none came): a recorder. */
+    int (*on_call)(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
+                   size_t errlen);
+    void *on_call_ctx;
+    /* --compare-kv: keep the whole mesh's KV cache as each chunk's
+     * denoising starts (ppv_pp_report.kv) */
+    int keep_kv;
+    /* Where the ranks run: NULL on the mock; or a job of 1 + mesh processes
+     * (ppv_proc_start), this one running its own rank, the link to the
+     * leader buffered as on the mock and no call waiting longer than
+     * timeout_s (then the rank reports the hang and the job ends, as any
+     * failure does). Every process ends with stage 0's report. policy,
+     * watchdog_steps, fault, inject, replay and keep_kv are the mock's. */
+    ppv_proc *proc;
+    double timeout_s;
+} ppv_pp_options;
+
+/* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no
+ * cut, 32x32, 4 conditioning tokens, the generator's default, rr,
+ * watchdog 100000 steps. */
+ppv_pp_options ppv_pp_defaults(void);
+
+/* Checks the options on their own; 0, or -1 with the reason. */
+int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen);
+
+typedef struct ppv_pp_report {
+    int ok;
+    ppv_failure failure;      /* PPV_FAIL_NONE when ok */
+    ppv_pp_point caught_by;   /* PPV_POINT_NONE when ok */
+    int32_t failed_rank;      /* -1 when ok */
+    char message[1024];       /* carries call_id, chunk_index, cache_epoch, rank and group */
+    int64_t chunks_emitted;   /* results decoded */
+    int64_t *expected_calls;  /* [chunks_emitted] */
+    int64_t *observed_calls;  /* [chunks_emitted] */
+    int64_t *emitted_call_ids;
+    int64_t dropped_stale, dropped_duplicate;
+    uint64_t output_digest;          /* chained ppv_digest_words of the decoded latents, in order */
+    int32_t max_inflight, max_ready; /* the queues' high-water marks */
+    int64_t generator_calls;  /* leader's, over the run */
+    ppv_world_result world;   /* steps, trace digest, blocked ranks */
+    ppv_world *trace;
+    /* keep_kv: per emitted chunk, every layer's K then V of the whole mesh
+     * (heads in order), as the chunk's denoising started */
+    float **kv;        /* [nkv], by chunk; NULL where the chunk never ran */
+    size_t *kv_floats; /* [nkv] */
+    int64_t nkv;
+    /* keep_kv: the decoded latents of every emitted chunk, bf16 in order
+     * (NULL otherwise) */
+    uint16_t *outputs;
+    size_t noutputs;
+} ppv_pp_report;
+
+/* Runs stage 0 and the mesh on the mock transport. 0 with *out (the
+ * verdict is in it), or -1 when the options cannot run (err). */
+int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t errlen);
+void ppv_pp_report_free(ppv_pp_report *r);
+
+#endif

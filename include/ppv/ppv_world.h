@@ -1,0 +1,280 @@
+/* ppv_world.h - the engine's world room: the transport interface, the mock
+ * world under its deterministic scheduler, and the transports of
+ * processes (MPI, NCCL) loaded as modules.
+ *
+ * Functions return 0 on success and a negative value on failure, with a
+ * message in the caller's buffer; no function here exits the process.
+ */
+#ifndef PPV_WORLD_H
+#define PPV_WORLD_H
+
+#include "ppv_check.h"
+
+/* ------------------------------------------------------------------------ */
+/* Transports                                                               */
+
+/* Errors a transport call returns (0 is success). */
+enum {
+    PPV_ERR_ABORTED = -100, /* the communicator was aborted (a peer failed, a deadlock) */
+    PPV_ERR_MISMATCH = -101, /* a collective disagrees on kind, root, size or dtype */
+    PPV_ERR_USAGE = -102     /* a bad peer, group or nesting */
+};
+
+/* One NCCL-shaped interface; the mock transport and the real NCCL one (a
+ * later layer) implement it, and the rank runtime calls only this. Every
+ * call is made by one rank on its own behalf; comm 0 is the world. Sends
+ * and receives match FIFO per (sender, receiver, communicator); collectives
+ * match by per-communicator sequence number. */
+typedef struct ppv_transport_ops {
+    int (*send)(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                int32_t comm, const char *what);
+    int (*recv)(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                const char *what);
+    int (*group_start)(void *impl, int32_t rank);
+    int (*group_end)(void *impl, int32_t rank);
+    /* Sum of fp32 buffers, added in communicator rank order (deterministic). */
+    int (*allreduce_f32)(void *impl, int32_t rank, float *buf, size_t count, int32_t comm,
+                         const char *what);
+    int (*broadcast)(void *impl, int32_t rank, void *buf, size_t bytes, int32_t root,
+                     int32_t comm, const char *what);
+    /* recv holds n x bytes: member i's send buffer lands at i * bytes. */
+    int (*allgather)(void *impl, int32_t rank, const void *send, void *recv, size_t bytes,
+                     int32_t comm, const char *what);
+    int (*abort)(void *impl, int32_t rank, const char *why);
+    /* 0, or the error that stopped the communicator. */
+    int (*async_error)(void *impl, int32_t rank);
+    /* Without waiting: *arrived says whether a message from peer on comm
+     * is there to receive (MPI_Iprobe; a poll loop's question). */
+    int (*probe)(void *impl, int32_t rank, int32_t peer, int32_t comm, int *arrived);
+    /* The run fails here with msg: a finding (env 0) or the environment
+     * (env 1). The mock aborts its world so that every rank unwinds; a
+     * transport of processes reports it and ends the job (MPI_Abort). What
+     * ppv_world_fail calls. */
+    void (*fail)(void *impl, int32_t rank, int env, const char *msg);
+    /* Work was done (a compute): the mock's watchdog counts from here. */
+    void (*progress)(void *impl, int32_t rank);
+    /* A poll that did nothing: the mock switches ranks here. */
+    void (*yield)(void *impl, int32_t rank);
+} ppv_transport_ops;
+
+typedef struct ppv_transport {
+    const ppv_transport_ops *ops;
+    void *impl;
+} ppv_transport;
+
+/* ------------------------------------------------------------------------ */
+/* Transports whose ranks are processes: `mpirun -np N ppv run FILE         */
+/* --transport mpi`, one process per rank, on one machine or many           */
+
+typedef struct ppv_proc ppv_proc;
+
+/* Joins the job of the named transport ("mpi" or "nccl"): loads its
+ * module (libppv_mpi.so, libppv_nccl.so, so that ppv itself starts
+ * without any MPI or NCCL library) and starts it (MPI_Init; for NCCL the
+ * communicator too). 0 with *out, or -1 with the reason (no module, a ppv
+ * built without it, no GPU). */
+int ppv_proc_start(const char *name, ppv_proc **out, char *err, size_t errlen);
+/* "mpi" or "nccl". */
+const char *ppv_proc_name(const ppv_proc *p);
+/* This process's rank in the job, and the job's size. */
+int32_t ppv_proc_rank(const ppv_proc *p);
+int32_t ppv_proc_size(const ppv_proc *p);
+
+/* What one run asks of a transport of processes. */
+typedef struct ppv_proc_config {
+    ppv_semantics sem;
+    double timeout_s; /* the longest any call may wait */
+} ppv_proc_config;
+
+/* Before a rank's program: configures the transport and gives t this
+ * process's rank calls. 0, or -1 with the reason. */
+int ppv_proc_configure(ppv_proc *p, const ppv_proc_config *cfg, ppv_transport *t, char *err,
+                       size_t errlen);
+/* After the rank's program: waits until every rank is there. 0, or an
+ * error (the job has then been ended). */
+int ppv_proc_settle(ppv_proc *p);
+/* Every rank, the same list: a communicator over those global ranks; its
+ * id, or -1 with the reason. */
+int32_t ppv_proc_add_comm(ppv_proc *p, const int32_t *ranks, int32_t n, char *err, size_t errlen);
+/* Leaves the job (MPI_Finalize) and frees p; NULL is allowed. */
+void ppv_proc_end(ppv_proc *p);
+
+/* ------------------------------------------------------------------------ */
+/* The mock world: every rank a coroutine in this process, under the        */
+/* deterministic scheduler                                                  */
+
+typedef enum ppv_policy_kind {
+    PPV_POLICY_RR,     /* the next runnable rank after the last one */
+    PPV_POLICY_RANDOM, /* uniform among runnable ranks, from (seed, step) */
+    PPV_POLICY_PCT,    /* probabilistic concurrency testing (seed, depth) */
+    PPV_POLICY_REPLAY, /* the decisions of a trace file */
+    PPV_POLICY_EXPLORE /* an explorer's (ppv_explorer): the fuzz layer's dfs */
+} ppv_policy_kind;
+
+/* What one scheduler step did that an explorer needs to reorder steps
+ * soundly. Sends and receives on one channel commute (FIFO, one sender,
+ * one receiver) and collectives add in a fixed order, so the only steps
+ * whose order can change what a rank does are a probe and the one send
+ * whose message the probe would find first: the channel's seq-th, where
+ * seq - 1 is what the prober has received from it. touch lists sends (the
+ * channel's seq-th message) and probes (asking for the seq-th); a probe
+ * and a send are dependent when channel and seq agree. after lists the
+ * earlier steps this one had to follow (the send a receive took, the
+ * receive a rendezvous send waited for, the step that completed what the
+ * rank waited on, the arrivals a collective's last member combined). */
+enum { PPV_TOUCH_SEND = 1, PPV_TOUCH_PROBE = 2 };
+typedef struct ppv_touch {
+    int32_t kind;
+    uint64_t channel; /* (communicator, from, to) as one number */
+    int64_t seq;
+} ppv_touch;
+
+typedef struct ppv_step {
+    int32_t rank;
+    const ppv_touch *touch;
+    int32_t ntouch;
+    const int64_t *after;
+    int32_t nafter;
+} ppv_step;
+
+typedef struct ppv_explorer {
+    /* The rank to run at this step (ready[r] marks the runnable ones), or
+     * -1 to end the run here (PPV_RUN_PRUNED). */
+    int32_t (*choose)(void *ctx, int64_t step, const unsigned char *ready, int32_t nranks);
+    /* After the chosen rank ran its step. */
+    void (*ran)(void *ctx, int64_t step, const ppv_step *s);
+    void *ctx;
+} ppv_explorer;
+
+typedef struct ppv_policy {
+    ppv_policy_kind kind;
+    uint64_t seed;
+    int32_t depth;     /* PCT: number of priority change points + 1 */
+    int64_t pct_steps; /* PCT: steps over which change points are drawn */
+    const int32_t *replay; /* REPLAY: the decisions, one rank per step */
+    int64_t nreplay;
+    int lenient; /* REPLAY: past the decisions, or where one names a rank that
+                    cannot run, go on round-robin instead of failing (the
+                    explorer's minimisation replays prefixes this way) */
+    const ppv_explorer *explorer; /* EXPLORE */
+} ppv_policy;
+
+/* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given
+ * apart). */
+int ppv_policy_parse(const char *text, ppv_policy *out);
+
+/* One fault the mock transport puts into a run, at a point the explorer
+ * chose; a trace file records it with the decisions. */
+typedef enum ppv_fault_kind {
+    PPV_FAULT_NONE,
+    PPV_FAULT_DROP,      /* the message is lost (its sender goes on) */
+    PPV_FAULT_DUPLICATE, /* the message arrives twice */
+    PPV_FAULT_CORRUPT,   /* one bit of the message is flipped in transit */
+    PPV_FAULT_KILL,      /* the sending rank dies instead of sending */
+    PPV_FAULT_DELAY,     /* the message reaches its receiver PPV_FAULT_DELAY_STEPS scheduler
+                            steps late (at once when nothing else can run); the channel's later
+                            messages wait behind it */
+    PPV_FAULT_EAGER,     /* from this message on, its link buffers messages up to its size:
+                            buffering that can mask an unsafe send */
+    PPV_FAULT_CUT,       /* the pipeline only: stage 0 makes a hard cut before chunk `message` */
+    PPV_FAULT_COUNT
+} ppv_fault_kind;
+
+enum { PPV_FAULT_DELAY_STEPS = 64 };
+
+typedef struct ppv_fault {
+    ppv_fault_kind kind;
+    int64_t message; /* the run's point-to-point send it hits, counted from 0 (CUT: the
+                        chunk) */
+} ppv_fault;
+
+/* "drop", "duplicate", "corrupt", "kill", "delay", "eager", "cut" ("none" for
+ * NONE); -1 for another. */
+int ppv_fault_parse(const char *text, ppv_fault_kind *out);
+const char *ppv_fault_name(ppv_fault_kind k);
+
+typedef struct ppv_world_options {
+    int32_t nranks;
+    ppv_semantics sem;
+    ppv_policy policy;
+    int64_t watchdog_steps; /* scheduler steps without progress that make a hang */
+    size_t stack_bytes;     /* per rank coroutine */
+    ppv_fault fault;        /* PPV_FAULT_NONE: none */
+} ppv_world_options;
+
+typedef enum ppv_run_status {
+    PPV_RUN_DONE,     /* every rank returned */
+    PPV_RUN_DEADLOCK, /* no rank can run and not all are done */
+    PPV_RUN_HANG,     /* the watchdog fired: steps without progress */
+    PPV_RUN_FAILED,   /* a rank reported a failure (ppv_world_fail) */
+    PPV_RUN_PRUNED    /* the explorer ended the run: what is left repeats an explored one */
+} ppv_run_status;
+
+typedef struct ppv_world_result {
+    ppv_run_status status;
+    int64_t steps;         /* scheduler decisions taken */
+    int64_t sends;         /* point-to-point sends made (what a fault's point counts) */
+    int fault_applied;     /* the fault was put in (its send was reached) */
+    uint64_t trace_digest; /* FNV-1a of the decisions */
+    ppv_wait *blocked;     /* DEADLOCK/HANG: every rank not done */
+    int32_t nblocked;
+    ppv_wait *cycle; /* the wait-for cycle, when there is one */
+    int32_t ncycle;
+    int32_t failed_rank;
+    int env_error;     /* FAILED because the run could not be carried out (out of memory,
+                          an input that could not be read): not a finding about what ran */
+    int32_t pct_fired; /* PCT: change points that fired (at most depth - 1) */
+    char message[512];
+} ppv_world_result;
+
+typedef struct ppv_world ppv_world;
+
+/* What each rank runs: its program, through the transport. */
+typedef void (*ppv_rank_main)(ppv_transport *t, int32_t rank, void *arg);
+
+ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen);
+void ppv_world_free(ppv_world *w);
+
+/* Adds a communicator over the given global ranks before the run; returns
+ * its id (the world is 0), or -1. */
+int32_t ppv_world_add_comm(ppv_world *w, const int32_t *ranks, int32_t n);
+
+/* Runs fn on every rank to completion, deadlock, hang or failure. The
+ * result's arrays are freed by ppv_world_result_free. Returns 0, or -1 on
+ * an internal error (out of memory) with a message in result->message. */
+int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *result);
+void ppv_world_result_free(ppv_world_result *r);
+
+/* From inside a rank: the run fails with this message (a tripwire). On
+ * the mock the world is aborted so every other rank's next transport call
+ * returns PPV_ERR_ABORTED; on a transport of processes the rank reports it
+ * and the job ends (the transport's fail). */
+void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* As ppv_world_fail, for a failure of the environment (out of memory, an
+ * input that cannot be read): the result says env_error, and commands
+ * exit 2 rather than report a finding. */
+void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* From inside a rank: a scheduling point that does nothing (a poll). It is
+ * not progress: a rank that only polls trips the watchdog. */
+void ppv_world_yield(ppv_transport *t, int32_t rank);
+
+/* From inside a rank: work was done (a compute), for the watchdog. */
+void ppv_world_progress(ppv_transport *t, int32_t rank);
+
+/* The decisions taken so far, and the trace file that replays them. */
+const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
+int ppv_trace_write(FILE *f, const ppv_world *w);
+/* Reads a trace file's decisions (malloc'd). A trace is run-length
+ * encoded, so a few bytes can announce billions of decisions: one that
+ * announces more than max_decisions is refused before anything is
+ * allocated, and the decisions are allocated only once the runs add up. */
+int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions, int64_t *n,
+                   int32_t *nranks, char *err, size_t errlen);
+/* The fault a trace file records (kind NONE when it has none); 0 or -1. */
+int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t errlen);
+
+#endif
