@@ -1,6 +1,9 @@
 /* engine_internal.h - the few helpers every room of the engine uses
  * (schedule, check, gen, world, run, pp); private to the engine layer. A
- * helper one room alone uses lives in that room's own header.
+ * helper one room alone uses lives in that room's own header. This one
+ * includes the lowest room's public header alone: each room's own header
+ * includes its public one, which includes the rooms below it and no
+ * other, so a call that goes up the layers does not compile.
  */
 #ifndef PPV_ENGINE_INTERNAL_H
 #define PPV_ENGINE_INTERNAL_H
@@ -8,7 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#include "ppv_engine.h"
+#include "ppv_schedule.h"
 
 /* Formats a message into err and returns -1, so callers can
  * `return ppv_errf(...)`. */
@@ -28,7 +31,8 @@ void ppv_free_big(void *p);
 /* The wait-for cycle among blocked ranks (each waits for one rank), found
  * by following waits_for; *cycle is malloc'd (NULL and 0 when the waits end
  * in a finished rank instead of closing). Returns 0, or -1 out of memory. */
-int ppv_wait_cycle(const ppv_wait *blocked, int32_t nblocked, int32_t P, ppv_wait **cycle,
-                   int32_t *ncycle);
+struct ppv_wait; /* ppv_check.h */
+int ppv_wait_cycle(const struct ppv_wait *blocked, int32_t nblocked, int32_t P,
+                   struct ppv_wait **cycle, int32_t *ncycle);
 
 #endif

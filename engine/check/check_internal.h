@@ -4,6 +4,7 @@
 #define PPV_CHECK_INTERNAL_H
 
 #include "../engine_internal.h"
+#include "ppv_check.h"
 
 /* ppv_schedule_lower without the option checks. On a dependency cycle
  * returns 1 and, when stuck_pc is not NULL, leaves in stuck_pc[r] the index

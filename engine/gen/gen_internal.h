@@ -4,6 +4,7 @@
 #define PPV_GEN_INTERNAL_H
 
 #include "../engine_internal.h"
+#include "ppv_gen.h"
 
 /* Appends a plain action to rank's program. Returns 0 or -1. */
 static inline int ppv_gen_emit(ppv_schedule *s, int32_t rank, ppv_action_kind k, int32_t stage,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../engine_internal.h"
+#include "ppv_pp.h"
 
 enum { PP_FRAMES_PER_CHUNK = 3, PP_LATENT_CHANNELS = 16 };
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../engine_internal.h"
+#include "ppv_run.h"
 
 uint64_t ppv_digest(const void *data, size_t n) {
     const unsigned char *p = data;

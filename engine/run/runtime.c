@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../engine_internal.h"
+#include "ppv_run.h"
 
 /* Per (stage, microbatch) buffers, owned by the stage's rank. */
 typedef struct slot {

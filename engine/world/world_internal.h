@@ -7,6 +7,7 @@
 #include <ucontext.h>
 
 #include "../engine_internal.h"
+#include "ppv_world.h"
 
 enum { RANK_READY, RANK_BLOCKED, RANK_DONE };
 
