@@ -82,6 +82,78 @@ static void test_pytorch_kinds_equal_every_file_pytorchs_classes_wrote(void **st
     }
 }
 
+/* Text without its carriage returns (Python's csv module ends lines with
+ * \r\n), in place. */
+static char *strip_cr(char *text) {
+    char *w = text;
+    for (const char *r = text; *r; r++)
+        if (*r != '\r') *w++ = *r;
+    *w = 0;
+    return text;
+}
+
+/* Every pytorch-* kind lowered as PyTorch lowers it is, byte for byte, the
+ * compute_comms file PyTorch's _prepare_schedule_with_comms wrote for its
+ * class at that size: UNSHARD/RESHARD, REDUCE_GRAD and every send and
+ * receive in PyTorch's places (253 files; Schedule1F1B has none, its
+ * orders being invalid). */
+static void test_pytorch_kinds_lower_to_every_file_pytorchs_lowering_wrote(void **state) {
+    (void)state;
+    static const struct {
+        const char *cls, *kind;
+        int files;
+    } classes[] = {{"ScheduleGPipe", "pytorch-gpipe", 19},
+                   {"ScheduleLoopedBFS", "pytorch-looped-bfs", 76},
+                   {"ScheduleInterleaved1F1B", "pytorch-interleaved-1f1b", 64},
+                   {"ScheduleInterleavedZeroBubble", "pytorch-interleaved-zb", 64},
+                   {"ScheduleZBVZeroBubble", "pytorch-zbv", 19},
+                   {"ScheduleDualPipeV", "pytorch-dualpipev", 11}};
+    for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+        int equal = 0;
+        for (int p = 2; p <= 4; p++)
+            for (int m = 1; m <= 16; m++)
+                for (int v = 1; v <= 4; v++) {
+                    char name[300];
+                    snprintf(name, sizeof name, "classes/%s/p%d_m%d_v%d_comms.csv",
+                             classes[c].cls, p, m, v);
+                    if (access(interop_path(name), R_OK) != 0) continue;
+                    ppv_gen_params gp = {p, m, v};
+                    ppv_schedule *s = NULL, *low = NULL;
+                    char err[512];
+                    assert_int_equal(ppv_generate(classes[c].kind, &gp, &s, err, sizeof err), 0);
+                    int rc = ppv_schedule_lower_pytorch(s, 0, &low, err, sizeof err);
+                    if (rc != 0) fprintf(stderr, "%s: %s\n", name, err);
+                    assert_int_equal(rc, 0);
+                    char *got = csv_text(low), *want = strip_cr(slurp(interop_path(name)));
+                    if (strcmp(got, want) != 0)
+                        fprintf(stderr, "%s differs:\nppv:\n%s\nPyTorch:\n%s\n", name, got, want);
+                    assert_string_equal(got, want);
+                    equal++;
+                    free(got);
+                    free(want);
+                    ppv_schedule_free(low);
+                    ppv_schedule_free(s);
+                }
+        assert_int_equal(equal, classes[c].files);
+    }
+}
+
+/* PyTorch's lowering of an order no rank can go on from names the rank and
+ * its action, and writes nothing (tests/data/dependency_cycle.csv: each
+ * rank first waits for what the other computes later). */
+static void test_pytorch_lowering_of_a_stuck_order_names_the_rank(void **state) {
+    (void)state;
+    ppv_schedule *s = load_ok(data_path("dependency_cycle.csv"));
+    ppv_schedule *low = NULL;
+    char err[512];
+    assert_int_equal(ppv_schedule_lower_pytorch(s, 0, &low, err, sizeof err), 1);
+    assert_null(low);
+    const char *want = "dependency_cycle.csv: PyTorch's lowering cannot go on: no rank's next "
+                       "action has its input (rank 0 waits at 0B0)";
+    assert_string_equal(err + strlen(err) - strlen(want), want);
+    ppv_schedule_free(s);
+}
+
 /* PyTorch's Schedule1F1B order fails ppv's check (B0 before F0 on the last
  * rank); pytorch-1f1b's passes, as does every other pytorch-* kind. */
 static void test_pytorch_1f1b_is_the_valid_order_pytorchs_is_not(void **state) {
@@ -767,6 +839,8 @@ static void test_lowering_reports_a_dependency_cycle(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pytorch_kinds_equal_every_file_pytorchs_classes_wrote),
+        cmocka_unit_test(test_pytorch_kinds_lower_to_every_file_pytorchs_lowering_wrote),
+        cmocka_unit_test(test_pytorch_lowering_of_a_stuck_order_names_the_rank),
         cmocka_unit_test(test_pytorch_1f1b_is_the_valid_order_pytorchs_is_not),
         cmocka_unit_test(test_dualpipev_p4_m10_equals_pytorch_artifact),
         cmocka_unit_test(test_every_kind_lowered_is_deadlock_free_under_every_semantics),

@@ -109,6 +109,18 @@ void ppv_memory_split(const ppv_model_spec *m, double params, double *weights, d
 int ppv_schedule_lower(const ppv_schedule *s, const ppv_costs *costs, int64_t msg_bytes,
                        ppv_schedule **out, char *err, size_t errlen);
 
+/* PyTorch's own lowering (_prepare_schedule_with_comms), cell for cell:
+ * UNSHARD/RESHARD (three stages a rank unsharded at most), REDUCE_GRAD
+ * after each stage's m-th B or W, then sends and receives placed in
+ * rounds, rank 0 first, a receive posted as soon as its sender runs. A
+ * compute order that holds its own REDUCE_GRAD, UNSHARD or RESHARD gets
+ * the sends and receives alone. Unlike ppv_schedule_lower it promises
+ * nothing under rendezvous sends: ppv check says whether it completes.
+ * Returns 0 with *out, 1 when no rank can go on (the reason in err), or
+ * -1 on error. */
+int ppv_schedule_lower_pytorch(const ppv_schedule *s, int64_t msg_bytes, ppv_schedule **out,
+                               char *err, size_t errlen);
+
 /* ------------------------------------------------------------------------ */
 /* The static verifier                                                      */
 
