@@ -38,6 +38,9 @@ static const char *const check_messages[] = {
     "W after the full backward %dB%d, which already computed the weight gradient%s",
     "W without a prior I for stage %d microbatch %d%s",
     "duplicate W%s",
+    "backward after %dREDUCE_GRAD: the stage's gradients are final from there on%s",
+    "W after %dREDUCE_GRAD: the stage's gradients are final from there on%s",
+    "duplicate REDUCE_GRAD%s",
     "recompute must come after %dF%d and before its backward%s",
     "sends a forward not computed yet%s",
     "the last stage has no next stage to send to%s",
@@ -191,6 +194,21 @@ static const row rows[] = {
      .fixed = "0F0,0I0,0W0\n"},
     {.fmt = "duplicate W%s", .sem = "rendezvous", .text = "0F0,0I0,0W0,0W0\n", AT(0, 3, "0W0"),
      .message = "duplicate W (t.csv:1:13)", .errors = 1, .fixed = "0F0,0I0,0W0\n"},
+    /* REDUCE_GRAD: PyTorch scales (and reduces) the stage's gradients there */
+    {.fmt = "backward after %dREDUCE_GRAD: the stage's gradients are final from there on%s",
+     .sem = "rendezvous", .text = "0F0,0F1,0B0,0REDUCE_GRAD,0B1\n", AT(0, 4, "0B1"),
+     .message = "backward after 0REDUCE_GRAD: the stage's gradients are final from there on "
+                "(t.csv:1:26)",
+     .errors = 1, .fixed = "0F0,0F1,0B0,0B1,0REDUCE_GRAD\n"},
+    {.fmt = "W after %dREDUCE_GRAD: the stage's gradients are final from there on%s",
+     .sem = "rendezvous", .text = "0F0,0I0,0REDUCE_GRAD,0W0\n", AT(0, 3, "0W0"),
+     .message = "W after 0REDUCE_GRAD: the stage's gradients are final from there on "
+                "(t.csv:1:22)",
+     .errors = 1, .fixed = "0F0,0I0,0W0,0REDUCE_GRAD\n"},
+    {.fmt = "duplicate REDUCE_GRAD%s", .sem = "rendezvous",
+     .text = "0F0,0B0,0REDUCE_GRAD,0REDUCE_GRAD\n", AT(0, 3, "0REDUCE_GRAD"),
+     .message = "duplicate REDUCE_GRAD (t.csv:1:22)", .errors = 1,
+     .fixed = "0F0,0B0,0REDUCE_GRAD\n"},
     /* R before its F, then R after its backward */
     {.fmt = "recompute must come after %dF%d and before its backward%s", .sem = "rendezvous",
      .text = NATIVE1 "0R0\n0F0\n0B0\n", AT(0, 0, "0R0"),

@@ -201,19 +201,51 @@ static void test_dualpipev_p4_m10_equals_pytorch_artifact(void **state) {
     ppv_schedule_free(f);
 }
 
-/* The compute order of lowered, with the messages left out, is s's. */
+/* An action the lowering may add: a message, or what PyTorch's runtime
+ * needs beside the computes (UNSHARD, RESHARD, REDUCE_GRAD). */
+static int added_by_lowering(int kind) {
+    return (ppv_action_flags(kind) & PPV_AF_COMM) || kind == PPV_ACT_UNSHARD ||
+           kind == PPV_ACT_RESHARD || kind == PPV_ACT_REDUCE_GRAD;
+}
+
+/* The compute order of lowered, with what lowering adds left out, is s's. */
 static void assert_same_compute_order(const ppv_schedule *s, const ppv_schedule *lowered) {
     for (int32_t r = 0; r < s->nranks; r++) {
         int32_t j = 0;
         const ppv_program *lp = &lowered->prog[r];
         for (int32_t i = 0; i < s->prog[r].n; i++, j++) {
-            while (j < lp->n && (ppv_action_flags(lp->acts[j].kind) & PPV_AF_COMM)) j++;
+            if (added_by_lowering(s->prog[r].acts[i].kind)) {
+                j--;
+                continue;
+            }
+            while (j < lp->n && added_by_lowering(lp->acts[j].kind)) j++;
             assert_true(j < lp->n);
             assert_int_equal(lp->acts[j].kind, s->prog[r].acts[i].kind);
             assert_int_equal(lp->acts[j].stage, s->prog[r].acts[i].stage);
             assert_int_equal(lp->acts[j].mb, s->prog[r].acts[i].mb);
         }
-        while (j < lp->n) assert_true(ppv_action_flags(lp->acts[j++].kind) & PPV_AF_COMM);
+        while (j < lp->n) assert_true(added_by_lowering(lp->acts[j++].kind));
+    }
+}
+
+/* Every stage of lowered has exactly one REDUCE_GRAD, on its rank, after
+ * its m-th (last) B or W and before nothing but messages and FSDP actions
+ * of the stage: where PyTorch's runtime scales its gradients. */
+static void assert_reduce_grad_after_last_backward(const ppv_schedule *low) {
+    for (int32_t st = 0; st < low->nstages; st++) {
+        const ppv_program *p = &low->prog[low->stage_rank[st]];
+        int32_t backwards = 0, reduce_at = -1, last = -1;
+        for (int32_t i = 0; i < p->n; i++) {
+            const ppv_action *a = &p->acts[i];
+            if (a->stage != st) continue;
+            if (a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) backwards++, last = i;
+            if (a->kind == PPV_ACT_REDUCE_GRAD) {
+                assert_int_equal(reduce_at, -1); /* one only */
+                reduce_at = i;
+            }
+        }
+        assert_int_equal(backwards, low->nmb);
+        assert_true(reduce_at > last);
     }
 }
 
@@ -241,6 +273,7 @@ static void test_every_kind_lowered_is_deadlock_free_under_every_semantics(void 
                 assert_int_equal(low->form, ps[a] > 1 ? PPV_FORM_COMPUTE_COMMS
                                                       : PPV_FORM_COMPUTE_ONLY);
                 assert_same_compute_order(s, low);
+                assert_reduce_grad_after_last_backward(low);
                 for (size_t j = 0; j < sizeof sems / sizeof sems[0]; j++) {
                     ppv_check_report *rep = check_with(low, sems[j]);
                     if (!rep->ok)

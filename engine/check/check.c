@@ -66,6 +66,7 @@ typedef struct checker {
     int32_t P, S, m;
     int64_t *off, total;
     int oom;
+    uint8_t *reduced; /* [S]: the stage's REDUCE_GRAD has run (its gradients are final) */
     /* matching */
     int32_t *cp; /* [total]: index of a message's counterpart in the peer's program, -1 */
     channel *chans;
@@ -255,6 +256,9 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
             break;
         case PPV_ACT_I:
         case PPV_ACT_B:
+            if (a->kind == PPV_ACT_B && st >= 0 && st < ck->S && ck->reduced[st])
+                add_error(ck, r, i, "backward after %dREDUCE_GRAD: the stage's gradients are "
+                          "final from there on%s", st, LOC);
             if (!(*f & FD)) add_error(ck, r, i, "backward before its forward %dF%d%s", st, a->mb,
                                       LOC);
             if (*f & (ID | BD)) add_error(ck, r, i, "duplicate backward of stage %d microbatch "
@@ -269,6 +273,9 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
             *f |= a->kind == PPV_ACT_I ? ID : BD;
             break;
         case PPV_ACT_W:
+            if (st >= 0 && st < ck->S && ck->reduced[st])
+                add_error(ck, r, i, "W after %dREDUCE_GRAD: the stage's gradients are final "
+                          "from there on%s", st, LOC);
             if (*f & BD) add_error(ck, r, i, "W after the full backward %dB%d, which already "
                                    "computed the weight gradient%s", st, a->mb, LOC);
             else if (!(*f & ID)) add_error(ck, r, i, "W without a prior I for stage %d "
@@ -322,6 +329,12 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
         case PPV_ACT_GROUP_END:
             if (group_at < 0) add_error(ck, r, i, "GROUP_END without GROUP_START%s", LOC);
             group_at = -1;
+            break;
+        case PPV_ACT_REDUCE_GRAD:
+            if (st >= 0 && st < ck->S) {
+                if (ck->reduced[st]) add_error(ck, r, i, "duplicate REDUCE_GRAD%s", LOC);
+                ck->reduced[st] = 1;
+            }
             break;
         case PPV_ACT_GEN: gens++; break;
         case PPV_ACT_CHUNK:
@@ -1288,7 +1301,8 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     cells cl = {0, 0, NULL};
     if (checker_init(&ck, s) < 0 || cells_init(&cl, s) < 0) goto oom;
     fl = ppv_calloc_big((size_t)cl.n + 1, sizeof *fl);
-    if (!fl) goto oom;
+    ck.reduced = calloc((size_t)s->nstages + 1, 1);
+    if (!fl || !ck.reduced) goto oom;
     for (int32_t r = 0; r < s->nranks; r++)
         check_rank(&ck, &cl, fl, r);
     check_counts(&ck, &cl, fl);
@@ -1373,6 +1387,7 @@ fail:
     checker_free(&ck);
     free(cl.key);
     ppv_free_big(fl);
+    free(ck.reduced);
     free(stuck);
     ppv_check_report_free(rep);
     return rc;

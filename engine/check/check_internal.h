@@ -22,4 +22,9 @@ int32_t ppv_input_stage(const ppv_schedule *s, const ppv_action *a, int *fwd);
 /* Cost of an action's compute under the costs (0 for non-compute). */
 double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
 
+/* PyTorch's UNSHARD/RESHARD and REDUCE_GRAD passes (lower_pytorch.c) on a
+ * compute-only schedule: *out the compute order with them, or NULL when s
+ * holds its own already. 0, or -1 with the reason. */
+int ppv_lower_fsdp_ops(const ppv_schedule *s, ppv_schedule **out, char *err, size_t errlen);
+
 #endif

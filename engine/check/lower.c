@@ -239,5 +239,12 @@ int ppv_schedule_lower(const ppv_schedule *s, const ppv_costs *costs, int64_t ms
         return ppv_errf(err, errlen, "%s already holds communication actions", s->name);
     if (!(costs->f > 0) || !(costs->b - costs->w > 0) || !(costs->w >= 0) || !(costs->comm >= 0))
         return ppv_errf(err, errlen, "costs need F > 0, B > W >= 0 and C >= 0");
-    return ppv_lower_internal(s, costs, msg_bytes, out, NULL, err, errlen);
+    /* what PyTorch's runtime needs to run the file as its own: its gradients
+     * scaled at REDUCE_GRAD, FSDP stages unsharded; zero-cost actions, so
+     * every other action keeps its place */
+    ppv_schedule *fsdp = NULL;
+    if (ppv_lower_fsdp_ops(s, &fsdp, err, errlen) < 0) return -1;
+    int rc = ppv_lower_internal(fsdp ? fsdp : s, costs, msg_bytes, out, NULL, err, errlen);
+    ppv_schedule_free(fsdp);
+    return rc;
 }

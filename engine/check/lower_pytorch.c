@@ -155,6 +155,35 @@ static void mark_done(const lowering *L, const ppv_action *a) {
     if (a->kind == PPV_ACT_I || a->kind == PPV_ACT_B) L->done_bi[at(L, a->stage, a->mb)] = 1;
 }
 
+int ppv_lower_fsdp_ops(const ppv_schedule *s, ppv_schedule **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (holds_own_fsdp(s)) return 0;
+    lowering L = {s, s->nstages, s->nmb, NULL, NULL, NULL, NULL};
+    ppv_schedule *pre = ppv_schedule_new(s->nranks);
+    if (!pre) return ppv_errf(err, errlen, "out of memory");
+    memcpy(pre->name, s->name, sizeof pre->name);
+    pre->dialect = s->dialect;
+    pre->nmb = s->nmb;
+    for (int32_t r = 0; r < s->nranks; r++)
+        if (add_fsdp(&L, &s->prog[r], r, pre) < 0) {
+            ppv_schedule_free(pre);
+            return ppv_errf(err, errlen, "out of memory");
+        }
+    for (int32_t r = 0; r < s->nranks; r++) { /* one step a cell */
+        ppv_program *p = &pre->prog[r];
+        for (int32_t i = 0, step = 0; i < p->n; step++) {
+            int32_t j = ppv_run_end(p, i);
+            for (; i < j; i++) p->acts[i].step = step;
+        }
+    }
+    if (ppv_schedule_finish(pre, err, errlen) < 0) {
+        ppv_schedule_free(pre);
+        return -1;
+    }
+    *out = pre;
+    return 0;
+}
+
 int ppv_schedule_lower_pytorch(const ppv_schedule *s, int64_t msg_bytes, ppv_schedule **out,
                                char *err, size_t errlen) {
     *out = NULL;
@@ -171,14 +200,8 @@ int ppv_schedule_lower_pytorch(const ppv_schedule *s, int64_t msg_bytes, ppv_sch
     L.done_bi = calloc(cells, 1);
     int rc = -1;
     if (!pc || !L.recv_f || !L.done_f || !L.recv_b || !L.done_bi) goto oom;
-    const ppv_schedule *src = s;
-    if (!holds_own_fsdp(s)) {
-        pre = ppv_schedule_new(P);
-        if (!pre) goto oom;
-        for (int32_t r = 0; r < P; r++)
-            if (add_fsdp(&L, &s->prog[r], r, pre) < 0) goto oom;
-        src = pre;
-    }
+    if (ppv_lower_fsdp_ops(s, &pre, err, errlen) < 0) goto done;
+    const ppv_schedule *src = pre ? pre : s;
     o = ppv_schedule_new(P);
     if (!o) goto oom;
     memcpy(o->name, s->name, sizeof o->name);

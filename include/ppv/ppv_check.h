@@ -103,7 +103,11 @@ void ppv_memory_split(const ppv_model_spec *m, double params, double *weights, d
 
 /* Inserts SEND_F/RECV_F/SEND_B/RECV_B into a compute-only schedule so that
  * it completes under every send semantics (each message's send and receive
- * occupy the same place in one global order of events). Returns 0 with
+ * occupy the same place in one global order of events), with what
+ * PyTorch's runtime needs to run the file as its own: REDUCE_GRAD after
+ * each stage's last B or W (without it PyTorch never scales the stage's
+ * gradients) and UNSHARD/RESHARD where PyTorch's lowering puts them, unless
+ * the compute order holds its own. Returns 0 with
  * *out, 1 when the compute order itself cannot progress (a dependency
  * cycle; *out is NULL and the check reports it), or -1 on error. */
 int ppv_schedule_lower(const ppv_schedule *s, const ppv_costs *costs, int64_t msg_bytes,
