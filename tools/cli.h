@@ -1,4 +1,9 @@
-/* cli.h - shared by the ppv command's source files (tools/ only). */
+/* cli.h - shared by the ppv command's source files (tools/ only).
+ *
+ * ppv.c holds main and the table of commands; each family of commands has
+ * its file (cmd_*.c), which calls the shared helpers (cli.c) and the
+ * outputs (render.c, junit.c, atomic.c), never another command's file;
+ * cli.c calls no command. Every option is declared once, in options.h. */
 #ifndef PPV_CLI_H
 #define PPV_CLI_H
 
@@ -6,6 +11,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "options.h"
 #include "ppv_engine.h"
 
 /* A file written to a temporary name beside its target and renamed into
@@ -51,55 +57,147 @@ int junit_add(junit *j, const char *name, const char *failure_fmt, ...)
 int junit_write(const junit *j, const char *path, char *err, size_t errlen);
 void junit_free(junit *j);
 
-/* One option of a command's help: its spellings, its argument (NULL for a
- * flag), what it does and its default (NULL when it has none to state). */
+/* ---- help (help.c) ------------------------------------------------------------------- */
+
+/* One option of a command's help (a line of an options.h list): its
+ * one-letter spelling (0 for none), its long one without "--", its
+ * argument (NULL for a flag), what it does and its default (NULL when it
+ * has none to state). */
 typedef struct help_option {
-    const char *names, *arg, *text, *def;
+    char short_name;
+    const char *name, *arg, *text, *def;
 } help_option;
 
 typedef struct help_command {
-    const char *name, *args, *summary, *description;
+    const char *name, *args, *description;
     const help_option *const *groups; /* NULL-terminated; each ends with a NULL name */
     const char *const *examples;      /* NULL-terminated */
 } help_command;
 
-/* The command called name, or NULL. */
-const help_command *help_find(const char *name);
-/* Every command, ending with a NULL name. */
-const help_command *help_commands(void);
-void help_print(const help_command *c, FILE *f);
-void help_print_overview(FILE *f);
-/* ppv(1) when c is NULL, else ppv-NAME(1), in roff. */
-void help_print_man(const help_command *c, FILE *f);
+/* One command of ppv: its name, the function that runs it (argv[0] is the
+ * command's name) and the line the list of commands gives it. The table
+ * is ppv.c's; help.c prints what it is handed. */
+typedef struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} cli_command;
 
-/* ---- shared by the command files (ppv.c) ------------------------------------------- */
+/* The help of the command called name, or NULL. */
+const help_command *help_find(const char *name);
+void help_print(const help_command *c, FILE *f);
+/* The list of commands (commands ends with a NULL name). */
+void help_print_overview(const cli_command *commands, FILE *f);
+/* ppv(1) when c is NULL, else ppv-NAME(1) for c, one of commands, in roff. */
+void help_print_man(const cli_command *commands, const cli_command *c, FILE *f);
+
+/* ---- option parsing (cli.c) ------------------------------------------------------------- */
+
+/* One option of a command's parser: an options.h line without its help. */
+typedef struct cli_option {
+    int id;           /* what cli_next returns for it */
+    char short_name;  /* 0: none */
+    const char *name; /* the long spelling, without "--" */
+    const char *arg;  /* NULL: a flag */
+} cli_option;
+
+/* Expansions of an options.h list: a command's identifiers (OPT_NAME, in
+ * an enum), its parser's table, and nothing (for a part of a list that a
+ * command does not take). */
+#define CLI_OPTION_ID(ID, SHORT, NAME, ARG, TEXT, DEF) OPT_##ID,
+#define CLI_OPTION(ID, SHORT, NAME, ARG, TEXT, DEF) {OPT_##ID, SHORT, NAME, ARG},
+#define CLI_SKIP(ID, SHORT, NAME, ARG, TEXT, DEF)
+
+/* What cli_next returns besides an option's identifier. */
+enum { CLI_END = -1, CLI_HELP = -2, CLI_UNKNOWN = -3 };
+enum { CLI_MAX_OPTIONS = 48 };
+
+typedef struct cli_parser {
+    const cli_option *opts;
+    int n;
+    struct option longs[CLI_MAX_OPTIONS + 2];
+    char shorts[3 * CLI_MAX_OPTIONS + 3];
+} cli_parser;
+
+/* Readies p to parse argv with the options opts (a static array), and
+ * -h, --help: getopt restarts and its messages name "ppv CMD". With
+ * stop_at_operand the options end at the first operand. */
+#define CLI_BEGIN(p, argv, opts, stop_at_operand)                                                  \
+    do {                                                                                           \
+        _Static_assert(sizeof(opts) / sizeof((opts)[0]) <= CLI_MAX_OPTIONS,                        \
+                       "raise CLI_MAX_OPTIONS");                                                   \
+        cli_begin(p, argv, opts, (int)(sizeof(opts) / sizeof((opts)[0])), stop_at_operand);        \
+    } while (0)
+void cli_begin(cli_parser *p, char **argv, const cli_option *opts, int n, int stop_at_operand);
+/* The next option's identifier (its argument in optarg), CLI_HELP for -h
+ * or --help, CLI_UNKNOWN for one getopt refused (after its message), or
+ * CLI_END after the last. */
+int cli_next(cli_parser *p, int argc, char **argv);
+
+/* ---- shared by the commands (cli.c) ----------------------------------------------------- */
 
 struct json_object;
-
-/* This machine's physical memory in bytes: the default --max-memory. */
-long long physical_memory(void);
 
 /* The command being run ("check", ...), for messages; set once by main. */
 extern const char *g_cmd;
 /* Prints "ppv CMD: " and the message (one %s for arg), then where to find
  * help; returns the usage exit code. */
 int usage_error(const char *fmt, const char *arg);
+/* Prints this command's help on stdout; the exit code of --help. */
+int print_help(void);
+/* After getopt's own message: where to find help; the usage exit code. */
+int bad_option(void);
+/* A command that takes no operand (argv[0] its name): --help prints its
+ * help, anything else is refused. -1 when there is nothing, else the exit
+ * code. */
+int no_operands(int argc, char **argv);
+
+/* The integer parser: arg, a whole decimal number in [lo, hi], into *out.
+ * 0, or -1 when it is not one: empty, other characters after it, out of
+ * the range, or beyond a long long (refused, never clamped). */
+int parse_whole(const char *arg, long long lo, long long hi, long long *out);
+/* parse_whole for option name: 0, or -1 after the usage message "NAME
+ * needs a whole number from LO to HI". */
+int whole_option(const char *name, const char *arg, long long lo, long long hi, long long *out);
+/* A byte count with an optional K, M or G suffix (powers of 1024): 0 or -1. */
+int parse_bytes(const char *s, long long *out);
+/* Up to n comma-separated finite numbers into v: how many, or -1. */
+int parse_numbers(const char *s, double *v, int n);
+
+/* This machine's physical memory in bytes: the default --max-memory. */
+long long physical_memory(void);
+/* --max-memory's argument into *out; 0, or -1 after the usage message. */
+int max_memory_option(const char *arg, long long *out);
+/* A size as "12.3 GiB" in buf. */
+const char *human_bytes(double b, char *buf, size_t n);
+/* Refuses work whose estimated memory exceeds the limit: exit 2 after a
+ * message with both figures, else -1. */
+int refuse_if_too_big(const char *what, double estimate, long long limit);
+/* Estimated memory of loading and checking the schedule file at path; -1
+ * when unknown (standard input). */
+double file_estimate(const char *path);
+/* Bytes a loaded schedule takes per action, measured (ppv check on
+ * lowered 1F1B and ZBV up to 1.5 million actions) with headroom for the
+ * checker's and the runtime's per-action state; a file of n bytes holds
+ * at most about n/3 actions. */
+enum { BYTES_PER_ACTION = 160, BYTES_PER_FILE_BYTE = 32 };
+
+/* A status line on standard error while an engine run goes (on a
+ * terminal, and not under --json). */
+typedef struct progress {
+    const char *what;
+    double start, last;
+    int shown;
+} progress;
+/* Turns progress on for o when stderr is a terminal and the output is not
+ * JSON. */
+void progress_attach(ppv_run_options *o, progress *p, const char *what, int json);
+/* Ends the status line, if one was drawn. */
+void progress_end(progress *p);
+
 /* --device: cpu or cuda (whether CUDA is usable here is known when the
  * run starts). 0, or -1 after a usage message. */
 int device_option(const char *arg, const char **device);
-/* Prints this command's help on stdout; the exit code of --help. */
-int print_help(void);
-/* Makes getopt's messages name "ppv CMD" and restarts it. */
-void getopt_prepare(char **argv);
-/* After getopt's own message: where to find help; the usage exit code. */
-int bad_option(void);
-/* A 64-bit digest as a 16-digit hex JSON string. */
-struct json_object *hex_json(uint64_t v);
-struct json_object *wait_json(const ppv_wait *w);
-
-/* Writes w's decisions as a trace file (atomically); -1 after a message. */
-int write_trace_file(const char *path, const ppv_world *w);
-
 /* --transport: mock (*out NULL), mpi or nccl; 0, or -1 after the usage
  * message. */
 int transport_option(const char *arg, const char **out);
@@ -110,18 +208,45 @@ int timeout_option(const char *arg, double *out);
  * rank 0 prints it (the others' standard output goes nowhere) and writes
  * the files. -1, or an exit code after the message. */
 int start_transport(const char *name, ppv_proc **proc, int *lead);
+/* Reads --model: the spec itself, or a file holding it (an argument with
+ * no '='). 0, or an exit code after the message. */
+int model_spec(const char *arg, ppv_model_spec *m);
 
-/* ppv pp (cmd_pp.c). */
-int cmd_pp(int argc, char **argv);
+/* A 64-bit digest as a 16-digit hex JSON string. */
+struct json_object *hex_json(uint64_t v);
+struct json_object *wait_json(const ppv_wait *w);
+/* Writes w's decisions as a trace file (atomically); -1 after a message. */
+int write_trace_file(const char *path, const ppv_world *w);
+/* Writes a finished JUnit suite to path and frees it (rc < 0: it ran out
+ * of memory while filled); -1 after printing the reason. */
+int finish_junit(junit *j, const char *path, int rc);
+/* Number of a comparison's entries that are differences (some only
+ * inform). */
+struct ppv_diff_report;
+uint64_t differences(const struct ppv_diff_report *r);
 
-/* ppv launch (cmd_launch.c). */
-int cmd_launch(int argc, char **argv);
-/* The pipeline's options (shared by ppv fuzz pp), zero-terminated, and
- * their handler: 0 taken, 1 not one of them, -1 after a usage message.
- * list (may be NULL) is set by --inject list. */
-extern const struct option pp_pipeline_options[];
-int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list);
-/* ppv fuzz (cmd_fuzz.c). */
-int cmd_fuzz(int argc, char **argv);
+/* The PP pipeline's options (PIPE in options.h's PP_OPTIONS), which ppv pp
+ * and ppv fuzz pp take: their identifiers, apart from any command's own. */
+#define CLI_PIPE_ID(ID, SHORT, NAME, ARG, TEXT, DEF) PIPE_##ID,
+#define CLI_PIPE_OPTION(ID, SHORT, NAME, ARG, TEXT, DEF) {PIPE_##ID, SHORT, NAME, ARG},
+enum { PIPE_BASE_ = 999, PP_OPTIONS(CLI_SKIP, CLI_PIPE_ID) };
+/* Takes pipeline option id into o: 0 taken, 1 not one of them, -1 after a
+ * usage message. list (may be NULL) is set by --inject list. */
+int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list);
+
+/* ---- the commands, one file a family (ppv.c's table runs them) --------------------------- */
+
+int cmd_gen(int argc, char **argv);              /* cmd_gen.c */
+int cmd_check(int argc, char **argv);            /* cmd_check.c */
+int cmd_show(int argc, char **argv);             /* cmd_check.c */
+int cmd_run(int argc, char **argv);              /* cmd_run.c */
+int cmd_verify_recompute(int argc, char **argv); /* cmd_run.c */
+int cmd_record(int argc, char **argv);           /* cmd_run.c */
+int cmd_replay(int argc, char **argv);           /* cmd_diff.c */
+int cmd_diff(int argc, char **argv);             /* cmd_diff.c */
+int cmd_pp(int argc, char **argv);               /* cmd_pp.c */
+int cmd_fuzz(int argc, char **argv);             /* cmd_fuzz.c */
+int cmd_launch(int argc, char **argv);           /* cmd_launch.c */
+int cmd_demo(int argc, char **argv);             /* cmd_demo.c */
 
 #endif

@@ -12,8 +12,11 @@
 #include "cli.h"
 #include "ppv_fuzz.h"
 
-enum { OPT_RUNS = 1000, OPT_JOBS, OPT_FAULTS, OPT_TIME, OPT_STRATEGY, OPT_DEPTH, OPT_SEED, OPT_OUT, OPT_JSON, OPT_JUNIT,
-       OPT_SEMANTICS, OPT_RECOMPUTE, OPT_LAYERS, OPT_WIDTH, OPT_WATCHDOG, OPT_HELP };
+/* fuzz's options, and the pipeline's (cli.h: PIPE_*) for the pp target. */
+enum { FUZZ_OPTIONS(CLI_OPTION_ID) FUZZ_SCHEDULE_OPTIONS(CLI_OPTION_ID) };
+static const cli_option fuzz_options[] = {PP_OPTIONS(CLI_SKIP, CLI_PIPE_OPTION)
+                                              FUZZ_OPTIONS(CLI_OPTION)
+                                                  FUZZ_SCHEDULE_OPTIONS(CLI_OPTION)};
 
 typedef struct fuzz_args {
     ppv_fuzz_options f;
@@ -24,56 +27,20 @@ typedef struct fuzz_args {
     int strategy_given, seed_given, depth_given, faults_given, jobs_given;
 } fuzz_args;
 
-static int whole(const char *name, const char *arg, long long lo, long long hi, long long *v) {
-    char *end;
-    long long n = strtoll(arg, &end, 10);
-    if (!*arg || *end || n < lo || n > hi) {
-        char what[160];
-        snprintf(what, sizeof what, "%s needs a whole number from %lld to %lld, not '%%s'", name,
-                 lo, hi);
-        usage_error(what, arg);
-        return -1;
-    }
-    *v = n;
-    return 0;
-}
-
 /* -1 when parsed, else the exit code. */
 static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
-    static const struct option own[] = {{"runs", required_argument, 0, OPT_RUNS},
-                                        {"faults", required_argument, 0, OPT_FAULTS},
-                                        {"jobs", required_argument, 0, OPT_JOBS},
-                                        {"time", required_argument, 0, OPT_TIME},
-                                        {"strategy", required_argument, 0, OPT_STRATEGY},
-                                        {"pct-depth", required_argument, 0, OPT_DEPTH},
-                                        {"seed", required_argument, 0, OPT_SEED},
-                                        {"out", required_argument, 0, OPT_OUT},
-                                        {"json", no_argument, 0, OPT_JSON},
-                                        {"junit", required_argument, 0, OPT_JUNIT},
-                                        {"semantics", required_argument, 0, OPT_SEMANTICS},
-                                        {"recompute", required_argument, 0, OPT_RECOMPUTE},
-                                        {"layers", required_argument, 0, OPT_LAYERS},
-                                        {"width", required_argument, 0, OPT_WIDTH},
-                                        {"watchdog", required_argument, 0, OPT_WATCHDOG},
-                                        {"help", no_argument, 0, OPT_HELP},
-                                        {0, 0, 0, 0}};
-    size_t npipe = 0;
-    while (pp_pipeline_options[npipe].name)
-        npipe++;
-    struct option longs[64];
-    memcpy(longs, pp_pipeline_options, npipe * sizeof *longs);
-    memcpy(longs + npipe, own, sizeof own);
     memset(a, 0, sizeof *a);
     a->f.strategy = PPV_FUZZ_PORTFOLIO;
     a->f.pct_depth = 3;
     a->f.run = ppv_run_defaults();
     a->pp = ppv_pp_defaults();
     a->recompute = "none";
-    getopt_prepare(argv);
+    cli_parser p;
+    CLI_BEGIN(&p, argv, fuzz_options, 0);
     int c;
     long long n;
     int runs_given = 0;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         int rc = pp_pipeline_option(c, optarg, &a->pp, NULL);
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
         if (rc == 0) {
@@ -82,12 +49,12 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         }
         switch (c) {
         case OPT_RUNS:
-            if (whole("--runs", optarg, 1, 1000000000, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            if (whole_option("--runs", optarg, 1, 1000000000, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.runs = n;
             runs_given = 1;
             break;
         case OPT_JOBS:
-            if (whole("--jobs", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            if (whole_option("--jobs", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.jobs = (int32_t)n;
             a->jobs_given = 1;
             break;
@@ -120,13 +87,13 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
                                    optarg);
             a->strategy_given = 1;
             break;
-        case OPT_DEPTH:
-            if (whole("--pct-depth", optarg, 2, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
+        case OPT_PCT_DEPTH:
+            if (whole_option("--pct-depth", optarg, 2, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.pct_depth = (int32_t)n;
             a->depth_given = 1;
             break;
         case OPT_SEED:
-            if (whole("--seed", optarg, 0, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            if (whole_option("--seed", optarg, 0, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.seed = (uint64_t)n;
             a->seed_given = 1;
             break;
@@ -150,12 +117,12 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->schedule_only_used = 1;
             break;
         case OPT_LAYERS:
-            if (whole("--layers", optarg, 1, 4096, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            if (whole_option("--layers", optarg, 1, 4096, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.run.model.layers = (int32_t)n;
             a->schedule_only_used = 1;
             break;
         case OPT_WIDTH:
-            if (whole("--width", optarg, 2, 4096, &n) < 0 || n % a->f.run.model.n_heads)
+            if (whole_option("--width", optarg, 2, 4096, &n) < 0 || n % a->f.run.model.n_heads)
                 return usage_error("--width needs a multiple of the model's heads in 2..4096, "
                                    "not '%s'",
                                    optarg);
@@ -164,12 +131,11 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->schedule_only_used = 1;
             break;
         case OPT_WATCHDOG:
-            if (whole("--watchdog", optarg, 1, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            if (whole_option("--watchdog", optarg, 1, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.run.watchdog_steps = n;
             a->schedule_only_used = 1;
             break;
-        case OPT_HELP:
-        case 'h':
+        case CLI_HELP:
             return print_help();
         default:
             return bad_option();

@@ -10,7 +10,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -77,23 +76,25 @@ static void end_the_rest(pid_t *pids, int n) {
         }
 }
 
+enum { LAUNCH_OPTIONS(CLI_OPTION_ID) };
+static const cli_option launch_options[] = {LAUNCH_OPTIONS(CLI_OPTION)};
+
+/* ppv launch -n N -- COMMAND [ARGS...]. */
 int cmd_launch(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"ranks", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     long n = 0;
+    long long v;
     int c;
-    getopt_prepare(argv);
-    /* "+": the options end at the command, whose own options are its own */
-    while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
+    cli_parser p;
+    /* the options end at the command, whose own options are its own */
+    CLI_BEGIN(&p, argv, launch_options, 1);
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) {
-        case 'n': {
-            char *end;
-            n = strtol(optarg, &end, 10);
-            if (!*optarg || *end || n < 1 || n > 1024)
+        case OPT_RANKS:
+            if (parse_whole(optarg, 1, 1024, &v) < 0)
                 return usage_error("-n needs a rank count in 1..1024, not '%s'", optarg);
+            n = (long)v;
             break;
-        }
-        case 'h':
+        case CLI_HELP:
             return print_help();
         default:
             return bad_option();

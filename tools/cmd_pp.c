@@ -1,7 +1,7 @@
 /* cmd_pp.c - `ppv pp`: the PP inference pipeline (stage 0 and a mesh) on
  * the mock transport, its break-it matrix (--inject), KV stash against
- * recompute (--compare-kv) and recordings (--record). */
-#include <getopt.h>
+ * recompute (--compare-kv) and recordings (--record). The pipeline's own
+ * options, which ppv fuzz pp takes too, are parsed in cli.c. */
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -20,153 +20,40 @@ typedef struct pp_args {
     int timeout_given;
 } pp_args;
 
-/* A whole decimal in [lo, hi] into *v; -1 after the usage message. */
-static int int_option(const char *name, const char *arg, long long lo, long long hi, int32_t *v) {
-    char *end;
-    long long n = strtoll(arg, &end, 10);
-    if (!*arg || *end || n < lo || n > hi) {
-        char what[160];
-        snprintf(what, sizeof what, "%s needs a whole number from %lld to %lld, not '%%s'", name,
-                 lo, hi);
-        usage_error(what, arg);
-        return -1;
-    }
-    *v = (int32_t)n;
-    return 0;
-}
-
-static int parse_cuts(const char *arg, ppv_pp_options *o) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", arg);
-    o->ncuts = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->ncuts == PPV_PP_MAX_CUTS) {
-            usage_error("--hard-cut-at takes at most 64 chunks, not '%s'", arg);
-            return -1;
-        }
-        if (int_option("--hard-cut-at", tok, 1, 999999, &o->cuts[o->ncuts++]) < 0) return -1;
-    }
-    if (o->ncuts == 0) {
-        usage_error("--hard-cut-at needs chunk numbers (K or K1,K2,...), not '%s'", arg);
-        return -1;
-    }
-    return 0;
-}
-
-/* The pipeline's own options, shared with `ppv fuzz pp`. */
-const struct option pp_pipeline_options[] = {{"mesh", required_argument, 0, 'M'},
-                                             {"chunks", required_argument, 0, 'k'},
-                                             {"steps", required_argument, 0, 's'},
-                                             {"recompute-every", required_argument, 0, 'E'},
-                                             {"kv", required_argument, 0, 'v'},
-                                             {"kv-window", required_argument, 0, 'W'},
-                                             {"d-in", required_argument, 0, 'i'},
-                                             {"d-out", required_argument, 0, 'o'},
-                                             {"hard-cut-at", required_argument, 0, 'H'},
-                                             {"inject", required_argument, 0, 'I'},
-                                             {"watchdog-steps", required_argument, 0, 'w'},
-                                             {"control-only", no_argument, 0, 'c'},
-                                             {"poll", no_argument, 0, 'P'},
-                                             {0, 0, 0, 0}};
-
-int pp_pipeline_option(int c, const char *arg, ppv_pp_options *o, int *list) {
-    int32_t v;
-    switch (c) {
-    case 'M':
-        return int_option("--mesh", arg, 1, 64, &o->mesh);
-    case 'k':
-        return int_option("--chunks", arg, 1, 1000000, &o->chunks);
-    case 's':
-        return int_option("--steps", arg, 1, 1000, &o->steps);
-    case 'E':
-        return int_option("--recompute-every", arg, 1, 1000000, &o->recompute_every);
-    case 'v':
-        if (!strcmp(arg, "stash")) o->kv_recompute = 0;
-        else if (!strcmp(arg, "recompute")) o->kv_recompute = 1;
-        else {
-            usage_error("--kv is stash or recompute, not '%s'", arg);
-            return -1;
-        }
-        return 0;
-    case 'W':
-        return int_option("--kv-window", arg, 3, 3000, &o->kv_window);
-    case 'i':
-        return int_option("--d-in", arg, 1, 1024, &o->d_in);
-    case 'o':
-        return int_option("--d-out", arg, 1, 1024, &o->d_out);
-    case 'H':
-        return parse_cuts(arg, o);
-    case 'I': {
-        if (list && !strcmp(arg, "list")) {
-            *list = 1;
-            return 0;
-        }
-        int i = ppv_pp_inject_lookup(arg);
-        if (i <= 0) {
-            usage_error("--inject takes a name that 'ppv pp --inject list' shows, not '%s'", arg);
-            return -1;
-        }
-        o->inject = (ppv_pp_inject)i;
-        return 0;
-    }
-    case 'w':
-        if (int_option("--watchdog-steps", arg, 1, 2000000000, &v) < 0) return -1;
-        o->watchdog_steps = v;
-        return 0;
-    case 'c':
-        o->control_only = 1;
-        return 0;
-    case 'P':
-        o->poll = 1;
-        return 0;
-    }
-    return 1;
-}
+/* pp's options: the pipeline's (cli.h: PIPE_*), pp's own and its transport's. */
+enum { PP_OPTIONS(CLI_OPTION_ID, CLI_SKIP) PP_TRANSPORT_OPTIONS(CLI_OPTION_ID) };
+static const cli_option pp_options[] = {PP_OPTIONS(CLI_OPTION, CLI_PIPE_OPTION)
+                                            PP_TRANSPORT_OPTIONS(CLI_OPTION)};
 
 /* -1 when parsed, else the exit code (help, a usage error). */
 static int parse_pp_args(int argc, char **argv, pp_args *a) {
-    enum { NPIPE = sizeof pp_pipeline_options / sizeof pp_pipeline_options[0] - 1 };
-    static const struct option own[] = {{"policy", required_argument, 0, 'p'},
-                                        {"seed", required_argument, 0, 'e'},
-                                        {"record", required_argument, 0, 'r'},
-                                        {"trace-out", required_argument, 0, 'T'},
-                                        {"replay", required_argument, 0, 'R'},
-                                        {"compare-kv", no_argument, 0, 'C'},
-                                        {"json", no_argument, 0, 'j'},
-                                        {"device", required_argument, 0, 'D'},
-                                        {"transport", required_argument, 0, 'X'},
-                                        {"timeout", required_argument, 0, 'O'},
-                                        {"help", no_argument, 0, 'h'},
-                                        {0, 0, 0, 0}};
-    struct option longs[NPIPE + sizeof own / sizeof own[0]];
-    memcpy(longs, pp_pipeline_options, NPIPE * sizeof *longs);
-    memcpy(longs + NPIPE, own, sizeof own);
     memset(a, 0, sizeof *a);
     a->o = ppv_pp_defaults();
-    getopt_prepare(argv);
+    cli_parser p;
+    CLI_BEGIN(&p, argv, pp_options, 0);
     int c;
     long long seed = 0;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) { /* what a job of processes cannot honour */
-        case 'p':
+        case OPT_POLICY:
             a->mock_option = "--policy";
             break;
-        case 'e':
+        case OPT_SEED:
             a->mock_option = "--seed";
             break;
-        case 'T':
+        case OPT_TRACE_OUT:
             a->mock_option = "--trace-out";
             break;
-        case 'R':
+        case OPT_REPLAY:
             a->mock_option = "--replay";
             break;
-        case 'C':
+        case OPT_COMPARE_KV:
             a->mock_option = "--compare-kv";
             break;
-        case 'w':
+        case PIPE_WATCHDOG_STEPS:
             a->mock_option = "--watchdog-steps";
             break;
-        case 'I':
+        case PIPE_INJECT:
             a->mock_option = "--inject";
             break;
         }
@@ -174,7 +61,7 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
         if (rc == 0) continue;
         switch (c) {
-        case 'p': {
+        case OPT_POLICY: {
             uint64_t keep = a->o.policy.seed;
             if (ppv_policy_parse(optarg, &a->o.policy) < 0 ||
                 a->o.policy.kind == PPV_POLICY_REPLAY)
@@ -182,40 +69,37 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             a->o.policy.seed = keep;
             break;
         }
-        case 'e': {
-            char *end;
-            seed = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || seed < 0)
+        case OPT_SEED:
+            if (parse_whole(optarg, 0, INT64_MAX, &seed) < 0)
                 return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
             a->o.policy.seed = (uint64_t)seed;
             break;
-        }
-        case 'r':
+        case OPT_RECORD:
             a->record = optarg;
             break;
-        case 'T':
+        case OPT_TRACE_OUT:
             a->trace_out = optarg;
             break;
-        case 'R':
+        case OPT_REPLAY:
             a->replay = optarg;
             break;
-        case 'C':
+        case OPT_COMPARE_KV:
             a->compare_kv = 1;
             break;
-        case 'j':
+        case OPT_JSON:
             a->json = 1;
             break;
-        case 'D':
+        case OPT_DEVICE:
             if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        case 'X':
+        case OPT_TRANSPORT:
             if (transport_option(optarg, &a->transport) < 0) return PPV_EXIT_BAD_INPUT;
             break;
-        case 'O':
+        case OPT_TIMEOUT:
             if (timeout_option(optarg, &a->o.timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
             a->timeout_given = 1;
             break;
-        case 'h':
+        case CLI_HELP:
             return print_help();
         default:
             return bad_option();

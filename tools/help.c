@@ -1,362 +1,52 @@
 /* help.c - every command's help, defined once: `ppv help CMD`, `ppv CMD
- * --help` and the manual pages (`ppv man CMD`) are printed from this table.
+ * --help` and the manual pages (`ppv man CMD`) are printed from this table,
+ * each option from its line in options.h.
  *
- * An option's line says its argument, what it does and its default; a test
- * runs every listed option through its command's parser, so the table
+ * An option's line says its argument, what it does and its default. The
+ * command's getopt table is expanded from the same options.h list, and a
+ * test runs every listed option through its command's parser, so the help
  * cannot name an option the command does not take.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
+/* An options.h line as a help line. */
+#define HELP_OPTION(ID, SHORT, NAME, ARG, TEXT, DEF) {SHORT, NAME, ARG, TEXT, DEF},
 #define END_OPTIONS                                                                                \
-    { NULL, NULL, NULL, NULL }
+    { 0, NULL, NULL, NULL, NULL }
 
-static const help_option gen_options[] = {
-    {"-p, --ranks", "N", "number of ranks (required)", NULL},
-    {"-m, --microbatches", "N", "number of microbatches (required)", NULL},
-    {"-v, --stages-per-rank", "V", "stages per rank",
-     "the kind's own: 1, or 2 for zbv, v-half, "
-     "v-min, dualpipev and interleaved-1f1b"},
-    {"--comms", NULL,
-     "write the schedule lowered with SEND/RECV actions (completes under "
-     "every send semantics)",
-     "compute only"},
-    {"-o, --output", "FILE", "write to FILE (temporary name, then renamed)", "standard output"},
-    {"--format", "csv|native", "PyTorch's CSV or ppv's native format", "csv"},
-    {"--costs", "F,B,W[,C]",
-     "times of a forward, a full backward, a weight backward and a message: what --comms "
-     "lowers with and what auto minimises (auto: a rank's whole share of the model, so a "
-     "kind with V stages a rank runs each action at 1/V of them); given to a named kind, "
-     "each action's (as check takes them), and the kind is tuned to them: for zb-h1, zb-h2 "
-     "and zbv also the zero-bubble authors' cost-aware heuristic, then the local search, no "
-     "rank above the kind's own peak",
-     "1,2,1,0; a named kind untuned"},
-    {"--cap", "A",
-     "auto: at most A activations on any rank (whole microbatches, as check counts them)",
-     "no cap"},
-    {"--budget", "N",
-     "auto, or a kind tuned with --costs: schedules the local search may check (0: no bound)",
-     "2000"},
-    {"--time-limit", "S",
-     "auto, or a kind tuned with --costs: stop the search after S seconds (a safety stop: a "
-     "result it cuts short depends on the machine, and says so)",
-     "60"},
-    {"--model", "SPEC|FILE",
-     "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)", NULL},
-    {"--mem-cap", "BYTES",
-     "auto, with --model: every rank's weights, gradients, optimizer state and peak "
-     "activations within BYTES (K, M, G suffixes)",
-     "no cap"},
-    {"--max-memory", "BYTES", "refuse sizes whose schedule would need more (K, M, G suffixes)",
-     "this machine's memory"},
-    END_OPTIONS};
-
-static const help_option check_options[] = {
-    {"--semantics", "S",
-     "send semantics: eager, rendezvous or eager:BYTES (eager below BYTES, "
-     "rendezvous from there; K, M, G suffixes)",
-     "rendezvous"},
-    {"--costs", "F,B,W[,C]",
-     "time of a forward, a full backward, a weight backward and a "
-     "message, in cost units; a backward-for-inputs costs B-W",
-     "1,2,1,0"},
-    {"--mem", "UNIT[,IFRAC[,STASH]]",
-     "activation memory of one forward; the fraction a "
-     "backward-for-inputs keeps; a stashed input (recompute)",
-     "0,0,0; a UNIT of 0 means ranks/stages"},
-    {"--msg-bytes", "N", "size of one message, for eager:BYTES", "8388608"},
-    {"--dialect", "auto|current|legacy", "PyTorch CSV dialect (legacy: B meant I, BW meant B)",
-     "auto"},
-    {"--json", NULL, "print the report as one JSON object", NULL},
-    {"--junit", "FILE",
-     "also write the checks as JUnit XML (one testcase per rank for "
-     "deadlock, one for the structure)",
-     NULL},
-    {"--lowered-out", "FILE",
-     "write the checked schedule (lowered, for a compute-only file) as "
-     "CSV",
-     NULL},
-    {"--max-memory", "BYTES",
-     "refuse inputs whose estimated memory exceeds BYTES (K, M, G "
-     "suffixes)",
-     "this machine's physical memory"},
-    END_OPTIONS};
-
-static const help_option check_only_options[] = {
-    {"--model", "SPEC|FILE",
-     "also report each rank's memory in bytes (weights, gradients, optimizer state, peak "
-     "activations) for a GPT-style model: key=value items, comma-separated or one a line in "
-     "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "
-     "(spec/memory-model.md)",
-     NULL},
-    {"--mem-cap", "BYTES[,BYTES...]",
-     "with --model: exit 1 when a rank needs more (one cap for every rank, or one for each), "
-     "naming the first such rank, by how much, and the action where its activations peak",
-     NULL},
-    END_OPTIONS};
-
-static const help_option show_options[] = {
-    {"--svg", "OUT", "write an SVG timeline (ranks as rows, a time axis in cost units)", NULL},
-    {"--chrome-trace", "OUT",
-     "write Chrome-trace JSON (open in Perfetto); one cost unit is "
-     "shown as 1 ms",
-     NULL},
-    END_OPTIONS};
-
-static const help_option run_options[] = {
-    {"--semantics", "S", "send semantics: eager, rendezvous or eager:BYTES", "rendezvous"},
-    {"--policy", "rr|random|pct[:DEPTH]",
-     "scheduling policy of the mock world; pct (depth 3 by default) draws its DEPTH-1 change "
-     "points over the run's length, measured by a round-robin run first",
-     "rr"},
-    {"--seed", "N", "seed of the random and pct policies", "0"},
-    {"--recompute", "POLICY|S:POLICY|S,...",
-     "what stages keep for the backward: none (stash), full|all (the stage input; the forward "
-     "runs again before the backward), selective (all but the attention cores; the backward "
-     "rebuilds them a layer at a time), layers:K (the input of every K-th layer; the backward "
-     "rebuilds K layers at a time), mb:N (stash while the rank holds fewer than N stashed "
-     "forwards, full beyond); per stage as S:POLICY, a bare S meaning full",
-     "none"},
-    {"--replay", "TRACE", "run exactly the interleaving of a written trace", NULL},
-    {"--layers", "N", "model layers (raised to the stage count)", "4"},
-    {"--width", "C", "model width, a multiple of the heads; the MLP is 2C wide", "32"},
-    {"--watchdog", "STEPS", "scheduler steps without progress that make a hang", "100000"},
-    {"--device", "cpu|cuda",
-     "where the model's kernels run: cuda runs every one on the GPU with the CPU's bits (inputs "
-     "and outputs copied each op: a check, not a fast path); exit 2 if CUDA is not usable here",
-     "cpu"},
-    {"--perturb", NULL, "flip the lowest bit of one gradient, to watch a comparison fail", NULL},
-    {"--json", NULL, "print the report as one JSON object", NULL},
-    {"--max-memory", "BYTES", "refuse inputs whose estimated memory exceeds BYTES",
-     "this machine's physical memory"},
-    END_OPTIONS};
-
-static const help_option gemm_option[] = {
-    {"--gemm", "reference|cublas",
-     "with --device cuda: cublas runs the matmuls on cuBLAS (deterministic run to run, pedantic "
-     "math, no atomics); they sum in cuBLAS's order, so the gradients are checked against the "
-     "reference within a relative 2-norm of 2^-4 and the distance is printed, not bit for bit",
-     "reference"},
-    END_OPTIONS};
-
-static const help_option transport_options[] = {
-    {"--transport", "mock|mpi|nccl",
-     "where the ranks run: mock (every rank a coroutine in this process, under --policy), mpi "
-     "or nccl (one process per rank, or per GPU, started by mpirun -np RANKS; rank 0 prints "
-     "the report); on mpi rendezvous sends are MPI_Issend, eager ones buffered (a copy sent "
-     "with MPI_Isend); nccl sends as NCCL does",
-     "mock"},
-    {"--timeout", "SECONDS",
-     "with --transport mpi or nccl: the longest any call may wait; then the rank reports the "
-     "hang (its action, the peer), nccl aborts its communicator, and the job ends with exit 1",
-     "60"},
-    {"--allow-unsafe", NULL,
-     "with --transport mpi or nccl: launch a schedule that the check finds deadlocks under the "
-     "semantics, so the watchdog shows the hang (without it the run is refused, exit 1)",
-     NULL},
-    END_OPTIONS};
-
-static const help_option replay_transport[] = {
-    {"--transport", "mock|mpi|nccl",
-     "where a training recording re-runs: mock, mpi or nccl (one process per rank, started by "
-     "mpirun -np RANKS; rank 0 prints the comparison), whatever it was recorded on",
-     "mock"},
-    {"--timeout", "SECONDS", "with --transport mpi or nccl: the longest any call may wait", "60"},
-    END_OPTIONS};
-
-static const help_option pp_transport[] = {
-    {"--transport", "mock|mpi|nccl",
-     "where the ranks run: mock, mpi or nccl (stage 0 and the mesh one process each, started "
-     "by mpirun -np 1+MESH; rank 0 prints the report and writes --record's file; nccl takes "
-     "no --poll)",
-     "mock"},
-    {"--timeout", "SECONDS",
-     "with --transport mpi or nccl: the longest any call may wait; then the rank reports the "
-     "hang and the job ends with exit 1",
-     "60"},
-    END_OPTIONS};
-
-static const help_option trace_option[] = {
-    {"--trace-out", "FILE", "write every scheduling decision (replay it with --replay)", NULL},
-    END_OPTIONS};
-
-static const help_option record_only[] = {
-    {"--fail-after", "N",
-     "testing: end the process (exit 3) after writing N datasets, to show "
-     "that a crash leaves no file",
-     NULL},
-    {"--term-after", "N",
-     "testing: send the process SIGTERM after writing N datasets, to show "
-     "that an interrupted record removes its temporary file",
-     NULL},
-    END_OPTIONS};
-
-static const help_option junit_option[] = {
-    {"--junit", "FILE", "also write the checks as JUnit XML", NULL}, END_OPTIONS};
-
-static const help_option diff_options[] = {
-    {"--tolerance", "MODE",
-     "bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|, "
-     "b the expected side)",
-     "bitwise"},
-    {"--nan", "equal|differ", "whether two NaNs compare equal", "equal"},
-    {"--max-report", "N", "differing elements listed per dataset", "10"},
-    {"--json", NULL, "print the report as one JSON object", NULL},
-    {"--junit", "FILE", "also write JUnit XML, one testcase per compared dataset", NULL},
-    END_OPTIONS};
-
-static const help_option diff_only[] = {
-    {"--all-attributes", NULL, "also compare created and producer_version of ppv files", NULL},
-    {"--threads", "N", "threads that scan contiguous datasets, 1..8 (same report for any N)",
-     "one per CPU"},
-    END_OPTIONS};
-
-static const help_option ignore_attr_option[] = {
-    {"--ignore-attr", "NAME",
-     "leave attributes called NAME out, on every object (shell "
-     "wildcards such as '*seed'; repeatable, up to 64)",
-     NULL},
-    END_OPTIONS};
-
-static const help_option exclude_option[] = {
-    {"--exclude", "PATH",
-     "leave the object at the absolute PATH and everything below it out "
-     "(/a/b covers /a/b/c, not /a/bc; shell wildcards per component; "
-     "repeatable, up to 64)",
-     NULL},
-    END_OPTIONS};
-
-static const help_option replay_only[] = {
-    {"--perturb", NULL,
-     "flip one bit of the re-run (a gradient, or an inference recording's first latents_out), "
-     "to watch the comparison fail",
-     NULL},
-    {"--mesh", "N",
-     "inference recordings: replay on a mesh of N ranks instead of the recorded one (the "
-     "bits must not change)",
-     "the recorded mesh"},
-    {"--device", "cpu|cuda",
-     "where the replayed model's kernels run (a recording made on the CPU replays on the GPU "
-     "bit for bit, and the reverse); exit 2 if CUDA is not usable here",
-     "cpu"},
-    END_OPTIONS};
-
+/* Each options.h list as a group of help lines. */
+static const help_option gen_options[] = {GEN_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option check_options[] = {CHECK_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option check_only_options[] = {CHECK_ONLY_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option show_options[] = {SHOW_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option run_options[] = {RUN_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option transport_options[] = {TRANSPORT_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option gemm_option[] = {GEMM_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option trace_option[] = {TRACE_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option junit_option[] = {JUNIT_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option record_only[] = {RECORD_ONLY_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option diff_options[] = {DIFF_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option diff_only[] = {DIFF_ONLY_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option ignore_attr_option[] = {IGNORE_ATTR_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option exclude_option[] = {EXCLUDE_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option replay_only[] = {REPLAY_ONLY_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option replay_transport[] = {REPLAY_TRANSPORT_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option pp_options[] = {PP_OPTIONS(HELP_OPTION, HELP_OPTION) END_OPTIONS};
+static const help_option pp_transport[] = {PP_TRANSPORT_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option fuzz_options[] = {FUZZ_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option fuzz_schedule_options[] = {FUZZ_SCHEDULE_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option launch_options[] = {LAUNCH_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option no_options[] = {END_OPTIONS};
 
+/* Each command's groups, in the order its help prints them. */
 static const help_option *const gen_groups[] = {gen_options, NULL};
 static const help_option *const check_groups[] = {check_options, check_only_options, NULL};
 static const help_option *const show_groups[] = {show_options, check_options, NULL};
-static const help_option pp_options[] = {
-    {"--mesh", "N",
-     "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "
-     "workers, tensor-parallel); must divide the generator's 4 heads",
-     "2"},
-    {"--chunks", "K", "chunks stage 0 asks for (3 latent frames each)", "8"},
-    {"--steps", "S", "denoising steps per chunk: generator calls = S, plus 1 with KV recompute",
-     "4"},
-    {"--kv", "stash|recompute",
-     "stash: the mesh keeps each chunk's K/V; recompute: stage 0 sends context frames and the "
-     "mesh rebuilds the cache with one generator call (R0a)",
-     "stash"},
-    {"--recompute-every", "E",
-     "with --kv recompute: the chunks j of an epoch with j % E == 0, "
-     "j > 0, recompute",
-     "1"},
-    {"--kv-window", "F",
-     "latent frames the KV cache keeps (a multiple of 3); older ones are "
-     "evicted",
-     "6"},
-    {"--d-in", "D", "stage 0's bound on envelopes in flight to the mesh", "2"},
-    {"--d-out", "D", "stage 0's bound on results waiting to be decoded", "2"},
-    {"--hard-cut-at", "K[,K...]",
-     "hard cuts before these chunks: stage 0 drains what is in "
-     "flight, bumps cache_epoch and starts a new stream (init_cache)",
-     NULL},
-    {"--inject", "NAME|list",
-     "put in a fault of the break-it matrix; exit 0 when it is caught as "
-     "it must be; 'list' prints them all with what each must produce",
-     NULL},
-    {"--policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr"},
-    {"--seed", "N", "seed of the random and pct policies", "0"},
-    {"--watchdog-steps", "N", "scheduler steps without progress that end a wait as a hang",
-     "100000"},
-    {"--record", "FILE.h5",
-     "write every envelope and result in call order, with the mesh's "
-     "setup, as an inference recording (temporary name, then renamed)",
-     NULL},
-    {"--trace-out", "FILE", "write the run's scheduler decisions (a replayable trace)", NULL},
-    {"--replay", "TRACE",
-     "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz "
-     "--out)",
-     NULL},
-    {"--compare-kv", NULL,
-     "run KV stash and KV recompute and compare caches and outputs (bitwise "
-     "equal unless the window evicted frames)",
-     NULL},
-    {"--control-only", NULL,
-     "skip the model's compute (a call passes its latents through) and "
-     "keep every message and collective: the control plane alone",
-     NULL},
-    {"--poll", NULL,
-     "stage 0 probes the link before each move and takes a result as soon as "
-     "it has arrived (a receive thread's behaviour): its moves depend on the interleaving, its "
-     "output must not",
-     NULL},
-    {"--device", "cpu|cuda",
-     "where the generator's kernels run: cuda runs every one on the GPU with the CPU's bits "
-     "(a check, not a fast path); exit 2 if CUDA is not usable here",
-     "cpu"},
-    {"--json", NULL, "print the report as one JSON object", NULL},
-    END_OPTIONS};
-
-static const help_option fuzz_options[] = {
-    {"--runs", "N", "runs to make (the round-robin reference is the first)",
-     "1000 (dfs: 100000), or --time"},
-    {"--time", "SECONDS", "explore for this long instead", NULL},
-    {"--strategy", "random|pct|portfolio|dfs",
-     "the scheduler's decisions: random at every step, PCT (change points over the "
-     "reference run's length), runs alternating random and PCT at depths 2..--pct-depth, or "
-     "dfs: every class of equivalent interleavings once (partial-order reduction and sleep "
-     "sets; it says whether it covered them all)",
-     "portfolio"},
-    {"--pct-depth", "D", "PCT's depth (D-1 change points; not for dfs)", "3"},
-    {"--jobs", "J",
-     "worker threads; runs are handed out in order and the first failing run is reported, so "
-     "the verdict does not depend on J (dfs is one search: 1)",
-     "1"},
-    {"--faults", "LIST",
-     "put one fault in every run but the reference, the kinds in turn, at a send drawn from the "
-     "seed: drop, duplicate, corrupt, kill (a message lost, delivered twice, one bit flipped; "
-     "the sending rank dead: the run must end as the reference does or fail with a named "
-     "failure, never complete with other output), delay (the message arrives 64 steps late), "
-     "eager (its link buffers from then on: masking) and, for pp, cut (a hard cut before a "
-     "drawn chunk): these three must change nothing (the cut: the output of the round-robin "
-     "run with that cut)",
-     "none"},
-    {"--seed", "N", "run i's policy seed is N + i (not for dfs, which draws nothing)", "0"},
-    {"--out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL},
-    {"--json", NULL, "print the report as one JSON object", NULL},
-    {"--junit", "FILE", "also write a JUnit XML report (the exploration as one test case; dfs "
-     "adds one for its coverage)", NULL},
-    END_OPTIONS};
-static const help_option fuzz_schedule_options[] = {
-    {"--semantics", "S", "a schedule target: send semantics", "rendezvous"},
-    {"--recompute", "none|all|S,...", "a schedule target: stages recomputed", "none"},
-    {"--layers", "N", "a schedule target: model layers", "4"},
-    {"--width", "C", "a schedule target: model width", "32"},
-    {"--watchdog", "STEPS", "a schedule target: steps without progress that make a hang",
-     "100000"},
-    END_OPTIONS};
-
 static const help_option *const run_groups[] = {run_options,  transport_options, gemm_option,
                                                 trace_option, junit_option,      NULL};
-static const help_option *const pp_groups[] = {pp_options, pp_transport, NULL};
-static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
-static const help_option launch_options[] = {
-    {"-n, --ranks", "N", "copies of COMMAND to start, ranks 0 to N-1 (required)", NULL},
-    END_OPTIONS};
-static const help_option *const launch_groups[] = {launch_options, NULL};
 static const help_option *const vr_groups[] = {run_options, junit_option, NULL};
 static const help_option *const record_groups[] = {run_options, transport_options, trace_option,
                                                    record_only, NULL};
@@ -364,6 +54,9 @@ static const help_option *const replay_groups[] = {diff_options, exclude_option,
                                                    replay_transport, NULL};
 static const help_option *const diff_groups[] = {diff_options, diff_only, ignore_attr_option,
                                                  exclude_option, NULL};
+static const help_option *const pp_groups[] = {pp_options, pp_transport, NULL};
+static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
+static const help_option *const launch_groups[] = {launch_options, NULL};
 static const help_option *const none_groups[] = {no_options, NULL};
 
 static const char *const gen_examples[] = {
@@ -418,8 +111,9 @@ static const char *const version_examples[] = {"ppv version", "ppv --version", N
 static const char *const help_examples[] = {"ppv help check", "ppv check --help", NULL};
 static const char *const man_examples[] = {"ppv man check > ppv-check.1", NULL};
 
+/* Every command's help (ppv.c's table says which commands there are). */
 static const help_command commands[] = {
-    {"gen", "KIND -p RANKS -m MICROBATCHES [options]", "write a schedule",
+    {"gen", "KIND -p RANKS -m MICROBATCHES [options]",
      "Writes a schedule of KIND: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, v-half, "
      "v-min or dualpipev; one of PyTorch's schedule classes, action for action: "
      "pytorch-gpipe, pytorch-1f1b (the valid order), pytorch-looped-bfs, "
@@ -434,7 +128,7 @@ static const help_command commands[] = {
      "A named kind given --costs is tuned to them the same way, within its own peak. "
      "It is deterministic: the same options give the same schedule.",
      gen_groups, gen_examples},
-    {"check", "FILE [options]", "verify a schedule",
+    {"check", "FILE [options]",
      "Checks a schedule (PyTorch CSV in either dialect, or ppv's native format; - reads "
      "standard input): structure, message matching, deadlock under the send semantics, peak "
      "activation memory, makespan and bubble ratio. A compute-only file is lowered with "
@@ -443,14 +137,14 @@ static const help_command commands[] = {
      "last); the idle time before a rank's first compute and after its last is not counted, "
      "since the next iteration's work fills it.",
      check_groups, check_examples},
-    {"show", "FILE [options]", "draw the simulated schedule",
+    {"show", "FILE [options]",
      "Simulates the schedule as check does and draws it: a text timeline on standard output, "
      "or an SVG and a Chrome trace. Under each rank's lane the SVG draws the activations it "
      "holds over time, as check counts them for its peak (one forward's activations a unit), "
      "the peak named; the Chrome trace carries the same as a counter track a rank. Takes "
      "every check option.",
      show_groups, show_examples},
-    {"run", "SCHEDULE [options]", "run one training step (mock, MPI or NCCL)",
+    {"run", "SCHEDULE [options]",
      "Runs one training step of the built-in model, every rank a coroutine on the mock "
      "transport under the deterministic scheduler, and compares the gradients with the "
      "one-rank reference bit for bit and every rank's activation memory with the prediction. "
@@ -460,7 +154,7 @@ static const help_command commands[] = {
      "Exit 1 on a deadlock, a hang or any difference. On a terminal, progress is shown on "
      "standard error (not with --json).",
      run_groups, run_examples},
-    {"verify-recompute", "SCHEDULE [options]", "compare recompute with stash, bit for bit",
+    {"verify-recompute", "SCHEDULE [options]",
      "Runs the step once stashing every activation and once recomputing every stage (or the "
      "stages --recompute names), and compares the gradients bit for bit; on a difference it "
      "names the first differing gradient by layer, tensor and index. It checks the measured "
@@ -468,7 +162,7 @@ static const help_command commands[] = {
      "what the schedule implies. --recompute may be given up to 16 times: each policy is "
      "verified in turn, and the exit is 1 when any fails.",
      vr_groups, vr_examples},
-    {"pp", "[options]", "run the PP inference pipeline (stage 0 and a mesh) and break it",
+    {"pp", "[options]",
      "Runs streaming inference split in two stages on the mock transport: stage 0 (rank 0) "
      "plans each chunk's PPEnvelopeV1, sends it and decodes the PPResultV1; the mesh (ranks "
      "1..N, rank 1 leading) validates it, checks that every rank holds the same input, and "
@@ -482,7 +176,6 @@ static const help_command commands[] = {
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
     {"fuzz", "SCHEDULE|pp|checker [options]",
-     "explore interleavings and hand back a minimal reproducer",
      "Runs the target many times, each under other scheduler decisions (random, PCT, a "
      "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
      "and a send on its channel are the only steps that do not commute), and checks every run "
@@ -501,7 +194,7 @@ static const help_command commands[] = {
      "minimised. Exit 1 when a run fails or the two disagree. On a terminal, progress is shown "
      "on standard error.",
      fuzz_groups, fuzz_examples},
-    {"launch", "-n N -- COMMAND [ARGS...]", "start N ranks of a command without mpirun",
+    {"launch", "-n N -- COMMAND [ARGS...]",
      "Starts N copies of COMMAND, each with PPV_LAUNCH_RANK (0 to N-1), PPV_LAUNCH_SIZE (N) "
      "and PPV_LAUNCH_DIR (a new private folder, removed at the end), on this machine: how "
      "--transport nccl starts without MPI, rank 0 handing its ncclUniqueId to the others "
@@ -509,7 +202,7 @@ static const help_command commands[] = {
      "two seconds later). The exit status is the first failure's (128 + the signal for a "
      "copy killed by one), else 0.",
      launch_groups, launch_examples},
-    {"record", "OUT.h5 SCHEDULE [options]", "record a run as a golden HDF5 file",
+    {"record", "OUT.h5 SCHEDULE [options]",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
      "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing; "
      "SIGINT, SIGTERM and SIGHUP remove the temporary file, and the next record into the "
@@ -517,7 +210,7 @@ static const help_command commands[] = {
      "gives the same bytes. "
      "--perturb records the perturbed gradients, so that replaying the file must fail.",
      record_groups, record_examples},
-    {"replay", "GOLDEN.h5 [options]", "re-run a golden file and compare",
+    {"replay", "GOLDEN.h5 [options]",
      "Rebuilds the run from the file alone (weights, inputs, schedule, options), re-runs it "
      "and compares loss and gradients with the recorded ones. An inference recording (ppv pp "
      "--record, tools/ppv_record.py) is replayed with the file as stage 0: the mesh is "
@@ -526,33 +219,28 @@ static const help_command commands[] = {
      "observed_generator_calls, mesh_current_start_frame, ok and error_message exactly); the "
      "first differing call is named by call_id and chunk_index. Exit 1 on any difference.",
      replay_groups, replay_examples},
-    {"diff", "A.h5 B.h5 [options]", "compare two HDF5 files",
+    {"diff", "A.h5 B.h5 [options]",
      "Compares two HDF5 files, B the expected side: structure, attributes and every dataset's "
      "values under the tolerance. Exit 0 same, 1 different, 2 error (missing file, not HDF5, "
      "corrupted data caught by the checksums).",
      diff_groups, diff_examples},
-    {"demo", "", "the main job on the built-in model",
+    {"demo", "",
      "Generates every schedule kind, checks it under every send semantics, runs it on the "
      "engine (stash and recompute against the one-rank reference) and replays the shipped "
      "golden files bit for bit.",
      none_groups, demo_examples},
-    {"version", "", "print the version", "Prints ppv's version (also -V and --version).",
-     none_groups, version_examples},
-    {"help", "[COMMAND]", "print help", "Prints the list of commands, or one command's help.",
-     none_groups, help_examples},
-    {"man", "[COMMAND]", "print a manual page",
+    {"version", "", "Prints ppv's version (also -V and --version).", none_groups, version_examples},
+    {"help", "[COMMAND]", "Prints the list of commands, or one command's help.", none_groups,
+     help_examples},
+    {"man", "[COMMAND]",
      "Prints the manual page of ppv, or of one command, in roff (what `man` reads).", none_groups,
      man_examples},
-    {NULL, NULL, NULL, NULL, NULL, NULL}};
+    {NULL, NULL, NULL, NULL, NULL}};
 
 const help_command *help_find(const char *name) {
     for (const help_command *c = commands; c->name; c++)
         if (strcmp(c->name, name) == 0) return c;
     return NULL;
-}
-
-const help_command *help_commands(void) {
-    return commands;
 }
 
 /* Prints text wrapped at 78 columns, every line indented by indent. */
@@ -581,16 +269,23 @@ static void wrap(FILE *f, const char *text, int indent, int first_col) {
     fputc('\n', f);
 }
 
+/* An option's spellings: "-p, --ranks" or "--comms". */
+static const char *option_names(const help_option *o, char *buf, size_t n) {
+    if (o->short_name) snprintf(buf, n, "-%c, --%s", o->short_name, o->name);
+    else snprintf(buf, n, "--%s", o->name);
+    return buf;
+}
+
 void help_print(const help_command *c, FILE *f) {
     fprintf(f, "usage: ppv %s%s%s\n\n", c->name, c->args[0] ? " " : "", c->args);
     wrap(f, c->description, 0, 0);
     int any = 0;
     for (int g = 0; c->groups[g]; g++)
-        for (const help_option *o = c->groups[g]; o->names; o++) {
+        for (const help_option *o = c->groups[g]; o->name; o++) {
             if (!any++) fputs("\noptions:\n", f);
-            char head[96];
-            snprintf(head, sizeof head, "  %s%s%s", o->names, o->arg ? " " : "",
-                     o->arg ? o->arg : "");
+            char head[96], names[64];
+            snprintf(head, sizeof head, "  %s%s%s", option_names(o, names, sizeof names),
+                     o->arg ? " " : "", o->arg ? o->arg : "");
             fputs(head, f);
             char text[512];
             snprintf(text, sizeof text, "%s%s%s%s", o->text, o->def ? " (default: " : "",
@@ -609,9 +304,9 @@ void help_print(const help_command *c, FILE *f) {
     fputs("\nexit codes: 0 the check holds, 1 a problem was found, 2 bad usage or input\n", f);
 }
 
-void help_print_overview(FILE *f) {
+void help_print_overview(const cli_command *commands, FILE *f) {
     fputs("usage: ppv COMMAND [options]   (ppv help COMMAND for one command)\n\ncommands:\n", f);
-    for (const help_command *c = commands; c->name; c++)
+    for (const cli_command *c = commands; c->name; c++)
         fprintf(f, "  %-17s %s\n", c->name, c->summary);
     fputs("\nexit codes: 0 the check holds, 1 a problem was found, 2 bad usage or input\n", f);
 }
@@ -629,33 +324,35 @@ static void roff(FILE *f, const char *s) {
     }
 }
 
-void help_print_man(const help_command *c, FILE *f) {
+void help_print_man(const cli_command *commands, const cli_command *cmd, FILE *f) {
+    const help_command *c = cmd ? help_find(cmd->name) : NULL;
     char title[64];
-    snprintf(title, sizeof title, "PPV%s%s", c ? "-" : "", c ? c->name : "");
+    snprintf(title, sizeof title, "PPV%s%s", cmd ? "-" : "", cmd ? cmd->name : "");
     for (char *p = title; *p; p++)
         if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 'a' + 'A');
     fprintf(f, ".TH %s 1 \"\" \"ppv %s\" \"ppv manual\"\n.SH NAME\n", title, PPV_VERSION_STRING);
-    if (!c) {
+    if (!cmd) {
         fputs("ppv \\- deterministic test and verification of pipeline-parallel execution\n"
               ".SH SYNOPSIS\n.B ppv\n\\fICOMMAND\\fR [\\fIoptions\\fR]\n.SH COMMANDS\n",
               f);
-        for (const help_command *k = commands; k->name; k++) {
+        for (const cli_command *k = commands; k->name; k++) {
             fprintf(f, ".TP\n.BR ppv\\-%s (1)\n", k->name);
             roff(f, k->summary);
             fputc('\n', f);
         }
     } else {
         fprintf(f, "ppv\\-%s \\- ", c->name);
-        roff(f, c->summary);
+        roff(f, cmd->summary);
         fprintf(f, "\n.SH SYNOPSIS\n.B ppv %s\n", c->name);
         roff(f, c->args);
         fputs("\n.SH DESCRIPTION\n", f);
         roff(f, c->description);
         fputs("\n.SH OPTIONS\n", f);
         for (int g = 0; c->groups[g]; g++)
-            for (const help_option *o = c->groups[g]; o->names; o++) {
+            for (const help_option *o = c->groups[g]; o->name; o++) {
+                char names[64];
                 fputs(".TP\n\\fB", f);
-                roff(f, o->names);
+                roff(f, option_names(o, names, sizeof names));
                 fputs("\\fR", f);
                 if (o->arg) {
                     fputs(" \\fI", f);
@@ -681,5 +378,5 @@ void help_print_man(const help_command *c, FILE *f) {
     fputs(".SH EXIT STATUS\n0 the check holds, 1 a problem was found, 2 bad usage or unreadable "
           "input.\n",
           f);
-    if (c) fputs(".SH SEE ALSO\n.BR ppv (1)\n", f);
+    if (cmd) fputs(".SH SEE ALSO\n.BR ppv (1)\n", f);
 }

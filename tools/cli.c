@@ -1,0 +1,469 @@
+/* cli.c - what the commands share: usage messages and help, the option
+ * parser over options.h's lists, the one integer parser and the other
+ * argument parsers, the memory bounds, progress on a terminal, the
+ * options several commands take (--device, --transport, --timeout,
+ * --model, the PP pipeline's), and JSON, trace and JUnit outputs.
+ *
+ * It calls no command: every cmd_*.c calls it, and ppv.c calls them.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ppv_golden.h"
+
+/* ---- usage and help ------------------------------------------------------------------- */
+
+/* The command being run ("check", ...), for messages; set once by main. */
+const char *g_cmd = NULL;
+
+/* Prints "ppv CMD: " (or "ppv: ") and the message, then where to find help. */
+int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "ppv%s%s: ", g_cmd ? " " : "", g_cmd ? g_cmd : "");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run 'ppv help%s%s' for usage)\n", g_cmd ? " " : "", g_cmd ? g_cmd : "");
+    return PPV_EXIT_BAD_INPUT;
+}
+
+/* Prints this command's help on stdout; the exit code of --help. */
+int print_help(void) {
+    const help_command *c = help_find(g_cmd);
+    if (c) help_print(c, stdout);
+    return PPV_EXIT_OK;
+}
+
+/* getopt's own messages name argv[0]: make it "ppv CMD", and point at help
+ * after them. */
+static void getopt_prepare(char **argv) {
+    static char name[64];
+    snprintf(name, sizeof name, "ppv %s", g_cmd);
+    argv[0] = name;
+    optind = 1;
+}
+
+int bad_option(void) {
+    fprintf(stderr, "(run 'ppv help %s' for usage)\n", g_cmd);
+    return PPV_EXIT_BAD_INPUT;
+}
+
+/* (cli.h) */
+int no_operands(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return print_help();
+    if (argc > 1) return usage_error("takes no argument, not '%s'", argv[1]);
+    return -1;
+}
+
+/* ---- the option parser ---------------------------------------------------------------- */
+
+/* getopt's value for opts[i] when it has no letter: past every char. */
+enum { LONG_ONLY_BASE = 256 };
+
+void cli_begin(cli_parser *p, char **argv, const cli_option *opts, int n, int stop_at_operand) {
+    getopt_prepare(argv);
+    p->opts = opts;
+    p->n = n;
+    char *s = p->shorts;
+    if (stop_at_operand) *s++ = '+';
+    for (int i = 0; i < n; i++) {
+        const cli_option *o = &opts[i];
+        p->longs[i] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL,
+                                      o->short_name ? o->short_name : LONG_ONLY_BASE + i};
+        if (o->short_name) {
+            *s++ = o->short_name;
+            if (o->arg) *s++ = ':';
+        }
+    }
+    p->longs[n] = (struct option){"help", no_argument, NULL, 'h'};
+    p->longs[n + 1] = (struct option){NULL, 0, NULL, 0};
+    *s++ = 'h';
+    *s = 0;
+}
+
+int cli_next(cli_parser *p, int argc, char **argv) {
+    int c = getopt_long(argc, argv, p->shorts, p->longs, NULL);
+    if (c == -1) return CLI_END;
+    if (c == 'h') return CLI_HELP;
+    if (c >= LONG_ONLY_BASE && c < LONG_ONLY_BASE + p->n) return p->opts[c - LONG_ONLY_BASE].id;
+    for (int i = 0; i < p->n; i++)
+        if (p->opts[i].short_name && p->opts[i].short_name == c) return p->opts[i].id;
+    return CLI_UNKNOWN;
+}
+
+/* ---- argument parsers ------------------------------------------------------------------ */
+
+int parse_whole(const char *arg, long long lo, long long hi, long long *out) {
+    char *end;
+    if (!arg || !*arg) return -1;
+    int saved = errno;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    int overflow = errno == ERANGE;
+    errno = saved;
+    if (*end != 0 || overflow || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int whole_option(const char *name, const char *arg, long long lo, long long hi, long long *out) {
+    if (parse_whole(arg, lo, hi, out) == 0) return 0;
+    char what[160];
+    snprintf(what, sizeof what, "%s needs a whole number from %lld to %lld, not '%%s'", name, lo,
+             hi);
+    usage_error(what, arg);
+    return -1;
+}
+
+/* (cli.h) */
+int parse_bytes(const char *s, long long *out) {
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end != 0 || !(v >= 0) || v * mul > 9e18) return -1;
+    *out = (long long)(v * mul);
+    return 0;
+}
+
+/* Parses up to n comma-separated numbers; returns how many. */
+int parse_numbers(const char *s, double *v, int n) {
+    int k = 0;
+    const char *p = s;
+    while (k < n) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || !isfinite(x)) return -1;
+        v[k++] = x;
+        if (*end == 0) return k;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+    return -1;
+}
+
+/* ---- memory bounds --------------------------------------------------------------------- */
+
+long long physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? (long long)pages * size : 1LL << 62;
+}
+
+/* --max-memory's argument into *out; -1 after the usage message. */
+int max_memory_option(const char *arg, long long *out) {
+    if (parse_bytes(arg, out) == 0) return 0;
+    usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'", arg);
+    return -1;
+}
+
+/* Prints a size as "12.3 GiB". */
+const char *human_bytes(double b, char *buf, size_t n) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (b >= 1024 && u < 5) b /= 1024, u++;
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+    return buf;
+}
+
+/* Refuses work whose estimated memory exceeds the limit: exit 2 with both
+ * figures, else -1. */
+int refuse_if_too_big(const char *what, double estimate, long long limit) {
+    if (estimate <= (double)limit) return -1;
+    char e[32], l[32];
+    fprintf(stderr,
+            "ppv %s: %s needs about %s of memory, more than the limit of %s; use smaller "
+            "sizes (or --max-memory BYTES if this machine really has it)\n",
+            g_cmd, what, human_bytes(estimate, e, sizeof e), human_bytes((double)limit, l, sizeof l));
+    return PPV_EXIT_BAD_INPUT;
+}
+
+/* Estimated memory of loading and checking the schedule file at path: a
+ * file of n bytes holds at most about n/3 actions. -1 when unknown (stdin). */
+double file_estimate(const char *path) {
+    struct stat st;
+    if (strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    return (double)st.st_size * BYTES_PER_FILE_BYTE;
+}
+
+/* ---- progress on a terminal ------------------------------------------------------------ */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ppv_run_options.progress: redraws one status line on stderr at most five
+ * times a second, and at the end. */
+static void progress_update(void *ctx, int64_t done, int64_t total) {
+    progress *p = ctx;
+    double t = now_seconds();
+    if (!p->start) p->start = p->last = t;
+    if (done < total && p->shown && t - p->last < 0.2) return;
+    p->last = t;
+    p->shown = 1;
+    double el = t - p->start, rate = el > 0 ? (double)done / el : 0;
+    double left = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(stderr, "\r\033[K%s: %lld of %lld actions (%.0f%%), %.0f actions/s, %.1f s left",
+            p->what, (long long)done, (long long)total, total ? 100.0 * (double)done / (double)total : 100.0,
+            rate, left);
+    fflush(stderr);
+}
+
+/* Ends the status line, if one was drawn. */
+void progress_end(progress *p) {
+    if (p->shown) fputs("\r\033[K", stderr);
+    p->shown = 0;
+    p->start = 0;
+}
+
+/* Turns progress on for o when stderr is a terminal and the output is not
+ * JSON. */
+void progress_attach(ppv_run_options *o, progress *p, const char *what, int json) {
+    memset(p, 0, sizeof *p);
+    p->what = what;
+    if (json || !isatty(STDERR_FILENO)) return;
+    o->progress = progress_update;
+    o->progress_ctx = p;
+}
+/* ---- options several commands take ----------------------------------------------------- */
+
+/* --device (cli.h). */
+int device_option(const char *arg, const char **device) {
+    if (strcmp(arg, "cpu") != 0 && strcmp(arg, "cuda") != 0) {
+        usage_error("--device is cpu or cuda, not '%s'", arg);
+        return -1;
+    }
+    *device = arg;
+    return 0;
+}
+
+/* --transport (cli.h). */
+int transport_option(const char *arg, const char **out) {
+    if (strcmp(arg, "mock") != 0 && strcmp(arg, "mpi") != 0 && strcmp(arg, "nccl") != 0) {
+        usage_error("--transport is mock, mpi or nccl, not '%s'", arg);
+        return -1;
+    }
+    *out = strcmp(arg, "mock") == 0 ? NULL : arg;
+    return 0;
+}
+
+/* --timeout (cli.h). */
+int timeout_option(const char *arg, double *out) {
+    char *end;
+    double t = strtod(arg, &end);
+    if (end == arg || *end || !(t > 0) || t > 1e6) {
+        usage_error("--timeout needs seconds in (0, 1e6], not '%s'", arg);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+/* (cli.h) */
+int start_transport(const char *name, ppv_proc **proc, int *lead) {
+    char err[512];
+    *proc = NULL;
+    *lead = 1;
+    if (!name) return -1;
+    if (ppv_proc_start(name, proc, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: --transport %s: %s\n", g_cmd, name, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    *lead = ppv_proc_rank(*proc) == 0;
+    if (!*lead && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "ppv %s: cannot silence rank %d's output: %s\n", g_cmd,
+                ppv_proc_rank(*proc), strerror(errno));
+        ppv_proc_end(*proc);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    return -1;
+}
+
+/* Reads --model: the spec itself, or a file holding it (an argument with
+ * no '='). Returns 0, or an exit code after the message. */
+int model_spec(const char *arg, ppv_model_spec *m) {
+    char err[512], *text = NULL;
+    if (!strchr(arg, '=')) {
+        FILE *f = fopen(arg, "r");
+        if (!f) {
+            fprintf(stderr, "ppv %s: --model %s: no KEY=VALUE and no such file: %s\n", g_cmd, arg,
+                    strerror(errno));
+            return PPV_EXIT_BAD_INPUT;
+        }
+        size_t n = 0, cap = 0;
+        int ch;
+        while ((ch = fgetc(f)) != EOF && n < 65536) {
+            if (n + 1 >= cap) {
+                char *t = realloc(text, cap = cap ? 2 * cap : 256);
+                if (!t) break;
+                text = t;
+            }
+            text[n++] = (char)ch;
+        }
+        fclose(f);
+        if (!text) {
+            fprintf(stderr, "ppv %s: --model %s: empty or unreadable\n", g_cmd, arg);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        text[n] = 0;
+        /* a file may hold comments: '#' to the end of the line */
+        for (char *h = text; (h = strchr(h, '#'));)
+            while (*h && *h != '\n') *h++ = ' ';
+    }
+    int rc = ppv_model_spec_parse(text ? text : arg, m, err, sizeof err);
+    free(text);
+    if (rc < 0) {
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+/* ---- outputs --------------------------------------------------------------------------- */
+
+json_object *hex_json(uint64_t v) {
+    char buf[20];
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+    return json_object_new_string(buf);
+}
+
+json_object *wait_json(const ppv_wait *w) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "rank", json_object_new_int(w->rank));
+    json_object_object_add(o, "index", json_object_new_int(w->index));
+    json_object_object_add(o, "action", json_object_new_string(w->action));
+    json_object_object_add(o, "waits_for", json_object_new_int(w->waits_for));
+    json_object_object_add(o, "reason", json_object_new_string(w->reason));
+    return o;
+}
+
+/* Writes rep's scheduling decisions to path atomically; -1 after printing
+ * the reason. */
+int write_trace_file(const char *path, const ppv_world *w) {
+    atomic_file af;
+    if (atomic_open(&af, path) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        return -1;
+    }
+    if (ppv_trace_write(af.f, w) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        atomic_abort(&af);
+        return -1;
+    }
+    if (atomic_commit(&af) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes a finished JUnit suite; -1 after printing the reason. */
+int finish_junit(junit *j, const char *path, int rc) {
+    char err[512];
+    if (rc == 0) rc = junit_write(j, path, err, sizeof err);
+    else snprintf(err, sizeof err, "out of memory");
+    if (rc < 0) fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+    junit_free(j);
+    return rc;
+}
+
+/* (cli.h) */
+uint64_t differences(const ppv_diff_report *r) {
+    uint64_t n = 0;
+    for (int k = 0; k < r->n; k++) n += r->entries[k].count > 0;
+    return n;
+}
+
+/* ---- the PP pipeline's options (ppv pp, ppv fuzz pp) ------------------------------------ */
+
+/* whole_option into an int32_t field. */
+static int whole_option32(const char *name, const char *arg, long long lo, long long hi,
+                          int32_t *v) {
+    long long n;
+    if (whole_option(name, arg, lo, hi, &n) < 0) return -1;
+    *v = (int32_t)n;
+    return 0;
+}
+
+/* --hard-cut-at K[,K...] into o; 0, or -1 after the usage message. */
+static int parse_cuts(const char *arg, ppv_pp_options *o) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", arg);
+    o->ncuts = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->ncuts == PPV_PP_MAX_CUTS) {
+            usage_error("--hard-cut-at takes at most 64 chunks, not '%s'", arg);
+            return -1;
+        }
+        if (whole_option32("--hard-cut-at", tok, 1, 999999, &o->cuts[o->ncuts++]) < 0) return -1;
+    }
+    if (o->ncuts == 0) {
+        usage_error("--hard-cut-at needs chunk numbers (K or K1,K2,...), not '%s'", arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* (cli.h) */
+int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
+    int32_t v;
+    switch (id) {
+    case PIPE_MESH:
+        return whole_option32("--mesh", arg, 1, 64, &o->mesh);
+    case PIPE_CHUNKS:
+        return whole_option32("--chunks", arg, 1, 1000000, &o->chunks);
+    case PIPE_STEPS:
+        return whole_option32("--steps", arg, 1, 1000, &o->steps);
+    case PIPE_RECOMPUTE_EVERY:
+        return whole_option32("--recompute-every", arg, 1, 1000000, &o->recompute_every);
+    case PIPE_KV:
+        if (!strcmp(arg, "stash")) o->kv_recompute = 0;
+        else if (!strcmp(arg, "recompute")) o->kv_recompute = 1;
+        else {
+            usage_error("--kv is stash or recompute, not '%s'", arg);
+            return -1;
+        }
+        return 0;
+    case PIPE_KV_WINDOW:
+        return whole_option32("--kv-window", arg, 3, 3000, &o->kv_window);
+    case PIPE_D_IN:
+        return whole_option32("--d-in", arg, 1, 1024, &o->d_in);
+    case PIPE_D_OUT:
+        return whole_option32("--d-out", arg, 1, 1024, &o->d_out);
+    case PIPE_HARD_CUT_AT:
+        return parse_cuts(arg, o);
+    case PIPE_INJECT: {
+        if (list && !strcmp(arg, "list")) {
+            *list = 1;
+            return 0;
+        }
+        int i = ppv_pp_inject_lookup(arg);
+        if (i <= 0) {
+            usage_error("--inject takes a name that 'ppv pp --inject list' shows, not '%s'", arg);
+            return -1;
+        }
+        o->inject = (ppv_pp_inject)i;
+        return 0;
+    }
+    case PIPE_WATCHDOG_STEPS:
+        if (whole_option32("--watchdog-steps", arg, 1, 2000000000, &v) < 0) return -1;
+        o->watchdog_steps = v;
+        return 0;
+    case PIPE_CONTROL_ONLY:
+        o->control_only = 1;
+        return 0;
+    case PIPE_POLL:
+        o->poll = 1;
+        return 0;
+    }
+    return 1;
+}

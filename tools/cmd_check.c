@@ -1,0 +1,422 @@
+/* cmd_check.c - `ppv check` and `ppv show`: a schedule loaded (PyTorch's
+ * CSV in either dialect, or ppv's native format), lowered when compute
+ * only, and checked; check reports it (text, JSON, JUnit, and with
+ * --model each rank's bytes), show draws the simulated timeline (text,
+ * SVG, Chrome trace). Both take the same options, each refusing the
+ * other's own.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum { CHECK_OPTIONS(CLI_OPTION_ID) CHECK_ONLY_OPTIONS(CLI_OPTION_ID) SHOW_OPTIONS(CLI_OPTION_ID) };
+static const cli_option check_options[] = {
+    CHECK_OPTIONS(CLI_OPTION) CHECK_ONLY_OPTIONS(CLI_OPTION) SHOW_OPTIONS(CLI_OPTION)};
+
+typedef struct check_args {
+    ppv_check_options opt;
+    ppv_dialect dialect;
+    int json;
+    long long max_memory;
+    const char *file, *lowered_out, *svg, *trace, *junit;
+    const char *model, *mem_cap; /* --model SPEC|FILE, --mem-cap BYTES[,BYTES...] */
+} check_args;
+
+/* check --model: the bytes of each rank and the --mem-cap verdict. */
+typedef struct mem_view {
+    ppv_model_spec spec;
+    ppv_memory_bytes b;
+    double *cap;      /* [nranks], NULL without --mem-cap */
+    int32_t over;     /* first rank over its cap, -1 if none */
+} mem_view;
+
+/* Parses check's and show's shared options. Returns -1 on success, else an
+ * exit code. */
+static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
+    memset(ca, 0, sizeof *ca);
+    ca->opt = ppv_check_defaults();
+    ca->dialect = PPV_DIALECT_AUTO;
+    ca->max_memory = physical_memory();
+    double v[4];
+    long long n;
+    int c, k;
+    cli_parser p;
+    CLI_BEGIN(&p, argv, check_options, 0);
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
+        switch (c) {
+        case OPT_SEMANTICS:
+            if (ppv_semantics_parse(optarg, &ca->opt.sem) < 0)
+                return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
+                                   optarg);
+            break;
+        case OPT_COSTS:
+            k = parse_numbers(optarg, v, 4);
+            if (k < 3) return usage_error("--costs is F,B,W[,C], not '%s'", optarg);
+            ca->opt.costs = (ppv_costs){v[0], v[1], v[2], k == 4 ? v[3] : 0.0};
+            break;
+        case OPT_MEM:
+            k = parse_numbers(optarg, v, 3);
+            if (k < 1) return usage_error("--mem is UNIT[,IFRAC[,STASH]], not '%s'", optarg);
+            ca->opt.mem = (ppv_mem_model){v[0], k > 1 ? v[1] : 0.0, k > 2 ? v[2] : 0.0};
+            break;
+        case OPT_MSG_BYTES:
+            if (parse_whole(optarg, 0, 1LL << 50, &n) < 0)
+                return usage_error("--msg-bytes needs a byte count, not '%s'", optarg);
+            ca->opt.msg_bytes = n;
+            break;
+        case OPT_DIALECT:
+            if (strcmp(optarg, "auto") == 0) ca->dialect = PPV_DIALECT_AUTO;
+            else if (strcmp(optarg, "current") == 0) ca->dialect = PPV_DIALECT_CURRENT;
+            else if (strcmp(optarg, "legacy") == 0) ca->dialect = PPV_DIALECT_LEGACY;
+            else return usage_error("--dialect is auto, current or legacy, not '%s'", optarg);
+            break;
+        case OPT_JSON: ca->json = 1; break;
+        case OPT_LOWERED_OUT: ca->lowered_out = optarg; break;
+        case OPT_SVG:
+        case OPT_CHROME_TRACE:
+            if (!show) return usage_error("--svg and --chrome-trace belong to 'ppv show'%s", "");
+            if (c == OPT_SVG) ca->svg = optarg;
+            else ca->trace = optarg;
+            break;
+        case OPT_JUNIT: ca->junit = optarg; break;
+        case OPT_MAX_MEMORY:
+            if (max_memory_option(optarg, &ca->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case OPT_MODEL:
+        case OPT_MEM_CAP:
+            if (show) return usage_error("--model and --mem-cap belong to 'ppv check'%s", "");
+            if (c == OPT_MODEL) ca->model = optarg;
+            else ca->mem_cap = optarg;
+            break;
+        case CLI_HELP: return print_help();
+        default: return bad_option();
+        }
+    }
+    if (ca->mem_cap && !ca->model)
+        return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
+    if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
+    ca->file = argv[optind];
+    ca->opt.keep_timeline = show;
+    return -1;
+}
+
+/* The bytes of each rank under --model and the --mem-cap verdict. Returns
+ * -1 when built, else an exit code after the message. */
+static int mem_view_build(const check_args *ca, const ppv_schedule *s, mem_view *mv) {
+    memset(mv, 0, sizeof *mv);
+    mv->over = -1;
+    int rc = model_spec(ca->model, &mv->spec);
+    if (rc) return rc;
+    char err[512];
+    if (ppv_schedule_memory_bytes(s, &mv->spec, &mv->b, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (!ca->mem_cap) return -1;
+    int32_t P = s->nranks, n = 0;
+    mv->cap = calloc((size_t)P, sizeof *mv->cap);
+    if (!mv->cap) {
+        fprintf(stderr, "ppv %s: out of memory\n", g_cmd);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    char *copy = strdup(ca->mem_cap);
+    for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+         t = strtok_r(NULL, ",", &save)) {
+        long long b;
+        if (n >= P || parse_bytes(t, &b) < 0 || b <= 0) {
+            free(copy);
+            return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
+                               "rank, not '%s'", ca->mem_cap);
+        }
+        mv->cap[n++] = (double)b;
+    }
+    free(copy);
+    if (n != 1 && n != P)
+        return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
+                           "rank, not '%s'", ca->mem_cap);
+    for (int32_t r = n; r < P; r++) mv->cap[r] = mv->cap[0];
+    for (int32_t r = 0; r < P && mv->over < 0; r++) {
+        double w, g, o;
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        if (w + g + o + mv->b.activations[r] > mv->cap[r]) mv->over = r;
+    }
+    return -1;
+}
+
+static void mem_view_free(mem_view *mv) {
+    ppv_memory_bytes_free(&mv->b);
+    free(mv->cap);
+}
+
+/* The action at which rank r's activations peak, as text. */
+static void peak_action(const ppv_schedule *s, const mem_view *mv, int32_t r, char *buf,
+                        size_t n) {
+    int32_t i = mv->b.peak_index[r];
+    if (i < 0) snprintf(buf, n, "none");
+    else ppv_action_format(s, &s->prog[r].acts[i], buf, n);
+}
+
+static void mem_text(const ppv_schedule *s, const mem_view *mv) {
+    for (int32_t r = 0; r < mv->b.nranks; r++) {
+        double w, g, o, a = mv->b.activations[r];
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        char at[64], tot[32];
+        peak_action(s, mv, r, at, sizeof at);
+        printf("memory, rank %d: weights %.0f gradients %.0f optimizer %.0f activations %.0f "
+               "(peak at %s) total %.0f bytes (%s)\n",
+               r, w, g, o, a, at, w + g + o + a, human_bytes(w + g + o + a, tot, sizeof tot));
+    }
+    if (mv->over >= 0) {
+        int32_t r = mv->over;
+        double w, g, o, a = mv->b.activations[r];
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        char at[64], need[32], cap[32];
+        peak_action(s, mv, r, at, sizeof at);
+        printf("memory: rank %d needs %s (%.0f bytes), %.0f bytes over its cap of %s; its "
+               "activations peak at %s (index %d)\n",
+               r, human_bytes(w + g + o + a, need, sizeof need), w + g + o + a,
+               w + g + o + a - mv->cap[r], human_bytes(mv->cap[r], cap, sizeof cap), at,
+               mv->b.peak_index[r]);
+    }
+}
+
+/* A byte count (the formulas can give fractions of a byte) as an integer. */
+static json_object *byte_count_json(double b) {
+    return json_object_new_int64(llround(b));
+}
+
+static json_object *mem_json(const ppv_schedule *s, const mem_view *mv) {
+    json_object *arr = json_object_new_array();
+    for (int32_t r = 0; r < mv->b.nranks; r++) {
+        double w, g, o, a = mv->b.activations[r];
+        ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);
+        char at[64];
+        peak_action(s, mv, r, at, sizeof at);
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "rank", json_object_new_int(r));
+        json_object_object_add(e, "parameters", byte_count_json(mv->b.params[r]));
+        json_object_object_add(e, "weights", byte_count_json(w));
+        json_object_object_add(e, "gradients", byte_count_json(g));
+        json_object_object_add(e, "optimizer", byte_count_json(o));
+        json_object_object_add(e, "activations", byte_count_json(a));
+        json_object_object_add(e, "peak_action", json_object_new_string(at));
+        json_object_object_add(e, "peak_index", json_object_new_int(mv->b.peak_index[r]));
+        json_object_object_add(e, "total", byte_count_json(w + g + o + a));
+        if (mv->cap) {
+            json_object_object_add(e, "cap", byte_count_json(mv->cap[r]));
+            json_object_object_add(e, "within_cap", json_object_new_boolean(w + g + o + a <= mv->cap[r]));
+        }
+        json_object_array_add(arr, e);
+    }
+    return arr;
+}
+
+static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv) {
+    json_object *o = json_object_new_object();
+    char sem[64];
+    ppv_semantics_format(&rep->sem, sem, sizeof sem);
+    json_object_object_add(o, "ok", json_object_new_boolean(rep->ok && (!mv || mv->over < 0)));
+    json_object_object_add(o, "file", json_object_new_string(s->name));
+    json_object_object_add(o, "form", json_object_new_string(
+        s->form == PPV_FORM_COMPUTE_ONLY ? "compute_only" : "compute_comms"));
+    json_object_object_add(o, "ranks", json_object_new_int(rep->nranks));
+    json_object_object_add(o, "stages", json_object_new_int(rep->nstages));
+    json_object_object_add(o, "microbatches", json_object_new_int(rep->nmb));
+    json_object_object_add(o, "semantics", json_object_new_string(sem));
+    json_object_object_add(o, "deadlock", json_object_new_boolean(rep->deadlock));
+    json_object *cyc = json_object_new_array();
+    for (int32_t k = 0; k < rep->ncycle; k++) json_object_array_add(cyc, wait_json(&rep->cycle[k]));
+    json_object_object_add(o, "cycle", cyc);
+    json_object *bl = json_object_new_array();
+    for (int32_t k = 0; k < rep->nblocked; k++) json_object_array_add(bl, wait_json(&rep->blocked[k]));
+    json_object_object_add(o, "blocked", bl);
+    json_object *errs = json_object_new_array();
+    for (int32_t k = 0; k < rep->nerrors; k++) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "rank", json_object_new_int(rep->errors[k].rank));
+        json_object_object_add(e, "index", json_object_new_int(rep->errors[k].index));
+        json_object_object_add(e, "action", json_object_new_string(rep->errors[k].action));
+        json_object_object_add(e, "message", json_object_new_string(rep->errors[k].message));
+        json_object_array_add(errs, e);
+    }
+    json_object_object_add(o, "errors", errs);
+    json_object_object_add(o, "errors_total", json_object_new_int64(rep->errors_total));
+    json_object *pk = json_object_new_array();
+    for (int32_t r = 0; r < rep->nranks; r++)
+        json_object_array_add(pk, json_object_new_double(rep->peak_activation[r]));
+    json_object_object_add(o, "peak_activation", pk);
+    json_object_object_add(o, "makespan",
+                           rep->simulated ? json_object_new_double(rep->makespan) : NULL);
+    json_object_object_add(o, "bubble_ratio",
+                           rep->simulated ? json_object_new_double(rep->bubble_ratio) : NULL);
+    if (mv) json_object_object_add(o, "memory", mem_json(s, mv));
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+}
+
+static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv) {
+    char sem[64];
+    ppv_semantics_format(&rep->sem, sem, sizeof sem);
+    printf("%s: %d ranks, %d stages, %d microbatches, %s%s\n", s->name, rep->nranks, rep->nstages,
+           rep->nmb, s->form == PPV_FORM_COMPUTE_ONLY ? "compute_only" : "compute_comms",
+           s->form == PPV_FORM_COMPUTE_ONLY && rep->checked ? " (lowered by ppv)" : "");
+    printf("semantics: %s\n", sem);
+    for (int32_t k = 0; k < rep->nerrors; k++) {
+        const ppv_problem *e = &rep->errors[k];
+        if (e->index >= 0)
+            printf("error: rank %d index %d %s: %s\n", e->rank, e->index, e->action, e->message);
+        else
+            printf("error: rank %d: %s\n", e->rank, e->message);
+    }
+    if (rep->errors_total > rep->nerrors)
+        printf("error: ... %lld more\n", (long long)(rep->errors_total - rep->nerrors));
+    if (rep->deadlock) {
+        printf("deadlock: %d of %d ranks can never finish\n", rep->nblocked, rep->nranks);
+        for (int32_t k = 0; k < rep->nblocked; k++) {
+            const ppv_wait *w = &rep->blocked[k];
+            printf("  rank %d blocked at %s (index %d), waits for rank %d: %s\n", w->rank,
+                   w->action, w->index, w->waits_for, w->reason);
+        }
+        if (rep->ncycle) {
+            printf("cycle:");
+            for (int32_t k = 0; k < rep->ncycle; k++)
+                printf(" rank %d (%s) ->", rep->cycle[k].rank, rep->cycle[k].action);
+            printf(" rank %d\n", rep->cycle[0].rank);
+        }
+    }
+    printf("peak activation:");
+    for (int32_t r = 0; r < rep->nranks; r++) printf(" %g", rep->peak_activation[r]);
+    printf("\n");
+    if (rep->simulated) printf("makespan: %g  bubble ratio: %.6f\n", rep->makespan, rep->bubble_ratio);
+    if (mv) mem_text(s, mv);
+    printf("result: %s\n", rep->ok && (!mv || mv->over < 0) ? "OK" : "PROBLEM");
+}
+
+static int write_output(const char *path, const ppv_check_report *rep,
+                        int (*fn)(const ppv_check_report *, FILE *)) {
+    atomic_file af;
+    if (atomic_open(&af, path) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        return -1;
+    }
+    if (fn(rep, af.f) < 0) {
+        atomic_abort(&af);
+        fprintf(stderr, "ppv %s: nothing to write in %s (%s)\n", g_cmd, path,
+                rep->checked ? "the schedule could not be simulated" : "no checked schedule");
+        return -1;
+    }
+    if (atomic_commit(&af) < 0) {
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes check's JUnit XML: the structure, then one case per rank for
+ * deadlock. Returns 0, or -1 after printing the reason. */
+static int check_junit(const char *path, const ppv_schedule *s, const ppv_check_report *rep) {
+    junit j;
+    char suite[400], sem[64], err[512];
+    ppv_semantics_format(&rep->sem, sem, sizeof sem);
+    snprintf(suite, sizeof suite, "ppv check %s (%s)", s->name, sem);
+    junit_init(&j, suite);
+    int rc = 0;
+    if (rep->nerrors == 0)
+        rc |= junit_add(&j, "structure", NULL);
+    else
+        rc |= junit_add(&j, "structure", "%lld errors; first: rank %d%s%s: %s",
+                        (long long)rep->errors_total, rep->errors[0].rank,
+                        rep->errors[0].index >= 0 ? " " : "",
+                        rep->errors[0].index >= 0 ? rep->errors[0].action : "",
+                        rep->errors[0].message);
+    for (int32_t r = 0; r < rep->nranks; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "deadlock-free: rank %d", r);
+        const ppv_wait *w = NULL;
+        for (int32_t k = 0; k < rep->nblocked; k++)
+            if (rep->blocked[k].rank == r) w = &rep->blocked[k];
+        if (w)
+            rc |= junit_add(&j, name, "blocked at %s (action %d), waits for rank %d: %s", w->action,
+                            w->index, w->waits_for, w->reason);
+        else
+            rc |= junit_add(&j, name, NULL);
+    }
+    if (rc == 0) rc = junit_write(&j, path, err, sizeof err);
+    else snprintf(err, sizeof err, "out of memory");
+    if (rc < 0) fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+    junit_free(&j);
+    return rc;
+}
+
+static int write_lowered(const ppv_check_report *rep, FILE *f) {
+    char err[256];
+    return rep->checked ? ppv_schedule_write_csv(rep->checked, f, err, sizeof err) : -1;
+}
+
+/* ppv check FILE or ppv show FILE (show 1). */
+static int check_or_show(int argc, char **argv, int show) {
+    check_args ca;
+    int rc = parse_check_args(argc, argv, &ca, show);
+    if (rc >= 0) return rc;
+    char err[1024];
+    ppv_schedule *s = NULL;
+    rc = refuse_if_too_big(ca.file, file_estimate(ca.file), ca.max_memory);
+    if (rc >= 0) return rc;
+    /* Where each action was read (4 bytes an action) matters only to the
+     * messages about a file that fails: it is read without, and read and
+     * checked again with them when it fails (a big schedule's check stays
+     * small; standard input cannot be read twice). */
+    ppv_check_report *rep = NULL;
+    for (int placeless = strcmp(ca.file, "-") != 0;; placeless = 0) {
+        int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
+                            : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
+        if (lrc < 0 && placeless) continue;
+        if (lrc < 0 || ppv_schedule_check(s, &ca.opt, &rep, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+            ppv_schedule_free(s);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        if (!placeless || (rep->ok && rep->errors_total == 0)) break;
+        ppv_check_report_free(rep);
+        rep = NULL;
+        ppv_schedule_free(s);
+        s = NULL;
+    }
+    mem_view mv, *mvp = NULL;
+    if (ca.model) {
+        if ((rc = mem_view_build(&ca, s, &mv)) >= 0) {
+            mem_view_free(&mv);
+            ppv_check_report_free(rep);
+            ppv_schedule_free(s);
+            return rc;
+        }
+        mvp = &mv;
+    }
+    if (ca.json) print_json(s, rep, mvp);
+    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp);
+    if (show && !ca.json && !ca.svg && !ca.trace) render_text(rep, stdout);
+    rc = rep->ok && (!mvp || mvp->over < 0) ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    if (mvp) mem_view_free(mvp);
+    if ((ca.svg && write_output(ca.svg, rep, render_svg) < 0) ||
+        (ca.trace && write_output(ca.trace, rep, render_chrome_trace) < 0) ||
+        (ca.lowered_out && write_output(ca.lowered_out, rep, write_lowered) < 0) ||
+        (ca.junit && check_junit(ca.junit, s, rep) < 0))
+        rc = PPV_EXIT_BAD_INPUT;
+    ppv_check_report_free(rep);
+    ppv_schedule_free(s);
+    return rc;
+}
+
+/* ppv check FILE [options]. */
+int cmd_check(int argc, char **argv) {
+    return check_or_show(argc, argv, 0);
+}
+
+/* ppv show FILE [options]. */
+int cmd_show(int argc, char **argv) {
+    return check_or_show(argc, argv, 1);
+}

@@ -1,0 +1,207 @@
+/* cmd_gen.c - `ppv gen`: writes a schedule of a named kind (PyTorch's
+ * CSV or ppv's native format, compute only or lowered with its messages),
+ * a kind tuned to --costs, or the best schedule the search finds (auto).
+ * Sizes whose schedule would not fit in memory are refused first.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum { GEN_OPTIONS(CLI_OPTION_ID) };
+static const cli_option gen_options[] = {GEN_OPTIONS(CLI_OPTION)};
+
+/* ppv gen KIND -p RANKS -m MICROBATCHES [options]. */
+int cmd_gen(int argc, char **argv) {
+    ppv_gen_params gp = {0, 0, 0};
+    int comms = 0, native = 0, costs_given = 0, auto_only = 0, search_only = 0;
+    const char *outpath = NULL;
+    long long v, limit = physical_memory();
+    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0, 0};
+    ppv_model_spec spec;
+    const char *model = NULL;
+    double nums[4];
+    int c, k;
+    cli_parser p;
+    CLI_BEGIN(&p, argv, gen_options, 0);
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
+        switch (c) {
+        case OPT_RANKS:
+            if (parse_whole(optarg, 1, 1 << 20, &v) < 0)
+                return usage_error("-p needs a positive rank count, not '%s'", optarg);
+            gp.ranks = (int32_t)v;
+            break;
+        case OPT_MICROBATCHES:
+            if (parse_whole(optarg, 1, 1 << 24, &v) < 0)
+                return usage_error("-m needs a positive microbatch count, not '%s'", optarg);
+            gp.microbatches = (int32_t)v;
+            break;
+        case OPT_STAGES_PER_RANK:
+            if (parse_whole(optarg, 1, 1024, &v) < 0)
+                return usage_error("-v needs a positive stage count, not '%s'", optarg);
+            gp.stages_per_rank = (int32_t)v;
+            break;
+        case OPT_COMMS: comms = 1; break;
+        case OPT_OUTPUT: outpath = optarg; break;
+        case OPT_FORMAT:
+            if (strcmp(optarg, "csv") == 0) native = 0;
+            else if (strcmp(optarg, "native") == 0) native = 1;
+            else return usage_error("--format is csv or native, not '%s'", optarg);
+            break;
+        case OPT_MAX_MEMORY:
+            if (max_memory_option(optarg, &limit) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case OPT_COSTS:
+            k = parse_numbers(optarg, nums, 4);
+            if (k < 3) return usage_error("--costs is F,B,W[,C], not '%s'", optarg);
+            ap.costs = (ppv_costs){nums[0], nums[1], nums[2], k == 4 ? nums[3] : 0.0};
+            costs_given = 1;
+            break;
+        case OPT_CAP:
+            if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
+                return usage_error("--cap needs a positive activation count, not '%s'", optarg);
+            ap.cap = nums[0];
+            auto_only = 1;
+            break;
+        case OPT_BUDGET:
+            if (parse_whole(optarg, 0, 1LL << 40, &v) < 0)
+                return usage_error("--budget needs a check count (0: no bound), not '%s'", optarg);
+            ap.budget = v;
+            search_only = 1;
+            break;
+        case OPT_TIME_LIMIT:
+            if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
+                return usage_error("--time-limit needs a positive number of seconds, not '%s'",
+                                   optarg);
+            ap.time_limit = nums[0];
+            search_only = 1;
+            break;
+        case OPT_MODEL:
+            model = optarg;
+            auto_only = 1;
+            break;
+        case OPT_MEM_CAP:
+            if (parse_bytes(optarg, &v) < 0 || v <= 0)
+                return usage_error("--mem-cap is one byte count (K, M, G suffixes), not '%s'",
+                                   optarg);
+            ap.mem_cap_bytes = (double)v;
+            auto_only = 1;
+            break;
+        case CLI_HELP: return print_help();
+        default: return bad_option();
+        }
+    }
+    if (optind != argc - 1) return usage_error("needs one schedule KIND%s", "");
+    if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
+    int is_auto = strcmp(argv[optind], "auto") == 0;
+    if (auto_only && !is_auto)
+        return usage_error("--cap, --model and --mem-cap are for 'auto', not %s", argv[optind]);
+    if (search_only && !is_auto && !costs_given)
+        return usage_error("--budget and --time-limit bound the search of 'auto' or of a kind "
+                           "tuned with --costs; %s has neither",
+                           argv[optind]);
+    if (ap.mem_cap_bytes > 0 && !model)
+        return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
+    if (is_auto && gp.stages_per_rank)
+        return usage_error("'auto' chooses the stages a rank itself; it takes no -v%s", "");
+    /* at most F, I and W per stage and microbatch, and a send and a receive
+     * beside each once lowered */
+    double actions = (double)gp.ranks * (gp.stages_per_rank ? gp.stages_per_rank : 2) *
+                     (double)gp.microbatches * 3.0 * (comms ? 3.0 : 1.0);
+    char what[128];
+    snprintf(what, sizeof what, "a schedule of up to %.0f actions", actions);
+    int rc = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
+    if (rc >= 0) return rc;
+    char err[512];
+    ppv_schedule *s = NULL, *low = NULL;
+    if (is_auto) {
+        ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
+        if (model) {
+            if ((rc = model_spec(model, &spec))) return rc;
+            ap.model = &spec;
+        }
+        ppv_gen_auto_report ar;
+        if (ppv_generate_auto(&ap, &s, &ar, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv gen: auto: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        fprintf(stderr,
+                "ppv gen: auto: best of %lld candidates: %s (makespan %g); %lld improving swaps "
+                "in %lld checks from %d starts%s: makespan %g, bubble ratio %.6f, peak activation "
+                "%g\n",
+                (long long)ar.candidates, ar.start, ar.start_makespan, (long long)ar.improvements,
+                (long long)ar.evaluated, (int)ar.starts,
+                ar.converged ? " (no swap left improves it)"
+                : ar.stopped_by_time ? " (stopped by --time-limit: the result depends on this "
+                                       "machine's speed)"
+                                     : " (--budget spent)",
+                ar.makespan, ar.bubble_ratio, ar.peak);
+        if (model)
+            fprintf(stderr, "ppv gen: auto: largest rank's memory %.0f bytes (%.1f GiB)%s\n",
+                    ar.peak_bytes, ar.peak_bytes / (1024.0 * 1024 * 1024),
+                    ap.mem_cap_bytes > 0 ? ", within --mem-cap" : "");
+    } else if (costs_given) {
+        ppv_gen_auto_report ar;
+        if (ppv_generate_tuned(argv[optind], &gp, &ap.costs, ap.budget, ap.time_limit, &s, &ar, err,
+                               sizeof err) < 0) {
+            fprintf(stderr, "ppv gen: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        fprintf(stderr,
+                "ppv gen: %s tuned to --costs %g,%g,%g,%g: best of %lld candidate%s: %s "
+                "(makespan %g); %lld improving swaps in %lld checks from %d start%s%s: makespan "
+                "%g, bubble ratio %.6f, peak activation %g (the kind's own: at most %g)\n",
+                argv[optind], ap.costs.f, ap.costs.b, ap.costs.w, ap.costs.comm,
+                (long long)ar.candidates, ar.candidates == 1 ? "" : "s", ar.start,
+                ar.start_makespan, (long long)ar.improvements, (long long)ar.evaluated,
+                (int)ar.starts, ar.starts == 1 ? "" : "s",
+                ar.converged         ? " (no swap left improves it)"
+                : ar.stopped_by_time ? " (stopped by --time-limit: the result depends on this "
+                                       "machine's speed)"
+                                     : " (--budget spent)",
+                ar.makespan, ar.bubble_ratio, ar.peak, ar.cap);
+    } else if (ppv_generate(argv[optind], &gp, &s, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv gen: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    rc = PPV_EXIT_OK;
+    if (comms) {
+        ppv_check_options o = ppv_check_defaults();
+        o.costs = ap.costs;
+        int lrc = ppv_schedule_lower(s, &o.costs, 0, &low, err, sizeof err);
+        if (lrc != 0) {
+            fprintf(stderr, "ppv gen: lowering %s failed: %s\n", s->name,
+                    lrc == 1 ? "the compute order has a dependency cycle" : err);
+            ppv_schedule_free(s);
+            return PPV_EXIT_PROBLEM;
+        }
+    }
+    const ppv_schedule *w = low ? low : s;
+    atomic_file af;
+    FILE *f = stdout;
+    if (outpath) {
+        if (atomic_open(&af, outpath) < 0) {
+            fprintf(stderr, "ppv gen: cannot write %s: %s\n", outpath, strerror(errno));
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+        f = af.f;
+    }
+    int wrc = native ? ppv_schedule_write_native(w, f) : ppv_schedule_write_csv(w, f, err, sizeof err);
+    if (!outpath && ferror(stdout)) wrc = 0; /* main reports a failed standard output */
+    if (wrc < 0 && native)
+        snprintf(err, sizeof err, "cannot write %s: %s", outpath, strerror(errno));
+    if (outpath) {
+        if (wrc < 0) atomic_abort(&af);
+        else if (atomic_commit(&af) < 0)
+            wrc = -1, snprintf(err, sizeof err, "cannot write %s: %s", outpath, strerror(errno));
+    }
+    if (wrc < 0) {
+        fprintf(stderr, "ppv gen: %s\n", err);
+        rc = PPV_EXIT_BAD_INPUT;
+    }
+done:
+    ppv_schedule_free(s);
+    ppv_schedule_free(low);
+    return rc;
+}

@@ -1,0 +1,374 @@
+/* options.h - every option of every command, declared once (tools/ only).
+ *
+ * Each list is an X-macro of X(ID, SHORT, NAME, ARG, TEXT, DEFAULT): the
+ * option's identifier in its command's parser, its one-letter spelling (0
+ * for none), its long spelling without "--", its argument (NULL for a
+ * flag), what it does and its default (NULL when it has none to state).
+ * help.c expands a list into the help's option lines (and the manual's);
+ * the command's own file expands the same list into its getopt table
+ * (cli.h: CLI_OPTION), so an option cannot be in one and not the other.
+ * A list is one group of a command's help, in the order printed; a parser
+ * may take several groups, and groups several commands share.
+ */
+#ifndef PPV_OPTIONS_H
+#define PPV_OPTIONS_H
+
+/* ---- gen ------------------------------------------------------------------------------- */
+
+#define GEN_OPTIONS(X)                                                                             \
+    X(RANKS, 'p', "ranks", "N", "number of ranks (required)", NULL)                                \
+    X(MICROBATCHES, 'm', "microbatches", "N", "number of microbatches (required)", NULL)           \
+    X(STAGES_PER_RANK, 'v', "stages-per-rank", "V", "stages per rank",                             \
+      "the kind's own: 1, or 2 for zbv, v-half, "                                                  \
+      "v-min, dualpipev and interleaved-1f1b")                                                     \
+    X(COMMS, 0, "comms", NULL,                                                                     \
+      "write the schedule lowered with SEND/RECV actions (completes under "                        \
+      "every send semantics)",                                                                     \
+      "compute only")                                                                              \
+    X(OUTPUT, 'o', "output", "FILE", "write to FILE (temporary name, then renamed)",               \
+      "standard output")                                                                           \
+    X(FORMAT, 0, "format", "csv|native", "PyTorch's CSV or ppv's native format", "csv")            \
+    X(COSTS, 0, "costs", "F,B,W[,C]",                                                              \
+      "times of a forward, a full backward, a weight backward and a message: what --comms "        \
+      "lowers with and what auto minimises (auto: a rank's whole share of the model, so a "        \
+      "kind with V stages a rank runs each action at 1/V of them); given to a named kind, "        \
+      "each action's (as check takes them), and the kind is tuned to them: for zb-h1, zb-h2 "      \
+      "and zbv also the zero-bubble authors' cost-aware heuristic, then the local search, no "     \
+      "rank above the kind's own peak",                                                            \
+      "1,2,1,0; a named kind untuned")                                                             \
+    X(CAP, 0, "cap", "A",                                                                          \
+      "auto: at most A activations on any rank (whole microbatches, as check counts them)",        \
+      "no cap")                                                                                    \
+    X(BUDGET, 0, "budget", "N",                                                                    \
+      "auto, or a kind tuned with --costs: schedules the local search may check (0: no bound)",    \
+      "2000")                                                                                      \
+    X(TIME_LIMIT, 0, "time-limit", "S",                                                            \
+      "auto, or a kind tuned with --costs: stop the search after S seconds (a safety stop: a "     \
+      "result it cuts short depends on the machine, and says so)",                                 \
+      "60")                                                                                        \
+    X(MODEL, 0, "model", "SPEC|FILE",                                                              \
+      "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)",     \
+      NULL)                                                                                        \
+    X(MEM_CAP, 0, "mem-cap", "BYTES",                                                              \
+      "auto, with --model: every rank's weights, gradients, optimizer state and peak "             \
+      "activations within BYTES (K, M, G suffixes)",                                               \
+      "no cap")                                                                                    \
+    X(MAX_MEMORY, 0, "max-memory", "BYTES",                                                        \
+      "refuse sizes whose schedule would need more (K, M, G suffixes)", "this machine's memory")
+
+/* ---- check and show ---------------------------------------------------------------------- */
+
+/* Both commands' options. */
+#define CHECK_OPTIONS(X)                                                                           \
+    X(SEMANTICS, 0, "semantics", "S",                                                              \
+      "send semantics: eager, rendezvous or eager:BYTES (eager below BYTES, "                      \
+      "rendezvous from there; K, M, G suffixes)",                                                  \
+      "rendezvous")                                                                                \
+    X(COSTS, 0, "costs", "F,B,W[,C]",                                                              \
+      "time of a forward, a full backward, a weight backward and a "                               \
+      "message, in cost units; a backward-for-inputs costs B-W",                                   \
+      "1,2,1,0")                                                                                   \
+    X(MEM, 0, "mem", "UNIT[,IFRAC[,STASH]]",                                                       \
+      "activation memory of one forward; the fraction a "                                          \
+      "backward-for-inputs keeps; a stashed input (recompute)",                                    \
+      "0,0,0; a UNIT of 0 means ranks/stages")                                                     \
+    X(MSG_BYTES, 0, "msg-bytes", "N", "size of one message, for eager:BYTES", "8388608")           \
+    X(DIALECT, 0, "dialect", "auto|current|legacy",                                                \
+      "PyTorch CSV dialect (legacy: B meant I, BW meant B)", "auto")                               \
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
+    X(JUNIT, 0, "junit", "FILE",                                                                   \
+      "also write the checks as JUnit XML (one testcase per rank for "                             \
+      "deadlock, one for the structure)",                                                          \
+      NULL)                                                                                        \
+    X(LOWERED_OUT, 0, "lowered-out", "FILE",                                                       \
+      "write the checked schedule (lowered, for a compute-only file) as "                          \
+      "CSV",                                                                                       \
+      NULL)                                                                                        \
+    X(MAX_MEMORY, 0, "max-memory", "BYTES",                                                        \
+      "refuse inputs whose estimated memory exceeds BYTES (K, M, G "                               \
+      "suffixes)",                                                                                 \
+      "this machine's physical memory")
+
+#define CHECK_ONLY_OPTIONS(X)                                                                      \
+    X(MODEL, 0, "model", "SPEC|FILE",                                                              \
+      "also report each rank's memory in bytes (weights, gradients, optimizer state, peak "        \
+      "activations) for a GPT-style model: key=value items, comma-separated or one a line in "     \
+      "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "         \
+      "(spec/memory-model.md)",                                                                    \
+      NULL)                                                                                        \
+    X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]",                                                   \
+      "with --model: exit 1 when a rank needs more (one cap for every rank, or one for each), "    \
+      "naming the first such rank, by how much, and the action where its activations peak",        \
+      NULL)
+
+#define SHOW_OPTIONS(X)                                                                            \
+    X(SVG, 0, "svg", "OUT", "write an SVG timeline (ranks as rows, a time axis in cost units)",    \
+      NULL)                                                                                        \
+    X(CHROME_TRACE, 0, "chrome-trace", "OUT",                                                      \
+      "write Chrome-trace JSON (open in Perfetto); one cost unit is "                              \
+      "shown as 1 ms",                                                                             \
+      NULL)
+
+/* ---- run, verify-recompute and record --------------------------------------------------- */
+
+/* The three commands' options. */
+#define RUN_OPTIONS(X)                                                                             \
+    X(SEMANTICS, 0, "semantics", "S", "send semantics: eager, rendezvous or eager:BYTES",          \
+      "rendezvous")                                                                                \
+    X(POLICY, 0, "policy", "rr|random|pct[:DEPTH]",                                                \
+      "scheduling policy of the mock world; pct (depth 3 by default) draws its DEPTH-1 change "    \
+      "points over the run's length, measured by a round-robin run first",                         \
+      "rr")                                                                                        \
+    X(SEED, 0, "seed", "N", "seed of the random and pct policies", "0")                            \
+    X(RECOMPUTE, 0, "recompute", "POLICY|S:POLICY|S,...",                                          \
+      "what stages keep for the backward: none (stash), full|all (the stage input; the forward "   \
+      "runs again before the backward), selective (all but the attention cores; the backward "     \
+      "rebuilds them a layer at a time), layers:K (the input of every K-th layer; the backward "   \
+      "rebuilds K layers at a time), mb:N (stash while the rank holds fewer than N stashed "       \
+      "forwards, full beyond); per stage as S:POLICY, a bare S meaning full",                      \
+      "none")                                                                                      \
+    X(REPLAY, 0, "replay", "TRACE", "run exactly the interleaving of a written trace", NULL)       \
+    X(LAYERS, 0, "layers", "N", "model layers (raised to the stage count)", "4")                   \
+    X(WIDTH, 0, "width", "C", "model width, a multiple of the heads; the MLP is 2C wide", "32")    \
+    X(WATCHDOG, 0, "watchdog", "STEPS", "scheduler steps without progress that make a hang",       \
+      "100000")                                                                                    \
+    X(DEVICE, 0, "device", "cpu|cuda",                                                             \
+      "where the model's kernels run: cuda runs every one on the GPU with the CPU's bits (inputs " \
+      "and outputs copied each op: a check, not a fast path); exit 2 if CUDA is not usable here",  \
+      "cpu")                                                                                       \
+    X(PERTURB, 0, "perturb", NULL,                                                                 \
+      "flip the lowest bit of one gradient, to watch a comparison fail", NULL)                     \
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
+    X(MAX_MEMORY, 0, "max-memory", "BYTES", "refuse inputs whose estimated memory exceeds BYTES",  \
+      "this machine's physical memory")
+
+/* run and record. */
+#define TRANSPORT_OPTIONS(X)                                                                       \
+    X(TRANSPORT, 0, "transport", "mock|mpi|nccl",                                                  \
+      "where the ranks run: mock (every rank a coroutine in this process, under --policy), mpi "   \
+      "or nccl (one process per rank, or per GPU, started by mpirun -np RANKS; rank 0 prints "     \
+      "the report); on mpi rendezvous sends are MPI_Issend, eager ones buffered (a copy sent "     \
+      "with MPI_Isend); nccl sends as NCCL does",                                                  \
+      "mock")                                                                                      \
+    X(TIMEOUT, 0, "timeout", "SECONDS",                                                            \
+      "with --transport mpi or nccl: the longest any call may wait; then the rank reports the "    \
+      "hang (its action, the peer), nccl aborts its communicator, and the job ends with exit 1",   \
+      "60")                                                                                        \
+    X(ALLOW_UNSAFE, 0, "allow-unsafe", NULL,                                                       \
+      "with --transport mpi or nccl: launch a schedule that the check finds deadlocks under the "  \
+      "semantics, so the watchdog shows the hang (without it the run is refused, exit 1)",         \
+      NULL)
+
+/* run only. */
+#define GEMM_OPTIONS(X)                                                                            \
+    X(GEMM, 0, "gemm", "reference|cublas",                                                         \
+      "with --device cuda: cublas runs the matmuls on cuBLAS (deterministic run to run, pedantic " \
+      "math, no atomics); they sum in cuBLAS's order, so the gradients are checked against the "   \
+      "reference within a relative 2-norm of 2^-4 and the distance is printed, not bit for bit",   \
+      "reference")
+
+/* run and record. */
+#define TRACE_OPTIONS(X)                                                                           \
+    X(TRACE_OUT, 0, "trace-out", "FILE",                                                           \
+      "write every scheduling decision (replay it with --replay)", NULL)
+
+/* run and verify-recompute. */
+#define JUNIT_OPTIONS(X) X(JUNIT, 0, "junit", "FILE", "also write the checks as JUnit XML", NULL)
+
+#define RECORD_ONLY_OPTIONS(X)                                                                     \
+    X(FAIL_AFTER, 0, "fail-after", "N",                                                            \
+      "testing: end the process (exit 3) after writing N datasets, to show "                       \
+      "that a crash leaves no file",                                                               \
+      NULL)                                                                                        \
+    X(TERM_AFTER, 0, "term-after", "N",                                                            \
+      "testing: send the process SIGTERM after writing N datasets, to show "                       \
+      "that an interrupted record removes its temporary file",                                     \
+      NULL)
+
+/* ---- replay and diff --------------------------------------------------------------------- */
+
+/* Both commands' options. */
+#define DIFF_OPTIONS(X)                                                                            \
+    X(TOLERANCE, 0, "tolerance", "MODE",                                                           \
+      "bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y (|a-b| <= X + Y*|b|, "                          \
+      "b the expected side)",                                                                      \
+      "bitwise")                                                                                   \
+    X(NAN, 0, "nan", "equal|differ", "whether two NaNs compare equal", "equal")                    \
+    X(MAX_REPORT, 0, "max-report", "N", "differing elements listed per dataset", "10")             \
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
+    X(JUNIT, 0, "junit", "FILE", "also write JUnit XML, one testcase per compared dataset", NULL)
+
+#define DIFF_ONLY_OPTIONS(X)                                                                       \
+    X(ALL_ATTRIBUTES, 0, "all-attributes", NULL,                                                   \
+      "also compare created and producer_version of ppv files", NULL)                              \
+    X(THREADS, 0, "threads", "N",                                                                  \
+      "threads that scan contiguous datasets, 1..8 (same report for any N)", "one per CPU")
+
+/* diff only. */
+#define IGNORE_ATTR_OPTIONS(X)                                                                     \
+    X(IGNORE_ATTR, 0, "ignore-attr", "NAME",                                                       \
+      "leave attributes called NAME out, on every object (shell "                                  \
+      "wildcards such as '*seed'; repeatable, up to 64)",                                          \
+      NULL)
+
+/* Both commands. */
+#define EXCLUDE_OPTIONS(X)                                                                         \
+    X(EXCLUDE, 0, "exclude", "PATH",                                                               \
+      "leave the object at the absolute PATH and everything below it out "                         \
+      "(/a/b covers /a/b/c, not /a/bc; shell wildcards per component; "                            \
+      "repeatable, up to 64)",                                                                     \
+      NULL)
+
+#define REPLAY_ONLY_OPTIONS(X)                                                                     \
+    X(PERTURB, 0, "perturb", NULL,                                                                 \
+      "flip one bit of the re-run (a gradient, or an inference recording's first latents_out), "   \
+      "to watch the comparison fail",                                                              \
+      NULL)                                                                                        \
+    X(MESH, 0, "mesh", "N",                                                                        \
+      "inference recordings: replay on a mesh of N ranks instead of the recorded one (the "        \
+      "bits must not change)",                                                                     \
+      "the recorded mesh")                                                                         \
+    X(DEVICE, 0, "device", "cpu|cuda",                                                             \
+      "where the replayed model's kernels run (a recording made on the CPU replays on the GPU "    \
+      "bit for bit, and the reverse); exit 2 if CUDA is not usable here",                          \
+      "cpu")
+
+#define REPLAY_TRANSPORT_OPTIONS(X)                                                                \
+    X(TRANSPORT, 0, "transport", "mock|mpi|nccl",                                                  \
+      "where a training recording re-runs: mock, mpi or nccl (one process per rank, started by "   \
+      "mpirun -np RANKS; rank 0 prints the comparison), whatever it was recorded on",              \
+      "mock")                                                                                      \
+    X(TIMEOUT, 0, "timeout", "SECONDS",                                                            \
+      "with --transport mpi or nccl: the longest any call may wait", "60")
+
+/* ---- pp ---------------------------------------------------------------------------------- */
+
+/* pp's options in the order its help prints them: PIPE marks the
+ * pipeline's own, which `ppv fuzz pp` takes too (cli.h: PIPE_*, parsed by
+ * pp_pipeline_option), X the rest. */
+#define PP_OPTIONS(X, PIPE)                                                                        \
+    PIPE(MESH, 0, "mesh", "N",                                                                     \
+         "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "                \
+         "workers, tensor-parallel); must divide the generator's 4 heads",                         \
+         "2")                                                                                      \
+    PIPE(CHUNKS, 0, "chunks", "K", "chunks stage 0 asks for (3 latent frames each)", "8")          \
+    PIPE(STEPS, 0, "steps", "S",                                                                   \
+         "denoising steps per chunk: generator calls = S, plus 1 with KV recompute", "4")          \
+    PIPE(KV, 0, "kv", "stash|recompute",                                                           \
+         "stash: the mesh keeps each chunk's K/V; recompute: stage 0 sends context frames and "    \
+         "the mesh rebuilds the cache with one generator call (R0a)",                              \
+         "stash")                                                                                  \
+    PIPE(RECOMPUTE_EVERY, 0, "recompute-every", "E",                                               \
+         "with --kv recompute: the chunks j of an epoch with j % E == 0, "                         \
+         "j > 0, recompute",                                                                       \
+         "1")                                                                                      \
+    PIPE(KV_WINDOW, 0, "kv-window", "F",                                                           \
+         "latent frames the KV cache keeps (a multiple of 3); older ones are "                     \
+         "evicted",                                                                                \
+         "6")                                                                                      \
+    PIPE(D_IN, 0, "d-in", "D", "stage 0's bound on envelopes in flight to the mesh", "2")          \
+    PIPE(D_OUT, 0, "d-out", "D", "stage 0's bound on results waiting to be decoded", "2")          \
+    PIPE(HARD_CUT_AT, 0, "hard-cut-at", "K[,K...]",                                                \
+         "hard cuts before these chunks: stage 0 drains what is in "                               \
+         "flight, bumps cache_epoch and starts a new stream (init_cache)",                         \
+         NULL)                                                                                     \
+    PIPE(INJECT, 0, "inject", "NAME|list",                                                         \
+         "put in a fault of the break-it matrix; exit 0 when it is caught as "                     \
+         "it must be; 'list' prints them all with what each must produce",                         \
+         NULL)                                                                                     \
+    X(POLICY, 0, "policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr")   \
+    X(SEED, 0, "seed", "N", "seed of the random and pct policies", "0")                            \
+    PIPE(WATCHDOG_STEPS, 0, "watchdog-steps", "N",                                                 \
+         "scheduler steps without progress that end a wait as a hang", "100000")                   \
+    X(RECORD, 0, "record", "FILE.h5",                                                              \
+      "write every envelope and result in call order, with the mesh's "                            \
+      "setup, as an inference recording (temporary name, then renamed)",                           \
+      NULL)                                                                                        \
+    X(TRACE_OUT, 0, "trace-out", "FILE",                                                           \
+      "write the run's scheduler decisions (a replayable trace)", NULL)                            \
+    X(REPLAY, 0, "replay", "TRACE",                                                                \
+      "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz "                     \
+      "--out)",                                                                                    \
+      NULL)                                                                                        \
+    X(COMPARE_KV, 0, "compare-kv", NULL,                                                           \
+      "run KV stash and KV recompute and compare caches and outputs (bitwise "                     \
+      "equal unless the window evicted frames)",                                                   \
+      NULL)                                                                                        \
+    PIPE(CONTROL_ONLY, 0, "control-only", NULL,                                                    \
+         "skip the model's compute (a call passes its latents through) and "                       \
+         "keep every message and collective: the control plane alone",                             \
+         NULL)                                                                                     \
+    PIPE(POLL, 0, "poll", NULL,                                                                    \
+         "stage 0 probes the link before each move and takes a result as soon as "                 \
+         "it has arrived (a receive thread's behaviour): its moves depend on the interleaving, "   \
+         "its output must not",                                                                    \
+         NULL)                                                                                     \
+    X(DEVICE, 0, "device", "cpu|cuda",                                                             \
+      "where the generator's kernels run: cuda runs every one on the GPU with the CPU's bits "     \
+      "(a check, not a fast path); exit 2 if CUDA is not usable here",                             \
+      "cpu")                                                                                       \
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)
+
+#define PP_TRANSPORT_OPTIONS(X)                                                                    \
+    X(TRANSPORT, 0, "transport", "mock|mpi|nccl",                                                  \
+      "where the ranks run: mock, mpi or nccl (stage 0 and the mesh one process each, started "    \
+      "by mpirun -np 1+MESH; rank 0 prints the report and writes --record's file; nccl takes "     \
+      "no --poll)",                                                                                \
+      "mock")                                                                                      \
+    X(TIMEOUT, 0, "timeout", "SECONDS",                                                            \
+      "with --transport mpi or nccl: the longest any call may wait; then the rank reports the "    \
+      "hang and the job ends with exit 1",                                                         \
+      "60")
+
+/* ---- fuzz -------------------------------------------------------------------------------- */
+
+#define FUZZ_OPTIONS(X)                                                                            \
+    X(RUNS, 0, "runs", "N", "runs to make (the round-robin reference is the first)",               \
+      "1000 (dfs: 100000), or --time")                                                             \
+    X(TIME, 0, "time", "SECONDS", "explore for this long instead", NULL)                           \
+    X(STRATEGY, 0, "strategy", "random|pct|portfolio|dfs",                                         \
+      "the scheduler's decisions: random at every step, PCT (change points over the "              \
+      "reference run's length), runs alternating random and PCT at depths 2..--pct-depth, or "     \
+      "dfs: every class of equivalent interleavings once (partial-order reduction and sleep "      \
+      "sets; it says whether it covered them all)",                                                \
+      "portfolio")                                                                                 \
+    X(PCT_DEPTH, 0, "pct-depth", "D", "PCT's depth (D-1 change points; not for dfs)", "3")         \
+    X(JOBS, 0, "jobs", "J",                                                                        \
+      "worker threads; runs are handed out in order and the first failing run is reported, so "    \
+      "the verdict does not depend on J (dfs is one search: 1)",                                   \
+      "1")                                                                                         \
+    X(FAULTS, 0, "faults", "LIST",                                                                 \
+      "put one fault in every run but the reference, the kinds in turn, at a send drawn from the " \
+      "seed: drop, duplicate, corrupt, kill (a message lost, delivered twice, one bit flipped; "   \
+      "the sending rank dead: the run must end as the reference does or fail with a named "        \
+      "failure, never complete with other output), delay (the message arrives 64 steps late), "    \
+      "eager (its link buffers from then on: masking) and, for pp, cut (a hard cut before a "      \
+      "drawn chunk): these three must change nothing (the cut: the output of the round-robin "     \
+      "run with that cut)",                                                                        \
+      "none")                                                                                      \
+    X(SEED, 0, "seed", "N", "run i's policy seed is N + i (not for dfs, which draws nothing)",     \
+      "0")                                                                                         \
+    X(OUT, 0, "out", "DIR", "on a failure, write DIR/failing.trace and DIR/minimal.trace", NULL)   \
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
+    X(JUNIT, 0, "junit", "FILE",                                                                   \
+      "also write a JUnit XML report (the exploration as one test case; dfs "                      \
+      "adds one for its coverage)",                                                                \
+      NULL)
+
+/* A schedule target's options. */
+#define FUZZ_SCHEDULE_OPTIONS(X)                                                                   \
+    X(SEMANTICS, 0, "semantics", "S", "a schedule target: send semantics", "rendezvous")           \
+    X(RECOMPUTE, 0, "recompute", "none|all|S,...", "a schedule target: stages recomputed", "none") \
+    X(LAYERS, 0, "layers", "N", "a schedule target: model layers", "4")                            \
+    X(WIDTH, 0, "width", "C", "a schedule target: model width", "32")                              \
+    X(WATCHDOG, 0, "watchdog", "STEPS",                                                            \
+      "a schedule target: steps without progress that make a "                                     \
+      "hang",                                                                                      \
+      "100000")
+
+/* ---- launch ------------------------------------------------------------------------------ */
+
+#define LAUNCH_OPTIONS(X)                                                                          \
+    X(RANKS, 'n', "ranks", "N", "copies of COMMAND to start, ranks 0 to N-1 (required)", NULL)
+
+#endif
