@@ -225,6 +225,99 @@ static void test_gen_comms_output_is_complete_and_checks_clean(void **state) {
     run_free(&r);
 }
 
+/* Files PyTorch's runtime runs with the right gradients (issue 36): ppv's
+ * lowering carries a REDUCE_GRAD for every stage, --target pytorch passes
+ * it; a compute_comms file without them (PyTorch's own older artifact)
+ * passes ppv's check with a warning a stage, and fails --target pytorch,
+ * naming each stage at its last backward; a pytorch-* kind with --comms is
+ * PyTorch's own lowering of its class, byte for byte. */
+static void test_check_target_pytorch_names_stages_pytorch_would_never_scale(void **state) {
+    (void)state;
+    char dir[4096], path[4200], lowered[4200];
+    make_dir(dir, sizeof dir, "target_pytorch");
+    snprintf(path, sizeof path, "%s/1f1b.csv", dir);
+    run_result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "--comms", "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *text = slurp(path);
+    assert_string_equal(text, "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,"
+                              "0REDUCE_GRAD,0RESHARD\n"
+                              "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,"
+                              "1REDUCE_GRAD,1RESHARD\n");
+    free(text);
+    r = RUN("check", path, "--target", "pytorch");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    /* --lowered-out carries them too */
+    snprintf(lowered, sizeof lowered, "%s/lowered.csv", dir);
+    r = RUN("check", interop_path("zb1p_2rank_2stagep_compute.csv"), "--lowered-out", lowered);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", lowered, "--target", "pytorch");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    /* PyTorch's older artifact has none */
+    const char *old = interop_path("zb1p_2rank_2stagep_comms.csv");
+    r = RUN("check", old);
+    assert_int_equal(r.code, 0);
+    char want[6000];
+    snprintf(want, sizeof want,
+             "ppv check: warning: rank 0 index 79 0B7: stage 0 has no REDUCE_GRAD after its last "
+             "backward: PyTorch's runtime never scales (or reduces) its gradients, which come out "
+             "8 times too large (lower with ppv gen --comms or ppv check --lowered-out) "
+             "(%s:1:557) (--target pytorch fails on this)\n",
+             old);
+    assert_int_equal(strncmp(r.err, want, strlen(want)), 0);
+    int lines = 0;
+    for (const char *c = r.err; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 4); /* one a stage */
+    run_free(&r);
+    r = RUN("check", old, "--target", "pytorch");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "pytorch: rank 1 index 91 3W7: stage 3 has no REDUCE_GRAD"));
+    assert_non_null(strstr(r.out, "result: PROBLEM"));
+    run_free(&r);
+    r = RUN("check", old, "--target", "pytorch", "--json");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "\"ok\":false"));
+    assert_non_null(strstr(r.out, "\"target\":\"pytorch\",\"target_problems\":[{\"rank\":0,"
+                                  "\"index\":79,\"action\":\"0B7\""));
+    run_free(&r);
+    /* ppv's extensions are no actions of PyTorch's runtime */
+    snprintf(path, sizeof path, "%s/native.ppv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("ppv-schedule 1\nranks 1\nrank 0\n0F0\n0R0\n0B0\n", f);
+    fclose(f);
+    r = RUN("check", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", path, "--target", "pytorch");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "pytorch: rank 0 index 1 0R0: R is ppv's extension: "
+                                  "PyTorch's runtime has no such action"));
+    run_free(&r);
+    r = RUN("check", path, "--target", "torch");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--target is ppv or pytorch, not 'torch'"));
+    run_free(&r);
+    /* a PyTorch class lowered as PyTorch lowers it */
+    snprintf(path, sizeof path, "%s/bfs.csv", dir);
+    r = RUN("gen", "pytorch-looped-bfs", "-p", "3", "-m", "4", "-v", "2", "--comms", "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *got = slurp(path);
+    char *pt = slurp(interop_path("classes/ScheduleLoopedBFS/p3_m4_v2_comms.csv"));
+    char *w = pt;
+    for (const char *c = pt; *c; c++)
+        if (*c != '\r') *w++ = *c;
+    *w = 0;
+    assert_string_equal(got, pt);
+    free(got);
+    free(pt);
+}
+
 static void test_show_writes_svg_and_chrome_trace(void **state) {
     (void)state;
     char dir[4096], svg[4200], trace[4200];
@@ -835,6 +928,7 @@ int main(void) {
         cmocka_unit_test(test_check_json_has_the_documented_fields),
         cmocka_unit_test(test_gen_writes_pytorch_csv_and_rejects_bad_parameters),
         cmocka_unit_test(test_gen_comms_output_is_complete_and_checks_clean),
+        cmocka_unit_test(test_check_target_pytorch_names_stages_pytorch_would_never_scale),
         cmocka_unit_test(test_show_writes_svg_and_chrome_trace),
         cmocka_unit_test(test_run_json_fields_exit_codes_and_replay),
         cmocka_unit_test(test_verify_recompute_reports_equal_and_perturbed),

@@ -93,7 +93,7 @@ static const char *sample_value(const char *opt) {
         {"--record", "r.h5"},       {"--runs", "3"},         {"--time", "1"},
         {"--strategy", "pct"},      {"--pct-depth", "3"},    {"--out", "o"},
         {"--faults", "drop"},       {"--jobs", "2"},         {"--cap", "3"},
-        {"--budget", "100"},        {"--time-limit", "5"},
+        {"--budget", "100"},        {"--time-limit", "5"},    {"--target", "pytorch"},
         {"--model", "layers=4,hidden=64,heads=4,seq=128"},
         {"--mem-cap", "1G"},        {"--device", "cpu"},     {"--gemm", "reference"},
         {"--transport", "mock"},    {"--timeout", "5"}};

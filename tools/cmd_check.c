@@ -24,6 +24,7 @@ typedef struct check_args {
     long long max_memory;
     const char *file, *lowered_out, *svg, *trace, *junit;
     const char *model, *mem_cap; /* --model SPEC|FILE, --mem-cap BYTES[,BYTES...] */
+    int target_pytorch;          /* --target pytorch */
 } check_args;
 
 /* check --model: the bytes of each rank and the --mem-cap verdict. */
@@ -85,6 +86,12 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
         case OPT_JUNIT: ca->junit = optarg; break;
         case OPT_MAX_MEMORY:
             if (max_memory_option(optarg, &ca->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
+        case OPT_TARGET:
+            if (show) return usage_error("--target belongs to 'ppv check'%s", "");
+            if (strcmp(optarg, "pytorch") == 0) ca->target_pytorch = 1;
+            else if (strcmp(optarg, "ppv") == 0) ca->target_pytorch = 0;
+            else return usage_error("--target is ppv or pytorch, not '%s'", optarg);
             break;
         case OPT_MODEL:
         case OPT_MEM_CAP:
@@ -215,11 +222,30 @@ static json_object *mem_json(const ppv_schedule *s, const mem_view *mv) {
     return arr;
 }
 
-static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv) {
+/* PyTorch's runtime's problems with the file (ppv_check_pytorch), for
+ * --target pytorch or a default warning. */
+typedef struct target_view {
+    int pytorch; /* --target pytorch: the problems count */
+    ppv_problem *v;
+    int32_t n;
+} target_view;
+
+static json_object *problem_json(const ppv_problem *p) {
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "rank", json_object_new_int(p->rank));
+    json_object_object_add(e, "index", json_object_new_int(p->index));
+    json_object_object_add(e, "action", json_object_new_string(p->action));
+    json_object_object_add(e, "message", json_object_new_string(p->message));
+    return e;
+}
+
+static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
+                       const target_view *tv) {
     json_object *o = json_object_new_object();
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
-    json_object_object_add(o, "ok", json_object_new_boolean(rep->ok && (!mv || mv->over < 0)));
+    json_object_object_add(o, "ok", json_object_new_boolean(rep->ok && (!mv || mv->over < 0) &&
+                                                            !(tv->pytorch && tv->n)));
     json_object_object_add(o, "file", json_object_new_string(s->name));
     json_object_object_add(o, "form", json_object_new_string(
         s->form == PPV_FORM_COMPUTE_ONLY ? "compute_only" : "compute_comms"));
@@ -244,6 +270,12 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
         json_object_array_add(errs, e);
     }
     json_object_object_add(o, "errors", errs);
+    if (tv->pytorch) {
+        json_object_object_add(o, "target", json_object_new_string("pytorch"));
+        json_object *tp = json_object_new_array();
+        for (int32_t k = 0; k < tv->n; k++) json_object_array_add(tp, problem_json(&tv->v[k]));
+        json_object_object_add(o, "target_problems", tp);
+    }
     json_object_object_add(o, "errors_total", json_object_new_int64(rep->errors_total));
     json_object *pk = json_object_new_array();
     for (int32_t r = 0; r < rep->nranks; r++)
@@ -258,7 +290,8 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
     json_object_put(o);
 }
 
-static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv) {
+static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
+                       const target_view *tv) {
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
     printf("%s: %d ranks, %d stages, %d microbatches, %s%s\n", s->name, rep->nranks, rep->nstages,
@@ -274,6 +307,10 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const
     }
     if (rep->errors_total > rep->nerrors)
         printf("error: ... %lld more\n", (long long)(rep->errors_total - rep->nerrors));
+    for (int32_t k = 0; tv->pytorch && k < tv->n; k++) {
+        const ppv_problem *e = &tv->v[k];
+        printf("pytorch: rank %d index %d %s: %s\n", e->rank, e->index, e->action, e->message);
+    }
     if (rep->deadlock) {
         printf("deadlock: %d of %d ranks can never finish\n", rep->nblocked, rep->nranks);
         for (int32_t k = 0; k < rep->nblocked; k++) {
@@ -293,7 +330,8 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const
     printf("\n");
     if (rep->simulated) printf("makespan: %g  bubble ratio: %.6f\n", rep->makespan, rep->bubble_ratio);
     if (mv) mem_text(s, mv);
-    printf("result: %s\n", rep->ok && (!mv || mv->over < 0) ? "OK" : "PROBLEM");
+    printf("result: %s\n",
+           rep->ok && (!mv || mv->over < 0) && !(tv->pytorch && tv->n) ? "OK" : "PROBLEM");
 }
 
 static int write_output(const char *path, const ppv_check_report *rep,
@@ -357,6 +395,50 @@ static int write_lowered(const ppv_check_report *rep, FILE *f) {
     return rep->checked ? ppv_schedule_write_csv(rep->checked, f, err, sizeof err) : -1;
 }
 
+/* What PyTorch's runtime would do wrong with s, into tv; the messages name
+ * places, so a file read without them is read again for them. Without
+ * --target pytorch they are warnings on standard error. Returns -1, or an
+ * exit code after the message. */
+static int target_problems(const check_args *ca, const ppv_schedule *s, target_view *tv) {
+    char err[512];
+    ppv_schedule *placed = NULL;
+    if (ppv_check_pytorch(s, &tv->v, &tv->n, err, sizeof err) < 0) goto fail;
+    if (tv->n && s->placeless &&
+        ppv_schedule_load(ca->file, ca->dialect, &placed, err, sizeof err) == 0) {
+        free(tv->v);
+        tv->v = NULL;
+        int prc = ppv_check_pytorch(placed, &tv->v, &tv->n, err, sizeof err);
+        ppv_schedule_free(placed);
+        if (prc < 0) goto fail;
+    }
+    for (int32_t k = 0; !tv->pytorch && k < tv->n; k++)
+        fprintf(stderr, "ppv check: warning: rank %d index %d %s: %s (--target pytorch fails on "
+                "this)\n", tv->v[k].rank, tv->v[k].index, tv->v[k].action, tv->v[k].message);
+    return -1;
+fail:
+    fprintf(stderr, "ppv check: %s\n", err);
+    return PPV_EXIT_BAD_INPUT;
+}
+
+/* --lowered-out of a compute-only file: the check's own lowering, plus
+ * what PyTorch's runtime needs (ppv_schedule_lower: REDUCE_GRAD,
+ * UNSHARD/RESHARD, which cost nothing and move nothing else). */
+static int lowered_out(const check_args *ca, const ppv_schedule *s, const ppv_check_report *rep) {
+    ppv_check_report copy = *rep;
+    ppv_schedule *low = NULL;
+    char err[512];
+    if (s->form == PPV_FORM_COMPUTE_ONLY && rep->checked) {
+        if (ppv_schedule_lower(s, &ca->opt.costs, ca->opt.msg_bytes, &low, err, sizeof err) != 0) {
+            fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, ca->lowered_out, err);
+            return -1;
+        }
+        copy.checked = low;
+    }
+    int rc = write_output(ca->lowered_out, &copy, write_lowered);
+    ppv_schedule_free(low);
+    return rc;
+}
+
 /* ppv check FILE or ppv show FILE (show 1). */
 static int check_or_show(int argc, char **argv, int show) {
     check_args ca;
@@ -396,14 +478,24 @@ static int check_or_show(int argc, char **argv, int show) {
         }
         mvp = &mv;
     }
-    if (ca.json) print_json(s, rep, mvp);
-    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp);
+    target_view tv = {ca.target_pytorch, NULL, 0};
+    if (!show && (ca.target_pytorch || s->form == PPV_FORM_COMPUTE_COMMS) &&
+        (rc = target_problems(&ca, s, &tv)) >= 0) {
+        if (mvp) mem_view_free(mvp);
+        ppv_check_report_free(rep);
+        ppv_schedule_free(s);
+        return rc;
+    }
+    if (ca.json) print_json(s, rep, mvp, &tv);
+    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp, &tv);
     if (show && !ca.json && !ca.svg && !ca.trace) render_text(rep, stdout);
-    rc = rep->ok && (!mvp || mvp->over < 0) ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    rc = rep->ok && (!mvp || mvp->over < 0) && !(tv.pytorch && tv.n) ? PPV_EXIT_OK
+                                                                      : PPV_EXIT_PROBLEM;
     if (mvp) mem_view_free(mvp);
+    free(tv.v);
     if ((ca.svg && write_output(ca.svg, rep, render_svg) < 0) ||
         (ca.trace && write_output(ca.trace, rep, render_chrome_trace) < 0) ||
-        (ca.lowered_out && write_output(ca.lowered_out, rep, write_lowered) < 0) ||
+        (ca.lowered_out && lowered_out(&ca, s, rep) < 0) ||
         (ca.junit && check_junit(ca.junit, s, rep) < 0))
         rc = PPV_EXIT_BAD_INPUT;
     ppv_check_report_free(rep);

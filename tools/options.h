@@ -99,7 +99,12 @@
     X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]",                                                   \
       "with --model: exit 1 when a rank needs more (one cap for every rank, or one for each), "    \
       "naming the first such rank, by how much, and the action where its activations peak",        \
-      NULL)
+      NULL)                                                                                        \
+    X(TARGET, 0, "target", "ppv|pytorch",                                                          \
+      "pytorch: also judge the file as PyTorch's runtime would run it, and exit 1 on any "         \
+      "problem: a compute_comms stage with a backward but no REDUCE_GRAD (PyTorch never scales "   \
+      "its gradients: m times too large), an action PyTorch's runtime has not",                    \
+      "ppv: those problems of a compute_comms file are warnings")
 
 #define SHOW_OPTIONS(X)                                                                            \
     X(SVG, 0, "svg", "OUT", "write an SVG timeline (ranks as rows, a time axis in cost units)",    \

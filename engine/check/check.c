@@ -256,13 +256,13 @@ static void check_rank(checker *ck, const cells *c, uint16_t *fl, int32_t r) {
             break;
         case PPV_ACT_I:
         case PPV_ACT_B:
-            if (a->kind == PPV_ACT_B && st >= 0 && st < ck->S && ck->reduced[st])
-                add_error(ck, r, i, "backward after %dREDUCE_GRAD: the stage's gradients are "
-                          "final from there on%s", st, LOC);
             if (!(*f & FD)) add_error(ck, r, i, "backward before its forward %dF%d%s", st, a->mb,
                                       LOC);
             if (*f & (ID | BD)) add_error(ck, r, i, "duplicate backward of stage %d microbatch "
                                           "%d%s", st, a->mb, LOC);
+            if (a->kind == PPV_ACT_B && st >= 0 && st < ck->S && ck->reduced[st])
+                add_error(ck, r, i, "backward after %dREDUCE_GRAD: the stage's gradients are "
+                          "final from there on%s", st, LOC);
             if (st < ck->S - 1 && !remote(ck, r, st + 1) &&
                 !(flags_at(c, fl, st + 1, a->mb) & (ID | BD)))
                 add_error(ck, r, i, "gradient not computed yet: the backward of stage %d "

@@ -178,4 +178,13 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
 
 void ppv_check_report_free(ppv_check_report *r);
 
+/* What PyTorch's runtime (_PipelineScheduleRuntime) would do wrong with s,
+ * which ppv's own check may accept (`ppv check --target pytorch`): on a
+ * compute_comms file, every stage with a backward but no REDUCE_GRAD (its
+ * gradients never scaled: m times too large), and the first action of each
+ * kind PyTorch's runtime cannot run (ppv's extensions). *out is malloc'd
+ * (NULL when none), *n its length. 0, or -1 out of memory. */
+int ppv_check_pytorch(const ppv_schedule *s, ppv_problem **out, int32_t *n, char *err,
+                      size_t errlen);
+
 #endif
