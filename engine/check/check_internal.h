@@ -12,6 +12,10 @@
 int ppv_lower_internal(const ppv_schedule *s, const ppv_costs *costs, int64_t msg_bytes,
                        ppv_schedule **out, int32_t *stuck_pc, char *err, size_t errlen);
 
+/* Numbers each rank's cells in order from 0 (an overlapped cell's
+ * sub-actions share one): a new program's time steps. */
+void ppv_number_steps(ppv_schedule *s);
+
 /* Index just past the overlapped cell (or the single action) starting at i. */
 int32_t ppv_run_end(const ppv_program *p, int32_t i);
 

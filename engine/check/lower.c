@@ -37,6 +37,16 @@ int32_t ppv_run_end(const ppv_program *p, int32_t i) {
     return j;
 }
 
+void ppv_number_steps(ppv_schedule *s) {
+    for (int32_t r = 0; r < s->nranks; r++) {
+        ppv_program *p = &s->prog[r];
+        for (int32_t i = 0, step = 0; i < p->n; step++) {
+            int32_t j = ppv_run_end(p, i);
+            for (; i < j; i++) p->acts[i].step = step;
+        }
+    }
+}
+
 /* Rank that produces the input a waits for across ranks or locally, and
  * the (stage, fwd) of that input; -1 when a needs nothing produced
  * elsewhere in the pipeline. */
@@ -206,14 +216,7 @@ int ppv_lower_internal(const ppv_schedule *s, const ppv_costs *costs, int64_t ms
             goto done;
         }
     }
-    /* sub-actions of one overlapped cell share a step */
-    for (int32_t r = 0; r < P; r++) {
-        ppv_program *p = &o->prog[r];
-        for (int32_t i = 0, step = 0; i < p->n; step++) {
-            int32_t j = ppv_run_end(p, i);
-            for (; i < j; i++) p->acts[i].step = step;
-        }
-    }
+    ppv_number_steps(o);
     if (ppv_schedule_finish(o, err, errlen) < 0) goto done;
     *out = o;
     o = NULL;
@@ -230,21 +233,5 @@ done:
     free(queue);
     free(queued);
     free(ev);
-    return rc;
-}
-
-int ppv_schedule_lower(const ppv_schedule *s, const ppv_costs *costs, int64_t msg_bytes,
-                       ppv_schedule **out, char *err, size_t errlen) {
-    if (s->form != PPV_FORM_COMPUTE_ONLY)
-        return ppv_errf(err, errlen, "%s already holds communication actions", s->name);
-    if (!(costs->f > 0) || !(costs->b - costs->w > 0) || !(costs->w >= 0) || !(costs->comm >= 0))
-        return ppv_errf(err, errlen, "costs need F > 0, B > W >= 0 and C >= 0");
-    /* what PyTorch's runtime needs to run the file as its own: its gradients
-     * scaled at REDUCE_GRAD, FSDP stages unsharded; zero-cost actions, so
-     * every other action keeps its place */
-    ppv_schedule *fsdp = NULL;
-    if (ppv_lower_fsdp_ops(s, &fsdp, err, errlen) < 0) return -1;
-    int rc = ppv_lower_internal(fsdp ? fsdp : s, costs, msg_bytes, out, NULL, err, errlen);
-    ppv_schedule_free(fsdp);
     return rc;
 }

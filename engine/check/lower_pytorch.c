@@ -1,7 +1,9 @@
 /* lower_pytorch.c - PyTorch's own lowering of a compute-only schedule
  * (torch.distributed.pipelining's _prepare_schedule_with_comms), cell for
  * cell, so that a pytorch-* kind written with --comms is the file PyTorch
- * would run.
+ * would run; and ppv_schedule_lower, ppv's own lowering (lower.c) of the
+ * compute order with PyTorch's passes 1 and 2 added, so that every file
+ * ppv lowers runs in PyTorch's runtime with the right gradients.
  *
  * Three passes, as PyTorch makes them:
  *  1. UNSHARD/RESHARD: walking each rank's actions, the next three
@@ -169,13 +171,7 @@ int ppv_lower_fsdp_ops(const ppv_schedule *s, ppv_schedule **out, char *err, siz
             ppv_schedule_free(pre);
             return ppv_errf(err, errlen, "out of memory");
         }
-    for (int32_t r = 0; r < s->nranks; r++) { /* one step a cell */
-        ppv_program *p = &pre->prog[r];
-        for (int32_t i = 0, step = 0; i < p->n; step++) {
-            int32_t j = ppv_run_end(p, i);
-            for (; i < j; i++) p->acts[i].step = step;
-        }
-    }
+    ppv_number_steps(pre);
     if (ppv_schedule_finish(pre, err, errlen) < 0) {
         ppv_schedule_free(pre);
         return -1;
@@ -251,13 +247,7 @@ int ppv_schedule_lower_pytorch(const ppv_schedule *s, int64_t msg_bytes, ppv_sch
             goto done;
         }
     }
-    for (int32_t r = 0; r < P; r++) { /* one step a cell */
-        ppv_program *p = &o->prog[r];
-        for (int32_t i = 0, step = 0; i < p->n; step++) {
-            int32_t j = ppv_run_end(p, i);
-            for (; i < j; i++) p->acts[i].step = step;
-        }
-    }
+    ppv_number_steps(o);
     if (ppv_schedule_finish(o, err, errlen) < 0) goto done;
     *out = o;
     o = NULL;
@@ -273,5 +263,23 @@ done:
     free(L.done_f);
     free(L.recv_b);
     free(L.done_bi);
+    return rc;
+}
+
+/* ppv's lowering (lower.c) of the compute order with PyTorch's passes 1
+ * and 2 added: a file PyTorch's runtime runs as its own. */
+int ppv_schedule_lower(const ppv_schedule *s, const ppv_costs *costs, int64_t msg_bytes,
+                       ppv_schedule **out, char *err, size_t errlen) {
+    if (s->form != PPV_FORM_COMPUTE_ONLY)
+        return ppv_errf(err, errlen, "%s already holds communication actions", s->name);
+    if (!(costs->f > 0) || !(costs->b - costs->w > 0) || !(costs->w >= 0) || !(costs->comm >= 0))
+        return ppv_errf(err, errlen, "costs need F > 0, B > W >= 0 and C >= 0");
+    /* what PyTorch's runtime needs to run the file as its own: its gradients
+     * scaled at REDUCE_GRAD, FSDP stages unsharded; zero-cost actions, so
+     * every other action keeps its place */
+    ppv_schedule *fsdp = NULL;
+    if (ppv_lower_fsdp_ops(s, &fsdp, err, errlen) < 0) return -1;
+    int rc = ppv_lower_internal(fsdp ? fsdp : s, costs, msg_bytes, out, NULL, err, errlen);
+    ppv_schedule_free(fsdp);
     return rc;
 }
