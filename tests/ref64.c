@@ -1,6 +1,7 @@
 /* ref64.c - the float64 reference of the training model (see ref64.h):
- * every op a plain double loop with its forward and backward, the block
- * built from them, the loss and a whole training step. Test code: it reads
+ * every op a plain double loop with its forward and backward (the one
+ * float64 reference of the ops every test uses), the block built from
+ * them, the loss and a whole training step. Test code: it reads
  * weights and inputs through the public kernels API and shares no code
  * with kernels/; libm's double functions stand in for kernels/arith.h's.
  */
@@ -22,9 +23,15 @@ static uint64_t next_bits(uint64_t *s) {
 
 /* Adds to each of the n values of an op output what rounding it to bf16
  * (8 significant bits, to nearest) can add: xi times half its ulp, xi
- * uniform in [-1, 1]; nothing when nz is NULL. */
+ * uniform in [-1, 1]; or, under nz->round_bf16, rounds them as ppv stores
+ * them (through fp32); nothing when nz is NULL. */
 static void perturb(ref64_noise *nz, double *v, size_t n) {
     if (!nz) return;
+    if (nz->round_bf16) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = ppv_bf16_to_f32(ppv_bf16_from_f32((float)v[i]));
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         double xi = (double)(next_bits(&nz->state) >> 11) * 0x1p-52 - 1.0;
         int e;
@@ -36,8 +43,8 @@ static void perturb(ref64_noise *nz, double *v, size_t n) {
 /* ---- ops ------------------------------------------------------------------------------ */
 
 /* out (M, OC) = in (M, IC) . w (OC, IC)^T + b (OC). */
-static void linear_forward(double *out, const double *in, const double *w, const double *b, int M,
-                           int IC, int OC) {
+void ref64_linear_forward(double *out, const double *in, const double *w, const double *b, int M,
+                          int IC, int OC) {
     for (int t = 0; t < M; t++)
         for (int o = 0; o < OC; o++) {
             double s = b[o];
@@ -49,8 +56,8 @@ static void linear_forward(double *out, const double *in, const double *w, const
 
 /* din (M, IC) = dout . w (din may be NULL: the input has no gradient);
  * dw (OC, IC) = dout^T . in; db (OC) = column sums of dout (M, OC). */
-static void linear_backward(double *din, double *dw, double *db, const double *dout,
-                            const double *in, const double *w, int M, int IC, int OC) {
+void ref64_linear_backward(double *din, double *dw, double *db, const double *dout,
+                           const double *in, const double *w, int M, int IC, int OC) {
     for (int t = 0; din && t < M; t++)
         for (int i = 0; i < IC; i++) {
             double s = 0;
@@ -85,7 +92,7 @@ static void row_stats(const double *x, int C, double *mean, double *rstd) {
 }
 
 /* out (M, C) = (in - mean) / sqrt(var + 1e-5), per row, no affine. */
-static void layernorm_forward(double *out, const double *in, int M, int C) {
+void ref64_layernorm_forward(double *out, const double *in, int M, int C) {
     for (int t = 0; t < M; t++) {
         const double *x = in + (size_t)t * C;
         double m, s;
@@ -96,7 +103,7 @@ static void layernorm_forward(double *out, const double *in, int M, int C) {
 }
 
 /* din (M, C) = rstd (dout - mean(dout) - n mean(dout n)), n the normalised in. */
-static void layernorm_backward(double *din, const double *dout, const double *in, int M, int C) {
+void ref64_layernorm_backward(double *din, const double *dout, const double *in, int M, int C) {
     for (int t = 0; t < M; t++) {
         const double *x = in + (size_t)t * C, *d = dout + (size_t)t * C;
         double m, s, md = 0, mdn = 0;
@@ -110,16 +117,16 @@ static void layernorm_backward(double *din, const double *dout, const double *in
 }
 
 /* out (M, C) = in (1 + scale) + shift; shift, scale (C). */
-static void modulate_forward(double *out, const double *in, const double *shift,
-                             const double *scale, int M, int C) {
+void ref64_modulate_forward(double *out, const double *in, const double *shift, const double *scale,
+                            int M, int C) {
     for (int t = 0; t < M; t++)
         for (int c = 0; c < C; c++)
             out[(size_t)t * C + c] = in[(size_t)t * C + c] * (1 + scale[c]) + shift[c];
 }
 
 /* din (M, C); dshift, dscale (C) summed over rows. */
-static void modulate_backward(double *din, double *dshift, double *dscale, const double *dout,
-                              const double *in, const double *scale, int M, int C) {
+void ref64_modulate_backward(double *din, double *dshift, double *dscale, const double *dout,
+                             const double *in, const double *scale, int M, int C) {
     for (int c = 0; c < C; c++) {
         double ds = 0, dsc = 0;
         for (int t = 0; t < M; t++) {
@@ -132,8 +139,8 @@ static void modulate_backward(double *din, double *dshift, double *dscale, const
 }
 
 /* out (M, C) = x + gate y; gate (C), NULL for 1. */
-static void residual_forward(double *out, const double *x, const double *gate, const double *y,
-                             int M, int C) {
+void ref64_residual_forward(double *out, const double *x, const double *gate, const double *y,
+                            int M, int C) {
     for (int t = 0; t < M; t++)
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)t * C + c;
@@ -142,8 +149,8 @@ static void residual_forward(double *out, const double *x, const double *gate, c
 }
 
 /* dy (M, C) = dout gate; dgate (C) = sum over rows of dout y (gate not NULL). */
-static void residual_backward(double *dy, double *dgate, const double *dout, const double *gate,
-                              const double *y, int M, int C) {
+void ref64_residual_backward(double *dy, double *dgate, const double *dout, const double *gate,
+                             const double *y, int M, int C) {
     for (int c = 0; c < C; c++) {
         double dg = 0;
         for (int t = 0; t < M; t++) {
@@ -158,7 +165,7 @@ static void residual_backward(double *dy, double *dgate, const double *dout, con
 static const double SQRT_2_OVER_PI = 0.79788456080286535588;
 
 /* out (n) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-static void gelu_forward(double *out, const double *in, size_t n) {
+void ref64_gelu_forward(double *out, const double *in, size_t n) {
     for (size_t i = 0; i < n; i++) {
         double x = in[i];
         out[i] = 0.5 * x * (1 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
@@ -166,7 +173,7 @@ static void gelu_forward(double *out, const double *in, size_t n) {
 }
 
 /* din (n) = dout gelu'(in). */
-static void gelu_backward(double *din, const double *dout, const double *in, size_t n) {
+void ref64_gelu_backward(double *din, const double *dout, const double *in, size_t n) {
     for (size_t i = 0; i < n; i++) {
         double x = in[i], th = tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x));
         double dth = (1 - th * th) * SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x);
@@ -175,14 +182,14 @@ static void gelu_backward(double *din, const double *dout, const double *in, siz
 }
 
 /* out (n) = x sigmoid(x), in place allowed. */
-static void silu_forward(double *out, const double *in, size_t n) {
+void ref64_silu_forward(double *out, const double *in, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] = in[i] / (1 + exp(-in[i]));
 }
 
 /* out (C): cos, then sin, of 1000 t 10000^(-i / (C/2)) for i < C/2; an odd
  * last channel 0. */
-static void timestep_embedding(double *out, double t, int C) {
+void ref64_timestep_embedding(double *out, double t, int C) {
     int half = C / 2;
     for (int i = 0; i < half; i++) {
         double angle = 1000.0 * t * pow(10000.0, -(double)i / half);
@@ -213,8 +220,8 @@ static void attention_probs(double *p, const double *qt, const double *k, int ld
 /* out (T, C) = softmax(q k^T / sqrt(C/H)) v per head, over all Tk keys; q
  * rows have stride ldq, k and v rows ldkv; head h owns channels
  * [h C/H, (h+1) C/H). p: Tk scratch. */
-static void attention_forward(double *out, const double *q, int ldq, const double *k,
-                              const double *v, int ldkv, int T, int Tk, int C, int H, double *p) {
+void ref64_attention_forward(double *out, const double *q, int ldq, const double *k,
+                             const double *v, int ldkv, int T, int Tk, int C, int H, double *p) {
     int hd = C / H;
     for (int h = 0; h < H; h++)
         for (int t = 0; t < T; t++) {
@@ -230,9 +237,9 @@ static void attention_forward(double *out, const double *q, int ldq, const doubl
 
 /* dq, dk, dv (strides of q, k, v; dk and dv fully written) from dout (T, C).
  * p, dp: Tk scratch each. */
-static void attention_backward(double *dq, double *dk, double *dv, const double *dout,
-                               const double *q, int ldq, const double *k, const double *v, int ldkv,
-                               int T, int Tk, int C, int H, double *p, double *dp) {
+void ref64_attention_backward(double *dq, double *dk, double *dv, const double *dout,
+                              const double *q, int ldq, const double *k, const double *v, int ldkv,
+                              int T, int Tk, int C, int H, double *p, double *dp) {
     int hd = C / H;
     double scale = 1.0 / sqrt((double)hd);
     for (int u = 0; u < Tk; u++)
@@ -384,9 +391,9 @@ void ref64_acts_free(ref64_acts *a) {
 
 /* silu(temb(t)) (C), each op perturbed. */
 static void timestep_features(double *out, double t, int C, ref64_noise *nz) {
-    timestep_embedding(out, t, C);
+    ref64_timestep_embedding(out, t, C);
     perturb(nz, out, (size_t)C);
-    silu_forward(out, out, (size_t)C);
+    ref64_silu_forward(out, out, (size_t)C);
     perturb(nz, out, (size_t)C);
 }
 
@@ -408,46 +415,47 @@ static void layer_forward(const ref64_model *r, int l, const double *temb, const
     memmove(a->temb, temb, sizeof(double) * (size_t)C); /* temb may be a->temb */
     memcpy(a->x, x, sizeof(double) * TC);
     a->cond = cond;
-    linear_forward(a->mod, a->temb, WT(ADA_W), WT(ADA_B), 1, C, 6 * C);
+    ref64_linear_forward(a->mod, a->temb, WT(ADA_W), WT(ADA_B), 1, C, 6 * C);
     perturb(nz, a->mod, 6 * (size_t)C);
     /* self-attention */
-    layernorm_forward(a->n1, a->x, T, C);
+    ref64_layernorm_forward(a->n1, a->x, T, C);
     perturb(nz, a->n1, TC);
-    modulate_forward(a->m1, a->n1, shift_a, scale_a, T, C);
+    ref64_modulate_forward(a->m1, a->n1, shift_a, scale_a, T, C);
     perturb(nz, a->m1, TC);
-    linear_forward(a->qkv, a->m1, WT(QKV_W), WT(QKV_B), T, C, 3 * C);
+    ref64_linear_forward(a->qkv, a->m1, WT(QKV_W), WT(QKV_B), T, C, 3 * C);
     perturb(nz, a->qkv, 3 * TC);
-    attention_forward(a->att, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C, T, T, C, H, a->p);
+    ref64_attention_forward(a->att, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C, T, T, C, H,
+                            a->p);
     perturb(nz, a->att, TC);
-    linear_forward(a->ao, a->att, WT(ATTN_OUT_W), WT(ATTN_OUT_B), T, C, C);
+    ref64_linear_forward(a->ao, a->att, WT(ATTN_OUT_W), WT(ATTN_OUT_B), T, C, C);
     perturb(nz, a->ao, TC);
-    residual_forward(a->x1, a->x, gate_a, a->ao, T, C);
+    ref64_residual_forward(a->x1, a->x, gate_a, a->ao, T, C);
     perturb(nz, a->x1, TC);
     /* cross-attention */
-    layernorm_forward(a->n2, a->x1, T, C);
+    ref64_layernorm_forward(a->n2, a->x1, T, C);
     perturb(nz, a->n2, TC);
-    linear_forward(a->qc, a->n2, WT(XQ_W), WT(XQ_B), T, C, C);
+    ref64_linear_forward(a->qc, a->n2, WT(XQ_W), WT(XQ_B), T, C, C);
     perturb(nz, a->qc, TC);
-    linear_forward(a->kvc, cond, WT(XKV_W), WT(XKV_B), Tc, C, 2 * C);
+    ref64_linear_forward(a->kvc, cond, WT(XKV_W), WT(XKV_B), Tc, C, 2 * C);
     perturb(nz, a->kvc, 2 * (size_t)Tc * C);
-    attention_forward(a->ca, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H, a->p);
+    ref64_attention_forward(a->ca, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H, a->p);
     perturb(nz, a->ca, TC);
-    linear_forward(a->co, a->ca, WT(XOUT_W), WT(XOUT_B), T, C, C);
+    ref64_linear_forward(a->co, a->ca, WT(XOUT_W), WT(XOUT_B), T, C, C);
     perturb(nz, a->co, TC);
-    residual_forward(a->x2, a->x1, NULL, a->co, T, C);
+    ref64_residual_forward(a->x2, a->x1, NULL, a->co, T, C);
     perturb(nz, a->x2, TC);
     /* MLP */
-    layernorm_forward(a->n3, a->x2, T, C);
+    ref64_layernorm_forward(a->n3, a->x2, T, C);
     perturb(nz, a->n3, TC);
-    modulate_forward(a->m3, a->n3, shift_m, scale_m, T, C);
+    ref64_modulate_forward(a->m3, a->n3, shift_m, scale_m, T, C);
     perturb(nz, a->m3, TC);
-    linear_forward(a->h, a->m3, WT(FC1_W), WT(FC1_B), T, C, F);
+    ref64_linear_forward(a->h, a->m3, WT(FC1_W), WT(FC1_B), T, C, F);
     perturb(nz, a->h, TF);
-    gelu_forward(a->g, a->h, TF);
+    ref64_gelu_forward(a->g, a->h, TF);
     perturb(nz, a->g, TF);
-    linear_forward(a->mo, a->g, WT(FC2_W), WT(FC2_B), T, F, C);
+    ref64_linear_forward(a->mo, a->g, WT(FC2_W), WT(FC2_B), T, F, C);
     perturb(nz, a->mo, TC);
-    residual_forward(y, a->x2, gate_m, a->mo, T, C);
+    ref64_residual_forward(y, a->x2, gate_m, a->mo, T, C);
     perturb(nz, y, TC);
 }
 
@@ -475,50 +483,50 @@ void ref64_layer_backward(const ref64_model *r, int l, ref64_acts *a, const doub
     double *dmod = a->dmod;
 #define DW(i) (dparams + r->off[REF64_##i])
     /* y = x2 + gate_m * mo */
-    residual_backward(a->dmo, dmod + 5 * C, dy, gate_m, a->mo, T, C);
+    ref64_residual_backward(a->dmo, dmod + 5 * C, dy, gate_m, a->mo, T, C);
     perturb(nz, a->dmo, TC);
-    linear_backward(a->dg, DW(FC2_W), DW(FC2_B), a->dmo, a->g, WT(FC2_W), T, F, C);
+    ref64_linear_backward(a->dg, DW(FC2_W), DW(FC2_B), a->dmo, a->g, WT(FC2_W), T, F, C);
     perturb(nz, a->dg, TF);
-    gelu_backward(a->dh, a->dg, a->h, TF);
+    ref64_gelu_backward(a->dh, a->dg, a->h, TF);
     perturb(nz, a->dh, TF);
-    linear_backward(a->dm3, DW(FC1_W), DW(FC1_B), a->dh, a->m3, WT(FC1_W), T, C, F);
+    ref64_linear_backward(a->dm3, DW(FC1_W), DW(FC1_B), a->dh, a->m3, WT(FC1_W), T, C, F);
     perturb(nz, a->dm3, TC);
-    modulate_backward(a->dn3, dmod + 3 * C, dmod + 4 * C, a->dm3, a->n3, scale_m, T, C);
+    ref64_modulate_backward(a->dn3, dmod + 3 * C, dmod + 4 * C, a->dm3, a->n3, scale_m, T, C);
     perturb(nz, a->dn3, TC);
-    layernorm_backward(a->dln, a->dn3, a->x2, T, C);
+    ref64_layernorm_backward(a->dln, a->dn3, a->x2, T, C);
     perturb(nz, a->dln, TC);
     add(a->dx2, dy, a->dln, TC, nz);
     /* x2 = x1 + co */
-    linear_backward(a->dca, DW(XOUT_W), DW(XOUT_B), a->dx2, a->ca, WT(XOUT_W), T, C, C);
+    ref64_linear_backward(a->dca, DW(XOUT_W), DW(XOUT_B), a->dx2, a->ca, WT(XOUT_W), T, C, C);
     perturb(nz, a->dca, TC);
-    attention_backward(a->dqc, a->dkvc, a->dkvc + C, a->dca, a->qc, C, a->kvc, a->kvc + C, 2 * C, T,
-                       Tc, C, H, a->p, a->dp);
+    ref64_attention_backward(a->dqc, a->dkvc, a->dkvc + C, a->dca, a->qc, C, a->kvc, a->kvc + C,
+                             2 * C, T, Tc, C, H, a->p, a->dp);
     perturb(nz, a->dqc, TC);
     perturb(nz, a->dkvc, 2 * (size_t)Tc * C);
-    linear_backward(NULL, DW(XKV_W), DW(XKV_B), a->dkvc, a->cond, WT(XKV_W), Tc, C, 2 * C);
-    linear_backward(a->dn2, DW(XQ_W), DW(XQ_B), a->dqc, a->n2, WT(XQ_W), T, C, C);
+    ref64_linear_backward(NULL, DW(XKV_W), DW(XKV_B), a->dkvc, a->cond, WT(XKV_W), Tc, C, 2 * C);
+    ref64_linear_backward(a->dn2, DW(XQ_W), DW(XQ_B), a->dqc, a->n2, WT(XQ_W), T, C, C);
     perturb(nz, a->dn2, TC);
-    layernorm_backward(a->dln, a->dn2, a->x1, T, C);
+    ref64_layernorm_backward(a->dln, a->dn2, a->x1, T, C);
     perturb(nz, a->dln, TC);
     add(a->dx1, a->dx2, a->dln, TC, nz);
     /* x1 = x + gate_a * ao */
-    residual_backward(a->dao, dmod + 2 * C, a->dx1, gate_a, a->ao, T, C);
+    ref64_residual_backward(a->dao, dmod + 2 * C, a->dx1, gate_a, a->ao, T, C);
     perturb(nz, a->dao, TC);
-    linear_backward(a->datt, DW(ATTN_OUT_W), DW(ATTN_OUT_B), a->dao, a->att, WT(ATTN_OUT_W), T, C,
-                    C);
+    ref64_linear_backward(a->datt, DW(ATTN_OUT_W), DW(ATTN_OUT_B), a->dao, a->att, WT(ATTN_OUT_W),
+                          T, C, C);
     perturb(nz, a->datt, TC);
-    attention_backward(a->dqkv, a->dqkv + C, a->dqkv + 2 * C, a->datt, a->qkv, 3 * C, a->qkv + C,
-                       a->qkv + 2 * C, 3 * C, T, T, C, H, a->p, a->dp);
+    ref64_attention_backward(a->dqkv, a->dqkv + C, a->dqkv + 2 * C, a->datt, a->qkv, 3 * C,
+                             a->qkv + C, a->qkv + 2 * C, 3 * C, T, T, C, H, a->p, a->dp);
     perturb(nz, a->dqkv, 3 * TC);
-    linear_backward(a->dm1, DW(QKV_W), DW(QKV_B), a->dqkv, a->m1, WT(QKV_W), T, C, 3 * C);
+    ref64_linear_backward(a->dm1, DW(QKV_W), DW(QKV_B), a->dqkv, a->m1, WT(QKV_W), T, C, 3 * C);
     perturb(nz, a->dm1, TC);
-    modulate_backward(a->dn1, dmod, dmod + C, a->dm1, a->n1, scale_a, T, C);
+    ref64_modulate_backward(a->dn1, dmod, dmod + C, a->dm1, a->n1, scale_a, T, C);
     perturb(nz, a->dn1, TC);
-    layernorm_backward(a->dln, a->dn1, a->x, T, C);
+    ref64_layernorm_backward(a->dln, a->dn1, a->x, T, C);
     perturb(nz, a->dln, TC);
     add(dx, a->dx1, a->dln, TC, nz);
     /* mod = ada(temb): dmod is complete now */
-    linear_backward(NULL, DW(ADA_W), DW(ADA_B), dmod, a->temb, WT(ADA_W), 1, C, 6 * C);
+    ref64_linear_backward(NULL, DW(ADA_W), DW(ADA_B), dmod, a->temb, WT(ADA_W), 1, C, 6 * C);
 #undef DW
 }
 

@@ -1,8 +1,9 @@
 /* ref64.h - a float64 reference of the training model (the block stack of
- * kernels/model.c), for tests only. Written from the documented math, not
- * from model.c: plain double loops, nothing rounded. It reads the model's
- * weights and a microbatch's inputs through the public kernels API and
- * calls no kernel.
+ * kernels/model.c) and of each of its ops, for tests only: the one float64
+ * reference every test compares ppv's ops and model with. Written from the
+ * documented math, not from model.c or ops.c: plain double loops, nothing
+ * rounded. It reads the model's weights and a microbatch's inputs through
+ * the public kernels API and calls no kernel.
  *
  * One block (x: (T, C), cond: (Tc, C), timestep t):
  *   mod = ada(silu(temb(t)))     shift_a, scale_a, gate_a, shift_m, scale_m, gate_m (C each)
@@ -18,7 +19,8 @@
  * (8 significant bits, to nearest) makes: xi times half its ulp, xi
  * uniform in [-1, 1] and independent. Runs with different seeds sample the
  * first-order effect of ppv's storage on any result (tests/test_ref64.c
- * derives its bounds from them).
+ * derives its bounds from them). With round_bf16 set instead, every op
+ * output is rounded as ppv stores it (tests/test_kernels.c's model).
  */
 #ifndef PPV_TESTS_REF64_H
 #define PPV_TESTS_REF64_H
@@ -27,6 +29,110 @@
 #include <stdint.h>
 
 #include "ppv_kernels.h"
+
+/* ---- ops ----------------------------------------------------------------------------
+ * Row-major; M rows of C (or IC, OC) values. A backward writes (does not
+ * accumulate) every gradient it is given. */
+
+/* out = in . w^T + b. */
+void ref64_linear_forward(double *out,      // (M, OC)
+                          const double *in, // (M, IC)
+                          const double *w,  // (OC, IC)
+                          const double *b,  // (OC)
+                          int M, int IC, int OC);
+/* din = dout . w (din NULL: the input needs no gradient); dw = dout^T .
+ * in; db = dout summed over rows. */
+void ref64_linear_backward(double *din,        // (M, IC) or NULL
+                           double *dw,         // (OC, IC)
+                           double *db,         // (OC)
+                           const double *dout, // (M, OC)
+                           const double *in,   // (M, IC)
+                           const double *w,    // (OC, IC)
+                           int M, int IC, int OC);
+
+/* LayerNorm without affine: (in - mean) / sqrt(var + 1e-5) per row. */
+void ref64_layernorm_forward(double *out,      // (M, C)
+                             const double *in, // (M, C)
+                             int M, int C);
+void ref64_layernorm_backward(double *din,        // (M, C)
+                              const double *dout, // (M, C)
+                              const double *in,   // (M, C), the forward's input
+                              int M, int C);
+
+/* adaLN modulation: out = in (1 + scale) + shift. */
+void ref64_modulate_forward(double *out,         // (M, C)
+                            const double *in,    // (M, C)
+                            const double *shift, // (C)
+                            const double *scale, // (C)
+                            int M, int C);
+void ref64_modulate_backward(double *din,         // (M, C)
+                             double *dshift,      // (C)
+                             double *dscale,      // (C)
+                             const double *dout,  // (M, C)
+                             const double *in,    // (M, C)
+                             const double *scale, // (C)
+                             int M, int C);
+
+/* Gated residual: out = x + gate y (gate NULL: 1). */
+void ref64_residual_forward(double *out,        // (M, C)
+                            const double *x,    // (M, C)
+                            const double *gate, // (C) or NULL
+                            const double *y,    // (M, C)
+                            int M, int C);
+/* dy = dout gate; dgate = dout y summed over rows (written only when gate
+ * is not NULL); x's gradient is dout itself. */
+void ref64_residual_backward(double *dy,         // (M, C)
+                             double *dgate,      // (C)
+                             const double *dout, // (M, C)
+                             const double *gate, // (C) or NULL
+                             const double *y,    // (M, C)
+                             int M, int C);
+
+/* GELU, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void ref64_gelu_forward(double *out,      // (n)
+                        const double *in, // (n)
+                        size_t n);
+void ref64_gelu_backward(double *din,        // (n)
+                         const double *dout, // (n)
+                         const double *in,   // (n)
+                         size_t n);
+
+/* x sigmoid(x); out may be in. */
+void ref64_silu_forward(double *out,      // (n)
+                        const double *in, // (n)
+                        size_t n);
+
+/* cos, then sin, of 1000 t 10000^(-i / (C/2)) for i < C/2; an odd last
+ * channel 0. */
+void ref64_timestep_embedding(double *out, // (C)
+                              double t, int C);
+
+/* Multi-head attention over all Tk keys: out = softmax(q k^T / sqrt(C/H))
+ * v per head, head h owning channels [h C/H, (h+1) C/H). q rows have
+ * stride ldq, k and v rows ldkv (q, k, v may be columns of one qkv or kv
+ * tensor). */
+void ref64_attention_forward(double *out,     // (T, C)
+                             const double *q, // (T, ldq)
+                             int ldq,
+                             const double *k, // (Tk, ldkv)
+                             const double *v, // (Tk, ldkv)
+                             int ldkv, int T, int Tk, int C, int H,
+                             double *p); // (Tk) scratch
+/* dq, dk, dv (the strides of q, k, v; their C columns written, the rest
+ * kept) from dout. */
+void ref64_attention_backward(double *dq,         // (T, ldq)
+                              double *dk,         // (Tk, ldkv)
+                              double *dv,         // (Tk, ldkv)
+                              const double *dout, // (T, C)
+                              const double *q,    // (T, ldq)
+                              int ldq,
+                              const double *k, // (Tk, ldkv)
+                              const double *v, // (Tk, ldkv)
+                              int ldkv, int T, int Tk, int C, int H,
+                              double *p,   // (Tk) scratch
+                              double *dp); // (Tk) scratch
+
+/* ---- the model ---------------------------------------------------------------------- */
 
 /* The parameter tensors of a layer, in the order ppv_kernels.h documents. */
 enum {
@@ -73,6 +179,8 @@ typedef struct ref64_inputs {
  * one means exact arithmetic. */
 typedef struct ref64_noise {
     uint64_t state; /* the seed, then advanced by every draw */
+    int round_bf16; /* set: no draws; every op output is rounded to bf16 (through
+                       fp32) as ppv stores it, so that the model keeps ppv's values */
 } ref64_noise;
 
 /* Fills r from cfg and the weights of m, checking m's parameter table

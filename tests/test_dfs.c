@@ -148,7 +148,7 @@ static void brute_ran(void *ctx, int64_t k, const ppv_step *s) {
 static int64_t brute_force(ppv_rank_main fn, prog *p, ppv_sem_kind sem, int64_t *deadlocks) {
     brute b;
     memset(&b, 0, sizeof b);
-    ppv_explorer ex = {brute_choose, brute_ran, &b};
+    ppv_explorer ex = {.choose = brute_choose, .ran = brute_ran, .ctx = &b};
     int64_t runs = 0;
     *deadlocks = 0;
     for (;;) {
@@ -267,7 +267,7 @@ static int random_judge(void *arg, const ppv_world_result *res, char *why, size_
 static int64_t brute_force_random(rprog *p, ppv_sem_kind sem, int64_t cap) {
     brute b;
     memset(&b, 0, sizeof b);
-    ppv_explorer ex = {brute_choose, brute_ran, &b};
+    ppv_explorer ex = {.choose = brute_choose, .ran = brute_ran, .ctx = &b};
     int64_t runs = 0;
     for (;;) {
         ppv_world_options wo;
@@ -339,8 +339,13 @@ static void test_random_polling_programs_match_brute_force(void **state) {
             tried++;
             dp.s = &explored;
             dp.all_pass = 1;
-            ppv_fuzz_program pg = {3, {kind, 0}, 1000, random_reset, random_main, random_judge,
-                                   &dp};
+            ppv_fuzz_program pg = {.nranks = 3,
+                                   .sem = {.kind = kind},
+                                   .watchdog_steps = 1000,
+                                   .reset = random_reset,
+                                   .main = random_main,
+                                   .judge = random_judge,
+                                   .arg = &dp};
             ppv_fuzz_report *r = dfs(&pg);
             assert_true(r->complete);
             if (explored.n != all.n) {
@@ -408,7 +413,13 @@ static void test_a_poller_sees_what_every_interleaving_sees_once_per_class(void 
         assert_true(every > 100);             /* what the reduction saves */
 
         prog q = {2, 0, &explored, 0};
-        ppv_fuzz_program pg = {3, {kind, 0}, 1000, reset, poller, judge, &q};
+        ppv_fuzz_program pg = {.nranks = 3,
+                               .sem = {.kind = kind},
+                               .watchdog_steps = 1000,
+                               .reset = reset,
+                               .main = poller,
+                               .judge = judge,
+                               .arg = &q};
         ppv_fuzz_report *r = dfs(&pg);
         assert_false(r->found);
         assert_true(r->complete);
@@ -433,7 +444,13 @@ static void test_three_rounds_of_probes_give_sixteen_classes(void **state) {
     brute_force(poller, &p, PPV_SEM_EAGER, &deadlocks);
     assert_int_equal(all.n, 16);
     prog q = {3, 0, &explored, 0};
-    ppv_fuzz_program pg = {3, {PPV_SEM_EAGER, 0}, 1000, reset, poller, judge, &q};
+    ppv_fuzz_program pg = {.nranks = 3,
+                           .sem = {.kind = PPV_SEM_EAGER},
+                           .watchdog_steps = 1000,
+                           .reset = reset,
+                           .main = poller,
+                           .judge = judge,
+                           .arg = &q};
     ppv_fuzz_report *r = dfs(&pg);
     assert_true(r->complete);
     assert_int_equal(r->classes, 16);
@@ -474,7 +491,13 @@ static void test_a_deadlock_only_some_orders_reach_is_found_and_replays(void **s
 
     /* round-robin runs rank 0 first: its probe finds nothing, no bug */
     prog q = {0, 1, &all, 0};
-    ppv_fuzz_program pg = {3, {PPV_SEM_RENDEZVOUS, 0}, 1000, reset, forgetful, judge, &q};
+    ppv_fuzz_program pg = {.nranks = 3,
+                           .sem = {.kind = PPV_SEM_RENDEZVOUS},
+                           .watchdog_steps = 1000,
+                           .reset = reset,
+                           .main = forgetful,
+                           .judge = judge,
+                           .arg = &q};
     ppv_fuzz_options o;
     memset(&o, 0, sizeof o);
     o.strategy = PPV_FUZZ_RANDOM;
@@ -591,7 +614,10 @@ static void test_seeded_two_slot_queue_needs_pct_depth_3(void **state) {
     int64_t every = brute_force(two_slot_queue, &p, PPV_SEM_EAGER, &deadlocks);
     assert_true(deadlocks > 0 && deadlocks < every); /* a few orders only */
     print_message("%lld of %lld interleavings deadlock\n", (long long)deadlocks, (long long)every);
-    ppv_fuzz_program pg = {2, {PPV_SEM_EAGER, 0}, 1000, NULL, two_slot_queue, NULL, NULL};
+    ppv_fuzz_program pg = {.nranks = 2,
+                           .sem = {.kind = PPV_SEM_EAGER},
+                           .watchdog_steps = 1000,
+                           .main = two_slot_queue};
     /* one change point never reaches it */
     ppv_fuzz_report *r = explore_program(&pg, PPV_FUZZ_PCT, 2, 3000);
     assert_int_equal(r->runs, 3000);
@@ -653,7 +679,13 @@ static void test_dfs_refuses_what_it_cannot_do(void **state) {
     (void)state;
     seen all = {0};
     prog q = {1, 0, &all, 0};
-    ppv_fuzz_program pg = {3, {PPV_SEM_EAGER, 0}, 1000, reset, poller, judge, &q};
+    ppv_fuzz_program pg = {.nranks = 3,
+                           .sem = {.kind = PPV_SEM_EAGER},
+                           .watchdog_steps = 1000,
+                           .reset = reset,
+                           .main = poller,
+                           .judge = judge,
+                           .arg = &q};
     ppv_fuzz_options o;
     memset(&o, 0, sizeof o);
     o.strategy = PPV_FUZZ_DFS;

@@ -425,7 +425,8 @@ static void impatient(ppv_transport *t, int32_t rank, void *arg) {
 
 static void test_a_delay_is_not_allowed_to_fail_a_run(void **state) {
     (void)state;
-    ppv_fuzz_program pg = {2, {PPV_SEM_EAGER, 0}, 1000, NULL, impatient, NULL, NULL};
+    ppv_fuzz_program pg = {
+        .nranks = 2, .sem = {.kind = PPV_SEM_EAGER}, .watchdog_steps = 1000, .main = impatient};
     ppv_fuzz_options o = base(1);
     o.program = &pg;
     o.strategy = PPV_FUZZ_RANDOM;

@@ -1,9 +1,9 @@
 /* test_kernels.c - the kernels layer: bf16 rounding, the counter RNG, the
  * portable math, the matmul (bitwise the naive loop at any row count,
- * thread count and ISA), every op forward and backward against a float64
- * reference (itself checked by central finite differences), and the block
- * stack: layouts, byte counts, determinism, layer-range splits, and
- * forward/backward against a float64 model.
+ * thread count and ISA), every op forward and backward against the float64
+ * reference of tests/ref64.c (itself checked here by central finite
+ * differences), and the block stack: layouts, byte counts, determinism,
+ * layer-range splits, and forward/backward against ref64's float64 model.
  *
  * Tolerances (errors are |got - want| / (1 + |want|) per value unless said):
  *  - TOL_OP 1e-5, an fp32 op against float64 on the same inputs: an fp32
@@ -40,6 +40,7 @@
 
 #include "kernels/kernels_internal.h"
 #include "ppv_kernels.h"
+#include "ref64.h"
 
 #define TOL_OP 1e-5
 #define TOL_FD 1e-6
@@ -356,215 +357,6 @@ static void test_matmul_with_empty_k_writes_zeros(void **state) {
         assert_true(out[i] == 0.0f);
 }
 
-/* ---- float64 reference ops (the math, written plainly) -------------------------------------- */
-
-static void r_linear_fwd(double *out, const double *in, const double *w, const double *b, int M,
-                         int IC, int OC) {
-    for (int t = 0; t < M; t++)
-        for (int o = 0; o < OC; o++) {
-            double s = b ? b[o] : 0.0;
-            for (int i = 0; i < IC; i++)
-                s += in[t * IC + i] * w[o * IC + i];
-            out[t * OC + o] = s;
-        }
-}
-
-/* Writes whichever of din, dw, db is not NULL. */
-static void r_linear_bwd(double *din, double *dw, double *db, const double *dout, const double *in,
-                         const double *w, int M, int IC, int OC) {
-    for (int t = 0; din && t < M; t++)
-        for (int i = 0; i < IC; i++) {
-            double s = 0;
-            for (int o = 0; o < OC; o++)
-                s += dout[t * OC + o] * w[o * IC + i];
-            din[t * IC + i] = s;
-        }
-    for (int o = 0; o < OC; o++) {
-        double sb = 0;
-        for (int t = 0; t < M; t++)
-            sb += dout[t * OC + o];
-        if (db) db[o] = sb;
-        for (int i = 0; dw && i < IC; i++) {
-            double s = 0;
-            for (int t = 0; t < M; t++)
-                s += dout[t * OC + o] * in[t * IC + i];
-            dw[o * IC + i] = s;
-        }
-    }
-}
-
-static void r_ln_stats(const double *x, int C, double *mean, double *rstd) {
-    double m = 0, v = 0;
-    for (int i = 0; i < C; i++)
-        m += x[i];
-    m /= C;
-    for (int i = 0; i < C; i++)
-        v += (x[i] - m) * (x[i] - m);
-    *mean = m;
-    *rstd = 1.0 / sqrt(v / C + 1e-5);
-}
-
-static void r_ln_fwd(double *out, const double *in, int M, int C) {
-    for (int t = 0; t < M; t++) {
-        double m, s;
-        r_ln_stats(in + t * C, C, &m, &s);
-        for (int i = 0; i < C; i++)
-            out[t * C + i] = (in[t * C + i] - m) * s;
-    }
-}
-
-static void r_ln_bwd(double *din, const double *dout, const double *in, int M, int C) {
-    for (int t = 0; t < M; t++) {
-        const double *x = in + t * C, *d = dout + t * C;
-        double m, s, dm = 0, dxm = 0;
-        r_ln_stats(x, C, &m, &s);
-        for (int i = 0; i < C; i++)
-            dm += d[i], dxm += d[i] * (x[i] - m) * s;
-        dm /= C, dxm /= C;
-        for (int i = 0; i < C; i++)
-            din[t * C + i] = s * (d[i] - dm - (x[i] - m) * s * dxm);
-    }
-}
-
-static void r_mod_fwd(double *out, const double *in, const double *shift, const double *scale,
-                      int M, int C) {
-    for (int t = 0; t < M; t++)
-        for (int c = 0; c < C; c++)
-            out[t * C + c] = in[t * C + c] * (1 + scale[c]) + shift[c];
-}
-
-static void r_mod_bwd(double *din, double *dshift, double *dscale, const double *dout,
-                      const double *in, const double *scale, int M, int C) {
-    for (int c = 0; c < C; c++) {
-        dshift[c] = dscale[c] = 0;
-        for (int t = 0; t < M; t++) {
-            din[t * C + c] = dout[t * C + c] * (1 + scale[c]);
-            dshift[c] += dout[t * C + c];
-            dscale[c] += dout[t * C + c] * in[t * C + c];
-        }
-    }
-}
-
-/* out = x + gate * y (gate NULL: 1). */
-static void r_res_fwd(double *out, const double *x, const double *gate, const double *y, int M,
-                      int C) {
-    for (int t = 0; t < M; t++)
-        for (int c = 0; c < C; c++)
-            out[t * C + c] = x[t * C + c] + (gate ? gate[c] : 1.0) * y[t * C + c];
-}
-
-/* dy = dout * gate, dgate = sum_t dout * y (dx is dout). */
-static void r_res_bwd(double *dy, double *dgate, const double *dout, const double *gate,
-                      const double *y, int M, int C) {
-    for (int c = 0; c < C; c++) {
-        double s = 0;
-        for (int t = 0; t < M; t++) {
-            dy[t * C + c] = dout[t * C + c] * (gate ? gate[c] : 1.0);
-            s += dout[t * C + c] * y[t * C + c];
-        }
-        if (dgate) dgate[c] = s;
-    }
-}
-
-static const double GK = 0.7978845608028654, GC = 0.044715;
-
-static void r_gelu_fwd(double *out, const double *in, int n) {
-    for (int i = 0; i < n; i++) {
-        double x = in[i];
-        out[i] = 0.5 * x * (1 + tanh(GK * (x + GC * x * x * x)));
-    }
-}
-
-static void r_gelu_bwd(double *din, const double *dout, const double *in, int n) {
-    for (int i = 0; i < n; i++) {
-        double x = in[i], th = tanh(GK * (x + GC * x * x * x));
-        din[i] = dout[i] * (0.5 * (1 + th) + 0.5 * x * (1 - th * th) * GK * (1 + 3 * GC * x * x));
-    }
-}
-
-static void r_silu_fwd(double *out, const double *in, int n) {
-    for (int i = 0; i < n; i++)
-        out[i] = in[i] / (1 + exp(-in[i]));
-}
-
-static void r_temb(double *out, double t, int C) {
-    int half = C / 2;
-    for (int i = 0; i < half; i++) {
-        double a = 1000.0 * t * pow(10000.0, -(double)i / half);
-        out[i] = cos(a);
-        out[half + i] = sin(a);
-    }
-    if (C % 2) out[C - 1] = 0;
-}
-
-/* Softmax attention probabilities of query t, head h: p (Tk). */
-static void r_attn_probs(double *p, const double *q, int ldq, const double *k, int ldkv, int t,
-                         int h, int Tk, int hd) {
-    double mx = -INFINITY, sum = 0;
-    for (int u = 0; u < Tk; u++) {
-        double s = 0;
-        for (int d = 0; d < hd; d++)
-            s += q[t * ldq + h * hd + d] * k[u * ldkv + h * hd + d];
-        p[u] = s / sqrt((double)hd);
-        mx = p[u] > mx ? p[u] : mx;
-    }
-    for (int u = 0; u < Tk; u++)
-        sum += p[u] = exp(p[u] - mx);
-    for (int u = 0; u < Tk; u++)
-        p[u] /= sum;
-}
-
-static void r_attn_fwd(double *out, const double *q, int ldq, const double *k, const double *v,
-                       int ldkv, int T, int Tk, int C, int H) {
-    int hd = C / H;
-    double *p = dalloc(Tk);
-    for (int h = 0; h < H; h++)
-        for (int t = 0; t < T; t++) {
-            r_attn_probs(p, q, ldq, k, ldkv, t, h, Tk, hd);
-            for (int d = 0; d < hd; d++) {
-                double s = 0;
-                for (int u = 0; u < Tk; u++)
-                    s += p[u] * v[u * ldkv + h * hd + d];
-                out[t * C + h * hd + d] = s;
-            }
-        }
-    free(p);
-}
-
-/* dq written; dk, dv zeroed in their C columns then accumulated. */
-static void r_attn_bwd(double *dq, double *dk, double *dv, const double *dout, const double *q,
-                       int ldq, const double *k, const double *v, int ldkv, int T, int Tk, int C,
-                       int H) {
-    int hd = C / H;
-    double *p = dalloc(Tk), *dp = dalloc(Tk);
-    for (int u = 0; u < Tk; u++)
-        for (int c = 0; c < C; c++)
-            dk[u * ldkv + c] = dv[u * ldkv + c] = 0;
-    for (int h = 0; h < H; h++)
-        for (int t = 0; t < T; t++) {
-            r_attn_probs(p, q, ldq, k, ldkv, t, h, Tk, hd);
-            const double *go = dout + t * C + h * hd;
-            double pdp = 0;
-            for (int u = 0; u < Tk; u++) {
-                dp[u] = 0;
-                for (int d = 0; d < hd; d++)
-                    dp[u] += go[d] * v[u * ldkv + h * hd + d];
-                pdp += p[u] * dp[u];
-            }
-            for (int d = 0; d < hd; d++)
-                dq[t * ldq + h * hd + d] = 0;
-            for (int u = 0; u < Tk; u++) {
-                double ds = p[u] * (dp[u] - pdp) / sqrt((double)hd);
-                for (int d = 0; d < hd; d++) {
-                    dq[t * ldq + h * hd + d] += ds * k[u * ldkv + h * hd + d];
-                    dk[u * ldkv + h * hd + d] += ds * q[t * ldq + h * hd + d];
-                    dv[u * ldkv + h * hd + d] += p[u] * go[d];
-                }
-            }
-        }
-    free(p), free(dp);
-}
-
 /* ---- per-op cases: production vs float64, float64 vs finite differences -----------------------
  */
 
@@ -585,11 +377,11 @@ struct op_case {
 /* linear: in = [x (M, IC) | w (OC, IC) | b (OC)] */
 static void lin_ref_fwd(const op_case *c, const double *in, double *out) {
     const double *w = in + c->M * c->IC;
-    r_linear_fwd(out, in, w, w + c->OC * c->IC, c->M, c->IC, c->OC);
+    ref64_linear_forward(out, in, w, w + c->OC * c->IC, c->M, c->IC, c->OC);
 }
 static void lin_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
     size_t xw = (size_t)c->M * c->IC, ww = (size_t)c->OC * c->IC;
-    r_linear_bwd(din, din + xw, din + xw + ww, dout, in, in + xw, c->M, c->IC, c->OC);
+    ref64_linear_backward(din, din + xw, din + xw + ww, dout, in, in + xw, c->M, c->IC, c->OC);
 }
 static void lin_prod_fwd(const op_case *c, const float *in, float *out) {
     const float *w = in + c->M * c->IC;
@@ -603,10 +395,10 @@ static void lin_prod_bwd(const op_case *c, const float *in, const float *dout, f
 
 /* layernorm: in = x (M, C) */
 static void ln_ref_fwd(const op_case *c, const double *in, double *out) {
-    r_ln_fwd(out, in, c->M, c->C);
+    ref64_layernorm_forward(out, in, c->M, c->C);
 }
 static void ln_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
-    r_ln_bwd(din, dout, in, c->M, c->C);
+    ref64_layernorm_backward(din, dout, in, c->M, c->C);
 }
 static void ln_prod_fwd(const op_case *c, const float *in, float *out) {
     float *st = falloc(2 * (size_t)c->M);
@@ -623,11 +415,11 @@ static void ln_prod_bwd(const op_case *c, const float *in, const float *dout, fl
 /* modulate: in = [x (M, C) | shift (C) | scale (C)] */
 static void mod_ref_fwd(const op_case *c, const double *in, double *out) {
     const double *sh = in + c->M * c->C;
-    r_mod_fwd(out, in, sh, sh + c->C, c->M, c->C);
+    ref64_modulate_forward(out, in, sh, sh + c->C, c->M, c->C);
 }
 static void mod_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
     size_t n = (size_t)c->M * c->C;
-    r_mod_bwd(din, din + n, din + n + c->C, dout, in, in + n + c->C, c->M, c->C);
+    ref64_modulate_backward(din, din + n, din + n + c->C, dout, in, in + n + c->C, c->M, c->C);
 }
 static void mod_prod_fwd(const op_case *c, const float *in, float *out) {
     const float *sh = in + c->M * c->C;
@@ -641,12 +433,12 @@ static void mod_prod_bwd(const op_case *c, const float *in, const float *dout, f
 /* gated residual: in = [x (M, C) | gate (C) | y (M, C)] */
 static void res_ref_fwd(const op_case *c, const double *in, double *out) {
     size_t n = (size_t)c->M * c->C;
-    r_res_fwd(out, in, in + n, in + n + c->C, c->M, c->C);
+    ref64_residual_forward(out, in, in + n, in + n + c->C, c->M, c->C);
 }
 static void res_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
     size_t n = (size_t)c->M * c->C;
     memcpy(din, dout, sizeof(double) * n); /* dx */
-    r_res_bwd(din + n + c->C, din + n, dout, in + n, in + n + c->C, c->M, c->C);
+    ref64_residual_backward(din + n + c->C, din + n, dout, in + n, in + n + c->C, c->M, c->C);
 }
 static void res_prod_fwd(const op_case *c, const float *in, float *out) {
     size_t n = (size_t)c->M * c->C;
@@ -660,10 +452,10 @@ static void res_prod_bwd(const op_case *c, const float *in, const float *dout, f
 
 /* gelu: in = x (M) */
 static void gelu_ref_fwd(const op_case *c, const double *in, double *out) {
-    r_gelu_fwd(out, in, c->M);
+    ref64_gelu_forward(out, in, (size_t)c->M);
 }
 static void gelu_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
-    r_gelu_bwd(din, dout, in, c->M);
+    ref64_gelu_backward(din, dout, in, (size_t)c->M);
 }
 static void gelu_prod_fwd(const op_case *c, const float *in, float *out) {
     ppvk_gelu_forward(out, in, (size_t)c->M);
@@ -675,12 +467,16 @@ static void gelu_prod_bwd(const op_case *c, const float *in, const float *dout, 
 /* self-attention: in = qkv (T, 3C), q | k | v per row */
 static void sa_ref_fwd(const op_case *c, const double *in, double *out) {
     int C = c->C;
-    r_attn_fwd(out, in, 3 * C, in + C, in + 2 * C, 3 * C, c->T, c->T, C, c->H);
+    double *p = dalloc((size_t)c->T);
+    ref64_attention_forward(out, in, 3 * C, in + C, in + 2 * C, 3 * C, c->T, c->T, C, c->H, p);
+    free(p);
 }
 static void sa_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
     int C = c->C;
-    r_attn_bwd(din, din + C, din + 2 * C, dout, in, 3 * C, in + C, in + 2 * C, 3 * C, c->T, c->T, C,
-               c->H);
+    double *p = dalloc(2 * (size_t)c->T);
+    ref64_attention_backward(din, din + C, din + 2 * C, dout, in, 3 * C, in + C, in + 2 * C, 3 * C,
+                             c->T, c->T, C, c->H, p, p + c->T);
+    free(p);
 }
 static void sa_prod_fwd(const op_case *c, const float *in, float *out) {
     int C = c->C;
@@ -702,13 +498,17 @@ static void sa_prod_bwd(const op_case *c, const float *in, const float *dout, fl
 static void ca_ref_fwd(const op_case *c, const double *in, double *out) {
     int C = c->C;
     const double *kv = in + c->T * C;
-    r_attn_fwd(out, in, C, kv, kv + C, 2 * C, c->T, c->Tk, C, c->H);
+    double *p = dalloc((size_t)c->Tk);
+    ref64_attention_forward(out, in, C, kv, kv + C, 2 * C, c->T, c->Tk, C, c->H, p);
+    free(p);
 }
 static void ca_ref_bwd(const op_case *c, const double *in, const double *dout, double *din) {
     int C = c->C;
     const double *kv = in + c->T * C;
-    double *dkv = din + c->T * C;
-    r_attn_bwd(din, dkv, dkv + C, dout, in, C, kv, kv + C, 2 * C, c->T, c->Tk, C, c->H);
+    double *dkv = din + c->T * C, *p = dalloc(2 * (size_t)c->Tk);
+    ref64_attention_backward(din, dkv, dkv + C, dout, in, C, kv, kv + C, 2 * C, c->T, c->Tk, C,
+                             c->H, p, p + c->Tk);
+    free(p);
 }
 static void ca_prod_fwd(const op_case *c, const float *in, float *out) {
     int C = c->C;
@@ -880,7 +680,7 @@ static void test_silu_forward_matches_float64(void **state) {
     float *in = randf(40, 15, 3.0f), *out = falloc(40);
     double *din = widen(in, 40), *want = dalloc(40);
     ppvk_silu_forward(out, in, 40);
-    r_silu_fwd(want, din, 40);
+    ref64_silu_forward(want, din, 40);
     assert_close(out, want, 40, TOL_OP, "silu");
     free(in), free(out), free(din), free(want);
 }
@@ -894,218 +694,69 @@ static void test_timestep_embedding_matches_float64(void **state) {
             float out[17];
             double want[17];
             ppvk_timestep_embedding(out, ts[i], C);
-            r_temb(want, ts[i], C);
+            ref64_timestep_embedding(want, ts[i], C);
             assert_close(out, want, (size_t)C, TOL_OP, "timestep embedding");
         }
 }
 
-/* ---- float64 block stack ----------------------------------------------------------------------
- */
+/* ---- the float64 block stack (tests/ref64.c) ------------------------------------------------- */
 
-/* Parameter tensors in their documented order. */
-enum {
-    ADA_W,
-    ADA_B,
-    QKV_W,
-    QKV_B,
-    AO_W,
-    AO_B,
-    XQ_W,
-    XQ_B,
-    XKV_W,
-    XKV_B,
-    XO_W,
-    XO_B,
-    FC1_W,
-    FC1_B,
-    FC2_W,
-    FC2_B
-};
-
-typedef struct ref_model {
-    int L, T, C, H, F, Tc;
-    size_t P;                            /* values per layer */
-    size_t off[PPV_MODEL_PARAM_TENSORS]; /* tensor offsets in a layer */
-    double *w;                           /* (L, P) */
-} ref_model;
-
-static ref_model ref_model_of(const ppv_model *m) {
-    const ppv_model_config *c = ppv_model_config_of(m);
-    ref_model r = {c->layers, c->seq_len, c->d_model, c->n_heads, c->d_ff, c->cond_len, 0, {0}, 0};
-    r.P = ppv_model_grad_count(m, 0, 1);
-    for (int i = 0; i < PPV_MODEL_PARAM_TENSORS; i++) {
-        ppv_param_tensor t;
-        assert_int_equal(ppv_model_param_tensor(m, i, &t), 0);
-        r.off[i] = t.offset;
-    }
-    r.w = dalloc(r.P * (size_t)r.L);
-    for (int l = 0; l < r.L; l++) {
-        const ppv_bf16 *p = ppv_model_layer_params(m, l);
-        for (size_t i = 0; i < r.P; i++)
-            r.w[l * r.P + i] = ppv_bf16_to_f32(p[i]);
-    }
+/* m's weights in float64; fails unless its table is the documented one. */
+static ref64_model ref_model_of(const ppv_model *m) {
+    ref64_model r;
+    assert_int_equal(ref64_model_init(&r, ppv_model_config_of(m), m), 0);
     return r;
 }
 
-/* One layer's float64 activations. */
-typedef struct ref_acts {
-    double *x, *mod, *n1, *m1, *qkv, *att, *ao, *x1, *n2, *qc, *kvc, *ca, *co, *x2, *n3, *m3, *h,
-        *g, *mo, *y, *base;
-} ref_acts;
-
-static void ref_acts_alloc(const ref_model *r, ref_acts *a) {
-    size_t TC = (size_t)r->T * r->C, n = 16 * TC + 2 * (size_t)r->T * r->F + 6 * (size_t)r->C +
-                                         2 * (size_t)r->Tc * r->C + 2 * TC;
-    double *p = a->base = dalloc(n);
-#define TAKE(f, cnt) a->f = p, p += (cnt)
-    TAKE(x, TC), TAKE(mod, 6 * r->C), TAKE(n1, TC), TAKE(m1, TC), TAKE(qkv, 3 * TC);
-    TAKE(att, TC), TAKE(ao, TC), TAKE(x1, TC), TAKE(n2, TC), TAKE(qc, TC);
-    TAKE(kvc, 2 * (size_t)r->Tc * r->C), TAKE(ca, TC), TAKE(co, TC), TAKE(x2, TC), TAKE(n3, TC);
-    TAKE(m3, TC), TAKE(h, (size_t)r->T * r->F), TAKE(g, (size_t)r->T * r->F), TAKE(mo, TC);
-    TAKE(y, TC);
-#undef TAKE
-}
-
-/* Rounds n values to bf16 when bf is set: the float64 model then stores
- * what production stores. */
-static void rnd(double *x, size_t n, int bf) {
-    for (size_t i = 0; bf && i < n; i++)
-        x[i] = bf16_round(x[i]);
-}
-
-/* silu(temb(t)) (C). */
-static void ref_temb(const ref_model *r, double t, double *out, int bf) {
-    r_temb(out, t, r->C);
-    rnd(out, (size_t)r->C, bf);
-    r_silu_fwd(out, out, r->C);
-    rnd(out, (size_t)r->C, bf);
-}
-
-/* One block, a->x -> a->y. */
-static void ref_layer_fwd(const ref_model *r, int l, const double *temb, const double *cond,
-                          ref_acts *a, int bf) {
-    int T = r->T, C = r->C, H = r->H, F = r->F, Tc = r->Tc;
-    size_t TC = (size_t)T * C;
-    const double *w = r->w + l * r->P;
-#define WT(i) (w + r->off[i])
-    r_linear_fwd(a->mod, temb, WT(ADA_W), WT(ADA_B), 1, C, 6 * C), rnd(a->mod, 6 * C, bf);
-    r_ln_fwd(a->n1, a->x, T, C), rnd(a->n1, TC, bf);
-    r_mod_fwd(a->m1, a->n1, a->mod, a->mod + C, T, C), rnd(a->m1, TC, bf);
-    r_linear_fwd(a->qkv, a->m1, WT(QKV_W), WT(QKV_B), T, C, 3 * C), rnd(a->qkv, 3 * TC, bf);
-    r_attn_fwd(a->att, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C, T, T, C, H);
-    rnd(a->att, TC, bf);
-    r_linear_fwd(a->ao, a->att, WT(AO_W), WT(AO_B), T, C, C), rnd(a->ao, TC, bf);
-    r_res_fwd(a->x1, a->x, a->mod + 2 * C, a->ao, T, C), rnd(a->x1, TC, bf);
-    r_ln_fwd(a->n2, a->x1, T, C), rnd(a->n2, TC, bf);
-    r_linear_fwd(a->qc, a->n2, WT(XQ_W), WT(XQ_B), T, C, C), rnd(a->qc, TC, bf);
-    r_linear_fwd(a->kvc, cond, WT(XKV_W), WT(XKV_B), Tc, C, 2 * C), rnd(a->kvc, 2 * Tc * C, bf);
-    r_attn_fwd(a->ca, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H), rnd(a->ca, TC, bf);
-    r_linear_fwd(a->co, a->ca, WT(XO_W), WT(XO_B), T, C, C), rnd(a->co, TC, bf);
-    r_res_fwd(a->x2, a->x1, NULL, a->co, T, C), rnd(a->x2, TC, bf);
-    r_ln_fwd(a->n3, a->x2, T, C), rnd(a->n3, TC, bf);
-    r_mod_fwd(a->m3, a->n3, a->mod + 3 * C, a->mod + 4 * C, T, C), rnd(a->m3, TC, bf);
-    r_linear_fwd(a->h, a->m3, WT(FC1_W), WT(FC1_B), T, C, F), rnd(a->h, (size_t)T * F, bf);
-    r_gelu_fwd(a->g, a->h, T * F), rnd(a->g, (size_t)T * F, bf);
-    r_linear_fwd(a->mo, a->g, WT(FC2_W), WT(FC2_B), T, F, C), rnd(a->mo, TC, bf);
-    r_res_fwd(a->y, a->x2, a->mod + 5 * C, a->mo, T, C), rnd(a->y, TC, bf);
-}
-
-/* One block backward in float64 (gradients never rounded): dy -> dx, and
- * the layer's P parameter gradients into dw. */
-static void ref_layer_bwd(const ref_model *r, int l, const double *temb, const double *cond,
-                          const ref_acts *a, const double *dy, double *dx, double *dw) {
-    int T = r->T, C = r->C, H = r->H, F = r->F, Tc = r->Tc;
-    size_t TC = (size_t)T * C;
-    const double *w = r->w + l * r->P;
-    double *dmod = dalloc(6 * C), *dmo = dalloc(TC), *dg = dalloc((size_t)T * F);
-    double *dh = dalloc((size_t)T * F), *dm3 = dalloc(TC), *dn3 = dalloc(TC), *tmp = dalloc(TC);
-    double *dx2 = dalloc(TC), *dca = dalloc(TC), *dqc = dalloc(TC), *dkvc = dalloc(2 * Tc * C);
-    double *dn2 = dalloc(TC), *dx1 = dalloc(TC), *dao = dalloc(TC), *datt = dalloc(TC);
-    double *dqkv = dalloc(3 * TC), *dm1 = dalloc(TC), *dn1 = dalloc(TC);
-#define DW(i) (dw + r->off[i])
-    r_res_bwd(dmo, dmod + 5 * C, dy, a->mod + 5 * C, a->mo, T, C);
-    r_linear_bwd(dg, DW(FC2_W), DW(FC2_B), dmo, a->g, WT(FC2_W), T, F, C);
-    r_gelu_bwd(dh, dg, a->h, T * F);
-    r_linear_bwd(dm3, DW(FC1_W), DW(FC1_B), dh, a->m3, WT(FC1_W), T, C, F);
-    r_mod_bwd(dn3, dmod + 3 * C, dmod + 4 * C, dm3, a->n3, a->mod + 4 * C, T, C);
-    r_ln_bwd(tmp, dn3, a->x2, T, C);
-    for (size_t i = 0; i < TC; i++)
-        dx2[i] = dy[i] + tmp[i];
-    r_linear_bwd(dca, DW(XO_W), DW(XO_B), dx2, a->ca, WT(XO_W), T, C, C);
-    r_attn_bwd(dqc, dkvc, dkvc + C, dca, a->qc, C, a->kvc, a->kvc + C, 2 * C, T, Tc, C, H);
-    r_linear_bwd(dn2, DW(XQ_W), DW(XQ_B), dqc, a->n2, WT(XQ_W), T, C, C);
-    r_linear_bwd(NULL, DW(XKV_W), DW(XKV_B), dkvc, cond, WT(XKV_W), Tc, C, 2 * C);
-    r_ln_bwd(tmp, dn2, a->x1, T, C);
-    for (size_t i = 0; i < TC; i++)
-        dx1[i] = dx2[i] + tmp[i];
-    r_res_bwd(dao, dmod + 2 * C, dx1, a->mod + 2 * C, a->ao, T, C);
-    r_linear_bwd(datt, DW(AO_W), DW(AO_B), dao, a->att, WT(AO_W), T, C, C);
-    r_attn_bwd(dqkv, dqkv + C, dqkv + 2 * C, datt, a->qkv, 3 * C, a->qkv + C, a->qkv + 2 * C, 3 * C,
-               T, T, C, H);
-    r_linear_bwd(dm1, DW(QKV_W), DW(QKV_B), dqkv, a->m1, WT(QKV_W), T, C, 3 * C);
-    r_mod_bwd(dn1, dmod, dmod + C, dm1, a->n1, a->mod + C, T, C);
-    r_ln_bwd(tmp, dn1, a->x, T, C);
-    for (size_t i = 0; i < TC; i++)
-        dx[i] = dx1[i] + tmp[i];
-    r_linear_bwd(NULL, DW(ADA_W), DW(ADA_B), dmod, temb, WT(ADA_W), 1, C, 6 * C);
-#undef DW
-#undef WT
-    free(dmod), free(dmo), free(dg), free(dh), free(dm3), free(dn3), free(tmp), free(dx2);
-    free(dca), free(dqc), free(dkvc), free(dn2), free(dx1), free(dao), free(datt), free(dqkv);
-    free(dm1), free(dn1);
-}
-
-/* A microbatch's inputs widened to float64. */
-typedef struct ref_inputs {
-    double *x, *cond, *target, t;
-} ref_inputs;
-
-static ref_inputs ref_inputs_of(const ref_model *r, const ppv_mb_inputs *in) {
-    size_t TC = (size_t)r->T * r->C, TcC = (size_t)r->Tc * r->C;
-    ref_inputs ri = {dalloc(TC), dalloc(TcC), dalloc(TC), in->timestep};
-    for (size_t i = 0; i < TC; i++)
-        ri.x[i] = ppv_bf16_to_f32(in->x[i]);
-    for (size_t i = 0; i < TC; i++)
-        ri.target[i] = ppv_bf16_to_f32(in->target[i]);
-    for (size_t i = 0; i < TcC; i++)
-        ri.cond[i] = ppv_bf16_to_f32(in->cond[i]);
+/* A microbatch's inputs in float64. */
+static ref64_inputs ref_inputs_of(const ref64_model *r, const ppv_mb_inputs *in) {
+    ref64_inputs ri;
+    assert_int_equal(ref64_inputs_init(&ri, r, in), 0);
     return ri;
 }
 
-static void ref_inputs_free(ref_inputs *ri) {
-    free(ri->x), free(ri->cond), free(ri->target);
-}
-
-/* Layers [l0, l1): x -> y, keeping each layer's activations in acts[]. */
-static void ref_stack_fwd(const ref_model *r, int l0, int l1, const ref_inputs *in, const double *x,
-                          ref_acts *acts, double *y, int bf) {
-    size_t TC = (size_t)r->T * r->C;
-    double *temb = dalloc((size_t)r->C);
-    ref_temb(r, in->t, temb, bf);
-    const double *cur = x;
-    for (int l = l0; l < l1; l++) {
-        memcpy(acts[l - l0].x, cur, sizeof(double) * TC);
-        ref_layer_fwd(r, l, temb, in->cond, &acts[l - l0], bf);
-        cur = acts[l - l0].y;
+/* One ref64_acts per layer into acts[0..L). */
+static void ref_acts_new(const ref64_model *r, ref64_acts **acts) {
+    for (int l = 0; l < r->L; l++) {
+        acts[l] = ref64_acts_new(r);
+        assert_non_null(acts[l]);
     }
-    memcpy(y, cur, sizeof(double) * TC);
-    free(temb);
 }
 
-/* Layers [l0, l1) backward: dy -> dx and dparams ((l1 - l0) P values). */
-static void ref_stack_bwd(const ref_model *r, int l0, int l1, const ref_inputs *in,
-                          const ref_acts *acts, const double *dy, double *dx, double *dparams,
-                          int bf) {
+/* Frees what ref_acts_new made. */
+static void ref_acts_free(const ref64_model *r, ref64_acts **acts) {
+    for (int l = 0; l < r->L; l++)
+        ref64_acts_free(acts[l]);
+}
+
+/* Every layer forward, x (T, C) -> y (T, C), keeping layer l's activations
+ * in acts[l]; with bf, every activation is rounded to bf16 where
+ * production stores one. */
+static void ref_stack_fwd(const ref64_model *r, const ref64_inputs *in, const double *x,
+                          ref64_acts **acts, double *y, int bf) {
     size_t TC = (size_t)r->T * r->C;
-    double *temb = dalloc((size_t)r->C), *g = dalloc(TC), *gn = dalloc(TC);
-    ref_temb(r, in->t, temb, bf);
+    ref64_noise stored = {.round_bf16 = 1};
+    double *cur = dalloc(TC);
+    memcpy(cur, x, sizeof(double) * TC);
+    for (int l = 0; l < r->L; l++) {
+        ref64_layer_forward(r, l, in, cur, y, acts[l], bf ? &stored : NULL);
+        memcpy(cur, y, sizeof(double) * TC);
+    }
+    free(cur);
+}
+
+/* Every layer backward from acts (gradients never rounded): dy -> dx and
+ * dparams (L P values). */
+static void ref_stack_bwd(const ref64_model *r, ref64_acts **acts, const double *dy, double *dx,
+                          double *dparams) {
+    size_t TC = (size_t)r->T * r->C;
+    double *g = dalloc(TC);
     memcpy(g, dy, sizeof(double) * TC);
-    for (int l = l1 - 1; l >= l0; l--) {
-        ref_layer_bwd(r, l, temb, in->cond, &acts[l - l0], g, gn, dparams + (l - l0) * r->P);
-        memcpy(g, gn, sizeof(double) * TC);
+    for (int l = r->L - 1; l >= 0; l--) {
+        ref64_layer_backward(r, l, acts[l], g, dx, dparams + (size_t)l * r->P, NULL);
+        memcpy(g, dx, sizeof(double) * TC);
     }
-    memcpy(dx, g, sizeof(double) * TC);
-    free(temb), free(g), free(gn);
+    free(g);
 }
 
 /* ---- production stack helpers ------------------------------------------------------------------
@@ -1459,16 +1110,15 @@ static double rel_norm_err(const float *got, const double *want, size_t n) {
 /* Production forward, loss and loss gradient of microbatch mb against
  * float64. */
 static void check_stack_forward_and_loss(const ppv_model *m, int32_t mb) {
-    ref_model rm = ref_model_of(m);
+    ref64_model rm = ref_model_of(m);
     run r = run_stack(m, 0, 4, mb);
-    ref_inputs ri = ref_inputs_of(&rm, &r.in);
+    ref64_inputs ri = ref_inputs_of(&rm, &r.in);
     size_t TC = (size_t)rm.T * rm.C;
-    ref_acts acts[4];
-    for (int l = 0; l < 4; l++)
-        ref_acts_alloc(&rm, &acts[l]);
+    ref64_acts *acts[4];
+    ref_acts_new(&rm, acts);
     double *y = dalloc(TC), *dy = dalloc(TC), loss = 0;
     float *yf = falloc(TC), *dyf = falloc(TC);
-    ref_stack_fwd(&rm, 0, 4, &ri, ri.x, acts, y, 1);
+    ref_stack_fwd(&rm, &ri, ri.x, acts, y, 1);
     ppvk_bf16_to_f32(yf, r.y, TC);
     assert_close(yf, y, TC, TOL_STACK_FWD, "stack output");
     double e = rel_norm_err(yf, y, TC);
@@ -1485,10 +1135,10 @@ static void check_stack_forward_and_loss(const ppv_model *m, int32_t mb) {
     ppvk_bf16_to_f32(dyf, r.dy, TC);
     for (size_t i = 0; i < TC; i++) /* one bf16 rounding */
         assert_true(fabs(dyf[i] - dy[i]) <= 0x1p-8 * fabs(dy[i]));
-    for (int l = 0; l < 4; l++)
-        free(acts[l].base);
-    free(y), free(dy), free(yf), free(dyf), free(rm.w);
-    ref_inputs_free(&ri);
+    ref_acts_free(&rm, acts);
+    free(y), free(dy), free(yf), free(dyf);
+    ref64_model_free(&rm);
+    ref64_inputs_free(&ri);
     run_free(&r);
 }
 
@@ -1504,19 +1154,18 @@ static void test_stack_forward_and_loss_match_float64(void **state) {
 /* Production dx and dparams of microbatch mb against the float64
  * backward at the float64 activations, from the same dy. */
 static void check_stack_backward(const ppv_model *m, int32_t mb) {
-    ref_model rm = ref_model_of(m);
+    ref64_model rm = ref_model_of(m);
     run r = run_stack(m, 0, 4, mb);
-    ref_inputs ri = ref_inputs_of(&rm, &r.in);
+    ref64_inputs ri = ref_inputs_of(&rm, &r.in);
     size_t TC = (size_t)rm.T * rm.C;
-    ref_acts acts[4];
-    for (int l = 0; l < 4; l++)
-        ref_acts_alloc(&rm, &acts[l]);
+    ref64_acts *acts[4];
+    ref_acts_new(&rm, acts);
     double *y = dalloc(TC), *dy = dalloc(TC), *dx = dalloc(TC), *dp = dalloc(4 * rm.P);
     float *dxf = falloc(TC);
-    ref_stack_fwd(&rm, 0, 4, &ri, ri.x, acts, y, 1);
+    ref_stack_fwd(&rm, &ri, ri.x, acts, y, 1);
     for (size_t i = 0; i < TC; i++)
         dy[i] = ppv_bf16_to_f32(r.dy[i]);
-    ref_stack_bwd(&rm, 0, 4, &ri, acts, dy, dx, dp, 1);
+    ref_stack_bwd(&rm, acts, dy, dx, dp);
     ppvk_bf16_to_f32(dxf, r.dx, TC);
     double e = rel_norm_err(dxf, dx, TC);
     if (!(e <= TOL_STACK_GRAD))
@@ -1531,10 +1180,10 @@ static void check_stack_backward(const ppv_model *m, int32_t mb) {
                 fail_msg("mb %d layer %d %s: relative error %.3g > %.3g", mb, l, t.name, e,
                          TOL_STACK_GRAD);
         }
-    for (int l = 0; l < 4; l++)
-        free(acts[l].base);
-    free(y), free(dy), free(dx), free(dp), free(dxf), free(rm.w);
-    ref_inputs_free(&ri);
+    ref_acts_free(&rm, acts);
+    free(y), free(dy), free(dx), free(dp), free(dxf);
+    ref64_model_free(&rm);
+    ref64_inputs_free(&ri);
     run_free(&r);
 }
 
@@ -1548,9 +1197,9 @@ static void test_stack_backward_matches_float64(void **state) {
 }
 
 /* L = sum(y * R) of the float64 stack (no rounding) at the current weights. */
-static double ref_stack_dot(const ref_model *rm, const ref_inputs *ri, const double *x,
-                            ref_acts *acts, double *y, const double *R) {
-    ref_stack_fwd(rm, 0, rm->L, ri, x, acts, y, 0);
+static double ref_stack_dot(const ref64_model *rm, const ref64_inputs *ri, const double *x,
+                            ref64_acts **acts, double *y, const double *R) {
+    ref_stack_fwd(rm, ri, x, acts, y, 0);
     double s = 0;
     for (int i = 0; i < rm->T * rm->C; i++)
         s += y[i] * R[i];
@@ -1567,20 +1216,19 @@ static void test_stack_float64_backward_matches_finite_differences(void **state)
                           .cond_len = 3,
                           .seed = 3};
     ppv_model *m = model_ok(&c);
-    ref_model rm = ref_model_of(m);
+    ref64_model rm = ref_model_of(m);
     ppv_mb_inputs in;
     assert_int_equal(ppv_mb_inputs_init(m, 0, &in), 0);
-    ref_inputs ri = ref_inputs_of(&rm, &in);
+    ref64_inputs ri = ref_inputs_of(&rm, &in);
     size_t TC = (size_t)rm.T * rm.C, NP = 2 * rm.P;
-    ref_acts acts[2];
-    for (int l = 0; l < 2; l++)
-        ref_acts_alloc(&rm, &acts[l]);
+    ref64_acts *acts[2];
+    ref_acts_new(&rm, acts);
     float *Rf = randf(TC, 20, 1.0f);
     double *R = widen(Rf, TC), *y = dalloc(TC), *dx = dalloc(TC), *dp = dalloc(NP);
     double *fx = dalloc(TC), *fp = dalloc(NP), *gp = dalloc(NP), *x = ri.x;
     const double h = 1e-5;
-    ref_stack_fwd(&rm, 0, 2, &ri, x, acts, y, 0);
-    ref_stack_bwd(&rm, 0, 2, &ri, acts, R, dx, dp, 0);
+    ref_stack_fwd(&rm, &ri, x, acts, y, 0);
+    ref_stack_bwd(&rm, acts, R, dx, dp);
     for (size_t i = 0; i < TC; i++) {
         double keep = x[i];
         x[i] = keep + h;
@@ -1603,10 +1251,10 @@ static void test_stack_float64_backward_matches_finite_differences(void **state)
         gp[n] = dp[i];
     }
     assert_close_d(gp, fp, n, TOL_FD, "stack dparams");
-    for (int l = 0; l < 2; l++)
-        free(acts[l].base);
-    free(Rf), free(R), free(y), free(dx), free(dp), free(fx), free(fp), free(gp), free(rm.w);
-    ref_inputs_free(&ri);
+    ref_acts_free(&rm, acts);
+    free(Rf), free(R), free(y), free(dx), free(dp), free(fx), free(fp), free(gp);
+    ref64_model_free(&rm);
+    ref64_inputs_free(&ri);
     ppv_mb_inputs_free(&in);
     ppv_model_free(m);
 }

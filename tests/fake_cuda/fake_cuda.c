@@ -109,26 +109,28 @@ static int status(char *err, size_t errlen) {
 }
 
 static ppvk_ops table(const char *name, int cublas) {
-    ppvk_ops t = {name,
-                  cublas ? blas_linear_forward : linear_forward,
-                  linear_backward_input,
-                  linear_backward_weight,
-                  layernorm_forward,
-                  layernorm_backward,
-                  modulate_forward,
-                  modulate_backward,
-                  residual_forward,
-                  residual_backward,
-                  gelu_forward,
-                  gelu_backward,
-                  silu_forward,
-                  timestep_embedding,
-                  attention_forward,
-                  attention_backward,
-                  kv_attention_forward,
-                  block_partial,
-                  round_bf16,
-                  status};
+    ppvk_ops t = {
+        .name = name,
+        .linear_forward = cublas ? blas_linear_forward : linear_forward,
+        .linear_backward_input = linear_backward_input,
+        .linear_backward_weight = linear_backward_weight,
+        .layernorm_forward = layernorm_forward,
+        .layernorm_backward = layernorm_backward,
+        .modulate_forward = modulate_forward,
+        .modulate_backward = modulate_backward,
+        .residual_forward = residual_forward,
+        .residual_backward = residual_backward,
+        .gelu_forward = gelu_forward,
+        .gelu_backward = gelu_backward,
+        .silu_forward = silu_forward,
+        .timestep_embedding = timestep_embedding,
+        .attention_forward = attention_forward,
+        .attention_backward = attention_backward,
+        .kv_attention_forward = kv_attention_forward,
+        .block_partial = block_partial,
+        .round_bf16 = round_bf16,
+        .status = status,
+    };
     return t;
 }
 
