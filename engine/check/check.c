@@ -1031,6 +1031,7 @@ void ppv_check_report_free(ppv_check_report *r) {
 }
 
 static void checker_free(checker *ck) {
+    free(ck->reduced);
     free(ck->off);
     ppv_free_big(ck->cp);
     for (int32_t k = 0; k < ck->nchans; k++) {
@@ -1387,7 +1388,6 @@ fail:
     checker_free(&ck);
     free(cl.key);
     ppv_free_big(fl);
-    free(ck.reduced);
     free(stuck);
     ppv_check_report_free(rep);
     return rc;
