@@ -63,14 +63,16 @@ static int put_stage_op(ppv_schedule *o, int32_t r, ppv_action_kind k, int32_t s
 /* Passes 1 and 2 on rank r's program p into o's rank r. */
 static int add_fsdp(const lowering *L, const ppv_program *p, int32_t r, ppv_schedule *o) {
     int32_t S = L->S, m = L->m;
-    int32_t *next = malloc((size_t)S * sizeof *next);  /* next index computing the stage */
-    int32_t *nextn = malloc((size_t)p->n * ACTIVE_STAGES * sizeof *nextn);
-    uint8_t *active = calloc((size_t)S, 1);
-    int32_t *count = calloc((size_t)S, sizeof *count); /* B and W so far */
+    size_t ns = (size_t)(S > 0 ? S : 1), na = (size_t)(p->n > 0 ? p->n : 1);
+    int32_t *next = malloc(ns * sizeof *next); /* next index computing the stage */
+    int32_t *nextn = malloc(na * ACTIVE_STAGES * sizeof *nextn);
+    uint8_t *active = calloc(ns, 1);
+    int32_t *count = calloc(ns, sizeof *count); /* B and W so far */
+    uint8_t *reduced = calloc(ns, 1);           /* its REDUCE_GRAD written */
     int rc = -1;
-    if (!next || !nextn || !active || !count) goto done;
-    /* for every run start i, the next ACTIVE_STAGES distinct stages from i
-     * in order of first use (a cell's stage: its first sub-action's) */
+    if (!next || !nextn || !active || !count || !reduced) goto done;
+    /* for every action i, the next ACTIVE_STAGES distinct stages from i in
+     * order of first use (every sub-action of a cell counts) */
     for (int32_t k = 0; k < S; k++) next[k] = -1;
     for (int32_t i = p->n - 1; i >= 0; i--) {
         int32_t st = p->acts[i].stage;
@@ -103,17 +105,23 @@ static int add_fsdp(const lowering *L, const ppv_program *p, int32_t r, ppv_sche
             active[row[j]] = 1;
             if (put_stage_op(o, r, PPV_ACT_UNSHARD, row[j]) < 0) goto done;
         }
-        int32_t reduce[8], nreduce = 0;
         for (int32_t q = i; q < end; q++) {
             const ppv_action *a = &p->acts[q];
             ppv_action c = *a;
             if (ppv_schedule_append(o, r, &c) < 0) goto done;
-            if ((a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) && a->stage >= 0 && a->stage < S &&
-                ++count[a->stage] == m && nreduce < 8)
-                reduce[nreduce++] = a->stage;
+            if ((a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) && a->stage >= 0 && a->stage < S)
+                count[a->stage]++;
         }
-        for (int32_t j = 0; j < nreduce; j++)
-            if (put_stage_op(o, r, PPV_ACT_REDUCE_GRAD, reduce[j]) < 0) goto done;
+        /* after the cell, the REDUCE_GRAD of each stage whose m-th
+         * backward it held, in the order of its sub-actions */
+        for (int32_t q = i; q < end; q++) {
+            const ppv_action *a = &p->acts[q];
+            if ((a->kind != PPV_ACT_B && a->kind != PPV_ACT_W) || a->stage < 0 || a->stage >= S ||
+                count[a->stage] != m || reduced[a->stage])
+                continue;
+            reduced[a->stage] = 1;
+            if (put_stage_op(o, r, PPV_ACT_REDUCE_GRAD, a->stage) < 0) goto done;
+        }
         i = end;
     }
     for (int32_t k = 0; k < S; k++)
@@ -124,6 +132,7 @@ done:
     free(nextn);
     free(active);
     free(count);
+    free(reduced);
     return rc;
 }
 
