@@ -67,7 +67,7 @@ int ppv_check_pytorch(const ppv_schedule *s, ppv_problem **out, int32_t *nout, c
                 snprintf(msg, sizeof msg,
                          "%s is ppv's extension: PyTorch's runtime has no such action (its CSV "
                          "grammar is F I B W UNSHARD RESHARD REDUCE_GRAD SEND_F RECV_F SEND_B "
-                         "RECV_B)",
+                         "RECV_B, and overlapped F;B cells)",
                          ppv_action_token(a->kind));
                 if (add(&f, s, r, i, msg) < 0) goto oom;
                 continue;
