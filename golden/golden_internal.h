@@ -157,4 +157,18 @@ int diff_mismatch(ppv_diff_report *r, const char *path, const char *fmt, ...)
  * o->on_values, then removes the entry if it holds no difference. */
 void diff_values_done(ppv_diff_report *r, const ppv_diff_options *o);
 
+/* ---- inference recordings beyond their calls (inference.c, for conform.c) ---- */
+
+/* The file's format_version (0 when it has none). */
+int64_t inference_format_version(ppv_inference_reader *r);
+/* Links in /inference/calls (-1 when they cannot be counted). */
+int64_t inference_links(ppv_inference_reader *r);
+/* Calls held in order from call 0: the first index with no call_NNNNNN. */
+int64_t inference_present(ppv_inference_reader *r);
+/* Calls cb(ctx, where, name) for every attribute or object of call k (its
+ * group, its envelope and its result) that spec/contract.def does not
+ * define; 0, or -1 when they cannot be listed. */
+int inference_unknown_keys(ppv_inference_reader *r, int64_t k,
+                           void (*cb)(void *ctx, const char *where, const char *name), void *ctx);
+
 #endif

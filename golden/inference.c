@@ -444,3 +444,101 @@ void ppv_inference_close(ppv_inference_reader *r) {
     if (r->file >= 0) H5Fclose(r->file);
     free(r);
 }
+
+/* ---- what conform needs beyond the calls ----------------------------------------------- */
+
+int64_t inference_format_version(ppv_inference_reader *r) {
+    int64_t v = 0;
+    return h5_read_attr_i64(r->file, "format_version", &v) < 0 ? 0 : v;
+}
+
+int64_t inference_links(ppv_inference_reader *r) {
+    H5G_info_t gi;
+    return H5Gget_info(r->calls, &gi) < 0 ? -1 : (int64_t)gi.nlinks;
+}
+
+int64_t inference_present(ppv_inference_reader *r) {
+    int64_t k = 0;
+    char name[32];
+    for (;; k++) {
+        snprintf(name, sizeof name, PPV_GOLDEN_CALL_FMT, (int)k);
+        if (H5Lexists(r->calls, name, H5P_DEFAULT) <= 0) return k;
+    }
+}
+
+typedef struct key_walk {
+    const char *const *known;
+    int nknown;
+    const char *where;
+    void (*cb)(void *ctx, const char *where, const char *name);
+    void *ctx;
+} key_walk;
+
+static void key_seen(key_walk *w, const char *name) {
+    for (int k = 0; k < w->nknown; k++)
+        if (!strcmp(w->known[k], name)) return;
+    w->cb(w->ctx, w->where, name);
+}
+
+static herr_t key_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data) {
+    (void)loc, (void)info;
+    key_seen(data, name);
+    return 0;
+}
+
+static herr_t key_link(hid_t loc, const char *name, const H5L_info_t *info, void *data) {
+    (void)loc, (void)info;
+    key_seen(data, name);
+    return 0;
+}
+
+/* Calls cb for every attribute and link of g (at where) not in known. */
+static int walk_keys(hid_t g, const char *where, const char *const *known, int nknown,
+                     void (*cb)(void *, const char *, const char *), void *ctx) {
+    key_walk w = {known, nknown, where, cb, ctx};
+    return H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, NULL, key_attr, &w) < 0 ||
+                   H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, key_link, &w) < 0
+               ? -1
+               : 0;
+}
+
+int inference_unknown_keys(ppv_inference_reader *r, int64_t k,
+                           void (*cb)(void *ctx, const char *where, const char *name), void *ctx) {
+    static const char *const call_keys[] = {"envelope", "result"};
+    static const char *const env_keys[] = {
+#define PPV_ENV_FIELD(name, kind, when) #name,
+#define PPV_ENV_TENSOR(name, dtype, rank, when) #name,
+#include "contract.def"
+#undef PPV_ENV_FIELD
+#undef PPV_ENV_TENSOR
+    };
+    static const char *const res_keys[] = {
+#define PPV_RES_FIELD(name, kind, when) #name,
+#define PPV_RES_TENSOR(name, dtype, rank, when) #name,
+#include "contract.def"
+#undef PPV_RES_FIELD
+#undef PPV_RES_TENSOR
+    };
+    char name[32], where[128];
+    snprintf(name, sizeof name, PPV_GOLDEN_CALL_FMT, (int)k);
+    snprintf(where, sizeof where, "/inference/calls/%s", name);
+    hid_t call = H5Gopen2(r->calls, name, H5P_DEFAULT);
+    if (call < 0) return -1;
+    int rc = walk_keys(call, where, call_keys, 2, cb, ctx);
+    for (int part = 0; part < 2 && rc == 0; part++) {
+        const char *sub = part ? "result" : "envelope";
+        if (H5Lexists(call, sub, H5P_DEFAULT) <= 0) continue;
+        hid_t g = H5Gopen2(call, sub, H5P_DEFAULT);
+        if (g < 0) {
+            rc = -1;
+            break;
+        }
+        char w[160];
+        snprintf(w, sizeof w, "%s/%s", where, sub);
+        rc = part ? walk_keys(g, w, res_keys, (int)(sizeof res_keys / sizeof *res_keys), cb, ctx)
+                  : walk_keys(g, w, env_keys, (int)(sizeof env_keys / sizeof *env_keys), cb, ctx);
+        H5Gclose(g);
+    }
+    H5Gclose(call);
+    return rc;
+}

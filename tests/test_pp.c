@@ -473,7 +473,7 @@ static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(voi
 
 static void test_every_injection_is_named_in_the_table(void **state) {
     (void)state;
-    assert_int_equal(PPV_INJECT_COUNT, 14);
+    assert_int_equal(PPV_INJECT_COUNT, 15);
     for (int i = 0; i < PPV_INJECT_COUNT; i++)
         assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
     assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
@@ -575,7 +575,7 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     int lines = 0;
     for (const char *p = r.out; (p = strchr(p, '\n')); p++)
         lines++;
-    assert_int_equal(lines, 14); /* a heading and 13 injections */
+    assert_int_equal(lines, 15); /* a heading and 14 injections */
     run_free(&r);
     r = RUN("pp", "--mesh", "3");
     assert_int_equal(r.code, 2);
@@ -626,14 +626,18 @@ static void test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails(void **
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "first differing call: #0 (call_id 0, chunk_index 0)"));
     run_free(&r);
-    /* a recorded fault fails the same way on replay, which then passes */
+    /* a recorded fault fails the same way on replay, every answer the
+     * recorded one, and the replay is a PROBLEM: a failed run is never OK */
     const char *bad = tmp_path("om07.h5");
     r = RUN("pp", "--inject", "OM-07", "--record", bad);
     assert_int_equal(r.code, 0);
     run_free(&r);
     r = RUN("replay", bad);
-    assert_int_equal(r.code, 0);
+    assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "the re-run failed as FM-23"));
+    assert_non_null(strstr(r.out, "values compared (bitwise, NaN equals NaN): same\nresult: PROBLEM\n"));
+    assert_non_null(strstr(r.out, "PPV-RULE [envelope] at call 1 (call_id 1, chunk_index 1, "
+                                  "cache_epoch 0): pp_disable_vace must be 1"));
     run_free(&r);
 }
 

@@ -244,6 +244,7 @@ int cmd_verify_recompute(int argc, char **argv); /* cmd_run.c */
 int cmd_record(int argc, char **argv);           /* cmd_run.c */
 int cmd_replay(int argc, char **argv);           /* cmd_diff.c */
 int cmd_diff(int argc, char **argv);             /* cmd_diff.c */
+int cmd_conform(int argc, char **argv);          /* cmd_diff.c */
 int cmd_pp(int argc, char **argv);               /* cmd_pp.c */
 int cmd_fuzz(int argc, char **argv);             /* cmd_fuzz.c */
 int cmd_launch(int argc, char **argv);           /* cmd_launch.c */

@@ -384,28 +384,167 @@ int cmd_diff(int argc, char **argv) {
     return rc;
 }
 
-/* ppv replay of an inference recording: the file is stage 0. */
+/* ---- conformance (ppv conform, and replay of an inference recording) ------------------- */
+
+/* "call 3 (call_id 3, chunk_index 3, cache_epoch 0)" or "the file". */
+static const char *violation_where(const ppv_conform_violation *v, char *buf, size_t n) {
+    if (v->call < 0) snprintf(buf, n, "the file");
+    else
+        snprintf(buf, n, "call %lld (call_id %lld, chunk_index %lld, cache_epoch %lld)",
+                 (long long)v->call, (long long)v->call_id, (long long)v->chunk_index,
+                 (long long)v->cache_epoch);
+    return buf;
+}
+
+static void conform_print(const char *path, const ppv_conform_report *r) {
+    printf("%s: %lld calls (%lld INFER, %lld results), format version %lld, checked against the "
+           "contract with no model\n",
+           path, (long long)r->present, (long long)r->infers, (long long)r->results,
+           (long long)r->format_version);
+    if (r->limits[0]) printf("not shown by this file: %s\n", r->limits);
+    for (int k = 0; k < r->nv; k++) {
+        const ppv_conform_violation *v = &r->v[k];
+        char where[160];
+        printf("%s [%s] at %s: %s\n", ppv_failure_id(v->rule), ppv_conform_check_name(v->check),
+               violation_where(v, where, sizeof where), v->message);
+    }
+    if (r->violations > r->nv)
+        printf("... %lld more violations (--max-report)\n", (long long)(r->violations - r->nv));
+    printf("conformance: %lld violation%s of %d checks\n", (long long)r->violations,
+           r->violations == 1 ? "" : "s", (int)PPV_CONFORM_COUNT);
+}
+
+static json_object *conform_json(const ppv_conform_report *r) {
+    json_object *o = json_object_new_object(), *list = json_object_new_array(),
+                *checks = json_object_new_object();
+    json_object_object_add(o, "conforms", json_object_new_boolean(r->violations == 0));
+    json_object_object_add(o, "violations", json_object_new_int64(r->violations));
+    json_object_object_add(o, "format_version", json_object_new_int64(r->format_version));
+    json_object_object_add(o, "calls", json_object_new_int64(r->calls));
+    json_object_object_add(o, "calls_present", json_object_new_int64(r->present));
+    json_object_object_add(o, "infers", json_object_new_int64(r->infers));
+    json_object_object_add(o, "results", json_object_new_int64(r->results));
+    json_object_object_add(o, "has_setup", json_object_new_boolean(r->has_setup));
+    json_object_object_add(o, "not_shown", r->limits[0] ? json_object_new_string(r->limits) : NULL);
+    for (int c = 0; c < PPV_CONFORM_COUNT; c++)
+        json_object_object_add(checks, ppv_conform_check_name((ppv_conform_check)c),
+                               json_object_new_int64(r->by_check[c]));
+    json_object_object_add(o, "by_check", checks);
+    for (int k = 0; k < r->nv; k++) {
+        const ppv_conform_violation *v = &r->v[k];
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "check", json_object_new_string(ppv_conform_check_name(v->check)));
+        json_object_object_add(j, "rule", json_object_new_string(ppv_failure_id(v->rule)));
+        json_object_object_add(j, "call", v->call < 0 ? NULL : json_object_new_int64(v->call));
+        json_object_object_add(j, "call_id", v->call < 0 ? NULL : json_object_new_int64(v->call_id));
+        json_object_object_add(j, "chunk_index",
+                               v->call < 0 ? NULL : json_object_new_int64(v->chunk_index));
+        json_object_object_add(j, "cache_epoch",
+                               v->call < 0 ? NULL : json_object_new_int64(v->cache_epoch));
+        json_object_object_add(j, "message", json_object_new_string(v->message));
+        json_object_array_add(list, j);
+    }
+    json_object_object_add(o, "list", list);
+    return o;
+}
+
+/* One testcase per check, failed with its violations (those kept). */
+static int conform_junit(junit *j, const ppv_conform_report *r) {
+    for (int c = 0; c < PPV_CONFORM_COUNT; c++) {
+        char name[96], text[4096];
+        snprintf(name, sizeof name, "conform: %s", ppv_conform_check_name((ppv_conform_check)c));
+        if (!r->by_check[c]) {
+            if (junit_add(j, name, NULL) < 0) return -1;
+            continue;
+        }
+        size_t len = (size_t)snprintf(text, sizeof text, "%lld violation(s)",
+                                      (long long)r->by_check[c]);
+        for (int k = 0; k < r->nv && len < sizeof text; k++) {
+            if (r->v[k].check != (ppv_conform_check)c) continue;
+            char where[160];
+            len += (size_t)snprintf(text + len, sizeof text - len, "; %s at %s: %s",
+                                    ppv_failure_id(r->v[k].rule),
+                                    violation_where(&r->v[k], where, sizeof where),
+                                    r->v[k].message);
+        }
+        if (junit_add(j, name, "%s", text) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ppv replay of a recording with no setup: nothing can answer its
+ * envelopes again, so it is checked against the contract alone and says
+ * so. */
+static int conform_only(diff_args *da, const ppv_conform_report *cr) {
+    static const char why[] =
+        "the recording has no setup (/inference's mesh and kv_window, /inference/generator), so "
+        "no model answered its envelopes again: outputs were not recomputed, only the contract "
+        "was checked";
+    if (da->junit) {
+        junit j;
+        char suite[300];
+        snprintf(suite, sizeof suite, "ppv replay %s", da->files[0]);
+        junit_init(&j, suite);
+        if (finish_junit(&j, da->junit, conform_junit(&j, cr)) < 0) return PPV_EXIT_BAD_INPUT;
+    }
+    if (da->json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "ok", json_object_new_boolean(cr->violations == 0));
+        json_object_object_add(o, "kind", json_object_new_string("inference"));
+        json_object_object_add(o, "recomputed", json_object_new_boolean(0));
+        json_object_object_add(o, "not_recomputed_because", json_object_new_string(why));
+        json_object_object_add(o, "conform", conform_json(cr));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        conform_print(da->files[0], cr);
+        printf("%s\n", why);
+        printf("result: %s\n", cr->violations ? "PROBLEM" : "CONFORMS (outputs not recomputed)");
+    }
+    return cr->violations ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+}
+
+/* ppv replay of an inference recording: checked against the contract,
+ * then re-run with the file as stage 0 and compared. OK only when it
+ * conforms, the re-run completed, answered every recorded call, and every
+ * answer is the recorded one. */
 static int replay_inference(diff_args *da) {
-    ppv_inference_replay_result res;
     char err[1024];
+    ppv_conform_report cr;
+    if (ppv_conform(da->files[0], NULL, &cr, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv replay: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (!cr.has_setup) {
+        int rc = conform_only(da, &cr);
+        ppv_conform_report_free(&cr);
+        return rc;
+    }
+    ppv_inference_replay_result res;
     diff_junit dj;
     diff_junit_begin(da, &dj);
     if (ppv_inference_replay(da->files[0], &da->o, (int32_t)da->mesh, da->perturb, &res, err,
                              sizeof err) < 0) {
         fprintf(stderr, "ppv replay: %s\n", err);
         if (da->junit) junit_free(&dj.j);
+        ppv_conform_report_free(&cr);
         return PPV_EXIT_BAD_INPUT;
     }
+    if (da->junit) dj.oom |= conform_junit(&dj.j, &cr) < 0;
     if (diff_junit_end(da, &dj, res.diff) < 0) {
         ppv_inference_replay_free(&res);
+        ppv_conform_report_free(&cr);
         return PPV_EXIT_BAD_INPUT;
     }
     uint64_t nd = differences(res.diff);
     const ppv_pp_report *run = res.run;
+    int ok = nd == 0 && run->ok && cr.violations == 0;
     if (da->json) {
         json_object *o = diff_json(res.diff, &da->o);
-        json_object_object_add(o, "ok", json_object_new_boolean(nd == 0));
+        json_object_object_add(o, "ok", json_object_new_boolean(ok));
         json_object_object_add(o, "kind", json_object_new_string("inference"));
+        json_object_object_add(o, "recomputed", json_object_new_boolean(1));
+        json_object_object_add(o, "conform", conform_json(&cr));
         json_object_object_add(o, "calls", json_object_new_int64(res.calls));
         json_object_object_add(o, "mesh", json_object_new_int(res.mesh));
         json_object_object_add(o, "recorded_mesh", json_object_new_int(res.setup.mesh));
@@ -426,6 +565,7 @@ static int replay_inference(diff_args *da) {
         puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
     } else {
+        conform_print(da->files[0], &cr);
         printf("%s: replayed %lld recorded calls on a mesh of %d (the file is stage 0; it was "
                "recorded on %d)%s\n",
                da->files[0], (long long)res.calls, res.mesh, res.setup.mesh,
@@ -437,10 +577,69 @@ static int replay_inference(diff_args *da) {
             printf("first differing call: #%lld (call_id %lld, chunk_index %lld)\n",
                    (long long)res.first_call, (long long)res.first_call_id,
                    (long long)res.first_chunk_index);
-        printf("result: %s\n", nd ? "PROBLEM" : "OK");
+        printf("result: %s\n", ok ? "OK" : "PROBLEM");
     }
     ppv_inference_replay_free(&res);
-    return nd ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    ppv_conform_report_free(&cr);
+    return ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+}
+
+/* ppv conform REC.h5 [options]: the recording against the contract, no
+ * model. */
+int cmd_conform(int argc, char **argv) {
+    enum { CONFORM_OPTIONS(CLI_OPTION_ID) };
+    static const cli_option opts[] = {CONFORM_OPTIONS(CLI_OPTION)};
+    ppv_conform_options co = {0};
+    const char *junit_path = NULL;
+    int json = 0, c;
+    long long n;
+    cli_parser p;
+    CLI_BEGIN(&p, argv, opts, 0);
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
+        switch (c) {
+        case OPT_JSON: json = 1; break;
+        case OPT_JUNIT: junit_path = optarg; break;
+        case OPT_MAX_REPORT:
+            if (parse_whole(optarg, 1, 1000000, &n) < 0)
+                return usage_error("--max-report needs a count in 1..1000000, not '%s'", optarg);
+            co.max_report = (int)n;
+            break;
+        case CLI_HELP: return print_help();
+        default: return bad_option();
+        }
+    }
+    if (argc - optind != 1) return usage_error("needs one recording REC.h5%s", "");
+    const char *path = argv[optind];
+    int rc = compare_in_child(path, &path, 1);
+    if (rc >= 0) return rc;
+    char err[1024];
+    ppv_conform_report cr;
+    if (ppv_conform(path, &co, &cr, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv conform: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (junit_path) {
+        junit j;
+        char suite[300];
+        snprintf(suite, sizeof suite, "ppv conform %s", path);
+        junit_init(&j, suite);
+        if (finish_junit(&j, junit_path, conform_junit(&j, &cr)) < 0) {
+            ppv_conform_report_free(&cr);
+            return PPV_EXIT_BAD_INPUT;
+        }
+    }
+    if (json) {
+        json_object *o = conform_json(&cr);
+        json_object_object_add(o, "file", json_object_new_string(path));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        conform_print(path, &cr);
+        printf("result: %s\n", cr.violations ? "PROBLEM" : "CONFORMS");
+    }
+    rc = cr.violations ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    ppv_conform_report_free(&cr);
+    return rc;
 }
 
 /* ppv replay GOLDEN.h5 [options]. */

@@ -136,3 +136,10 @@ FORWARD_VOID(ppv_inference_replay_free, (ppv_inference_replay_result * r), (r))
 FORWARD(int, ppv_tolerance_parse, (const char *text, ppv_tolerance *t), (text, t))
 FORWARD_VOID(ppv_tolerance_format, (const ppv_tolerance *t, char *buf, size_t len),
         (t, buf, len))
+FORWARD(int, ppv_conform,
+        (const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
+         size_t errlen),
+        (path, o, out, err, errlen))
+FORWARD_VOID(ppv_conform_report_free, (ppv_conform_report * r), (r))
+FORWARD(const char *, ppv_conform_check_name, (ppv_conform_check c), (c))
+FORWARD(const char *, ppv_conform_check_text, (ppv_conform_check c), (c))

@@ -39,6 +39,7 @@ static const help_option pp_transport[] = {PP_TRANSPORT_OPTIONS(HELP_OPTION) END
 static const help_option fuzz_options[] = {FUZZ_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option fuzz_schedule_options[] = {FUZZ_SCHEDULE_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option launch_options[] = {LAUNCH_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option conform_options[] = {CONFORM_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option no_options[] = {END_OPTIONS};
 
 /* Each command's groups, in the order its help prints them. */
@@ -57,6 +58,7 @@ static const help_option *const diff_groups[] = {diff_options, diff_only, ignore
 static const help_option *const pp_groups[] = {pp_options, pp_transport, NULL};
 static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
 static const help_option *const launch_groups[] = {launch_options, NULL};
+static const help_option *const conform_groups[] = {conform_options, NULL};
 static const help_option *const none_groups[] = {no_options, NULL};
 
 static const char *const gen_examples[] = {
@@ -100,6 +102,9 @@ static const char *const vr_examples[] = {
 static const char *const record_examples[] = {"ppv record g.h5 zbv.csv --policy random --seed 1",
                                               "ppv record g.h5 zbv.csv --trace-out g.trace --json",
                                               NULL};
+static const char *const conform_examples[] = {"ppv conform rec.h5",
+                                               "ppv conform rec.h5 --json --junit conform.xml",
+                                               NULL};
 static const char *const replay_examples[] = {"ppv replay g.h5",
                                               "ppv replay g.h5 --json --junit replay.xml", NULL};
 static const char *const diff_examples[] = {
@@ -217,13 +222,30 @@ static const help_command commands[] = {
      "rebuilt from the file's setup, fed the recorded envelopes in order, and each result is "
      "compared with the recorded one (latents_out under the tolerance; "
      "observed_generator_calls, mesh_current_start_frame, ok and error_message exactly); the "
-     "first differing call is named by call_id and chunk_index. Exit 1 on any difference.",
+     "first differing call is named by call_id and chunk_index. The recording is first checked "
+     "as ppv conform checks it, and OK means it conforms, the re-run completed and answered "
+     "every recorded call, and every answer is the recorded one. A recording with no setup "
+     "(one from a pipeline of your own) is checked against the contract only, and the output "
+     "says that its outputs were not recomputed. --exclude '/inference/calls/*/result' leaves "
+     "the recorded results out of the comparison (not out of the contract's checks): for a "
+     "recording whose setup names ppv's generator but whose outputs came from another model. "
+     "Exit 1 on any difference or violation.",
      replay_groups, replay_examples},
     {"diff", "A.h5 B.h5 [options]",
      "Compares two HDF5 files, B the expected side: structure, attributes and every dataset's "
      "values under the tolerance. Exit 0 same, 1 different, 2 error (missing file, not HDF5, "
      "corrupted data caught by the checksums).",
      diff_groups, diff_examples},
+    {"conform", "REC.h5 [options]",
+     "Checks an inference recording (ppv pp --record, the Python recorder) against the PP "
+     "inference contract with no model at all: every envelope by its action's rules, every "
+     "result against the envelope it answers (ids, observed_generator_calls, ok and "
+     "error_message, latents_out's dtype, shape and finiteness, output_digest_i64), the "
+     "stream's order, fields the contract does not define (the video key is forbidden), and "
+     "whether the recording is complete (it ends in SHUTDOWN, ERROR or the mesh's error "
+     "result). Each violation names its check, its rule (FM-xx or PPV-*), the call and its "
+     "ids. Exit 0 conforming, 1 a violation, 2 unreadable.",
+     conform_groups, conform_examples},
     {"demo", "",
      "Generates every schedule kind, checks it under every send semantics, runs it on the "
      "engine (stash and recompute against the one-rank reference) and replays the shipped "

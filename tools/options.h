@@ -224,6 +224,13 @@
       "repeatable, up to 64)",                                                                     \
       NULL)
 
+/* ---- conform ---------------------------------------------------------------------------- */
+
+#define CONFORM_OPTIONS(X)                                                                         \
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
+    X(JUNIT, 0, "junit", "FILE", "also write JUnit XML, one testcase per check", NULL)             \
+    X(MAX_REPORT, 0, "max-report", "N", "violations listed (all are counted)", "100")
+
 #define REPLAY_ONLY_OPTIONS(X)                                                                     \
     X(PERTURB, 0, "perturb", NULL,                                                                 \
       "flip one bit of the re-run (a gradient, or an inference recording's first latents_out), "   \

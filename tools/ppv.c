@@ -30,6 +30,7 @@ static const cli_command commands[] = {
     {"record", cmd_record, "record a run as a golden HDF5 file"},
     {"replay", cmd_replay, "re-run a golden file and compare"},
     {"diff", cmd_diff, "compare two HDF5 files"},
+    {"conform", cmd_conform, "check an inference recording against the contract, no model"},
     {"demo", cmd_demo, "the main job on the built-in model"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "print help"},

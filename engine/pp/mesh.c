@@ -181,6 +181,7 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     const int64_t *steps = e->current_denoising_step_list.data;
     int64_t nsteps = e->num_denoise_steps + (m->last && o->inject == PPV_INJECT_OM04);
     int extra = m->last && o->inject == PPV_INJECT_EXTRA_CALL && e->chunk_index == PP_INJECT_CHUNK;
+    if (o->inject == PPV_INJECT_MISSING_CALL && e->chunk_index == PP_INJECT_CHUNK) nsteps--;
     a.frames = PP_FRAMES_PER_CHUNK;
     a.cache_bias = (float)e->kv_cache_attention_bias;
     for (int64_t s = 0; s < nsteps + extra && !rc; s++) {

@@ -162,13 +162,8 @@ static int send_chunk(stage0 *s, int32_t k) {
 
 /* The failure mode a failed result names first in its error_message. */
 static ppv_failure mode_of(const char *text) {
-    for (int f = 1; f < PPV_FAIL_COUNT; f++) {
-        const char *id = ppv_failure_id((ppv_failure)f);
-        size_t n = strlen(id);
-        if (!strncmp(text, id, n) && (text[n] == ' ' || text[n] == ':' || !text[n]))
-            return (ppv_failure)f;
-    }
-    return PPV_FAIL_RULE;
+    ppv_failure f = ppv_failure_named(text);
+    return f != PPV_FAIL_NONE ? f : PPV_FAIL_RULE;
 }
 
 /* Receives one result and judges it (tripwire point 4); polled: its

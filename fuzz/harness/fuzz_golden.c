@@ -1,7 +1,8 @@
 /* fuzz_golden.c - libFuzzer harness for the golden-file loaders: what
  * `ppv replay` does with a file (ppv_golden_is_inference, then
  * ppv_golden_replay for a training file, or the inference recording's
- * loader, ppv_inference_open and ppv_inference_read, for a recording), and
+ * loader, ppv_inference_open and ppv_inference_read, and ppv conform's checks,
+ * for a recording), and
  * what `ppv diff` does with it (ppv_diff_files, the file against itself).
  *
  * The loaders take a path, so the input is written to the harness's
@@ -67,6 +68,22 @@ static void load_inference(const char *path) {
         if (has_result) ppv_result_free_tensors(&res);
     }
     ppv_inference_close(r);
+    /* ppv conform: a report whose counts add up, or a refusal naming the
+     * file (it reads every call, so only files of few calls) */
+    if (n > MAX_CALLS) return;
+    ppv_conform_report cr;
+    if (ppv_conform(path, NULL, &cr, err, sizeof err) < 0) {
+        HARNESS_CHECK(strncmp(err, path, strlen(path)) == 0 || !strcmp(err, "out of memory"),
+                      "conform: '%s' does not name the file", err);
+        return;
+    }
+    int64_t sum = 0;
+    for (int c = 0; c < PPV_CONFORM_COUNT; c++)
+        sum += cr.by_check[c];
+    HARNESS_CHECK(sum == cr.violations && cr.nv <= cr.violations && cr.present >= 0,
+                  "conform: %lld violations, %lld by check, %d kept", (long long)cr.violations,
+                  (long long)sum, cr.nv);
+    ppv_conform_report_free(&cr);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -229,4 +229,76 @@ void ppv_inference_replay_free(ppv_inference_replay_result *r);
 /* 1 if path is a ppv file of kind "inference", 0 if not (or unreadable). */
 int ppv_golden_is_inference(const char *path);
 
+/* ---- conformance of a recording (ppv conform) -------------------------------------- */
+
+/* Every check ppv conform makes, in the order it reports them:
+ * X(ID, "name", "what it checks"). A violation names its check and the
+ * contract's rule (an FM-xx or PPV-* id of spec/contract.def). */
+#define PPV_CONFORM_CHECKS(X)                                                                      \
+    X(COMPLETE, "complete",                                                                        \
+      "the recording ends in SHUTDOWN, ERROR or the mesh's error result, and its calls count "     \
+      "is the calls it holds")                                                                     \
+    X(ENVELOPE, "envelope",                                                                        \
+      "every envelope keeps the contract's rules for its action: version, fields, tensors, "       \
+      "the call formula, call_id/chunk_index/cache_epoch order, an epoch's first chunk")           \
+    X(AFTER_END, "after-end", "no call after SHUTDOWN, ERROR or the mesh's error result")          \
+    X(UNKNOWN_FIELD, "unknown-field",                                                              \
+      "no field the contract does not define (the forbidden video key included)")                  \
+    X(ANSWERED, "answered", "every INFER has one result, and no other action has one")             \
+    X(RESULT, "result",                                                                            \
+      "a result's version and ids equal the envelope it answers; ok and error_message; "           \
+      "latents_out's dtype and shape")                                                             \
+    X(GENERATOR_CALLS, "generator-calls",                                                          \
+      "observed_generator_calls equals the envelope's expected_generator_calls")                   \
+    X(DIGEST, "digest", "output_digest_i64 is the digest of latents_out")                          \
+    X(FINITE, "finite", "latents_out holds finite values only")                                    \
+    X(START_FRAME, "start-frame",                                                                  \
+      "mesh_current_start_frame equals the envelope's current_start_frame")                        \
+    X(ERROR_RESULT, "error-result", "no result reports a failure of the mesh (ok 0)")
+
+typedef enum ppv_conform_check {
+#define PPV_CONFORM_ENUM(ID, name, text) PPV_CONFORM_##ID,
+    PPV_CONFORM_CHECKS(PPV_CONFORM_ENUM)
+#undef PPV_CONFORM_ENUM
+        PPV_CONFORM_COUNT
+} ppv_conform_check;
+
+/* "complete", ... and what each checks. */
+const char *ppv_conform_check_name(ppv_conform_check c);
+const char *ppv_conform_check_text(ppv_conform_check c);
+
+typedef struct ppv_conform_violation {
+    ppv_conform_check check;
+    ppv_failure rule;
+    int64_t call; /* index in the file; -1: the file as a whole */
+    int64_t call_id, chunk_index, cache_epoch; /* the call's envelope; -1 when none */
+    char message[768]; /* what was expected and what was found */
+} ppv_conform_violation;
+
+typedef struct ppv_conform_options {
+    int max_report; /* violations kept in the report (all are counted); 0: 100 */
+} ppv_conform_options;
+
+typedef struct ppv_conform_report {
+    ppv_conform_violation *v; /* the first max_report, in file order */
+    int nv;
+    int64_t violations;               /* all found */
+    int64_t by_check[PPV_CONFORM_COUNT]; /* found per check */
+    int64_t format_version;
+    int64_t calls;   /* the file's calls count */
+    int64_t present; /* calls the file holds (in order from call 0) */
+    int64_t infers, results;
+    int has_setup;
+    char limits[256]; /* what this file's format cannot show ("" when nothing) */
+} ppv_conform_report;
+
+/* Checks the recording at path against the contract, with no model: 0
+ * with *out (out->violations == 0: it conforms), or -1 with the reason in
+ * err (exit 2: missing, not HDF5, not an inference recording, a call that
+ * cannot be read as the format says, naming its path in the file). Holds
+ * one call's tensors at a time. */
+int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
+                size_t errlen);
+void ppv_conform_report_free(ppv_conform_report *r);
+
 #endif

@@ -88,6 +88,18 @@ static inline const char *ppv_failure_text(ppv_failure f) {
     return (unsigned)f < PPV_FAIL_COUNT ? texts[f] : "?";
 }
 
+/* The failure mode whose id text starts with, followed by a space, a colon
+ * or the end ("FM-23: the leader ..."), else PPV_FAIL_NONE. */
+static inline ppv_failure ppv_failure_named(const char *text) {
+    for (int f = 1; f < PPV_FAIL_COUNT; f++) {
+        const char *id = ppv_failure_id((ppv_failure)f);
+        size_t n = 0;
+        while (id[n] && text[n] == id[n]) n++;
+        if (!id[n] && (text[n] == ' ' || text[n] == ':' || !text[n])) return (ppv_failure)f;
+    }
+    return PPV_FAIL_NONE;
+}
+
 static inline const char *ppv_pp_action_name(int64_t a) {
     static const char *const names[] = {
 #define PPV_PP_ACTION(name, value) #name,

@@ -12,10 +12,10 @@
 # failure was absorbed). A crash, a sanitizer report (a leak included), a
 # hang (60 s), exit 1 or a silent wrong answer fails the sweep. Prints the
 # number of failure points exercised per command. NAMES (comma-separated,
-# default all: check,run,record,replay,diff) sweeps only those commands, so
+# default all: check,run,record,replay,diff,conform) sweeps only those commands, so
 # that CTest can run the sweep in parts side by side.
 set -uo pipefail
-ppv=$1 so=$2 stride=${3:-1} names=${4:-check,run,record,replay,diff}
+ppv=$1 so=$2 stride=${3:-1} names=${4:-check,run,record,replay,diff,conform}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ppv_failsweep_XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -26,6 +26,7 @@ export UBSAN_OPTIONS=halt_on_error=1:exitcode=86
 "$ppv" gen 1f1b -p 2 -m 4 -o s.csv || exit 1
 "$ppv" record g.h5 s.csv --layers 2 --width 8 >/dev/null || exit 1
 cp g.h5 h.h5
+"$ppv" pp --chunks 3 --record i.h5 >/dev/null || exit 1
 
 # name | command (OUT is the file it writes, if any) | that file
 cmds=(
@@ -34,6 +35,7 @@ cmds=(
   "record|record OUT s.csv --layers 2 --width 8|out.h5"
   "replay|replay g.h5 --json|"
   "diff|diff g.h5 h.h5 --json|"
+  "conform|conform i.h5 --json|"
 )
 strip() { sed -E 's/"seconds":[0-9.e+-]+//g' "$1"; }
 status=0

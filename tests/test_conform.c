@@ -1,0 +1,802 @@
+/* test_conform.c - ppv conform: a recording checked against the PP
+ * inference contract with no model. A clean run of the pipeline is
+ * captured call by call, then written again with exactly one rule broken,
+ * and the check must name that rule, its check and its call; every clean
+ * configuration of ppv pp --record must conform; bad files exit 2. */
+#include <hdf5.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+
+#include "ppv_golden.h"
+#include "testutil.h"
+
+enum { MAX_CALLS = 32 };
+
+/* A run's calls as stage 0 sent and accepted them, tensors owned. */
+typedef struct rec {
+    ppv_envelope e[MAX_CALLS];
+    ppv_result r[MAX_CALLS];
+    int has[MAX_CALLS];
+    int n;
+} rec;
+
+static void copy_tensor(ppv_tensor *t) {
+    if (!t->data) return;
+    size_t n = ppv_tensor_bytes(t);
+    void *p = malloc(n);
+    assert_non_null(p);
+    memcpy(p, t->data, n);
+    t->data = p;
+}
+
+static int capture(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
+                   size_t errlen) {
+    (void)err, (void)errlen;
+    rec *x = ctx;
+    assert_true(x->n < MAX_CALLS);
+    ppv_envelope *c = &x->e[x->n];
+    *c = *e;
+    copy_tensor(&c->conditioning_embeds);
+    copy_tensor(&c->latents_in);
+    copy_tensor(&c->current_denoising_step_list);
+    copy_tensor(&c->context_frames);
+    x->has[x->n] = r != NULL;
+    if (r) {
+        x->r[x->n] = *r;
+        copy_tensor(&x->r[x->n].latents_out);
+    }
+    x->n++;
+    return 0;
+}
+
+static void rec_free(rec *x) {
+    for (int k = 0; k < x->n; k++) {
+        ppv_envelope_free_tensors(&x->e[k]);
+        if (x->has[k]) ppv_result_free_tensors(&x->r[k]);
+    }
+    x->n = 0;
+}
+
+/* 5 chunks on a mesh of 2, recomputing, a hard cut before chunk 3: calls
+ * 0-4 are INFERs (chunk 2 recomputes from context frames), call 5 the
+ * SHUTDOWN. */
+static void clean_run(rec *x) {
+    memset(x, 0, sizeof *x);
+    ppv_pp_options o = ppv_pp_defaults();
+    o.chunks = 5;
+    o.kv_recompute = 1;
+    o.cuts[0] = 3;
+    o.ncuts = 1;
+    o.on_call = capture;
+    o.on_call_ctx = x;
+    ppv_pp_report *r = NULL;
+    char err[512];
+    if (ppv_pp_run(&o, &r, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_true(r->ok);
+    ppv_pp_report_free(r);
+    assert_int_equal(x->n, 6);
+    assert_int_equal(x->e[5].action, PPV_PP_SHUTDOWN);
+    assert_int_equal(x->e[2].do_kv_recompute, 1);
+    assert_int_equal(x->e[3].cache_epoch, 1);
+}
+
+/* Writes calls [0, n) of x to path (no setup). */
+static void write_rec(const char *path, const rec *x, int n) {
+    char err[512];
+    ppv_inference_writer *w = ppv_inference_create(path, NULL, err, sizeof err);
+    if (!w) fail_msg("%s", err);
+    for (int k = 0; k < n; k++)
+        if (ppv_inference_append(w, &x->e[k], x->has[k] ? &x->r[k] : NULL, err, sizeof err) < 0)
+            fail_msg("%s", err);
+    if (ppv_inference_commit(w, err, sizeof err) < 0) fail_msg("%s", err);
+}
+
+static ppv_conform_report conform_ok(const char *path) {
+    ppv_conform_report cr;
+    char err[512];
+    if (ppv_conform(path, NULL, &cr, err, sizeof err) < 0) fail_msg("%s", err);
+    return cr;
+}
+
+/* What one violation must be: its check, rule, call and a piece of its
+ * message. */
+typedef struct want {
+    ppv_conform_check check;
+    ppv_failure rule;
+    int64_t call;
+    const char *text;
+} want;
+
+/* Checks the report holds exactly the violations w[0..n), in order. */
+static void expect_violations(const ppv_conform_report *cr, const want *w, int n) {
+    for (int k = 0; k < cr->nv; k++)
+        if (k >= n || cr->v[k].check != w[k].check || cr->v[k].rule != w[k].rule ||
+            cr->v[k].call != w[k].call || !strstr(cr->v[k].message, w[k].text))
+            fail_msg("violation %d: got [%s] %s at call %lld: %s", k,
+                     ppv_conform_check_name(cr->v[k].check), ppv_failure_id(cr->v[k].rule),
+                     (long long)cr->v[k].call, cr->v[k].message);
+    assert_int_equal(cr->nv, n);
+    assert_int_equal(cr->violations, n);
+}
+
+/* x written with one call changed by f, then checked: exactly the one
+ * violation w. */
+static void broken(rec *x, void (*f)(rec *), want w) {
+    f(x);
+    const char *path = tmp_path("broken.h5");
+    write_rec(path, x, x->n);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, &w, 1);
+    assert_int_equal(cr.by_check[w.check], 1);
+    ppv_conform_report_free(&cr);
+}
+
+static void test_a_clean_run_conforms(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    const char *path = tmp_path("clean.h5");
+    write_rec(path, &x, x.n);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, NULL, 0);
+    assert_int_equal(cr.present, 6);
+    assert_int_equal(cr.calls, 6);
+    assert_int_equal(cr.infers, 5);
+    assert_int_equal(cr.results, 5);
+    assert_int_equal(cr.format_version, 1);
+    assert_non_null(strstr(cr.limits, "no event log"));
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+/* ---- one rule broken at a time --------------------------------------------------------- */
+
+static void plan_says_one_more_call(rec *x) {
+    /* the envelope's formula is broken; the result agrees with it */
+    x->e[1].expected_generator_calls++;
+    x->r[1].observed_generator_calls++;
+}
+static void test_envelope_call_formula(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, plan_says_one_more_call,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_FM02, 1, "expected_generator_calls 6, but"});
+    rec_free(&x);
+}
+
+static void no_init_cache(rec *x) {
+    x->e[3].init_cache = 0; /* the first chunk of epoch 1 */
+}
+static void test_envelope_init_cache_on_an_epochs_first_chunk(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, no_init_cache,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_RULE, 3, "must set init_cache"});
+    rec_free(&x);
+}
+
+static void context_without_recompute(rec *x) {
+    x->e[3].context_frames = x->e[2].context_frames; /* a first chunk: stashes */
+    copy_tensor(&x->e[3].context_frames);
+}
+static void test_envelope_context_frames_only_with_recompute(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, context_without_recompute,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_FM15, 3, "context_frames present"});
+    rec_free(&x);
+}
+
+static void recompute_without_context(rec *x) {
+    free(x->e[2].context_frames.data);
+    memset(&x->e[2].context_frames, 0, sizeof x->e[2].context_frames);
+}
+static void test_envelope_recompute_needs_context_frames(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, recompute_without_context,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_FM06, 2, "context_frames missing"});
+    rec_free(&x);
+}
+
+static void recompute_on_first_chunk(rec *x) {
+    ppv_envelope *e = &x->e[3];
+    e->do_kv_recompute = 1;
+    e->expected_generator_calls++;
+    x->r[3].observed_generator_calls++;
+    e->context_frames = x->e[2].context_frames;
+    copy_tensor(&e->context_frames);
+}
+static void test_envelope_no_recompute_on_an_epochs_first_chunk(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, recompute_on_first_chunk,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_RULE, 3, "do_kv_recompute on the first chunk"});
+    rec_free(&x);
+}
+
+static void shutdown_with_payload(rec *x) {
+    x->e[5].latents_in = x->e[4].latents_in;
+    copy_tensor(&x->e[5].latents_in);
+}
+static void test_envelope_shutdown_carries_no_payload(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, shutdown_with_payload,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_RULE, 5, "latents_in present in SHUTDOWN"});
+    rec_free(&x);
+}
+
+static void chunk_index_repeats(rec *x) {
+    x->e[2].chunk_index = 1;
+    x->r[2].chunk_index = 1;
+}
+static void test_envelope_chunk_index_increases_within_an_epoch(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, chunk_index_repeats,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_ORDER, 2, "chunk_index 1 after 1 in the same"});
+    rec_free(&x);
+}
+
+static void epoch_goes_back(rec *x) {
+    x->e[5].cache_epoch = 0; /* the SHUTDOWN */
+}
+static void test_envelope_epoch_never_goes_back(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, epoch_goes_back,
+           (want){PPV_CONFORM_ENVELOPE, PPV_FAIL_ORDER, 5, "cache_epoch 0 after 1"});
+    rec_free(&x);
+}
+
+static void fewer_calls(rec *x) {
+    x->r[1].observed_generator_calls--;
+}
+static void more_calls(rec *x) {
+    x->r[4].observed_generator_calls++;
+}
+/* The result side of the call count, both ways: a mesh that made fewer
+ * calls than the plan is as wrong as one that made more. */
+static void test_result_generator_calls_equal_the_plan(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, fewer_calls,
+           (want){PPV_CONFORM_GENERATOR_CALLS, PPV_FAIL_FM02, 1,
+                  "observed_generator_calls 4, expected_generator_calls 5"});
+    rec_free(&x);
+    clean_run(&x);
+    broken(&x, more_calls,
+           (want){PPV_CONFORM_GENERATOR_CALLS, PPV_FAIL_FM02, 4,
+                  "observed_generator_calls 6, expected_generator_calls 5"});
+    rec_free(&x);
+}
+
+static void result_ahead(rec *x) {
+    x->r[2].call_id = 3;
+}
+static void test_result_ids_equal_its_envelope(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, result_ahead,
+           (want){PPV_CONFORM_RESULT, PPV_FAIL_ORDER, 2, "result for call_id 3 chunk_index 2"});
+    rec_free(&x);
+}
+
+static void result_version(rec *x) {
+    x->r[0].pp_result_version = 2;
+}
+static void test_result_version(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, result_version,
+           (want){PPV_CONFORM_RESULT, PPV_FAIL_VERSION, 0, "pp_result_version 2"});
+    rec_free(&x);
+}
+
+static void stale_answer(rec *x) {
+    x->r[1].cache_epoch = 1;
+}
+static void test_result_of_another_epoch_is_never_the_answer(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, stale_answer,
+           (want){PPV_CONFORM_RESULT, PPV_FAIL_FM10, 1, "a stale result taken as the answer"});
+    rec_free(&x);
+}
+
+static void duplicate_answer(rec *x) {
+    x->r[2].call_id = 1;
+}
+static void test_result_already_answered_is_never_the_answer(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, duplicate_answer,
+           (want){PPV_CONFORM_RESULT, PPV_FAIL_ORDER, 2, "a duplicate taken as the answer"});
+    rec_free(&x);
+}
+
+static void failed_with_latents(rec *x) {
+    x->r[4].ok = 0;
+    snprintf(x->r[4].error_message, sizeof x->r[4].error_message, "FM-02: short");
+}
+static void failed_without_message(rec *x) {
+    x->r[4].ok = 0;
+    ppv_result_free_tensors(&x->r[4]);
+}
+static void test_result_ok_and_error_message(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, failed_with_latents,
+           (want){PPV_CONFORM_RESULT, PPV_FAIL_RULE, 4, "a failed result carries latents_out"});
+    rec_free(&x);
+    clean_run(&x);
+    broken(&x, failed_without_message,
+           (want){PPV_CONFORM_RESULT, PPV_FAIL_RULE, 4, "a failed result says nothing"});
+    rec_free(&x);
+}
+
+static void error_answer(rec *x) {
+    failed_without_message(x);
+    snprintf(x->r[4].error_message, sizeof x->r[4].error_message,
+             "FM-22: a collective on the wrong group");
+}
+/* The mesh's own error is a violation named by the mode it gives; the
+ * SHUTDOWN after it is allowed (the stream ends there). */
+static void test_error_result_names_its_mode(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, error_answer,
+           (want){PPV_CONFORM_ERROR_RESULT, PPV_FAIL_FM22, 4,
+                  "the mesh answered with an error: FM-22: a collective"});
+    rec_free(&x);
+}
+
+static void latents_wrong_shape(rec *x) {
+    x->r[3].latents_out.dims[1] = 2;
+}
+static void test_result_latents_shape(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    /* digest over the shorter tensor differs too: two violations, shape first */
+    latents_wrong_shape(&x);
+    ppv_tensor *t = &x.r[3].latents_out;
+    x.r[3].output_digest_i64 = (int64_t)ppv_digest_words(t->data, ppv_tensor_bytes(t));
+    const char *path = tmp_path("shape.h5");
+    write_rec(path, &x, x.n);
+    ppv_conform_report cr = conform_ok(path);
+    want w = {PPV_CONFORM_RESULT, PPV_FAIL_FM07, 3, "latents_out is bf16 (1, 2, 16, 4, 4)"};
+    expect_violations(&cr, &w, 1);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+static void not_finite(rec *x) {
+    ppv_tensor *t = &x->r[2].latents_out;
+    ((uint16_t *)t->data)[5] = 0x7FC0; /* a NaN */
+    ((uint16_t *)t->data)[9] = 0xFF80; /* -inf */
+    x->r[2].output_digest_i64 = (int64_t)ppv_digest_words(t->data, ppv_tensor_bytes(t));
+}
+static void test_result_latents_finite(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, not_finite,
+           (want){PPV_CONFORM_FINITE, PPV_FAIL_RULE, 2,
+                  "latents_out holds 2 values that are not finite (the first at flat index 5, "
+                  "bits 0x7fc0)"});
+    rec_free(&x);
+}
+
+static void digest_off(rec *x) {
+    x->r[0].output_digest_i64 ^= 1;
+}
+static void test_result_digest(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, digest_off, (want){PPV_CONFORM_DIGEST, PPV_FAIL_CORRUPT, 0, "output_digest_i64 is"});
+    rec_free(&x);
+}
+
+static void start_frame_off(rec *x) {
+    x->r[1].mesh_current_start_frame += 3;
+}
+static void test_result_start_frame(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, start_frame_off,
+           (want){PPV_CONFORM_START_FRAME, PPV_FAIL_RULE, 1,
+                  "mesh_current_start_frame 6, the envelope's current_start_frame 3"});
+    rec_free(&x);
+}
+
+static void unanswered(rec *x) {
+    ppv_result_free_tensors(&x->r[2]);
+    x->has[2] = 0;
+}
+static void test_every_infer_is_answered(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, unanswered, (want){PPV_CONFORM_ANSWERED, PPV_FAIL_RULE, 2, "an INFER with no result"});
+    rec_free(&x);
+}
+
+static void call_after_shutdown(rec *x) {
+    ppv_envelope *e = &x->e[x->n];
+    ppv_envelope_init(e);
+    e->action = PPV_PP_NOOP;
+    e->call_id = x->e[x->n - 1].call_id + 1;
+    e->cache_epoch = 1;
+    x->has[x->n++] = 0;
+}
+static void test_nothing_after_shutdown(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    broken(&x, call_after_shutdown,
+           (want){PPV_CONFORM_AFTER_END, PPV_FAIL_ORDER, 6, "a NOOP after call 5's SHUTDOWN"});
+    rec_free(&x);
+}
+
+/* Cut short: the last INFER and the SHUTDOWN gone, the count matching. */
+static void test_a_recording_cut_short_is_truncated(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    const char *path = tmp_path("short.h5");
+    write_rec(path, &x, 4);
+    ppv_conform_report cr = conform_ok(path);
+    want w = {PPV_CONFORM_COMPLETE, PPV_FAIL_TRUNCATED, -1,
+              "truncated after call 3: the stream ends without SHUTDOWN"};
+    expect_violations(&cr, &w, 1);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+/* Opens path read-write and runs f on /inference/calls (or the file). */
+static void edit(const char *path, void (*f)(hid_t file)) {
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    f(file);
+    assert_true(H5Fclose(file) >= 0);
+}
+
+/* Sets the int64 attribute name of the object obj to v. */
+static void set_attr(hid_t file, const char *obj, const char *name, int64_t v) {
+    hid_t g = H5Oopen(file, obj, H5P_DEFAULT);
+    assert_true(g >= 0);
+    hid_t a = H5Aopen(g, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0);
+    H5Aclose(a);
+    H5Oclose(g);
+}
+
+static void count_two_more(hid_t file) {
+    set_attr(file, "/inference", "calls", 8);
+}
+
+static void add_attr(hid_t file, const char *obj, const char *name) {
+    hid_t g = H5Gopen2(file, obj, H5P_DEFAULT);
+    assert_true(g >= 0);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(g, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int64_t v = 1;
+    assert_true(H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Gclose(g);
+}
+
+static void add_unknown_fields(hid_t file) {
+    add_attr(file, "/inference/calls/call_000001/envelope", "tp_plan");
+    add_attr(file, "/inference/calls/call_000002/result", "video");
+}
+
+static void drop_attr(hid_t file) {
+    assert_true(H5Adelete_by_name(file, "/inference/calls/call_000001/result", "ok",
+                                  H5P_DEFAULT) >= 0);
+}
+
+static void test_the_calls_count_is_the_calls_held(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    const char *path = tmp_path("count.h5");
+    write_rec(path, &x, x.n);
+    edit(path, count_two_more);
+    ppv_conform_report cr = conform_ok(path);
+    want w = {PPV_CONFORM_COMPLETE, PPV_FAIL_TRUNCATED, -1,
+              "truncated after call 5: /inference's calls says 8, the file holds 6"};
+    expect_violations(&cr, &w, 1);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+static void test_unknown_fields_and_the_video_key(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    const char *path = tmp_path("unknown.h5");
+    write_rec(path, &x, x.n);
+    edit(path, add_unknown_fields);
+    ppv_conform_report cr = conform_ok(path);
+    want w[] = {{PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 1,
+                 "call_000001/envelope/tp_plan: a field the contract does not define"},
+                {PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 2,
+                 "call_000002/result/video: the video key is forbidden"}};
+    expect_violations(&cr, w, 2);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+/* The counts are of all violations; the report keeps max_report. */
+static void test_max_report_keeps_the_first_and_counts_all(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    for (int k = 0; k < 5; k++)
+        x.r[k].output_digest_i64 ^= 1;
+    const char *path = tmp_path("many.h5");
+    write_rec(path, &x, x.n);
+    ppv_conform_options o = {2};
+    ppv_conform_report cr;
+    char err[256];
+    assert_int_equal(ppv_conform(path, &o, &cr, err, sizeof err), 0);
+    assert_int_equal(cr.violations, 5);
+    assert_int_equal(cr.nv, 2);
+    assert_int_equal(cr.by_check[PPV_CONFORM_DIGEST], 5);
+    assert_int_equal(cr.v[1].call, 1);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+/* ---- every clean recording of ppv pp conforms ------------------------------------------- */
+
+static int record_call(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
+                       size_t errlen) {
+    return ppv_inference_append(ctx, e, r, err, errlen);
+}
+
+/* Records o's run to a file and checks it: 0 violations when the run was
+ * ok. */
+static void conforms(ppv_pp_options o, const char *how) {
+    const char *path = tmp_path("live.h5");
+    char err[512];
+    ppv_inference_setup setup = {o.mesh, o.kv_window, o.model};
+    ppv_inference_writer *w = ppv_inference_create(path, &setup, err, sizeof err);
+    if (!w) fail_msg("%s", err);
+    o.on_call = record_call;
+    o.on_call_ctx = w;
+    ppv_pp_report *r = NULL;
+    if (ppv_pp_run(&o, &r, err, sizeof err) < 0) fail_msg("%s: %s", how, err);
+    if (!r->ok) fail_msg("%s: %s", how, r->message);
+    ppv_pp_report_free(r);
+    assert_int_equal(ppv_inference_commit(w, err, sizeof err), 0);
+    ppv_conform_report cr = conform_ok(path);
+    if (cr.violations)
+        fail_msg("%s: %lld violations, the first [%s] at call %lld: %s", how,
+                 (long long)cr.violations, ppv_conform_check_name(cr.v[0].check),
+                 (long long)cr.v[0].call, cr.v[0].message);
+    assert_true(cr.has_setup);
+    ppv_conform_report_free(&cr);
+}
+
+static void test_every_clean_recording_conforms(void **state) {
+    (void)state;
+    static const int32_t meshes[] = {1, 2, 4};
+    int runs = 0;
+    for (int m = 0; m < 3; m++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int cut = 0; cut < 2; cut++) {
+                ppv_pp_options o = ppv_pp_defaults();
+                o.mesh = meshes[m];
+                o.chunks = 6;
+                o.kv_recompute = kv;
+                o.ncuts = cut ? 2 : 0;
+                o.cuts[0] = 2;
+                o.cuts[1] = 4;
+                char how[96];
+                snprintf(how, sizeof how, "mesh %d kv %d cuts %d", o.mesh, kv, o.ncuts);
+                conforms(o, how);
+                runs++;
+            }
+    /* every injection whose right outcome is a completed run */
+    for (int i = 1; i < PPV_INJECT_COUNT; i++) {
+        if (ppv_pp_inject_mode((ppv_pp_inject)i) != PPV_FAIL_NONE) continue;
+        ppv_pp_options o = ppv_pp_defaults();
+        o.inject = (ppv_pp_inject)i;
+        o.chunks = 5;
+        o.cuts[0] = 2;
+        o.ncuts = 1;
+        conforms(o, ppv_pp_inject_token((ppv_pp_inject)i));
+        runs++;
+    }
+    assert_int_equal(runs, 12 + 2);
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+static void test_conform_command_exit_codes_and_json(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    const char *good = tmp_path("good.h5");
+    write_rec(good, &x, x.n);
+    run_result r = RUN("conform", good);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "6 calls (5 INFER, 5 results), format version 1"));
+    assert_non_null(strstr(r.out, "conformance: 0 violations of 11 checks\nresult: CONFORMS\n"));
+    run_free(&r);
+    fewer_calls(&x);
+    const char *bad = tmp_path("bad.h5");
+    write_rec(bad, &x, x.n);
+    const char *xml = tmp_path("conform.xml");
+    r = RUN("conform", bad, "--json", "--junit", xml);
+    assert_int_equal(r.code, 1);
+    json_object *o = json_tokener_parse(r.out), *v, *list;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "conforms", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "list", &list));
+    assert_int_equal(json_object_array_length(list), 1);
+    assert_string_equal(json_object_to_json_string_ext(json_object_array_get_idx(list, 0),
+                                                       JSON_C_TO_STRING_PLAIN),
+                        "{\"check\":\"generator-calls\",\"rule\":\"FM-02\",\"call\":1,"
+                        "\"call_id\":1,\"chunk_index\":1,\"cache_epoch\":0,\"message\":"
+                        "\"observed_generator_calls 4, expected_generator_calls 5 (call_id 1, "
+                        "chunk_index 1, cache_epoch 0)\"}");
+    json_object_put(o);
+    run_free(&r);
+    char *junit = slurp(xml);
+    assert_non_null(strstr(junit, "tests=\"11\" failures=\"1\""));
+    assert_non_null(strstr(junit, "name=\"conform: generator-calls\">"));
+    assert_non_null(strstr(junit, "name=\"conform: digest\"/>"));
+    free(junit);
+    rec_free(&x);
+}
+
+/* A replay never says OK for what it did not do: a recording cut short
+ * replays as a PROBLEM (the re-run cannot end where the file does), and
+ * one whose results break the contract fails even with every result left
+ * out of the comparison. */
+static void test_replay_is_never_ok_when_it_is_not(void **state) {
+    (void)state;
+    const char *full = tmp_path("full.h5");
+    run_result r = RUN("pp", "--chunks", "4", "--record", full);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", full, "--exclude", "/inference/calls/*/result");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK\n"));
+    run_free(&r);
+    /* the last INFER and the SHUTDOWN deleted, the count set to match */
+    hid_t f = H5Fopen(full, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    assert_true(H5Ldelete(f, "/inference/calls/call_000004", H5P_DEFAULT) >= 0);
+    assert_true(H5Ldelete(f, "/inference/calls/call_000003", H5P_DEFAULT) >= 0);
+    set_attr(f, "/inference", "calls", 3);
+    /* and every result says one generator call more than its envelope */
+    for (int k = 0; k < 3; k++) {
+        char obj[96];
+        snprintf(obj, sizeof obj, "/inference/calls/call_%06d/result", k);
+        set_attr(f, obj, "observed_generator_calls", 5);
+    }
+    assert_true(H5Fclose(f) >= 0);
+    r = RUN("replay", full, "--exclude", "/inference/calls/*/result");
+    assert_int_equal(r.code, 1);
+    assert_null(strstr(r.out, "result: OK"));
+    assert_non_null(strstr(r.out, "PPV-TRUNCATED [complete] at the file: truncated after call 2"));
+    assert_non_null(strstr(r.out, "FM-02 [generator-calls] at call 0 (call_id 0, chunk_index 0, "
+                                  "cache_epoch 0): observed_generator_calls 5, "
+                                  "expected_generator_calls 4"));
+    assert_non_null(strstr(r.out, "the re-run failed as PPV-RULE"));
+    assert_non_null(strstr(r.out, "result: PROBLEM\n"));
+    run_free(&r);
+    r = RUN("replay", full, "--json", "--exclude", "/inference/calls/*/result");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "\"ok\":false"));
+    assert_non_null(strstr(r.out, "\"run_ok\":false"));
+    run_free(&r);
+}
+
+/* ---- bad input ------------------------------------------------------------------------ */
+
+static void test_unreadable_recordings_exit_2_naming_the_place(void **state) {
+    (void)state;
+    const char *text = tmp_path("text.h5");
+    FILE *f = fopen(text, "w");
+    assert_non_null(f);
+    fputs("not hdf5\n", f);
+    fclose(f);
+    run_result r = RUN("conform", text);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "not an HDF5 file"));
+    run_free(&r);
+    r = RUN("conform", tmp_path("missing.h5"));
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "cannot open: No such file or directory"));
+    run_free(&r);
+    rec x;
+    clean_run(&x);
+    const char *path = tmp_path("noattr.h5");
+    write_rec(path, &x, x.n);
+    edit(path, drop_attr);
+    r = RUN("conform", path);
+    assert_int_equal(r.code, 2);
+    assert_non_null(
+        strstr(r.err, "/inference/calls/call_000001/result: attribute ok missing or not 0 or 1"));
+    assert_string_equal(r.out, "");
+    run_free(&r);
+    r = RUN("conform", path, "--max-report", "0");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--max-report needs a count in 1..1000000, not '0'"));
+    run_free(&r);
+    r = RUN("conform", path, path);
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    rec_free(&x);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_clean_run_conforms),
+        cmocka_unit_test(test_envelope_call_formula),
+        cmocka_unit_test(test_envelope_init_cache_on_an_epochs_first_chunk),
+        cmocka_unit_test(test_envelope_context_frames_only_with_recompute),
+        cmocka_unit_test(test_envelope_recompute_needs_context_frames),
+        cmocka_unit_test(test_envelope_no_recompute_on_an_epochs_first_chunk),
+        cmocka_unit_test(test_envelope_shutdown_carries_no_payload),
+        cmocka_unit_test(test_envelope_chunk_index_increases_within_an_epoch),
+        cmocka_unit_test(test_envelope_epoch_never_goes_back),
+        cmocka_unit_test(test_result_generator_calls_equal_the_plan),
+        cmocka_unit_test(test_result_ids_equal_its_envelope),
+        cmocka_unit_test(test_result_version),
+        cmocka_unit_test(test_result_of_another_epoch_is_never_the_answer),
+        cmocka_unit_test(test_result_already_answered_is_never_the_answer),
+        cmocka_unit_test(test_result_ok_and_error_message),
+        cmocka_unit_test(test_error_result_names_its_mode),
+        cmocka_unit_test(test_result_latents_shape),
+        cmocka_unit_test(test_result_latents_finite),
+        cmocka_unit_test(test_result_digest),
+        cmocka_unit_test(test_result_start_frame),
+        cmocka_unit_test(test_every_infer_is_answered),
+        cmocka_unit_test(test_nothing_after_shutdown),
+        cmocka_unit_test(test_a_recording_cut_short_is_truncated),
+        cmocka_unit_test(test_the_calls_count_is_the_calls_held),
+        cmocka_unit_test(test_unknown_fields_and_the_video_key),
+        cmocka_unit_test(test_max_report_keeps_the_first_and_counts_all),
+        cmocka_unit_test(test_every_clean_recording_conforms),
+        cmocka_unit_test(test_conform_command_exit_codes_and_json),
+        cmocka_unit_test(test_replay_is_never_ok_when_it_is_not),
+        cmocka_unit_test(test_unreadable_recordings_exit_2_naming_the_place),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+    return rc;
+}
