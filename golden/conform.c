@@ -4,6 +4,7 @@
  * the contract does not define. Reads one call at a time.
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +146,307 @@ static int check_result(conform *c, const ppv_envelope *e, const ppv_result *r,
     return 0;
 }
 
+/* What the event pass needs of each call (a few bytes a call; no tensor). */
+typedef struct call_info {
+    int64_t call_id, chunk_index, cache_epoch;
+    int8_t action, has_result, status;
+} call_info;
+
+/* A sent INFER's state in the event pass. */
+enum { ST_UNSENT, ST_SENT, ST_ACCEPTED, ST_HELD, ST_DECODED, ST_ABANDONED, ST_ERROR, ST_REJECTED };
+
+static const char *status_name(int st) {
+    static const char *const names[] = {"never sent", "sent",      "accepted",  "held ahead",
+                                        "decoded",    "abandoned", "an error",  "rejected"};
+    return names[st];
+}
+
+/* The call whose envelope has call_id among the first n (call_ids
+ * strictly increase in a conforming file; else the first with it), or -1. */
+static int64_t find_call(const call_info *ci, int64_t n, int64_t call_id) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ci[mid].call_id < call_id) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < n && ci[lo].call_id == call_id) return lo;
+    for (int64_t k = 0; k < n; k++) /* out of order: the slow way */
+        if (ci[k].call_id == call_id) return k;
+    return -1;
+}
+
+/* Sets c's ids from an event's (its call, when found). */
+static void at_event(conform *c, ppv_envelope *e, const ppv_pp_event *ev, int64_t call) {
+    ppv_envelope_init(e);
+    e->call_id = ev->call_id;
+    e->chunk_index = ev->chunk_index;
+    e->cache_epoch = ev->cache_epoch;
+    c->e = e;
+    c->k = call;
+}
+
+typedef struct event_pass {
+    conform *c;
+    call_info *ci;
+    int64_t ncalls, sent, epoch, held, last_decoded, t_prev, q;
+    ppv_inference_events how;
+} event_pass;
+
+/* The next unanswered INFER of the current epoch (-1: none). */
+static int64_t next_expected(const event_pass *p) {
+    for (int64_t k = 0; k < p->sent; k++)
+        if (p->ci[k].action == PPV_PP_INFER && p->ci[k].status == ST_SENT &&
+            p->ci[k].cache_epoch == p->epoch)
+            return k;
+    return -1;
+}
+
+static void on_received(event_pass *p, const ppv_pp_event *ev, int64_t i) {
+    conform *c = p->c;
+    const char *verdict = ppv_pp_verdict_name(ev->verdict);
+    if (i < 0 || p->ci[i].action != PPV_PP_INFER) {
+        if (ev->verdict != PPV_VERDICT_REJECTED)
+            violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": a result for call_id %" PRId64
+                      ", which stage 0 never sent as an INFER, was %s (only a rejection fits)",
+                      p->q, ev->call_id, verdict);
+        return;
+    }
+    call_info *ci = &p->ci[i];
+    if (ev->cache_epoch != p->epoch) {
+        /* a call given up at the cut may be logged as late as well */
+        int late = ci->status == ST_ABANDONED && ev->verdict == PPV_VERDICT_LATE;
+        if (ev->verdict != PPV_VERDICT_STALE && !late)
+            violation(c, PPV_CONFORM_STALE, PPV_FAIL_FM10,
+                      "event %" PRId64 ": a result of cache_epoch %" PRId64
+                      " while the epoch is %" PRId64 " was %s, not dropped as stale",
+                      p->q, ev->cache_epoch, p->epoch, verdict);
+        if (ci->status == ST_SENT && ev->verdict == PPV_VERDICT_ACCEPTED) ci->status = ST_ACCEPTED;
+        return;
+    }
+    if (ev->verdict == PPV_VERDICT_STALE) {
+        violation(c, PPV_CONFORM_STALE, PPV_FAIL_FM10,
+                  "event %" PRId64 ": a result of the current cache_epoch %" PRId64
+                  " dropped as stale",
+                  p->q, ev->cache_epoch);
+        return;
+    }
+    if (ci->status == ST_ACCEPTED || ci->status == ST_HELD || ci->status == ST_DECODED) {
+        if (ev->verdict != PPV_VERDICT_DUPLICATE)
+            violation(c, PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": a second result for call_id %" PRId64
+                      " (already %s) was %s, not dropped as a duplicate",
+                      p->q, ev->call_id, status_name(ci->status), verdict);
+        return;
+    }
+    if (ci->status == ST_ABANDONED) {
+        if (ev->verdict != PPV_VERDICT_LATE)
+            violation(c, PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": the result of call_id %" PRId64
+                      ", abandoned at a cut, was %s, not dropped as late",
+                      p->q, ev->call_id, verdict);
+        return;
+    }
+    if (ci->status != ST_SENT) return; /* after an error or a rejection: the run ended */
+    if (ev->verdict == PPV_VERDICT_DUPLICATE || ev->verdict == PPV_VERDICT_LATE) {
+        violation(c, PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER,
+                  "event %" PRId64 ": the first result for call_id %" PRId64
+                  " was dropped as %s: it was neither accepted nor abandoned before",
+                  p->q, ev->call_id, verdict);
+        return;
+    }
+    int64_t want = next_expected(p);
+    if (want >= 0 && i != want) { /* ahead of the next expected */
+        if (ev->verdict == PPV_VERDICT_ACCEPTED)
+            violation(c, PPV_CONFORM_AHEAD, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": the result for call_id %" PRId64
+                      " was accepted before call_id %" PRId64 "'s: out of order",
+                      p->q, ev->call_id, p->ci[want].call_id);
+        else if (ev->verdict == PPV_VERDICT_AHEAD && p->held + 1 > p->how.reorder_bound)
+            violation(c, PPV_CONFORM_AHEAD, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": the result for call_id %" PRId64
+                      " came before call_id %" PRId64 "'s and was held, %" PRId64
+                      " held beyond the reorder bound %" PRId64 " (an error)",
+                      p->q, ev->call_id, p->ci[want].call_id, p->held + 1, p->how.reorder_bound);
+        if (ev->verdict == PPV_VERDICT_AHEAD) {
+            ci->status = ST_HELD;
+            p->held++;
+        } else if (ev->verdict == PPV_VERDICT_ACCEPTED)
+            ci->status = ST_ACCEPTED;
+        else if (ev->verdict == PPV_VERDICT_ERROR)
+            ci->status = ST_ERROR;
+        else if (ev->verdict == PPV_VERDICT_REJECTED)
+            ci->status = ST_REJECTED;
+        return;
+    }
+    switch (ev->verdict) {
+    case PPV_VERDICT_ACCEPTED: ci->status = ST_ACCEPTED; break;
+    case PPV_VERDICT_ERROR: ci->status = ST_ERROR; break;
+    case PPV_VERDICT_REJECTED: ci->status = ST_REJECTED; break;
+    case PPV_VERDICT_AHEAD:
+        violation(c, PPV_CONFORM_AHEAD, PPV_FAIL_ORDER,
+                  "event %" PRId64 ": the result for call_id %" PRId64
+                  " is the next expected, but was held as ahead",
+                  p->q, ev->call_id);
+        ci->status = ST_HELD;
+        p->held++;
+        break;
+    default:
+        violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_FIELD,
+                  "event %" PRId64 ": a received result with verdict %s", p->q, verdict);
+    }
+}
+
+static void on_event(event_pass *p, const ppv_pp_event *ev) {
+    conform *c = p->c;
+    int64_t i = ev->kind == PPV_EVENT_SENT ? (p->sent < p->ncalls ? p->sent : -1)
+                                           : find_call(p->ci, p->sent, ev->call_id);
+    ppv_envelope ids;
+    at_event(c, &ids, ev, i);
+    if (ev->t_ns < p->t_prev || ev->t_begin_ns > ev->t_ns)
+        violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER,
+                  "event %" PRId64 " (%s) at t_ns %" PRId64 ", begun at %" PRId64
+                  ", the event before at %" PRId64 ": times go back",
+                  p->q, ppv_pp_event_kind_name(ev->kind), ev->t_ns, ev->t_begin_ns, p->t_prev);
+    p->t_prev = ev->t_ns;
+    if (ev->inflight < 0 || ev->ready < 0 || ev->inflight > p->how.d_in ||
+        ev->ready > p->how.d_out)
+        violation(c, PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE,
+                  "event %" PRId64 " (%s): %" PRId64 " in flight and %" PRId64
+                  " ready, the bounds are D_in %" PRId64 " and D_out %" PRId64,
+                  p->q, ppv_pp_event_kind_name(ev->kind), ev->inflight, ev->ready, p->how.d_in,
+                  p->how.d_out);
+    if (ev->kind < 0 || ev->kind >= PPV_EVENT_KIND_COUNT || ev->verdict < 0 ||
+        ev->verdict >= PPV_VERDICT_COUNT || (ev->kind == PPV_EVENT_RECEIVED) ==
+                                                 (ev->verdict == PPV_VERDICT_NONE)) {
+        violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_FIELD,
+                  "event %" PRId64 ": kind %" PRId64 " with verdict %" PRId64
+                  " (a received result has a verdict other than none, every other event none)",
+                  p->q, ev->kind, ev->verdict);
+        return;
+    }
+    switch ((ppv_pp_event_kind)ev->kind) {
+    case PPV_EVENT_SENT: {
+        if (p->sent >= p->ncalls) {
+            violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": a %s sent (call_id %" PRId64
+                      ") after the %" PRId64 " recorded calls",
+                      p->q, ppv_pp_action_name(ev->action), ev->call_id, p->ncalls);
+            return;
+        }
+        call_info *ci = &p->ci[p->sent];
+        c->k = p->sent;
+        if (ci->call_id != ev->call_id || ci->action != ev->action ||
+            ci->chunk_index != ev->chunk_index || ci->cache_epoch != ev->cache_epoch)
+            violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": sent %s call_id %" PRId64 " chunk_index %" PRId64
+                      " cache_epoch %" PRId64 ", but call %" PRId64 " is %s call_id %" PRId64
+                      " chunk_index %" PRId64 " cache_epoch %" PRId64,
+                      p->q, ppv_pp_action_name(ev->action), ev->call_id, ev->chunk_index,
+                      ev->cache_epoch, p->sent, ppv_pp_action_name(ci->action), ci->call_id,
+                      ci->chunk_index, ci->cache_epoch);
+        ci->status = ST_SENT;
+        p->epoch = ev->cache_epoch;
+        p->sent++;
+        return;
+    }
+    case PPV_EVENT_RECEIVED:
+        on_received(p, ev, i);
+        return;
+    case PPV_EVENT_DECODED: {
+        int st = i < 0 ? ST_UNSENT : p->ci[i].status;
+        if (st != ST_ACCEPTED && st != ST_HELD) {
+            violation(c, PPV_CONFORM_DECODED, PPV_FAIL_RULE,
+                      "event %" PRId64 ": call_id %" PRId64
+                      " decoded while it was %s: only an accepted result is decoded, once",
+                      p->q, ev->call_id, status_name(st));
+            return;
+        }
+        if (ev->call_id <= p->last_decoded)
+            violation(c, PPV_CONFORM_DECODED, PPV_FAIL_ORDER,
+                      "event %" PRId64 ": call_id %" PRId64 " decoded after call_id %" PRId64
+                      ": results are emitted in call order",
+                      p->q, ev->call_id, p->last_decoded);
+        if (st == ST_HELD) p->held--;
+        p->ci[i].status = ST_DECODED;
+        p->last_decoded = ev->call_id;
+        return;
+    }
+    case PPV_EVENT_ABANDONED:
+        if (i < 0 || p->ci[i].status != ST_SENT)
+            violation(c, PPV_CONFORM_DECODED, PPV_FAIL_RULE,
+                      "event %" PRId64 ": call_id %" PRId64
+                      " abandoned while it was %s: only an INFER waiting for its result is",
+                      p->q, ev->call_id, i < 0 ? "never sent" : status_name(p->ci[i].status));
+        else
+            p->ci[i].status = ST_ABANDONED;
+        return;
+    case PPV_EVENT_KIND_COUNT: return;
+    }
+}
+
+/* The event log's checks; 0, or -1 with the reason (exit 2). */
+static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int64_t ncalls,
+                        int complete, char *err, size_t errlen) {
+    char clock[64];
+    event_pass p = {c, ci, ncalls, 0, -1, 0, -1, INT64_MIN, 0, {0}};
+    int64_t n = 0;
+    int has = inference_events_open(rd, &p.how, clock, sizeof clock, &n, err, errlen);
+    if (has < 0) return -1;
+    ppv_conform_report *r = c->rep;
+    for (int k = PPV_CONFORM_EVENT_LOG; k <= PPV_CONFORM_QUEUES; k++)
+        r->checked[k] = has;
+    if (!has) return 0;
+    r->limits[0] = 0;
+    r->events = n;
+    ppv_pp_event *buf = malloc(4096 * sizeof *buf);
+    if (!buf) return gerr(err, errlen, "out of memory");
+    for (int64_t at = 0; at < n; at += 4096) {
+        int64_t m = n - at < 4096 ? n - at : 4096;
+        if (inference_events_read(rd, at, m, buf, err, errlen) < 0) {
+            free(buf);
+            return -1;
+        }
+        for (int64_t q = 0; q < m; q++) {
+            p.q = at + q;
+            on_event(&p, &buf[q]);
+        }
+    }
+    free(buf);
+    ppv_envelope none;
+    c->e = NULL;
+    if (p.sent < ncalls)
+        violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER,
+                  "the event log sends %" PRId64 " of the %" PRId64
+                  " recorded calls: call %" PRId64 " and after have no sent event",
+                  p.sent, ncalls, p.sent);
+    for (int64_t k = 0; k < p.sent; k++) {
+        if (ci[k].action != PPV_PP_INFER) continue;
+        c->e = &none;
+        c->k = k;
+        ppv_envelope_init(&none);
+        none.call_id = ci[k].call_id;
+        none.chunk_index = ci[k].chunk_index;
+        none.cache_epoch = ci[k].cache_epoch;
+        int st = ci[k].status;
+        if (complete && st != ST_DECODED && st != ST_ABANDONED && st != ST_ERROR)
+            violation(c, PPV_CONFORM_DECODED, PPV_FAIL_RULE,
+                      "an INFER %s at the end of the stream: every INFER is decoded once, "
+                      "abandoned at a cut or answered by the mesh's error",
+                      status_name(st));
+        if (ci[k].has_result && st == ST_ABANDONED)
+            violation(c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,
+                      "an INFER abandoned at a cut has a recorded answer");
+        else if (!ci[k].has_result && st != ST_ABANDONED)
+            violation(c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,
+                      "an INFER with no result: every INFER is answered by exactly one (or "
+                      "abandoned at a cut)");
+    }
+    c->e = NULL;
+    return 0;
+}
+
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -155,20 +457,26 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     if (!rd) return -1;
     out->calls = n;
     out->format_version = inference_format_version(rd);
-    if (out->format_version < 2)
-        snprintf(out->limits, sizeof out->limits,
-                 "format version %" PRId64 " holds one result per call and no event log: what "
-                 "stage 0 dropped (stale, duplicate, late, ahead), heartbeats, timings and queue "
-                 "depths are not recorded, so their rules are not checked",
-                 out->format_version);
+    for (int k = 0; k < PPV_CONFORM_COUNT; k++)
+        out->checked[k] = 1;
+    snprintf(out->limits, sizeof out->limits,
+             "no event log (format version %" PRId64 "): what stage 0 dropped (stale, duplicate, "
+             "late, ahead), heartbeats, timings and queue depths were not recorded, so their "
+             "rules were not checked",
+             out->format_version);
     int64_t links = inference_links(rd);
     out->present = inference_present(rd);
+    int64_t upto = out->present < n ? out->present : n;
+    call_info *ci = calloc((size_t)(upto > 0 ? upto : 1), sizeof *ci);
     ppv_contract_order order = ppv_contract_order_start();
     int64_t last_accepted = -1, ended = -1; /* the call that ended the stream */
     int closed = 0, after_end_said = 0;      /* a SHUTDOWN or ERROR was sent */
     const char *end_what = "";
     int rc = -1;
-    int64_t upto = out->present < n ? out->present : n;
+    if (!ci) {
+        gerr(err, errlen, "out of memory");
+        goto done;
+    }
     for (int64_t k = 0; k < upto; k++) {
         ppv_envelope e;
         ppv_result r;
@@ -176,6 +484,8 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
         if (ppv_inference_read(rd, k, &e, &r, &has, err, errlen) < 0) goto done;
         c.e = &e;
         c.k = k;
+        ci[k] = (call_info){e.call_id, e.chunk_index, e.cache_epoch, (int8_t)e.action,
+                            (int8_t)has, ST_UNSENT};
         /* after the mesh's error only SHUTDOWN or ERROR may come; after
          * those, nothing */
         int closing = e.action == PPV_PP_SHUTDOWN || e.action == PPV_PP_ERROR;
@@ -200,10 +510,7 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
         ppv_contract_order_advance(&order, &e);
         int infer = e.action == PPV_PP_INFER;
         out->infers += infer;
-        if (infer && !has)
-            violation(&c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,
-                      "an INFER with no result: every INFER is answered by exactly one");
-        else if (!infer && has)
+        if (!infer && has)
             violation(&c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,
                       "a %s with a result: only an INFER is answered", ppv_pp_action_name(e.action));
         if (has) out->results++;
@@ -225,6 +532,22 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
             goto done;
         }
     }
+    c.e = NULL;
+    int complete = out->present == n && ended >= 0;
+    if (check_events(&c, rd, ci, upto, complete, err, errlen) < 0) goto done;
+    if (!out->checked[PPV_CONFORM_EVENT_LOG]) /* no log: every INFER has its one result */
+        for (int64_t k = 0; k < upto; k++)
+            if (ci[k].action == PPV_PP_INFER && !ci[k].has_result) {
+                ppv_envelope ids;
+                ppv_envelope_init(&ids);
+                ids.call_id = ci[k].call_id;
+                ids.chunk_index = ci[k].chunk_index;
+                ids.cache_epoch = ci[k].cache_epoch;
+                c.e = &ids;
+                c.k = k;
+                violation(&c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,
+                          "an INFER with no result: every INFER is answered by exactly one");
+            }
     c.e = NULL;
     if (out->present < n)
         violation(&c, PPV_CONFORM_COMPLETE, PPV_FAIL_TRUNCATED,
@@ -249,8 +572,11 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
                   "truncated after call %" PRId64
                   ": the stream ends without SHUTDOWN, ERROR or the mesh's error result",
                   out->present - 1);
+    for (int k = 0; k < PPV_CONFORM_COUNT; k++)
+        out->nchecked += out->checked[k];
     rc = c.oom ? gerr(err, errlen, "out of memory") : 0;
 done:
+    free(ci);
     ppv_inference_close(rd);
     if (rc < 0) ppv_conform_report_free(out);
     return rc;

@@ -165,6 +165,14 @@ int64_t inference_format_version(ppv_inference_reader *r);
 int64_t inference_links(ppv_inference_reader *r);
 /* Calls held in order from call 0: the first index with no call_NNNNNN. */
 int64_t inference_present(ppv_inference_reader *r);
+/* The event log (format version 2): 1 with *how (its clock copied into
+ * clock) and *n events, 0 when the file has none, -1 when it is not what
+ * the format says (err names the object). */
+int inference_events_open(ppv_inference_reader *r, ppv_inference_events *how, char *clock,
+                          size_t clocklen, int64_t *n, char *err, size_t errlen);
+/* Events [start, start + n) into out. 0, or -1 with the reason. */
+int inference_events_read(ppv_inference_reader *r, int64_t start, int64_t n, ppv_pp_event *out,
+                          char *err, size_t errlen);
 /* Calls cb(ctx, where, name) for every attribute or object of call k (its
  * group, its envelope and its result) that spec/contract.def does not
  * define; 0, or -1 when they cannot be listed. */

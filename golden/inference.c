@@ -19,17 +19,49 @@
 
 #include "golden_internal.h"
 
+enum { EVENT_BLOCK = 4096 }; /* events written (and read) at a time */
+
 struct ppv_inference_writer {
     h5_out out;
     hid_t calls, bf16;
     int64_t n;
+    hid_t events, event_mem; /* /inference/events and its in-memory type (-1: no log) */
+    int64_t nevents;
+    ppv_pp_event *evbuf; /* events not yet written */
+    int nbuf;
 };
 
 struct ppv_inference_reader {
     hid_t file, calls;
+    hid_t events, event_mem; /* the event log, once inference_events_open found one */
     int64_t n;
     char path[4096];
 };
+
+/* The event record's members, in order (ppv_pp_event's fields). */
+#define EVENT_MEMBERS(X)                                                                           \
+    X(t_ns) X(t_begin_ns) X(kind) X(verdict) X(action) X(call_id) X(chunk_index) X(cache_epoch)    \
+        X(inflight) X(ready)
+
+/* The compound type of one event: int64 members little-endian in the file
+ * (file != 0), native in memory. */
+static hid_t event_type(int file) {
+    hid_t t = H5Tcreate(H5T_COMPOUND, file ? 8 * 10 : sizeof(ppv_pp_event));
+    if (t < 0) return -1;
+    hid_t m = file ? H5T_STD_I64LE : H5T_NATIVE_INT64;
+    int rc = 0;
+    size_t at = 0;
+#define INSERT(f)                                                                                  \
+    rc |= H5Tinsert(t, #f, file ? at : offsetof(ppv_pp_event, f), m) < 0;                          \
+    at += 8;
+    EVENT_MEMBERS(INSERT)
+#undef INSERT
+    if (rc) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
 
 /* ---- writing ---------------------------------------------------------------------- */
 
@@ -98,7 +130,6 @@ static int write_root(hid_t f) {
     char created[32] = "";
     h5_created_now(created, sizeof created);
     return h5_attr_str(f, "ppv_format", PPV_GOLDEN_FORMAT_NAME) |
-           h5_attr_i64(f, "format_version", PPV_GOLDEN_FORMAT_VERSION) |
            h5_attr_str(f, "producer", "ppv") |
            h5_attr_str(f, "producer_version", PPV_VERSION_STRING) |
            h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "inference");
@@ -161,7 +192,7 @@ ppv_inference_writer *ppv_inference_create(const char *path, const ppv_inference
         gerr(err, errlen, "out of memory");
         return NULL;
     }
-    w->calls = w->bf16 = -1;
+    w->calls = w->bf16 = w->events = w->event_mem = -1;
     if (h5_out_create(&w->out, path, "the recording", err, errlen) < 0) {
         free(w);
         return NULL;
@@ -193,10 +224,74 @@ int ppv_inference_append(ppv_inference_writer *w, const ppv_envelope *e, const p
     return 0;
 }
 
+/* Writes the buffered events at the end of /inference/events. */
+static int flush_events(ppv_inference_writer *w) {
+    if (!w->nbuf) return 0;
+    hsize_t start = (hsize_t)w->nevents, count = (hsize_t)w->nbuf, size = start + count;
+    int rc = -1;
+    hid_t fs = -1, ms = H5Screate_simple(1, &count, NULL);
+    if (ms >= 0 && H5Dset_extent(w->events, &size) >= 0 && (fs = H5Dget_space(w->events)) >= 0 &&
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
+        H5Dwrite(w->events, w->event_mem, ms, fs, H5P_DEFAULT, w->evbuf) >= 0)
+        rc = 0;
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    w->nevents += w->nbuf;
+    w->nbuf = 0;
+    return rc;
+}
+
+int ppv_inference_events_begin(ppv_inference_writer *w, const ppv_inference_events *how,
+                               char *err, size_t errlen) {
+    if (w->events >= 0 || w->n)
+        return gerr(err, errlen, "%s: the event log begins once, before the first call",
+                    w->out.path);
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = EVENT_BLOCK;
+    hid_t ft = event_type(1), sp = H5Screate_simple(1, &zero, &unlimited);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t inf = H5Gopen2(w->out.file, "inference", H5P_DEFAULT);
+    w->event_mem = event_type(0);
+    w->evbuf = malloc(EVENT_BLOCK * sizeof *w->evbuf);
+    if (ft >= 0 && sp >= 0 && dcpl >= 0 && inf >= 0 && w->event_mem >= 0 && w->evbuf &&
+        H5Pset_chunk(dcpl, 1, &chunk) >= 0 && H5Pset_fletcher32(dcpl) >= 0 &&
+        H5Pset_obj_track_times(dcpl, 0) >= 0)
+        w->events = H5Dcreate2(inf, "events", ft, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    int rc = w->events < 0 ||
+             h5_attr_str(w->events, "clock", how->clock ? how->clock : "monotonic") ||
+             h5_attr_i64(w->events, "d_in", how->d_in) ||
+             h5_attr_i64(w->events, "d_out", how->d_out) ||
+             h5_attr_i64(w->events, "reorder_bound", how->reorder_bound);
+    if (inf >= 0) H5Gclose(inf);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    if (rc)
+        return gerr(err, errlen, "%s: cannot write the event log: %s", w->out.path,
+                    h5_write_failure(errno));
+    return 0;
+}
+
+int ppv_inference_event(ppv_inference_writer *w, const ppv_pp_event *ev, char *err,
+                        size_t errlen) {
+    if (w->events < 0)
+        return gerr(err, errlen, "%s: an event before ppv_inference_events_begin", w->out.path);
+    w->evbuf[w->nbuf++] = *ev;
+    if (w->nbuf == EVENT_BLOCK && flush_events(w) < 0)
+        return gerr(err, errlen, "%s: cannot write the event log: %s", w->out.path,
+                    h5_write_failure(errno));
+    return 0;
+}
+
 int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen) {
     hid_t inf = H5Gopen2(w->out.file, "inference", H5P_DEFAULT);
-    int bad = inf < 0 || h5_attr_i64(inf, "calls", w->n) < 0;
+    int logged = w->events >= 0;
+    int bad = inf < 0 || h5_attr_i64(inf, "calls", w->n) < 0 ||
+              (logged && (flush_events(w) < 0 || h5_attr_i64(w->events, "count", w->nevents) < 0)) ||
+              h5_attr_i64(w->out.file, "format_version",
+                          logged ? PPV_GOLDEN_EVENTS_VERSION : PPV_GOLDEN_CALLS_VERSION) < 0;
     if (inf >= 0) H5Gclose(inf);
+    if (w->events >= 0) H5Dclose(w->events);
+    w->events = -1;
     H5Gclose(w->calls);
     w->calls = -1;
     H5Tclose(w->bf16);
@@ -210,6 +305,9 @@ int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen) {
 
 void ppv_inference_abort(ppv_inference_writer *w) {
     if (!w) return;
+    if (w->events >= 0) H5Dclose(w->events);
+    if (w->event_mem >= 0) H5Tclose(w->event_mem);
+    free(w->evbuf);
     if (w->calls >= 0) H5Gclose(w->calls);
     if (w->bf16 >= 0) H5Tclose(w->bf16);
     h5_out_abort(&w->out);
@@ -371,7 +469,7 @@ ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls,
         gerr(err, errlen, "out of memory");
         return NULL;
     }
-    r->file = r->calls = -1;
+    r->file = r->calls = r->events = r->event_mem = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -440,6 +538,8 @@ int ppv_inference_read(ppv_inference_reader *r, int64_t k, ppv_envelope *e, ppv_
 
 void ppv_inference_close(ppv_inference_reader *r) {
     if (!r) return;
+    if (r->events >= 0) H5Dclose(r->events);
+    if (r->event_mem >= 0) H5Tclose(r->event_mem);
     if (r->calls >= 0) H5Gclose(r->calls);
     if (r->file >= 0) H5Fclose(r->file);
     free(r);
@@ -540,5 +640,69 @@ int inference_unknown_keys(ppv_inference_reader *r, int64_t k,
         H5Gclose(g);
     }
     H5Gclose(call);
+    return rc;
+}
+
+int inference_events_open(ppv_inference_reader *r, ppv_inference_events *how, char *clock,
+                          size_t clocklen, int64_t *n, char *err, size_t errlen) {
+    static const char where[] = "/inference/events";
+    *n = 0;
+    if (H5Lexists(r->file, "inference", H5P_DEFAULT) <= 0 ||
+        H5Lexists(r->file, where, H5P_DEFAULT) <= 0)
+        return 0;
+    r->events = H5Dopen2(r->file, where, H5P_DEFAULT);
+    hid_t t = r->events < 0 ? -1 : H5Dget_type(r->events);
+    hid_t sp = r->events < 0 ? -1 : H5Dget_space(r->events);
+    int bad = t < 0 || sp < 0 || H5Tget_class(t) != H5T_COMPOUND ||
+              H5Sget_simple_extent_ndims(sp) != 1;
+    const char *missing = NULL;
+#define MEMBER(f)                                                                                  \
+    if (!bad && !missing) {                                                                        \
+        int i = H5Tget_member_index(t, #f);                                                        \
+        if (i < 0 || H5Tget_member_class(t, (unsigned)i) != H5T_INTEGER) missing = #f;             \
+    }
+    EVENT_MEMBERS(MEMBER)
+#undef MEMBER
+    hsize_t dims = 0;
+    if (!bad && !missing) H5Sget_simple_extent_dims(sp, &dims, NULL);
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (bad) return gerr(err, errlen, "%s: %s: not a one-dimensional compound dataset", r->path, where);
+    if (missing)
+        return gerr(err, errlen, "%s: %s: no integer member %s", r->path, where, missing);
+    char *c = NULL;
+    memset(how, 0, sizeof *how);
+    if (h5_read_attr_str(r->events, "clock", &c) < 0 ||
+        h5_read_attr_i64(r->events, "d_in", &how->d_in) < 0 ||
+        h5_read_attr_i64(r->events, "d_out", &how->d_out) < 0 ||
+        h5_read_attr_i64(r->events, "reorder_bound", &how->reorder_bound) < 0) {
+        free(c);
+        return gerr(err, errlen,
+                    "%s: %s: attribute clock (a string), d_in, d_out or reorder_bound (integers) "
+                    "missing",
+                    r->path, where);
+    }
+    snprintf(clock, clocklen, "%s", c);
+    free(c);
+    how->clock = clock;
+    if ((r->event_mem = event_type(0)) < 0) return gerr(err, errlen, "out of memory");
+    *n = (int64_t)dims;
+    return 1;
+}
+
+int inference_events_read(ppv_inference_reader *r, int64_t start, int64_t n, ppv_pp_event *out,
+                          char *err, size_t errlen) {
+    hsize_t s0 = (hsize_t)start, cnt = (hsize_t)n;
+    hid_t fs = H5Dget_space(r->events), ms = H5Screate_simple(1, &cnt, NULL);
+    int rc = fs >= 0 && ms >= 0 &&
+                     H5Sselect_hyperslab(fs, H5S_SELECT_SET, &s0, NULL, &cnt, NULL) >= 0 &&
+                     H5Dread(r->events, r->event_mem, ms, fs, H5P_DEFAULT, out) >= 0
+                 ? 0
+                 : gerr(err, errlen,
+                        "%s: /inference/events: cannot read events %lld to %lld: corrupted data "
+                        "(checksum) or values that are not 64-bit integers",
+                        r->path, (long long)start, (long long)(start + n - 1));
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
     return rc;
 }

@@ -44,7 +44,7 @@ static int write_root(writer *w, const ppv_record_options *o, const ppv_model_co
     text[o->schedule_len] = '\0';
     int rc =
         h5_attr_str(f, "ppv_format", PPV_GOLDEN_FORMAT_NAME) |
-        h5_attr_i64(f, "format_version", PPV_GOLDEN_FORMAT_VERSION) |
+        h5_attr_i64(f, "format_version", PPV_GOLDEN_TRAINING_VERSION) |
         h5_attr_str(f, "producer", "ppv") | h5_attr_str(f, "producer_version", PPV_VERSION_STRING) |
         h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "training") |
         h5_attr_i64(f, "seed", (int64_t)cfg->seed) | h5_attr_str(f, "schedule", text) |

@@ -5,7 +5,7 @@
 #
 # Examples are the "$ " lines of a file's ```console blocks. Each file's
 # examples run in one bash session of their own, in order, in a fresh
-# directory that looks like the repository (tests/, golden/ and build/ link
+# directory that looks like the repository (tests/, golden/, python/ and build/ link
 # to the real ones), so every file must be self-contained. Each example must
 # exit 0, or N where its comment says "# exit N". Lines that follow a
 # command inside its block are its expected standard output, compared
@@ -37,6 +37,7 @@ run_file() {
   doc_shown=${doc#"$src"/}
   ln -s "$src/tests" "$work/tests"
   ln -s "$src/golden" "$work/golden"
+  ln -s "$src/python" "$work/python"
   ln -s "$build" "$work/build"
 
   # Split the console blocks into cmd.N (the command), want.N (the exit
@@ -74,9 +75,12 @@ run_file() {
     return
   fi
 
-  # One script, so that exports carry from one example to the next.
+  # One script, so that exports carry from one example to the next. Its
+  # python3 is the system's where there is one (Debian's python3-h5py is
+  # for it), not another found first on PATH.
   {
     echo 'cd "$1" || exit 1'
+    echo '[ -x /usr/bin/python3 ] && python3() { /usr/bin/python3 "$@"; }'
     for ((k = 1; k <= count; k++)); do
       if grep -q '^export ' "$work/cmd.$k"; then
         # an export must reach the next examples: it runs in the session itself

@@ -19,13 +19,26 @@
 
 enum { MAX_CALLS = 32 };
 
-/* A run's calls as stage 0 sent and accepted them, tensors owned. */
+enum { MAX_EVENTS = 128 };
+
+/* A run's calls as stage 0 sent and accepted them, tensors owned, and its
+ * event log. */
 typedef struct rec {
     ppv_envelope e[MAX_CALLS];
     ppv_result r[MAX_CALLS];
     int has[MAX_CALLS];
     int n;
+    ppv_pp_event ev[MAX_EVENTS];
+    int nev;
 } rec;
+
+static int capture_event(void *ctx, const ppv_pp_event *ev, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    rec *x = ctx;
+    assert_true(x->nev < MAX_EVENTS);
+    x->ev[x->nev++] = *ev;
+    return 0;
+}
 
 static void copy_tensor(ppv_tensor *t) {
     if (!t->data) return;
@@ -64,18 +77,19 @@ static void rec_free(rec *x) {
     x->n = 0;
 }
 
-/* 5 chunks on a mesh of 2, recomputing, a hard cut before chunk 3: calls
- * 0-4 are INFERs (chunk 2 recomputes from context frames), call 5 the
- * SHUTDOWN. */
-static void clean_run(rec *x) {
+/* 5 chunks on a mesh of 2, a hard cut before chunk 3: calls 0-4 are
+ * INFERs, call 5 the SHUTDOWN. */
+static void run_of(rec *x, int kv_recompute) {
     memset(x, 0, sizeof *x);
     ppv_pp_options o = ppv_pp_defaults();
     o.chunks = 5;
-    o.kv_recompute = 1;
+    o.kv_recompute = kv_recompute;
     o.cuts[0] = 3;
     o.ncuts = 1;
     o.on_call = capture;
     o.on_call_ctx = x;
+    o.on_event = capture_event;
+    o.on_event_ctx = x;
     ppv_pp_report *r = NULL;
     char err[512];
     if (ppv_pp_run(&o, &r, err, sizeof err) < 0) fail_msg("%s", err);
@@ -83,8 +97,19 @@ static void clean_run(rec *x) {
     ppv_pp_report_free(r);
     assert_int_equal(x->n, 6);
     assert_int_equal(x->e[5].action, PPV_PP_SHUTDOWN);
-    assert_int_equal(x->e[2].do_kv_recompute, 1);
+    assert_int_equal(x->e[2].do_kv_recompute, kv_recompute);
     assert_int_equal(x->e[3].cache_epoch, 1);
+}
+
+/* Recomputing: chunks 1, 2 and 4 rebuild the cache from context frames
+ * (each waits for every earlier result: one INFER in flight at a time). */
+static void clean_run(rec *x) {
+    run_of(x, 1);
+}
+
+/* Stashing: two INFERs in flight at once, so results can come ahead. */
+static void clean_log(rec *x) {
+    run_of(x, 0);
 }
 
 /* Writes calls [0, n) of x to path (no setup). */
@@ -95,6 +120,22 @@ static void write_rec(const char *path, const rec *x, int n) {
     for (int k = 0; k < n; k++)
         if (ppv_inference_append(w, &x->e[k], x->has[k] ? &x->r[k] : NULL, err, sizeof err) < 0)
             fail_msg("%s", err);
+    if (ppv_inference_commit(w, err, sizeof err) < 0) fail_msg("%s", err);
+}
+
+/* Writes x with its event log (format version 2; D_in = D_out = 2, no
+ * reorder buffer). */
+static void write_rec2(const char *path, const rec *x) {
+    char err[512];
+    ppv_inference_writer *w = ppv_inference_create(path, NULL, err, sizeof err);
+    if (!w) fail_msg("%s", err);
+    ppv_inference_events how = {"virtual", 2, 2, 0};
+    assert_int_equal(ppv_inference_events_begin(w, &how, err, sizeof err), 0);
+    for (int k = 0; k < x->n; k++)
+        if (ppv_inference_append(w, &x->e[k], x->has[k] ? &x->r[k] : NULL, err, sizeof err) < 0)
+            fail_msg("%s", err);
+    for (int k = 0; k < x->nev; k++)
+        assert_int_equal(ppv_inference_event(w, &x->ev[k], err, sizeof err), 0);
     if (ppv_inference_commit(w, err, sizeof err) < 0) fail_msg("%s", err);
 }
 
@@ -577,11 +618,221 @@ static void test_max_report_keeps_the_first_and_counts_all(void **state) {
     rec_free(&x);
 }
 
+/* ---- the event log (format version 2) ------------------------------------------------- */
+
+/* The call index event k's call_id names. */
+static int64_t find_call_of(const rec *x, int k) {
+    for (int c = 0; c < x->n; c++)
+        if (x->e[c].call_id == x->ev[k].call_id) return c;
+    return -1;
+}
+
+/* The index of the k-th event of kind (and verdict, unless -1) for
+ * call_id; fails when there is none. */
+static int find_event(const rec *x, int64_t kind, int64_t verdict, int64_t call_id) {
+    for (int k = 0; k < x->nev; k++)
+        if (x->ev[k].kind == kind && (verdict < 0 || x->ev[k].verdict == verdict) &&
+            x->ev[k].call_id == call_id)
+            return k;
+    fail_msg("no %s event for call_id %lld", ppv_pp_event_kind_name(kind), (long long)call_id);
+    return -1;
+}
+
+/* Puts ev before event at (moving the rest on), at that event's time. */
+static void insert_event(rec *x, int at, ppv_pp_event ev) {
+    assert_true(x->nev < MAX_EVENTS);
+    memmove(&x->ev[at + 1], &x->ev[at], (size_t)(x->nev - at) * sizeof ev);
+    ev.t_ns = ev.t_begin_ns = at ? x->ev[at - 1].t_ns : 0;
+    x->ev[at] = ev;
+    x->nev++;
+}
+
+static void remove_event(rec *x, int at) {
+    memmove(&x->ev[at], &x->ev[at + 1], (size_t)(x->nev - at - 1) * sizeof x->ev[0]);
+    x->nev--;
+}
+
+/* x (with its log) written after f changed it: exactly the violations w. */
+static void broken_log(void (*f)(rec *), const want *w, int n) {
+    rec x;
+    clean_log(&x);
+    f(&x);
+    const char *path = tmp_path("log.h5");
+    write_rec2(path, &x);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, w, n);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+static void test_a_clean_log_conforms(void **state) {
+    (void)state;
+    rec x;
+    clean_log(&x);
+    /* the log: 6 envelopes sent, 5 results received and 5 decoded */
+    assert_int_equal(x.nev, 16);
+    const char *path = tmp_path("log.h5");
+    write_rec2(path, &x);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, NULL, 0);
+    assert_int_equal(cr.format_version, 2);
+    assert_int_equal(cr.events, 16);
+    assert_int_equal(cr.nchecked, PPV_CONFORM_COUNT);
+    assert_string_equal(cr.limits, "");
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+static void time_goes_back(rec *x) {
+    x->ev[4].t_ns = x->ev[3].t_ns - 1;
+}
+static void sent_other_call(rec *x) {
+    x->ev[find_event(x, PPV_EVENT_SENT, -1, 2)].chunk_index = 7;
+}
+static void test_log_times_and_sent_envelopes(void **state) {
+    (void)state;
+    want w1 = {PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER, -2, "times go back"};
+    rec x;
+    clean_log(&x);
+    w1.call = find_call_of(&x, 4);
+    rec_free(&x);
+    broken_log(time_goes_back, &w1, 1);
+    want w2 = {PPV_CONFORM_EVENT_LOG, PPV_FAIL_ORDER, 2,
+               "sent INFER call_id 2 chunk_index 7 cache_epoch 0, but call 2 is INFER call_id 2 "
+               "chunk_index 2"};
+    broken_log(sent_other_call, &w2, 1);
+}
+
+static void stale_accepted(rec *x) {
+    /* call 1's result (epoch 0) arrives again after the cut, and is taken */
+    ppv_pp_event ev = x->ev[find_event(x, PPV_EVENT_RECEIVED, PPV_VERDICT_ACCEPTED, 1)];
+    insert_event(x, find_event(x, PPV_EVENT_SENT, -1, 4), ev);
+}
+static void current_dropped_as_stale(rec *x) {
+    int at = find_event(x, PPV_EVENT_RECEIVED, PPV_VERDICT_ACCEPTED, 4);
+    ppv_pp_event ev = x->ev[at];
+    ev.verdict = PPV_VERDICT_STALE;
+    insert_event(x, at + 1, ev);
+}
+static void test_log_stale_results(void **state) {
+    (void)state;
+    want w1 = {PPV_CONFORM_STALE, PPV_FAIL_FM10, 1,
+               "a result of cache_epoch 0 while the epoch is 1 was accepted, not dropped as stale"};
+    broken_log(stale_accepted, &w1, 1);
+    want w2 = {PPV_CONFORM_STALE, PPV_FAIL_FM10, 4,
+               "a result of the current cache_epoch 1 dropped as stale"};
+    broken_log(current_dropped_as_stale, &w2, 1);
+}
+
+static void duplicate_accepted(rec *x) {
+    int at = find_event(x, PPV_EVENT_RECEIVED, PPV_VERDICT_ACCEPTED, 0);
+    insert_event(x, at + 1, x->ev[at]);
+}
+static void first_dropped_as_duplicate(rec *x) {
+    x->ev[find_event(x, PPV_EVENT_RECEIVED, -1, 2)].verdict = PPV_VERDICT_DUPLICATE;
+}
+static void test_log_duplicate_results(void **state) {
+    (void)state;
+    want w1 = {PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER, 0,
+               "a second result for call_id 0 (already accepted) was accepted, not dropped as a "
+               "duplicate"};
+    broken_log(duplicate_accepted, &w1, 1);
+    /* dropped, it is never decoded: the decode is a second violation */
+    want w2[] = {{PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER, 2,
+                  "the first result for call_id 2 was dropped as duplicate"},
+                 {PPV_CONFORM_DECODED, PPV_FAIL_RULE, 2, "call_id 2 decoded while it was sent"},
+                 {PPV_CONFORM_DECODED, PPV_FAIL_RULE, 2, "an INFER sent at the end of the stream"}};
+    broken_log(first_dropped_as_duplicate, w2, 3);
+}
+
+/* Call 1 given up while in flight (as at a hard cut): its result, when it
+ * comes, is late. */
+static void abandon_call_1(rec *x) {
+    int r = find_event(x, PPV_EVENT_RECEIVED, -1, 1);
+    ppv_pp_event ab = x->ev[r];
+    ab.kind = PPV_EVENT_ABANDONED;
+    ab.verdict = PPV_VERDICT_NONE;
+    x->ev[r].verdict = PPV_VERDICT_LATE;
+    insert_event(x, r, ab);
+    remove_event(x, find_event(x, PPV_EVENT_DECODED, -1, 1));
+    ppv_result_free_tensors(&x->r[1]);
+    x->has[1] = 0;
+}
+static void abandoned_then_accepted(rec *x) {
+    abandon_call_1(x);
+    x->ev[find_event(x, PPV_EVENT_RECEIVED, -1, 1)].verdict = PPV_VERDICT_ACCEPTED;
+}
+static void test_log_abandoned_calls_and_late_results(void **state) {
+    (void)state;
+    broken_log(abandon_call_1, NULL, 0); /* a conforming log */
+    want w = {PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER, 1,
+              "the result of call_id 1, abandoned at a cut, was accepted, not dropped as late"};
+    broken_log(abandoned_then_accepted, &w, 1);
+}
+
+static void accepted_out_of_order(rec *x) {
+    int r0 = find_event(x, PPV_EVENT_RECEIVED, -1, 0);
+    int r1 = find_event(x, PPV_EVENT_RECEIVED, -1, 1);
+    ppv_pp_event ev = x->ev[r1];
+    remove_event(x, r1);
+    insert_event(x, r0, ev);
+}
+static void held_beyond_bound(rec *x) {
+    accepted_out_of_order(x);
+    x->ev[find_event(x, PPV_EVENT_RECEIVED, -1, 1)].verdict = PPV_VERDICT_AHEAD;
+}
+static void test_log_results_ahead(void **state) {
+    (void)state;
+    want w1 = {PPV_CONFORM_AHEAD, PPV_FAIL_ORDER, 1,
+               "the result for call_id 1 was accepted before call_id 0's: out of order"};
+    broken_log(accepted_out_of_order, &w1, 1);
+    want w2 = {PPV_CONFORM_AHEAD, PPV_FAIL_ORDER, 1,
+               "1 held beyond the reorder bound 0 (an error)"};
+    broken_log(held_beyond_bound, &w2, 1);
+}
+
+static void decoded_twice(rec *x) {
+    int d = find_event(x, PPV_EVENT_DECODED, -1, 3);
+    insert_event(x, d + 1, x->ev[d]);
+}
+static void never_decoded(rec *x) {
+    remove_event(x, find_event(x, PPV_EVENT_DECODED, -1, 4));
+}
+static void decoded_out_of_order(rec *x) {
+    int d0 = find_event(x, PPV_EVENT_DECODED, -1, 0);
+    ppv_pp_event ev = x->ev[d0];
+    remove_event(x, d0);
+    insert_event(x, find_event(x, PPV_EVENT_DECODED, -1, 1) + 1, ev);
+}
+static void test_log_every_infer_decoded_once_in_order(void **state) {
+    (void)state;
+    want w1 = {PPV_CONFORM_DECODED, PPV_FAIL_RULE, 3, "call_id 3 decoded while it was decoded"};
+    broken_log(decoded_twice, &w1, 1);
+    want w2 = {PPV_CONFORM_DECODED, PPV_FAIL_RULE, 4, "an INFER accepted at the end of the stream"};
+    broken_log(never_decoded, &w2, 1);
+    want w3 = {PPV_CONFORM_DECODED, PPV_FAIL_ORDER, 0, "call_id 0 decoded after call_id 1"};
+    broken_log(decoded_out_of_order, &w3, 1);
+}
+
+static void queue_over(rec *x) {
+    x->ev[find_event(x, PPV_EVENT_SENT, -1, 1)].inflight = 3;
+}
+static void test_log_queues_within_bounds(void **state) {
+    (void)state;
+    want w = {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 1,
+              "(sent): 3 in flight and 0 ready, the bounds are D_in 2 and D_out 2"};
+    broken_log(queue_over, &w, 1);
+}
+
 /* ---- every clean recording of ppv pp conforms ------------------------------------------- */
 
 static int record_call(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
                        size_t errlen) {
     return ppv_inference_append(ctx, e, r, err, errlen);
+}
+
+static int record_event(void *ctx, const ppv_pp_event *ev, char *err, size_t errlen) {
+    return ppv_inference_event(ctx, ev, err, errlen);
 }
 
 /* Records o's run to a file and checks it: 0 violations when the run was
@@ -592,8 +843,12 @@ static void conforms(ppv_pp_options o, const char *how) {
     ppv_inference_setup setup = {o.mesh, o.kv_window, o.model};
     ppv_inference_writer *w = ppv_inference_create(path, &setup, err, sizeof err);
     if (!w) fail_msg("%s", err);
+    ppv_inference_events log = {"virtual", o.d_in, o.d_out, 0};
+    assert_int_equal(ppv_inference_events_begin(w, &log, err, sizeof err), 0);
     o.on_call = record_call;
     o.on_call_ctx = w;
+    o.on_event = record_event;
+    o.on_event_ctx = w;
     ppv_pp_report *r = NULL;
     if (ppv_pp_run(&o, &r, err, sizeof err) < 0) fail_msg("%s: %s", how, err);
     if (!r->ok) fail_msg("%s: %s", how, r->message);
@@ -605,6 +860,8 @@ static void conforms(ppv_pp_options o, const char *how) {
                  (long long)cr.violations, ppv_conform_check_name(cr.v[0].check),
                  (long long)cr.v[0].call, cr.v[0].message);
     assert_true(cr.has_setup);
+    assert_int_equal(cr.format_version, 2);
+    assert_true(cr.events > 0);
     ppv_conform_report_free(&cr);
 }
 
@@ -651,7 +908,7 @@ static void test_conform_command_exit_codes_and_json(void **state) {
     write_rec(good, &x, x.n);
     run_result r = RUN("conform", good);
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "6 calls (5 INFER, 5 results), format version 1"));
+    assert_non_null(strstr(r.out, "6 calls (5 INFER, 5 results), 0 events, format version 1"));
     assert_non_null(strstr(r.out, "conformance: 0 violations of 11 checks\nresult: CONFORMS\n"));
     run_free(&r);
     fewer_calls(&x);
@@ -792,6 +1049,14 @@ int main(void) {
         cmocka_unit_test(test_the_calls_count_is_the_calls_held),
         cmocka_unit_test(test_unknown_fields_and_the_video_key),
         cmocka_unit_test(test_max_report_keeps_the_first_and_counts_all),
+        cmocka_unit_test(test_a_clean_log_conforms),
+        cmocka_unit_test(test_log_times_and_sent_envelopes),
+        cmocka_unit_test(test_log_stale_results),
+        cmocka_unit_test(test_log_duplicate_results),
+        cmocka_unit_test(test_log_abandoned_calls_and_late_results),
+        cmocka_unit_test(test_log_results_ahead),
+        cmocka_unit_test(test_log_every_infer_decoded_once_in_order),
+        cmocka_unit_test(test_log_queues_within_bounds),
         cmocka_unit_test(test_every_clean_recording_conforms),
         cmocka_unit_test(test_conform_command_exit_codes_and_json),
         cmocka_unit_test(test_replay_is_never_ok_when_it_is_not),

@@ -497,15 +497,15 @@ static void test_bad_files_are_errors_with_reasons(void **state) {
     const char *tmp = copy_tmp(golden("train_zbv_p2_m4_recompute.h5"));
     hid_t f = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
-    int64_t v = 2;
+    int64_t v = 3;
     H5Awrite(a, H5T_NATIVE_INT64, &v);
     H5Aclose(a), H5Fclose(f);
-    expect_replay_error(tmp, "format version 2 is not supported (this ppv reads 1 to 1)");
+    expect_replay_error(tmp, "format version 3 is not supported (this ppv reads 1 to 2)");
     ppv_diff_options o = ppv_diff_defaults();
     ppv_diff_report *r = NULL;
     char err[512];
     assert_int_equal(ppv_diff_files(tmp, golden("train_zbv_p2_m4_recompute.h5"), &o, &r, err, sizeof err), -1);
-    assert_non_null(strstr(err, "format version 2 is not supported"));
+    assert_non_null(strstr(err, "format version 3 is not supported"));
     unlink(tmp);
     /* an inference recording: the layout is read, but replaying envelopes
      * needs the generator stage, which this ppv does not have */

@@ -2,7 +2,7 @@
  * spec/golden-format.md): every field and tensor of every call reads back
  * as written, a failed recording leaves nothing, a broken file names the
  * call and what is wrong, and equal runs give equal bytes; a `ppv pp`
- * recording rewritten by tools/ppv_record.py replays, and replay names the
+ * recording rewritten by the Python recorder (python/ppv/record.py) replays, and replay names the
  * one call whose result was changed. */
 #include <hdf5.h>
 #include <json-c/json.h>
@@ -253,6 +253,7 @@ static int spawn_wait(char *const *argv) {
 /* Skips the calling test when /usr/bin/python3 has no h5py, unless
  * PPV_REQUIRE_H5PY is set: then it fails. */
 static void require_h5py(void) {
+    setenv("PYTHONPATH", PPV_PYTHON_DIR, 1); /* ppv's package, from the source tree */
     char *const probe[] = {"/usr/bin/python3", "-c", "import h5py", NULL};
     if (spawn_wait(probe) != 0) {
         if (getenv("PPV_REQUIRE_H5PY"))
@@ -261,7 +262,7 @@ static void require_h5py(void) {
     }
 }
 
-/* The users' pipeline is Python: a recording written by tools/ppv_record.py
+/* The users' pipeline is Python: a recording written by ppv.record
  * (h5py) reads back through ppv and equals the one ppv writes from C. */
 static void test_python_recorder_writes_what_ppv_reads(void **state) {
     (void)state;
@@ -272,8 +273,7 @@ static void test_python_recorder_writes_what_ppv_reads(void **state) {
     snprintf(c_file, sizeof c_file, "%s", tmp_path("from_c.h5"));
     snprintf(py_file, sizeof py_file, "%s", tmp_path("from_python.h5"));
     record(c_file, &x);
-    char *const py[] = {"/usr/bin/python3", PPV_TOOLS_DIR "/ppv_record.py", "--demo", py_file,
-                        NULL};
+    char *const py[] = {"/usr/bin/python3", "-m", "ppv.record", "--demo", py_file, NULL};
     assert_int_equal(spawn_wait(py), 0);
     /* every call reads back through ppv's reader */
     char err[512];
@@ -320,25 +320,26 @@ static const char *pp_recording(void) {
     return path;
 }
 
-/* Runs tools/ppv_record.py --rewrite IN OUT [--change CALL] (change < 0:
+/* Runs python3 -m ppv.record --rewrite IN OUT [--change CALL] (change < 0:
  * none) and returns its exit status. */
 static int python_rewrite(const char *in, const char *out, int change) {
     char call[24];
     snprintf(call, sizeof call, "%d", change);
     char *argv[] = {"/usr/bin/python3",
-                    PPV_TOOLS_DIR "/ppv_record.py",
+                    "-m",
+                    "ppv.record",
                     "--rewrite",
                     (char *)in,
                     (char *)out,
                     "--change",
                     call,
                     NULL};
-    if (change < 0) argv[5] = NULL;
+    if (change < 0) argv[6] = NULL;
     return spawn_wait(argv);
 }
 
 /* The users' pipeline records in Python what the mesh computed: the file
- * tools/ppv_record.py writes (setup included) holds every value ppv's own
+ * ppv.record writes (setup and event log included) holds every value ppv's own
  * does, and replays, on the recorded mesh and on another. */
 static void test_python_rewrite_of_a_pp_recording_replays_the_same(void **state) {
     (void)state;

@@ -291,6 +291,10 @@ static int record_call(void *ctx, const ppv_envelope *e, const ppv_result *r, ch
     return ppv_inference_append(ctx, e, r, err, errlen);
 }
 
+static int record_event(void *ctx, const ppv_pp_event *ev, char *err, size_t errlen) {
+    return ppv_inference_event(ctx, ev, err, errlen);
+}
+
 /* ---- --compare-kv --------------------------------------------------------------------- */
 
 static void print_diff(const char *what, const ppv_grad_diff *d, const char *where) {
@@ -448,12 +452,18 @@ static int run_pp(pp_args *ap) {
     ppv_inference_writer *w = NULL;
     if (a.record && lead) {
         ppv_inference_setup setup = {a.o.mesh, a.o.kv_window, a.o.model};
-        if (!(w = ppv_inference_create(a.record, &setup, err, sizeof err))) {
+        /* stage 0's log: virtual time on the mock, the machine's clock on MPI or NCCL */
+        ppv_inference_events how = {a.transport ? "monotonic" : "virtual", a.o.d_in, a.o.d_out, 0};
+        if (!(w = ppv_inference_create(a.record, &setup, err, sizeof err)) ||
+            ppv_inference_events_begin(w, &how, err, sizeof err) < 0) {
+            ppv_inference_abort(w);
             fprintf(stderr, "ppv pp: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }
         a.o.on_call = record_call;
         a.o.on_call_ctx = w;
+        a.o.on_event = record_event;
+        a.o.on_event_ctx = w;
     }
     ppv_pp_report *r = NULL;
     rc = PPV_EXIT_BAD_INPUT;

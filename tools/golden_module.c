@@ -143,3 +143,9 @@ FORWARD(int, ppv_conform,
 FORWARD_VOID(ppv_conform_report_free, (ppv_conform_report * r), (r))
 FORWARD(const char *, ppv_conform_check_name, (ppv_conform_check c), (c))
 FORWARD(const char *, ppv_conform_check_text, (ppv_conform_check c), (c))
+FORWARD(int, ppv_inference_events_begin,
+        (ppv_inference_writer * w, const ppv_inference_events *how, char *err, size_t errlen),
+        (w, how, err, errlen))
+FORWARD(int, ppv_inference_event,
+        (ppv_inference_writer * w, const ppv_pp_event *ev, char *err, size_t errlen),
+        (w, ev, err, errlen))

@@ -218,7 +218,7 @@ static const help_command commands[] = {
     {"replay", "GOLDEN.h5 [options]",
      "Rebuilds the run from the file alone (weights, inputs, schedule, options), re-runs it "
      "and compares loss and gradients with the recorded ones. An inference recording (ppv pp "
-     "--record, tools/ppv_record.py) is replayed with the file as stage 0: the mesh is "
+     "--record, the Python recorder ppv.record) is replayed with the file as stage 0: the mesh is "
      "rebuilt from the file's setup, fed the recorded envelopes in order, and each result is "
      "compared with the recorded one (latents_out under the tolerance; "
      "observed_generator_calls, mesh_current_start_frame, ok and error_message exactly); the "

@@ -15,11 +15,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what=${1:-demo}
-packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev)
-# valgrind and clang for the test matrix; python3-h5py for the Python
-# recorder's test (tools/ppv_record.py), which must not skip here; OpenMPI
-# for the MPI transport's module and its test (test_mpi, under mpirun)
-[ "$what" = test ] && packages+=(valgrind clang python3-h5py libopenmpi-dev openmpi-bin)
+# python3-h5py for the Python recorder (python/ppv/record.py), whose tests
+# must not skip here
+packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-dev python3-h5py)
+# valgrind and clang for the test matrix; OpenMPI for the MPI transport's
+# module and its test (test_mpi, under mpirun)
+[ "$what" = test ] && packages+=(valgrind clang libopenmpi-dev openmpi-bin)
 export PPV_REQUIRE_H5PY=1
 
 missing=()

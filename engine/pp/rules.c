@@ -78,6 +78,24 @@ static const char *shape_text(const ppv_tensor *t, char *buf, size_t n) {
     return buf;
 }
 
+const char *ppv_pp_event_kind_name(int64_t k) {
+    static const char *const names[] = {
+#define PPV_PP_EVENT_NAME(ID, name) name,
+        PPV_PP_EVENT_KINDS(PPV_PP_EVENT_NAME)
+#undef PPV_PP_EVENT_NAME
+    };
+    return k >= 0 && k < PPV_EVENT_KIND_COUNT ? names[k] : "?";
+}
+
+const char *ppv_pp_verdict_name(int64_t v) {
+    static const char *const names[] = {
+#define PPV_PP_VERDICT_NAME(ID, name) name,
+        PPV_PP_VERDICTS(PPV_PP_VERDICT_NAME)
+#undef PPV_PP_VERDICT_NAME
+    };
+    return v >= 0 && v < PPV_VERDICT_COUNT ? names[v] : "?";
+}
+
 /* ---- rules ------------------------------------------------------------------------- */
 
 int64_t ppv_expected_generator_calls(int do_kv_recompute, int64_t num_denoise_steps) {

@@ -68,6 +68,32 @@ static void release(inflight *f) {
     memset(f, 0, sizeof *f);
 }
 
+/* Tells the recorder one event of stage 0's log (ids from the envelope or
+ * result they belong to; t_begin < 0: now). 0, or -1 when the recorder
+ * failed (the run fails with its reason). */
+static int note_event(stage0 *s, ppv_pp_event_kind kind, ppv_pp_verdict verdict, int64_t action,
+                      int64_t call_id, int64_t chunk_index, int64_t cache_epoch, int64_t t_begin) {
+    if (!s->o->on_event) return 0;
+    int64_t now = ppv_transport_clock_ns(s->t);
+    ppv_pp_event ev = {now,         t_begin >= 0 ? t_begin : now, kind,       verdict,    action,
+                       call_id,     chunk_index,                  cache_epoch, s->awaiting, s->nready};
+    char err[256];
+    if (s->o->on_event(s->o->on_event_ctx, &ev, err, sizeof err) == 0) return 0;
+    pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
+    return -1;
+}
+
+static int note_envelope(stage0 *s, const ppv_envelope *e, int64_t t_begin) {
+    return note_event(s, PPV_EVENT_SENT, PPV_VERDICT_NONE, e->action, e->call_id, e->chunk_index,
+                      e->cache_epoch, t_begin);
+}
+
+static int note_result(stage0 *s, ppv_pp_event_kind kind, ppv_pp_verdict v, const ppv_result *r,
+                       int64_t t_begin) {
+    return note_event(s, kind, v, PPV_PP_INFER, r->call_id, r->chunk_index, r->cache_epoch,
+                      t_begin);
+}
+
 /* Sends e (stage 0's preflight first unless skipped or replaying). 0, or
  * -1 when the run stops (a failure was recorded). */
 static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
@@ -95,6 +121,7 @@ static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
 /* Plans (or takes from the recording) envelope k and sends it. */
 static int send_chunk(stage0 *s, int32_t k) {
     const ppv_pp_options *o = s->o;
+    int64_t t_begin = o->on_event ? ppv_transport_clock_ns(s->t) : 0;
     inflight *f = &s->sent[(s->sent_head + s->nsent) % s->sent_cap];
     int preflight = !pp_skipped(s->c, PPV_POINT_STAGE0_SEND);
     if (o->replay) {
@@ -146,6 +173,10 @@ static int send_chunk(stage0 *s, int32_t k) {
     }
     if (f->e.action != PPV_PP_INFER) { /* a replayed NOOP or SHUTDOWN: nothing comes back */
         char err[256];
+        if (note_envelope(s, &f->e, t_begin) < 0) {
+            release(f);
+            return -1;
+        }
         if (o->on_call && o->on_call(o->on_call_ctx, &f->e, NULL, err, sizeof err) < 0) {
             pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
             release(f);
@@ -157,7 +188,7 @@ static int send_chunk(stage0 *s, int32_t k) {
     s->nsent++;
     s->awaiting++;
     if (s->awaiting > s->c->rep->max_inflight) s->c->rep->max_inflight = s->awaiting;
-    return 0;
+    return note_envelope(s, &f->e, t_begin);
 }
 
 /* The failure mode a failed result names first in its error_message. */
@@ -216,11 +247,15 @@ static int receive_result(stage0 *s, int polled) {
     switch (v) {
     case PPV_RESULT_DROP_STALE:
         s->c->rep->dropped_stale++;
+        if (note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_STALE, &rd->r, -1) < 0) goto drop_fail;
         goto drop;
     case PPV_RESULT_DROP_DUPLICATE:
         s->c->rep->dropped_duplicate++;
+        if (note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_DUPLICATE, &rd->r, -1) < 0)
+            goto drop_fail;
         goto drop;
     case PPV_RESULT_REJECT:
+        note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_REJECTED, &rd->r, -1);
         pp_fail(s->c, s->t, at(s, &f->e), mode, PPV_POINT_STAGE0_RESULT,
                 "stage 0 rejected the result: %s", msg);
         goto drop_fail;
@@ -231,6 +266,7 @@ static int receive_result(stage0 *s, int polled) {
         /* the mesh said why; the failure is the mesh's, caught where it says
          * (and recorded: a replay must fail the same way) */
         char err[256];
+        note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_ERROR, &rd->r, -1);
         if (s->o->on_call) s->o->on_call(s->o->on_call_ctx, &f->e, &rd->r, err, sizeof err);
         ppv_failure m = mode_of(rd->r.error_message);
         pp_where w = {1, PP_GROUP_WORLD, &f->e};
@@ -243,7 +279,7 @@ static int receive_result(stage0 *s, int polled) {
     s->awaiting--;
     s->nready++;
     if (s->nready > s->c->rep->max_ready) s->c->rep->max_ready = s->nready;
-    return 0;
+    return note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_ACCEPTED, &rd->r, -1);
 drop:
     ppv_result_free_tensors(&rd->r);
     pp_received_free(&rd->m);
@@ -256,6 +292,7 @@ drop_fail:
 
 /* Decodes the oldest ready result: it is emitted. */
 static int decode(stage0 *s) {
+    int64_t t_begin = s->o->on_event ? ppv_transport_clock_ns(s->t) : 0;
     ready *rd = &s->rdy[s->ready_head];
     inflight *f = &s->sent[rd->slot];
     ppv_pp_report *rep = s->c->rep;
@@ -299,7 +336,8 @@ static int decode(stage0 *s) {
         pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "%s", err);
         rc = -1;
     }
-release:
+release:;
+    ppv_result done = rd->r; /* its ids, for the log */
     ppv_result_free_tensors(&rd->r);
     pp_received_free(&rd->m);
     s->ready_head = (s->ready_head + 1) % s->o->d_out;
@@ -308,6 +346,7 @@ release:
     release(f);
     s->sent_head = (s->sent_head + 1) % s->sent_cap;
     s->nsent--;
+    if (rc == 0 && note_result(s, PPV_EVENT_DECODED, PPV_VERDICT_NONE, &done, t_begin) < 0) rc = -1;
     return rc;
 }
 
@@ -403,7 +442,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     bye.action = PPV_PP_SHUTDOWN;
     bye.call_id = s.call_id;
     bye.cache_epoch = s.epoch;
-    if (send_envelope(&s, &bye, 1) == 0 && o->on_call) {
+    if (send_envelope(&s, &bye, 1) == 0 && note_envelope(&s, &bye, -1) == 0 && o->on_call) {
         char err[256];
         if (o->on_call(o->on_call_ctx, &bye, NULL, err, sizeof err) < 0)
             pp_fail(c, t, at(&s, &bye), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);

@@ -542,6 +542,12 @@ static void mock_yield(void *impl, int32_t rank) {
     ppv_world_switch(impl, rank);
 }
 
+/* Virtual time: a microsecond for every scheduler step taken. */
+static int64_t mock_clock_ns(void *impl) {
+    const ppv_world *w = impl;
+    return w->steps * 1000;
+}
+
 static const ppv_transport_ops mock_ops = {
     .send = mock_send,
     .recv = mock_recv,
@@ -556,6 +562,7 @@ static const ppv_transport_ops mock_ops = {
     .fail = mock_fail,
     .progress = mock_progress,
     .yield = mock_yield,
+    .clock_ns = mock_clock_ns,
 };
 
 ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen) {

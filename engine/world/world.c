@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "world_internal.h"
 
@@ -422,6 +423,13 @@ void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...) {
 
 void ppv_world_yield(ppv_transport *t, int32_t rank) {
     t->ops->yield(t->impl, rank);
+}
+
+int64_t ppv_transport_clock_ns(const ppv_transport *t) {
+    if (t->ops->clock_ns) return t->ops->clock_ns(t->impl);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 void ppv_world_progress(ppv_transport *t, int32_t rank) {

@@ -179,6 +179,22 @@ ppv_inference_writer *ppv_inference_create(const char *path, const ppv_inference
  * NOOP, SHUTDOWN and ERROR, which have none). 0, or -1 with the reason. */
 int ppv_inference_append(ppv_inference_writer *w, const ppv_envelope *e, const ppv_result *r,
                          char *err, size_t errlen);
+/* Stage 0's event log (format version 2): /inference/events, one record
+ * per ppv_pp_event, with the clock the times are on and the queue bounds
+ * they are judged by. */
+typedef struct ppv_inference_events {
+    const char *clock; /* "virtual" (the mock's) or "monotonic" (a machine's) */
+    int64_t d_in, d_out; /* stage 0's queue bounds */
+    int64_t reorder_bound; /* ahead results stage 0 may hold (0: none) */
+} ppv_inference_events;
+
+/* Starts the log, before the first call is appended; the file is then
+ * format version 2. 0, or -1 with the reason. */
+int ppv_inference_events_begin(ppv_inference_writer *w, const ppv_inference_events *how,
+                               char *err, size_t errlen);
+/* Appends one event (written in blocks). 0, or -1 with the reason. */
+int ppv_inference_event(ppv_inference_writer *w, const ppv_pp_event *ev, char *err,
+                        size_t errlen);
 /* Writes the call count, syncs and renames; frees w either way. */
 int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen);
 /* Removes the temporary file and frees w. */
@@ -254,7 +270,22 @@ int ppv_golden_is_inference(const char *path);
     X(FINITE, "finite", "latents_out holds finite values only")                                    \
     X(START_FRAME, "start-frame",                                                                  \
       "mesh_current_start_frame equals the envelope's current_start_frame")                        \
-    X(ERROR_RESULT, "error-result", "no result reports a failure of the mesh (ok 0)")
+    X(ERROR_RESULT, "error-result", "no result reports a failure of the mesh (ok 0)")            \
+    X(EVENT_LOG, "event-log",                                                                      \
+      "version 2: the event log is in time order, and its sent envelopes are the recorded "        \
+      "calls, one for one")                                                                        \
+    X(STALE, "stale",                                                                              \
+      "version 2: a result of another cache epoch is dropped as stale, and never decoded")         \
+    X(DUPLICATE, "duplicate",                                                                      \
+      "version 2: a result of a call already accepted is dropped as a duplicate, one of a call "   \
+      "abandoned at a cut as late; neither is decoded")                                            \
+    X(AHEAD, "ahead",                                                                              \
+      "version 2: a result past the next expected call is never accepted out of order; it is "     \
+      "held only within the recorded reorder bound, else it is an error")                          \
+    X(DECODED, "decoded-once",                                                                     \
+      "version 2: every INFER sent is decoded exactly once and in call order, abandoned at a "     \
+      "cut, or answered by the mesh's error")                                                      \
+    X(QUEUES, "queues", "version 2: stage 0's queues never above D_in in flight, D_out ready")
 
 typedef enum ppv_conform_check {
 #define PPV_CONFORM_ENUM(ID, name, text) PPV_CONFORM_##ID,
@@ -280,10 +311,13 @@ typedef struct ppv_conform_options {
 } ppv_conform_options;
 
 typedef struct ppv_conform_report {
-    ppv_conform_violation *v; /* the first max_report, in file order */
+    ppv_conform_violation *v; /* the first max_report, in the order found */
     int nv;
     int64_t violations;               /* all found */
     int64_t by_check[PPV_CONFORM_COUNT]; /* found per check */
+    int checked[PPV_CONFORM_COUNT];       /* 1: the check was made (the format holds what it reads) */
+    int nchecked;
+    int64_t events;                       /* in the event log (version 2) */
     int64_t format_version;
     int64_t calls;   /* the file's calls count */
     int64_t present; /* calls the file holds (in order from call 0) */

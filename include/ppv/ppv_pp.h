@@ -147,6 +147,53 @@ typedef enum ppv_pp_bug {
                                          count of chunks, not the envelope's flag */
 } ppv_pp_bug;
 
+/* Stage 0's event log (a recording's /inference/events): what it sent,
+ * what it received and what it did with each result, and what it decoded,
+ * in order, with the time and its queue depths. */
+#define PPV_PP_EVENT_KINDS(X)                                                                      \
+    X(SENT, "sent")         /* an envelope of any action (a NOOP is a heartbeat) */                \
+    X(RECEIVED, "received") /* a result; the verdict says what stage 0 did with it */             \
+    X(DECODED, "decoded")   /* an accepted result decoded: its chunk emitted */                   \
+    X(ABANDONED, "abandoned") /* an INFER in flight given up at a hard cut: its result, if */     \
+                              /* one comes, is late */
+
+#define PPV_PP_VERDICTS(X)                                                                         \
+    X(NONE, "none")           /* not a received result */                                          \
+    X(ACCEPTED, "accepted")   /* queued for decoding */                                            \
+    X(STALE, "stale")         /* another cache epoch: dropped, never decoded */                    \
+    X(DUPLICATE, "duplicate") /* a call_id already accepted: dropped and logged */                 \
+    X(LATE, "late")           /* a call stage 0 abandoned: dropped and logged */                   \
+    X(AHEAD, "ahead")         /* past the next expected call_id: held in the reorder buffer */     \
+    X(ERROR, "error")         /* the mesh's error result: the stream ends */                       \
+    X(REJECTED, "rejected")   /* breaks the contract: the run fails */
+
+typedef enum ppv_pp_event_kind {
+#define PPV_PP_EVENT_ENUM(ID, name) PPV_EVENT_##ID,
+    PPV_PP_EVENT_KINDS(PPV_PP_EVENT_ENUM)
+#undef PPV_PP_EVENT_ENUM
+        PPV_EVENT_KIND_COUNT
+} ppv_pp_event_kind;
+
+typedef enum ppv_pp_verdict {
+#define PPV_PP_VERDICT_ENUM(ID, name) PPV_VERDICT_##ID,
+    PPV_PP_VERDICTS(PPV_PP_VERDICT_ENUM)
+#undef PPV_PP_VERDICT_ENUM
+        PPV_VERDICT_COUNT
+} ppv_pp_verdict;
+
+/* "sent", ... and "accepted", ...; "?" when out of range. */
+const char *ppv_pp_event_kind_name(int64_t k);
+const char *ppv_pp_verdict_name(int64_t v);
+
+typedef struct ppv_pp_event {
+    int64_t t_ns;       /* when it was done (the transport's clock, ppv_transport_clock_ns) */
+    int64_t t_begin_ns; /* SENT: when stage 0 began building the envelope; DECODED: when the */
+                        /* decode began; else t_ns */
+    int64_t kind, verdict;
+    int64_t action, call_id, chunk_index, cache_epoch; /* the envelope's, or the result's */
+    int64_t inflight, ready; /* stage 0's queues after it: sent and unanswered, to decode */
+} ppv_pp_event;
+
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
     int32_t chunks;          /* chunks stage 0 asks for */
@@ -182,6 +229,9 @@ typedef struct ppv_pp_options {
     int (*on_call)(void *ctx, const ppv_envelope *e, const ppv_result *r, char *err,
                    size_t errlen);
     void *on_call_ctx;
+    /* Called by stage 0 for every event of its log, in order: a recorder. */
+    int (*on_event)(void *ctx, const ppv_pp_event *ev, char *err, size_t errlen);
+    void *on_event_ctx;
     /* --compare-kv: keep the whole mesh's KV cache as each chunk's
      * denoising starts (ppv_pp_report.kv) */
     int keep_kv;

@@ -29,7 +29,12 @@ enum {
  * ppv_format holds PPV_GOLDEN_FORMAT_NAME and format_version at most
  * PPV_GOLDEN_FORMAT_VERSION. */
 #define PPV_GOLDEN_FORMAT_NAME "ppv-golden"
-enum { PPV_GOLDEN_FORMAT_VERSION = 1 };
+enum {
+    PPV_GOLDEN_FORMAT_VERSION = 2,  /* the largest this ppv reads */
+    PPV_GOLDEN_TRAINING_VERSION = 1, /* a training file */
+    PPV_GOLDEN_CALLS_VERSION = 1,    /* an inference recording of calls alone */
+    PPV_GOLDEN_EVENTS_VERSION = 2    /* one with stage 0's event log */
+};
 
 /* Numbered groups of the golden layout: /model/layer_NNNN,
  * /training/grads/layer_NNNN and /training/inputs/mb_NNNN. */

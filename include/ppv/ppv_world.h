@@ -55,6 +55,11 @@ typedef struct ppv_transport_ops {
     void (*progress)(void *impl, int32_t rank);
     /* A poll that did nothing: the mock switches ranks here. */
     void (*yield)(void *impl, int32_t rank);
+    /* The run's clock in nanoseconds, for timings and event logs: the
+     * mock's virtual time (one microsecond a scheduler step, so its times
+     * are as deterministic as its trace). NULL: the machine's monotonic
+     * clock (ppv_transport_clock_ns). */
+    int64_t (*clock_ns)(void *impl);
 } ppv_transport_ops;
 
 typedef struct ppv_transport {
@@ -261,6 +266,9 @@ void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...)
 /* From inside a rank: a scheduling point that does nothing (a poll). It is
  * not progress: a rank that only polls trips the watchdog. */
 void ppv_world_yield(ppv_transport *t, int32_t rank);
+
+/* The transport's clock (its clock_ns), or CLOCK_MONOTONIC in nanoseconds. */
+int64_t ppv_transport_clock_ns(const ppv_transport *t);
 
 /* From inside a rank: work was done (a compute), for the watchdog. */
 void ppv_world_progress(ppv_transport *t, int32_t rank);

@@ -12,7 +12,7 @@
 #
 # Usage: test_install.sh BUILD_DIR, with the environment (set by CTest):
 #   PPV_CMAKE PPV_CONFIG PPV_GENERATOR PPV_MAKE_PROGRAM PPV_CC PPV_PKG_CONFIG
-#   PPV_VERSION PPV_BINDIR PPV_LIBDIR PPV_INCLUDEDIR PPV_MANDIR PPV_GOLDENDIR
+#   PPV_VERSION PPV_BINDIR PPV_LIBDIR PPV_INCLUDEDIR PPV_MANDIR PPV_GOLDENDIR PPV_PYTHONDIR
 #   PPV_MAN_PAGES (space-separated page names, ppv.1 ppv-check.1 ...)
 set -u
 
@@ -37,7 +37,7 @@ run_logged() {
 build=$1
 here=$(cd "$(dirname "$0")" && pwd)
 for v in PPV_CMAKE PPV_CONFIG PPV_GENERATOR PPV_CC PPV_PKG_CONFIG PPV_VERSION PPV_BINDIR \
-    PPV_LIBDIR PPV_INCLUDEDIR PPV_MANDIR PPV_GOLDENDIR PPV_MAN_PAGES; do
+    PPV_LIBDIR PPV_INCLUDEDIR PPV_MANDIR PPV_GOLDENDIR PPV_PYTHONDIR PPV_MAN_PAGES; do
     eval "[ -n \"\${$v:-}\" ]" || fail "$v is not set (run this through ctest)"
 done
 
@@ -74,6 +74,10 @@ for f in ppvConfig.cmake ppvConfigVersion.cmake ppvTargets.cmake; do
     check_file "$PPV_LIBDIR/cmake/ppv/$f"
 done
 check_file "$PPV_LIBDIR/pkgconfig/ppv.pc"
+# the Python package, with the contract's field list inside it
+for f in __init__.py record.py _contract.py; do
+    check_file "$PPV_PYTHONDIR/ppv/$f"
+done
 for page in $PPV_MAN_PAGES; do
     check_file "$PPV_MANDIR/man1/$page"
 done
@@ -88,6 +92,10 @@ for page in ppv.1 ppv-check.1; do
     grep -q '^\.TH ' "$prefix/$PPV_MANDIR/man1/$page" ||
         fail "$PPV_MANDIR/man1/$page has no .TH line: not a man page"
 done
+# the installed package imports on its own (the field list needs no h5py)
+PYTHONPATH=$prefix/$PPV_PYTHONDIR /usr/bin/python3 -c \
+    'from ppv import _contract; assert dict(_contract.ENVELOPE_FIELDS)["call_id"] == "int"' \
+    >"$tmp/py" 2>&1 || fail "the installed Python package ppv does not import: $(cat "$tmp/py")"
 passed=$((passed + 1))
 
 # 3. The installed binary runs from the prefix.

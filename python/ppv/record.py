@@ -1,49 +1,69 @@
-"""ppv_record - write ppv inference recordings from Python.
+"""ppv.record - write ppv inference recordings from Python.
 
 A pipeline written in Python (the PP inference contract's usual home) records
-every envelope it sends and every result it receives with this module, and
-`ppv` reads the file: the /inference layout of spec/golden-format.md, with
-bf16 tensors as the HDF5 custom float type ppv uses, so h5dump and h5py show
-their values. Needs h5py and numpy (Debian: python3-h5py).
+what its stage 0 sends and receives with this module, and `ppv conform`
+checks the file against the contract (`ppv replay` re-runs it when it holds a
+setup): the /inference layout of spec/golden-format.md, with bf16 tensors as
+the HDF5 custom float type ppv uses, so h5dump and h5py show their values.
+Needs h5py and numpy (Debian: python3-h5py).
 
-    rec = Recorder("run.h5", setup)  # setup: optional, see below
-    rec.append(envelope, result)     # dicts: contract fields and numpy tensors
-    rec.close()                      # renames the finished file into place
+The simple use, one call at a time (format version 1):
+
+    from ppv.record import Recorder
+    rec = Recorder("run.h5", setup)   # setup: optional, see below
+    rec.append(envelope, result)      # dicts: contract fields and numpy tensors
+    rec.close()                       # renames the finished file into place
+
+With stage 0's event log (format version 2: what `ppv conform` needs to
+judge stale, duplicate, late and ahead results, heartbeats, times and queue
+depths), say what happened as it happens:
+
+    rec = Recorder("run.h5", events={"d_in": 2, "d_out": 2})
+    rec.sent(envelope)                    # any action; a NOOP is a heartbeat
+    rec.received(result, "accepted")      # or "stale", "duplicate", "late",
+                                          # "ahead", "error", "rejected"
+    rec.decoded(result)                   # the accepted result, emitted
+    rec.abandoned(call_id)                # an INFER given up at a hard cut
+    rec.close()
+
+Times are time.monotonic_ns() unless given (t_ns=, and t_begin_ns= for when
+building an envelope or decoding a result began); the queue depths are
+counted from the events unless given (inflight=, ready=). append() records a
+call as sent, received and decoded at once.
 
 Envelope and result dicts hold the contract's fields by name (ints, bools,
 floats, the error_message string) and its tensors: bf16 tensors as numpy
 uint16 arrays of bf16 bit patterns (or float32 arrays, rounded to nearest
-even), current_denoising_step_list as int64. The field lists are read from
-spec/contract.def, the contract's one definition; an unknown or missing
-field is an error before anything is written.
+even), current_denoising_step_list as int64. The field lists ship with this
+package (ppv/_contract.py, generated from ppv's spec/contract.def); an
+unknown or missing field is an error before anything is written.
+digest(latents_out) is the output_digest_i64 ppv checks.
 
 The setup is what `ppv replay` needs to rebuild the mesh that answered the
-calls; a recording without one reads back but cannot be replayed. It is a
-dict written as int64 attributes, as `ppv pp --record` writes them:
+calls with ppv's own generator; a recording of your own model has none. It is
+a dict written as int64 attributes, as `ppv pp --record` writes them:
 
     setup = {"mesh": 2, "kv_window": 6,            # on /inference
              "generator": {"seed": 1, "layers": 2, "d_model": 32,
                            "n_heads": 4, "d_ff": 64, "cond_dim": 32}}
                                                    # on /inference/generator
 
-Command line:
+Command line (python3 -m ppv.record):
 
-    ppv_record.py --demo OUT.h5
+    --demo OUT.h5
         writes the small four-call run that tests/test_inference.c records
         from C; the two files must compare equal.
-    ppv_record.py --rewrite IN.h5 OUT.h5 [--change CALL]
+    --rewrite IN.h5 OUT.h5 [--change CALL]
         reads a ppv inference recording (setup, every call's envelope and
-        result, bf16 tensors as their raw bits) and writes it again with
-        Recorder: a recording written from Python of values ppv computed.
-        --change CALL adds 1 to the bits of element 0 of call CALL's
-        latents_out, so exactly one tensor element differs.
+        result, the event log, bf16 tensors as their raw bits) and writes it
+        again with Recorder. --change CALL adds 1 to the bits of element 0 of
+        call CALL's latents_out, so exactly one tensor element differs.
 
 Exit status: 0 written, 2 bad input or a file that cannot be read or written.
 """
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
@@ -51,38 +71,44 @@ import time
 import h5py
 import numpy as np
 
+from ._contract import (ACTIONS, ENVELOPE_FIELDS, ENVELOPE_TENSORS, RESULT_FIELDS,
+                        RESULT_TENSORS)
+
 FORMAT_NAME = "ppv-golden"
-FORMAT_VERSION = 1
+CALLS_VERSION = 1   # calls alone
+EVENTS_VERSION = 2  # with stage 0's event log
 CALL_FMT = "call_%06d"
 # /inference/generator's attributes, in golden/inference.c's order (its
 # GENERATOR_KEYS, with seed first); not part of the call contract.
 GENERATOR_KEYS = ("seed", "layers", "d_model", "n_heads", "d_ff", "cond_dim")
-
-def _contract(path=None):
-    """The contract's field and tensor lists, read from spec/contract.def (the
-    one definition; PPV_CONTRACT_DEF names another copy, such as the one
-    `cmake --install` puts in include/ppv/)."""
-    path = path or os.environ.get("PPV_CONTRACT_DEF") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "spec", "contract.def")
-    with open(path) as f:
-        text = f.read()
-    field = re.compile(r"^PPV_(ENV|RES)_FIELD\((\w+), (\w+), \w+\)", re.M)
-    tensor = re.compile(r"^PPV_(ENV|RES)_TENSOR\((\w+), (\w+), (\d+), \w+\)", re.M)
-    action = re.compile(r"^PPV_PP_ACTION\((\w+), (\d+)\)", re.M)
-    fields = {"ENV": [], "RES": []}
-    tensors = {"ENV": [], "RES": []}
-    for m in field.finditer(text):
-        fields[m.group(1)].append((m.group(2), m.group(3).lower()))
-    for m in tensor.finditer(text):
-        tensors[m.group(1)].append((m.group(2), m.group(3).lower(), int(m.group(4))))
-    actions = {m.group(1): int(m.group(2)) for m in action.finditer(text)}
-    return fields, tensors, actions
+# The event log's record (include/ppv/ppv_pp.h's ppv_pp_event) and codes
+# (its PPV_PP_EVENT_KINDS and PPV_PP_VERDICTS, in order).
+EVENT_FIELDS = ("t_ns", "t_begin_ns", "kind", "verdict", "action", "call_id", "chunk_index",
+                "cache_epoch", "inflight", "ready")
+EVENT_DTYPE = np.dtype([(name, "<i8") for name in EVENT_FIELDS])
+KINDS = ("sent", "received", "decoded", "abandoned")
+VERDICTS = ("none", "accepted", "stale", "duplicate", "late", "ahead", "error", "rejected")
+EVENT_BLOCK = 4096
 
 
-_FIELDS, _TENSORS, ACTIONS = _contract()
-ENVELOPE_FIELDS, RESULT_FIELDS = _FIELDS["ENV"], _FIELDS["RES"]
-ENVELOPE_TENSORS, RESULT_TENSORS = _TENSORS["ENV"], _TENSORS["RES"]
-
+def digest(latents):
+    """ppv's digest of a tensor's bytes (engine/run/digest.c's
+    ppv_digest_words): four FNV-1a lanes over the 8-byte little-endian words,
+    folded together; what output_digest_i64 holds, as a signed int64."""
+    data = np.ascontiguousarray(latents).tobytes()
+    mask, prime = (1 << 64) - 1, 1099511628211
+    lanes = [1469598103934665603, 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9]
+    whole = len(data) // 32 * 32
+    words = np.frombuffer(data[:whole], dtype="<u8").reshape(-1, 4)
+    tail = np.frombuffer(data[whole:] + bytes(32 - (len(data) - whole)), dtype="<u8")
+    for row in list(words) + [tail]:
+        for i in range(4):
+            lanes[i] = ((lanes[i] ^ int(row[i])) * prime) & mask
+    h = (len(data) * prime) & mask
+    for lane in lanes:
+        h = ((h ^ lane) * prime) & mask
+    h ^= h >> 29
+    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 def bf16_type():
@@ -153,11 +179,16 @@ def _setup_values(setup):
 
 
 class Recorder:
-    """Writes one recording: append() each call in order, then close().
-    setup (optional): the dict of the module docstring, for `ppv replay`."""
+    """Writes one recording: append() each call in order (or, with events,
+    sent/received/decoded as they happen), then close(). setup (optional):
+    the dict of the module docstring, for `ppv replay`; events (optional):
+    {"d_in": D, "d_out": D, "reorder_bound": 0, "clock": "monotonic"}, stage
+    0's queue bounds (and how many results ahead it may hold) to keep the
+    event log by."""
 
-    def __init__(self, path, setup=None):
+    def __init__(self, path, setup=None, events=None):
         setup_values = None if setup is None else _setup_values(setup)
+        log = None if events is None else _event_settings(events)
         self.path = os.path.abspath(path)
         fd, self.tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp.",
                                         dir=os.path.dirname(self.path))
@@ -173,8 +204,7 @@ class Recorder:
         created = time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH") or time.time()))
         root = self.f.attrs
         root.create("ppv_format", FORMAT_NAME, dtype=h5py.string_dtype())
-        root.create("format_version", FORMAT_VERSION, dtype="<i8")
-        root.create("producer", "ppv_record.py", dtype=h5py.string_dtype())
+        root.create("producer", "ppv.record", dtype=h5py.string_dtype())
         root.create("producer_version", "1", dtype=h5py.string_dtype())
         root.create("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
                     dtype=h5py.string_dtype())
@@ -188,6 +218,18 @@ class Recorder:
             g = self._group(inference, "generator")
             for key, v in zip(GENERATOR_KEYS, gen):
                 g.attrs.create(key, v, dtype="<i8")
+        self.events = None
+        self._pending = []
+        self._call_of = {}     # call_id -> index of its call group
+        self._waiting = set()  # INFERs sent, no result taken yet
+        self._ready = set()    # results taken, not yet decoded
+        if log is not None:
+            self.events = inference.create_dataset(
+                "events", shape=(0,), maxshape=(None,), dtype=EVENT_DTYPE,
+                chunks=(EVENT_BLOCK,), fletcher32=True, track_times=False)
+            self.events.attrs.create("clock", log["clock"], dtype=h5py.string_dtype())
+            for key in ("d_in", "d_out", "reorder_bound"):
+                self.events.attrs.create(key, log[key], dtype="<i8")
 
     def _group(self, parent, name):
         gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
@@ -222,19 +264,119 @@ class Recorder:
         for tname, dtype, _ in tensors:
             self._tensor(g, tname, dtype, message.get(tname))
 
-    def append(self, envelope, result=None):
-        """Records one call: its envelope and, for an INFER, its result."""
+    def _call(self, envelope):
+        """A new call group holding envelope (checked first)."""
         _check("envelope", envelope, ENVELOPE_FIELDS, ENVELOPE_TENSORS)
-        if result is not None:
-            _check("result", result, RESULT_FIELDS, RESULT_TENSORS)
         call = self._group(self.calls, CALL_FMT % self.n)
         self._message(call, "envelope", envelope, ENVELOPE_FIELDS, ENVELOPE_TENSORS)
-        if result is not None:
-            self._message(call, "result", result, RESULT_FIELDS, RESULT_TENSORS)
+        self._call_of[int(envelope["call_id"])] = self.n
         self.n += 1
+        return call
+
+    def _answer(self, result):
+        """Writes result into the group of the call it answers."""
+        _check("result", result, RESULT_FIELDS, RESULT_TENSORS)
+        k = self._call_of.get(int(result["call_id"]))
+        if k is None:
+            raise ContractError("result: call_id %d was never sent" % int(result["call_id"]))
+        call = self.calls[CALL_FMT % k]
+        if "result" in call:
+            raise ContractError("result: call_id %d already has its answer recorded"
+                                % int(result["call_id"]))
+        self._message(call, "result", result, RESULT_FIELDS, RESULT_TENSORS)
+
+    def _event(self, kind, verdict, message, action, t_ns, t_begin_ns, inflight, ready):
+        if self.events is None:
+            raise ContractError("the event log is off: Recorder(path, events={...}) turns it on")
+        t = time.monotonic_ns() if t_ns is None else int(t_ns)
+        self._pending.append((t, t if t_begin_ns is None else int(t_begin_ns),
+                              KINDS.index(kind), VERDICTS.index(verdict), int(action),
+                              int(message["call_id"]), int(message.get("chunk_index", 0)),
+                              int(message.get("cache_epoch", 0)),
+                              len(self._waiting) if inflight is None else int(inflight),
+                              len(self._ready) if ready is None else int(ready)))
+        if len(self._pending) >= EVENT_BLOCK:
+            self._flush()
+
+    def _flush(self):
+        if not self._pending:
+            return
+        n = self.events.shape[0]
+        self.events.resize((n + len(self._pending),))
+        self.events[n:] = np.array(self._pending, dtype=EVENT_DTYPE)
+        self._pending = []
+
+    def sent(self, envelope, t_ns=None, t_begin_ns=None, inflight=None, ready=None):
+        """Records an envelope stage 0 sent (any action) as the next call."""
+        self._call(envelope)
+        if int(envelope["action"]) == ACTIONS["INFER"]:
+            self._waiting.add(int(envelope["call_id"]))
+        self._event("sent", "none", envelope, envelope["action"], t_ns, t_begin_ns, inflight,
+                    ready)
+
+    def heartbeat(self, call_id, cache_epoch=0, t_ns=None):
+        """Records a heartbeat: a NOOP envelope sent with this call_id."""
+        noop = {name: 0 for name, _ in ENVELOPE_FIELDS}
+        noop.update(pp_envelope_version=1, action=ACTIONS["NOOP"], call_id=call_id,
+                    cache_epoch=cache_epoch, kv_cache_attention_bias=0.3, pp_disable_vace=1)
+        self.sent(noop, t_ns=t_ns)
+
+    def received(self, result, verdict, t_ns=None, inflight=None, ready=None):
+        """Records a result stage 0 received and what it did with it: accepted
+        (to decode), stale, duplicate, late, ahead (held), error (the mesh's
+        error: recorded as the call's answer) or rejected."""
+        if verdict not in VERDICTS[1:]:
+            raise ContractError("received: verdict %r is none of %s" % (verdict,
+                                                                     ", ".join(VERDICTS[1:])))
+        call_id = int(result["call_id"])
+        if verdict in ("accepted", "ahead", "error", "rejected"):
+            self._waiting.discard(call_id)
+        if verdict in ("accepted", "ahead"):
+            self._ready.add(call_id)
+        if verdict == "error":
+            self._answer(result)
+        self._event("received", verdict, result, ACTIONS["INFER"], t_ns, None, inflight, ready)
+
+    def decoded(self, result, t_ns=None, t_begin_ns=None, inflight=None, ready=None):
+        """Records an accepted result decoded (its chunk emitted): the call's
+        answer."""
+        self._answer(result)
+        self._ready.discard(int(result["call_id"]))
+        self._event("decoded", "none", result, ACTIONS["INFER"], t_ns, t_begin_ns, inflight,
+                    ready)
+
+    def abandoned(self, envelope, t_ns=None, inflight=None, ready=None):
+        """Records an INFER in flight that stage 0 gave up at a hard cut."""
+        self._waiting.discard(int(envelope["call_id"]))
+        self._event("abandoned", "none", envelope, ACTIONS["INFER"], t_ns, None, inflight,
+                    ready)
+
+    def append(self, envelope, result=None):
+        """Records one call: its envelope and, for an INFER, its result (with
+        the event log: sent, received and decoded at once)."""
+        if self.events is None:
+            _check("envelope", envelope, ENVELOPE_FIELDS, ENVELOPE_TENSORS)
+            if result is not None:
+                _check("result", result, RESULT_FIELDS, RESULT_TENSORS)
+            call = self._call(envelope)
+            if result is not None:
+                self._message(call, "result", result, RESULT_FIELDS, RESULT_TENSORS)
+            return
+        self.sent(envelope)
+        if result is not None:
+            self.received(result, "accepted" if result["ok"] else "error")
+            if result["ok"]:
+                self.decoded(result)
 
     def close(self):
-        """Writes the call count and renames the file into place."""
+        """Writes the call count (and the event log) and renames the file into
+        place."""
+        if self.events is not None:
+            self._flush()
+            self.events.attrs.create("count", self.events.shape[0], dtype="<i8")
+        self.f.attrs.create("format_version",
+                            CALLS_VERSION if self.events is None else EVENTS_VERSION,
+                            dtype="<i8")
         self.f["inference"].attrs.create("calls", self.n, dtype="<i8")
         self.f.close()
         with open(self.tmp, "rb") as fh:
@@ -245,6 +387,18 @@ class Recorder:
         """Removes the unfinished file."""
         self.f.close()
         os.unlink(self.tmp)
+
+
+def _event_settings(events):
+    """events' clock, d_in, d_out and reorder_bound; ContractError when a key
+    is missing or unknown."""
+    if not isinstance(events, dict) or not {"d_in", "d_out"} <= set(events) or \
+            not set(events) <= {"d_in", "d_out", "reorder_bound", "clock"}:
+        raise ContractError("events: needs d_in and d_out (and optionally reorder_bound, "
+                            "clock), not %s" % (sorted(events) if isinstance(events, dict)
+                                                else type(events).__name__))
+    return {"clock": str(events.get("clock", "monotonic")), "d_in": int(events["d_in"]),
+            "d_out": int(events["d_out"]), "reorder_bound": int(events.get("reorder_bound", 0))}
 
 
 def _demo_envelope(call, chunk, epoch, recompute, steps):
@@ -342,9 +496,10 @@ def _read_message(call, where, name, fields, tensors):
 
 
 def read_recording(path):
-    """(setup or None, [(envelope, result or None), ...]) of a ppv inference
-    recording, read with h5py: what Recorder takes, so rewriting it gives the
-    same values."""
+    """(setup or None, [(envelope, result or None), ...], event log or None)
+    of a ppv inference recording, read with h5py: what Recorder takes, so
+    rewriting it gives the same values. The event log is (its settings, its
+    records as an EVENT_DTYPE array)."""
     with h5py.File(path, "r") as f:
         if f.attrs.get("ppv_format") != FORMAT_NAME or f.attrs.get("kind") != "inference":
             raise RecordingError("%s: not a ppv inference recording" % path)
@@ -370,13 +525,21 @@ def read_recording(path):
                 raise RecordingError("%s: %s has no envelope" % (path, where))
             calls.append((env, _read_message(call, where, "result", RESULT_FIELDS,
                                              RESULT_TENSORS)))
-    return setup, calls
+        log = None
+        if "events" in inf:
+            ev = inf["events"]
+            log = ({"clock": ev.attrs["clock"].decode() if isinstance(ev.attrs["clock"], bytes)
+                    else str(ev.attrs["clock"]),
+                    "d_in": int(ev.attrs["d_in"]), "d_out": int(ev.attrs["d_out"]),
+                    "reorder_bound": int(ev.attrs["reorder_bound"])},
+                   np.asarray(ev[()], dtype=EVENT_DTYPE))
+    return setup, calls, log
 
 
 def rewrite(src, dst, change=None):
     """Writes src's setup and calls to dst with Recorder; change: the call
     whose latents_out element 0 gets 1 added to its bits."""
-    setup, calls = read_recording(src)
+    setup, calls, log = read_recording(src)
     if change is not None:
         if not 0 <= change < len(calls):
             raise RecordingError("--change %d: %s has calls 0..%d" % (change, src, len(calls) - 1))
@@ -386,18 +549,48 @@ def rewrite(src, dst, change=None):
                                  % (change, change, src))
         flat = result["latents_out"].reshape(-1)
         flat[0] = (int(flat[0]) + 1) & 0xFFFF
-    rec = Recorder(dst, setup)
+    rec = Recorder(dst, setup, None if log is None else log[0])
     try:
-        for env, result in calls:
-            rec.append(env, result)
+        if log is None:
+            for env, result in calls:
+                rec.append(env, result)
+        else:
+            _replay_log(rec, calls, log[1])
     except BaseException:
         rec.abort()
         raise
     rec.close()
 
 
+def _replay_log(rec, calls, events):
+    """Writes calls and events to rec as the log tells it, times and queue
+    depths as recorded."""
+    answers = {int(env["call_id"]): result for env, result in calls}
+    sent = 0
+    for ev in events:
+        kind, verdict = KINDS[ev["kind"]], VERDICTS[ev["verdict"]]
+        depths = {"inflight": int(ev["inflight"]), "ready": int(ev["ready"])}
+        ids = {"call_id": int(ev["call_id"]), "chunk_index": int(ev["chunk_index"]),
+               "cache_epoch": int(ev["cache_epoch"])}
+        if kind == "sent":
+            rec.sent(calls[sent][0], t_ns=ev["t_ns"], t_begin_ns=ev["t_begin_ns"], **depths)
+            sent += 1
+        elif kind == "received":
+            answer = answers.get(ids["call_id"])
+            if verdict == "error":
+                rec.received(answer, verdict, t_ns=ev["t_ns"], **depths)
+            else:  # only the answer is kept: log the ids
+                rec._event("received", verdict, ids, ev["action"], ev["t_ns"], None,
+                           depths["inflight"], depths["ready"])
+        elif kind == "decoded":
+            rec.decoded(answers[ids["call_id"]], t_ns=ev["t_ns"], t_begin_ns=ev["t_begin_ns"],
+                        **depths)
+        else:
+            rec.abandoned(ids, t_ns=ev["t_ns"], **depths)
+
+
 def main(argv):
-    ap = argparse.ArgumentParser(prog="ppv_record.py",
+    ap = argparse.ArgumentParser(prog="python3 -m ppv.record",
                                  description="Write ppv inference recordings from Python.")
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--demo", metavar="OUT.h5", help="write the four-call demo run")
@@ -414,7 +607,7 @@ def main(argv):
         else:
             rewrite(a.rewrite[0], a.rewrite[1], a.change)
     except (OSError, KeyError, ValueError) as e:
-        sys.stderr.write("ppv_record.py: %s\n" % e)
+        sys.stderr.write("ppv.record: %s\n" % e)
         return 2
     return 0
 

@@ -1,0 +1,128 @@
+"""tests/python/test_record.py PPV - ppv's Python package (python/ppv):
+what it ships agrees with ppv's C definitions, its digest is ppv's, and the
+worked example of docs/contract.md records a stream that `ppv conform`
+accepts, and rejects when stage 0 is broken on purpose. Run by CTest
+(python_record) with PYTHONPATH set to python/; PPV is the ppv binary."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+from ppv import record
+from ppv import _contract
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+PPV = None
+
+
+def source(path):
+    with open(os.path.join(SOURCE, path)) as f:
+        return f.read()
+
+
+def run(*args):
+    return subprocess.run([PPV] + list(args), capture_output=True, text=True)
+
+
+class Shipped(unittest.TestCase):
+    def test_contract_lists_are_spec_contract_def(self):
+        text = source("spec/contract.def")
+        fields = {"ENV": [], "RES": []}
+        tensors = {"ENV": [], "RES": []}
+        for m in re.finditer(r"^PPV_(ENV|RES)_FIELD\((\w+), (\w+), \w+\)", text, re.M):
+            fields[m.group(1)].append((m.group(2), m.group(3).lower()))
+        for m in re.finditer(r"^PPV_(ENV|RES)_TENSOR\((\w+), (\w+), (\d+), \w+\)", text, re.M):
+            tensors[m.group(1)].append((m.group(2), m.group(3).lower(), int(m.group(4))))
+        actions = {m.group(1): int(m.group(2))
+                   for m in re.finditer(r"^PPV_PP_ACTION\((\w+), (\d+)\)", text, re.M)}
+        self.assertEqual(list(_contract.ENVELOPE_FIELDS), fields["ENV"])
+        self.assertEqual(list(_contract.RESULT_FIELDS), fields["RES"])
+        self.assertEqual(list(_contract.ENVELOPE_TENSORS), tensors["ENV"])
+        self.assertEqual(list(_contract.RESULT_TENSORS), tensors["RES"])
+        self.assertEqual(_contract.ACTIONS, actions)
+        self.assertEqual(len(fields["ENV"]), 18)
+
+    def test_event_codes_are_ppv_pp_h(self):
+        text = source("include/ppv/ppv_pp.h")
+        def names(macro):
+            body = text[text.index("#define " + macro):]
+            body = body[:body.index("\n\n")]
+            return tuple(re.findall(r'X\(\w+, "(\w+)"\)', body))
+        self.assertEqual(record.KINDS, names("PPV_PP_EVENT_KINDS"))
+        self.assertEqual(record.VERDICTS, names("PPV_PP_VERDICTS"))
+        struct = text[text.index("typedef struct ppv_pp_event {"):]
+        struct = struct[:struct.index("} ppv_pp_event;")]
+        members = tuple(m for line in re.findall(r"int64_t ([^;]+);", struct)
+                        for m in re.split(r",\s*", line))
+        self.assertEqual(record.EVENT_FIELDS, members)
+
+
+class Recording(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def test_digest_is_the_one_ppv_records(self):
+        rec = self.path("pp.h5")
+        r = run("pp", "--chunks", "3", "--record", rec)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(rec, "r") as f:
+            for k in range(3):
+                res = f["inference/calls/call_%06d/result" % k]
+                ds = res["latents_out"]
+                bits = np.empty(ds.shape, dtype="<u2")
+                ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=ds.id.get_type())
+                self.assertEqual(record.digest(bits), int(res.attrs["output_digest_i64"]))
+        # a changed bit, a changed length: another digest
+        self.assertNotEqual(record.digest(np.zeros(7, np.uint16)),
+                            record.digest(np.zeros(8, np.uint16)))
+
+    def example(self, *extra):
+        out = self.path("loop.h5")
+        r = subprocess.run([sys.executable, os.path.join(SOURCE, "python/examples/pp0_loop.py"),
+                            out] + list(extra), capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return run("conform", out)
+
+    def test_the_worked_example_conforms(self):
+        r = self.example()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("10 calls (8 INFER, 7 results), 26 events, format version 2", r.stdout)
+        self.assertIn("conformance: 0 violations of 17 checks\nresult: CONFORMS\n", r.stdout)
+
+    def test_the_example_decoding_its_late_result_does_not(self):
+        r = self.example("--bug", "decode-late")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("FM-10 [stale] at call 4 (call_id 4, chunk_index 3, cache_epoch 0): "
+                      "event 12: a result of cache_epoch 0 while the epoch is 1 was accepted, "
+                      "not dropped as stale", r.stdout)
+        self.assertIn("call_id 4 decoded while it was abandoned", r.stdout)
+
+    def test_a_result_is_written_once_to_a_call_that_was_sent(self):
+        rec = record.Recorder(self.path("x.h5"), events={"d_in": 2, "d_out": 2})
+        result = {name: 0 for name, _ in record.RESULT_FIELDS}
+        result.update(call_id=9, error_message="")
+        with self.assertRaisesRegex(record.ContractError, "call_id 9 was never sent"):
+            rec.decoded(result)
+        with self.assertRaisesRegex(record.ContractError, "verdict 'kept' is none of"):
+            rec.received({"call_id": 0}, "kept")
+        rec.abort()
+        self.assertEqual(os.listdir(self.dir.name), [])
+        with self.assertRaisesRegex(record.ContractError, "events: needs d_in and d_out"):
+            record.Recorder(self.path("y.h5"), events={"d_in": 2})
+
+
+if __name__ == "__main__":
+    PPV = sys.argv.pop(1)
+    unittest.main()
