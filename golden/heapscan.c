@@ -9,6 +9,7 @@
  * not finish. Data bytes can spell such a header by chance (odds of about
  * 2^-40 a byte), so the caller treats a hit as a reason to bound the
  * reading, not as proof of corruption. */
+#define _DEFAULT_SOURCE /* madvise */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,10 +42,14 @@ static int collection_loads(const uint8_t *d, size_t n) {
     return 1;
 }
 
-int64_t ppv_golden_bad_heap_mem(const uint8_t *data, size_t n) {
+/* The first bad collection whose signature starts in [from, to) of the n
+ * bytes at data (a collection may reach past to), or -1. */
+static int64_t scan_range(const uint8_t *data, size_t n, size_t from, size_t to) {
     static const uint8_t sig[5] = {'G', 'C', 'O', 'L', 1};
-    for (size_t o = 0; n >= 16 && o <= n - 16; o++) {
-        const uint8_t *hit = memchr(data + o, 'G', n - 15 - o);
+    if (n < 16) return -1;
+    if (to > n - 15) to = n - 15;
+    for (size_t o = from; o < to; o++) {
+        const uint8_t *hit = memchr(data + o, 'G', to - o);
         if (!hit) break;
         o = (size_t)(hit - data);
         if (memcmp(hit, sig, sizeof sig) == 0 && !collection_loads(hit, n - o)) return (int64_t)o;
@@ -52,16 +57,30 @@ int64_t ppv_golden_bad_heap_mem(const uint8_t *data, size_t n) {
     return -1;
 }
 
+int64_t ppv_golden_bad_heap_mem(const uint8_t *data, size_t n) {
+    return scan_range(data, n, 0, n);
+}
+
+/* The file is mapped whole and scanned in windows; the pages of a window
+ * the scan has passed are given back, so that scanning a file of any size
+ * takes a window's memory, not the file's (a check reads forward from a
+ * signature, never behind it). */
+enum { SCAN_WINDOW = 32 << 20 };
+
 int64_t ppv_golden_bad_heap(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
     int64_t at = -1;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 16) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        size_t n = (size_t)st.st_size;
+        void *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m != MAP_FAILED) {
-            at = ppv_golden_bad_heap_mem(m, (size_t)st.st_size);
-            munmap(m, (size_t)st.st_size);
+            for (size_t from = 0; from < n && at < 0; from += SCAN_WINDOW) {
+                at = scan_range(m, n, from, from + SCAN_WINDOW < n ? from + SCAN_WINDOW : n);
+                madvise(m, from + SCAN_WINDOW < n ? from + SCAN_WINDOW : n, MADV_DONTNEED);
+            }
+            munmap(m, n);
         }
     }
     close(fd);

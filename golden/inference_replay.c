@@ -53,6 +53,7 @@ static int compare_call(replay_ctx *c, int64_t k, const ppv_result *r) {
         SAME_INT(cache_epoch)
         SAME_INT(observed_generator_calls)
         SAME_INT(mesh_current_start_frame)
+        SAME_INT(output_digest_i64)
 #undef SAME_INT
         if (strcmp(r->error_message, want->error_message))
             rc |= diff_mismatch(c->diff, path, "error_message: '%s' vs '%s'", r->error_message,

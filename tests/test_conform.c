@@ -983,6 +983,69 @@ static void test_replay_is_never_ok_when_it_is_not(void **state) {
     run_free(&r);
 }
 
+/* Each recorded result field changed in turn: the replay fails at that
+ * call, naming it. */
+static void set_message(hid_t f, const char *obj, const char *text) {
+    assert_true(H5Adelete_by_name(f, obj, "error_message", H5P_DEFAULT) >= 0);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate_by_name(f, obj, "error_message", t, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, t, &text) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+static void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+static void test_replay_fails_at_the_call_whose_result_changed(void **state) {
+    (void)state;
+    static const char *const fields[] = {"call_id", "chunk_index", "cache_epoch", "ok",
+                                         "observed_generator_calls", "mesh_current_start_frame",
+                                         "output_digest_i64", "error_message"};
+    const char *clean = tmp_path("fields.h5");
+    run_result r = RUN("pp", "--chunks", "4", "--record", clean);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    const char *obj = "/inference/calls/call_000002/result";
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s", tmp_path("field.h5"));
+        copy_file(clean, path);
+        hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+        assert_true(f >= 0);
+        if (!strcmp(fields[k], "error_message")) set_message(f, obj, "a word from nowhere");
+        else {
+            int64_t v = 0;
+            hid_t a = H5Aopen_by_name(f, obj, fields[k], H5P_DEFAULT, H5P_DEFAULT);
+            assert_true(a >= 0);
+            assert_true(H5Aread(a, H5T_NATIVE_INT64, &v) >= 0);
+            H5Aclose(a);
+            set_attr(f, obj, fields[k], !strcmp(fields[k], "ok") ? 0 : v + 1);
+        }
+        assert_true(H5Fclose(f) >= 0);
+        r = RUN("replay", path);
+        if (r.code != 1 || !strstr(r.out, "first differing call: #2 (call_id 2, chunk_index 2)"))
+            fail_msg("%s changed: exit %d\n%s%s", fields[k], r.code, r.out, r.err);
+        assert_null(strstr(r.out, "result: OK"));
+        run_free(&r);
+    }
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 static void test_unreadable_recordings_exit_2_naming_the_place(void **state) {
@@ -1060,6 +1123,7 @@ int main(void) {
         cmocka_unit_test(test_every_clean_recording_conforms),
         cmocka_unit_test(test_conform_command_exit_codes_and_json),
         cmocka_unit_test(test_replay_is_never_ok_when_it_is_not),
+        cmocka_unit_test(test_replay_fails_at_the_call_whose_result_changed),
         cmocka_unit_test(test_unreadable_recordings_exit_2_naming_the_place),
     };
     int rc = cmocka_run_group_tests(tests, NULL, tmp_cleanup);

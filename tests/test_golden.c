@@ -989,6 +989,31 @@ static void test_the_global_heap_screen_flags_exactly_the_collections_hdf5_canno
     const char *ours[] = {"train_1f1b_p4_m8.h5", "train_zbv_p2_m4_recompute.h5",
                           "infer_pp0_stash_cut.h5", "infer_pp1_mesh4_recompute_cut.h5"};
     for (int k = 0; k < 4; k++) assert_int_equal(ppv_golden_bad_heap(golden(ours[k])), -1);
+    /* the file is scanned in 32 MiB windows: a collection that starts just
+     * before a window's end and runs past it is still read whole, and one
+     * in a later window is found (a sparse file of 70 MiB) */
+    const char *big = tmp_path("big_heap.bin");
+    FILE *fb = fopen(big, "wb");
+    assert_non_null(fb);
+    off_t at1 = ((off_t)32 << 20) - 40, at2 = ((off_t)64 << 20) + 4;
+    o[8] = 0xF0, o[9] = 0x10; /* the object past the collection's end, as above */
+    assert_int_equal(fseeko(fb, at1, SEEK_SET), 0);
+    assert_int_equal(fwrite(c, 1, 4096, fb), 4096);
+    assert_int_equal(fseeko(fb, (off_t)70 << 20, SEEK_SET), 0);
+    assert_int_equal(fputc(0, fb), 0);
+    assert_int_equal(fclose(fb), 0);
+    assert_int_equal(ppv_golden_bad_heap(big), (int64_t)at1);
+    o[8] = 5, o[9] = 0; /* a good one there, a bad one in the third window */
+    fb = fopen(big, "r+b");
+    assert_non_null(fb);
+    assert_int_equal(fseeko(fb, at1, SEEK_SET), 0);
+    assert_int_equal(fwrite(c, 1, 4096, fb), 4096);
+    memset(f + 8, 0, 8); /* the free object of size 0 */
+    assert_int_equal(fseeko(fb, at2, SEEK_SET), 0);
+    assert_int_equal(fwrite(c, 1, 4096, fb), 4096);
+    assert_int_equal(fclose(fb), 0);
+    assert_int_equal(ppv_golden_bad_heap(big), (int64_t)at2);
+    unlink(big);
 }
 
 static void test_a_comparison_killed_by_sigpipe_ends_ppv_the_same_way(void **state) {

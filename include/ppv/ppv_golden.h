@@ -221,8 +221,8 @@ void ppv_inference_close(ppv_inference_reader *r);
  * recorded envelopes fed to it in order (stage 0 is the file, so an
  * envelope that breaks the contract reaches the leader as it did), each
  * result compared with the recorded one: latents_out under o's tolerance,
- * observed_generator_calls, mesh_current_start_frame, ok and
- * error_message. */
+ * its ids, observed_generator_calls, mesh_current_start_frame,
+ * output_digest_i64, ok and error_message exactly. */
 typedef struct ppv_inference_replay_result {
     ppv_pp_report *run;
     ppv_diff_report *diff;   /* re-run (a) against the recording (b) */
