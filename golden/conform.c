@@ -31,7 +31,7 @@ const char *ppv_conform_check_text(ppv_conform_check c) {
 
 typedef struct conform {
     ppv_conform_report *rep;
-    int max_report;
+    int max_report, overlap;
     int oom;
     const ppv_envelope *e; /* the call being checked (NULL: the file) */
     int64_t k;
@@ -150,6 +150,10 @@ static int check_result(conform *c, const ppv_envelope *e, const ppv_result *r,
 typedef struct call_info {
     int64_t call_id, chunk_index, cache_epoch;
     int8_t action, has_result, status;
+    double tB_ms; /* the answer's */
+    /* --overlap: when stage 0 began building the envelope and sent it,
+     * took the result and decoded it (-1: not logged) */
+    int64_t t_begin, t_sent, t_recv, t_emit;
 } call_info;
 
 /* A sent INFER's state in the event pass. */
@@ -191,6 +195,8 @@ typedef struct event_pass {
     call_info *ci;
     int64_t ncalls, sent, epoch, held, last_decoded, t_prev, q;
     ppv_inference_events how;
+    int64_t *decoded; /* the calls in decode order (--overlap), ndecoded of them */
+    int64_t ndecoded;
 } event_pass;
 
 /* The next unanswered INFER of the current epoch (-1: none). */
@@ -347,12 +353,15 @@ static void on_event(event_pass *p, const ppv_pp_event *ev) {
                       ev->cache_epoch, p->sent, ppv_pp_action_name(ci->action), ci->call_id,
                       ci->chunk_index, ci->cache_epoch);
         ci->status = ST_SENT;
+        ci->t_begin = ev->t_begin_ns;
+        ci->t_sent = ev->t_ns;
         p->epoch = ev->cache_epoch;
         p->sent++;
         return;
     }
     case PPV_EVENT_RECEIVED:
         on_received(p, ev, i);
+        if (i >= 0 && ev->verdict == PPV_VERDICT_ACCEPTED) p->ci[i].t_recv = ev->t_ns;
         return;
     case PPV_EVENT_DECODED: {
         int st = i < 0 ? ST_UNSENT : p->ci[i].status;
@@ -370,7 +379,9 @@ static void on_event(event_pass *p, const ppv_pp_event *ev) {
                       p->q, ev->call_id, p->last_decoded);
         if (st == ST_HELD) p->held--;
         p->ci[i].status = ST_DECODED;
+        p->ci[i].t_emit = ev->t_ns;
         p->last_decoded = ev->call_id;
+        if (p->decoded) p->decoded[p->ndecoded++] = i;
         return;
     }
     case PPV_EVENT_ABANDONED:
@@ -386,26 +397,101 @@ static void on_event(event_pass *p, const ppv_pp_event *ev) {
     }
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v); 0 when n is 0. */
+static double median(double *v, int64_t n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The contract's overlap metric over the decoded chunks, in decode order:
+ * period_k = tEmit[k] - tEmit[k-1], stage0_k = (tA1 - tA0) + (tEmit -
+ * tRecv), stage1_k = tB_ms, hidden_k = max(0, stage0 + stage1 - period),
+ * OverlapScore = median(hidden / min(stage0, stage1)) from the 11th chunk
+ * on; below PPV_OVERLAP_MIN it is a violation, as is a log too short or
+ * too coarse to measure it. */
+static void overlap(conform *c, const call_info *ci, const int64_t *dec, int64_t n) {
+    ppv_conform_report *r = c->rep;
+    double *ratio = malloc((size_t)(n > 0 ? n : 1) * 4 * sizeof *ratio);
+    if (!ratio) {
+        c->oom = 1;
+        return;
+    }
+    double *period = ratio + n, *stage0 = ratio + 2 * n, *stage1 = ratio + 3 * n;
+    int64_t m = 0;
+    for (int64_t k = PPV_OVERLAP_WARMUP; k < n; k++) {
+        const call_info *a = &ci[dec[k]], *b = &ci[dec[k - 1]];
+        if (a->t_recv < 0) continue; /* taken ahead: no receive time of its own */
+        double p = (double)(a->t_emit - b->t_emit) / 1e6;
+        double s0 = (double)(a->t_sent - a->t_begin + a->t_emit - a->t_recv) / 1e6;
+        double s1 = a->tB_ms, lo = s0 < s1 ? s0 : s1;
+        if (lo <= 0) continue; /* a stage that took no time on this clock */
+        double hidden = s0 + s1 - p > 0 ? s0 + s1 - p : 0;
+        period[m] = p;
+        stage0[m] = s0;
+        stage1[m] = s1;
+        ratio[m++] = hidden / lo;
+    }
+    r->overlap_samples = m;
+    r->overlap_done = 1;
+    if (m == 0) {
+        violation(c, PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP,
+                  "the overlap cannot be measured: %" PRId64 " decoded chunks, of which none "
+                  "after the %d warm-up chunks has a receive time and two stages that took time",
+                  n, PPV_OVERLAP_WARMUP);
+    } else {
+        r->overlap_score = median(ratio, m);
+        r->overlap_period_ms = median(period, m);
+        r->overlap_stage0_ms = median(stage0, m);
+        r->overlap_stage1_ms = median(stage1, m);
+        if (r->overlap_score < PPV_OVERLAP_MIN)
+            violation(c, PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP,
+                      "OverlapScore %.3f below %.2f over %" PRId64
+                      " chunks (median period %.3f ms, stage 0 %.3f ms, the mesh %.3f ms): "
+                      "stage 0 and the mesh take turns instead of overlapping",
+                      r->overlap_score, PPV_OVERLAP_MIN, m, r->overlap_period_ms,
+                      r->overlap_stage0_ms, r->overlap_stage1_ms);
+    }
+    free(ratio);
+}
+
 /* The event log's checks; 0, or -1 with the reason (exit 2). */
 static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int64_t ncalls,
                         int complete, char *err, size_t errlen) {
     char clock[64];
-    event_pass p = {c, ci, ncalls, 0, -1, 0, -1, INT64_MIN, 0, {0}};
+    event_pass p = {c, ci, ncalls, 0, -1, 0, -1, INT64_MIN, 0, {0}, NULL, 0};
     int64_t n = 0;
     int has = inference_events_open(rd, &p.how, clock, sizeof clock, &n, err, errlen);
     if (has < 0) return -1;
     ppv_conform_report *r = c->rep;
     for (int k = PPV_CONFORM_EVENT_LOG; k <= PPV_CONFORM_QUEUES; k++)
         r->checked[k] = has;
-    if (!has) return 0;
+    if (!has) {
+        if (c->overlap)
+            violation(c, PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP,
+                      "the overlap needs stage 0's event log (format version 2), which this "
+                      "recording does not have");
+        return 0;
+    }
     r->limits[0] = 0;
     r->events = n;
     ppv_pp_event *buf = malloc(4096 * sizeof *buf);
-    if (!buf) return gerr(err, errlen, "out of memory");
+    if (c->overlap && ncalls > 0) p.decoded = malloc((size_t)ncalls * sizeof *p.decoded);
+    if (!buf || (c->overlap && ncalls > 0 && !p.decoded)) {
+        free(buf);
+        free(p.decoded);
+        return gerr(err, errlen, "out of memory");
+    }
     for (int64_t at = 0; at < n; at += 4096) {
         int64_t m = n - at < 4096 ? n - at : 4096;
         if (inference_events_read(rd, at, m, buf, err, errlen) < 0) {
             free(buf);
+            free(p.decoded);
             return -1;
         }
         for (int64_t q = 0; q < m; q++) {
@@ -414,6 +500,9 @@ static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int
         }
     }
     free(buf);
+    c->e = NULL;
+    if (c->overlap) overlap(c, ci, p.decoded, p.ndecoded);
+    free(p.decoded);
     ppv_envelope none;
     c->e = NULL;
     if (p.sent < ncalls)
@@ -450,7 +539,7 @@ static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
-    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, 0, NULL, -1};
+    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, o && o->overlap, 0, NULL, -1};
     int64_t n = 0;
     ppv_inference_setup setup;
     ppv_inference_reader *rd = ppv_inference_open(path, &n, &setup, &out->has_setup, err, errlen);
@@ -458,7 +547,7 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     out->calls = n;
     out->format_version = inference_format_version(rd);
     for (int k = 0; k < PPV_CONFORM_COUNT; k++)
-        out->checked[k] = 1;
+        out->checked[k] = k != PPV_CONFORM_OVERLAP || c.overlap;
     snprintf(out->limits, sizeof out->limits,
              "no event log (format version %" PRId64 "): what stage 0 dropped (stale, duplicate, "
              "late, ahead), heartbeats, timings and queue depths were not recorded, so their "
@@ -485,7 +574,7 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
         c.e = &e;
         c.k = k;
         ci[k] = (call_info){e.call_id, e.chunk_index, e.cache_epoch, (int8_t)e.action,
-                            (int8_t)has, ST_UNSENT};
+                            (int8_t)has, ST_UNSENT, has ? r.tB_ms : 0.0, -1, -1, -1, -1};
         /* after the mesh's error only SHUTDOWN or ERROR may come; after
          * those, nothing */
         int closing = e.action == PPV_PP_SHUTDOWN || e.action == PPV_PP_ERROR;

@@ -606,7 +606,7 @@ static void test_max_report_keeps_the_first_and_counts_all(void **state) {
         x.r[k].output_digest_i64 ^= 1;
     const char *path = tmp_path("many.h5");
     write_rec(path, &x, x.n);
-    ppv_conform_options o = {2};
+    ppv_conform_options o = {2, 0};
     ppv_conform_report cr;
     char err[256];
     assert_int_equal(ppv_conform(path, &o, &cr, err, sizeof err), 0);
@@ -677,7 +677,7 @@ static void test_a_clean_log_conforms(void **state) {
     expect_violations(&cr, NULL, 0);
     assert_int_equal(cr.format_version, 2);
     assert_int_equal(cr.events, 16);
-    assert_int_equal(cr.nchecked, PPV_CONFORM_COUNT);
+    assert_int_equal(cr.nchecked, PPV_CONFORM_COUNT - 1); /* all but --overlap */
     assert_string_equal(cr.limits, "");
     ppv_conform_report_free(&cr);
     rec_free(&x);
@@ -1046,6 +1046,143 @@ static void test_replay_fails_at_the_call_whose_result_changed(void **state) {
     }
 }
 
+/* --overlap on ppv's own pipeline (virtual time): with queues of one
+ * stage 0 and the mesh strictly take turns, so nothing is hidden; with
+ * queues of two they overlap. A file without the log cannot be measured. */
+static void test_overlap_of_the_live_pipeline(void **state) {
+    (void)state;
+    const char *one = tmp_path("d1.h5"), *two = tmp_path("d2.h5");
+    run_result r = RUN("pp", "--chunks", "30", "--d-in", "1", "--d-out", "1", "--record", one);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("pp", "--chunks", "30", "--record", two);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("conform", one, "--overlap");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "PPV-OVERLAP [overlap] at the file: OverlapScore 0.000 below "
+                                  "0.30 over 20 chunks"));
+    assert_non_null(strstr(r.out, "conformance: 1 violation of 18 checks\n"));
+    run_free(&r);
+    /* the leader's figures: its time on each chunk, and (taking turns) the
+     * time it waited for the next envelope, none before the first */
+    char err[256];
+    int64_t n;
+    int has_setup;
+    ppv_inference_reader *rd = ppv_inference_open(one, &n, NULL, &has_setup, err, sizeof err);
+    assert_non_null(rd);
+    for (int64_t k = 0; k < 30; k++) {
+        ppv_envelope e;
+        ppv_result res;
+        int has;
+        assert_int_equal(ppv_inference_read(rd, k, &e, &res, &has, err, sizeof err), 0);
+        assert_true(has);
+        assert_true(res.tB_ms > 0);
+        if (k == 0) assert_true(res.t_mesh_idle_ms == 0);
+        else assert_true(res.t_mesh_idle_ms > 0);
+        ppv_envelope_free_tensors(&e);
+        ppv_result_free_tensors(&res);
+    }
+    ppv_inference_close(rd);
+    ppv_conform_options o = {0, 1};
+    ppv_conform_report cr;
+    assert_int_equal(ppv_conform(two, &o, &cr, err, sizeof err), 0);
+    assert_int_equal(cr.overlap_samples, 20);
+    assert_true(cr.overlap_score > 0);
+    assert_true(cr.overlap_stage0_ms > 0 && cr.overlap_stage1_ms > 0);
+    ppv_conform_report_free(&cr);
+    /* without --overlap the check is not made */
+    assert_int_equal(ppv_conform(one, NULL, &cr, err, sizeof err), 0);
+    assert_int_equal(cr.violations, 0);
+    assert_int_equal(cr.nchecked, PPV_CONFORM_COUNT - 1);
+    ppv_conform_report_free(&cr);
+    rec x;
+    clean_run(&x);
+    const char *v1 = tmp_path("v1.h5");
+    write_rec(v1, &x, x.n);
+    assert_int_equal(ppv_conform(v1, &o, &cr, err, sizeof err), 0);
+    want w = {PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP, -1,
+              "the overlap needs stage 0's event log (format version 2)"};
+    expect_violations(&cr, &w, 1);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
+/* ---- integrity on write ------------------------------------------------------------- */
+
+typedef struct filter_walk {
+    int64_t datasets, checked;
+    char missing[512];
+} filter_walk;
+
+static herr_t dataset_filters(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+    filter_walk *w = data;
+    if (info->type != H5O_TYPE_DATASET) return 0;
+    w->datasets++;
+    hid_t d = H5Dopen2(obj, name, H5P_DEFAULT), dcpl = d >= 0 ? H5Dget_create_plist(d) : -1;
+    int found = 0;
+    for (int k = 0; dcpl >= 0 && k < H5Pget_nfilters(dcpl); k++) {
+        unsigned flags, conf;
+        size_t nelem = 0;
+        char fname[64];
+        if (H5Pget_filter2(dcpl, (unsigned)k, &flags, &nelem, NULL, sizeof fname, fname, &conf) ==
+            H5Z_FILTER_FLETCHER32)
+            found = 1;
+    }
+    if (found) w->checked++;
+    else if (!w->missing[0]) snprintf(w->missing, sizeof w->missing, "%s", name);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (d >= 0) H5Dclose(d);
+    return 0;
+}
+
+/* Every dataset of the file carries the Fletcher-32 filter; returns how
+ * many datasets it has. */
+static int64_t all_checksummed(const char *path) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    filter_walk w = {0, 0, ""};
+    assert_true(H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, dataset_filters, &w) >= 0);
+    H5Fclose(f);
+    if (w.checked != w.datasets)
+        fail_msg("%s: %lld of %lld datasets without Fletcher-32, the first %s", path,
+                 (long long)(w.datasets - w.checked), (long long)w.datasets, w.missing);
+    return w.datasets;
+}
+
+/* A flipped bit in stored data is an error on read, not a silent
+ * difference: every writer adds the checksum to every dataset. */
+static void test_every_dataset_ppv_writes_carries_its_checksum(void **state) {
+    (void)state;
+    const char *pp = tmp_path("sum_pp.h5"), *train = tmp_path("sum_train.h5");
+    const char *csv = gen_file("sum.csv", "1f1b", "2", "4");
+    run_result r = RUN("pp", "--chunks", "3", "--kv", "recompute", "--record", pp);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("record", train, csv, "--layers", "2", "--width", "8");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    /* 3 INFERs of 3 envelope tensors and a result, 2 of them recomputing from
+     * context frames, and the event log */
+    assert_int_equal(all_checksummed(pp), 3 * 4 + 2 + 1);
+    assert_true(all_checksummed(train) > 40);
+    rec x;
+    clean_log(&x);
+    const char *c = tmp_path("sum_c.h5");
+    write_rec2(c, &x);
+    assert_int_equal(all_checksummed(c), 5 * 4 + 1);
+    rec_free(&x);
+    static const char *const shipped[] = {"infer_pp0_stash_cut.h5", "infer_pp0_recompute_cut.h5",
+                                          "infer_pp1_stash_cut.h5",
+                                          "infer_pp1_mesh4_recompute_cut.h5",
+                                          "train_1f1b_p4_m8.h5", "train_zbv_p2_m4_recompute.h5"};
+    for (size_t k = 0; k < sizeof shipped / sizeof shipped[0]; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", PPV_GOLDEN_DIR, shipped[k]);
+        assert_true(all_checksummed(path) > 0);
+    }
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 static void test_unreadable_recordings_exit_2_naming_the_place(void **state) {
@@ -1123,6 +1260,8 @@ int main(void) {
         cmocka_unit_test(test_every_clean_recording_conforms),
         cmocka_unit_test(test_conform_command_exit_codes_and_json),
         cmocka_unit_test(test_replay_is_never_ok_when_it_is_not),
+        cmocka_unit_test(test_overlap_of_the_live_pipeline),
+        cmocka_unit_test(test_every_dataset_ppv_writes_carries_its_checksum),
         cmocka_unit_test(test_replay_fails_at_the_call_whose_result_changed),
         cmocka_unit_test(test_unreadable_recordings_exit_2_naming_the_place),
     };

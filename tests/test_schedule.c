@@ -776,8 +776,48 @@ static void test_truncated_and_corrupted_files_never_crash(void **state) {
     free((char *)nat);
 }
 
+/* The one reader of numbers and lists that every option uses. */
+static void test_whole_numbers_and_lists_are_read_strictly(void **state) {
+    (void)state;
+    int64_t v = 7;
+    assert_int_equal(ppv_parse_whole("9223372036854775807", 0, INT64_MAX, &v), 0);
+    assert_true(v == INT64_MAX);
+    assert_int_equal(ppv_parse_whole("-9223372036854775808", INT64_MIN, 0, &v), 0);
+    assert_true(v == INT64_MIN);
+    assert_int_equal(ppv_parse_whole("64", 1, 64, &v), 0);
+    assert_int_equal(v, 64);
+    assert_int_equal(ppv_parse_whole("1", 1, 64, &v), 0);
+    assert_int_equal(v, 1);
+    v = 7;
+    static const char *const bad[] = {"65", "0", "9223372036854775808", "-1", " 2", "+2", "2 ",
+                                      "",   "-", "2,",                 "0x1", "1e3", "--1"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        if (ppv_parse_whole(bad[k], 1, 64, &v) != -1) fail_msg("'%s' was read", bad[k]);
+    assert_int_equal(ppv_parse_whole("-1", 0, 64, &v), -1); /* no sign where lo >= 0 */
+    assert_int_equal(ppv_parse_whole("-9223372036854775809", INT64_MIN, 0, &v), -1);
+    assert_int_equal(v, 7); /* untouched on refusal */
+    char item[8];
+    const char *p = "1,22,333";
+    assert_int_equal(ppv_list_next(&p, item, sizeof item), 1);
+    assert_string_equal(item, "1");
+    assert_int_equal(ppv_list_next(&p, item, sizeof item), 1);
+    assert_string_equal(item, "22");
+    assert_int_equal(ppv_list_next(&p, item, sizeof item), 1);
+    assert_string_equal(item, "333");
+    assert_int_equal(ppv_list_next(&p, item, sizeof item), 0);
+    static const char *const lists[] = {"", ",", "1,", ",1", "1,,2", "12345678"};
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        p = lists[k];
+        int rc;
+        while ((rc = ppv_list_next(&p, item, sizeof item)) > 0) {
+        }
+        if (rc != -1) fail_msg("list '%s' was read whole", lists[k]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whole_numbers_and_lists_are_read_strictly),
         cmocka_unit_test(test_interop_dualpipev_loads_with_v_placement),
         cmocka_unit_test(test_interop_zb1p_compute_and_comms_load_with_loop_placement),
         cmocka_unit_test(test_csv_writer_reproduces_every_interop_file_byte_for_byte),

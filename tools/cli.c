@@ -99,16 +99,18 @@ int cli_next(cli_parser *p, int argc, char **argv) {
 /* ---- argument parsers ------------------------------------------------------------------ */
 
 int parse_whole(const char *arg, long long lo, long long hi, long long *out) {
-    char *end;
-    if (!arg || !*arg) return -1;
-    int saved = errno;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    int overflow = errno == ERANGE;
-    errno = saved;
-    if (*end != 0 || overflow || v < lo || v > hi) return -1;
+    int64_t v;
+    if (!arg || ppv_parse_whole(arg, lo, hi, &v) < 0) return -1;
     *out = v;
     return 0;
+}
+
+/* 1 if s starts as a decimal number may: a digit or '.', or a '-' before
+ * one where neg_ok (strtod would skip spaces and take '+', "inf", "nan" and
+ * hexadecimal). */
+static int number_start(const char *s, int neg_ok) {
+    if (neg_ok && *s == '-') s++;
+    return (*s >= '0' && *s <= '9') || (*s == '.' && s[1] >= '0' && s[1] <= '9');
 }
 
 int whole_option(const char *name, const char *arg, long long lo, long long hi, long long *out) {
@@ -123,7 +125,7 @@ int whole_option(const char *name, const char *arg, long long lo, long long hi, 
 /* (cli.h) */
 int parse_bytes(const char *s, long long *out) {
     char *end;
-    if (!s || !*s || *s == '-') return -1;
+    if (!s || !number_start(s, 0)) return -1;
     double v = strtod(s, &end);
     double mul = 1;
     if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
@@ -140,6 +142,7 @@ int parse_numbers(const char *s, double *v, int n) {
     const char *p = s;
     while (k < n) {
         char *end;
+        if (!number_start(p, 1)) return -1;
         double x = strtod(p, &end);
         if (end == p || !isfinite(x)) return -1;
         v[k++] = x;
@@ -259,8 +262,8 @@ int transport_option(const char *arg, const char **out) {
 /* --timeout (cli.h). */
 int timeout_option(const char *arg, double *out) {
     char *end;
-    double t = strtod(arg, &end);
-    if (end == arg || *end || !(t > 0) || t > 1e6) {
+    double t = number_start(arg, 0) ? strtod(arg, &end) : 0;
+    if (!number_start(arg, 0) || end == arg || *end || !(t > 0) || t > 1e6) {
         usage_error("--timeout needs seconds in (0, 1e6], not '%s'", arg);
         return -1;
     }
@@ -396,18 +399,20 @@ static int whole_option32(const char *name, const char *arg, long long lo, long 
 
 /* --hard-cut-at K[,K...] into o; 0, or -1 after the usage message. */
 static int parse_cuts(const char *arg, ppv_pp_options *o) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", arg);
+    char item[32];
+    const char *p = arg;
+    int rc;
     o->ncuts = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    while ((rc = ppv_list_next(&p, item, sizeof item)) > 0) {
         if (o->ncuts == PPV_PP_MAX_CUTS) {
             usage_error("--hard-cut-at takes at most 64 chunks, not '%s'", arg);
             return -1;
         }
-        if (whole_option32("--hard-cut-at", tok, 1, 999999, &o->cuts[o->ncuts++]) < 0) return -1;
+        if (whole_option32("--hard-cut-at", item, 1, 999999, &o->cuts[o->ncuts++]) < 0) return -1;
     }
-    if (o->ncuts == 0) {
-        usage_error("--hard-cut-at needs chunk numbers (K or K1,K2,...), not '%s'", arg);
+    if (rc < 0) {
+        usage_error("--hard-cut-at needs chunk numbers (K or K1,K2,...; no empty item), not '%s'",
+                    arg);
         return -1;
     }
     return 0;

@@ -130,18 +130,16 @@ static int mem_view_build(const check_args *ca, const ppv_schedule *s, mem_view 
         fprintf(stderr, "ppv %s: out of memory\n", g_cmd);
         return PPV_EXIT_BAD_INPUT;
     }
-    char *copy = strdup(ca->mem_cap);
-    for (char *save = NULL, *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
-         t = strtok_r(NULL, ",", &save)) {
+    char t[64];
+    const char *p = ca->mem_cap;
+    int got;
+    while ((got = ppv_list_next(&p, t, sizeof t)) != 0) {
         long long b;
-        if (n >= P || parse_bytes(t, &b) < 0 || b <= 0) {
-            free(copy);
+        if (got < 0 || n >= P || parse_bytes(t, &b) < 0 || b <= 0)
             return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
                                "rank, not '%s'", ca->mem_cap);
-        }
         mv->cap[n++] = (double)b;
     }
-    free(copy);
     if (n != 1 && n != P)
         return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
                            "rank, not '%s'", ca->mem_cap);
@@ -341,10 +339,16 @@ static int write_output(const char *path, const ppv_check_report *rep,
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         return -1;
     }
+    errno = 0;
     if (fn(rep, af.f) < 0) {
+        /* a write that failed (a full disk, a size limit), or nothing to draw */
+        int failed = ferror(af.f), e = errno ? errno : EIO;
         atomic_abort(&af);
-        fprintf(stderr, "ppv %s: nothing to write in %s (%s)\n", g_cmd, path,
-                rep->checked ? "the schedule could not be simulated" : "no checked schedule");
+        if (failed)
+            fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(e));
+        else
+            fprintf(stderr, "ppv %s: nothing to write in %s (%s)\n", g_cmd, path,
+                    rep->checked ? "the schedule could not be simulated" : "no checked schedule");
         return -1;
     }
     if (atomic_commit(&af) < 0) {

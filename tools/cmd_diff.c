@@ -410,6 +410,11 @@ static void conform_print(const char *path, const ppv_conform_report *r) {
     }
     if (r->violations > r->nv)
         printf("... %lld more violations (--max-report)\n", (long long)(r->violations - r->nv));
+    if (r->overlap_done && r->overlap_samples)
+        printf("overlap: OverlapScore %.3f over %lld chunks after the warm-up (median period %.3f "
+               "ms, stage 0 %.3f ms, the mesh %.3f ms)\n",
+               r->overlap_score, (long long)r->overlap_samples, r->overlap_period_ms,
+               r->overlap_stage0_ms, r->overlap_stage1_ms);
     printf("conformance: %lld violation%s of %d checks\n", (long long)r->violations,
            r->violations == 1 ? "" : "s", r->nchecked);
 }
@@ -430,6 +435,17 @@ static json_object *conform_json(const ppv_conform_report *r) {
         json_object_object_add(checks, ppv_conform_check_name((ppv_conform_check)c),
                                r->checked[c] ? json_object_new_int64(r->by_check[c]) : NULL);
     json_object_object_add(o, "events", json_object_new_int64(r->events));
+    if (r->overlap_done) {
+        json_object *ov = json_object_new_object();
+        json_object_object_add(ov, "samples", json_object_new_int64(r->overlap_samples));
+        json_object_object_add(ov, "score", r->overlap_samples
+                                                ? json_object_new_double(r->overlap_score)
+                                                : NULL);
+        json_object_object_add(ov, "median_period_ms", json_object_new_double(r->overlap_period_ms));
+        json_object_object_add(ov, "median_stage0_ms", json_object_new_double(r->overlap_stage0_ms));
+        json_object_object_add(ov, "median_stage1_ms", json_object_new_double(r->overlap_stage1_ms));
+        json_object_object_add(o, "overlap", ov);
+    }
     json_object_object_add(o, "by_check", checks);
     for (int k = 0; k < r->nv; k++) {
         const ppv_conform_violation *v = &r->v[k];
@@ -606,6 +622,7 @@ int cmd_conform(int argc, char **argv) {
                 return usage_error("--max-report needs a count in 1..1000000, not '%s'", optarg);
             co.max_report = (int)n;
             break;
+        case OPT_OVERLAP: co.overlap = 1; break;
         case CLI_HELP: return print_help();
         default: return bad_option();
         }

@@ -59,23 +59,29 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->jobs_given = 1;
             break;
         case OPT_FAULTS: {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", optarg);
+            char tok[32];
+            const char *p = optarg;
+            int got;
             a->f.faults = 0;
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            while ((got = ppv_list_next(&p, tok, sizeof tok)) >= 0) {
                 ppv_fault_kind k;
-                if (ppv_fault_parse(tok, &k) < 0 || k == PPV_FAULT_NONE)
-                    return usage_error("--faults lists drop, duplicate, corrupt, kill, delay, "
-                                       "eager and cut, not '%s'",
-                                       optarg);
+                if (got == 0) break;
+                if (ppv_fault_parse(tok, &k) < 0 || k == PPV_FAULT_NONE) got = -1;
+                if (got < 0) break;
                 a->f.faults |= 1u << k;
             }
+            if (got < 0)
+                return usage_error("--faults lists drop, duplicate, corrupt, kill, delay, "
+                                   "eager and cut (no empty item), not '%s'",
+                                   optarg);
             a->faults_given = 1;
             break;
         }
         case OPT_TIME: {
             char *end;
             double t = strtod(optarg, &end);
+            if (!(*optarg >= '0' && *optarg <= '9') && !(*optarg == '.' && end > optarg + 1))
+                t = 0; /* strtod's spaces, '+', inf, nan, hex */
             if (!*optarg || *end || !(t > 0) || t > 1e6)
                 return usage_error("--time needs seconds above 0, not '%s'", optarg);
             a->f.seconds = t;

@@ -229,7 +229,12 @@
 #define CONFORM_OPTIONS(X)                                                                         \
     X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
     X(JUNIT, 0, "junit", "FILE", "also write JUnit XML, one testcase per check", NULL)             \
-    X(MAX_REPORT, 0, "max-report", "N", "violations listed (all are counted)", "100")
+    X(MAX_REPORT, 0, "max-report", "N", "violations listed (all are counted)", "100")            \
+    X(OVERLAP, 0, "overlap", NULL,                                                                 \
+      "also measure the contract's overlap metric from the event log's times and the results' "   \
+      "tB_ms (OverlapScore = median hidden/min(stage0, stage1) after 10 warm-up chunks); below "  \
+      "0.30 is a violation",                                                                       \
+      NULL)
 
 #define REPLAY_ONLY_OPTIONS(X)                                                                     \
     X(PERTURB, 0, "perturb", NULL,                                                                 \

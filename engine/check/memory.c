@@ -13,7 +13,6 @@
  * table 2).
  */
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +21,8 @@
 
 static int set_int(const char *key, const char *val, int64_t lo, int64_t hi, int64_t *out,
                    char *err, size_t errlen) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(val, &end, 10);
-    if (errno || end == val || *end || v < lo || v > hi)
+    int64_t v;
+    if (ppv_parse_whole(val, lo, hi, &v) < 0)
         return ppv_errf(err, errlen, "--model: %s needs a whole number in %lld..%lld, not '%s'",
                         key, (long long)lo, (long long)hi, val);
     *out = v;
@@ -42,7 +39,7 @@ int ppv_model_spec_parse(const char *text, ppv_model_spec *m, char *err, size_t 
     char *copy = strdup(text);
     if (!copy) return ppv_errf(err, errlen, "out of memory");
     int rc = 0;
-    int64_t v;
+    int64_t v = 0;
     for (char *save = NULL, *item = strtok_r(copy, ", \t\r\n", &save); item && rc == 0;
          item = strtok_r(NULL, ", \t\r\n", &save)) {
         char *eq = strchr(item, '=');

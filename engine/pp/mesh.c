@@ -39,6 +39,10 @@ typedef struct mesh {
     ppv_result stale;
     ppv_bf16 *stale_data;
     int stale_sent;
+    /* the leader's times on the transport's clock (virtual on the mock):
+     * when the chunk's envelope arrived, and when its last answer went
+     * (-1: none yet), for tB_ms and t_mesh_idle_ms */
+    int64_t t_arrived, t_answered, idle_ns;
 } mesh;
 
 static pp_where where(const mesh *m, pp_group g) {
@@ -316,11 +320,16 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
     r.latents_out = e->latents_in;
     r.latents_out.data = out;
     r.output_digest_i64 = (int64_t)ppv_digest_words(out, ppv_tensor_bytes(&r.latents_out));
+    /* the mesh's time on the chunk, and how long it had waited for it */
+    int64_t now = ppv_transport_clock_ns(m->t);
+    r.tB_ms = (double)(now - m->t_arrived) / 1e6;
+    r.t_mesh_idle_ms = (double)m->idle_ns / 1e6;
     if (o->inject == PPV_INJECT_OM09 && e->cache_epoch > 0 && m->stale_data && !m->stale_sent) {
         m->stale_sent = 1; /* delayed: the old epoch's result arrives after the cut */
         if (send_result(m, &m->stale)) return -1;
     }
     if (send_result(m, &r)) return -1;
+    m->t_answered = ppv_transport_clock_ns(m->t);
     if (o->inject == PPV_INJECT_DUPLICATE && e->chunk_index == 0 && send_result(m, &r)) return -1;
     if (o->inject == PPV_INJECT_OM09 && e->cache_epoch == 0) {
         size_t n = ppv_tensor_bytes(&r.latents_out);
@@ -347,6 +356,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     m.leader = m.mr == 0;
     m.last = m.mr == m.n - 1; /* the rank faults are put in (the leader on PP0) */
     m.order = ppv_contract_order_start();
+    m.t_answered = -1;
     int32_t tpf = (o->height / 16) * (o->width / 16);
     if (!o->control_only &&
         !(m.cache = ppv_kv_cache_new(c->model, m.mr, m.n, o->kv_window, tpf))) {
@@ -374,6 +384,8 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         if (m.leader) {
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
             if (!rc) pp_note_ids(c, rank, rm.header);
+            m.t_arrived = ppv_transport_clock_ns(t);
+            m.idle_ns = m.t_answered >= 0 ? m.t_arrived - m.t_answered : 0;
             if (!rc && o->bug == PPV_PP_BUG_LEADER_DIES && rm.header[0] == PPV_PP_INFER &&
                 e.chunk_index == PP_INJECT_CHUNK) { /* throws: no answer, no broadcast */
                 pp_envelope_free(&e);

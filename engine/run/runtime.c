@@ -678,9 +678,8 @@ static int parse_policy(const char *item, const char *w, ppv_recompute *p, char 
                         "layers:K (a checkpoint every K layers) or mb:N (stash N forwards a "
                         "rank, recompute the rest)",
                         item);
-    char *end;
-    long k = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (!colon || end == colon + 1 || *end || k < (layers ? 1 : 0) || k > 1 << 30)
+    int64_t k = -1;
+    if (!colon || ppv_parse_whole(colon + 1, layers ? 1 : 0, 1 << 30, &k) < 0)
         return ppv_errf(err, errlen, "'%s': %s needs a count %s", item, layers ? "layers" : "mb",
                         layers ? "of 1 or more layers a segment" : "of 0 or more forwards");
     *p = (ppv_recompute){layers ? PPV_RC_LAYERS : PPV_RC_MB, (int32_t)k};
@@ -692,17 +691,24 @@ int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, c
     for (int32_t st = 0; st < nstages; st++)
         out[st] = (ppv_recompute){PPV_RC_NONE, 0};
     if (!*text) return ppv_errf(err, errlen, "an empty --recompute");
-    char *copy = strdup(text);
-    if (!copy) return ppv_errf(err, errlen, "out of memory");
-    int rc = 0;
-    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item && rc == 0;
-         item = strtok_r(NULL, ",", &save)) {
-        char *end;
-        long st = -1;
+    int rc = 0, got;
+    char item[256];
+    const char *next = text;
+    while (rc == 0 && (got = ppv_list_next(&next, item, sizeof item)) != 0) {
+        if (got < 0) {
+            rc = ppv_errf(err, errlen, "'%s': an empty item (or one of 256 characters or more)",
+                          text);
+            break;
+        }
+        int64_t st = -1;
         const char *pol = item;
         if (*item >= '0' && *item <= '9') {
-            st = strtol(item, &end, 10);
-            if (*end && *end != ':') {
+            char *colon = strchr(item, ':');
+            const char *end = colon ? colon : item + strlen(item);
+            char num[32];
+            size_t len = (size_t)(end - item);
+            snprintf(num, sizeof num, "%.*s", (int)(len < sizeof num ? len : sizeof num - 1), item);
+            if (len >= sizeof num || ppv_parse_whole(num, 0, INT32_MAX, &st) < 0) {
                 rc = ppv_errf(err, errlen, "'%s' is not STAGE, STAGE:POLICY or POLICY", item);
                 break;
             }
@@ -718,7 +724,6 @@ int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, c
         for (int32_t k = 0; k < nstages; k++)
             if (st < 0 || k == st) out[k] = p;
     }
-    free(copy);
     return rc;
 }
 

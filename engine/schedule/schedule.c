@@ -412,3 +412,35 @@ int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, si
     if (!memchr(text, '\0', len)) return 0;
     return ppv_errf(err, errlen, "%s: binary data (a NUL byte) in a schedule file", name);
 }
+
+/* ---- option texts ------------------------------------------------------------------ */
+
+int ppv_parse_whole(const char *text, int64_t lo, int64_t hi, int64_t *out) {
+    const char *p = text;
+    int neg = *p == '-' && lo < 0;
+    if (neg) p++;
+    if (*p < '0' || *p > '9') return -1;
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (limit - d) / 10) return -1; /* beyond an int64 */
+        v = v * 10 + d;
+    }
+    if (*p) return -1;
+    int64_t x = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    if (x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+int ppv_list_next(const char **p, char *item, size_t n) {
+    const char *s = *p;
+    if (!s) return 0; /* past the last item */
+    const char *comma = strchr(s, ',');
+    size_t len = comma ? (size_t)(comma - s) : strlen(s);
+    if (len == 0 || len >= n) return -1;
+    memcpy(item, s, len);
+    item[len] = 0;
+    *p = comma ? comma + 1 : NULL;
+    return 1;
+}

@@ -444,9 +444,8 @@ int ppv_policy_parse(const char *text, ppv_policy *out) {
     else if (strcmp(text, "random") == 0) out->kind = PPV_POLICY_RANDOM;
     else if (strcmp(text, "pct") == 0) out->kind = PPV_POLICY_PCT, out->depth = 3;
     else if (strncmp(text, "pct:", 4) == 0) {
-        char *end;
-        long d = strtol(text + 4, &end, 10);
-        if (*end || d < 1 || d > 64) return -1;
+        int64_t d;
+        if (ppv_parse_whole(text + 4, 1, 64, &d) < 0) return -1;
         out->kind = PPV_POLICY_PCT;
         out->depth = (int32_t)d;
     } else

@@ -285,7 +285,10 @@ int ppv_golden_is_inference(const char *path);
     X(DECODED, "decoded-once",                                                                     \
       "version 2: every INFER sent is decoded exactly once and in call order, abandoned at a "     \
       "cut, or answered by the mesh's error")                                                      \
-    X(QUEUES, "queues", "version 2: stage 0's queues never above D_in in flight, D_out ready")
+    X(QUEUES, "queues", "version 2: stage 0's queues never above D_in in flight, D_out ready")   \
+    X(OVERLAP, "overlap",                                                                          \
+      "--overlap: the contract's OverlapScore, from the log's times and the results' tB_ms, "     \
+      "is at least 0.30")
 
 typedef enum ppv_conform_check {
 #define PPV_CONFORM_ENUM(ID, name, text) PPV_CONFORM_##ID,
@@ -306,8 +309,13 @@ typedef struct ppv_conform_violation {
     char message[768]; /* what was expected and what was found */
 } ppv_conform_violation;
 
+/* The overlap metric's warm-up (chunks skipped) and passing score. */
+#define PPV_OVERLAP_WARMUP 10
+#define PPV_OVERLAP_MIN 0.30
+
 typedef struct ppv_conform_options {
     int max_report; /* violations kept in the report (all are counted); 0: 100 */
+    int overlap;    /* also measure the overlap (PPV_CONFORM_OVERLAP) */
 } ppv_conform_options;
 
 typedef struct ppv_conform_report {
@@ -318,6 +326,11 @@ typedef struct ppv_conform_report {
     int checked[PPV_CONFORM_COUNT];       /* 1: the check was made (the format holds what it reads) */
     int nchecked;
     int64_t events;                       /* in the event log (version 2) */
+    /* --overlap: whether it was measured, the score and the medians of its
+     * samples (the decoded chunks after the warm-up that have both stages) */
+    int overlap_done;
+    int64_t overlap_samples;
+    double overlap_score, overlap_period_ms, overlap_stage0_ms, overlap_stage1_ms;
     int64_t format_version;
     int64_t calls;   /* the file's calls count */
     int64_t present; /* calls the file holds (in order from call 0) */

@@ -162,4 +162,17 @@ int ppv_schedule_write_csv(const ppv_schedule *s, FILE *f, char *err, size_t err
 /* Writes the native format; every schedule can be written this way. */
 int ppv_schedule_write_native(const ppv_schedule *s, FILE *f);
 
+/* ---- option texts: the one number and list reader every option uses ---- */
+
+/* text, a whole decimal number in [lo, hi], into *out: digits only, a '-'
+ * first where lo < 0; no space, no '+', nothing after, nothing beyond an
+ * int64 (refused, never clamped). 0, or -1. */
+int ppv_parse_whole(const char *text, int64_t lo, int64_t hi, int64_t *out);
+
+/* The next item of a comma-separated list at *p into item (n bytes),
+ * moving *p past it: 1 with an item, 0 at the end, -1 for an empty list,
+ * an empty item (",,", a leading or trailing ',') or one longer than n-1.
+ * Start with *p at the list; an empty text is refused by the first call. */
+int ppv_list_next(const char **p, char *item, size_t n);
+
 #endif

@@ -97,6 +97,13 @@ class Recording(unittest.TestCase):
 
     def test_the_worked_example_conforms(self):
         r = self.example()
+        # every dataset the recorder wrote carries its checksum
+        with h5py.File(self.path("loop.h5"), "r") as f:
+            datasets = []
+            f.visititems(lambda name, obj: datasets.append(obj)
+                         if isinstance(obj, h5py.Dataset) else None)
+            self.assertEqual(len(datasets), 8 * 3 + 7 + 1)
+            self.assertEqual([d.name for d in datasets if not d.fletcher32], [])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("10 calls (8 INFER, 7 results), 26 events, format version 2", r.stdout)
         self.assertIn("conformance: 0 violations of 17 checks\nresult: CONFORMS\n", r.stdout)
@@ -108,6 +115,53 @@ class Recording(unittest.TestCase):
                       "event 12: a result of cache_epoch 0 while the epoch is 1 was accepted, "
                       "not dropped as stale", r.stdout)
         self.assertIn("call_id 4 decoded while it was abandoned", r.stdout)
+
+    def overlapped(self, period, chunks=20):
+        """A stream whose chunk k takes stage 0 4 ms to build and send (from
+        period*k) and 6 ms to decode after its result comes, and the mesh 10
+        ms: OverlapScore = max(0, 20 - period) / 10."""
+        sys.path.insert(0, os.path.join(SOURCE, "python", "examples"))
+        import pp0_loop
+        ms = 1000000
+        out = self.path("overlap_%d.h5" % period)
+        rec = record.Recorder(out, events={"d_in": 2, "d_out": 2})
+        steps = []
+        for k in range(chunks):
+            e = pp0_loop.envelope(k, k, 0, k)
+            r = pp0_loop.mesh(e)
+            r["tB_ms"] = 10.0
+            t = period * k
+            steps += [(t + 4, 0, "sent", e, t), (t + 14, 1, "received", r, None),
+                      (t + 20, 2, "decoded", r, t + 14)]
+        for t, _, what, msg, begin in sorted(steps, key=lambda s: (s[0], s[1])):
+            if what == "sent":
+                rec.sent(msg, t_ns=t * ms, t_begin_ns=begin * ms)
+            elif what == "received":
+                rec.received(msg, "accepted", t_ns=t * ms)
+            else:
+                rec.decoded(msg, t_ns=t * ms, t_begin_ns=begin * ms)
+        bye = {name: 0 for name, _ in record.ENVELOPE_FIELDS}
+        bye.update(pp_envelope_version=1, action=record.ACTIONS["SHUTDOWN"], call_id=chunks,
+                   kv_cache_attention_bias=0.3, pp_disable_vace=1)
+        rec.sent(bye, t_ns=(period * chunks + 30) * ms)
+        rec.close()
+        return run("conform", out, "--overlap", "--json")
+
+    def test_overlap_score_from_the_logged_times(self):
+        import json
+        for period, score, code in ((10, 1.0, 0), (15, 0.5, 0), (20, 0.0, 1)):
+            r = self.overlapped(period)
+            self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+            o = json.loads(r.stdout)
+            self.assertEqual(o["overlap"]["samples"], 10)
+            self.assertEqual(o["overlap"]["score"], score)
+            self.assertEqual(o["overlap"]["median_period_ms"], float(period))
+            self.assertEqual(o["overlap"]["median_stage0_ms"], 10.0)
+            self.assertEqual(o["overlap"]["median_stage1_ms"], 10.0)
+            self.assertEqual(o["by_check"]["overlap"], code)
+        bad = o["list"][0]
+        self.assertEqual((bad["check"], bad["rule"]), ("overlap", "PPV-OVERLAP"))
+        self.assertIn("OverlapScore 0.000 below 0.30 over 10 chunks", bad["message"])
 
     def test_a_result_is_written_once_to_a_call_that_was_sent(self):
         rec = record.Recorder(self.path("x.h5"), events={"d_in": 2, "d_out": 2})
