@@ -39,11 +39,17 @@ typedef struct h5_out {
     char path[4096], dir[4096], tmp[8300];
     int guarded;
     h5_tmp_guard guard;
+    int stream; /* standard output, a FIFO or a device: built in TMPDIR, then copied out */
 } h5_out;
 
 /* Creates the temporary file (removing stale ones of dead writers in the
- * folder) and guards it against SIGINT, SIGTERM and SIGHUP. 0, or -1 with
- * the reason in err (what: "the golden file", for messages). */
+ * folder) and guards it against SIGINT, SIGTERM and SIGHUP; a symbolic link
+ * is followed (its target is written, the link kept). For standard output
+ * ("-"), a FIFO or a character device the file is built at a temporary
+ * name in TMPDIR (HDF5 needs a file it can seek in) and copied out whole at
+ * commit, never replacing what is there; anything else is refused
+ * (ppv_output_target). 0, or -1 with the
+ * reason in err (what: "the golden file", for messages). */
 int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen);
 /* A group with no modification time. */
 hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name);

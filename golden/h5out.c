@@ -167,15 +167,36 @@ const char *h5_write_failure(int e) {
     }
 }
 
+/* The file format and property lists every output has. */
+static int create_file(h5_out *o, const char *name) {
+    /* the 1.10 file format: checksummed object headers and chunk indexes, so a
+     * flipped metadata byte is caught like a flipped data byte */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
+    o->gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+    if (fapl >= 0 && fcpl >= 0 && o->gcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
+        H5Pset_obj_track_times(o->gcpl, 0) >= 0)
+        o->file = H5Fcreate(name, H5F_ACC_TRUNC, fcpl, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
+    return o->file < 0 ? -1 : 0;
+}
+
 int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->file = o->gcpl = -1;
-    if (strlen(path) >= sizeof o->path) return gerr(err, errlen, "%s: path too long", path);
-    snprintf(o->path, sizeof o->path, "%s", path);
+    ppv_output_kind kind;
+    if (ppv_output_target(path, o->path, sizeof o->path, &kind, err, errlen) < 0) return -1;
+    /* a stream is built in a temporary file of TMPDIR (HDF5 needs a file it
+     * can seek in) and copied out whole at commit */
+    o->stream = kind == PPV_OUTPUT_STREAM;
+    path = o->path; /* a link's target */
     char dcopy[4096], bcopy[4096], id[9];
+    const char *tmpdir = getenv("TMPDIR");
     snprintf(dcopy, sizeof dcopy, "%s", path);
-    snprintf(bcopy, sizeof bcopy, "%s", path);
-    snprintf(o->dir, sizeof o->dir, "%s", dirname(dcopy));
+    snprintf(bcopy, sizeof bcopy, "%s", o->stream ? "stream" : path);
+    snprintf(o->dir, sizeof o->dir, "%s",
+             !o->stream ? dirname(dcopy) : tmpdir && *tmpdir ? tmpdir : "/tmp");
     writer_id(id);
     remove_stale_tmps(o->dir, id);
     snprintf(o->tmp, sizeof o->tmp, "%s/.%s%s%s.%ld.XXXXXX", o->dir, basename(bcopy), TMP_MARK, id,
@@ -195,17 +216,7 @@ int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size
     umask(mask);
     fchmod(fd, 0666 & ~mask);
     close(fd);
-    /* the 1.10 file format: checksummed object headers and chunk indexes, so a
-     * flipped metadata byte is caught like a flipped data byte */
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
-    o->gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
-    if (fcpl >= 0 && o->gcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
-        H5Pset_obj_track_times(o->gcpl, 0) >= 0)
-        o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, fcpl, fapl >= 0 ? fapl : H5P_DEFAULT);
-    if (fapl >= 0) H5Pclose(fapl);
-    if (fcpl >= 0) H5Pclose(fcpl);
-    if (o->file < 0) {
+    if (create_file(o, o->tmp) < 0) {
         e = errno;
         h5_out_abort(o);
         return gerr(err, errlen, "%s: cannot write %s: %s", path, what, h5_write_failure(e));
@@ -215,6 +226,25 @@ int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size
 
 hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name) {
     return H5Gcreate2(parent, name, H5P_DEFAULT, o->gcpl, H5P_DEFAULT);
+}
+
+/* A stream's commit: the finished temporary copied out whole, then
+ * removed. 0, or -1 with the reason. */
+static int copy_out(h5_out *o, const char *what, char *err, size_t errlen) {
+    int out = strcmp(o->path, "-") == 0;
+    FILE *in = fopen(o->tmp, "rb"), *f = out ? stdout : fopen(o->path, "w");
+    char buf[65536];
+    size_t n;
+    errno = 0;
+    int bad = !in || !f, e = errno;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, f) != n) bad = 1, e = errno;
+    if (!bad && (ferror(in) || fflush(f) != 0)) bad = 1, e = errno;
+    if (in) fclose(in);
+    if (f && !out && fclose(f) != 0 && !bad) bad = 1, e = errno;
+    h5_out_abort(o); /* the temporary goes either way */
+    return bad ? gerr(err, errlen, "%s: cannot write %s: %s", o->path, what, strerror(e ? e : EIO))
+               : 0;
 }
 
 int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen) {
@@ -227,6 +257,11 @@ int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen) {
     if (bad) {
         h5_out_abort(o);
         return gerr(err, errlen, "%s: cannot write %s: %s", o->path, what, h5_write_failure(e));
+    }
+    if (o->stream) {
+        if (o->gcpl >= 0) H5Pclose(o->gcpl);
+        o->gcpl = -1;
+        return copy_out(o, what, err, errlen);
     }
     sigset_t before;
     int rc = sync_path(o->tmp, 0);

@@ -1,11 +1,14 @@
 /* test_cli.c - the ppv command as a user runs it: exit codes 0/1/2,
  * messages, --json fields, generated files and show's pictures. */
+#define _DEFAULT_SOURCE /* mknod, makedev */
 #include <dirent.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1018,6 +1021,111 @@ static void test_a_failed_svg_write_says_why(void **state) {
     run_free(&r);
 }
 
+/* Reads fifo into out in a child shell (a reader for a write to block on);
+ * returns its pid. */
+static pid_t read_fifo(const char *fifo, const char *out) {
+    char script[9000];
+    snprintf(script, sizeof script, "exec cat '%s' > '%s'", fifo, out);
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, "/bin/sh", NULL, NULL, (char *const *)argv, environ), 0);
+    return pid;
+}
+
+static void wait_reader(pid_t pid) {
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Outputs never replace what is not a regular file: a FIFO and a character
+ * device are written straight through, a symbolic link's target is written
+ * (the link kept), a directory is refused; HDF5 outputs too. Devices are
+ * made in the test's own folder (as root), never the system's. */
+static void test_outputs_never_replace_what_is_not_a_regular_file(void **state) {
+    (void)state;
+    run_result want = RUN("gen", "1f1b", "-p", "2", "-m", "2");
+    assert_int_equal(want.code, 0);
+    char fifo[4200], got[4200], link[4200], target[4200];
+    snprintf(fifo, sizeof fifo, "%s", tmp_path("out.fifo"));
+    snprintf(got, sizeof got, "%s", tmp_path("fifo.got"));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pid_t reader = read_fifo(fifo, got);
+    run_result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", fifo);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    wait_reader(reader);
+    char *text = slurp(got);
+    assert_string_equal(text, want.out);
+    free(text);
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    /* a link: its target written in the target's folder, the link kept */
+    snprintf(target, sizeof target, "%s", tmp_path("target.csv"));
+    snprintf(link, sizeof link, "%s", tmp_path("link.csv"));
+    assert_int_equal(symlink("target.csv", link), 0);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", link);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    text = slurp(target);
+    assert_string_equal(text, want.out);
+    free(text);
+    /* a link into a folder that is not there, and a directory */
+    const char *dangling = tmp_path("dangling.csv");
+    assert_int_equal(symlink("no_such_folder/x.csv", dangling), 0);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", dangling);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "No such file or directory"));
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", tmp_dir());
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "a directory, not a file to write"));
+    run_free(&r);
+    /* a recording into a FIFO: the whole file comes out, and conforms */
+    reader = read_fifo(fifo, got);
+    r = RUN("pp", "--chunks", "2", "--record", fifo);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    wait_reader(reader);
+    r = RUN("conform", got);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("pp", "--chunks", "2", "--record", "-");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "would mix the recording with the report"));
+    run_free(&r);
+    run_free(&want);
+    if (geteuid() != 0) skip(); /* the devices below need mknod */
+    char null_dev[4200], full_dev[4200];
+    snprintf(null_dev, sizeof null_dev, "%s", tmp_path("my_null"));
+    snprintf(full_dev, sizeof full_dev, "%s", tmp_path("my_full"));
+    assert_int_equal(mknod(null_dev, S_IFCHR | 0666, makedev(1, 3)), 0);
+    assert_int_equal(mknod(full_dev, S_IFCHR | 0666, makedev(1, 7)), 0);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", null_dev);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", full_dev);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "No space left on device"));
+    run_free(&r);
+    r = RUN("pp", "--chunks", "2", "--record", full_dev);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "No space left on device"));
+    run_free(&r);
+    r = RUN("pp", "--chunks", "2", "--record", null_dev);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(lstat(k ? full_dev : null_dev, &st), 0);
+        assert_true(S_ISCHR(st.st_mode));
+    }
+    unlink(null_dev);
+    unlink(full_dev);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_exit_codes_are_0_1_2),
@@ -1037,6 +1145,7 @@ int main(void) {
         cmocka_unit_test(test_demo_passes),
         cmocka_unit_test(test_every_number_is_read_whole_or_refused),
         cmocka_unit_test(test_a_failed_svg_write_says_why),
+        cmocka_unit_test(test_outputs_never_replace_what_is_not_a_regular_file),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

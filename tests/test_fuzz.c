@@ -277,6 +277,12 @@ static void test_every_message_corrupted_in_turn(void **state) {
 
 static void test_command_writes_traces_that_run_replays(void **state) {
     (void)state;
+    /* nothing found: --out leaves nothing behind, not even its folder */
+    const char *none = tmp_path("nothing_found");
+    run_result n = RUN("fuzz", "pp", "--chunks", "2", "--runs", "3", "--out", none);
+    assert_int_equal(n.code, 0);
+    run_free(&n);
+    assert_int_equal(access(none, F_OK), -1);
     const char *dir = tmp_path("found");
     run_result r = RUN("fuzz", data_path("rendezvous_only_train.csv"), "--runs", "5", "--out", dir);
     assert_int_equal(r.code, 1);

@@ -1,6 +1,10 @@
-/* atomic.c - output files written to a temporary name beside the target
- * and renamed into place, so a failed run never leaves half a file. The file
- * gets the mode any other tool would give it (0666 less the umask). */
+/* atomic.c - output files: a regular file (or a new name) is written to a
+ * temporary name beside it and renamed into place, so a failed run never
+ * leaves half a file; a symbolic link is followed and its target written
+ * that way in the target's folder, the link kept; standard output ("-"), a
+ * FIFO or a character device is written straight through, never replaced;
+ * anything else is refused (ppv_output_target). The file gets the mode any
+ * other tool would give it (0666 less the umask). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,16 +13,33 @@
 
 #include "cli.h"
 
+/* Sets af->why to e's text and returns -1 with errno e. */
+static int failed(atomic_file *af, int e) {
+    snprintf(af->why, sizeof af->why, "%s", strerror(e ? e : EIO));
+    errno = e ? e : EIO;
+    return -1;
+}
+
 int atomic_open(atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
-    if (strlen(path) + 16 >= sizeof af->tmp) {
-        errno = ENAMETOOLONG;
+    ppv_output_kind kind;
+    char err[4600];
+    if (ppv_output_target(path, af->path, sizeof af->path, &kind, err, sizeof err) < 0) {
+        size_t n = strlen(path); /* the reason, after "path: " */
+        const char *why = strncmp(err, path, n) == 0 && err[n] == ':' ? err + n + 2 : err;
+        snprintf(af->why, sizeof af->why, "%.*s", (int)(sizeof af->why - 1), why);
+        errno = EINVAL;
         return -1;
     }
-    snprintf(af->path, sizeof af->path, "%s", path);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.XXXXXX", path);
+    if (kind == PPV_OUTPUT_STREAM) {
+        af->stream = 1;
+        af->f = strcmp(af->path, "-") == 0 ? stdout : fopen(af->path, "w");
+        return af->f ? 0 : failed(af, errno);
+    }
+    if (strlen(af->path) + 16 >= sizeof af->tmp) return failed(af, ENAMETOOLONG);
+    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.XXXXXX", af->path);
     int fd = mkstemp(af->tmp);
-    if (fd < 0) return -1;
+    if (fd < 0) return failed(af, errno);
     /* mkstemp makes the file 0600 */
     mode_t mask = umask(0);
     umask(mask);
@@ -26,14 +47,20 @@ int atomic_open(atomic_file *af, const char *path) {
         int e = errno;
         close(fd);
         unlink(af->tmp);
-        errno = e;
-        return -1;
+        return failed(af, e);
     }
     return 0;
 }
 
 int atomic_commit(atomic_file *af) {
     errno = 0;
+    if (af->stream) { /* straight through: flushed, and closed unless standard output */
+        int bad = fflush(af->f) != 0 || ferror(af->f);
+        int e = errno;
+        if (af->f != stdout && fclose(af->f) != 0 && !bad) bad = 1, e = errno;
+        af->f = NULL;
+        return bad ? failed(af, e) : 0;
+    }
     int bad = fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0;
     int e = errno;
     if (fclose(af->f) != 0 && !bad) bad = 1, e = errno;
@@ -43,14 +70,13 @@ int atomic_commit(atomic_file *af) {
         e = errno;
     }
     unlink(af->tmp);
-    errno = e ? e : EIO; /* the reason, for the caller's message */
-    return -1;
+    return failed(af, e); /* the reason, for the caller's message */
 }
 
 void atomic_abort(atomic_file *af) {
     int e = errno;
-    if (af->f) fclose(af->f);
+    if (af->f && af->f != stdout) fclose(af->f);
     af->f = NULL;
-    unlink(af->tmp);
+    if (!af->stream) unlink(af->tmp);
     errno = e;
 }

@@ -354,7 +354,7 @@ json_object *wait_json(const ppv_wait *w) {
 int write_trace_file(const char *path, const ppv_world *w) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
     if (ppv_trace_write(af.f, w) < 0) {
@@ -363,7 +363,7 @@ int write_trace_file(const char *path, const ppv_world *w) {
         return -1;
     }
     if (atomic_commit(&af) < 0) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
     return 0;

@@ -18,12 +18,16 @@
  * place on success, so a failed run never leaves a partial file. */
 typedef struct atomic_file {
     FILE *f;
-    char path[4096];
+    int stream;     /* standard output, a FIFO or a device: written straight through */
+    char path[4096]; /* what is written: a link's target */
     char tmp[4096];
+    char why[512];  /* after a failure: the reason (the OS's, or what the path is) */
 } atomic_file;
 
+/* Opens the output named path (ppv_output_target): 0, or -1 with af->why. */
 int atomic_open(atomic_file *af, const char *path);
-/* Flushes, syncs and renames; on failure removes the temporary file. */
+/* Flushes, syncs and renames (a stream: flushes); on failure removes the
+ * temporary file. 0, or -1 with af->why. */
 int atomic_commit(atomic_file *af);
 void atomic_abort(atomic_file *af);
 

@@ -336,7 +336,7 @@ static int write_output(const char *path, const ppv_check_report *rep,
                         int (*fn)(const ppv_check_report *, FILE *)) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
     errno = 0;
@@ -352,7 +352,7 @@ static int write_output(const char *path, const ppv_check_report *rep,
         return -1;
     }
     if (atomic_commit(&af) < 0) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
     return 0;

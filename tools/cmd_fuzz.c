@@ -256,7 +256,8 @@ static int fuzz_checker(const fuzz_args *a) {
     o.seconds = a->f.seconds;
     int tty = !a->json && isatty(2);
     if (tty) o.progress = show_checker_progress;
-    if (a->out && mkdir(a->out, 0777) != 0 && errno != EEXIST) {
+    int made = 0; /* --out made here: removed again when nothing goes in it */
+    if (a->out && !(made = mkdir(a->out, 0777) == 0) && errno != EEXIST) {
         fprintf(stderr, "ppv fuzz: cannot make %s: %s\n", a->out, strerror(errno));
         return PPV_EXIT_BAD_INPUT;
     }
@@ -265,8 +266,10 @@ static int fuzz_checker(const fuzz_args *a) {
     if (ppv_fuzz_differential(&o, &r, err, sizeof err) < 0) {
         if (tty) fputs("\r\033[K", stderr);
         fprintf(stderr, "ppv fuzz: %s\n", err);
+        if (made) rmdir(a->out);
         return PPV_EXIT_BAD_INPUT;
     }
+    if (made && !r->found) rmdir(a->out);
     if (tty) fputs("\r\033[K", stderr);
     char path[4200] = "", sem[64] = "";
     if (r->found) ppv_semantics_format(&r->sem, sem, sizeof sem);
@@ -279,7 +282,8 @@ static int fuzz_checker(const fuzz_args *a) {
             bad = 1;
         }
         if (bad || atomic_commit(&af) < 0) {
-            fprintf(stderr, "ppv fuzz: cannot write %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "ppv fuzz: cannot write %s: %s\n", path,
+                    af.why[0] ? af.why : strerror(errno));
             ppv_fuzz_differential_report_free(r);
             return PPV_EXIT_BAD_INPUT;
         }
@@ -329,6 +333,7 @@ int cmd_fuzz(int argc, char **argv) {
     char err[1024];
     ppv_schedule *s = NULL;
     ppv_recompute *mask = NULL;
+    int made = 0; /* --out made here: removed again when nothing goes in it */
     if (a.pp_target) {
         if (ppv_pp_options_check(&a.pp, err, sizeof err) < 0) {
             fprintf(stderr, "ppv fuzz: %s\n(run 'ppv help fuzz' for usage)\n", err);
@@ -349,7 +354,7 @@ int cmd_fuzz(int argc, char **argv) {
         a.f.run.recompute = mask;
         a.f.schedule = s;
     }
-    if (a.out && mkdir(a.out, 0777) != 0 && errno != EEXIST) {
+    if (a.out && !(made = mkdir(a.out, 0777) == 0) && errno != EEXIST) {
         fprintf(stderr, "ppv fuzz: cannot make %s: %s\n", a.out, strerror(errno));
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
@@ -492,8 +497,10 @@ int cmd_fuzz(int argc, char **argv) {
     if (a.junit && write_junit(a.junit, a.target, what, r->found, r->failure,
                                a.f.strategy == PPV_FUZZ_DFS, r->complete) < 0)
         rc = PPV_EXIT_BAD_INPUT;
+    if (made && !r->found) rmdir(a.out); /* nothing went in it */
     ppv_fuzz_report_free(r);
 done:
+    if (made && rc == PPV_EXIT_BAD_INPUT) rmdir(a.out); /* empty unless a trace went in */
     free(mask);
     ppv_schedule_free(s);
     return rc;

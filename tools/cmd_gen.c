@@ -112,7 +112,7 @@ int cmd_gen(int argc, char **argv) {
     snprintf(what, sizeof what, "a schedule of up to %.0f actions", actions);
     int rc = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
     if (rc >= 0) return rc;
-    char err[512];
+    char err[1200];
     ppv_schedule *s = NULL, *low = NULL;
     if (is_auto) {
         ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
@@ -186,7 +186,7 @@ int cmd_gen(int argc, char **argv) {
     FILE *f = stdout;
     if (outpath) {
         if (atomic_open(&af, outpath) < 0) {
-            fprintf(stderr, "ppv gen: cannot write %s: %s\n", outpath, strerror(errno));
+            fprintf(stderr, "ppv gen: cannot write %s: %s\n", outpath, af.why);
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
@@ -199,7 +199,7 @@ int cmd_gen(int argc, char **argv) {
     if (outpath) {
         if (wrc < 0) atomic_abort(&af);
         else if (atomic_commit(&af) < 0)
-            wrc = -1, snprintf(err, sizeof err, "cannot write %s: %s", outpath, strerror(errno));
+            wrc = -1, snprintf(err, sizeof err, "cannot write %s: %s", outpath, af.why);
     }
     if (wrc < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);

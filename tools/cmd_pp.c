@@ -75,6 +75,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             a->o.policy.seed = (uint64_t)seed;
             break;
         case OPT_RECORD:
+            if (!strcmp(optarg, "-"))
+                return usage_error("--record %s would mix the recording with the report on "
+                                   "standard output; name a file or a FIFO",
+                                   optarg);
             a->record = optarg;
             break;
         case OPT_TRACE_OUT:

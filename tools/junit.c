@@ -83,7 +83,7 @@ void xml_text(FILE *f, const char *s) {
 int junit_write(const junit *j, const char *path, char *err, size_t errlen) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot write %s: %s", path, af.why);
         return -1;
     }
     FILE *f = af.f;
@@ -115,7 +115,7 @@ int junit_write(const junit *j, const char *path, char *err, size_t errlen) {
     }
     fputs("  </testsuite>\n</testsuites>\n", f);
     if (atomic_commit(&af) < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot write %s: %s", path, af.why);
         return -1;
     }
     return 0;

@@ -5,9 +5,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "schedule_internal.h"
 
@@ -26,6 +28,57 @@ static int parse_text(const char *text, size_t len, const char *name, ppv_dialec
 int ppv_schedule_parse_text(const char *text, size_t len, const char *name, ppv_dialect dialect,
                             ppv_schedule **out, char *err, size_t errlen) {
     return parse_text(text, len, name, dialect, 1, out, err, errlen);
+}
+
+int ppv_output_target(const char *path, char *resolved, size_t n, ppv_output_kind *kind,
+                      char *err, size_t errlen) {
+    if (strcmp(path, "-") == 0) {
+        *kind = PPV_OUTPUT_STREAM;
+        snprintf(resolved, n, "-");
+        return 0;
+    }
+    char cur[4096], link[4096];
+    if (strlen(path) >= sizeof cur) return ppv_errf(err, errlen, "%s: path too long", path);
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hops = 0; hops <= 40; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0) {
+            if (errno != ENOENT) return ppv_errf(err, errlen, "%s: %s", path, strerror(errno));
+            *kind = PPV_OUTPUT_FILE; /* a new name (its folder is checked when it is written) */
+            break;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t len = readlink(cur, link, sizeof link - 1);
+            if (len < 0) return ppv_errf(err, errlen, "%s: %s", path, strerror(errno));
+            link[len] = '\0';
+            if (link[0] == '/') {
+                snprintf(cur, sizeof cur, "%s", link);
+            } else { /* relative to the link's folder */
+                char *slash = strrchr(cur, '/');
+                size_t dir = slash ? (size_t)(slash - cur) + 1 : 0;
+                if (dir + (size_t)len >= sizeof cur)
+                    return ppv_errf(err, errlen, "%s: the link's target path is too long", path);
+                memcpy(cur + dir, link, (size_t)len + 1);
+            }
+            continue;
+        }
+        if (S_ISREG(st.st_mode)) *kind = PPV_OUTPUT_FILE;
+        else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) *kind = PPV_OUTPUT_STREAM;
+        else if (S_ISDIR(st.st_mode))
+            return ppv_errf(err, errlen, "%s: a directory, not a file to write", path);
+        else
+            return ppv_errf(err, errlen,
+                            "%s: not a regular file, FIFO or character device (a socket or block "
+                            "device is never written over)",
+                            path);
+        break;
+    }
+    struct stat st;
+    if (lstat(cur, &st) == 0 && S_ISLNK(st.st_mode))
+        return ppv_errf(err, errlen, "%s: more than 40 symbolic links (a loop?)", path);
+    if (strlen(cur) >= n) return ppv_errf(err, errlen, "%s: path too long", path);
+    snprintf(resolved, n, "%s", cur);
+    return 0;
 }
 
 const char *ppv_path_name(const char *path) {

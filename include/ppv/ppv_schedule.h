@@ -140,6 +140,20 @@ int ppv_schedule_load_placeless(const char *path, ppv_dialect dialect, ppv_sched
  * "path: reason" in err. */
 char *ppv_file_read(const char *path, size_t *len, char *err, size_t errlen);
 
+/* Where an output named path goes. PPV_OUTPUT_FILE: a regular file or a
+ * new name, written to a temporary name in its folder and renamed; a
+ * symbolic link is followed (up to 40 links), so *resolved is the final
+ * target, written the same way in the target's folder and the link kept.
+ * PPV_OUTPUT_STREAM: "-" (standard output), a FIFO or a character device,
+ * written straight through, never replaced. */
+typedef enum ppv_output_kind { PPV_OUTPUT_FILE, PPV_OUTPUT_STREAM } ppv_output_kind;
+
+/* 0 with *kind and the path to write in resolved (n bytes), or -1 with
+ * "path: reason" in err: a directory, a socket or block device (never
+ * replaced), a loop of links, a name that cannot be looked at. */
+int ppv_output_target(const char *path, char *resolved, size_t n, ppv_output_kind *kind,
+                      char *err, size_t errlen);
+
 /* The name messages give a path: "<stdin>" for "-", else the path. */
 const char *ppv_path_name(const char *path);
 
