@@ -536,6 +536,149 @@ static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int
     return 0;
 }
 
+/* ---- the mesh ranks' own records ---------------------------------------------------- */
+
+typedef struct rank_value {
+    int64_t call_id;
+    uint64_t value;
+    int32_t rank;
+} rank_value;
+
+typedef struct rank_table {
+    rank_value *v[PPV_RANK_RECORD_COUNT];
+    size_t n[PPV_RANK_RECORD_COUNT], cap[PPV_RANK_RECORD_COUNT];
+    int oom;
+} rank_table;
+
+static void take_rank_value(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind,
+                            int64_t call_id, uint64_t value) {
+    rank_table *t = ctx;
+    if (t->n[kind] == t->cap[kind]) {
+        size_t cap = t->cap[kind] ? 2 * t->cap[kind] : 256;
+        rank_value *v = realloc(t->v[kind], cap * sizeof *v);
+        if (!v) {
+            t->oom = 1;
+            return;
+        }
+        t->v[kind] = v;
+        t->cap[kind] = cap;
+    }
+    t->v[kind][t->n[kind]++] = (rank_value){call_id, value, mesh_rank};
+}
+
+static int by_call(const void *a, const void *b) {
+    const rank_value *x = a, *y = b;
+    if (x->call_id != y->call_id) return (x->call_id > y->call_id) - (x->call_id < y->call_id);
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int by_rank(const void *a, const void *b) {
+    const rank_value *x = a, *y = b;
+    if (x->rank != y->rank) return (x->rank > y->rank) - (x->rank < y->rank);
+    return (x->call_id > y->call_id) - (x->call_id < y->call_id);
+}
+
+/* Sets c's call to the one with call_id (ids only), or the file. */
+static void at_call(conform *c, ppv_envelope *ids, const call_info *ci, int64_t n,
+                    int64_t call_id) {
+    int64_t k = find_call(ci, n, call_id);
+    if (k < 0) {
+        c->e = NULL;
+        return;
+    }
+    ppv_envelope_init(ids);
+    ids->call_id = ci[k].call_id;
+    ids->chunk_index = ci[k].chunk_index;
+    ids->cache_epoch = ci[k].cache_epoch;
+    c->e = ids;
+    c->k = k;
+}
+
+/* Every rank's value of a call is the same (input and state digests). */
+static void same_across_ranks(conform *c, rank_value *v, size_t n, ppv_conform_check check,
+                              const char *what, const call_info *ci, int64_t ncalls) {
+    qsort(v, n, sizeof *v, by_call);
+    ppv_envelope ids;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && v[j].call_id == v[i].call_id)
+            j++;
+        for (size_t k = i + 1; k < j; k++)
+            if (v[k].value != v[i].value) {
+                at_call(c, &ids, ci, ncalls, v[i].call_id);
+                violation(c, check, PPV_FAIL_DIGEST,
+                          "call_id %" PRId64 ": mesh rank %d's %s %016" PRIx64
+                          " differs from mesh rank %d's %016" PRIx64
+                          ": the ranks would compute a Franken-model",
+                          v[i].call_id, (int)v[k].rank, what, v[k].value, (int)v[i].rank,
+                          v[i].value);
+                break;
+            }
+        i = j;
+    }
+    c->e = NULL;
+}
+
+/* Each rank's fingerprint never changes; no two ranks share one. */
+static void fingerprints(conform *c, rank_value *v, size_t n, const call_info *ci,
+                         int64_t ncalls) {
+    qsort(v, n, sizeof *v, by_rank);
+    ppv_envelope ids;
+    size_t firsts = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && v[j].rank == v[i].rank)
+            j++;
+        for (size_t k = i + 1; k < j; k++)
+            if (v[k].value != v[i].value) {
+                at_call(c, &ids, ci, ncalls, v[k].call_id);
+                violation(c, PPV_CONFORM_SHARD_FINGERPRINTS, PPV_FAIL_FINGERPRINT,
+                          "mesh rank %d's shard fingerprint was %016" PRIx64
+                          " (call_id %" PRId64 ") and is %016" PRIx64
+                          " at call_id %" PRId64 ": its weights changed under it",
+                          (int)v[i].rank, v[i].value, v[i].call_id, v[k].value, v[k].call_id);
+                break;
+            }
+        v[firsts++] = v[i]; /* each rank's first, for the comparison across ranks */
+        i = j;
+    }
+    c->e = NULL;
+    for (size_t a = 0; a < firsts; a++)
+        for (size_t b = a + 1; b < firsts; b++)
+            if (v[a].value == v[b].value) {
+                violation(c, PPV_CONFORM_SHARD_FINGERPRINTS, PPV_FAIL_FINGERPRINT,
+                          "mesh ranks %d and %d have the same shard fingerprint %016" PRIx64
+                          ": distinct shards must differ (the same shard loaded twice, or a "
+                          "fingerprint that does not look at the weights)",
+                          (int)v[a].rank, (int)v[b].rank, v[a].value);
+                return;
+            }
+}
+
+static int check_ranks(conform *c, ppv_inference_reader *rd, const call_info *ci,
+                       int64_t ncalls, char *err, size_t errlen) {
+    rank_table t;
+    memset(&t, 0, sizeof t);
+    int has[PPV_RANK_RECORD_COUNT];
+    int rc = inference_rank_values(rd, has, take_rank_value, &t, err, errlen);
+    if (rc == 0 && t.oom) rc = gerr(err, errlen, "out of memory");
+    if (rc == 0) {
+        ppv_conform_report *r = c->rep;
+        r->checked[PPV_CONFORM_RANK_INPUTS] = has[PPV_RANK_INPUT_DIGEST];
+        r->checked[PPV_CONFORM_SHARD_FINGERPRINTS] = has[PPV_RANK_SHARD_FINGERPRINT];
+        r->checked[PPV_CONFORM_RANK_STATE] = has[PPV_RANK_STATE_DIGEST];
+        same_across_ranks(c, t.v[PPV_RANK_INPUT_DIGEST], t.n[PPV_RANK_INPUT_DIGEST],
+                          PPV_CONFORM_RANK_INPUTS, "input digest", ci, ncalls);
+        same_across_ranks(c, t.v[PPV_RANK_STATE_DIGEST], t.n[PPV_RANK_STATE_DIGEST],
+                          PPV_CONFORM_RANK_STATE, "state digest", ci, ncalls);
+        fingerprints(c, t.v[PPV_RANK_SHARD_FINGERPRINT], t.n[PPV_RANK_SHARD_FINGERPRINT], ci,
+                     ncalls);
+    }
+    for (int k = 0; k < PPV_RANK_RECORD_COUNT; k++)
+        free(t.v[k]);
+    return rc;
+}
+
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -623,7 +766,9 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     }
     c.e = NULL;
     int complete = out->present == n && ended >= 0;
-    if (check_events(&c, rd, ci, upto, complete, err, errlen) < 0) goto done;
+    if (check_events(&c, rd, ci, upto, complete, err, errlen) < 0 ||
+        check_ranks(&c, rd, ci, upto, err, errlen) < 0)
+        goto done;
     if (!out->checked[PPV_CONFORM_EVENT_LOG]) /* no log: every INFER has its one result */
         for (int64_t k = 0; k < upto; k++)
             if (ci[k].action == PPV_PP_INFER && !ci[k].has_result) {

@@ -179,6 +179,14 @@ int inference_events_open(ppv_inference_reader *r, ppv_inference_events *how, ch
 /* Events [start, start + n) into out. 0, or -1 with the reason. */
 int inference_events_read(ppv_inference_reader *r, int64_t start, int64_t n, ppv_pp_event *out,
                           char *err, size_t errlen);
+/* The mesh ranks' own records (/inference/ranks): cb for every (call_id,
+ * value) of every rank and kind; has[kind] says whether any dataset of that
+ * kind was there. 0, or -1 with the reason (a dataset not as the format
+ * says, naming it). */
+int inference_rank_values(ppv_inference_reader *r, int *has,
+                          void (*cb)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind,
+                                     int64_t call_id, uint64_t value),
+                          void *ctx, char *err, size_t errlen);
 /* Calls cb(ctx, where, name) for every attribute or object of call k (its
  * group, its envelope and its result) that spec/contract.def does not
  * define; 0, or -1 when they cannot be listed. */

@@ -29,6 +29,13 @@ struct ppv_inference_writer {
     int64_t nevents;
     ppv_pp_event *evbuf; /* events not yet written */
     int nbuf;
+    /* the mesh ranks' own records, written at commit: for mesh rank r and
+     * kind k, pairs (call_id, value) in rank_values[r * PPV_RANK_RECORD_COUNT + k] */
+    struct rank_values {
+        int64_t *v;
+        size_t n, cap; /* pairs */
+    } *rank_values;
+    int32_t nranks;
 };
 
 struct ppv_inference_reader {
@@ -282,10 +289,62 @@ int ppv_inference_event(ppv_inference_writer *w, const ppv_pp_event *ev, char *e
     return 0;
 }
 
+int ppv_inference_rank_value(ppv_inference_writer *w, int32_t mesh_rank, ppv_pp_rank_record kind,
+                             int64_t call_id, uint64_t value, char *err, size_t errlen) {
+    if (mesh_rank < 0 || mesh_rank >= 1000000 || kind < 0 || kind >= PPV_RANK_RECORD_COUNT)
+        return gerr(err, errlen, "%s: a rank record of mesh rank %d, kind %d", w->out.path,
+                    (int)mesh_rank, (int)kind);
+    if (mesh_rank >= w->nranks) {
+        int32_t n = mesh_rank + 1;
+        struct rank_values *grown =
+            realloc(w->rank_values, (size_t)n * PPV_RANK_RECORD_COUNT * sizeof *grown);
+        if (!grown) return gerr(err, errlen, "out of memory");
+        memset(grown + (size_t)w->nranks * PPV_RANK_RECORD_COUNT, 0,
+               (size_t)(n - w->nranks) * PPV_RANK_RECORD_COUNT * sizeof *grown);
+        w->rank_values = grown;
+        w->nranks = n;
+    }
+    struct rank_values *rv = &w->rank_values[(size_t)mesh_rank * PPV_RANK_RECORD_COUNT + kind];
+    if (rv->n == rv->cap) {
+        size_t cap = rv->cap ? 2 * rv->cap : 64;
+        int64_t *v = realloc(rv->v, cap * 2 * sizeof *v);
+        if (!v) return gerr(err, errlen, "out of memory");
+        rv->v = v;
+        rv->cap = cap;
+    }
+    rv->v[2 * rv->n] = call_id;
+    rv->v[2 * rv->n + 1] = (int64_t)value;
+    rv->n++;
+    return 0;
+}
+
+/* /inference/ranks/rank_NNNN/KIND: (n, 2) int64 of (call_id, value). */
+static int write_rank_values(ppv_inference_writer *w, hid_t inf) {
+    if (!w->nranks) return 0;
+    hid_t ranks = h5_out_group(&w->out, inf, "ranks");
+    int rc = ranks < 0;
+    for (int32_t r = 0; r < w->nranks && !rc; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "rank_%04d", (int)r);
+        hid_t g = h5_out_group(&w->out, ranks, name);
+        rc = g < 0 || h5_attr_i64(g, "mesh_rank", r) < 0;
+        for (int k = 0; k < PPV_RANK_RECORD_COUNT && !rc; k++) {
+            const struct rank_values *rv = &w->rank_values[(size_t)r * PPV_RANK_RECORD_COUNT + k];
+            hsize_t dims[2] = {(hsize_t)rv->n, 2};
+            if (rv->n)
+                rc = h5_write(g, ppv_pp_rank_record_name(k), H5T_STD_I64LE, H5T_NATIVE_INT64, 2,
+                              dims, rv->v) < 0;
+        }
+        if (g >= 0) H5Gclose(g);
+    }
+    if (ranks >= 0) H5Gclose(ranks);
+    return rc ? -1 : 0;
+}
+
 int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen) {
     hid_t inf = H5Gopen2(w->out.file, "inference", H5P_DEFAULT);
     int logged = w->events >= 0;
-    int bad = inf < 0 || h5_attr_i64(inf, "calls", w->n) < 0 ||
+    int bad = inf < 0 || h5_attr_i64(inf, "calls", w->n) < 0 || write_rank_values(w, inf) < 0 ||
               (logged && (flush_events(w) < 0 || h5_attr_i64(w->events, "count", w->nevents) < 0)) ||
               h5_attr_i64(w->out.file, "format_version",
                           logged ? PPV_GOLDEN_EVENTS_VERSION : PPV_GOLDEN_CALLS_VERSION) < 0;
@@ -308,6 +367,9 @@ void ppv_inference_abort(ppv_inference_writer *w) {
     if (w->events >= 0) H5Dclose(w->events);
     if (w->event_mem >= 0) H5Tclose(w->event_mem);
     free(w->evbuf);
+    for (int32_t k = 0; k < w->nranks * PPV_RANK_RECORD_COUNT; k++)
+        free(w->rank_values[k].v);
+    free(w->rank_values);
     if (w->calls >= 0) H5Gclose(w->calls);
     if (w->bf16 >= 0) H5Tclose(w->bf16);
     h5_out_abort(&w->out);
@@ -705,4 +767,75 @@ int inference_events_read(ppv_inference_reader *r, int64_t start, int64_t n, ppv
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     return rc;
+}
+
+typedef struct rank_walk {
+    void (*cb)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind, int64_t call_id,
+               uint64_t value);
+    void *ctx;
+    int *has; /* [PPV_RANK_RECORD_COUNT]: a dataset of that kind was read */
+    char *err;
+    size_t errlen;
+    const char *path;
+    int rc;
+} rank_walk;
+
+static herr_t one_rank(hid_t ranks, const char *name, const H5L_info_t *info, void *data) {
+    (void)info;
+    rank_walk *w = data;
+    char where[160];
+    snprintf(where, sizeof where, "/inference/ranks/%s", name);
+    hid_t g = H5Gopen2(ranks, name, H5P_DEFAULT);
+    int64_t mr = -1;
+    if (g < 0 || h5_read_attr_i64(g, "mesh_rank", &mr) < 0 || mr < 0 || mr >= 1000000) {
+        if (g >= 0) H5Gclose(g);
+        w->rc = gerr(w->err, w->errlen, "%s: %s: not a group with a mesh_rank (0..999999)",
+                     w->path, where);
+        return 1;
+    }
+    for (int k = 0; k < PPV_RANK_RECORD_COUNT && !w->rc; k++) {
+        const char *kind = ppv_pp_rank_record_name(k);
+        if (H5Lexists(g, kind, H5P_DEFAULT) <= 0) continue;
+        hid_t d = H5Dopen2(g, kind, H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d);
+        hid_t t = d < 0 ? -1 : H5Dget_type(d);
+        hsize_t dims[2] = {0, 0};
+        int ok = sp >= 0 && t >= 0 && H5Tget_class(t) == H5T_INTEGER &&
+                 H5Sget_simple_extent_ndims(sp) == 2 &&
+                 H5Sget_simple_extent_dims(sp, dims, NULL) == 2 && dims[1] == 2 &&
+                 dims[0] <= ((hsize_t)1 << 26);
+        int64_t *v = ok ? malloc((size_t)(dims[0] ? dims[0] : 1) * 2 * sizeof *v) : NULL;
+        if (!ok || !v || H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+            w->rc = gerr(w->err, w->errlen,
+                         "%s: %s/%s: not an (n, 2) integer dataset of call_id and value, or "
+                         "corrupted (checksum)",
+                         w->path, where, kind);
+        else {
+            w->has[k] = 1;
+            for (hsize_t i = 0; i < dims[0]; i++)
+                w->cb(w->ctx, (int32_t)mr, (ppv_pp_rank_record)k, v[2 * i], (uint64_t)v[2 * i + 1]);
+        }
+        free(v);
+        if (t >= 0) H5Tclose(t);
+        if (sp >= 0) H5Sclose(sp);
+        if (d >= 0) H5Dclose(d);
+    }
+    H5Gclose(g);
+    return w->rc ? 1 : 0;
+}
+
+int inference_rank_values(ppv_inference_reader *r, int *has,
+                          void (*cb)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind,
+                                     int64_t call_id, uint64_t value),
+                          void *ctx, char *err, size_t errlen) {
+    for (int k = 0; k < PPV_RANK_RECORD_COUNT; k++)
+        has[k] = 0;
+    if (H5Lexists(r->file, "/inference/ranks", H5P_DEFAULT) <= 0) return 0;
+    hid_t ranks = H5Gopen2(r->file, "/inference/ranks", H5P_DEFAULT);
+    if (ranks < 0)
+        return gerr(err, errlen, "%s: /inference/ranks: not a group", r->path);
+    rank_walk w = {cb, ctx, has, err, errlen, r->path, 0};
+    herr_t rc = H5Literate(ranks, H5_INDEX_NAME, H5_ITER_INC, NULL, one_rank, &w);
+    H5Gclose(ranks);
+    if (w.rc) return -1;
+    return rc < 0 ? gerr(err, errlen, "%s: /inference/ranks: cannot list it", r->path) : 0;
 }

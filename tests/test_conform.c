@@ -677,7 +677,8 @@ static void test_a_clean_log_conforms(void **state) {
     expect_violations(&cr, NULL, 0);
     assert_int_equal(cr.format_version, 2);
     assert_int_equal(cr.events, 16);
-    assert_int_equal(cr.nchecked, PPV_CONFORM_COUNT - 1); /* all but --overlap */
+    assert_int_equal(PPV_CONFORM_COUNT, 21);
+    assert_int_equal(cr.nchecked, 17); /* not --overlap, and no rank's own records */
     assert_string_equal(cr.limits, "");
     ppv_conform_report_free(&cr);
     rec_free(&x);
@@ -1062,7 +1063,7 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "PPV-OVERLAP [overlap] at the file: OverlapScore 0.000 below "
                                   "0.30 over 20 chunks"));
-    assert_non_null(strstr(r.out, "conformance: 1 violation of 18 checks\n"));
+    assert_non_null(strstr(r.out, "conformance: 1 violation of 19 checks\n"));
     run_free(&r);
     /* the leader's figures: its time on each chunk, and (taking turns) the
      * time it waited for the next envelope, none before the first */
@@ -1094,7 +1095,7 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     /* without --overlap the check is not made */
     assert_int_equal(ppv_conform(one, NULL, &cr, err, sizeof err), 0);
     assert_int_equal(cr.violations, 0);
-    assert_int_equal(cr.nchecked, PPV_CONFORM_COUNT - 1);
+    assert_int_equal(cr.nchecked, 18); /* with the ranks' input digests */
     ppv_conform_report_free(&cr);
     rec x;
     clean_run(&x);
@@ -1106,6 +1107,45 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     expect_violations(&cr, &w, 1);
     ppv_conform_report_free(&cr);
     rec_free(&x);
+}
+
+/* On a mesh of 2 or more every rank records the input digest it took of
+ * each INFER; conform checks them equal, and names the rank whose differs. */
+static void test_the_mesh_ranks_record_their_input_digests(void **state) {
+    (void)state;
+    const char *path = tmp_path("ranks.h5");
+    run_result r = RUN("pp", "--mesh", "4", "--chunks", "3", "--record", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, NULL, 0);
+    assert_true(cr.checked[PPV_CONFORM_RANK_INPUTS]);
+    assert_false(cr.checked[PPV_CONFORM_SHARD_FINGERPRINTS]);
+    ppv_conform_report_free(&cr);
+    /* mesh rank 2's digest of call 1 changed */
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/inference/ranks/rank_0002/input_digest", H5P_DEFAULT);
+    assert_true(d >= 0);
+    int64_t v[3][2];
+    assert_true(H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    assert_int_equal(v[1][0], 1);
+    v[1][1] ^= 1;
+    assert_true(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    cr = conform_ok(path);
+    want w = {PPV_CONFORM_RANK_INPUTS, PPV_FAIL_DIGEST, 1,
+              "call_id 1: mesh rank 2's input digest"};
+    expect_violations(&cr, &w, 1);
+    ppv_conform_report_free(&cr);
+    /* a PP0 recording has no mesh ranks to record: the check is not made */
+    const char *pp0 = tmp_path("pp0.h5");
+    r = RUN("pp", "--mesh", "1", "--chunks", "2", "--record", pp0);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    cr = conform_ok(pp0);
+    assert_false(cr.checked[PPV_CONFORM_RANK_INPUTS]);
+    ppv_conform_report_free(&cr);
 }
 
 /* ---- integrity on write ------------------------------------------------------------- */
@@ -1163,8 +1203,8 @@ static void test_every_dataset_ppv_writes_carries_its_checksum(void **state) {
     assert_int_equal(r.code, 0);
     run_free(&r);
     /* 3 INFERs of 3 envelope tensors and a result, 2 of them recomputing from
-     * context frames, and the event log */
-    assert_int_equal(all_checksummed(pp), 3 * 4 + 2 + 1);
+     * context frames, the event log, and each mesh rank's input digests */
+    assert_int_equal(all_checksummed(pp), 3 * 4 + 2 + 1 + 2); /* and two ranks' input digests */
     assert_true(all_checksummed(train) > 40);
     rec x;
     clean_log(&x);
@@ -1262,6 +1302,7 @@ int main(void) {
         cmocka_unit_test(test_replay_is_never_ok_when_it_is_not),
         cmocka_unit_test(test_overlap_of_the_live_pipeline),
         cmocka_unit_test(test_every_dataset_ppv_writes_carries_its_checksum),
+        cmocka_unit_test(test_the_mesh_ranks_record_their_input_digests),
         cmocka_unit_test(test_replay_fails_at_the_call_whose_result_changed),
         cmocka_unit_test(test_unreadable_recordings_exit_2_naming_the_place),
     };

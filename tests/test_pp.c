@@ -607,6 +607,18 @@ static void test_command_compare_kv_says_equal_or_evicted(void **state) {
     run_free(&r);
 }
 
+/* Outside mpirun a job of processes is refused, exit 2, in every build:
+ * under AddressSanitizer too (OpenMPI's own allocations in MPI_Init are
+ * not reported as ppv's leaks). */
+static void test_mpi_outside_mpirun_is_refused_with_exit_2(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--transport", "mpi", "--chunks", "2");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "ppv pp: "));
+    run_free(&r);
+}
+
 static void test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails(void **state) {
     (void)state;
     const char *file = tmp_path("pp.h5");
@@ -696,6 +708,7 @@ int main(void) {
         cmocka_unit_test(test_command_reports_and_exits_by_the_verdict),
         cmocka_unit_test(test_command_compare_kv_says_equal_or_evicted),
         cmocka_unit_test(test_a_recording_replays_on_any_mesh_and_a_flipped_bit_fails),
+        cmocka_unit_test(test_mpi_outside_mpirun_is_refused_with_exit_2),
         cmocka_unit_test(test_shipped_inference_goldens_replay_on_every_mesh),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);

@@ -299,6 +299,11 @@ static int record_event(void *ctx, const ppv_pp_event *ev, char *err, size_t err
     return ppv_inference_event(ctx, ev, err, errlen);
 }
 
+static int record_rank(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind, int64_t call_id,
+                       uint64_t value, char *err, size_t errlen) {
+    return ppv_inference_rank_value(ctx, mesh_rank, kind, call_id, value, err, errlen);
+}
+
 /* ---- --compare-kv --------------------------------------------------------------------- */
 
 static void print_diff(const char *what, const ppv_grad_diff *d, const char *where) {
@@ -468,6 +473,8 @@ static int run_pp(pp_args *ap) {
         a.o.on_call_ctx = w;
         a.o.on_event = record_event;
         a.o.on_event_ctx = w;
+        a.o.on_rank = record_rank; /* on the mock, where the mesh's ranks are in this process */
+        a.o.on_rank_ctx = w;
     }
     ppv_pp_report *r = NULL;
     rc = PPV_EXIT_BAD_INPUT;

@@ -149,3 +149,7 @@ FORWARD(int, ppv_inference_events_begin,
 FORWARD(int, ppv_inference_event,
         (ppv_inference_writer * w, const ppv_pp_event *ev, char *err, size_t errlen),
         (w, ev, err, errlen))
+FORWARD(int, ppv_inference_rank_value,
+        (ppv_inference_writer * w, int32_t mesh_rank, ppv_pp_rank_record kind, int64_t call_id,
+         uint64_t value, char *err, size_t errlen),
+        (w, mesh_rank, kind, call_id, value, err, errlen))

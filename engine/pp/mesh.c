@@ -230,6 +230,12 @@ static uint64_t input_digest(const pp_received *rm) {
 static int check_digest(mesh *m, const pp_received *rm) {
     if (m->n < 2 || pp_skipped(m->c, PPV_POINT_DIGEST)) return 0;
     uint64_t mine = input_digest(rm), *all = m->digests;
+    char err[256];
+    if (m->o->on_rank && m->o->on_rank(m->o->on_rank_ctx, m->mr, PPV_RANK_INPUT_DIGEST,
+                                       m->e->call_id, mine, err, sizeof err) < 0) {
+        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_RULE, PPV_POINT_DIGEST, "%s", err);
+        return -1;
+    }
     int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the input digest");
     int rc = m->t->ops->allgather(m->t->impl, m->rank, &mine, all, sizeof mine, comm,
                                   "input digest");

@@ -96,6 +96,15 @@ const char *ppv_pp_verdict_name(int64_t v) {
     return v >= 0 && v < PPV_VERDICT_COUNT ? names[v] : "?";
 }
 
+const char *ppv_pp_rank_record_name(int k) {
+    static const char *const names[] = {
+#define PPV_PP_RANK_NAME(ID, name) name,
+        PPV_PP_RANK_RECORDS(PPV_PP_RANK_NAME)
+#undef PPV_PP_RANK_NAME
+    };
+    return k >= 0 && k < PPV_RANK_RECORD_COUNT ? names[k] : "?";
+}
+
 /* ---- rules ------------------------------------------------------------------------- */
 
 int64_t ppv_expected_generator_calls(int do_kv_recompute, int64_t num_denoise_steps) {

@@ -195,6 +195,10 @@ int ppv_inference_events_begin(ppv_inference_writer *w, const ppv_inference_even
 /* Appends one event (written in blocks). 0, or -1 with the reason. */
 int ppv_inference_event(ppv_inference_writer *w, const ppv_pp_event *ev, char *err,
                         size_t errlen);
+/* Records one value a mesh rank took of itself (ppv_pp_options.on_rank),
+ * written at commit to /inference/ranks/rank_NNNN/KIND. 0, or -1. */
+int ppv_inference_rank_value(ppv_inference_writer *w, int32_t mesh_rank, ppv_pp_rank_record kind,
+                             int64_t call_id, uint64_t value, char *err, size_t errlen);
 /* Writes the call count, syncs and renames; frees w either way. */
 int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen);
 /* Removes the temporary file and frees w. */
@@ -286,6 +290,11 @@ int ppv_golden_is_inference(const char *path);
       "version 2: every INFER sent is decoded exactly once and in call order, abandoned at a "     \
       "cut, or answered by the mesh's error")                                                      \
     X(QUEUES, "queues", "version 2: stage 0's queues never above D_in in flight, D_out ready")   \
+    X(RANK_INPUTS, "rank-inputs",                                                                  \
+      "where the mesh ranks recorded them: every rank's input digest of a call is the same")      \
+    X(SHARD_FINGERPRINTS, "shard-fingerprints",                                                    \
+      "where recorded: each rank's shard fingerprint never changes, and no two ranks' are equal")  \
+    X(RANK_STATE, "rank-state", "where recorded: every rank's state digest of a call is the same") \
     X(OVERLAP, "overlap",                                                                          \
       "--overlap: the contract's OverlapScore, from the log's times and the results' tB_ms, "     \
       "is at least 0.30")

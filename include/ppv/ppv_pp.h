@@ -194,6 +194,24 @@ typedef struct ppv_pp_event {
     int64_t inflight, ready; /* stage 0's queues after it: sent and unanswered, to decode */
 } ppv_pp_event;
 
+/* What a mesh rank may record of itself beside the log (a recording's
+ * /inference/ranks), by call_id: the digest of the input it received, its
+ * weight shard's fingerprint, and a digest of its scalar state. */
+#define PPV_PP_RANK_RECORDS(X)                                                                     \
+    X(INPUT_DIGEST, "input_digest")                                                                \
+    X(SHARD_FINGERPRINT, "shard_fingerprint")                                                      \
+    X(STATE_DIGEST, "state_digest")
+
+typedef enum ppv_pp_rank_record {
+#define PPV_PP_RANK_ENUM(ID, name) PPV_RANK_##ID,
+    PPV_PP_RANK_RECORDS(PPV_PP_RANK_ENUM)
+#undef PPV_PP_RANK_ENUM
+        PPV_RANK_RECORD_COUNT
+} ppv_pp_rank_record;
+
+/* "input_digest", ...; "?" when out of range. */
+const char *ppv_pp_rank_record_name(int k);
+
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
     int32_t chunks;          /* chunks stage 0 asks for */
@@ -232,6 +250,12 @@ typedef struct ppv_pp_options {
     /* Called by stage 0 for every event of its log, in order: a recorder. */
     int (*on_event)(void *ctx, const ppv_pp_event *ev, char *err, size_t errlen);
     void *on_event_ctx;
+    /* Called by each mesh rank (mesh rank 0 the leader) with what it records
+     * of itself (on the mock: the input digest of every INFER, on a mesh of
+     * 2 or more). */
+    int (*on_rank)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind, int64_t call_id,
+                   uint64_t value, char *err, size_t errlen);
+    void *on_rank_ctx;
     /* --compare-kv: keep the whole mesh's KV cache as each chunk's
      * denoising starts (ppv_pp_report.kv) */
     int keep_kv;

@@ -23,7 +23,8 @@ depths), say what happened as it happens:
     rec.received(result, "accepted")      # or "stale", "duplicate", "late",
                                           # "ahead", "error", "rejected"
     rec.decoded(result)                   # the accepted result, emitted
-    rec.abandoned(call_id)                # an INFER given up at a hard cut
+    rec.abandoned(envelope)               # an INFER given up at a hard cut
+    rec.rank_record(1, "input_digest", call_id, digest)  # what a mesh rank saw
     rec.close()
 
 Times are time.monotonic_ns() unless given (t_ns=, and t_begin_ns= for when
@@ -87,6 +88,8 @@ EVENT_FIELDS = ("t_ns", "t_begin_ns", "kind", "verdict", "action", "call_id", "c
                 "cache_epoch", "inflight", "ready")
 EVENT_DTYPE = np.dtype([(name, "<i8") for name in EVENT_FIELDS])
 KINDS = ("sent", "received", "decoded", "abandoned")
+# What a mesh rank records of itself (its PPV_PP_RANK_RECORDS).
+RANK_RECORDS = ("input_digest", "shard_fingerprint", "state_digest")
 VERDICTS = ("none", "accepted", "stale", "duplicate", "late", "ahead", "error", "rejected")
 EVENT_BLOCK = 4096
 
@@ -219,6 +222,7 @@ class Recorder:
             for key, v in zip(GENERATOR_KEYS, gen):
                 g.attrs.create(key, v, dtype="<i8")
         self.events = None
+        self._ranks = {}       # (mesh rank, kind) -> [(call_id, value)]
         self._pending = []
         self._call_of = {}     # call_id -> index of its call group
         self._waiting = set()  # INFERs sent, no result taken yet
@@ -351,6 +355,21 @@ class Recorder:
         self._event("abandoned", "none", envelope, ACTIONS["INFER"], t_ns, None, inflight,
                     ready)
 
+    def rank_record(self, mesh_rank, kind, call_id, value):
+        """Records what mesh rank mesh_rank took of itself at call_id: kind is
+        "input_digest" (of the input it received), "shard_fingerprint" (of
+        its weight shard) or "state_digest" (of its scalar state); value an
+        int (a uint64 stored as its int64 bit pattern). `ppv conform` checks
+        the input and state digests equal across ranks, and each rank's
+        fingerprint stable and distinct from every other rank's."""
+        if kind not in RANK_RECORDS:
+            raise ContractError("rank_record: kind %r is none of %s" % (kind,
+                                                                     ", ".join(RANK_RECORDS)))
+        value = int(value)
+        if value >= 1 << 63:
+            value -= 1 << 64
+        self._ranks.setdefault((int(mesh_rank), kind), []).append((int(call_id), value))
+
     def append(self, envelope, result=None):
         """Records one call: its envelope and, for an INFER, its result (with
         the event log: sent, received and decoded at once)."""
@@ -374,6 +393,16 @@ class Recorder:
         if self.events is not None:
             self._flush()
             self.events.attrs.create("count", self.events.shape[0], dtype="<i8")
+        if self._ranks:
+            ranks = self._group(self.f["inference"], "ranks")
+            for r in sorted({r for r, _ in self._ranks}):
+                g = self._group(ranks, "rank_%04d" % r)
+                g.attrs.create("mesh_rank", r, dtype="<i8")
+                for kind in RANK_RECORDS:
+                    if (r, kind) in self._ranks:
+                        rows = np.array(self._ranks[(r, kind)], dtype="<i8").reshape(-1, 2)
+                        g.create_dataset(kind, data=rows, chunks=rows.shape, fletcher32=True,
+                                         track_times=False)
         self.f.attrs.create("format_version",
                             CALLS_VERSION if self.events is None else EVENTS_VERSION,
                             dtype="<i8")
@@ -496,10 +525,11 @@ def _read_message(call, where, name, fields, tensors):
 
 
 def read_recording(path):
-    """(setup or None, [(envelope, result or None), ...], event log or None)
-    of a ppv inference recording, read with h5py: what Recorder takes, so
-    rewriting it gives the same values. The event log is (its settings, its
-    records as an EVENT_DTYPE array)."""
+    """(setup or None, [(envelope, result or None), ...], event log or None,
+    rank records) of a ppv inference recording, read with h5py: what Recorder
+    takes, so rewriting it gives the same values. The event log is (its
+    settings, its records as an EVENT_DTYPE array); the rank records are
+    (mesh rank, kind, call_id, value) tuples, for rank_record."""
     with h5py.File(path, "r") as f:
         if f.attrs.get("ppv_format") != FORMAT_NAME or f.attrs.get("kind") != "inference":
             raise RecordingError("%s: not a ppv inference recording" % path)
@@ -533,13 +563,20 @@ def read_recording(path):
                     "d_in": int(ev.attrs["d_in"]), "d_out": int(ev.attrs["d_out"]),
                     "reorder_bound": int(ev.attrs["reorder_bound"])},
                    np.asarray(ev[()], dtype=EVENT_DTYPE))
-    return setup, calls, log
+        ranks = []
+        for name in sorted(inf["ranks"]) if "ranks" in inf else []:
+            g = inf["ranks"][name]
+            for kind in RANK_RECORDS:
+                if kind in g:
+                    ranks += [(int(g.attrs["mesh_rank"]), kind, int(c), int(v))
+                              for c, v in np.asarray(g[kind][()], dtype="<i8")]
+    return setup, calls, log, ranks
 
 
 def rewrite(src, dst, change=None):
     """Writes src's setup and calls to dst with Recorder; change: the call
     whose latents_out element 0 gets 1 added to its bits."""
-    setup, calls, log = read_recording(src)
+    setup, calls, log, ranks = read_recording(src)
     if change is not None:
         if not 0 <= change < len(calls):
             raise RecordingError("--change %d: %s has calls 0..%d" % (change, src, len(calls) - 1))
@@ -556,6 +593,8 @@ def rewrite(src, dst, change=None):
                 rec.append(env, result)
         else:
             _replay_log(rec, calls, log[1])
+        for args in ranks:
+            rec.rank_record(*args)
     except BaseException:
         rec.abort()
         raise

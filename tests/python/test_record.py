@@ -163,6 +163,63 @@ class Recording(unittest.TestCase):
         self.assertEqual((bad["check"], bad["rule"]), ("overlap", "PPV-OVERLAP"))
         self.assertIn("OverlapScore 0.000 below 0.30 over 10 chunks", bad["message"])
 
+    def ranks(self, records):
+        """The worked example's stream with the mesh ranks' records added."""
+        sys.path.insert(0, os.path.join(SOURCE, "python", "examples"))
+        import pp0_loop
+        out = self.path("ranks.h5")
+        rec = record.Recorder(out)
+        for k in range(3):
+            e = pp0_loop.envelope(k, k, 0, k)
+            rec.append(e, pp0_loop.mesh(e))
+        bye = {name: 0 for name, _ in record.ENVELOPE_FIELDS}
+        bye.update(pp_envelope_version=1, action=record.ACTIONS["SHUTDOWN"], call_id=3,
+                   kv_cache_attention_bias=0.3, pp_disable_vace=1)
+        rec.append(bye)
+        for args in records:
+            rec.rank_record(*args)
+        rec.close()
+        import json
+        r = run("conform", out, "--json")
+        return r.returncode, json.loads(r.stdout)
+
+    def test_the_ranks_records_franken_checks(self):
+        good = [(r, "input_digest", k, 100 + k) for r in range(2) for k in range(3)]
+        good += [(r, "shard_fingerprint", k, 7 + r) for r in range(2) for k in (0, 2)]
+        good += [(r, "state_digest", 1, 2**64 - 5) for r in range(2)]
+        code, o = self.ranks(good)
+        self.assertEqual(code, 0, o)
+        for check in ("rank-inputs", "shard-fingerprints", "rank-state"):
+            self.assertEqual(o["by_check"][check], 0)
+        cases = [
+            ([(1, "input_digest", 2, 555)], "rank-inputs", "PPV-DIGEST",
+             "call_id 2: mesh rank 1's input digest 000000000000022b differs from mesh rank 0's"),
+            ([(1, "shard_fingerprint", 0, 9)], "shard-fingerprints", "PPV-FINGERPRINT",
+             "mesh rank 1's shard fingerprint was 0000000000000009 (call_id 0) and is "
+             "0000000000000008 at call_id 2"),
+            ([(1, "state_digest", 1, 3)], "rank-state", "PPV-DIGEST",
+             "call_id 1: mesh rank 1's state digest"),
+        ]
+        for change, check, rule, text in cases:
+            rows = [g for g in good if g[:3] != change[0][:3]] + change
+            code, o = self.ranks(rows)
+            self.assertEqual(code, 1, o)
+            self.assertEqual(o["violations"], 1, o["list"])
+            v = o["list"][0]
+            self.assertEqual((v["check"], v["rule"]), (check, rule))
+            self.assertIn(text, v["message"])
+        # the same shard on two ranks (both fingerprints 7, stable)
+        same = [g for g in good if g[1] != "shard_fingerprint"]
+        same += [(r, "shard_fingerprint", 0, 7) for r in range(2)]
+        code, o = self.ranks(same)
+        self.assertEqual(code, 1)
+        self.assertIn("mesh ranks 0 and 1 have the same shard fingerprint 0000000000000007",
+                      o["list"][0]["message"])
+        # no records: those checks are not made
+        code, o = self.ranks([])
+        self.assertEqual(code, 0)
+        self.assertIsNone(o["by_check"]["rank-inputs"])
+
     def test_a_result_is_written_once_to_a_call_that_was_sent(self):
         rec = record.Recorder(self.path("x.h5"), events={"d_in": 2, "d_out": 2})
         result = {name: 0 for name, _ in record.RESULT_FIELDS}
