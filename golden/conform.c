@@ -32,6 +32,7 @@ const char *ppv_conform_check_text(ppv_conform_check c) {
 typedef struct conform {
     ppv_conform_report *rep;
     int max_report, overlap;
+    int cap; /* violations rep->v has room for */
     int oom;
     const ppv_envelope *e; /* the call being checked (NULL: the file) */
     int64_t k;
@@ -48,14 +49,18 @@ static void violation(conform *c, ppv_conform_check check, ppv_failure rule, con
     r->violations++;
     r->by_check[check]++;
     if (r->nv >= c->max_report) return;
-    if (r->nv == 0) {
-        r->v = calloc((size_t)c->max_report, sizeof *r->v);
-        if (!r->v) {
+    if (r->nv == c->cap) { /* grown as found: --max-report is a bound, not an allocation */
+        int cap = c->cap ? 2 * c->cap : 16;
+        ppv_conform_violation *grown = realloc(r->v, (size_t)cap * sizeof *grown);
+        if (!grown) {
             c->oom = 1;
             return;
         }
+        r->v = grown;
+        c->cap = cap;
     }
     ppv_conform_violation *v = &r->v[r->nv++];
+    memset(v, 0, sizeof *v);
     v->check = check;
     v->rule = rule;
     v->call = c->e ? c->k : -1;
@@ -682,7 +687,8 @@ static int check_ranks(conform *c, ppv_inference_reader *rd, const call_info *ci
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
-    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, o && o->overlap, 0, NULL, -1};
+    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, o && o->overlap, 0, 0, NULL,
+                 -1};
     int64_t n = 0;
     ppv_inference_setup setup;
     ppv_inference_reader *rd = ppv_inference_open(path, &n, &setup, &out->has_setup, err, errlen);

@@ -1032,10 +1032,24 @@ static pid_t read_fifo(const char *fifo, const char *out) {
     return pid;
 }
 
-static void wait_reader(pid_t pid) {
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+/* Waits at most 30 s for the reader, which ends when the writer closes the
+ * FIFO; a writer that never opened it (it replaced the FIFO instead) leaves
+ * the reader waiting, which is killed and fails the test, never hangs it. */
+static void wait_reader(pid_t pid, const char *fifo) {
+    struct stat st;
+    int still_fifo = lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), status;
+    for (int k = 0; k < 3000 && still_fifo; k++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            return;
+        }
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("%s: %s", fifo,
+             still_fifo ? "its reader got no end of file in 30 s"
+                        : "no longer a FIFO: the output replaced it");
 }
 
 /* Outputs never replace what is not a regular file: a FIFO and a character
@@ -1054,7 +1068,7 @@ static void test_outputs_never_replace_what_is_not_a_regular_file(void **state) 
     run_result r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "-o", fifo);
     assert_int_equal(r.code, 0);
     run_free(&r);
-    wait_reader(reader);
+    wait_reader(reader, fifo);
     char *text = slurp(got);
     assert_string_equal(text, want.out);
     free(text);
@@ -1089,7 +1103,7 @@ static void test_outputs_never_replace_what_is_not_a_regular_file(void **state) 
     r = RUN("pp", "--chunks", "2", "--record", fifo);
     assert_int_equal(r.code, 0);
     run_free(&r);
-    wait_reader(reader);
+    wait_reader(reader, fifo);
     r = RUN("conform", got);
     assert_int_equal(r.code, 0);
     run_free(&r);
