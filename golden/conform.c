@@ -602,6 +602,7 @@ static void at_call(conform *c, ppv_envelope *ids, const call_info *ci, int64_t 
 /* Every rank's value of a call is the same (input and state digests). */
 static void same_across_ranks(conform *c, rank_value *v, size_t n, ppv_conform_check check,
                               const char *what, const call_info *ci, int64_t ncalls) {
+    if (!n) return;
     qsort(v, n, sizeof *v, by_call);
     ppv_envelope ids;
     for (size_t i = 0; i < n;) {
@@ -627,6 +628,7 @@ static void same_across_ranks(conform *c, rank_value *v, size_t n, ppv_conform_c
 /* Each rank's fingerprint never changes; no two ranks share one. */
 static void fingerprints(conform *c, rank_value *v, size_t n, const call_info *ci,
                          int64_t ncalls) {
+    if (!n) return;
     qsort(v, n, sizeof *v, by_rank);
     ppv_envelope ids;
     size_t firsts = 0;

@@ -36,7 +36,7 @@ int atomic_open(atomic_file *af, const char *path) {
         af->f = strcmp(af->path, "-") == 0 ? stdout : fopen(af->path, "w");
         return af->f ? 0 : failed(af, errno);
     }
-    if (strlen(af->path) + 16 >= sizeof af->tmp) return failed(af, ENAMETOOLONG);
+    if (strlen(af->path) + 12 > 4095) return failed(af, ENAMETOOLONG);
     snprintf(af->tmp, sizeof af->tmp, "%s.tmp.XXXXXX", af->path);
     int fd = mkstemp(af->tmp);
     if (fd < 0) return failed(af, errno);

@@ -20,7 +20,7 @@ typedef struct atomic_file {
     FILE *f;
     int stream;     /* standard output, a FIFO or a device: written straight through */
     char path[4096]; /* what is written: a link's target */
-    char tmp[4096];
+    char tmp[4096 + 16];
     char why[512];  /* after a failure: the reason (the OS's, or what the path is) */
 } atomic_file;
 
