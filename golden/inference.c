@@ -142,52 +142,130 @@ static int write_root(hid_t f) {
            h5_attr_str(f, "created", created) | h5_attr_str(f, "kind", "inference");
 }
 
-/* The generator's configuration keys on /inference/generator. */
-#define GENERATOR_KEYS(X) X(layers) X(d_model) X(n_heads) X(d_ff) X(cond_dim)
+/* The built-in generator's configuration keys on /inference/generator
+ * (cond_dim is written for every generator). */
+#define GENERATOR_KEYS(X) X(layers) X(d_model) X(n_heads) X(d_ff)
+
+static const char BUILTIN_NAME[] = "ppv-dit";
+
+/* The setup's generator as (name, version, params): the built-in's params
+ * from its configuration when the setup leaves them empty. */
+static int setup_generator(const ppv_inference_setup *s, const char **name, const char **version,
+                           char *params, size_t n) {
+    int builtin = !s->generator[0] || !strcmp(s->generator, BUILTIN_NAME);
+    *name = builtin ? ppv_generator_builtin()->name : s->generator;
+    *version = builtin ? ppv_generator_builtin()->version : s->generator_version;
+    if (builtin) return ppv_gen_config_format(&s->model, params, n);
+    snprintf(params, n, "%s", s->generator_params);
+    return 0;
+}
+
+/* name, version and params as a table's for ppv_generator_digest. */
+static uint64_t setup_digest(const char *name, const char *version, const char *params) {
+    ppv_generator g;
+    memset(&g, 0, sizeof g);
+    g.name = name;
+    g.version = version;
+    return ppv_generator_digest(&g, params);
+}
 
 static int write_setup(ppv_inference_writer *w, hid_t inf, const ppv_inference_setup *s) {
+    const char *name, *version;
+    char params[sizeof s->generator_params];
+    if (setup_generator(s, &name, &version, params, sizeof params) < 0) return -1;
+    int builtin = !strcmp(name, BUILTIN_NAME);
     hid_t g = h5_out_group(&w->out, inf, "generator");
     if (g < 0) return -1;
     int rc = h5_attr_i64(inf, "mesh", s->mesh) | h5_attr_i64(inf, "kv_window", s->kv_window) |
-             h5_attr_i64(g, "seed", (int64_t)s->model.seed);
+             h5_attr_i64(g, "cond_dim", s->model.cond_dim) | h5_attr_str(g, "name", name) |
+             h5_attr_str(g, "version", version) | h5_attr_str(g, "params", params) |
+             h5_attr_i64(g, "setup_digest", (int64_t)setup_digest(name, version, params));
+    if (builtin) {
+        rc |= h5_attr_i64(g, "seed", (int64_t)s->model.seed);
 #define WRITE_KEY(k) rc |= h5_attr_i64(g, #k, s->model.k);
-    GENERATOR_KEYS(WRITE_KEY)
+        GENERATOR_KEYS(WRITE_KEY)
 #undef WRITE_KEY
+    }
     H5Gclose(g);
     return rc;
 }
 
+/* A string attribute into dst (n bytes); 0, -1 absent or too long. */
+static int read_text_attr(hid_t obj, const char *name, char *dst, size_t n) {
+    char *v = NULL;
+    if (H5Aexists(obj, name) <= 0 || h5_read_attr_str(obj, name, &v) < 0) return -1;
+    int rc = strlen(v) < n ? 0 : -1;
+    if (!rc) memcpy(dst, v, strlen(v) + 1);
+    free(v);
+    return rc;
+}
+
 /* 1 with *s filled when the file has a setup, 0 when it has none, -1 when
- * it has one that is incomplete or out of range (err). */
+ * it has one that is incomplete, out of range or does not match its
+ * digest (err). A file from before generators had names is the built-in's. */
 static int read_setup(hid_t inf, const char *path, ppv_inference_setup *s, char *err,
                       size_t errlen) {
     if (H5Aexists(inf, "mesh") <= 0 && H5Lexists(inf, "generator", H5P_DEFAULT) <= 0) return 0;
-    int64_t v[8];
+    memset(s, 0, sizeof *s);
+    int64_t v[8] = {0};
     hid_t g = H5Lexists(inf, "generator", H5P_DEFAULT) > 0
                   ? H5Gopen2(inf, "generator", H5P_DEFAULT)
                   : -1;
+    int named = g >= 0 && H5Aexists(g, "name") > 0;
     int bad = g < 0 || h5_read_attr_i64(inf, "mesh", &v[0]) < 0 ||
               h5_read_attr_i64(inf, "kv_window", &v[1]) < 0 ||
-              h5_read_attr_i64(g, "seed", &v[2]) < 0;
-    int k = 3;
-#define READ_KEY(key) bad |= g < 0 || h5_read_attr_i64(g, #key, &v[k++]) < 0;
-    GENERATOR_KEYS(READ_KEY)
+              h5_read_attr_i64(g, "cond_dim", &v[3]) < 0;
+    char digest_text[32] = "";
+    int64_t digest = 0;
+    if (!bad && named)
+        bad = read_text_attr(g, "name", s->generator, sizeof s->generator) < 0 ||
+              read_text_attr(g, "version", s->generator_version, sizeof s->generator_version) < 0 ||
+              read_text_attr(g, "params", s->generator_params, sizeof s->generator_params) < 0 ||
+              h5_read_attr_i64(g, "setup_digest", &digest) < 0;
+    int builtin = !named || !strcmp(s->generator, BUILTIN_NAME);
+    s->model = ppv_gen_config_default();
+    if (!bad && builtin) {
+        bad = h5_read_attr_i64(g, "seed", &v[2]) < 0;
+        int k = 4;
+#define READ_KEY(key) bad |= h5_read_attr_i64(g, #key, &v[k++]) < 0;
+        GENERATOR_KEYS(READ_KEY)
 #undef READ_KEY
+    }
     if (g >= 0) H5Gclose(g);
     for (int i = 0; i < 8 && !bad; i++)
-        if (i != 2 && (v[i] < 1 || v[i] > 1000000)) bad = 1;
+        if (i != 2 && (builtin || i < 4) && (v[i] < 1 || v[i] > 1000000)) bad = 1;
     if (bad)
         return gerr(err, errlen,
                     "%s: /inference's setup (attributes mesh, kv_window; /inference/generator's "
-                    "seed, layers, d_model, n_heads, d_ff, cond_dim) is incomplete or out of range",
+                    "name, version, params, setup_digest, cond_dim and, for the built-in, seed, "
+                    "layers, d_model, n_heads, d_ff) is incomplete or out of range",
                     path);
     s->mesh = (int32_t)v[0];
     s->kv_window = (int32_t)v[1];
-    s->model.seed = (uint64_t)v[2];
-    k = 3;
+    s->model.cond_dim = (int32_t)v[3];
+    if (builtin) {
+        s->model.seed = (uint64_t)v[2];
+        int k = 4;
 #define SET_KEY(key) s->model.key = (int32_t)v[k++];
-    GENERATOR_KEYS(SET_KEY)
+        GENERATOR_KEYS(SET_KEY)
 #undef SET_KEY
+    }
+    if (!named) {
+        snprintf(s->generator, sizeof s->generator, "%s", BUILTIN_NAME);
+        snprintf(s->generator_version, sizeof s->generator_version, "%s",
+                 ppv_generator_builtin()->version);
+    }
+    if (builtin && ppv_gen_config_format(&s->model, s->generator_params,
+                                         sizeof s->generator_params) < 0)
+        return gerr(err, errlen, "%s: the built-in generator's setup is too long", path);
+    if (named && (uint64_t)digest != setup_digest(s->generator, s->generator_version,
+                                                  s->generator_params)) {
+        snprintf(digest_text, sizeof digest_text, "%016llx", (unsigned long long)digest);
+        return gerr(err, errlen,
+                    "%s: /inference/generator's setup_digest %s does not match its name, version "
+                    "and params (the setup was changed after it was recorded)",
+                    path, digest_text);
+    }
     return 1;
 }
 

@@ -144,6 +144,20 @@ int ppv_inference_replay(const char *path, const ppv_diff_options *o, int32_t me
     po.mesh = out->mesh = mesh > 0 ? mesh : out->setup.mesh;
     po.kv_window = out->setup.kv_window;
     po.model = out->setup.model;
+    const ppv_generator *want = o->generator ? o->generator : ppv_generator_builtin();
+    if (strcmp(want->name, out->setup.generator) ||
+        strcmp(want->version, out->setup.generator_version)) {
+        gerr(err, errlen,
+             "%s was recorded with generator %s %s; this replay runs %s %s%s: replay it with "
+             "the recording's generator (--generator)",
+             path, out->setup.generator, out->setup.generator_version, want->name, want->version,
+             o->generator ? "" : " (the built-in)");
+        goto done;
+    }
+    if (o->generator) {
+        po.generator = o->generator;
+        po.generator_params = out->setup.generator_params;
+    }
     for (int64_t k = 0; k < n; k++)
         if (rec.env[k].action == PPV_PP_INFER && rec.env[k].latents_in.data &&
             rec.env[k].conditioning_embeds.data) {

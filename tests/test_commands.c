@@ -96,7 +96,8 @@ static const char *sample_value(const char *opt) {
         {"--budget", "100"},        {"--time-limit", "5"},    {"--target", "pytorch"},
         {"--model", "layers=4,hidden=64,heads=4,seq=128"},
         {"--mem-cap", "1G"},        {"--device", "cpu"},     {"--gemm", "reference"},
-        {"--transport", "mock"},    {"--timeout", "5"}};
+        {"--transport", "mock"},    {"--timeout", "5"},      {"--generator", "builtin"},
+        {"--generator-params", "layers=1"},                   {"--frame", "32x48"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;

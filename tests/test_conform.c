@@ -841,7 +841,7 @@ static int record_event(void *ctx, const ppv_pp_event *ev, char *err, size_t err
 static void conforms(ppv_pp_options o, const char *how) {
     const char *path = tmp_path("live.h5");
     char err[512];
-    ppv_inference_setup setup = {o.mesh, o.kv_window, o.model};
+    ppv_inference_setup setup = {.mesh = o.mesh, .kv_window = o.kv_window, .model = o.model};
     ppv_inference_writer *w = ppv_inference_create(path, &setup, err, sizeof err);
     if (!w) fail_msg("%s", err);
     ppv_inference_events log = {"virtual", o.d_in, o.d_out, 0};

@@ -469,6 +469,60 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     case PIPE_POLL:
         o->poll = 1;
         return 0;
+    case PIPE_GENERATOR: {
+        if (!strcmp(arg, "builtin")) {
+            o->generator = NULL;
+            return 0;
+        }
+        char err[1024];
+        if (!(o->generator = ppv_generator_open(arg, err, sizeof err))) {
+            usage_error("--generator: %s", err);
+            return -1;
+        }
+        return 0;
+    }
+    case PIPE_GENERATOR_PARAMS:
+        o->generator_params = arg;
+        return 0;
+    case PIPE_FRAME: {
+        char h[16], *x = strchr(arg, 'x');
+        size_t n = x ? (size_t)(x - arg) : 0;
+        if (!x || n == 0 || n >= sizeof h) {
+            usage_error("--frame is HxW in pixels (e.g. 320x576), not '%s'", arg);
+            return -1;
+        }
+        memcpy(h, arg, n);
+        h[n] = 0;
+        int64_t hv, wv;
+        if (ppv_parse_whole(h, 16, 4096, &hv) < 0 || ppv_parse_whole(x + 1, 16, 4096, &wv) < 0 ||
+            hv % 16 || wv % 16) {
+            usage_error("--frame needs H and W that are multiples of 16 from 16 to 4096, not '%s'",
+                        arg);
+            return -1;
+        }
+        o->height = (int32_t)hv;
+        o->width = (int32_t)wv;
+        return 0;
+    }
     }
     return 1;
+}
+
+/* (cli.h) */
+int pp_pipeline_finish(ppv_pp_options *o) {
+    if (o->control_only && (o->generator || o->generator_params)) {
+        usage_error("--control-only runs no model, so it takes no --generator or "
+                    "--generator-params%s",
+                    "");
+        return -1;
+    }
+    if (o->generator || !o->generator_params) return 0;
+    char err[512];
+    if (ppv_gen_config_parse(o->generator_params, o->model.cond_dim, &o->model, err, sizeof err) <
+        0) {
+        usage_error("--generator-params: %s", err);
+        return -1;
+    }
+    o->generator_params = NULL; /* the built-in's settings are o->model now */
+    return 0;
 }

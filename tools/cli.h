@@ -237,6 +237,9 @@ enum { PIPE_BASE_ = 999, PP_OPTIONS(CLI_SKIP, CLI_PIPE_ID) };
 /* Takes pipeline option id into o: 0 taken, 1 not one of them, -1 after a
  * usage message. list (may be NULL) is set by --inject list. */
 int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list);
+/* After the options: the built-in generator's --generator-params into
+ * o->model. 0, or -1 after the usage message. */
+int pp_pipeline_finish(ppv_pp_options *o);
 
 /* ---- the commands, one file a family (ppv.c's table runs them) --------------------------- */
 

@@ -40,6 +40,7 @@ typedef struct diff_args {
     ppv_diff_options o; /* o.ignore_attrs and o.excludes point into the arrays below */
     int json, perturb;
     long long mesh; /* replay of an inference recording: another mesh size (0: the file's) */
+    int generator_given; /* --generator (replay of an inference recording) */
     const char *junit;
     const char *files[2];
     int nfiles;
@@ -99,6 +100,16 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             if (nfiles != 1) return usage_error("%s is replay's option", "--device");
             if (device_option(optarg, &da->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case OPT_GENERATOR: {
+            if (nfiles != 1) return usage_error("%s is replay's option", "--generator");
+            da->generator_given = 1;
+            da->o.generator = NULL;
+            char why[1024];
+            if (strcmp(optarg, "builtin") &&
+                !(da->o.generator = ppv_generator_open(optarg, why, sizeof why)))
+                return usage_error("--generator: %s", why);
+            break;
+        }
         case OPT_TRANSPORT:
             if (nfiles != 1) return usage_error("%s is replay's option", "--transport");
             if (transport_option(optarg, &da->transport) < 0) return PPV_EXIT_BAD_INPUT;
@@ -675,6 +686,9 @@ int cmd_replay(int argc, char **argv) {
                                da.files[0]);
         return replay_inference(&da);
     }
+    if (da.generator_given)
+        return usage_error("--generator is for inference recordings; %s is a training file",
+                           da.files[0]);
     if (da.mesh)
         return usage_error("--mesh is for inference recordings; %s is a training file",
                            da.files[0]);

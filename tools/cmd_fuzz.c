@@ -176,6 +176,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
                            "");
     if (!a->pp_target && a->pp_only_used)
         return usage_error("pp's options are for the pp target, not the schedule %s", a->target);
+    if (a->pp_target && pp_pipeline_finish(&a->pp) < 0) return PPV_EXIT_BAD_INPUT;
     if (a->f.strategy == PPV_FUZZ_DFS && (a->seed_given || a->depth_given))
         return usage_error("dfs draws nothing: %s is for random, pct and portfolio",
                            a->seed_given ? "--seed" : "--pct-depth");

@@ -110,6 +110,7 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         }
     }
     if (optind < argc) return usage_error("takes no operand, not '%s'", argv[optind]);
+    if (pp_pipeline_finish(&a->o) < 0) return PPV_EXIT_BAD_INPUT;
     if (a->transport && a->mock_option)
         return usage_error("%s is the mock transport's: on --transport mpi or nccl the ranks are "
                            "processes that MPI or NCCL schedules",
@@ -358,17 +359,25 @@ static int compare_kv(pp_args *a) {
         ppv_grad_diff d;
         ppv_grads_compare(r->kv[k], s->kv[k], s->kv_floats[k], &d);
         if (!d.bitwise_equal && kv.bitwise_equal) {
-            size_t part = s->kv_floats[k] / ((size_t)g->layers * 2 * (size_t)a->o.mesh);
-            size_t i = (size_t)d.first_index, sect = i / part, in = i % part;
-            int32_t layer = (int32_t)(sect / (2 * (size_t)a->o.mesh));
-            int kv_v = (int)(sect / (size_t)a->o.mesh % 2);
-            int32_t rank = (int32_t)(sect % (size_t)a->o.mesh);
-            size_t row = in / (size_t)cols;
-            snprintf(kv_where, sizeof kv_where,
-                     "chunk %" PRId64 ", layer %d, %s, frame %zu of the cache, token %zu, "
-                     "channel %zu",
-                     k, layer, kv_v ? "V" : "K", row / (size_t)tpf, row % (size_t)tpf,
-                     (size_t)rank * (size_t)cols + in % (size_t)cols);
+            /* mesh rank r's snapshot is the r-th part; the built-in's is
+             * every layer's K then V of its heads, a row per cached token */
+            size_t part = s->kv_floats[k] / (size_t)a->o.mesh, i = (size_t)d.first_index;
+            int32_t rank = (int32_t)(i / part);
+            size_t in = i % part;
+            if (!a->o.generator) {
+                size_t lpart = part / ((size_t)g->layers * 2);
+                int32_t layer = (int32_t)(in / (2 * lpart));
+                int kv_v = (int)(in / lpart % 2);
+                size_t row = in % lpart / (size_t)cols;
+                snprintf(kv_where, sizeof kv_where,
+                         "chunk %" PRId64 ", layer %d, %s, frame %zu of the cache, token %zu, "
+                         "channel %zu",
+                         k, layer, kv_v ? "V" : "K", row / (size_t)tpf, row % (size_t)tpf,
+                         (size_t)rank * (size_t)cols + in % lpart % (size_t)cols);
+            } else {
+                snprintf(kv_where, sizeof kv_where,
+                         "chunk %" PRId64 ", mesh rank %d, value %zu of its snapshot", k, rank, in);
+            }
             kv = d;
             kv.bitwise_equal = 0;
         } else if (!d.bitwise_equal) {
@@ -460,7 +469,27 @@ static int run_pp(pp_args *ap) {
     a.o.proc = proc;
     ppv_inference_writer *w = NULL;
     if (a.record && lead) {
-        ppv_inference_setup setup = {a.o.mesh, a.o.kv_window, a.o.model};
+        ppv_inference_setup setup;
+        memset(&setup, 0, sizeof setup); /* an empty generator: the built-in */
+        setup.mesh = a.o.mesh;
+        setup.kv_window = a.o.kv_window;
+        setup.model = a.o.model;
+        if (a.o.generator) {
+            const char *params = a.o.generator_params ? a.o.generator_params : "";
+            if (strlen(params) >= sizeof setup.generator_params ||
+                strlen(a.o.generator->name) >= sizeof setup.generator ||
+                strlen(a.o.generator->version) >= sizeof setup.generator_version) {
+                fprintf(stderr, "ppv pp: --record keeps a generator's name below %zu bytes, its "
+                        "version below %zu and its settings below %zu\n",
+                        sizeof setup.generator, sizeof setup.generator_version,
+                        sizeof setup.generator_params);
+                return PPV_EXIT_BAD_INPUT;
+            }
+            snprintf(setup.generator, sizeof setup.generator, "%s", a.o.generator->name);
+            snprintf(setup.generator_version, sizeof setup.generator_version, "%s",
+                     a.o.generator->version);
+            snprintf(setup.generator_params, sizeof setup.generator_params, "%s", params);
+        }
         /* stage 0's log: virtual time on the mock, the machine's clock on MPI or NCCL */
         ppv_inference_events how = {a.transport ? "monotonic" : "virtual", a.o.d_in, a.o.d_out, 0};
         if (!(w = ppv_inference_create(a.record, &setup, err, sizeof err)) ||

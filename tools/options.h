@@ -245,6 +245,10 @@
       "inference recordings: replay on a mesh of N ranks instead of the recorded one (the "        \
       "bits must not change)",                                                                     \
       "the recorded mesh")                                                                         \
+    X(GENERATOR, 0, "generator", "builtin|FILE.so|FILE.py",                                        \
+      "inference recordings: the generator to re-run with; it must declare the recorded name "    \
+      "and version (its settings come from the recording)",                                        \
+      "builtin")                                                                                   \
     X(DEVICE, 0, "device", "cpu|cuda",                                                             \
       "where the replayed model's kernels run (a recording made on the CPU replays on the GPU "    \
       "bit for bit, and the reverse); exit 2 if CUDA is not usable here",                          \
@@ -266,8 +270,18 @@
 #define PP_OPTIONS(X, PIPE)                                                                        \
     PIPE(MESH, 0, "mesh", "N",                                                                     \
          "stage-1 ranks: 1 is PP0 (the leader alone), 2 or more PP1 (a leader and "                \
-         "workers, tensor-parallel); must divide the generator's 4 heads",                         \
+         "workers, tensor-parallel); the built-in generator needs it to divide its heads",         \
          "2")                                                                                      \
+    PIPE(GENERATOR, 0, "generator", "builtin|FILE.so|FILE.py",                                     \
+         "the model the mesh runs: ppv's own, or a plug-in (ppv_generator.h; a .py module runs "   \
+         "in an embedded Python)",                                                                 \
+         "builtin")                                                                                \
+    PIPE(GENERATOR_PARAMS, 0, "generator-params", "K=V[,K=V...]",                                  \
+         "the generator's settings, passed to it as text; the built-in's are layers, d_model, "    \
+         "n_heads, d_ff and seed",                                                                 \
+         "layers=2,d_model=32,n_heads=4,d_ff=64,seed=1")                                           \
+    PIPE(FRAME, 0, "frame", "HxW",                                                                 \
+         "a video frame's size in pixels (multiples of 16; the latents are H/8 x W/8)", "32x32")   \
     PIPE(CHUNKS, 0, "chunks", "K", "chunks stage 0 asks for (3 latent frames each)", "8")          \
     PIPE(STEPS, 0, "steps", "S",                                                                   \
          "denoising steps per chunk: generator calls = S, plus 1 with KV recompute", "4")          \

@@ -22,7 +22,8 @@ typedef struct mesh {
     const ppv_pp_options *o;
     int32_t rank, mr, n;
     int leader, last;
-    ppv_kv_cache *cache;
+    void *gen;                /* the generator's state on this rank (NULL: control-only) */
+    ppv_generator_comm comm;  /* the collectives lent to it */
     ppv_bf16 *cond; /* the cross-attention's conditioning (kept until reset) */
     int64_t cond_len;
     int64_t frame_pos; /* where the mesh's stream is, in latent frames */
@@ -63,24 +64,64 @@ static int group_comm(mesh *m, pp_group used, pp_group expected, const char *wha
     return used == PP_GROUP_MESH ? m->c->mesh_comm : 0;
 }
 
-/* The tensor-parallel gather the generator calls. */
-static int tp_gather(void *ctx, const float *mine, float *all, size_t count) {
-    mesh *m = ctx;
-    pp_group used = m->wrong_group ? PP_GROUP_WORLD : PP_GROUP_MESH;
+/* The group a generator's collective runs on: the one it names, or the
+ * world once when OM-08 is injected. The communicator, or -1 refused. */
+static int gen_group(mesh *m, int32_t named, const char *what) {
+    pp_group used = named == PPV_GENERATOR_GROUP_MESH ? PP_GROUP_MESH : PP_GROUP_WORLD;
+    if (m->wrong_group) used = PP_GROUP_WORLD;
     m->wrong_group = 0;
-    int comm = group_comm(m, used, PP_GROUP_MESH, "a tensor-parallel gather");
+    return group_comm(m, used, PP_GROUP_MESH, what);
+}
+
+/* The collectives a generator is lent (ppv_generator_comm). */
+static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
+    mesh *m = ctx;
+    int comm = gen_group(m, group, "the generator's all-reduce");
     if (comm < 0) return PPV_ERR_USAGE;
-    int rc = m->t->ops->allgather(m->t->impl, m->rank, mine, all, count * sizeof *mine, comm,
-                                  "tp gather");
-    if (rc) pp_transport_error(m->c, m->t, where(m, used), rc, "a tensor-parallel gather");
+    int rc = m->t->ops->allreduce_f32(m->t->impl, m->rank, buf, count, comm, "tp all-reduce");
+    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's all-reduce");
     return rc;
 }
 
-/* A generator failure that is not already a recorded one. */
-static int gen_error(mesh *m, int rc, const char *err) {
-    if (!m->c->failed)
-        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_RULE, PPV_POINT_MESH_RUNNING,
-                "the generator failed: %s", err);
+static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all, size_t bytes) {
+    mesh *m = ctx;
+    int comm = gen_group(m, group, "the generator's all-gather");
+    if (comm < 0) return PPV_ERR_USAGE;
+    int rc = m->t->ops->allgather(m->t->impl, m->rank, mine, all, bytes, comm, "tp gather");
+    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's all-gather");
+    return rc;
+}
+
+static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root) {
+    mesh *m = ctx;
+    int comm = gen_group(m, group, "the generator's broadcast");
+    if (comm < 0) return PPV_ERR_USAGE;
+    if (root < 0 || root >= m->n) {
+        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_GENERATOR, PPV_POINT_MESH_RUNNING,
+                "generator %s %s broadcast from mesh rank %d, but the mesh has %d ranks",
+                m->c->gen->name, m->c->gen->version, root, m->n);
+        return PPV_ERR_USAGE;
+    }
+    int rc = m->t->ops->broadcast(m->t->impl, m->rank, buf, bytes, root, comm, "tp broadcast");
+    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's broadcast");
+    return rc;
+}
+
+/* A generator failure (the function `what` returned rc with err) that is
+ * not already a recorded one: the plug-in, the call and the rank named. */
+static int gen_error(mesh *m, int rc, const char *what, const char *err) {
+    pp_ctx *c = m->c;
+    if (c->gen == ppv_generator_builtin() && m->o->device && strcmp(m->o->device, "cpu") &&
+        !c->device_failed) {
+        c->device_failed = 1;
+        snprintf(c->device_error, sizeof c->device_error, "%s", err);
+    }
+    if (!m->c->failed) {
+        const ppv_generator *g = m->c->gen;
+        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_GENERATOR, PPV_POINT_MESH_RUNNING,
+                "generator %s %s failed in %s on mesh rank %d: %s", g ? g->name : "?",
+                g ? g->version : "?", what, m->mr, err[0] ? err : "(it gave no reason)");
+    }
     return rc ? rc : -1;
 }
 
@@ -97,53 +138,100 @@ static int count_call(mesh *m) {
     return 0;
 }
 
-/* One kernel call, or in control-only mode a pass-through (the caller
+/* One generator call, or in control-only mode a pass-through (the caller
  * keeps its latents: nothing is copied) with the one collective a call
  * makes on a mesh. */
-static int kernel(mesh *m, const ppv_gen_call_args *a) {
+static int kernel(mesh *m, ppv_generator_call *a) {
     if (m->o->control_only) {
         if (m->n == 1) return 0;
         float mine = (float)m->calls;
-        return tp_gather(m, &mine, m->gathered, 1);
+        return gen_all_gather(m, PPV_GENERATOR_GROUP_MESH, &mine, m->gathered, sizeof mine);
     }
-    char err[256];
-    int rc = ppv_gen_call(m->c->model, m->cache, a, m->n > 1 ? tp_gather : NULL, m, err,
-                          sizeof err);
-    return rc ? gen_error(m, rc, err) : 0;
+    char err[512] = "";
+    a->call_id = m->e->call_id;
+    a->chunk_index = m->e->chunk_index;
+    a->cache_epoch = m->e->cache_epoch;
+    int rc = m->c->gen->call(m->gen, a, err, sizeof err);
+    return rc ? gen_error(m, rc, a->out ? "call" : "call (a cache write)", err) : 0;
 }
 
-/* Keeps the mesh's KV cache as the chunk's denoising starts (--compare-kv). */
-static void snapshot_kv(mesh *m, int64_t chunk) {
+/* Drops the generator's cache. */
+static int kv_reset(mesh *m) {
+    if (!m->gen) return 0;
+    char err[512] = "";
+    int rc = m->c->gen->kv_reset(m->gen, err, sizeof err);
+    return rc ? gen_error(m, rc, "kv_reset", err) : 0;
+}
+
+/* Keeps the mesh's KV cache as the chunk's denoising starts (--compare-kv):
+ * mesh rank r's snapshot at r times one rank's size. */
+static int snapshot_kv(mesh *m, int64_t chunk) {
     ppv_pp_report *r = m->c->rep;
-    if (!r->kv || chunk < 0 || chunk >= r->nkv || !m->cache) return;
-    const ppv_gen_config *g = ppv_genmodel_config(m->c->model);
-    size_t part = ppv_kv_cache_layer_floats(m->cache) / (size_t)m->o->kv_window *
-                  (size_t)ppv_kv_cache_frames(m->cache);
-    size_t total = (size_t)g->layers * 2 * (size_t)m->n * part;
+    if (!r->kv || chunk < 0 || chunk >= r->nkv || !m->gen || !m->c->gen->kv_snapshot) return 0;
+    char err[512] = "";
+    size_t part = 0;
+    int rc = m->c->gen->kv_snapshot(m->gen, NULL, 0, &part, err, sizeof err);
+    if (rc) return gen_error(m, rc, "kv_snapshot", err);
+    size_t total = (size_t)m->n * part;
     if (!r->kv[chunk]) {
-        if (!(r->kv[chunk] = calloc(total ? total : 1, sizeof(float)))) return;
+        if (!(r->kv[chunk] = calloc(total ? total : 1, sizeof(float))))
+            return gen_error(m, -1, "kv_snapshot", "out of memory");
         r->kv_floats[chunk] = total;
     }
-    for (int32_t l = 0; l < g->layers; l++) {
-        float *k = r->kv[chunk] + ((size_t)l * 2 * (size_t)m->n + (size_t)m->mr) * part;
-        float *v = r->kv[chunk] + (((size_t)l * 2 + 1) * (size_t)m->n + (size_t)m->mr) * part;
-        ppv_kv_cache_read(m->cache, l, k, v);
+    if (r->kv_floats[chunk] != total) {
+        snprintf(err, sizeof err, "its snapshot holds %zu floats, mesh rank 0's %zu", part,
+                 r->kv_floats[chunk] / (size_t)m->n);
+        return gen_error(m, -1, "kv_snapshot", err);
     }
+    rc = m->c->gen->kv_snapshot(m->gen, r->kv[chunk] + (size_t)m->mr * part, part, &part, err,
+                                sizeof err);
+    return rc ? gen_error(m, rc, "kv_snapshot", err) : 0;
+}
+
+/* Builds this rank's generator (after the handshake, every mesh rank at
+ * the same point: create may use the collectives). */
+static int gen_create(mesh *m) {
+    const ppv_pp_options *o = m->o;
+    ppv_generator_setup s = {
+        .abi = PPV_GENERATOR_ABI,
+        .mesh_rank = m->mr,
+        .mesh_size = m->n,
+        .latent_h = o->height / 8,
+        .latent_w = o->width / 8,
+        .frames = PP_FRAMES_PER_CHUNK,
+        .channels = PP_LATENT_CHANNELS,
+        .kv_window = o->kv_window,
+        .cond_dim = o->model.cond_dim,
+        .params = m->c->gen_params,
+        .device = o->device ? o->device : "cpu",
+    };
+    m->comm.ctx = m;
+    m->comm.rank = m->mr;
+    m->comm.size = m->n;
+    m->comm.all_reduce_sum = gen_all_reduce;
+    m->comm.all_gather = gen_all_gather;
+    m->comm.broadcast = gen_broadcast;
+    char err[512] = "";
+    void *state = NULL;
+    int rc = m->c->gen->create(&s, &m->comm, &state, err, sizeof err);
+    if (rc) return gen_error(m, rc, "create", err);
+    if (!state) return gen_error(m, -1, "create", "it returned no state");
+    m->gen = state;
+    return 0;
 }
 
 /* Runs one INFER on this rank: resets, optional KV recompute, the denoising
  * loop, the cache write. out receives the final latents. */
 static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
+    int rc = 0;
     const ppv_pp_options *o = m->o;
     int32_t h = (int32_t)(e->height / 8), w = (int32_t)(e->width / 8);
     size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(h * w);
-    if (e->init_cache || e->reset_kv_cache) {
-        if (m->cache) ppv_kv_cache_reset(m->cache);
-    }
+    if ((e->init_cache || e->reset_kv_cache) && (rc = kv_reset(m))) return rc;
     if (e->init_cache || e->reset_crossattn_cache || !m->cond) {
         size_t n = (size_t)(e->conditioning_embeds.dims[1] * e->conditioning_embeds.dims[2]);
         ppv_bf16 *c = malloc(n * sizeof *c);
-        if (!c) return gen_error(m, -1, "out of memory");
+        if (!c) return gen_error(m, -1, "a chunk", "out of memory");
         memcpy(c, e->conditioning_embeds.data, n * sizeof *c);
         free(m->cond);
         m->cond = c;
@@ -151,11 +239,9 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     }
     m->calls = 0;
     m->planned = e->expected_generator_calls;
-    ppv_gen_call_args a;
+    ppv_generator_call a;
     memset(&a, 0, sizeof a);
-    a.h = h;
-    a.w = w;
-    a.cond = m->cond;
+    a.cond = (const uint16_t *)m->cond;
     a.cond_len = (int32_t)m->cond_len;
     int recompute = e->do_kv_recompute;
     if (m->last && o->bug == PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE) /* its own count decides */
@@ -165,22 +251,20 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
         /* one generator call at timestep 0 over the context frames, chunk by
          * chunk with a block-causal mask, rebuilding the cache */
         if (count_call(m) < 0) return -1;
-        if (m->cache) ppv_kv_cache_reset(m->cache);
+        if ((rc = kv_reset(m))) return rc;
         const ppv_bf16 *ctx = e->context_frames.data;
         int64_t nf = e->context_frames.dims[1];
         size_t frame = (size_t)PP_LATENT_CHANNELS * (size_t)(h * w);
         a.write_cache = 1;
         for (int64_t f = 0; f < nf; f += PP_FRAMES_PER_CHUNK) {
-            a.latents = ctx + (size_t)f * frame;
+            a.latents = (const uint16_t *)(ctx + (size_t)f * frame);
             a.frames = (int32_t)(nf - f < PP_FRAMES_PER_CHUNK ? nf - f : PP_FRAMES_PER_CHUNK);
-            int rc = kernel(m, &a);
-            if (rc) return rc;
+            if ((rc = kernel(m, &a))) return rc;
         }
         a.write_cache = 0;
     }
-    snapshot_kv(m, e->chunk_index);
+    if ((rc = snapshot_kv(m, e->chunk_index))) return rc;
     ppv_bf16 *x = m->x, *y = m->y;
-    int rc = 0;
     memcpy(x, e->latents_in.data, vals * sizeof *x);
     const int64_t *steps = e->current_denoising_step_list.data;
     int64_t nsteps = e->num_denoise_steps + (m->last && o->inject == PPV_INJECT_OM04);
@@ -191,8 +275,8 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     for (int64_t s = 0; s < nsteps + extra && !rc; s++) {
         if ((rc = count_call(m)) < 0) break;
         int64_t step = steps[s < e->num_denoise_steps ? s : e->num_denoise_steps - 1];
-        a.latents = x;
-        a.out = y;
+        a.latents = (const uint16_t *)x;
+        a.out = (uint16_t *)y;
         a.timestep = (float)step / 1000.0f;
         if ((rc = kernel(m, &a)) == 0 && !o->control_only) {
             ppv_bf16 *tmp = x;
@@ -203,12 +287,12 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     if (rc) return rc;
     /* the chunk's clean K/V into the cache: a cache write at timestep 0,
      * not a generator call of the plan */
-    a.latents = x;
+    a.latents = (const uint16_t *)x;
     a.out = NULL;
     a.timestep = 0;
     a.cache_bias = 0;
     a.write_cache = 1;
-    if (m->cache && (rc = kernel(m, &a))) return rc;
+    if (m->gen && (rc = kernel(m, &a))) return rc;
     memcpy(out, x, vals * sizeof *out);
     return 0;
 }
@@ -363,12 +447,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     m.last = m.mr == m.n - 1; /* the rank faults are put in (the leader on PP0) */
     m.order = ppv_contract_order_start();
     m.t_answered = -1;
-    int32_t tpf = (o->height / 16) * (o->width / 16);
-    if (!o->control_only &&
-        !(m.cache = ppv_kv_cache_new(c->model, m.mr, m.n, o->kv_window, tpf))) {
-        gen_error(&m, -1, "cannot build the KV cache");
-        return;
-    }
+    if (!o->control_only && gen_create(&m) < 0) return;
     size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(o->height / 8) *
                   (size_t)(o->width / 8);
     ppv_bf16 *out = malloc(vals * sizeof *out);
@@ -377,7 +456,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     m.gathered = malloc((size_t)m.n * sizeof *m.gathered);
     m.digests = malloc((size_t)m.n * sizeof *m.digests);
     if (!out || !m.x || !m.y || !m.gathered || !m.digests) {
-        gen_error(&m, -1, "out of memory");
+        gen_error(&m, -1, "a chunk's buffers", "out of memory");
         goto done;
     }
     for (;;) {
@@ -492,5 +571,9 @@ done:
     free(m.digests);
     free(m.cond);
     free(m.stale_data);
-    ppv_kv_cache_free(m.cache);
+    if (m.gen) {
+        char err[512] = "";
+        int rc = c->gen->destroy(m.gen, err, sizeof err);
+        if (rc) gen_error(&m, rc, "destroy", err);
+    }
 }

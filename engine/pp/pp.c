@@ -170,13 +170,22 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     memset(&c, 0, sizeof c);
     c.o = o;
     c.nranks = 1 + o->mesh;
-    ppv_genmodel *model = NULL;
-    if (!o->control_only && !(model = ppv_genmodel_new(&o->model, err, errlen))) return -1;
-    if (model && o->device && ppv_genmodel_set_device(model, o->device, err, errlen) < 0) {
-        ppv_genmodel_free(model);
-        return -1;
+    if (!o->control_only) {
+        c.gen = o->generator ? o->generator : ppv_generator_builtin();
+        c.gen_params = o->generator_params ? o->generator_params : "";
+        if (!o->generator) {
+            if (ppv_gen_config_format(&o->model, c.builtin_params, sizeof c.builtin_params) < 0)
+                return ppv_errf(err, errlen, "the built-in generator's settings are too long");
+            c.gen_params = c.builtin_params;
+        }
+        if (o->device && strcmp(o->device, "cpu")) { /* a device that cannot run: exit 2 */
+            ppv_gen_config small = ppv_gen_config_default();
+            ppv_genmodel *probe = ppv_genmodel_new(&small, err, errlen);
+            int rc = probe ? ppv_genmodel_set_device(probe, o->device, err, errlen) : -1;
+            ppv_genmodel_free(probe);
+            if (rc < 0) return -1;
+        }
     }
-    c.model = model;
     ppv_pp_report *r = calloc(1, sizeof *r);
     size_t frame = (size_t)(PP_LATENT_CHANNELS * (o->height / 8) * (o->width / 8));
     if (!r || !(r->expected_calls = calloc((size_t)chunks, sizeof *r->expected_calls)) ||
@@ -269,8 +278,10 @@ verdict:;
                  "the run ended with %" PRId64 " of %" PRId64 " chunks emitted", r->chunks_emitted,
                  infers);
     }
-    if (ppv_genmodel_device_status(model, err, errlen) < 0) goto fail; /* not to be trusted */
-    ppv_genmodel_free(model);
+    if (c.device_failed) { /* the results are not to be trusted */
+        ppv_errf(err, errlen, "%s", c.device_error);
+        goto fail;
+    }
     free(c.last_ids);
     *out = r;
     return 0;
@@ -278,7 +289,6 @@ oom:
     ppv_errf(err, errlen, "out of memory");
 fail:
     free(c.last_ids);
-    ppv_genmodel_free(model);
     ppv_pp_report_free(r);
     return -1;
 }

@@ -18,7 +18,13 @@ typedef enum pp_group { PP_GROUP_WORLD, PP_GROUP_MESH } pp_group;
 typedef struct pp_ctx {
     const ppv_pp_options *o;
     ppv_pp_report *rep;
-    const ppv_genmodel *model; /* NULL when control_only */
+    const ppv_generator *gen; /* NULL when control_only */
+    const char *gen_params;   /* its settings text */
+    char builtin_params[192]; /* the built-in's, from o->model */
+    /* the built-in on a device: its failures are the machine's (exit 2),
+     * the first one kept here, not a finding */
+    int device_failed;
+    char device_error[512];
     int32_t mesh_comm;
     int32_t nranks; /* 1 + mesh */
     /* first failure, kept by pp_fail */

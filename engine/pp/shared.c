@@ -190,7 +190,8 @@ void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const 
 #define HANDSHAKE_KEYS(X)                                                                          \
     X(mesh, 0) X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0)  \
     X(height, 0) X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)  \
-    X(cond_dim, 0) X(model_seed, 0) X(control_only, 0) X(extra_digest_collective, 1)
+    X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0)                         \
+    X(extra_digest_collective, 1)
 
 enum {
 #define KEY_ENUM(name, flag) HK_##name,
@@ -229,6 +230,7 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_d_ff] = o->model.d_ff;
     k[HK_cond_dim] = o->model.cond_dim;
     k[HK_model_seed] = (int64_t)o->model.seed;
+    k[HK_generator] = c->gen ? (int64_t)ppv_generator_digest(c->gen, c->gen_params) : 0;
     k[HK_control_only] = o->control_only;
     k[HK_extra_digest_collective] = last && o->inject == PPV_INJECT_OM05;
 }

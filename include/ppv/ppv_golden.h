@@ -65,6 +65,10 @@ typedef struct ppv_diff_options {
     int all_attributes; /* also compare created/producer_version of ppv files */
     int threads;        /* threads that scan large contiguous datasets (0: one per CPU) */
     const char *device; /* replay: where the model's ops run, "cpu" (NULL) or "cuda" */
+    /* replay of an inference recording: the generator to re-run it with
+     * (NULL: the built-in); refused unless it has the recorded name and
+     * version */
+    const ppv_generator *generator;
     /* Left out of the comparison: neither compared nor reported as only on
      * one side. The strings are the caller's; the defaults have none. */
     const char *const *ignore_attrs; /* attribute names, fnmatch globs, on every object */
@@ -168,7 +172,12 @@ typedef struct ppv_inference_writer ppv_inference_writer;
  * configuration on /inference/generator. */
 typedef struct ppv_inference_setup {
     int32_t mesh, kv_window;
-    ppv_gen_config model;
+    ppv_gen_config model; /* the built-in's (cond_dim: whichever generator ran) */
+    /* the generator that answered (/inference/generator's name, version and
+     * params, with setup_digest = ppv_generator_digest of the three); ""
+     * when writing means the built-in, its params from model */
+    char generator[64], generator_version[32];
+    char generator_params[1024];
 } ppv_inference_setup;
 
 /* NULL with the reason in err when the temporary file cannot be made.

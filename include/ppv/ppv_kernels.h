@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ppv_generator.h"
 #include "ppv_spec.h"
 
 /* ---- bf16 ----------------------------------------------------------------- */
@@ -274,6 +275,18 @@ typedef struct ppv_gen_call_args {
  * gather's error. */
 int ppv_gen_call(const ppv_genmodel *m, ppv_kv_cache *cache, const ppv_gen_call_args *a,
                  ppv_gather_fn gather, void *gather_ctx, char *err, size_t errlen);
+
+/* The built-in generator as a plug-in table (ppv_generator.h), named
+ * "ppv-dit": its settings text is "layers=L,d_model=C,n_heads=H,d_ff=F,
+ * seed=S" (any subset; the rest from ppv_gen_config_default), cond_dim is
+ * the setup's, and the mesh must divide n_heads. */
+const ppv_generator *ppv_generator_builtin(void);
+/* The configuration a settings text gives (cond_dim from the setup); 0, or
+ * -1 with the reason naming the bad item. */
+int ppv_gen_config_parse(const char *params, int32_t cond_dim, ppv_gen_config *cfg, char *err,
+                         size_t errlen);
+/* c's settings text (its cond_dim is the setup's); 0, or -1 if n is short. */
+int ppv_gen_config_format(const ppv_gen_config *c, char *buf, size_t n);
 
 /* ---- matmul (the benchmarked kernel) ------------------------------------------- */
 

@@ -212,6 +212,18 @@ typedef enum ppv_pp_rank_record {
 /* "input_digest", ...; "?" when out of range. */
 const char *ppv_pp_rank_record_name(int k);
 
+/* ---- generators (ppv_generator.h) ----------------------------------------------- */
+
+/* A generator plug-in's table: a shared object (its PPV_GENERATOR_ENTRY),
+ * or a Python module (a path ending in .py, run by the Python bridge).
+ * Refused, NULL with the reason, when it does not load, lacks the entry or
+ * a function, or was built against another version of the interface. The
+ * plug-in stays loaded for the life of the process. */
+const ppv_generator *ppv_generator_open(const char *path, char *err, size_t errlen);
+/* A digest of what a recording's generator is: its name, version and
+ * settings text. */
+uint64_t ppv_generator_digest(const ppv_generator *g, const char *params);
+
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
     int32_t chunks;          /* chunks stage 0 asks for */
@@ -224,7 +236,12 @@ typedef struct ppv_pp_options {
     int32_t ncuts;
     int32_t height, width;   /* pixels: multiples of 16 */
     int32_t cond_len;        /* conditioning tokens */
-    ppv_gen_config model;
+    ppv_gen_config model; /* the built-in generator's (and stage 0's cond_dim, whichever runs) */
+    /* The generator the mesh runs: NULL the built-in (ppv_generator_builtin,
+     * configured by model), else a plug-in's table with its settings text
+     * (NULL: ""). See ppv_generator_open. */
+    const ppv_generator *generator;
+    const char *generator_params;
     const char *device; /* where the generator's ops run: NULL or "cpu", or "cuda" */
     ppv_pp_inject inject;
     ppv_policy policy;

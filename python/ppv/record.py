@@ -41,13 +41,19 @@ unknown or missing field is an error before anything is written.
 digest(latents_out) is the output_digest_i64 ppv checks.
 
 The setup is what `ppv replay` needs to rebuild the mesh that answered the
-calls with ppv's own generator; a recording of your own model has none. It is
-a dict written as int64 attributes, as `ppv pp --record` writes them:
+calls: the mesh, the KV window and the generator (its declared name, version
+and settings text, as `ppv pp --generator` runs it; setup_digest is computed
+here). A recording of a model ppv cannot run has none. It is a dict written as
+attributes, as `ppv pp --record` writes them:
 
     setup = {"mesh": 2, "kv_window": 6,            # on /inference
-             "generator": {"seed": 1, "layers": 2, "d_model": 32,
-                           "n_heads": 4, "d_ff": 64, "cond_dim": 32}}
+             "generator": {"name": "tp-mlp", "version": "1",
+                           "params": "hidden=64,seed=7", "cond_dim": 32}}
                                                    # on /inference/generator
+
+ppv's built-in generator ("ppv-dit") is named by its configuration instead:
+{"seed": 1, "layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 64,
+"cond_dim": 32}, with or without "name": "ppv-dit", "version": "1".
 
 Command line (python3 -m ppv.record):
 
@@ -79,9 +85,12 @@ FORMAT_NAME = "ppv-golden"
 CALLS_VERSION = 1   # calls alone
 EVENTS_VERSION = 2  # with stage 0's event log
 CALL_FMT = "call_%06d"
-# /inference/generator's attributes, in golden/inference.c's order (its
-# GENERATOR_KEYS, with seed first); not part of the call contract.
+# /inference/generator's attributes (golden/inference.c): every generator's
+# name, version, params, setup_digest and cond_dim; the built-in's
+# configuration besides. Not part of the call contract.
+BUILTIN_NAME, BUILTIN_VERSION = "ppv-dit", "1"
 GENERATOR_KEYS = ("seed", "layers", "d_model", "n_heads", "d_ff", "cond_dim")
+NAMED_KEYS = ("name", "version", "params", "cond_dim")
 # The event log's record (include/ppv/ppv_pp.h's ppv_pp_event) and codes
 # (its PPV_PP_EVENT_KINDS and PPV_PP_VERDICTS, in order).
 EVENT_FIELDS = ("t_ns", "t_begin_ns", "kind", "verdict", "action", "call_id", "chunk_index",
@@ -159,10 +168,20 @@ def _check(kind_name, message, fields, tensors):
                                 % (kind_name, name, np.ndim(message[name]), rank))
 
 
+def setup_digest(name, version, params):
+    """ppv_generator_digest (engine/pp/generator.c): FNV-1a over name,
+    version and params, each with its terminating NUL, as a signed int64."""
+    h = 0xcbf29ce484222325
+    for part in (name, version, params):
+        for byte in part.encode() + b"\0":
+            h = ((h ^ byte) * 0x100000001b3) & (2**64 - 1)
+    return h - 2**64 if h >= 2**63 else h
+
+
 def _setup_values(setup):
-    """setup's (mesh, kv_window, generator values in GENERATOR_KEYS order) as
-    ints, the seed as the int64 ppv stores its uint64 as; ContractError when
-    a key is missing or unknown."""
+    """setup's (mesh, kv_window, {attribute: value} of /inference/generator),
+    the seed as the int64 ppv stores its uint64 as; ContractError when a key
+    is missing or unknown."""
     def keys(d):
         return ", ".join(sorted(d)) if isinstance(d, dict) else "a %s" % type(d).__name__
 
@@ -170,15 +189,34 @@ def _setup_values(setup):
         raise ContractError("setup: needs exactly the keys generator, kv_window, mesh, not %s"
                             % keys(setup))
     gen = setup["generator"]
-    if not isinstance(gen, dict) or set(gen) != set(GENERATOR_KEYS):
-        raise ContractError("setup: generator needs exactly the keys %s, not %s"
-                            % (", ".join(GENERATOR_KEYS), keys(gen)))
-    values = [int(gen[k]) for k in GENERATOR_KEYS]
-    if not -2**63 <= values[0] < 2**64:
-        raise ContractError("setup: generator seed %d does not fit 64 bits" % values[0])
-    if values[0] >= 2**63:
-        values[0] -= 2**64  # a uint64 seed, stored as ppv stores it
-    return int(setup["mesh"]), int(setup["kv_window"]), values
+    if not isinstance(gen, dict):
+        raise ContractError("setup: generator is a dict, not %s" % keys(gen))
+    builtin = gen.get("name", BUILTIN_NAME) == BUILTIN_NAME
+    want = set(GENERATOR_KEYS) if builtin else set(NAMED_KEYS)
+    have = set(gen) - ({"name", "version"} if builtin else set())
+    if have != want:
+        raise ContractError("setup: generator %s needs exactly the keys %s, not %s"
+                            % (gen.get("name", BUILTIN_NAME), ", ".join(sorted(want)),
+                               keys(gen)))
+    attrs = {"cond_dim": int(gen["cond_dim"])}
+    if builtin:
+        if gen.get("version", BUILTIN_VERSION) != BUILTIN_VERSION:
+            raise ContractError("setup: the built-in generator is version %s, not %s"
+                                % (BUILTIN_VERSION, gen["version"]))
+        values = [int(gen[k]) for k in GENERATOR_KEYS]
+        if not -2**63 <= values[0] < 2**64:
+            raise ContractError("setup: generator seed %d does not fit 64 bits" % values[0])
+        params = "layers=%d,d_model=%d,n_heads=%d,d_ff=%d,seed=%d" % (
+            values[1], values[2], values[3], values[4], values[0])
+        if values[0] >= 2**63:
+            values[0] -= 2**64  # a uint64 seed, stored as ppv stores it
+        attrs.update(zip(GENERATOR_KEYS, values))
+        name, version = BUILTIN_NAME, BUILTIN_VERSION
+    else:
+        name, version, params = str(gen["name"]), str(gen["version"]), str(gen["params"])
+    attrs.update(name=name, version=version, params=params,
+                 setup_digest=setup_digest(name, version, params))
+    return int(setup["mesh"]), int(setup["kv_window"]), attrs
 
 
 class Recorder:
@@ -219,8 +257,11 @@ class Recorder:
             inference.attrs.create("mesh", mesh, dtype="<i8")
             inference.attrs.create("kv_window", kv_window, dtype="<i8")
             g = self._group(inference, "generator")
-            for key, v in zip(GENERATOR_KEYS, gen):
-                g.attrs.create(key, v, dtype="<i8")
+            for key, v in gen.items():
+                if isinstance(v, str):
+                    g.attrs.create(key, v, dtype=h5py.string_dtype())
+                else:
+                    g.attrs.create(key, v, dtype="<i8")
         self.events = None
         self._ranks = {}       # (mesh rank, kind) -> [(call_id, value)]
         self._pending = []
@@ -524,6 +565,11 @@ def _read_message(call, where, name, fields, tensors):
     return message
 
 
+def _text(v):
+    """An HDF5 string attribute as str (h5py gives str or bytes)."""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 def read_recording(path):
     """(setup or None, [(envelope, result or None), ...], event log or None,
     rank records) of a ppv inference recording, read with h5py: what Recorder
@@ -537,13 +583,16 @@ def read_recording(path):
         setup = None
         if "mesh" in inf.attrs or "generator" in inf:
             gen = inf["generator"].attrs if "generator" in inf else {}
+            name = _text(gen["name"]) if "name" in gen else BUILTIN_NAME
+            keys = GENERATOR_KEYS if name == BUILTIN_NAME else NAMED_KEYS
             missing = [k for k in ("mesh", "kv_window") if k not in inf.attrs]
-            missing += ["generator/" + k for k in GENERATOR_KEYS if k not in gen]
+            missing += ["generator/" + k for k in keys if k not in gen]
             if missing:
                 raise RecordingError("%s: /inference's setup is incomplete: %s missing"
                                      % (path, ", ".join(missing)))
             setup = {"mesh": int(inf.attrs["mesh"]), "kv_window": int(inf.attrs["kv_window"]),
-                     "generator": {k: int(gen[k]) for k in GENERATOR_KEYS}}
+                     "generator": {k: (_text(gen[k]) if k in ("name", "version", "params")
+                                       else int(gen[k])) for k in keys}}
         calls = []
         for k in range(int(inf.attrs["calls"])):
             where = "/inference/calls/" + CALL_FMT % k

@@ -1,0 +1,115 @@
+/* ppv_generator.h - the generator plug-in interface (ABI version 1).
+ *
+ * The model behind the PP inference mesh is a table of functions that the
+ * engine calls on every mesh rank: ppv's built-in generator is one such
+ * table, and a team's own model is another, built as a shared object
+ * (`ppv pp --generator FILE.so`) or written in Python (FILE.py, see
+ * docs/generators.md). A plug-in's collectives are ppv's: they run on the
+ * mesh's communicator over whichever transport runs, so group checks,
+ * digests, injected faults and the interleaving explorer act on them as on
+ * ppv's own code.
+ *
+ * This header stands alone (C11, no other ppv header) so that a plug-in
+ * compiles against it without ppv's build. A shared object exports one
+ * function, PPV_GENERATOR_ENTRY, returning its table; ppv refuses a table
+ * whose abi differs from the PPV_GENERATOR_ABI it was built with.
+ *
+ * Every function returns 0, or a negative value with a reason in err (at
+ * most errlen bytes, NUL-terminated); none may exit the process. On the
+ * mock transport all mesh ranks run in one process, one at a time, each on
+ * its own stack: a plug-in keeps every rank's data in its state, never in
+ * globals.
+ */
+#ifndef PPV_GENERATOR_H
+#define PPV_GENERATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PPV_GENERATOR_ABI 1
+#define PPV_GENERATOR_ENTRY "ppv_generator_entry"
+
+/* A chunk is PPV_GENERATOR_FRAMES latent frames of PPV_GENERATOR_CHANNELS
+ * channels; latents and conditioning are bf16 (the top 16 bits of an IEEE
+ * float32) held as uint16_t, row-major. */
+enum { PPV_GENERATOR_FRAMES = 3, PPV_GENERATOR_CHANNELS = 16 };
+
+/* The groups a collective may name: the mesh (stage 1's ranks, where a
+ * generator's collectives belong) and the world (stage 0 too). ppv
+ * refuses a collective on the world before the transport (FM-22): under
+ * NCCL it would wait forever for stage 0. */
+enum { PPV_GENERATOR_GROUP_WORLD = 0, PPV_GENERATOR_GROUP_MESH = 1 };
+
+/* The collectives ppv lends a generator, valid from create to destroy.
+ * Each returns 0, or a negative value when the run has failed (a peer
+ * disagreed, the run was aborted, a wait passed its bound): ppv has
+ * already recorded why, and the generator returns that value at once,
+ * leaving its outputs and cache as they were. */
+typedef struct ppv_generator_comm {
+    void *ctx;
+    int32_t rank, size; /* this rank's place in the mesh, and the mesh's size */
+    /* buf (count floats) becomes the sum over the group's members, added
+     * in member order 0, 1, ..., size-1 on every member (the same bits
+     * everywhere, whatever the transport). */
+    int (*all_reduce_sum)(void *ctx, int32_t group, float *buf, size_t count);
+    /* all (size x bytes) receives member i's `mine` at i * bytes. */
+    int (*all_gather)(void *ctx, int32_t group, const void *mine, void *all, size_t bytes);
+    /* buf (bytes) becomes member root's buf. */
+    int (*broadcast)(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root);
+} ppv_generator_comm;
+
+/* What a generator is built from: the recording's (or the run's) setup and
+ * this rank's place in the mesh. */
+typedef struct ppv_generator_setup {
+    int32_t abi;                  /* PPV_GENERATOR_ABI */
+    int32_t mesh_rank, mesh_size; /* as in comm */
+    int32_t latent_h, latent_w;   /* a latent frame's size: the frame's pixels / 8 */
+    int32_t frames, channels;     /* a chunk: PPV_GENERATOR_FRAMES, PPV_GENERATOR_CHANNELS */
+    int32_t kv_window;            /* latent frames the KV cache keeps at most (oldest evicted) */
+    int32_t cond_dim;             /* conditioning_embeds' last dimension */
+    const char *params;           /* the generator's own settings (--generator-params): */
+                                  /* "key=value,..." or "" */
+    const char *device;           /* "cpu" or "cuda": where ppv was asked to run it */
+} ppv_generator_setup;
+
+/* One generator call. The chunk's queries attend to the cache (under
+ * cache_bias) and to the chunk itself; with write_cache the chunk's K/V
+ * are appended to the cache after use. out NULL is a cache write alone
+ * (the chunk's clean latents at timestep 0, after its denoising). Every
+ * mesh rank makes the same calls in the same order. */
+typedef struct ppv_generator_call {
+    const uint16_t *latents; /* bf16 (frames, channels, latent_h, latent_w) */
+    int32_t frames;          /* 1..PPV_GENERATOR_FRAMES (a KV rebuild's last block may be short) */
+    const uint16_t *cond;    /* bf16 (cond_len, cond_dim) */
+    int32_t cond_len;
+    float timestep;          /* a step of the denoising list / 1000; 0 for cache writes */
+    float cache_bias;        /* added to the logits of cached keys; 0 = none */
+    int32_t write_cache;
+    uint16_t *out;           /* bf16 like latents, or NULL */
+    int64_t call_id, chunk_index, cache_epoch; /* the envelope's, for messages */
+} ppv_generator_call;
+
+typedef struct ppv_generator {
+    int32_t abi;         /* PPV_GENERATOR_ABI */
+    const char *name;    /* names the arithmetic: recordings are replayed only by a */
+    const char *version; /* generator of the same name and version */
+    /* Builds this rank's generator into *state. It may call comm's
+     * collectives (every rank the same ones). */
+    int (*create)(const ppv_generator_setup *s, const ppv_generator_comm *comm, void **state,
+                  char *err, size_t errlen);
+    /* Drops every cached frame (a new stream, a reset, a rebuild). */
+    int (*kv_reset)(void *state, char *err, size_t errlen);
+    /* This rank's cache as floats, in the generator's own order (for
+     * --compare-kv): *count floats, copied into dst when dst is not NULL
+     * and cap >= *count. NULL when the generator keeps no cache. */
+    int (*kv_snapshot)(void *state, float *dst, size_t cap, size_t *count, char *err,
+                       size_t errlen);
+    int (*call)(void *state, const ppv_generator_call *a, char *err, size_t errlen);
+    /* Frees state (also after a failed call). */
+    int (*destroy)(void *state, char *err, size_t errlen);
+} ppv_generator;
+
+/* The one function a plug-in exports, under the name PPV_GENERATOR_ENTRY. */
+typedef const ppv_generator *(*ppv_generator_entry_fn)(void);
+
+#endif
