@@ -83,7 +83,7 @@ static int cut_at(const ppv_pp_options *o, int32_t k) {
 
 int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
     if (o->mesh < 1 || o->mesh > 64) return ppv_errf(err, errlen, "--mesh %d: 1 to 64", o->mesh);
-    if (o->model.n_heads < 1 || o->model.n_heads % o->mesh)
+    if (!o->generator && (o->model.n_heads < 1 || o->model.n_heads % o->mesh))
         return ppv_errf(err, errlen,
                         "--mesh %d must divide the generator's %d heads (tensor parallelism "
                         "splits them)",

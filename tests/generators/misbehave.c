@@ -1,0 +1,112 @@
+/* misbehave.c - a generator plug-in that breaks the interface on purpose,
+ * for the tests of what ppv does then. Each call copies its latents and
+ * makes one all-reduce on the mesh; the settings pick the fault:
+ *   fail=create|call|kv_reset|destroy   that function returns an error
+ *   extra=1     one more all-reduce than the peers (after call `at`)
+ *   skip=1      one all-reduce fewer than the peers (at call `at`)
+ *   world=1     the all-reduce at call `at` names the world group
+ *   bigger=1    the all-reduce at call `at` is one float longer
+ * on mesh rank `rank` (default: the last), at its call `at` (default 2).
+ * Built with MISBEHAVE_ABI, the table declares that interface version. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ppv_generator.h"
+
+#ifndef MISBEHAVE_ABI
+#define MISBEHAVE_ABI PPV_GENERATOR_ABI
+#endif
+
+typedef struct bad {
+    ppv_generator_comm comm;
+    char fail[16];
+    int extra, skip, world, bigger, rank, at, me, calls;
+    size_t values;
+} bad;
+
+static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *comm, void **state,
+                      char *err, size_t errlen) {
+    bad *b = calloc(1, sizeof *b);
+    if (!b) return -1;
+    b->comm = *comm;
+    b->rank = s->mesh_size - 1;
+    b->at = 2;
+    b->me = s->mesh_rank;
+    b->values = (size_t)s->channels * (size_t)(s->latent_h * s->latent_w);
+    for (const char *p = s->params; *p;) {
+        char key[16], val[16];
+        int n = 0;
+        if (sscanf(p, "%15[a-z_]=%15[a-z_0-9]%n", key, val, &n) != 2) break;
+        if (!strcmp(key, "fail")) snprintf(b->fail, sizeof b->fail, "%s", val);
+        else if (!strcmp(key, "extra")) b->extra = atoi(val);
+        else if (!strcmp(key, "skip")) b->skip = atoi(val);
+        else if (!strcmp(key, "world")) b->world = atoi(val);
+        else if (!strcmp(key, "bigger")) b->bigger = atoi(val);
+        else if (!strcmp(key, "rank")) b->rank = atoi(val);
+        else if (!strcmp(key, "at")) b->at = atoi(val);
+        p += n + (p[n] == ',');
+    }
+    if (!strcmp(b->fail, "create") && b->me == b->rank) {
+        snprintf(err, errlen, "asked to fail in create");
+        free(b);
+        return -1;
+    }
+    *state = b;
+    return 0;
+}
+
+static int bad_kv_reset(void *state, char *err, size_t errlen) {
+    bad *b = state;
+    if (!strcmp(b->fail, "kv_reset") && b->me == b->rank) {
+        snprintf(err, errlen, "asked to fail in kv_reset");
+        return -1;
+    }
+    return 0;
+}
+
+static int bad_call(void *state, const ppv_generator_call *a, char *err, size_t errlen) {
+    bad *b = state;
+    if (!a->out) return 0; /* cache writes: nothing */
+    int here = b->me == b->rank && ++b->calls == b->at;
+    if (here && !strcmp(b->fail, "call")) {
+        snprintf(err, errlen, "asked to fail at call %d (call_id %lld)", b->calls,
+                 (long long)a->call_id);
+        return -1;
+    }
+    float v[2] = {(float)b->me, 1.0f};
+    int rc = 0;
+    if (!(here && b->skip))
+        rc = b->comm.all_reduce_sum(b->comm.ctx,
+                                    here && b->world ? PPV_GENERATOR_GROUP_WORLD
+                                                     : PPV_GENERATOR_GROUP_MESH,
+                                    v, here && b->bigger ? 2 : 1);
+    if (!rc && here && b->extra)
+        rc = b->comm.all_reduce_sum(b->comm.ctx, PPV_GENERATOR_GROUP_MESH, v, 1);
+    if (rc) return rc;
+    memcpy(a->out, a->latents, (size_t)a->frames * b->values * sizeof *a->out);
+    return 0;
+}
+
+static int bad_destroy(void *state, char *err, size_t errlen) {
+    bad *b = state;
+    int fail = !strcmp(b->fail, "destroy") && b->me == b->rank;
+    free(b);
+    if (fail) snprintf(err, errlen, "asked to fail in destroy");
+    return fail ? -1 : 0;
+}
+
+static const ppv_generator table = {
+    .abi = MISBEHAVE_ABI,
+    .name = "misbehave",
+    .version = "1",
+    .create = bad_create,
+    .kv_reset = bad_kv_reset,
+    .kv_snapshot = NULL,
+    .call = bad_call,
+    .destroy = bad_destroy,
+};
+
+const ppv_generator *ppv_generator_entry(void) {
+    return &table;
+}

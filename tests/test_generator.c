@@ -1,0 +1,262 @@
+/* test_generator.c - generator plug-ins (ppv_generator.h) under ppv pp,
+ * replay and fuzz pp: the built-in sized from its settings, the example
+ * tensor-parallel MLP (examples/generators/tp_mlp.c) on every mesh, and a
+ * plug-in that breaks the interface on purpose (generators/misbehave.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ppv_engine.h"
+#include "testutil.h"
+
+/* The value after "label: " on a line of out, copied into buf. */
+static const char *field(const char *out, const char *label, char *buf, size_t n) {
+    const char *p = strstr(out, label);
+    if (!p) return "";
+    p += strlen(label);
+    size_t len = strcspn(p, "\n");
+    snprintf(buf, n, "%.*s", (int)len, p);
+    return buf;
+}
+
+/* The output digest of a pp run that must end OK. */
+static void digest_of(const char *const *args, char *digest, size_t n) {
+    run_result r = run_in(NULL, args);
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK"));
+    field(r.out, "output digest: ", digest, n);
+    run_free(&r);
+}
+
+/* The built-in runs through the same table, sized from --generator-params:
+ * a mesh of 8 needs 8 heads, and gives mesh 1's bits. */
+static void test_builtin_with_8_heads_runs_a_mesh_of_8_with_mesh_1s_bits(void **state) {
+    (void)state;
+    char d1[64], d8[64];
+    digest_of((const char *const[]){"pp", "--mesh", "1", "--generator-params", "n_heads=8",
+                                    "--chunks", "3", NULL},
+              d1, sizeof d1);
+    digest_of((const char *const[]){"pp", "--mesh", "8", "--generator-params", "n_heads=8",
+                                    "--chunks", "3", NULL},
+              d8, sizeof d8);
+    assert_string_equal(d1, d8);
+    assert_int_equal(strlen(d1), 16);
+    /* other heads, other weights: another output */
+    char d4[64];
+    digest_of((const char *const[]){"pp", "--mesh", "1", "--chunks", "3", NULL}, d4, sizeof d4);
+    assert_string_not_equal(d1, d4);
+    run_result r = RUN("pp", "--mesh", "8", "--chunks", "3");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--mesh 8 must divide the generator's 4 heads"));
+    run_free(&r);
+    r = RUN("pp", "--generator-params", "n_heads=8,depth=3");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "the built-in generator has no setting 'depth'"));
+    run_free(&r);
+}
+
+/* --frame sizes the latents: the chunk's tensors follow it. */
+static void test_frame_sizes_the_latents(void **state) {
+    (void)state;
+    char a[64], b[64];
+    digest_of((const char *const[]){"pp", "--chunks", "2", "--frame", "48x64", NULL}, a, sizeof a);
+    digest_of((const char *const[]){"pp", "--chunks", "2", NULL}, b, sizeof b);
+    assert_string_not_equal(a, b);
+    run_result r = RUN("pp", "--frame", "40x64");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--frame needs H and W that are multiples of 16"));
+    run_free(&r);
+}
+
+/* The example plug-in's tensor parallelism: meshes 1, 2 and 4 give the
+ * same bits, whatever the interleaving policy. */
+static void test_tp_mlp_gives_the_same_bits_on_meshes_1_2_and_4(void **state) {
+    (void)state;
+    char d[3][64];
+    const char *mesh[3] = {"1", "2", "4"};
+    for (int k = 0; k < 3; k++)
+        digest_of((const char *const[]){"pp", "--generator", PPV_TP_MLP, "--mesh", mesh[k],
+                                        "--chunks", "6", "--hard-cut-at", "4", "--policy",
+                                        k == 2 ? "random" : "rr", NULL},
+                  d[k], sizeof d[k]);
+    assert_string_equal(d[0], d[1]);
+    assert_string_equal(d[0], d[2]);
+    /* its own arithmetic, not the built-in's; its settings change it */
+    char builtin[64], other[64];
+    digest_of((const char *const[]){"pp", "--chunks", "6", "--hard-cut-at", "4", NULL}, builtin,
+              sizeof builtin);
+    digest_of((const char *const[]){"pp", "--generator", PPV_TP_MLP, "--generator-params",
+                                    "hidden=32,seed=9", "--chunks", "6", "--hard-cut-at", "4",
+                                    NULL},
+              other, sizeof other);
+    assert_string_not_equal(d[0], builtin);
+    assert_string_not_equal(d[0], other);
+}
+
+static void test_tp_mlp_recompute_equals_stash(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP, "--chunks", "5", "--kv-window", "30",
+                       "--compare-kv");
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kv caches: bitwise equal"));
+    assert_non_null(strstr(r.out, "outputs: bitwise equal"));
+    assert_non_null(strstr(r.out, "nothing was evicted, so the two must be bitwise equal"));
+    run_free(&r);
+}
+
+/* A recording names its generator: it replays with that generator on any
+ * mesh, and another generator is refused naming both. */
+static void test_a_plugin_recording_replays_only_with_its_generator(void **state) {
+    (void)state;
+    const char *rec = tmp_path("tp.h5");
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP, "--generator-params", "hidden=32",
+                       "--chunks", "4", "--record", rec);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", rec, "--generator", PPV_TP_MLP, "--mesh", "4");
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "replayed 5 recorded calls on a mesh of 4"));
+    run_free(&r);
+    r = RUN("replay", rec);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "was recorded with generator tp-mlp 1; this replay runs ppv-dit "
+                                  "1 (the built-in)"));
+    run_free(&r);
+    r = RUN("replay", rec, "--generator", PPV_MISBEHAVE);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "recorded with generator tp-mlp 1; this replay runs misbehave 1"));
+    run_free(&r);
+    /* the built-in's recording refuses the plug-in the same way */
+    const char *own = tmp_path("own.h5");
+    r = RUN("pp", "--chunks", "2", "--record", own);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", own, "--generator", PPV_TP_MLP);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "recorded with generator ppv-dit 1; this replay runs tp-mlp 1"));
+    run_free(&r);
+}
+
+/* Every fault of the break-it matrix is caught as with the built-in. */
+static void test_every_injection_is_caught_with_a_plugin(void **state) {
+    (void)state;
+    for (int i = 1; i < PPV_INJECT_COUNT; i++) {
+        const char *tok = ppv_pp_inject_token((ppv_pp_inject)i);
+        run_result r = RUN("pp", "--generator", PPV_TP_MLP, "--inject", tok, "--hard-cut-at", "2",
+                           "--chunks", "4");
+        if (r.code != 0) fprintf(stderr, "%s: %s%s", tok, r.out, r.err);
+        assert_int_equal(r.code, 0);
+        assert_non_null(strstr(r.out, "): it did\n"));
+        assert_non_null(strstr(r.out, ppv_pp_inject_mode((ppv_pp_inject)i) ? "result: CAUGHT"
+                                                                              : "result: OK"));
+        run_free(&r);
+    }
+}
+
+static void test_fuzz_pp_explores_a_plugin(void **state) {
+    (void)state;
+    run_result r = RUN("fuzz", "pp", "--generator", PPV_TP_MLP, "--runs", "40", "--mesh", "2",
+                       "--chunks", "3");
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "runs: 40 in "));
+    run_free(&r);
+}
+
+/* A run with the misbehaving plug-in: exit 1 and the failure line. */
+static char *misbehave(const char *params, const char *mesh) {
+    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", params, "--mesh",
+                       mesh, "--chunks", "3");
+    assert_int_equal(r.code, 1);
+    char line[1024];
+    char *f = strdup(field(r.out, "failure: ", line, sizeof line));
+    run_free(&r);
+    return f;
+}
+
+/* A plug-in's error ends the run naming the plug-in, the function and the
+ * rank; its bad collectives are caught as ppv's own are, never a hang. */
+static void test_plugin_failures_name_the_plugin_the_call_and_the_rank(void **state) {
+    (void)state;
+    static const struct {
+        const char *params, *want;
+    } cases[] = {
+        {"fail=create", "PPV-GENERATOR caught by mesh-running on rank 2: PPV-GENERATOR (rank 2, "
+                        "group mesh, before the first envelope): generator misbehave 1 failed in "
+                        "create on mesh rank 1: asked to fail in create"},
+        {"fail=call", "generator misbehave 1 failed in call on mesh rank 1: asked to fail at call "
+                      "2 (call_id 0)"},
+        {"fail=kv_reset", "generator misbehave 1 failed in kv_reset on mesh rank 1: asked to fail "
+                          "in kv_reset"},
+        {"fail=destroy", "generator misbehave 1 failed in destroy on mesh rank 1: asked to fail in "
+                         "destroy"},
+        {"world=1", "FM-22 caught by group-check on rank 2: FM-22 (rank 2, group world, call_id 0, "
+                    "chunk_index 0, cache_epoch 0): the generator's all-reduce called on group world"},
+        {"bigger=1", "PPV-COLLECTIVE"},
+        {"extra=1", "PPV-COLLECTIVE"},
+        {"skip=1", "PPV-COLLECTIVE"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *f = misbehave(cases[k].params, "2");
+        if (!strstr(f, cases[k].want)) fail_msg("%s: '%s' lacks '%s'", cases[k].params, f,
+                                                cases[k].want);
+        free(f);
+    }
+    /* on PP0 (a mesh of 1) the call's failure is the leader's */
+    char *f = misbehave("fail=call,rank=0", "1");
+    assert_non_null(strstr(f, "failed in call on mesh rank 0"));
+    free(f);
+}
+
+/* Loading: a file that is not a plug-in, one without the entry, one built
+ * against another interface version: refused before anything runs. */
+static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE_ABI2);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "was built against version 2 of the generator interface; this "
+                                  "ppv has version 1"));
+    assert_string_equal(r.out, "");
+    run_free(&r);
+    const char *text = tmp_path("not_a_plugin.so");
+    FILE *fp = fopen(text, "w");
+    assert_non_null(fp);
+    fputs("not an ELF file\n", fp);
+    fclose(fp);
+    r = RUN("pp", "--generator", text);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--generator: cannot load the generator: "));
+    run_free(&r);
+    r = RUN("replay", data_path("../../golden/infer_pp1_stash_cut.h5"), "--generator",
+            PPV_MISBEHAVE_ABI2);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "was built against version 2"));
+    run_free(&r);
+    r = RUN("pp", "--control-only", "--generator", PPV_TP_MLP);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--control-only runs no model, so it takes no --generator"));
+    run_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builtin_with_8_heads_runs_a_mesh_of_8_with_mesh_1s_bits),
+        cmocka_unit_test(test_frame_sizes_the_latents),
+        cmocka_unit_test(test_tp_mlp_gives_the_same_bits_on_meshes_1_2_and_4),
+        cmocka_unit_test(test_tp_mlp_recompute_equals_stash),
+        cmocka_unit_test(test_a_plugin_recording_replays_only_with_its_generator),
+        cmocka_unit_test(test_every_injection_is_caught_with_a_plugin),
+        cmocka_unit_test(test_fuzz_pp_explores_a_plugin),
+        cmocka_unit_test(test_plugin_failures_name_the_plugin_the_call_and_the_rank),
+        cmocka_unit_test(test_a_plugin_that_cannot_be_used_is_refused_at_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
+}
