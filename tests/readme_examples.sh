@@ -5,7 +5,7 @@
 #
 # Examples are the "$ " lines of a file's ```console blocks. Each file's
 # examples run in one bash session of their own, in order, in a fresh
-# directory that looks like the repository (tests/, golden/, python/ and build/ link
+# directory that looks like the repository (tests/, golden/, python/, examples/ and build/ link
 # to the real ones), so every file must be self-contained. Each example must
 # exit 0, or N where its comment says "# exit N". Lines that follow a
 # command inside its block are its expected standard output, compared
@@ -38,6 +38,7 @@ run_file() {
   ln -s "$src/tests" "$work/tests"
   ln -s "$src/golden" "$work/golden"
   ln -s "$src/python" "$work/python"
+  ln -s "$src/examples" "$work/examples"
   ln -s "$build" "$work/build"
 
   # Split the console blocks into cmd.N (the command), want.N (the exit

@@ -246,6 +246,90 @@ static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
     run_free(&r);
 }
 
+
+/* ---- Python generators (the bridge, libppv_pygen.so) ---------------------------------- */
+
+/* Skips where this ppv was built without the bridge (unless the setup
+ * requires it) or under valgrind, which would check the interpreter. */
+static int no_python(void) {
+#ifdef PPV_HAVE_PYGEN
+    return RUNNING_ON_VALGRIND;
+#else
+    if (getenv("PPV_REQUIRE_PYGEN")) fail_msg("PPV_REQUIRE_PYGEN: this ppv has no Python bridge");
+    return 1;
+#endif
+}
+
+/* The Python twin of tp_mlp.c gives its bits and its trace, on every mesh,
+ * and the recordings of the two replay with each other. */
+static void test_python_twin_gives_the_c_plugins_bits(void **state) {
+    (void)state;
+    if (no_python()) skip();
+    run_result c = RUN("pp", "--generator", PPV_TP_MLP, "--chunks", "4");
+    assert_int_equal(c.code, 0);
+    char dc[64], tc[64], dp[64], tp[64];
+    field(c.out, "output digest: ", dc, sizeof dc);
+    field(c.out, "scheduler steps: ", tc, sizeof tc);
+    run_free(&c);
+    const char *mesh[2] = {"2", "4"};
+    for (int k = 0; k < 2; k++) {
+        run_result p = RUN("pp", "--generator", PPV_TP_MLP_PY, "--chunks", "4", "--mesh", mesh[k]);
+        if (p.code != 0) fprintf(stderr, "%s%s", p.out, p.err);
+        assert_int_equal(p.code, 0);
+        assert_string_equal(field(p.out, "output digest: ", dp, sizeof dp), dc);
+        if (k == 0) assert_string_equal(field(p.out, "scheduler steps: ", tp, sizeof tp), tc);
+        run_free(&p);
+    }
+    const char *rec = tmp_path("py.h5");
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP_PY, "--chunks", "3", "--record", rec);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", rec, "--generator", PPV_TP_MLP, "--mesh", "1");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_TP_MLP_PY, "--chunks", "3", "--compare-kv");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kv caches: bitwise equal"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--generator", PPV_TP_MLP_PY, "--runs", "6", "--chunks", "2");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
+/* A Python exception ends the run naming the plug-in, the function, the
+ * rank and the exception with its line; SystemExit does not end ppv; an
+ * array kept past the call is refused. */
+static void test_python_exceptions_are_failures_that_name_the_call(void **state) {
+    (void)state;
+    if (no_python()) skip();
+    static const struct {
+        const char *params, *want;
+    } cases[] = {
+        {"raise=create", "generator raises 1 failed in create on mesh rank 1: ValueError: asked "
+                         "to raise in create ("},
+        {"raise=call", "generator raises 1 failed in call on mesh rank 1: ValueError: asked to "
+                       "raise in call 0 ("},
+        {"raise=kv_reset", "failed in kv_reset on mesh rank 1: ValueError: asked to raise in "
+                           "kv_reset"},
+        {"exit=1", "failed in call on mesh rank 1: SystemExit: 3"},
+        {"keep=1", "call kept a reference to latents, cond or out"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_result r = RUN("pp", "--generator", PPV_RAISES_PY, "--generator-params",
+                           cases[k].params, "--chunks", "3");
+        assert_int_equal(r.code, 1);
+        if (!strstr(r.out, cases[k].want))
+            fail_msg("%s: '%s' lacks '%s'", cases[k].params, r.out, cases[k].want);
+        assert_non_null(strstr(r.out, "failure: PPV-GENERATOR"));
+        run_free(&r);
+    }
+    run_result r = RUN("pp", "--generator", tmp_path("missing.py"));
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "cannot load the Python generator"));
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtin_with_8_heads_runs_a_mesh_of_8_with_mesh_1s_bits),
@@ -257,6 +341,8 @@ int main(void) {
         cmocka_unit_test(test_fuzz_pp_explores_a_plugin),
         cmocka_unit_test(test_plugin_failures_name_the_plugin_the_call_and_the_rank),
         cmocka_unit_test(test_a_plugin_that_cannot_be_used_is_refused_at_load),
+        cmocka_unit_test(test_python_twin_gives_the_c_plugins_bits),
+        cmocka_unit_test(test_python_exceptions_are_failures_that_name_the_call),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -21,7 +21,11 @@ packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-d
 # valgrind and clang for the test matrix; OpenMPI for the MPI transport's
 # module and its test (test_mpi, under mpirun)
 [ "$what" = test ] && packages+=(valgrind clang libopenmpi-dev openmpi-bin)
+# libpython3-dev and python3-numpy for the Python generator bridge
+# (libppv_pygen.so), whose tests must not skip here either
+[ "$what" = test ] && packages+=(libpython3-dev python3-numpy)
 export PPV_REQUIRE_H5PY=1
+[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1
 
 missing=()
 for p in "${packages[@]}"; do
