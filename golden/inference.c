@@ -255,9 +255,15 @@ static int read_setup(hid_t inf, const char *path, ppv_inference_setup *s, char 
         snprintf(s->generator_version, sizeof s->generator_version, "%s",
                  ppv_generator_builtin()->version);
     }
-    if (builtin && ppv_gen_config_format(&s->model, s->generator_params,
-                                         sizeof s->generator_params) < 0)
+    char keys[sizeof s->generator_params];
+    if (builtin && ppv_gen_config_format(&s->model, keys, sizeof keys) < 0)
         return gerr(err, errlen, "%s: the built-in generator's setup is too long", path);
+    if (builtin && !named) memcpy(s->generator_params, keys, sizeof keys);
+    if (builtin && named && strcmp(keys, s->generator_params))
+        return gerr(err, errlen,
+                    "%s: /inference/generator's params '%s' disagree with its configuration "
+                    "attributes ('%s')",
+                    path, s->generator_params, keys);
     if (named && (uint64_t)digest != setup_digest(s->generator, s->generator_version,
                                                   s->generator_params)) {
         snprintf(digest_text, sizeof digest_text, "%016llx", (unsigned long long)digest);

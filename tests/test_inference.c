@@ -438,6 +438,72 @@ static void test_replay_of_a_recording_without_setup_checks_the_contract_only(vo
     run_free(&r);
 }
 
+/* Replaces a string attribute of /inference/generator. */
+static void set_generator_text(const char *path, const char *name, const char *value) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t g = H5Gopen2(f, "/inference/generator", H5P_DEFAULT);
+    assert_true(g >= 0 && H5Adelete(g, name) >= 0);
+    hid_t st = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+    H5Tset_size(st, strlen(value) + 1);
+    hid_t a = H5Acreate2(g, name, st, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, st, value) >= 0);
+    H5Aclose(a), H5Sclose(sp), H5Tclose(st), H5Gclose(g), H5Fclose(f);
+}
+
+/* A recording names its generator and keeps a digest of its setup: a
+ * setup changed afterwards is refused before anything is re-run, and a
+ * generator renamed in the file is not the one replay runs. */
+static void test_a_changed_generator_setup_is_refused(void **state) {
+    (void)state;
+    char path[4200];
+    snprintf(path, sizeof path, "%s", tmp_path("named.h5"));
+    run_result r = RUN("pp", "--chunks", "2", "--generator-params", "layers=1,seed=5", "--record",
+                       path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    ppv_inference_setup setup;
+    int has = 0;
+    int64_t n = 0;
+    char err[1024];
+    ppv_inference_reader *rd = ppv_inference_open(path, &n, &setup, &has, err, sizeof err);
+    assert_non_null(rd);
+    ppv_inference_close(rd);
+    assert_int_equal(has, 1);
+    assert_string_equal(setup.generator, "ppv-dit");
+    assert_string_equal(setup.generator_version, "1");
+    assert_string_equal(setup.generator_params, "layers=1,d_model=32,n_heads=4,d_ff=64,seed=5");
+    assert_int_equal(setup.model.layers, 1);
+    assert_int_equal(setup.model.seed, 5);
+    /* the built-in's settings text must say what its attributes say */
+    set_generator_text(path, "params", "layers=2,d_model=32,n_heads=4,d_ff=64,seed=5");
+    r = RUN("replay", path);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "params 'layers=2,d_model=32,n_heads=4,d_ff=64,seed=5' "
+                                  "disagree with its configuration attributes "
+                                  "('layers=1,d_model=32,n_heads=4,d_ff=64,seed=5')"));
+    run_free(&r);
+    set_generator_text(path, "params", "layers=1,d_model=32,n_heads=4,d_ff=64,seed=5");
+    r = RUN("replay", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    set_generator_text(path, "version", "2");
+    r = RUN("replay", path);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "setup_digest"));
+    assert_non_null(strstr(r.err, "does not match its name, version and params"));
+    run_free(&r);
+    set_generator_text(path, "version", "1");
+    set_generator_text(path, "name", "someone-elses");
+    r = RUN("replay", path);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "does not match")); /* the digest covers the name too */
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_call_reads_back_as_written),
@@ -448,6 +514,7 @@ int main(void) {
         cmocka_unit_test(test_python_rewrite_of_a_pp_recording_replays_the_same),
         cmocka_unit_test(test_replay_names_the_call_whose_result_python_changed),
         cmocka_unit_test(test_replay_of_a_recording_without_setup_checks_the_contract_only),
+        cmocka_unit_test(test_a_changed_generator_setup_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -32,12 +32,21 @@
 
 #include "ppv_generator.h"
 
-/* One loaded module (a process runs one Python generator). */
-static struct {
+/* The loaded modules, each with its table. A table's create is told
+ * nothing but the setup, so each slot has a create of its own
+ * (SLOT_CREATE below); a process may load MAX_MODULES modules. */
+enum { MAX_MODULES = 8 };
+
+typedef struct module_slot {
     char path[4096];
     PyObject *module;
     char name[64], version[32];
     ppv_generator table;
+} module_slot;
+
+static struct {
+    module_slot slots[MAX_MODULES];
+    int nslots;
     PyTypeObject *comm_type;
     PyInterpreterState *interp;
 } g_py;
@@ -257,8 +266,8 @@ static int py_destroy(void *state, char *err, size_t errlen) {
     return rc;
 }
 
-static int py_create(const ppv_generator_setup *s, const ppv_generator_comm *comm, void **state,
-                     char *err, size_t errlen) {
+static int py_create(const module_slot *m, const ppv_generator_setup *s,
+                     const ppv_generator_comm *comm, void **state, char *err, size_t errlen) {
     rank *r = PyMem_RawCalloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
@@ -282,7 +291,7 @@ static int py_create(const ppv_generator_setup *s, const ppv_generator_comm *com
         c->owner = r;
         r->comm = (PyObject *)c;
         c = NULL;
-        r->obj = PyObject_CallMethod(g_py.module, "create", "OO", setup, r->comm);
+        r->obj = PyObject_CallMethod(m->module, "create", "OO", setup, r->comm);
         rc = r->obj ? 0 : finish(r, NULL, err, errlen);
         if (!rc && r->obj == Py_None) {
             snprintf(err, errlen, "create returned None");
@@ -391,9 +400,20 @@ static int py_call(void *state, const ppv_generator_call *a, char *err, size_t e
     return rc;
 }
 
-static const ppv_generator *table(void) {
-    return &g_py.table;
-}
+#define SLOT_CREATE(i)                                                                             \
+    static int py_create_##i(const ppv_generator_setup *s, const ppv_generator_comm *comm,        \
+                             void **state, char *err, size_t errlen) {                             \
+        return py_create(&g_py.slots[i], s, comm, state, err, errlen);                             \
+    }
+SLOT_CREATE(0) SLOT_CREATE(1) SLOT_CREATE(2) SLOT_CREATE(3) SLOT_CREATE(4) SLOT_CREATE(5)
+SLOT_CREATE(6) SLOT_CREATE(7)
+#undef SLOT_CREATE
+
+static int (*const slot_create[MAX_MODULES])(const ppv_generator_setup *,
+                                             const ppv_generator_comm *, void **, char *,
+                                             size_t) = {py_create_0, py_create_1, py_create_2,
+                                                        py_create_3, py_create_4, py_create_5,
+                                                        py_create_6, py_create_7};
 
 /* The numpy C API (import_array returns from the function it is in). */
 static int numpy_init(void) {
@@ -404,21 +424,29 @@ static int numpy_init(void) {
 const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen);
 
 const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) {
-    if (g_py.module) {
-        if (!strcmp(g_py.path, path)) return table();
-        snprintf(err, errlen, "%s: this process already runs the Python generator %s (one a "
-                 "process)", path, g_py.path);
+    for (int k = 0; k < g_py.nslots; k++)
+        if (!strcmp(g_py.slots[k].path, path)) return &g_py.slots[k].table;
+    if (g_py.nslots == MAX_MODULES) {
+        snprintf(err, errlen, "%s: a process loads at most %d Python generators", path,
+                 MAX_MODULES);
         return NULL;
     }
-    if (strlen(path) >= sizeof g_py.path) {
+    module_slot *slot = &g_py.slots[g_py.nslots];
+    if (strlen(path) >= sizeof slot->path) {
         snprintf(err, errlen, "%s: the path is too long", path);
         return NULL;
     }
-    if (!Py_IsInitialized()) Py_InitializeEx(0); /* no signal handlers of Python's */
-    g_py.interp = PyThreadState_GetInterpreter(PyThreadState_Get());
-    if (numpy_init() < 0) {
-        exception_text(err, errlen);
-        return NULL;
+    if (!Py_IsInitialized()) {
+        Py_InitializeEx(0); /* no signal handlers of Python's */
+        g_py.interp = PyThreadState_GetInterpreter(PyThreadState_Get());
+        if (numpy_init() < 0) {
+            exception_text(err, errlen);
+            return NULL;
+        }
+        if (!(g_py.comm_type = (PyTypeObject *)PyType_FromSpec(&comm_spec))) {
+            exception_text(err, errlen);
+            return NULL;
+        }
     }
     /* importlib: the file as a module of its own name */
     const char *base = strrchr(path, '/');
@@ -458,31 +486,25 @@ const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) 
         Py_XDECREF(n), Py_XDECREF(v), Py_XDECREF(abi), Py_XDECREF(create), Py_DECREF(mod);
         return NULL;
     }
-    snprintf(g_py.name, sizeof g_py.name, "%s", ns);
-    snprintf(g_py.version, sizeof g_py.version, "%s", vs);
+    snprintf(slot->name, sizeof slot->name, "%s", ns);
+    snprintf(slot->version, sizeof slot->version, "%s", vs);
     Py_DECREF(n), Py_DECREF(v), Py_DECREF(abi), Py_DECREF(create);
-    g_py.comm_type = (PyTypeObject *)PyType_FromSpec(&comm_spec);
-    if (!g_py.comm_type) {
-        exception_text(err, errlen);
-        Py_DECREF(mod);
-        return NULL;
-    }
     PyObject *mesh = PyLong_FromLong(PPV_GENERATOR_GROUP_MESH);
     PyObject *world = PyLong_FromLong(PPV_GENERATOR_GROUP_WORLD);
     PyObject_SetAttrString(mod, "GROUP_MESH", mesh);
     PyObject_SetAttrString(mod, "GROUP_WORLD", world);
     Py_XDECREF(mesh), Py_XDECREF(world);
-    g_py.module = mod;
-    snprintf(g_py.path, sizeof g_py.path, "%s", path);
-    g_py.table = (ppv_generator){
+    slot->module = mod;
+    snprintf(slot->path, sizeof slot->path, "%s", path);
+    slot->table = (ppv_generator){
         .abi = (int32_t)abiv,
-        .name = g_py.name,
-        .version = g_py.version,
-        .create = py_create,
+        .name = slot->name,
+        .version = slot->version,
+        .create = slot_create[g_py.nslots],
         .kv_reset = py_kv_reset,
         .kv_snapshot = py_kv_snapshot,
         .call = py_call,
         .destroy = py_destroy,
     };
-    return table();
+    return &g_py.slots[g_py.nslots++].table;
 }
