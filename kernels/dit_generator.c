@@ -3,9 +3,10 @@
  *
  * Its settings are the text "layers=L,d_model=C,n_heads=H,d_ff=F,seed=S"
  * (any subset, in any order; the rest from ppv_gen_config_default) and
- * the setup's cond_dim. Each mesh rank builds the whole model (its weights
- * come from the seed) and a KV cache of its own heads; the tensor-parallel
- * gather is the comm's all-gather on the mesh.
+ * the setup's cond_dim. open builds the weights once a run in each process
+ * (from the seed; every rank reads all of them), each mesh rank a KV cache
+ * of its own heads; the tensor-parallel gather is the comm's all-gather on
+ * the mesh.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,7 +83,7 @@ int ppv_gen_config_format(const ppv_gen_config *c, char *buf, size_t n) {
 }
 
 typedef struct builtin {
-    ppv_genmodel *model;
+    const ppv_genmodel *model; /* the run's, shared by the process's ranks (open) */
     ppv_kv_cache *cache;
     ppv_generator_comm comm;
     int32_t h, w, tokens_per_frame, window;
@@ -93,23 +94,49 @@ static int gather(void *ctx, const float *mine, float *all, size_t count) {
     return c->all_gather(c->ctx, PPV_GENERATOR_GROUP_MESH, mine, all, count * sizeof *mine);
 }
 
+/* The weights, built once a run: every rank reads all of them. */
+static int builtin_open(const ppv_generator_setup *s, void **shared, char *err, size_t errlen) {
+    ppv_gen_config cfg;
+    if (ppv_gen_config_parse(s->params, s->cond_dim, &cfg, err, errlen) < 0) return -1;
+    ppv_genmodel *m = ppv_genmodel_new(&cfg, err, errlen);
+    if (!m) return -1;
+    if (s->device && ppv_genmodel_set_device(m, s->device, err, errlen) < 0) {
+        ppv_genmodel_free(m);
+        return -1;
+    }
+    *shared = m;
+    return 0;
+}
+
+/* Frees the weights; a device op that failed during the run fails here
+ * (its results are not to be trusted). */
+static int builtin_close(void *shared, char *err, size_t errlen) {
+    int rc = ppv_genmodel_device_status(shared, err, errlen);
+    ppv_genmodel_free(shared);
+    return rc;
+}
+
 static int builtin_destroy(void *state, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
     builtin *b = state;
     if (!b) return 0;
-    int rc = b->model ? ppv_genmodel_device_status(b->model, err, errlen) : 0;
     ppv_kv_cache_free(b->cache);
-    ppv_genmodel_free(b->model);
     free(b);
-    return rc;
+    return 0;
 }
 
 static int builtin_create(const ppv_generator_setup *s, const ppv_generator_comm *comm,
                           void **state, char *err, size_t errlen) {
-    ppv_gen_config cfg;
-    if (ppv_gen_config_parse(s->params, s->cond_dim, &cfg, err, errlen) < 0) return -1;
-    if (cfg.n_heads % s->mesh_size) {
+    if (!s->shared) {
+        snprintf(err, errlen, "the built-in generator's create needs its open's weights");
+        return -1;
+    }
+    const ppv_genmodel *model = s->shared;
+    int32_t heads = ppv_genmodel_config(model)->n_heads;
+    if (heads % s->mesh_size) {
         snprintf(err, errlen, "a mesh of %d must divide the generator's %d heads", s->mesh_size,
-                 cfg.n_heads);
+                 heads);
         return -1;
     }
     builtin *b = calloc(1, sizeof *b);
@@ -117,17 +144,13 @@ static int builtin_create(const ppv_generator_setup *s, const ppv_generator_comm
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    b->model = model;
     b->comm = *comm;
     b->h = s->latent_h;
     b->w = s->latent_w;
     b->tokens_per_frame = (s->latent_h / 2) * (s->latent_w / 2);
     b->window = s->kv_window;
-    if (!(b->model = ppv_genmodel_new(&cfg, err, errlen)) ||
-        (s->device && ppv_genmodel_set_device(b->model, s->device, err, errlen) < 0)) {
-        builtin_destroy(b, NULL, 0);
-        return -1;
-    }
-    if (!(b->cache = ppv_kv_cache_new(b->model, s->mesh_rank, s->mesh_size, s->kv_window,
+    if (!(b->cache = ppv_kv_cache_new(model, s->mesh_rank, s->mesh_size, s->kv_window,
                                       b->tokens_per_frame))) {
         snprintf(err, errlen, "cannot build the KV cache (window %d, %d tokens a frame)",
                  s->kv_window, b->tokens_per_frame);
@@ -190,6 +213,8 @@ static const ppv_generator builtin_table = {
     .kv_snapshot = builtin_kv_snapshot,
     .call = builtin_call,
     .destroy = builtin_destroy,
+    .open = builtin_open,
+    .close = builtin_close,
 };
 
 const ppv_generator *ppv_generator_builtin(void) {

@@ -44,8 +44,15 @@ static int pass_destroy(void *state, char *err, size_t errlen) {
     return 0;
 }
 
-static const ppv_generator table = {PPV_GENERATOR_ABI, "passthrough", "1", pass_create,
-                                    pass_kv_reset, NULL, pass_call, pass_destroy};
+static const ppv_generator table = {
+    .abi = PPV_GENERATOR_ABI,
+    .name = "passthrough",
+    .version = "1",
+    .create = pass_create,
+    .kv_reset = pass_kv_reset,
+    .call = pass_call,
+    .destroy = pass_destroy,
+};
 
 const ppv_generator *ppv_generator_entry(void) {
     return &table;

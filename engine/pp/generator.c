@@ -36,8 +36,11 @@ static int table_check(const char *path, const ppv_generator *g, char *err, size
     if (!g->create || !g->kv_reset || !g->call || !g->destroy)
         return ppv_errf(err, errlen,
                         "%s: generator %s %s lacks create, kv_reset, call or destroy (only "
-                        "kv_snapshot may be NULL)",
+                        "kv_snapshot, and open with close, may be NULL)",
                         path, g->name, g->version);
+    if (!g->open != !g->close)
+        return ppv_errf(err, errlen, "%s: generator %s %s has %s without %s", path, g->name,
+                        g->version, g->open ? "open" : "close", g->open ? "close" : "open");
     return 0;
 }
 

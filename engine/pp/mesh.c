@@ -110,12 +110,6 @@ static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int3
 /* A generator failure (the function `what` returned rc with err) that is
  * not already a recorded one: the plug-in, the call and the rank named. */
 static int gen_error(mesh *m, int rc, const char *what, const char *err) {
-    pp_ctx *c = m->c;
-    if (c->gen == ppv_generator_builtin() && m->o->device && strcmp(m->o->device, "cpu") &&
-        !c->device_failed) {
-        c->device_failed = 1;
-        snprintf(c->device_error, sizeof c->device_error, "%s", err);
-    }
     if (!m->c->failed) {
         const ppv_generator *g = m->c->gen;
         pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_GENERATOR, PPV_POINT_MESH_RUNNING,
@@ -191,20 +185,8 @@ static int snapshot_kv(mesh *m, int64_t chunk) {
 /* Builds this rank's generator (after the handshake, every mesh rank at
  * the same point: create may use the collectives). */
 static int gen_create(mesh *m) {
-    const ppv_pp_options *o = m->o;
-    ppv_generator_setup s = {
-        .abi = PPV_GENERATOR_ABI,
-        .mesh_rank = m->mr,
-        .mesh_size = m->n,
-        .latent_h = o->height / 8,
-        .latent_w = o->width / 8,
-        .frames = PP_FRAMES_PER_CHUNK,
-        .channels = PP_LATENT_CHANNELS,
-        .kv_window = o->kv_window,
-        .cond_dim = o->model.cond_dim,
-        .params = m->c->gen_params,
-        .device = o->device ? o->device : "cpu",
-    };
+    ppv_generator_setup s;
+    pp_generator_setup(m->c, m->mr, &s);
     m->comm.ctx = m;
     m->comm.rank = m->mr;
     m->comm.size = m->n;

@@ -142,6 +142,17 @@ static void report_reset(ppv_pp_report *r) {
     }
 }
 
+/* The generator's close, once the run is over: 0, or -1 with the reason
+ * (err may be NULL when a failure is already being reported). */
+static int gen_close(pp_ctx *c, char *err, size_t errlen) {
+    if (!c->gen || !c->gen->close || !c->gen_shared) return 0;
+    char why[512] = "";
+    int rc = c->gen->close(c->gen_shared, why, sizeof why);
+    c->gen_shared = NULL;
+    if (rc && err) ppv_errf(err, errlen, "%s", why);
+    return rc ? -1 : 0;
+}
+
 int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t errlen) {
     *out = NULL;
     ppv_pp_options withcut;
@@ -178,12 +189,13 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
                 return ppv_errf(err, errlen, "the built-in generator's settings are too long");
             c.gen_params = c.builtin_params;
         }
-        if (o->device && strcmp(o->device, "cpu")) { /* a device that cannot run: exit 2 */
-            ppv_gen_config small = ppv_gen_config_default();
-            ppv_genmodel *probe = ppv_genmodel_new(&small, err, errlen);
-            int rc = probe ? ppv_genmodel_set_device(probe, o->device, err, errlen) : -1;
-            ppv_genmodel_free(probe);
-            if (rc < 0) return -1;
+        if (c.gen->open) { /* a generator that cannot open (a device): exit 2 */
+            ppv_generator_setup s;
+            char why[512] = "";
+            pp_generator_setup(&c, -1, &s);
+            if (c.gen->open(&s, &c.gen_shared, why, sizeof why))
+                return ppv_errf(err, errlen, "generator %s %s failed in open: %s", c.gen->name,
+                                c.gen->version, why);
         }
     }
     ppv_pp_report *r = calloc(1, sizeof *r);
@@ -278,9 +290,10 @@ verdict:;
                  "the run ended with %" PRId64 " of %" PRId64 " chunks emitted", r->chunks_emitted,
                  infers);
     }
-    if (c.device_failed) { /* the results are not to be trusted */
-        ppv_errf(err, errlen, "%s", c.device_error);
-        goto fail;
+    if (gen_close(&c, err, errlen) < 0) { /* the results are not to be trusted */
+        free(c.last_ids);
+        ppv_pp_report_free(r);
+        return -1;
     }
     free(c.last_ids);
     *out = r;
@@ -288,6 +301,7 @@ verdict:;
 oom:
     ppv_errf(err, errlen, "out of memory");
 fail:
+    gen_close(&c, NULL, 0);
     free(c.last_ids);
     ppv_pp_report_free(r);
     return -1;

@@ -21,10 +21,7 @@ typedef struct pp_ctx {
     const ppv_generator *gen; /* NULL when control_only */
     const char *gen_params;   /* its settings text */
     char builtin_params[192]; /* the built-in's, from o->model */
-    /* the built-in on a device: its failures are the machine's (exit 2),
-     * the first one kept here, not a finding */
-    int device_failed;
-    char device_error[512];
+    void *gen_shared;         /* what the generator's open returned for this run */
     int32_t mesh_comm;
     int32_t nranks; /* 1 + mesh */
     /* first failure, kept by pp_fail */
@@ -62,6 +59,9 @@ const char *pp_group_name(pp_group g);
 static inline void pp_note_ids(pp_ctx *c, int32_t rank, const int64_t *h) {
     if (c->last_ids) memcpy(c->last_ids[rank], h + 1, sizeof c->last_ids[rank]);
 }
+
+/* The generator's setup for mesh rank mr (-1: the process's open). */
+void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s);
 
 /* The roles (stage0.c, mesh.c); the handshake runs first on every rank
  * (pp.c). Each returns when its part of the run ends. */

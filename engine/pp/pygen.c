@@ -20,8 +20,9 @@
  * On the mock transport the mesh ranks are coroutines of one thread, each
  * on its own stack, switched inside a collective. Each rank therefore runs
  * Python in a thread state of its own, swapped in when C calls into Python
- * and swapped out around every collective, so no rank's Python frames are
- * ever seen by another. The GIL stays with the one thread throughout.
+ * and swapped out (for the process's own) around every collective, so no
+ * rank's Python frames are ever seen by another. The GIL stays with the
+ * one thread throughout.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -49,6 +50,7 @@ static struct {
     int nslots;
     PyTypeObject *comm_type;
     PyInterpreterState *interp;
+    PyThreadState *main; /* the process's own, current whenever no rank runs Python */
 } g_py;
 
 typedef struct rank {
@@ -111,7 +113,7 @@ static PyArrayObject *array_arg(PyObject *a, int dtype_num, int writable, const 
  * kept to be returned as it is. */
 #define COLLECTIVE(self, call)                                                                     \
     do {                                                                                           \
-        PyThreadState *mine_ = PyThreadState_Swap(NULL);                                           \
+        PyThreadState *mine_ = PyThreadState_Swap(g_py.main);                                      \
         int rc_ = (call);                                                                          \
         PyThreadState_Swap(mine_);                                                                 \
         if (rc_) {                                                                                 \
@@ -164,7 +166,7 @@ static PyObject *comm_all_gather(comm_object *self, PyObject *args, PyObject *kw
     if (!all) return NULL;
     int rc;
     {
-        PyThreadState *mine = PyThreadState_Swap(NULL);
+        PyThreadState *mine = PyThreadState_Swap(g_py.main);
         rc = self->comm.all_gather(self->comm.ctx, group, PyArray_DATA(arr),
                                    PyArray_DATA((PyArrayObject *)all), (size_t)PyArray_NBYTES(arr));
         PyThreadState_Swap(mine);
@@ -217,13 +219,18 @@ static PyType_Spec comm_spec = {"ppv_generator.Comm", sizeof(comm_object), 0, Py
 
 /* ---- the table's functions, called from C ------------------------------------------- */
 
-/* Enters Python as rank r; leave() restores whatever ran before. */
+/* Enters Python as rank r; leave() makes the process's own thread state
+ * current again. Not "whatever ran before": a rank that entered while
+ * another was parked in a collective would otherwise leave that one's
+ * parked state behind it, and the interpreter with no thread state once
+ * the run is over. */
 static PyThreadState *enter(rank *r) {
     return PyThreadState_Swap(r->ts);
 }
 
 static void leave(PyThreadState *prev) {
-    PyThreadState_Swap(prev);
+    (void)prev;
+    PyThreadState_Swap(g_py.main);
 }
 
 /* The result of a call into Python: 0, the collective's failure, or the
@@ -438,7 +445,8 @@ const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) 
     }
     if (!Py_IsInitialized()) {
         Py_InitializeEx(0); /* no signal handlers of Python's */
-        g_py.interp = PyThreadState_GetInterpreter(PyThreadState_Get());
+        g_py.main = PyThreadState_Get();
+        g_py.interp = PyThreadState_GetInterpreter(g_py.main);
         if (numpy_init() < 0) {
             exception_text(err, errlen);
             return NULL;

@@ -402,3 +402,20 @@ oom:
     pp_envelope_free(e);
     return -1;
 }
+
+void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s) {
+    const ppv_pp_options *o = c->o;
+    memset(s, 0, sizeof *s);
+    s->abi = PPV_GENERATOR_ABI;
+    s->mesh_rank = mr;
+    s->mesh_size = o->mesh;
+    s->latent_h = o->height / 8;
+    s->latent_w = o->width / 8;
+    s->frames = PP_FRAMES_PER_CHUNK;
+    s->channels = PP_LATENT_CHANNELS;
+    s->kv_window = o->kv_window;
+    s->cond_dim = o->model.cond_dim;
+    s->params = c->gen_params;
+    s->device = o->device ? o->device : "cpu";
+    s->shared = c->gen_shared;
+}

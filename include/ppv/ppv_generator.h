@@ -70,6 +70,7 @@ typedef struct ppv_generator_setup {
     const char *params;           /* the generator's own settings (--generator-params): */
                                   /* "key=value,..." or "" */
     const char *device;           /* "cpu" or "cuda": where ppv was asked to run it */
+    void *shared;                 /* what open returned for this run (NULL: no open) */
 } ppv_generator_setup;
 
 /* One generator call. The chunk's queries attend to the cache (under
@@ -107,6 +108,14 @@ typedef struct ppv_generator {
     int (*call)(void *state, const ppv_generator_call *a, char *err, size_t errlen);
     /* Frees state (also after a failed call). */
     int (*destroy)(void *state, char *err, size_t errlen);
+    /* Optional, both or neither (NULL): once a run in each process, before
+     * any create and after every destroy, what that process's ranks share
+     * (weights every rank only reads: on the mock transport all the mesh's
+     * ranks are in one process). open's setup has mesh_rank -1; create's
+     * setup carries the result as `shared`. A failure of either means the
+     * run cannot be trusted (exit 2), as a device that fails does. */
+    int (*open)(const ppv_generator_setup *s, void **shared, char *err, size_t errlen);
+    int (*close)(void *shared, char *err, size_t errlen);
 } ppv_generator;
 
 /* The one function a plug-in exports, under the name PPV_GENERATOR_ENTRY. */
