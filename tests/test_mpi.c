@@ -576,6 +576,41 @@ static void test_nccl_pp_equals_mock(void **state) {
     run_free(&r);
 }
 
+/* A generator plug-in's collectives on MPI and on NCCL (the stand-in):
+ * the mock's outputs and calls, and the Python twin's too. */
+static void test_generator_plugins_equal_the_mock_on_mpi_and_nccl(void **state) {
+    (void)state;
+    need_mpi();
+    const char *gens[2] = {PPV_TP_MLP, PPV_TP_MLP_PY};
+    for (int g = 0; g < 2; g++) {
+#ifndef PPV_HAVE_PYGEN
+        if (g == 1) break;
+#endif
+        for (int t = 0; t < 2; t++) {
+#ifdef PPV_HAVE_NCCL
+            if (t == 1) need_nccl();
+#else
+            if (t == 1) break;
+#endif
+            run_result mock = RUN("pp", "--generator", gens[g], "--mesh", "2", "--chunks", "4",
+                                  "--kv", "recompute", "--json");
+            run_result r = MPIRUN(3, PPV_BIN, "pp", "--generator", gens[g], "--mesh", "2",
+                                  "--chunks", "4", "--kv", "recompute", "--json", "--transport",
+                                  t ? "nccl" : "mpi");
+            if (r.code != 0) fprintf(stderr, "%s on %d: %s%s", gens[g], t, r.out, r.err);
+            assert_int_equal(mock.code, 0);
+            assert_int_equal(r.code, 0);
+            char *a = pp_fields(mock.out), *b = pp_fields(r.out);
+            assert_string_equal(b, a);
+            assert_non_null(strstr(a, "ok=true;chunks_emitted=4;"));
+            free(a);
+            free(b);
+            run_free(&mock);
+            run_free(&r);
+        }
+    }
+}
+
 /* A call that never completes: the watchdog reports the call and its
  * peer, aborts the communicator and ends the job; an asynchronous error
  * is reported the same way. */
@@ -796,6 +831,7 @@ int main(void) {
         cmocka_unit_test(test_failures_are_reported_and_end_the_job),
         cmocka_unit_test(test_nccl_run_equals_mock),
         cmocka_unit_test(test_nccl_pp_equals_mock),
+        cmocka_unit_test(test_generator_plugins_equal_the_mock_on_mpi_and_nccl),
         cmocka_unit_test(test_nccl_watchdog_and_async_errors),
         cmocka_unit_test(test_nccl_transport_logic),
         cmocka_unit_test(test_launch_gives_each_copy_its_rank),
