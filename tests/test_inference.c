@@ -504,6 +504,69 @@ static void test_a_changed_generator_setup_is_refused(void **state) {
     run_free(&r);
 }
 
+/* Call k's conditioning_embeds in the file: element 0's bits flipped
+ * (flip), every element zeroed (zero), or the dataset deleted. */
+enum cond_change { COND_FLIP, COND_ZERO, COND_DELETE };
+static void change_conditioning(const char *path, int k, enum cond_change how) {
+    char where[128];
+    snprintf(where, sizeof where, "/inference/calls/call_%06d/envelope/conditioning_embeds", k);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    if (how == COND_DELETE) {
+        assert_true(H5Ldelete(f, where, H5P_DEFAULT) >= 0);
+        H5Fclose(f);
+        return;
+    }
+    hid_t d = H5Dopen2(f, where, H5P_DEFAULT);
+    assert_true(d >= 0);
+    hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    assert_int_equal(H5Tget_size(t), 2);
+    uint16_t *v = calloc((size_t)n, sizeof *v);
+    assert_non_null(v);
+    assert_true(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    if (how == COND_FLIP) v[0] ^= 1;
+    else memset(v, 0, (size_t)n * sizeof *v);
+    assert_true(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    free(v);
+    H5Tclose(t), H5Sclose(sp), H5Dclose(d), H5Fclose(f);
+}
+
+/* The mesh uses every chunk's own conditioning: a changed or zeroed
+ * embedding on a chunk that resets nothing changes its output (replay
+ * names that call), and a missing one is refused; none is silently
+ * replaced by an earlier chunk's (FM-17). */
+static void test_every_chunks_conditioning_is_used(void **state) {
+    (void)state;
+    static const char *const what[] = {"flip", "zero"};
+    for (int how = COND_FLIP; how <= COND_DELETE; how++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s", tmp_path("cond.h5"));
+        unlink(path);
+        run_result r = RUN("pp", "--mesh", "2", "--chunks", "4", "--record", path);
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+        change_conditioning(path, 2, (enum cond_change)how);
+        r = RUN("replay", path, "--json");
+        if (how == COND_DELETE) { /* conform and the leader both refuse it */
+            assert_int_equal(r.code, 1);
+            assert_non_null(strstr(r.out, "\"rule\":\"FM-06\""));
+            assert_non_null(strstr(r.out, "conditioning_embeds missing (call_id 2, chunk_index 2"));
+            assert_non_null(strstr(r.out, "the leader rejected the envelope after receiving it "
+                                          "(FM-06: conditioning_embeds missing"));
+        } else {
+            if (r.code != 1) fail_msg("%s: replay exited %d: %s%s", what[how], r.code, r.out, r.err);
+            json_object *o = json_tokener_parse(r.out);
+            assert_non_null(o);
+            json_object *first = json_object_object_get(o, "first_differing_call");
+            assert_non_null(first);
+            assert_int_equal(json_object_get_int64(first), 2);
+            json_object_put(o);
+        }
+        run_free(&r);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_call_reads_back_as_written),
@@ -515,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_replay_names_the_call_whose_result_python_changed),
         cmocka_unit_test(test_replay_of_a_recording_without_setup_checks_the_contract_only),
         cmocka_unit_test(test_a_changed_generator_setup_is_refused),
+        cmocka_unit_test(test_every_chunks_conditioning_is_used),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

@@ -473,11 +473,13 @@ static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(voi
 
 static void test_every_injection_is_named_in_the_table(void **state) {
     (void)state;
-    assert_int_equal(PPV_INJECT_COUNT, 15);
+    assert_int_equal(PPV_INJECT_COUNT, 16);
     for (int i = 0; i < PPV_INJECT_COUNT; i++)
         assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
     assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
     assert_int_equal(ppv_pp_inject_mode(PPV_INJECT_OM07), PPV_FAIL_FM23);
+    assert_int_equal(ppv_pp_inject_mode(PPV_INJECT_CALL_ID_REGRESSION), PPV_FAIL_ORDER);
+    assert_int_equal(ppv_pp_inject_caught_by(PPV_INJECT_CALL_ID_REGRESSION), PPV_POINT_LEADER);
     assert_int_equal(ppv_pp_inject_caught_by(PPV_INJECT_EXTRA_CALL), PPV_POINT_MESH_RUNNING);
 }
 
@@ -575,7 +577,7 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     int lines = 0;
     for (const char *p = r.out; (p = strchr(p, '\n')); p++)
         lines++;
-    assert_int_equal(lines, 15); /* a heading and 14 injections */
+    assert_int_equal(lines, 16); /* a heading and 15 injections */
     run_free(&r);
     r = RUN("pp", "--mesh", "3");
     assert_int_equal(r.code, 2);

@@ -24,8 +24,6 @@ typedef struct mesh {
     int leader, last;
     void *gen;                /* the generator's state on this rank (NULL: control-only) */
     ppv_generator_comm comm;  /* the collectives lent to it */
-    ppv_bf16 *cond; /* the cross-attention's conditioning (kept until reset) */
-    int64_t cond_len;
     int64_t frame_pos; /* where the mesh's stream is, in latent frames */
     ppv_contract_order order;
     const ppv_envelope *e; /* the chunk being run */
@@ -210,21 +208,15 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     int32_t h = (int32_t)(e->height / 8), w = (int32_t)(e->width / 8);
     size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(h * w);
     if ((e->init_cache || e->reset_kv_cache) && (rc = kv_reset(m))) return rc;
-    if (e->init_cache || e->reset_crossattn_cache || !m->cond) {
-        size_t n = (size_t)(e->conditioning_embeds.dims[1] * e->conditioning_embeds.dims[2]);
-        ppv_bf16 *c = malloc(n * sizeof *c);
-        if (!c) return gen_error(m, -1, "a chunk", "out of memory");
-        memcpy(c, e->conditioning_embeds.data, n * sizeof *c);
-        free(m->cond);
-        m->cond = c;
-        m->cond_len = e->conditioning_embeds.dims[1];
-    }
     m->calls = 0;
     m->planned = e->expected_generator_calls;
     ppv_generator_call a;
     memset(&a, 0, sizeof a);
-    a.cond = (const uint16_t *)m->cond;
-    a.cond_len = (int32_t)m->cond_len;
+    /* the chunk's own conditioning, every chunk (the contract's leader
+     * mapping): never one kept from an earlier chunk, which would let a
+     * changed or zeroed embedding pass unseen (FM-17) */
+    a.cond = (const uint16_t *)e->conditioning_embeds.data;
+    a.cond_len = (int32_t)e->conditioning_embeds.dims[1];
     int recompute = e->do_kv_recompute;
     if (m->last && o->bug == PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE) /* its own count decides */
         recompute = o->kv_recompute && m->chunks_run > 0 && m->chunks_run % o->recompute_every == 0;
@@ -336,8 +328,12 @@ static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, con
         ppv_result_init(&r, &ids);
         r.ok = 0;
         char text[1024];
-        snprintf(text, sizeof text, "%s: the leader rejected the envelope after receiving it "
-                 "(%s: %s)", ppv_failure_id(PPV_FAIL_FM23), ppv_failure_id(cause), why);
+        if (cause == PPV_FAIL_ORDER) /* the contract names it: an order violation */
+            snprintf(text, sizeof text, "%s: the leader refused the envelope's ids (%s)",
+                     ppv_failure_id(cause), why);
+        else
+            snprintf(text, sizeof text, "%s: the leader rejected the envelope after receiving it "
+                     "(%s: %s)", ppv_failure_id(PPV_FAIL_FM23), ppv_failure_id(cause), why);
         size_t len = strlen(text) < sizeof r.error_message - 1 ? strlen(text)
                                                                : sizeof r.error_message - 1;
         memcpy(r.error_message, text, len); /* the field's 255 bytes: a long reason is cut */
@@ -551,7 +547,6 @@ done:
     free(m.y);
     free(m.gathered);
     free(m.digests);
-    free(m.cond);
     free(m.stale_data);
     if (m.gen) {
         char err[512] = "";

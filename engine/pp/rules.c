@@ -305,7 +305,9 @@ ppv_result_verdict ppv_result_check(const ppv_result *r, const ppv_envelope *sen
               r->cache_epoch, cache_epoch, IDS(r));
         return PPV_RESULT_DROP_STALE;
     }
-    if (r->call_id <= last_accepted) {
+    /* an error result is the mesh's word on the envelope it was sent,
+     * whatever its call_id (a regressed one included): never a duplicate */
+    if (r->call_id <= last_accepted && r->ok) {
         pp_failf(PPV_FAIL_NONE, msg, msglen,
               "call_id %" PRId64 " was already accepted: a duplicate, dropped (" IDS_FMT ")",
               r->call_id, IDS(r));

@@ -153,6 +153,10 @@ static int send_chunk(stage0 *s, int32_t k) {
                 e->pp_disable_vace = 0;
                 preflight = 0;
                 break;
+            case PPV_INJECT_CALL_ID_REGRESSION:
+                e->call_id -= 1; /* chunk 0's */
+                preflight = 0;
+                break;
             case PPV_INJECT_OM10:
                 if (!e->do_kv_recompute) {
                     e->do_kv_recompute = 1;
@@ -270,7 +274,9 @@ static int receive_result(stage0 *s, int polled) {
         if (s->o->on_call) s->o->on_call(s->o->on_call_ctx, &f->e, &rd->r, err, sizeof err);
         ppv_failure m = mode_of(rd->r.error_message);
         pp_where w = {1, PP_GROUP_WORLD, &f->e};
-        pp_fail(s->c, s->t, w, m, m == PPV_FAIL_FM23 ? PPV_POINT_LEADER : PPV_POINT_MESH_RUNNING,
+        pp_fail(s->c, s->t, w, m,
+                m == PPV_FAIL_FM23 || m == PPV_FAIL_ORDER ? PPV_POINT_LEADER
+                                                          : PPV_POINT_MESH_RUNNING,
                 "the mesh answered with an error: %s", rd->r.error_message);
         goto drop_fail;
     }
