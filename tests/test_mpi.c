@@ -576,6 +576,33 @@ static void test_nccl_pp_equals_mock(void **state) {
     run_free(&r);
 }
 
+/* Processes started with other settings (one mpirun, two command lines):
+ * the startup handshake names the key, the rank and both values before
+ * any envelope: the transport's own settings and the generator too. */
+static void test_pp_processes_with_other_settings_stop_at_the_handshake(void **state) {
+    (void)state;
+    need_mpi();
+    static const struct {
+        const char *opt, *val, *want;
+    } cases[] = {
+        {"--timeout", "5", "the startup handshake found ranks that disagree: timeout_ms: rank 2 "
+                           "has 5000, rank 0 has 60000"},
+        {"--generator", PPV_TP_MLP, "generator: rank 2 has "},
+        {"--poll", NULL, "poll: rank 2 has 1, rank 0 has 0"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_result r = MPIRUN(2, PPV_BIN, "pp", "--transport", "mpi", "--mesh", "2", "--chunks", "2",
+                              ":", "-np", "1", PPV_BIN, "pp", "--transport", "mpi", "--mesh", "2",
+                              "--chunks", "2", cases[k].opt, cases[k].val);
+        if (r.code != 1) fprintf(stderr, "%s: exit %d: %s%s", cases[k].opt, r.code, r.out, r.err);
+        assert_int_equal(r.code, 1);
+        if (!strstr(r.err, cases[k].want)) fail_msg("%s: '%s' lacks '%s'", cases[k].opt, r.err,
+                                                    cases[k].want);
+        assert_non_null(strstr(r.err, "FM-01 (rank 0, group world, before the first envelope)"));
+        run_free(&r);
+    }
+}
+
 /* A generator plug-in's collectives on MPI and on NCCL (the stand-in):
  * the mock's outputs and calls, and the Python twin's too. */
 static void test_generator_plugins_equal_the_mock_on_mpi_and_nccl(void **state) {
@@ -832,6 +859,7 @@ int main(void) {
         cmocka_unit_test(test_nccl_run_equals_mock),
         cmocka_unit_test(test_nccl_pp_equals_mock),
         cmocka_unit_test(test_generator_plugins_equal_the_mock_on_mpi_and_nccl),
+        cmocka_unit_test(test_pp_processes_with_other_settings_stop_at_the_handshake),
         cmocka_unit_test(test_nccl_watchdog_and_async_errors),
         cmocka_unit_test(test_nccl_transport_logic),
         cmocka_unit_test(test_launch_gives_each_copy_its_rank),
