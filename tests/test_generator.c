@@ -109,6 +109,12 @@ static void test_tp_mlp_recompute_equals_stash(void **state) {
     assert_non_null(strstr(r.out, "outputs: bitwise equal"));
     assert_non_null(strstr(r.out, "nothing was evicted, so the two must be bitwise equal"));
     run_free(&r);
+    /* a plug-in without kv_snapshot: its outputs alone */
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--chunks", "3", "--compare-kv");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kv caches: not compared (generator misbehave 1 keeps no "
+                                  "snapshot)\noutputs: bitwise equal"));
+    run_free(&r);
 }
 
 /* A recording names its generator: it replays with that generator on any
