@@ -207,7 +207,9 @@ static void test_plugin_failures_name_the_plugin_the_call_and_the_rank(void **st
         {"world=1", "FM-22 caught by group-check on rank 2: FM-22 (rank 2, group world, call_id 0, "
                     "chunk_index 0, cache_epoch 0): the generator's all-reduce called on group world"},
         {"bigger=1", "PPV-COLLECTIVE"},
-        {"extra=1", "PPV-COLLECTIVE"},
+        /* found at the next envelope's broadcast: named by the last envelope seen */
+        {"extra=1", "PPV-COLLECTIVE (rank 1, group mesh, after call_id 1, chunk_index 1, "
+                    "cache_epoch 0): the envelope broadcast: the ranks disagree"},
         {"skip=1", "PPV-COLLECTIVE"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

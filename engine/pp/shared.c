@@ -159,6 +159,12 @@ void pp_fail(pp_ctx *c, ppv_transport *t, pp_where w, ppv_failure mode, ppv_pp_p
                          ", cache_epoch %" PRId64 "): ",
                          ppv_failure_id(mode), w.rank, pp_group_name(w.group), w.e->call_id,
                          w.e->chunk_index, w.e->cache_epoch);
+        else if (c->last_ids && c->last_ids[w.rank][0] >= 0) /* between two envelopes */
+            n = snprintf(r->message, sizeof r->message,
+                         "%s (rank %d, group %s, after call_id %" PRId64 ", chunk_index %" PRId64
+                         ", cache_epoch %" PRId64 "): ",
+                         ppv_failure_id(mode), w.rank, pp_group_name(w.group),
+                         c->last_ids[w.rank][0], c->last_ids[w.rank][1], c->last_ids[w.rank][2]);
         else
             n = snprintf(r->message, sizeof r->message,
                          "%s (rank %d, group %s, before the first envelope): ",
