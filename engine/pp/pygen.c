@@ -224,12 +224,11 @@ static PyType_Spec comm_spec = {"ppv_generator.Comm", sizeof(comm_object), 0, Py
  * another was parked in a collective would otherwise leave that one's
  * parked state behind it, and the interpreter with no thread state once
  * the run is over. */
-static PyThreadState *enter(rank *r) {
-    return PyThreadState_Swap(r->ts);
+static void enter(rank *r) {
+    PyThreadState_Swap(r->ts);
 }
 
-static void leave(PyThreadState *prev) {
-    (void)prev;
+static void leave(void) {
     PyThreadState_Swap(g_py.main);
 }
 
@@ -261,12 +260,12 @@ static int py_destroy(void *state, char *err, size_t errlen) {
     rank *r = state;
     if (!r) return 0;
     int rc = 0;
-    PyThreadState *prev = enter(r);
+    enter(r);
     if (r->obj && PyObject_HasAttrString(r->obj, "destroy"))
         rc = finish(r, PyObject_CallMethod(r->obj, "destroy", NULL), err, errlen);
     Py_XDECREF(r->obj);
     Py_XDECREF(r->comm);
-    leave(prev);
+    leave();
     PyThreadState_Clear(r->ts);
     PyThreadState_Delete(r->ts);
     PyMem_RawFree(r);
@@ -289,7 +288,7 @@ static int py_create(const module_slot *m, const ppv_generator_setup *s,
         snprintf(err, errlen, "cannot make a Python thread state");
         return -1;
     }
-    PyThreadState *prev = enter(r);
+    enter(r);
     comm_object *c = PyObject_New(comm_object, g_py.comm_type);
     PyObject *setup = setup_dict(s);
     int rc = -1;
@@ -309,7 +308,7 @@ static int py_create(const module_slot *m, const ppv_generator_setup *s,
     }
     Py_XDECREF((PyObject *)c);
     Py_XDECREF(setup);
-    leave(prev);
+    leave();
     if (rc) {
         char ignored[16];
         py_destroy(r, ignored, sizeof ignored);
@@ -321,16 +320,16 @@ static int py_create(const module_slot *m, const ppv_generator_setup *s,
 
 static int py_kv_reset(void *state, char *err, size_t errlen) {
     rank *r = state;
-    PyThreadState *prev = enter(r);
+    enter(r);
     int rc = finish(r, PyObject_CallMethod(r->obj, "kv_reset", NULL), err, errlen);
-    leave(prev);
+    leave();
     return rc;
 }
 
 static int py_kv_snapshot(void *state, float *dst, size_t cap, size_t *count, char *err,
                           size_t errlen) {
     rank *r = state;
-    PyThreadState *prev = enter(r);
+    enter(r);
     int rc = 0;
     *count = 0;
     if (PyObject_HasAttrString(r->obj, "kv_snapshot")) {
@@ -355,7 +354,7 @@ static int py_kv_snapshot(void *state, float *dst, size_t cap, size_t *count, ch
         }
         Py_XDECREF(res);
     }
-    leave(prev);
+    leave();
     return rc;
 }
 
@@ -376,7 +375,7 @@ static int unwrap(PyObject *a) {
 
 static int py_call(void *state, const ppv_generator_call *a, char *err, size_t errlen) {
     rank *r = state;
-    PyThreadState *prev = enter(r);
+    enter(r);
     npy_intp ld[4] = {a->frames, PPV_GENERATOR_CHANNELS, r->h, r->w};
     npy_intp cd[2] = {a->cond_len, r->cond_dim};
     PyObject *lat = wrap(a->latents, 4, ld, 0);
@@ -403,7 +402,7 @@ static int py_call(void *state, const ppv_generator_call *a, char *err, size_t e
                  "buffers, valid during the call only (copy what you keep)");
         rc = -1;
     }
-    leave(prev);
+    leave();
     return rc;
 }
 
