@@ -639,6 +639,18 @@ static void test_progress_shows_only_on_a_terminal_and_not_with_json(void **stat
     assert_int_equal(r.code, 0);
     assert_string_equal(r.err, "");
     run_free(&r);
+    /* ppv pp counts the chunks stage 0 decoded */
+    tty = run_on_terminal((const char *const[]){"pp", "--chunks", "3", NULL});
+    assert_non_null(strstr(tty, "pp: 3 of 3 chunks (100%)"));
+    assert_non_null(strstr(tty, "result: OK"));
+    free(tty);
+    tty = run_on_terminal((const char *const[]){"pp", "--chunks", "3", "--json", NULL});
+    assert_null(strstr(tty, " chunks ("));
+    free(tty);
+    r = RUN("pp", "--chunks", "3");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    run_free(&r);
 }
 
 static void test_junit_has_one_case_per_check_and_fails_what_failed(void **state) {

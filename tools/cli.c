@@ -215,9 +215,9 @@ static void progress_update(void *ctx, int64_t done, int64_t total) {
     p->shown = 1;
     double el = t - p->start, rate = el > 0 ? (double)done / el : 0;
     double left = rate > 0 ? (double)(total - done) / rate : 0;
-    fprintf(stderr, "\r\033[K%s: %lld of %lld actions (%.0f%%), %.0f actions/s, %.1f s left",
-            p->what, (long long)done, (long long)total, total ? 100.0 * (double)done / (double)total : 100.0,
-            rate, left);
+    fprintf(stderr, "\r\033[K%s: %lld of %lld %s (%.0f%%), %.0f %s/s, %.1f s left", p->what,
+            (long long)done, (long long)total, p->unit,
+            total ? 100.0 * (double)done / (double)total : 100.0, rate, p->unit, left);
     fflush(stderr);
 }
 
@@ -233,6 +233,17 @@ void progress_end(progress *p) {
 void progress_attach(ppv_run_options *o, progress *p, const char *what, int json) {
     memset(p, 0, sizeof *p);
     p->what = what;
+    p->unit = "actions";
+    if (json || !isatty(STDERR_FILENO)) return;
+    o->progress = progress_update;
+    o->progress_ctx = p;
+}
+
+/* (cli.h) */
+void progress_attach_pp(ppv_pp_options *o, progress *p, const char *what, int json) {
+    memset(p, 0, sizeof *p);
+    p->what = what;
+    p->unit = "chunks";
     if (json || !isatty(STDERR_FILENO)) return;
     o->progress = progress_update;
     o->progress_ctx = p;

@@ -189,13 +189,15 @@ enum { BYTES_PER_ACTION = 160, BYTES_PER_FILE_BYTE = 32 };
 /* A status line on standard error while an engine run goes (on a
  * terminal, and not under --json). */
 typedef struct progress {
-    const char *what;
+    const char *what, *unit; /* "run", "actions" */
     double start, last;
     int shown;
 } progress;
 /* Turns progress on for o when stderr is a terminal and the output is not
  * JSON. */
 void progress_attach(ppv_run_options *o, progress *p, const char *what, int json);
+/* The same for a PP inference run, counted in chunks decoded. */
+void progress_attach_pp(ppv_pp_options *o, progress *p, const char *what, int json);
 /* Ends the status line, if one was drawn. */
 void progress_end(progress *p);
 

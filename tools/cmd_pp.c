@@ -514,7 +514,11 @@ static int run_pp(pp_args *ap) {
     }
     ppv_pp_report *r = NULL;
     rc = PPV_EXIT_BAD_INPUT;
-    if (ppv_pp_run(&a.o, &r, err, sizeof err) < 0) {
+    progress pr; /* stage 0's process draws it: it decodes the chunks */
+    progress_attach_pp(&a.o, &pr, "pp", a.json || !lead);
+    int ran = ppv_pp_run(&a.o, &r, err, sizeof err);
+    progress_end(&pr);
+    if (ran < 0) {
         fprintf(stderr, "ppv pp: %s\n", err);
         ppv_inference_abort(w);
         goto done;

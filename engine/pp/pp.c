@@ -231,6 +231,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
         quiet.on_call = NULL;
         quiet.on_event = NULL;
         quiet.on_rank = NULL;
+        quiet.progress = NULL;
         quiet.keep_kv = 0;
         quiet.fault.kind = PPV_FAULT_NONE;
         c.o = &quiet;

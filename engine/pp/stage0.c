@@ -323,6 +323,7 @@ static int decode(stage0 *s) {
         goto release;
     }
     int64_t c = rep->chunks_emitted++;
+    if (s->o->progress) s->o->progress(s->o->progress_ctx, rep->chunks_emitted, s->total);
     rep->expected_calls[c] = f->e.expected_generator_calls;
     rep->observed_calls[c] = rd->r.observed_generator_calls;
     rep->emitted_call_ids[c] = rd->r.call_id;

@@ -273,6 +273,10 @@ typedef struct ppv_pp_options {
     int (*on_rank)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind, int64_t call_id,
                    uint64_t value, char *err, size_t errlen);
     void *on_rank_ctx;
+    /* Called by stage 0 after each decoded chunk with the chunks emitted
+     * and the run's total (a progress display; it must not touch the run). */
+    void (*progress)(void *ctx, int64_t done, int64_t total);
+    void *progress_ctx;
     /* --compare-kv: keep the whole mesh's KV cache as each chunk's
      * denoising starts (ppv_pp_report.kv) */
     int keep_kv;
