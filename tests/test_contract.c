@@ -314,9 +314,24 @@ static void test_unframing_refuses_what_the_contract_does_not_know(void **state)
     assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
     const char *ids = "(call_id 5, chunk_index 2, cache_epoch 0)";
     char want[600];
-    edit_meta(&f, "noise_scale=", "noise_scale=0.75\nnot_a_field=1\n", buf, h);
-    snprintf(want, sizeof want, "unknown field 'not_a_field' in the envelope %s", ids);
-    expect_unframe(h, buf, "PPV-FIELD", want);
+    /* a field this ppv does not know (a newer sender's) is filtered and
+     * counted, never a crash; the video key is forbidden */
+    edit_meta(&f, "noise_scale=", "noise_scale=0.75\nnot_a_field=1\nnot_another=2\n", buf, h);
+    {
+        ppv_envelope got;
+        ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+        int n = 0;
+        assert_int_equal(ppv_envelope_unframe(h, buf, &got, order, &n, msg, sizeof msg),
+                         PPV_FAIL_NONE);
+        assert_int_equal(got.unknown_fields, 2);
+        assert_string_equal(got.unknown_field, "not_a_field");
+        assert_true(got.noise_scale == 0.75);
+        assert_int_equal(n, 3);
+        ppv_envelope_free_tensors(&got);
+    }
+    edit_meta(&f, "noise_scale=", "noise_scale=0.75\nvideo=1\n", buf, h);
+    expect_unframe(h, buf, "PPV-FIELD", "the video key is forbidden in the envelope "
+                                        "(call_id 5, chunk_index 2, cache_epoch 0)");
     edit_meta(&f, "base_seed=", "", buf, h);
     snprintf(want, sizeof want, "field base_seed is missing from the envelope %s", ids);
     expect_unframe(h, buf, "PPV-FIELD", want);

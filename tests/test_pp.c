@@ -248,6 +248,7 @@ static void expect_caught(ppv_pp_inject i, const ppv_pp_report *r, uint64_t clea
         if (!r->ok) fail_msg("%s %s: %s", ppv_pp_inject_token(i), how, r->message);
         assert_int_equal(r->dropped_stale, i == PPV_INJECT_OM09);
         assert_int_equal(r->dropped_duplicate, i == PPV_INJECT_DUPLICATE);
+        assert_int_equal(r->unknown_fields, i == PPV_INJECT_UNKNOWN_FIELD);
         assert_true(r->output_digest == clean_digest);
         return;
     }
@@ -473,7 +474,7 @@ static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(voi
 
 static void test_every_injection_is_named_in_the_table(void **state) {
     (void)state;
-    assert_int_equal(PPV_INJECT_COUNT, 16);
+    assert_int_equal(PPV_INJECT_COUNT, 17);
     for (int i = 0; i < PPV_INJECT_COUNT; i++)
         assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
     assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
@@ -577,7 +578,7 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     int lines = 0;
     for (const char *p = r.out; (p = strchr(p, '\n')); p++)
         lines++;
-    assert_int_equal(lines, 16); /* a heading and 15 injections */
+    assert_int_equal(lines, 17); /* a heading and 16 injections */
     run_free(&r);
     r = RUN("pp", "--mesh", "3");
     assert_int_equal(r.code, 2);

@@ -188,7 +188,7 @@ static int demo_pp(void) {
         }
         ppv_failure want_mode = ppv_pp_inject_mode((ppv_pp_inject)i);
         int good = want_mode == PPV_FAIL_NONE
-                       ? r->ok && r->dropped_stale + r->dropped_duplicate == 1
+                       ? r->ok && r->dropped_stale + r->dropped_duplicate + r->unknown_fields == 1
                        : !r->ok && r->failure == want_mode &&
                              r->caught_by == ppv_pp_inject_caught_by((ppv_pp_inject)i);
         char got[96];

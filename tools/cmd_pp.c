@@ -193,8 +193,9 @@ static int as_expected(const ppv_pp_options *o, const ppv_pp_report *r) {
     if (o->inject == PPV_INJECT_NONE) return r->ok;
     ppv_failure want = ppv_pp_inject_mode(o->inject);
     if (want == PPV_FAIL_NONE)
-        return r->ok && (o->inject == PPV_INJECT_OM09 ? r->dropped_stale == 1
-                                                      : r->dropped_duplicate == 1);
+        return r->ok && (o->inject == PPV_INJECT_OM09            ? r->dropped_stale == 1
+                         : o->inject == PPV_INJECT_UNKNOWN_FIELD ? r->unknown_fields == 1
+                                                                 : r->dropped_duplicate == 1);
     return !r->ok && r->failure == want && r->caught_by == ppv_pp_inject_caught_by(o->inject);
 }
 
@@ -240,6 +241,9 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                calls_json(r->observed_calls, r->chunks_emitted));
         json_object_object_add(j, "dropped_stale", json_object_new_int64(r->dropped_stale));
         json_object_object_add(j, "dropped_duplicate", json_object_new_int64(r->dropped_duplicate));
+        json_object_object_add(j, "unknown_fields", json_object_new_int64(r->unknown_fields));
+        json_object_object_add(j, "first_unknown_field",
+                               r->unknown_fields ? json_object_new_string(r->unknown_field) : NULL);
         json_object_object_add(j, "max_inflight", json_object_new_int(r->max_inflight));
         json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
         json_object_object_add(j, "output_digest", hex_json(r->output_digest));
@@ -266,6 +270,11 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
                "%d ready\n",
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
+        if (r->unknown_fields) /* logged once: how many, and the first */
+            printf("filtered: %" PRId64 " unknown field%s, the first '%s' (call_id %" PRId64
+                   "): a newer sender's, ignored\n",
+                   r->unknown_fields, r->unknown_fields == 1 ? "" : "s", r->unknown_field,
+                   r->unknown_field_call_id);
         printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
                o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
         if (o->proc)

@@ -747,10 +747,19 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
                 in_order[nin++] = tensor_at(base, &md->tensors[r->index]);
             continue;
         }
-        if (!r) {
-            rc = pp_failf(PPV_FAIL_FIELD, msg, n, "unknown field '%.*s' in the %s (%s)", (int)kl, line,
-                       md->what, IDS_TEXT(ids));
+        if (!r && kl == 5 && memcmp(line, "video", 5) == 0) {
+            rc = pp_failf(PPV_FAIL_FIELD, msg, n, "the video key is forbidden in the %s (%s)",
+                          md->what, IDS_TEXT(ids));
             break;
+        }
+        if (!r) { /* a newer sender's field: filtered, never a crash (the contract) */
+            int32_t *count = is_result ? &((ppv_result *)base)->unknown_fields
+                                       : &((ppv_envelope *)base)->unknown_fields;
+            char *first = is_result ? ((ppv_result *)base)->unknown_field
+                                    : ((ppv_envelope *)base)->unknown_field;
+            if ((*count)++ == 0)
+                snprintf(first, sizeof((ppv_envelope *)0)->unknown_field, "%.*s", (int)kl, line);
+            continue;
         }
         seen |= 1ull << r->index;
         rc = parse_field(&md->fields[r->index], base, v, ids, msg, n);

@@ -447,6 +447,8 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         if (m.leader) {
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
             if (!rc) pp_note_ids(c, rank, rm.header);
+            if (!rc && mode == PPV_FAIL_NONE)
+                pp_note_unknown(c, e.unknown_fields, e.unknown_field, e.call_id);
             m.t_arrived = ppv_transport_clock_ns(t);
             m.idle_ns = m.t_answered >= 0 ? m.t_arrived - m.t_answered : 0;
             if (!rc && o->bug == PPV_PP_BUG_LEADER_DIES && rm.header[0] == PPV_PP_INFER &&

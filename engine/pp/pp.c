@@ -116,6 +116,20 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
     x->broadcast(t.impl, me, r->emitted_call_ids, n, 0, 0, "emitted call ids");
     x->broadcast(t.impl, me, &r->generator_calls, sizeof r->generator_calls, 1, 0,
                  "generator calls");
+    /* the fields the leader filtered, beside stage 0's own */
+    struct {
+        int64_t n, call_id;
+        char name[64];
+    } lead = {r->unknown_fields, r->unknown_field_call_id, ""};
+    memcpy(lead.name, r->unknown_field, sizeof lead.name);
+    x->broadcast(t.impl, me, &lead, sizeof lead, 1, 0, "unknown fields");
+    if (me != 1 && lead.n) {
+        if (!r->unknown_fields) {
+            memcpy(r->unknown_field, lead.name, sizeof r->unknown_field);
+            r->unknown_field_call_id = lead.call_id;
+        }
+        r->unknown_fields += lead.n;
+    }
     r->world.status = PPV_RUN_DONE;
     r->world.failed_rank = -1;
     return 0;
@@ -131,6 +145,9 @@ static void report_reset(ppv_pp_report *r) {
     r->message[0] = 0;
     r->chunks_emitted = 0;
     r->dropped_stale = r->dropped_duplicate = 0;
+    r->unknown_fields = 0;
+    r->unknown_field[0] = 0;
+    r->unknown_field_call_id = -1;
     r->output_digest = 0xcbf29ce484222325ULL;
     r->max_inflight = r->max_ready = 0;
     r->generator_calls = 0;

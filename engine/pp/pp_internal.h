@@ -60,6 +60,10 @@ static inline void pp_note_ids(pp_ctx *c, int32_t rank, const int64_t *h) {
     if (c->last_ids) memcpy(c->last_ids[rank], h + 1, sizeof c->last_ids[rank]);
 }
 
+/* Counts the metadata keys a receiver filtered from a message of call_id
+ * (n of them, the first named name). */
+void pp_note_unknown(pp_ctx *c, int32_t n, const char *name, int64_t call_id);
+
 /* The generator's setup for mesh rank mr (-1: the process's open). */
 void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s);
 

@@ -435,3 +435,13 @@ void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s) {
     s->device = o->device ? o->device : "cpu";
     s->shared = c->gen_shared;
 }
+
+void pp_note_unknown(pp_ctx *c, int32_t n, const char *name, int64_t call_id) {
+    ppv_pp_report *r = c->rep;
+    if (n <= 0) return;
+    if (!r->unknown_fields) {
+        snprintf(r->unknown_field, sizeof r->unknown_field, "%s", name);
+        r->unknown_field_call_id = call_id;
+    }
+    r->unknown_fields += n;
+}

@@ -109,7 +109,26 @@ static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
     }
     ppv_contract_order_advance(&s->order, e);
     pp_note_ids(s->c, 0, f.header);
+    /* the injected field of a newer sender: its own buffer, the frame's
+     * (of the pool's size) put back after the send */
+    static const char newer[] = "zz_newer_field=1\n";
+    char *pooled = f.meta, *grown = NULL;
+    if (s->o->inject == PPV_INJECT_UNKNOWN_FIELD && e->action == PPV_PP_INFER &&
+        e->chunk_index == PP_INJECT_CHUNK) {
+        size_t len = (size_t)f.header[6];
+        if (!(grown = malloc(len + sizeof newer))) {
+            ppv_frame_free(&f);
+            pp_fail(s->c, s->t, at(s, e), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "out of memory");
+            return -1;
+        }
+        memcpy(grown, f.meta, len);
+        memcpy(grown + len, newer, sizeof newer); /* keys are sorted: "zz" is last */
+        f.meta = grown;
+        f.header[6] = (int64_t)(len + sizeof newer - 1);
+    }
     int rc = pp_send_frame(s->t, 0, 1, &f, ppv_pp_action_name(e->action));
+    free(grown);
+    f.meta = pooled;
     ppv_frame_free(&f);
     if (rc) {
         pp_transport_error(s->c, s->t, at(s, e), rc, "sending an envelope to the leader");
@@ -222,6 +241,7 @@ static int receive_result(stage0 *s, int polled) {
                 "a result stage 0 cannot read: %s", msg);
         goto drop_fail;
     }
+    pp_note_unknown(s->c, rd->r.unknown_fields, rd->r.unknown_field, rd->r.call_id);
     ppv_result_verdict v = PPV_RESULT_ACCEPT;
     int trusted = s->o->poll && !polled && s->o->bug == PPV_PP_BUG_WAIT_TRUSTS_EPOCH;
     if (!pp_skipped(s->c, PPV_POINT_STAGE0_RESULT) && !trusted) {

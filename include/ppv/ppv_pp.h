@@ -309,6 +309,11 @@ typedef struct ppv_pp_report {
     int64_t *observed_calls;  /* [chunks_emitted] */
     int64_t *emitted_call_ids;
     int64_t dropped_stale, dropped_duplicate;
+    /* metadata keys the receivers filtered out (a newer sender's fields):
+     * how many, the first one's name and the call_id it came with */
+    int64_t unknown_fields;
+    char unknown_field[64];
+    int64_t unknown_field_call_id;
     uint64_t output_digest;          /* chained ppv_digest_words of the decoded latents, in order */
     int32_t max_inflight, max_ready; /* the queues' high-water marks */
     int64_t generator_calls;  /* leader's, over the run */

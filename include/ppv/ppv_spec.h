@@ -138,6 +138,10 @@ typedef struct ppv_envelope {
 #define PPV_ENV_TENSOR(name, dtype, rank, when) ppv_tensor name;
 #include "contract.def"
 #undef PPV_ENV_TENSOR
+    /* not the contract's: what a receiver's unframe filtered out, metadata
+     * keys it does not know (a newer sender's), and the first one's name */
+    int32_t unknown_fields;
+    char unknown_field[64];
 } ppv_envelope;
 
 /* PPResultV1: leader -> stage 0, exactly one per INFER, also on error. */
@@ -148,6 +152,8 @@ typedef struct ppv_result {
 #define PPV_RES_TENSOR(name, dtype, rank, when) ppv_tensor name;
 #include "contract.def"
 #undef PPV_RES_TENSOR
+    int32_t unknown_fields; /* as the envelope's */
+    char unknown_field[64];
 } ppv_result;
 
 typedef enum ppv_action_kind {
