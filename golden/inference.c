@@ -146,13 +146,11 @@ static int write_root(hid_t f) {
  * (cond_dim is written for every generator). */
 #define GENERATOR_KEYS(X) X(layers) X(d_model) X(n_heads) X(d_ff)
 
-static const char BUILTIN_NAME[] = "ppv-dit";
-
 /* The setup's generator as (name, version, params): the built-in's params
  * from its configuration when the setup leaves them empty. */
 static int setup_generator(const ppv_inference_setup *s, const char **name, const char **version,
                            char *params, size_t n) {
-    int builtin = !s->generator[0] || !strcmp(s->generator, BUILTIN_NAME);
+    int builtin = !s->generator[0] || !strcmp(s->generator, ppv_generator_builtin()->name);
     *name = builtin ? ppv_generator_builtin()->name : s->generator;
     *version = builtin ? ppv_generator_builtin()->version : s->generator_version;
     if (builtin) return ppv_gen_config_format(&s->model, params, n);
@@ -160,26 +158,17 @@ static int setup_generator(const ppv_inference_setup *s, const char **name, cons
     return 0;
 }
 
-/* name, version and params as a table's for ppv_generator_digest. */
-static uint64_t setup_digest(const char *name, const char *version, const char *params) {
-    ppv_generator g;
-    memset(&g, 0, sizeof g);
-    g.name = name;
-    g.version = version;
-    return ppv_generator_digest(&g, params);
-}
-
 static int write_setup(ppv_inference_writer *w, hid_t inf, const ppv_inference_setup *s) {
     const char *name, *version;
     char params[sizeof s->generator_params];
     if (setup_generator(s, &name, &version, params, sizeof params) < 0) return -1;
-    int builtin = !strcmp(name, BUILTIN_NAME);
+    int builtin = !strcmp(name, ppv_generator_builtin()->name);
     hid_t g = h5_out_group(&w->out, inf, "generator");
     if (g < 0) return -1;
     int rc = h5_attr_i64(inf, "mesh", s->mesh) | h5_attr_i64(inf, "kv_window", s->kv_window) |
              h5_attr_i64(g, "cond_dim", s->model.cond_dim) | h5_attr_str(g, "name", name) |
              h5_attr_str(g, "version", version) | h5_attr_str(g, "params", params) |
-             h5_attr_i64(g, "setup_digest", (int64_t)setup_digest(name, version, params));
+             h5_attr_i64(g, "setup_digest", (int64_t)ppv_generator_digest(name, version, params));
     if (builtin) {
         rc |= h5_attr_i64(g, "seed", (int64_t)s->model.seed);
 #define WRITE_KEY(k) rc |= h5_attr_i64(g, #k, s->model.k);
@@ -222,7 +211,7 @@ static int read_setup(hid_t inf, const char *path, ppv_inference_setup *s, char 
               read_text_attr(g, "version", s->generator_version, sizeof s->generator_version) < 0 ||
               read_text_attr(g, "params", s->generator_params, sizeof s->generator_params) < 0 ||
               h5_read_attr_i64(g, "setup_digest", &digest) < 0;
-    int builtin = !named || !strcmp(s->generator, BUILTIN_NAME);
+    int builtin = !named || !strcmp(s->generator, ppv_generator_builtin()->name);
     s->model = ppv_gen_config_default();
     if (!bad && builtin) {
         bad = h5_read_attr_i64(g, "seed", &v[2]) < 0;
@@ -251,7 +240,7 @@ static int read_setup(hid_t inf, const char *path, ppv_inference_setup *s, char 
 #undef SET_KEY
     }
     if (!named) {
-        snprintf(s->generator, sizeof s->generator, "%s", BUILTIN_NAME);
+        snprintf(s->generator, sizeof s->generator, "%s", ppv_generator_builtin()->name);
         snprintf(s->generator_version, sizeof s->generator_version, "%s",
                  ppv_generator_builtin()->version);
     }
@@ -264,7 +253,7 @@ static int read_setup(hid_t inf, const char *path, ppv_inference_setup *s, char 
                     "%s: /inference/generator's params '%s' disagree with its configuration "
                     "attributes ('%s')",
                     path, s->generator_params, keys);
-    if (named && (uint64_t)digest != setup_digest(s->generator, s->generator_version,
+    if (named && (uint64_t)digest != ppv_generator_digest(s->generator, s->generator_version,
                                                   s->generator_params)) {
         snprintf(digest_text, sizeof digest_text, "%016llx", (unsigned long long)digest);
         return gerr(err, errlen,

@@ -59,6 +59,19 @@ static void test_builtin_with_8_heads_runs_a_mesh_of_8_with_mesh_1s_bits(void **
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "the built-in generator has no setting 'depth'"));
     run_free(&r);
+    static const char *const bad[][2] = {
+        {"n_heads=8,", "end in a comma"},
+        {"layers=two", "'layers=two' is not key=N"},
+        {"layers=-1", "'layers=-1' is not key=N"},
+        {"layers=2000000", "layers = 2000000 is out of range: 1..1048576"},
+        {"layers=2,,seed=1", "key=value items separated by commas"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        r = RUN("pp", "--generator-params", bad[k][0]);
+        assert_int_equal(r.code, 2);
+        if (!strstr(r.err, bad[k][1])) fail_msg("%s: '%s' lacks '%s'", bad[k][0], r.err, bad[k][1]);
+        run_free(&r);
+    }
 }
 
 /* --frame sizes the latents: the chunk's tensors follow it. */
@@ -71,6 +84,10 @@ static void test_frame_sizes_the_latents(void **state) {
     run_result r = RUN("pp", "--frame", "40x64");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--frame needs H and W that are multiples of 16"));
+    run_free(&r);
+    r = RUN("pp", "--frame", "32");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--frame is HxW in pixels (e.g. 320x576), not '32'"));
     run_free(&r);
 }
 
@@ -108,6 +125,13 @@ static void test_tp_mlp_recompute_equals_stash(void **state) {
     assert_non_null(strstr(r.out, "kv caches: bitwise equal"));
     assert_non_null(strstr(r.out, "outputs: bitwise equal"));
     assert_non_null(strstr(r.out, "nothing was evicted, so the two must be bitwise equal"));
+    run_free(&r);
+    /* snapshots that differ in size from rank to rank are refused, not
+     * written past the chunk's buffer */
+    r = RUN("pp", "--generator", PPV_MISBEHAVE_SNAPSHOT, "--chunks", "3", "--compare-kv");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "generator misbehave 1 failed in kv_snapshot on mesh rank 0: its "
+                                  "snapshot holds 1 values, another mesh rank's 2"));
     run_free(&r);
     /* a plug-in without kv_snapshot: its outputs alone */
     r = RUN("pp", "--generator", PPV_MISBEHAVE, "--chunks", "3", "--compare-kv");
@@ -211,6 +235,9 @@ static void test_plugin_failures_name_the_plugin_the_call_and_the_rank(void **st
         {"extra=1", "PPV-COLLECTIVE (rank 1, group mesh, after call_id 1, chunk_index 1, "
                     "cache_epoch 0): the envelope broadcast: the ranks disagree"},
         {"skip=1", "PPV-COLLECTIVE"},
+        {"badroot=1", "generator misbehave 1 broadcast from mesh rank 2, but the mesh has 2 ranks"},
+        {"nostate=1", "generator misbehave 1 failed in create on mesh rank 1: it returned no "
+                      "state"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char *f = misbehave(cases[k].params, "2");
@@ -247,6 +274,18 @@ static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
             PPV_MISBEHAVE_ABI2);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "was built against version 2"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE_NONAME);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "its table has no name or no version"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE_HALFOPEN);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "generator misbehave 1 has open without close"));
+    run_free(&r);
+    r = RUN("replay", data_path("../../golden/train_1f1b_p4_m8.h5"), "--generator", "builtin");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--generator is for inference recordings"));
     run_free(&r);
     r = RUN("pp", "--control-only", "--generator", PPV_TP_MLP);
     assert_int_equal(r.code, 2);
@@ -333,6 +372,7 @@ static void test_python_exceptions_are_failures_that_name_the_call(void **state)
                            "kv_reset"},
         {"exit=1", "failed in call on mesh rank 1: SystemExit: 3"},
         {"keep=1", "call kept a reference to latents, cond or out"},
+        {"none=1", "generator raises 1 failed in create on mesh rank 1: create returned None"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         run_result r = RUN("pp", "--generator", PPV_RAISES_PY, "--generator-params",

@@ -438,6 +438,41 @@ static void test_replay_of_a_recording_without_setup_checks_the_contract_only(vo
     run_free(&r);
 }
 
+/* A recording of a plug-in generator rewritten by the Python recorder (as
+ * a user's own pipeline would write it, the setup named by the
+ * generator's name, version and settings) replays with that plug-in, and
+ * not with the built-in. */
+static void test_python_rewrite_of_a_plugin_recording_replays_with_the_plugin(void **state) {
+    (void)state;
+    require_h5py();
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s", tmp_path("plugin.h5"));
+    snprintf(b, sizeof b, "%s", tmp_path("plugin_python.h5"));
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP, "--generator-params", "hidden=32,seed=3",
+                       "--chunks", "3", "--record", a);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    assert_int_equal(python_rewrite(a, b, -1), 0);
+    ppv_inference_setup setup;
+    int has = 0;
+    int64_t n = 0;
+    char err[1024];
+    ppv_inference_reader *rd = ppv_inference_open(b, &n, &setup, &has, err, sizeof err);
+    if (!rd) fail_msg("%s", err);
+    ppv_inference_close(rd);
+    assert_int_equal(has, 1);
+    assert_string_equal(setup.generator, "tp-mlp");
+    assert_string_equal(setup.generator_params, "hidden=32,seed=3");
+    r = RUN("replay", b, "--generator", PPV_TP_MLP, "--mesh", "4");
+    if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", b);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "was recorded with generator tp-mlp 1"));
+    run_free(&r);
+}
+
 /* Replaces a string attribute of /inference/generator. */
 static void set_generator_text(const char *path, const char *name, const char *value) {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -578,6 +613,7 @@ int main(void) {
         cmocka_unit_test(test_replay_names_the_call_whose_result_python_changed),
         cmocka_unit_test(test_replay_of_a_recording_without_setup_checks_the_contract_only),
         cmocka_unit_test(test_a_changed_generator_setup_is_refused),
+        cmocka_unit_test(test_python_rewrite_of_a_plugin_recording_replays_with_the_plugin),
         cmocka_unit_test(test_every_chunks_conditioning_is_used),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);

@@ -12,8 +12,8 @@
 
 #include "pp_internal.h"
 
-uint64_t ppv_generator_digest(const ppv_generator *g, const char *params) {
-    const char *parts[3] = {g->name, g->version, params ? params : ""};
+uint64_t ppv_generator_digest(const char *name, const char *version, const char *params) {
+    const char *parts[3] = {name, version, params ? params : ""};
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int i = 0; i < 3; i++)
         for (const unsigned char *p = (const unsigned char *)parts[i];; p++) {
@@ -54,14 +54,18 @@ static const ppv_generator *python_open(const char *path, char *err, size_t errl
     void *h = NULL;
     char why[512] = "";
     for (size_t i = 0; i < 3 && !h; i++)
-        if (!(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL))) /* numpy's modules need libpython */
-            snprintf(why, sizeof why, "%s", dlerror());
-    if (!h)
-        return ppv_errf(err, errlen, "%s: cannot load ppv's Python bridge: %s", path, why), NULL;
+        if (!(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) && !why[0]) /* numpy needs libpython */
+            snprintf(why, sizeof why, "%s", dlerror()); /* the first place's reason */
+    if (!h) {
+        ppv_errf(err, errlen, "%s: cannot load ppv's Python bridge: %s", path, why);
+        return NULL;
+    }
     typedef const ppv_generator *(*open_fn)(const char *, char *, size_t);
     void *sym = dlsym(h, "ppv_pygen_open");
-    if (!sym)
-        return ppv_errf(err, errlen, "%s: the Python bridge has no ppv_pygen_open", path), NULL;
+    if (!sym) {
+        ppv_errf(err, errlen, "%s: the Python bridge has no ppv_pygen_open", path);
+        return NULL;
+    }
     open_fn fn;
     memcpy(&fn, &sym, sizeof fn);
     return fn(path, err, errlen);

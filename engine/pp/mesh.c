@@ -171,8 +171,8 @@ static int snapshot_kv(mesh *m, int64_t chunk) {
         r->kv_floats[chunk] = total;
     }
     if (r->kv_floats[chunk] != total) {
-        snprintf(err, sizeof err, "its snapshot holds %zu floats, mesh rank 0's %zu", part,
-                 r->kv_floats[chunk] / (size_t)m->n);
+        snprintf(err, sizeof err, "its snapshot holds %zu values, another mesh rank's %zu",
+                 part, r->kv_floats[chunk] / (size_t)m->n);
         return gen_error(m, -1, "kv_snapshot", err);
     }
     rc = m->c->gen->kv_snapshot(m->gen, r->kv[chunk] + (size_t)m->mr * part, part, &part, err,

@@ -108,21 +108,22 @@ static PyArrayObject *array_arg(PyObject *a, int dtype_num, int writable, const 
     return (PyArrayObject *)a;
 }
 
-/* Runs a collective with this rank's thread state swapped out (another
- * rank may run Python meanwhile); a failure raises RuntimeError and is
- * kept to be returned as it is. */
-#define COLLECTIVE(self, call)                                                                     \
-    do {                                                                                           \
-        PyThreadState *mine_ = PyThreadState_Swap(g_py.main);                                      \
-        int rc_ = (call);                                                                          \
-        PyThreadState_Swap(mine_);                                                                 \
-        if (rc_) {                                                                                 \
-            (self)->owner->comm_rc = rc_;                                                          \
-            PyErr_SetString(PyExc_RuntimeError,                                                    \
-                            "a collective failed: the run has failed (ppv has recorded why)");     \
-            return NULL;                                                                           \
-        }                                                                                          \
-    } while (0)
+/* Around a collective: park() swaps this rank's thread state out
+ * (another rank may run Python while it waits), unpark() swaps it back. A
+ * failure raises RuntimeError and is kept, to be returned as it is; -1
+ * then. */
+static PyThreadState *park(void) {
+    return PyThreadState_Swap(g_py.main);
+}
+
+static int unpark(comm_object *self, PyThreadState *mine, int rc) {
+    PyThreadState_Swap(mine);
+    if (!rc) return 0;
+    self->owner->comm_rc = rc;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a collective failed: the run has failed (ppv has recorded why)");
+    return -1;
+}
 
 static PyObject *comm_all_reduce_sum(comm_object *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"a", "group", NULL};
@@ -131,8 +132,10 @@ static PyObject *comm_all_reduce_sum(comm_object *self, PyObject *args, PyObject
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i", names, &a, &group)) return NULL;
     PyArrayObject *arr = array_arg(a, NPY_FLOAT32, 1, "all_reduce_sum");
     if (!arr) return NULL;
-    COLLECTIVE(self, self->comm.all_reduce_sum(self->comm.ctx, group, PyArray_DATA(arr),
-                                               (size_t)PyArray_SIZE(arr)));
+    PyThreadState *mine = park();
+    int rc = self->comm.all_reduce_sum(self->comm.ctx, group, PyArray_DATA(arr),
+                                       (size_t)PyArray_SIZE(arr));
+    if (unpark(self, mine, rc)) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -143,8 +146,10 @@ static PyObject *comm_broadcast(comm_object *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|ii", names, &a, &root, &group)) return NULL;
     PyArrayObject *arr = array_arg(a, -1, 1, "broadcast");
     if (!arr) return NULL;
-    COLLECTIVE(self, self->comm.broadcast(self->comm.ctx, group, PyArray_DATA(arr),
-                                          (size_t)PyArray_NBYTES(arr), root));
+    PyThreadState *mine = park();
+    int rc = self->comm.broadcast(self->comm.ctx, group, PyArray_DATA(arr),
+                                  (size_t)PyArray_NBYTES(arr), root);
+    if (unpark(self, mine, rc)) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -164,18 +169,11 @@ static PyObject *comm_all_gather(comm_object *self, PyObject *args, PyObject *kw
     Py_INCREF(d);
     PyObject *all = PyArray_Empty(nd + 1, dims, d, 0);
     if (!all) return NULL;
-    int rc;
-    {
-        PyThreadState *mine = PyThreadState_Swap(g_py.main);
-        rc = self->comm.all_gather(self->comm.ctx, group, PyArray_DATA(arr),
+    PyThreadState *mine = park();
+    int rc = self->comm.all_gather(self->comm.ctx, group, PyArray_DATA(arr),
                                    PyArray_DATA((PyArrayObject *)all), (size_t)PyArray_NBYTES(arr));
-        PyThreadState_Swap(mine);
-    }
-    if (rc) {
+    if (unpark(self, mine, rc)) {
         Py_DECREF(all);
-        self->owner->comm_rc = rc;
-        PyErr_SetString(PyExc_RuntimeError,
-                        "a collective failed: the run has failed (ppv has recorded why)");
         return NULL;
     }
     return all;

@@ -237,7 +237,7 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_d_ff] = o->model.d_ff;
     k[HK_cond_dim] = o->model.cond_dim;
     k[HK_model_seed] = (int64_t)o->model.seed;
-    k[HK_generator] = c->gen ? (int64_t)ppv_generator_digest(c->gen, c->gen_params) : 0;
+    k[HK_generator] = c->gen ? (int64_t)ppv_generator_digest(c->gen->name, c->gen->version, c->gen_params) : 0;
     k[HK_control_only] = o->control_only;
     /* where the ranks run, how long a call may wait, and every test hook:
      * a job whose processes were started with other settings stops here */

@@ -221,8 +221,8 @@ const char *ppv_pp_rank_record_name(int k);
  * plug-in stays loaded for the life of the process. */
 const ppv_generator *ppv_generator_open(const char *path, char *err, size_t errlen);
 /* A digest of what a recording's generator is: its name, version and
- * settings text. */
-uint64_t ppv_generator_digest(const ppv_generator *g, const char *params);
+ * settings text (FNV-1a over each with its NUL). */
+uint64_t ppv_generator_digest(const char *name, const char *version, const char *params);
 
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */

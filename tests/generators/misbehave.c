@@ -6,8 +6,12 @@
  *   skip=1      one all-reduce fewer than the peers (at call `at`)
  *   world=1     the all-reduce at call `at` names the world group
  *   bigger=1    the all-reduce at call `at` is one float longer
+ *   badroot=1   a broadcast at call `at` from a root outside the mesh
+ *   nostate=1   create succeeds without giving a state
  * on mesh rank `rank` (default: the last), at its call `at` (default 2).
- * Built with MISBEHAVE_ABI, the table declares that interface version. */
+ * Built with MISBEHAVE_ABI, the table declares that interface version;
+ * with MISBEHAVE_VARIANT 2 it has no name, 3 an open without a close, 4 a
+ * kv_snapshot whose size differs from rank to rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +25,7 @@
 typedef struct bad {
     ppv_generator_comm comm;
     char fail[16];
-    int extra, skip, world, bigger, rank, at, me, calls;
+    int extra, skip, world, bigger, badroot, nostate, rank, at, me, calls;
     size_t values;
 } bad;
 
@@ -43,6 +47,8 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
         else if (!strcmp(key, "skip")) b->skip = atoi(val);
         else if (!strcmp(key, "world")) b->world = atoi(val);
         else if (!strcmp(key, "bigger")) b->bigger = atoi(val);
+        else if (!strcmp(key, "badroot")) b->badroot = atoi(val);
+        else if (!strcmp(key, "nostate")) b->nostate = atoi(val);
         else if (!strcmp(key, "rank")) b->rank = atoi(val);
         else if (!strcmp(key, "at")) b->at = atoi(val);
         p += n + (p[n] == ',');
@@ -51,6 +57,10 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
         snprintf(err, errlen, "asked to fail in create");
         free(b);
         return -1;
+    }
+    if (b->nostate && b->me == b->rank) {
+        free(b);
+        return 0;
     }
     *state = b;
     return 0;
@@ -83,6 +93,9 @@ static int bad_call(void *state, const ppv_generator_call *a, char *err, size_t 
                                     v, here && b->bigger ? 2 : 1);
     if (!rc && here && b->extra)
         rc = b->comm.all_reduce_sum(b->comm.ctx, PPV_GENERATOR_GROUP_MESH, v, 1);
+    if (!rc && here && b->badroot)
+        rc = b->comm.broadcast(b->comm.ctx, PPV_GENERATOR_GROUP_MESH, v, sizeof v[0],
+                               b->comm.size);
     if (rc) return rc;
     memcpy(a->out, a->latents, (size_t)a->frames * b->values * sizeof *a->out);
     return 0;
@@ -96,15 +109,36 @@ static int bad_destroy(void *state, char *err, size_t errlen) {
     return fail ? -1 : 0;
 }
 
+#ifndef MISBEHAVE_VARIANT
+#define MISBEHAVE_VARIANT 1
+#endif
+
+/* Variant 4: rank r's snapshot holds r + 1 floats. */
+static int bad_kv_snapshot(void *state, float *dst, size_t cap, size_t *count, char *err,
+                           size_t errlen) {
+    (void)err, (void)errlen;
+    bad *b = state;
+    *count = (size_t)b->me + 1;
+    for (size_t i = 0; dst && i < *count && i < cap; i++) dst[i] = 1.0f;
+    return 0;
+}
+
+static int bad_open(const ppv_generator_setup *s, void **shared, char *err, size_t errlen) {
+    (void)s, (void)err, (void)errlen;
+    *shared = NULL;
+    return 0;
+}
+
 static const ppv_generator table = {
     .abi = MISBEHAVE_ABI,
-    .name = "misbehave",
+    .name = MISBEHAVE_VARIANT == 2 ? "" : "misbehave",
     .version = "1",
     .create = bad_create,
     .kv_reset = bad_kv_reset,
-    .kv_snapshot = NULL,
+    .kv_snapshot = MISBEHAVE_VARIANT == 4 ? bad_kv_snapshot : NULL,
     .call = bad_call,
     .destroy = bad_destroy,
+    .open = MISBEHAVE_VARIANT == 3 ? bad_open : NULL,
 };
 
 const ppv_generator *ppv_generator_entry(void) {

@@ -1,7 +1,8 @@
 """raises.py - a Python generator that fails on purpose (tests/test_generator.c):
 params raise=create|call|kv_reset raises ValueError there on the last mesh
 rank; exit=1 raises SystemExit in call (which must not end ppv); keep=1
-keeps the latents array past the call (refused). Otherwise each call
+keeps the latents array past the call (refused); none=1 makes create
+return None (refused). Otherwise each call
 copies its latents and makes one all-reduce."""
 import numpy as np
 
@@ -37,4 +38,6 @@ class Raises:
 
 
 def create(setup, comm):
+    if "none=1" in setup["params"]:
+        return None
     return Raises(setup, comm)
