@@ -697,8 +697,8 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     if (!rd) return -1;
     out->calls = n;
     out->format_version = inference_format_version(rd);
-    for (int k = 0; k < PPV_CONFORM_COUNT; k++)
-        out->checked[k] = k != PPV_CONFORM_OVERLAP || c.overlap;
+    for (int k = 0; k < PPV_CONFORM_COUNT; k++) /* envelope-digest: once one is seen */
+        out->checked[k] = (k != PPV_CONFORM_OVERLAP || c.overlap) && k != PPV_CONFORM_ENVELOPE_DIGEST;
     snprintf(out->limits, sizeof out->limits,
              "no event log (format version %" PRId64 "): what stage 0 dropped (stale, duplicate, "
              "late, ahead), heartbeats, timings and queue depths were not recorded, so their "
@@ -749,6 +749,15 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
         if (f != PPV_FAIL_NONE) violation(&c, PPV_CONFORM_ENVELOPE, f, "%s", msg);
         ppv_contract_order_advance(&order, &e);
         int infer = e.action == PPV_PP_INFER;
+        if (infer && e.envelope_digest_i64) {
+            out->checked[PPV_CONFORM_ENVELOPE_DIGEST] = 1;
+            uint64_t d = ppv_envelope_digest(&e);
+            if (d != (uint64_t)e.envelope_digest_i64)
+                violation(&c, PPV_CONFORM_ENVELOPE_DIGEST, PPV_FAIL_ENVELOPE,
+                          "envelope_digest_i64 %016" PRIx64 ", but the envelope recorded digests "
+                          "to %016" PRIx64 ": it changed after stage 0 sealed it",
+                          (uint64_t)e.envelope_digest_i64, d);
+        }
         out->infers += infer;
         if (!infer && has)
             violation(&c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,

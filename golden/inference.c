@@ -551,8 +551,13 @@ static int read_envelope(hid_t call, const char *where, ppv_envelope *e, char *e
         H5Lexists(call, "envelope", H5P_DEFAULT) > 0 ? H5Gopen2(call, "envelope", H5P_DEFAULT) : -1;
     if (g < 0) return gerr(err, errlen, "%s: no envelope group", where);
     int rc = 0;
+/* an OPTIONAL field may be absent (a file written before it existed): 0 */
+#define FIELD_OPTIONAL_ALWAYS 0
+#define FIELD_OPTIONAL_INFER 0
+#define FIELD_OPTIONAL_OPTIONAL 1
 #define PPV_ENV_FIELD(name, kind, when)                                                            \
-    if (!rc && READ_##kind(g, e, name) < 0)                                                        \
+    if (!rc && (!FIELD_OPTIONAL_##when || H5Aexists(g, #name) > 0) &&                              \
+        READ_##kind(g, e, name) < 0)                                                               \
         rc = gerr(err, errlen, "%s/envelope: attribute %s missing or not %s", where, #name,        \
                   KIND_NAME_##kind);
 #include "contract.def"

@@ -170,6 +170,17 @@ int ppv_inference_replay(const char *path, const ppv_diff_options *o, int32_t me
         }
     po.replay = rec.env;
     po.nreplay = n;
+    /* the leader checks every digest the recording carries, and requires
+     * them when every INFER has one (a recording of ppv pp's) */
+    po.envelope_digest = 0;
+    for (int64_t k = 0; k < n; k++)
+        if (rec.env[k].action == PPV_PP_INFER) {
+            if (!rec.env[k].envelope_digest_i64) {
+                po.envelope_digest = 0;
+                break;
+            }
+            po.envelope_digest = 1;
+        }
     po.device = o->device;
     if (!(out->diff = calloc(1, sizeof *out->diff))) {
         gerr(err, errlen, "out of memory");

@@ -97,7 +97,8 @@ static const char *sample_value(const char *opt) {
         {"--model", "layers=4,hidden=64,heads=4,seq=128"},
         {"--mem-cap", "1G"},        {"--device", "cpu"},     {"--gemm", "reference"},
         {"--transport", "mock"},    {"--timeout", "5"},      {"--generator", "builtin"},
-        {"--generator-params", "layers=1"},                   {"--frame", "32x48"}};
+        {"--generator-params", "layers=1"},                   {"--frame", "32x48"},
+        {"--envelope-digest", "off"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;

@@ -171,6 +171,10 @@ static void expect_violations(const ppv_conform_report *cr, const want *w, int n
  * violation w. */
 static void broken(rec *x, void (*f)(rec *), want w) {
     f(x);
+    /* the sender's mistake, sealed by it: the envelope digests still hold */
+    for (int64_t k = 0; k < x->n; k++)
+        if (x->e[k].envelope_digest_i64)
+            x->e[k].envelope_digest_i64 = (int64_t)ppv_envelope_digest(&x->e[k]);
     const char *path = tmp_path("broken.h5");
     write_rec(path, x, x->n);
     ppv_conform_report cr = conform_ok(path);
@@ -198,6 +202,32 @@ static void test_a_clean_run_conforms(void **state) {
 }
 
 /* ---- one rule broken at a time --------------------------------------------------------- */
+
+/* An envelope changed after stage 0 sealed it (a bit of its latents on the
+ * way, or an edited file) breaks its envelope_digest_i64 and nothing else;
+ * one recorded without digests is not checked for them. */
+static void test_envelope_digest(void **state) {
+    (void)state;
+    rec x;
+    clean_run(&x);
+    assert_true(x.e[2].envelope_digest_i64 != 0);
+    ((uint16_t *)x.e[2].latents_in.data)[5] ^= 1;
+    const char *path = tmp_path("flipped.h5");
+    write_rec(path, &x, x.n);
+    ppv_conform_report cr = conform_ok(path);
+    want w = {PPV_CONFORM_ENVELOPE_DIGEST, PPV_FAIL_ENVELOPE, 2,
+              "it changed after stage 0 sealed it"};
+    expect_violations(&cr, &w, 1);
+    assert_true(cr.checked[PPV_CONFORM_ENVELOPE_DIGEST]);
+    ppv_conform_report_free(&cr);
+    for (int64_t k = 0; k < x.n; k++) x.e[k].envelope_digest_i64 = 0;
+    write_rec(path, &x, x.n);
+    cr = conform_ok(path);
+    expect_violations(&cr, NULL, 0);
+    assert_false(cr.checked[PPV_CONFORM_ENVELOPE_DIGEST]);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
 
 static void plan_says_one_more_call(rec *x) {
     /* the envelope's formula is broken; the result agrees with it */
@@ -677,8 +707,8 @@ static void test_a_clean_log_conforms(void **state) {
     expect_violations(&cr, NULL, 0);
     assert_int_equal(cr.format_version, 2);
     assert_int_equal(cr.events, 16);
-    assert_int_equal(PPV_CONFORM_COUNT, 21);
-    assert_int_equal(cr.nchecked, 17); /* not --overlap, and no rank's own records */
+    assert_int_equal(PPV_CONFORM_COUNT, 22);
+    assert_int_equal(cr.nchecked, 18); /* envelope digests; not --overlap, no rank's own records */
     assert_string_equal(cr.limits, "");
     ppv_conform_report_free(&cr);
     rec_free(&x);
@@ -910,7 +940,7 @@ static void test_conform_command_exit_codes_and_json(void **state) {
     run_result r = RUN("conform", good);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "6 calls (5 INFER, 5 results), 0 events, format version 1"));
-    assert_non_null(strstr(r.out, "conformance: 0 violations of 11 checks\nresult: CONFORMS\n"));
+    assert_non_null(strstr(r.out, "conformance: 0 violations of 12 checks\nresult: CONFORMS\n"));
     run_free(&r);
     fewer_calls(&x);
     const char *bad = tmp_path("bad.h5");
@@ -933,7 +963,7 @@ static void test_conform_command_exit_codes_and_json(void **state) {
     json_object_put(o);
     run_free(&r);
     char *junit = slurp(xml);
-    assert_non_null(strstr(junit, "tests=\"11\" failures=\"1\""));
+    assert_non_null(strstr(junit, "tests=\"12\" failures=\"1\""));
     assert_non_null(strstr(junit, "name=\"conform: generator-calls\">"));
     assert_non_null(strstr(junit, "name=\"conform: digest\"/>"));
     free(junit);
@@ -1066,7 +1096,7 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "PPV-OVERLAP [overlap] at the file: OverlapScore 0.000 below "
                                   "0.30 over 20 chunks"));
-    assert_non_null(strstr(r.out, "conformance: 1 violation of 19 checks\n"));
+    assert_non_null(strstr(r.out, "conformance: 1 violation of 20 checks\n"));
     run_free(&r);
     /* the leader's figures: its time on each chunk, and (taking turns) the
      * time it waited for the next envelope, none before the first */
@@ -1098,7 +1128,7 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     /* without --overlap the check is not made */
     assert_int_equal(ppv_conform(one, NULL, &cr, err, sizeof err), 0);
     assert_int_equal(cr.violations, 0);
-    assert_int_equal(cr.nchecked, 18); /* with the ranks' input digests */
+    assert_int_equal(cr.nchecked, 19); /* with envelope digests and the ranks' input digests */
     ppv_conform_report_free(&cr);
     rec x;
     clean_run(&x);
@@ -1267,6 +1297,7 @@ static void test_unreadable_recordings_exit_2_naming_the_place(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_clean_run_conforms),
+        cmocka_unit_test(test_envelope_digest),
         cmocka_unit_test(test_envelope_call_formula),
         cmocka_unit_test(test_envelope_init_cache_on_an_epochs_first_chunk),
         cmocka_unit_test(test_envelope_context_frames_only_with_recompute),

@@ -165,6 +165,7 @@ static void test_the_report_is_the_same_for_any_number_of_workers(void **state) 
     pp.chunks = 4;
     pp.steps = 2;
     pp.control_only = 1;
+    pp.envelope_digest = 0; /* the contract without it: corrupt finds the gap */
     for (int faults = 0; faults < 2; faults++) {
         ppv_fuzz_options o = base(runs(200));
         o.pp = &pp;
@@ -212,11 +213,11 @@ static void test_lost_duplicated_and_killed_messages_end_named_or_unchanged(void
 }
 
 /* Every message of a small run corrupted in turn (one bit, round-robin):
- * results are guarded (their output_digest_i64, their framing), so each
- * corrupted result ends in a named failure; an envelope's tensors carry no
- * digest in PPEnvelopeV1, so a bit flipped in them changes the output
- * unseen. The explorer finds that gap, and the numbers here pin it down:
- * a contract that adds an envelope digest turns the 12 into failures. */
+ * results are guarded (their output_digest_i64, their framing), and so are
+ * envelopes with envelope_digest_i64 (the default), so each corrupted
+ * message ends in a named failure. Without the envelope digest (the
+ * contract as PPEnvelopeV1 has it), a bit flipped in an envelope's tensors
+ * changes the output unseen: the gap the explorer found, pinned here. */
 static void test_every_message_corrupted_in_turn(void **state) {
     (void)state;
     ppv_pp_options o = ppv_pp_defaults();
@@ -229,32 +230,45 @@ static void test_every_message_corrupted_in_turn(void **state) {
     int64_t sends = r->world.sends;
     ppv_pp_report_free(r);
     assert_int_equal(sends, 33); /* 4 envelopes of 5 messages, 4 results of 3, a SHUTDOWN */
-    int unchanged = 0, silent = 0, named = 0, corrupt = 0;
-    for (int64_t k = 0; k < sends; k++) {
-        o.fault.kind = PPV_FAULT_CORRUPT;
-        o.fault.message = k;
-        assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), 0);
-        assert_true(r->world.fault_applied);
-        if (r->ok && r->output_digest == ref) unchanged++;
-        else if (r->ok) silent++;
-        else {
-            named++;
-            corrupt += r->failure == PPV_FAIL_CORRUPT;
-            assert_non_null(strstr(r->message, "call_id"));
+    for (int digest = 1; digest >= 0; digest--) {
+        o.envelope_digest = digest;
+        int unchanged = 0, silent = 0, named = 0, corrupt = 0, envelope = 0;
+        for (int64_t k = 0; k < sends; k++) {
+            o.fault.kind = PPV_FAULT_CORRUPT;
+            o.fault.message = k;
+            assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), 0);
+            assert_true(r->world.fault_applied);
+            if (r->ok && r->output_digest == ref) unchanged++;
+            else if (r->ok) silent++;
+            else {
+                named++;
+                corrupt += r->failure == PPV_FAIL_CORRUPT;
+                envelope += r->failure == PPV_FAIL_ENVELOPE;
+                assert_non_null(strstr(r->message, "call_id"));
+                if (r->failure == PPV_FAIL_ENVELOPE) {
+                    assert_int_equal(r->caught_by, PPV_POINT_LEADER);
+                    assert_non_null(strstr(r->message, "the envelope changed on its way"));
+                }
+            }
+            ppv_pp_report_free(r);
         }
-        ppv_pp_report_free(r);
+        assert_int_equal(corrupt, 4); /* every result's latents_out */
+        /* with the digest, a flip in any of the 12 tensor messages of the 4
+         * envelopes is caught by the leader (a flip in a header or metadata
+         * is caught by the framing, as before) */
+        assert_int_equal(named, digest ? 33 : 21);
+        assert_int_equal(envelope, digest ? 12 : 0);
+        /* every chunk's conditioning is used, so a flip in it changes that
+         * chunk's output (before, chunks 1 to 3 kept chunk 0's and 3 flips
+         * changed nothing) */
+        assert_int_equal(silent, digest ? 0 : 12);
+        assert_int_equal(unchanged, 0);
     }
-    assert_int_equal(corrupt, 4); /* every result's latents_out */
-    assert_int_equal(named, 21);
-    /* every chunk's conditioning is used, so a flip in it changes that
-     * chunk's output (before, chunks 1 to 3 kept chunk 0's and 3 flips
-     * changed nothing) */
-    assert_int_equal(silent, 12);
-    assert_int_equal(unchanged, 0);
     /* and the explorer finds one of the silent ones, with a replayable trace */
     ppv_pp_options pp = ppv_pp_defaults();
     pp.chunks = 4;
     pp.steps = 2;
+    pp.envelope_digest = 0;
     ppv_fuzz_options fo = base(100);
     fo.pp = &pp;
     fo.faults = 1u << PPV_FAULT_CORRUPT;
@@ -315,7 +329,7 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     /* a fault found by the explorer is in its trace, and ppv pp replays it */
     const char *fdir = tmp_path("corrupt");
     r = RUN("fuzz", "pp", "--chunks", "4", "--steps", "2", "--faults", "corrupt", "--runs", "50",
-            "--out", fdir);
+            "--envelope-digest", "off", "--out", fdir);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "went unnoticed"));
     run_free(&r);
@@ -324,9 +338,15 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     char *text = slurp(ftrace);
     assert_non_null(strstr(text, "\nfault corrupt "));
     free(text);
-    r = RUN("pp", "--chunks", "4", "--steps", "2", "--replay", ftrace);
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", ftrace);
     assert_int_equal(r.code, 0);
     assert_null(strstr(r.out, "output digest: e46644c90dc16ab4")); /* not the clean run's */
+    run_free(&r);
+    /* with envelope digests (the default) every corruption ends named: the
+     * explorer finds no silent one */
+    r = RUN("fuzz", "pp", "--chunks", "4", "--steps", "2", "--faults", "corrupt", "--runs", "50");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "result: OK\n"));
     run_free(&r);
     r = RUN("pp", "--chunks", "4", "--steps", "2");
     assert_non_null(strstr(r.out, "output digest: e46644c90dc16ab4"));

@@ -532,6 +532,20 @@ static void test_an_envelope_the_mesh_cannot_follow_is_refused(void **state) {
     r = run(&re);
     assert_true(r->ok); /* as recorded, it replays */
     ppv_pp_report_free(r);
+    /* a sender without envelope digests: what follows is the mesh's own
+     * checks, not the leader's digest check */
+    for (int64_t k = 0; k < l.n; k++) l.e[k].envelope_digest_i64 = 0;
+    r = run(&re); /* a run that requires digests refuses the first envelope without */
+    assert_false(r->ok);
+    assert_int_equal(r->failure, PPV_FAIL_ENVELOPE);
+    assert_int_equal(r->caught_by, PPV_POINT_LEADER);
+    assert_non_null(strstr(r->message, "call_id 0, chunk_index 0"));
+    assert_non_null(strstr(r->message, "carries no envelope_digest_i64, and this run requires one"));
+    ppv_pp_report_free(r);
+    re.envelope_digest = 0;
+    r = run(&re);
+    assert_true(r->ok);
+    ppv_pp_report_free(r);
     l.e[2].current_start_frame = 9; /* chunk 2 claims a frame the mesh is not at */
     r = run(&re);
     assert_false(r->ok);

@@ -480,6 +480,14 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     case PIPE_POLL:
         o->poll = 1;
         return 0;
+    case PIPE_ENVELOPE_DIGEST:
+        if (!strcmp(arg, "on")) o->envelope_digest = 1;
+        else if (!strcmp(arg, "off")) o->envelope_digest = 0;
+        else {
+            usage_error("--envelope-digest is on or off, not '%s'", arg);
+            return -1;
+        }
+        return 0;
     case PIPE_GENERATOR: {
         if (!strcmp(arg, "builtin")) {
             o->generator = NULL;

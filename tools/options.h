@@ -334,6 +334,12 @@
          "it has arrived (a receive thread's behaviour): its moves depend on the interleaving, "   \
          "its output must not",                                                                    \
          NULL)                                                                                     \
+    PIPE(ENVELOPE_DIGEST, 0, "envelope-digest", "on|off",                                          \
+         "on: stage 0 puts envelope_digest_i64 (a digest of the other fields and the tensors) "    \
+         "in every INFER and the leader refuses one that lacks it or does not match "              \
+         "(PPV-ENVELOPE), before any collective; off: a contract without it, where a bit flipped " \
+         "in an envelope's tensors on the way goes unseen",                                        \
+         "on")                                                                                     \
     X(DEVICE, 0, "device", "cpu|cuda",                                                             \
       "where the generator's kernels run: cuda runs every one on the GPU with the CPU's bits "     \
       "(a check, not a fast path); exit 2 if CUDA is not usable here",                             \

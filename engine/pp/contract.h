@@ -11,7 +11,13 @@
 #include "pp_internal.h"
 
 typedef enum field_kind { KIND_INT, KIND_BOOL, KIND_FLOAT, KIND_STR } field_kind;
-typedef enum field_when { WHEN_ALWAYS, WHEN_INFER, WHEN_OK, WHEN_RECOMPUTE } field_when;
+typedef enum field_when {
+    WHEN_ALWAYS,
+    WHEN_INFER,
+    WHEN_OK,
+    WHEN_RECOMPUTE,
+    WHEN_OPTIONAL /* an INT written only when not 0, never required */
+} field_when;
 
 typedef struct field_desc {
     const char *name;

@@ -170,6 +170,8 @@ static int travels(field_when when, int is_result, int ok, int recompute) {
         return is_result && ok;
     case WHEN_RECOMPUTE:
         return recompute;
+    case WHEN_OPTIONAL:
+        return 1; /* when not 0 (frame_payload); never missing */
     }
     return 0;
 }
@@ -264,6 +266,7 @@ static ppv_failure frame_payload(const message_desc *md, void *base, int ok, int
         } else {
             d = &md->fields[r->index];
             if (!travels(d->when, is_result, ok, recompute)) continue;
+            if (d->when == WHEN_OPTIONAL && *int_at(base, d) == 0) continue;
         }
         size_t kl = r->len;
         memcpy(out + at, r->key, kl);
@@ -393,6 +396,22 @@ ppv_failure ppv_result_frame(const ppv_result *r, ppv_frame *f, char *msg, size_
     f->header[3] = r->cache_epoch;
     f->header[5] = r->pp_result_version;
     return PPV_FAIL_NONE;
+}
+
+uint64_t ppv_envelope_digest(const ppv_envelope *e) {
+    if (e->action != PPV_PP_INFER) return 0;
+    ppv_envelope bare = *e; /* its tensors are e's, only read */
+    bare.envelope_digest_i64 = 0;
+    ppv_frame f;
+    char msg[256];
+    if (ppv_envelope_frame_unchecked(&bare, &f, msg, sizeof msg) != PPV_FAIL_NONE) return 0;
+    uint64_t h = (0xcbf29ce484222325ULL ^ ppv_digest_words(f.meta, (size_t)f.header[6])) *
+                 0x100000001b3ULL;
+    for (int k = 0; k < f.ntensors; k++)
+        h = (h ^ ppv_digest_words(f.tensors[k]->data, ppv_tensor_bytes(f.tensors[k]))) *
+            0x100000001b3ULL;
+    ppv_frame_free(&f);
+    return h ? h : 1;
 }
 
 void ppv_frame_free(ppv_frame *f) {
@@ -767,7 +786,8 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
     int ok = 1;
     if (rc == PPV_FAIL_NONE && is_result) ok = ((ppv_result *)base)->ok;
     for (int k = 0; k < md->nfields && rc == PPV_FAIL_NONE; k++)
-        if (travels(md->fields[k].when, is_result, ok, 0) && !(seen & (1ull << k)))
+        if (travels(md->fields[k].when, is_result, ok, 0) && md->fields[k].when != WHEN_OPTIONAL &&
+            !(seen & (1ull << k)))
             rc = pp_failf(PPV_FAIL_FIELD, msg, n, "field %s is missing from the %s (%s)",
                        md->fields[k].name, md->what, IDS_TEXT(ids));
     /* the header is what the peer committed to: the metadata must agree */

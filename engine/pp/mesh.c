@@ -314,6 +314,25 @@ static int check_digest(mesh *m, const pp_received *rm) {
     return 0;
 }
 
+/* The leader's check of an INFER's envelope_digest_i64 (before any
+ * collective): PPV_FAIL_NONE, or PPV-ENVELOPE with msg. */
+static ppv_failure check_envelope_digest(const mesh *m, const ppv_envelope *e, char *msg,
+                                         size_t msglen) {
+    if (e->envelope_digest_i64 == 0) {
+        if (!m->o->envelope_digest) return PPV_FAIL_NONE;
+        snprintf(msg, msglen, "the envelope carries no envelope_digest_i64, and this run "
+                 "requires one (--envelope-digest)");
+        return PPV_FAIL_ENVELOPE;
+    }
+    uint64_t got = ppv_envelope_digest(e);
+    if (got == (uint64_t)e->envelope_digest_i64) return PPV_FAIL_NONE;
+    snprintf(msg, msglen,
+             "envelope_digest_i64 %016" PRIx64 ", but what arrived digests to %016" PRIx64
+             ": the envelope changed on its way (a bit of its metadata or tensors)",
+             (uint64_t)e->envelope_digest_i64, got);
+    return PPV_FAIL_ENVELOPE;
+}
+
 /* The leader refuses an envelope it received: one error result for an
  * INFER, and ERROR to the mesh so no worker waits. */
 static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, const char *why) {
@@ -330,6 +349,9 @@ static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, con
         char text[1024];
         if (cause == PPV_FAIL_ORDER) /* the contract names it: an order violation */
             snprintf(text, sizeof text, "%s: the leader refused the envelope's ids (%s)",
+                     ppv_failure_id(cause), why);
+        else if (cause == PPV_FAIL_ENVELOPE) /* the wire's fault, not the leader's */
+            snprintf(text, sizeof text, "%s: the leader refused the envelope (%s)",
                      ppv_failure_id(cause), why);
         else
             snprintf(text, sizeof text, "%s: the leader rejected the envelope after receiving it "
@@ -478,6 +500,9 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
                 snprintf(msg, sizeof msg, "a %" PRId64 "x%" PRId64 " chunk, the mesh runs %dx%d",
                          e.height, e.width, o->height, o->width);
             }
+            if (mode == PPV_FAIL_NONE && e.action == PPV_PP_INFER &&
+                !pp_skipped(c, PPV_POINT_LEADER))
+                mode = check_envelope_digest(&m, &e, msg, sizeof msg);
             if (mode != PPV_FAIL_NONE) {
                 leader_reject(&m, rm.header, mode, msg);
                 pp_envelope_free(&e);

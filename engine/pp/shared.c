@@ -72,6 +72,7 @@ ppv_pp_options ppv_pp_defaults(void) {
     o.policy.depth = 3;
     o.watchdog_steps = 100000;
     o.timeout_s = 60;
+    o.envelope_digest = 1;
     return o;
 }
 
@@ -197,7 +198,7 @@ void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const 
     X(mesh, 0) X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0)  \
     X(height, 0) X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)  \
     X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)          \
-    X(timeout_ms, 0) X(poll, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                          \
+    X(timeout_ms, 0) X(poll, 0) X(envelope_digest, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                          \
     X(extra_digest_collective, 1)
 
 enum {
@@ -245,6 +246,7 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_transport] = !strcmp(tr, "mock") ? 0 : !strcmp(tr, "mpi") ? 1 : 2;
     k[HK_timeout_ms] = o->proc ? (int64_t)(o->timeout_s * 1000.0) : 0;
     k[HK_poll] = o->poll;
+    k[HK_envelope_digest] = o->envelope_digest;
     k[HK_inject] = o->inject;
     k[HK_skip_points] = (int64_t)o->skip_points;
     k[HK_bug] = o->bug;

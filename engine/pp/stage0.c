@@ -187,6 +187,9 @@ static int send_chunk(stage0 *s, int32_t k) {
             default:
                 break;
             }
+        /* sealed last: what the leader must receive is what was planned,
+         * injected faults included (a sender's bugs, not the wire's) */
+        if (o->envelope_digest) e->envelope_digest_i64 = (int64_t)ppv_envelope_digest(e);
     }
     s->call_id = f->e.call_id + 1;
     if (f->e.action == PPV_PP_SHUTDOWN) s->shut = 1;
@@ -295,7 +298,8 @@ static int receive_result(stage0 *s, int polled) {
         ppv_failure m = mode_of(rd->r.error_message);
         pp_where w = {1, PP_GROUP_WORLD, &f->e};
         pp_fail(s->c, s->t, w, m,
-                m == PPV_FAIL_FM23 || m == PPV_FAIL_ORDER ? PPV_POINT_LEADER
+                m == PPV_FAIL_FM23 || m == PPV_FAIL_ORDER || m == PPV_FAIL_ENVELOPE
+                    ? PPV_POINT_LEADER
                                                           : PPV_POINT_MESH_RUNNING,
                 "the mesh answered with an error: %s", rd->r.error_message);
         goto drop_fail;

@@ -270,6 +270,8 @@ int ppv_golden_is_inference(const char *path);
     X(ENVELOPE, "envelope",                                                                        \
       "every envelope keeps the contract's rules for its action: version, fields, tensors, "       \
       "the call formula, call_id/chunk_index/cache_epoch order, an epoch's first chunk")           \
+    X(ENVELOPE_DIGEST, "envelope-digest",                                                          \
+      "where envelopes carry envelope_digest_i64: each is the digest of its envelope as recorded")  \
     X(AFTER_END, "after-end", "no call after SHUTDOWN, ERROR or the mesh's error result")          \
     X(UNKNOWN_FIELD, "unknown-field",                                                              \
       "no field the contract does not define (the forbidden video key included)")                  \

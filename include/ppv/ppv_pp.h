@@ -92,6 +92,12 @@ ppv_failure ppv_envelope_unframe(const int64_t *header, const char *meta, ppv_en
                                  ppv_tensor **order, int *norder, char *msg, size_t msglen);
 ppv_failure ppv_result_unframe(const int64_t *header, const char *meta, ppv_result *r,
                                ppv_tensor **order, int *norder, char *msg, size_t msglen);
+/* envelope_digest_i64 for an INFER envelope: a digest of its canonical
+ * metadata text without that field (so of the contract's fields, never a
+ * newer sender's) and of its tensors in spec order. Never 0 (which means
+ * "none"); 0 for any other action or an envelope that cannot be framed. */
+uint64_t ppv_envelope_digest(const ppv_envelope *e);
+
 /* Frees the tensors an unframe allocated. */
 void ppv_envelope_free_tensors(ppv_envelope *e);
 void ppv_result_free_tensors(ppv_result *r);
@@ -251,6 +257,10 @@ typedef struct ppv_pp_options {
     int poll; /* stage 0 takes each result as soon as it has arrived (it probes the link
                  between sends and decodes, as a receive thread does), so what it does
                  next depends on the interleaving; its output must not */
+    /* stage 0 puts envelope_digest_i64 in every INFER it plans, and the
+     * leader refuses one without it or that does not match it (PPV-ENVELOPE),
+     * before any collective. Off, the leader still checks a digest that comes. */
+    int envelope_digest;
     unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
     ppv_pp_bug bug;       /* tests: a seeded bug */
     ppv_fault fault;      /* one transport fault (the explorer's), or none */
@@ -292,7 +302,7 @@ typedef struct ppv_pp_options {
 
 /* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no
  * cut, 32x32, 4 conditioning tokens, the generator's default, rr,
- * watchdog 100000 steps. */
+ * watchdog 100000 steps, envelope digests on. */
 ppv_pp_options ppv_pp_defaults(void);
 
 /* Checks the options on their own; 0, or -1 with the reason. */

@@ -21,6 +21,12 @@ ENVELOPE_FIELDS = (
     ('kv_cache_attention_bias', 'float'),
     ('noise_scale', 'float'),
     ('pp_disable_vace', 'bool'),
+    ('envelope_digest_i64', 'int'),
+)
+
+# Fields a message may leave out (read as 0): spec/contract.def's OPTIONAL.
+OPTIONAL_FIELDS = (
+    'envelope_digest_i64',
 )
 
 RESULT_FIELDS = (

@@ -78,7 +78,7 @@ import time
 import h5py
 import numpy as np
 
-from ._contract import (ACTIONS, ENVELOPE_FIELDS, ENVELOPE_TENSORS, RESULT_FIELDS,
+from ._contract import (ACTIONS, ENVELOPE_FIELDS, ENVELOPE_TENSORS, OPTIONAL_FIELDS, RESULT_FIELDS,
                         RESULT_TENSORS)
 
 FORMAT_NAME = "ppv-golden"
@@ -159,7 +159,7 @@ def _check(kind_name, message, fields, tensors):
     unknown = sorted(set(message) - known)
     if unknown:
         raise ContractError("%s: unknown field(s) %s" % (kind_name, ", ".join(unknown)))
-    missing = [n for n, _ in fields if n not in message]
+    missing = [n for n, _ in fields if n not in message and n not in OPTIONAL_FIELDS]
     if missing:
         raise ContractError("%s: missing field(s) %s" % (kind_name, ", ".join(missing)))
     for name, dtype, rank in tensors:
@@ -299,7 +299,7 @@ class Recorder:
     def _message(self, call, name, message, fields, tensors):
         g = self._group(call, name)
         for field, kind in fields:
-            v = message[field]
+            v = message.get(field, 0) if field in OPTIONAL_FIELDS else message[field]
             if kind == "str":
                 g.attrs.create(field, str(v), dtype=h5py.string_dtype())
             elif kind == "float":
@@ -552,6 +552,9 @@ def _read_message(call, where, name, fields, tensors):
     message = {}
     for field, kind in fields:
         if field not in g.attrs:
+            if field in OPTIONAL_FIELDS:  # a file written before the field existed
+                message[field] = 0
+                continue
             raise RecordingError("%s: attribute %s missing" % (where, field))
         v = g.attrs[field]
         if kind == "str":

@@ -42,11 +42,13 @@ class Shipped(unittest.TestCase):
         actions = {m.group(1): int(m.group(2))
                    for m in re.finditer(r"^PPV_PP_ACTION\((\w+), (\d+)\)", text, re.M)}
         self.assertEqual(list(_contract.ENVELOPE_FIELDS), fields["ENV"])
+        self.assertEqual(list(_contract.OPTIONAL_FIELDS),
+                         re.findall(r"^PPV_ENV_FIELD\((\w+), \w+, OPTIONAL\)", text, re.M))
         self.assertEqual(list(_contract.RESULT_FIELDS), fields["RES"])
         self.assertEqual(list(_contract.ENVELOPE_TENSORS), tensors["ENV"])
         self.assertEqual(list(_contract.RESULT_TENSORS), tensors["RES"])
         self.assertEqual(_contract.ACTIONS, actions)
-        self.assertEqual(len(fields["ENV"]), 18)
+        self.assertEqual(len(fields["ENV"]), 19)
 
     def test_event_codes_are_ppv_pp_h(self):
         text = source("include/ppv/ppv_pp.h")
