@@ -669,6 +669,36 @@ static call_dims call_dims_of(const ppv_genmodel *m, const ppv_kv_cache *c,
     return d;
 }
 
+/* FNV-1a over n floats' bit patterns, continuing h. */
+static uint64_t fnv_floats(uint64_t h, const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        h = (h ^ bits) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* (ppv_kernels.h) */
+uint64_t ppv_genmodel_shard_fingerprint(const ppv_genmodel *m, int32_t rank, int32_t mesh) {
+    const ppv_gen_config *g = &m->cfg;
+    if (mesh < 1 || rank < 0 || rank >= mesh || g->n_heads % mesh) return 0;
+    size_t C = (size_t)g->d_model, hd = C / (size_t)g->n_heads, fb = (size_t)g->d_ff / (size_t)g->n_heads;
+    size_t heads = (size_t)(g->n_heads / mesh), h0 = (size_t)rank * heads;
+    size_t W = heads * hd, FW = heads * fb, f0 = h0 * fb;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int32_t l = 0; l < g->layers; l++) {
+        for (size_t b = 0; b < 3; b++) { /* its heads' rows of Q, K and V */
+            size_t row = b * C + h0 * hd;
+            h = fnv_floats(h, LW(m, l, L_qkv_w) + row * C, W * C);
+            h = fnv_floats(h, LW(m, l, L_qkv_b) + row, W);
+        }
+        h = fnv_floats(h, LW(m, l, L_fc1_w) + f0 * C, FW * C); /* its MLP blocks' rows */
+        h = fnv_floats(h, LW(m, l, L_fc1_b) + f0, FW);
+    }
+    return h ? h : 1;
+}
+
 /* One generator call (see ppv_kernels.h); the cache changes only when the
  * whole call succeeded. */
 int ppv_gen_call(const ppv_genmodel *m, ppv_kv_cache *cache, const ppv_gen_call_args *a,

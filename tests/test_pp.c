@@ -413,6 +413,86 @@ static void test_failures_carry_ids_rank_and_group(void **state) {
     ppv_pp_report_free(r);
 }
 
+/* OM-12: shard fingerprints. The built-in's reads the weights a rank owns
+ * alone, so distinct ranks' differ and another seed's differ; the baseline
+ * finds a rank that loaded another's shard before any chunk, and a later
+ * fingerprint a shard reloaded under the run, at the cadence asked for. */
+static void test_shard_fingerprints(void **state) {
+    (void)state;
+    ppv_gen_config g = ppv_gen_config_default();
+    char err[256];
+    ppv_genmodel *a = ppv_genmodel_new(&g, err, sizeof err);
+    g.seed = 2;
+    ppv_genmodel *b = ppv_genmodel_new(&g, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(b);
+    uint64_t f[4];
+    for (int32_t r = 0; r < 4; r++) {
+        f[r] = ppv_genmodel_shard_fingerprint(a, r, 4);
+        assert_true(f[r] != 0);
+        for (int32_t q = 0; q < r; q++) assert_true(f[r] != f[q]);
+        assert_true(ppv_genmodel_shard_fingerprint(b, r, 4) != f[r]);
+    }
+    assert_int_equal(ppv_genmodel_shard_fingerprint(a, 3, 4), f[3]);
+    assert_int_equal(ppv_genmodel_shard_fingerprint(a, 4, 4), 0); /* no such rank */
+    assert_int_equal(ppv_genmodel_shard_fingerprint(a, 0, 3), 0); /* 3 does not divide 4 heads */
+    assert_true(ppv_genmodel_shard_fingerprint(a, 0, 1) != f[0]);
+    ppv_genmodel_free(a);
+    ppv_genmodel_free(b);
+    /* the baseline: the last rank holds rank 0's shard */
+    expect_failure(without(PPV_INJECT_OM12, 0, 4), PPV_FAIL_FINGERPRINT, PPV_POINT_FINGERPRINT,
+                   "mesh ranks 0 and 3 have the same shard fingerprint");
+    /* without the check the mesh computes a Franken-model, silently */
+    expect_silent_corruption(without(PPV_INJECT_OM12, BIT(PPV_POINT_FINGERPRINT), 2),
+                             PPV_INJECT_OM12);
+    /* a reload before chunk 1, seen at the next fingerprint: chunk 1 with
+     * every chunk fingerprinted, chunk 3 with every third */
+    ppv_pp_options o = small();
+    o.chunks = 5;
+    o.bug = PPV_PP_BUG_SHARD_RELOAD;
+    expect_failure(run(&o), PPV_FAIL_FINGERPRINT, PPV_POINT_FINGERPRINT,
+                   "call_id 1, chunk_index 1, cache_epoch 0): mesh rank 1's shard fingerprint is");
+    o.fingerprint_every = 3;
+    ppv_pp_report *r = run(&o);
+    assert_non_null(strstr(r->message, "its weights changed under the run"));
+    expect_failure(r, PPV_FAIL_FINGERPRINT, PPV_POINT_FINGERPRINT, "call_id 3, chunk_index 3");
+    o.skip_points = BIT(PPV_POINT_FINGERPRINT);
+    r = run(&o);
+    assert_true(r->ok);
+    ppv_pp_report_free(r);
+    /* clean runs pass on every mesh, with cuts (init_cache) and the model */
+    for (int32_t mesh = 1; mesh <= 4; mesh *= 2) {
+        o = small();
+        o.mesh = mesh;
+        o.fingerprint_every = 2;
+        o.ncuts = 1;
+        o.cuts[0] = 2;
+        r = run(&o);
+        if (!r->ok) fail_msg("mesh %d: %s", mesh, r->message);
+        ppv_pp_report_free(r);
+    }
+    /* ppv pp --record keeps every rank's fingerprints, and conform checks them */
+    const char *rec = tmp_path("fingerprints.h5");
+    run_result c = RUN("pp", "--chunks", "5", "--mesh", "4", "--fingerprint-every", "2", "--record",
+                       rec);
+    assert_int_equal(c.code, 0);
+    run_free(&c);
+    c = RUN("conform", rec);
+    assert_int_equal(c.code, 0);
+    assert_non_null(strstr(c.out, "conformance: 0 violations of 20 checks\n")); /* with shards' */
+    run_free(&c);
+    o.bug = PPV_PP_BUG_SHARD_RELOAD; /* the model's bug: not without it */
+    o.control_only = 1;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "the shard-reload bug needs the built-in generator on a mesh of 2 "
+                             "or more");
+    o.control_only = 0;
+    o.bug = PPV_PP_BUG_NONE;
+    o.fingerprint_every = -1;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "--fingerprint-every -1: 0 (none) to 1000000");
+}
+
 static void test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits(void **state) {
     (void)state;
     ppv_pp_report *r = without(PPV_INJECT_OM13, 0, 2);
@@ -474,7 +554,7 @@ static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(voi
 
 static void test_every_injection_is_named_in_the_table(void **state) {
     (void)state;
-    assert_int_equal(PPV_INJECT_COUNT, 17);
+    assert_int_equal(PPV_INJECT_COUNT, 18);
     for (int i = 0; i < PPV_INJECT_COUNT; i++)
         assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
     assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
@@ -592,7 +672,7 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     int lines = 0;
     for (const char *p = r.out; (p = strchr(p, '\n')); p++)
         lines++;
-    assert_int_equal(lines, 17); /* a heading and 16 injections */
+    assert_int_equal(lines, 18); /* a heading and 17 injections */
     run_free(&r);
     r = RUN("pp", "--mesh", "3");
     assert_int_equal(r.code, 2);
@@ -721,6 +801,7 @@ int main(void) {
         cmocka_unit_test(test_stage0_preflight_faults_reach_the_leader_without_it),
         cmocka_unit_test(test_the_other_checks_each_stand_between_a_fault_and_a_hang),
         cmocka_unit_test(test_failures_carry_ids_rank_and_group),
+        cmocka_unit_test(test_shard_fingerprints),
         cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
         cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
         cmocka_unit_test(test_every_injection_is_named_in_the_table),

@@ -480,6 +480,8 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     case PIPE_POLL:
         o->poll = 1;
         return 0;
+    case PIPE_FINGERPRINT_EVERY:
+        return whole_option32("--fingerprint-every", arg, 0, 1000000, &o->fingerprint_every);
     case PIPE_ENVELOPE_DIGEST:
         if (!strcmp(arg, "on")) o->envelope_digest = 1;
         else if (!strcmp(arg, "off")) o->envelope_digest = 0;

@@ -340,6 +340,11 @@
          "(PPV-ENVELOPE), before any collective; off: a contract without it, where a bit flipped " \
          "in an envelope's tensors on the way goes unseen",                                        \
          "on")                                                                                     \
+    PIPE(FINGERPRINT_EVERY, 0, "fingerprint-every", "N",                                           \
+         "shard fingerprints (OM-12): every mesh rank fingerprints its weight shard at start (no " \
+         "two alike), on every init_cache and every N chunks (each unchanged, no two alike); "     \
+         "PPV-FINGERPRINT otherwise. 0: none",                                                     \
+         "0")                                                                                      \
     X(DEVICE, 0, "device", "cpu|cuda",                                                             \
       "where the generator's kernels run: cuda runs every one on the GPU with the CPU's bits "     \
       "(a check, not a fast path); exit 2 if CUDA is not usable here",                             \

@@ -38,6 +38,11 @@ typedef struct mesh {
     ppv_result stale;
     ppv_bf16 *stale_data;
     int stale_sent;
+    /* shard fingerprints: the shard this rank's generator was built for
+     * (its mesh rank, unless a fault says otherwise), how often, and the
+     * baseline and the last all-gathered values (one per mesh rank) */
+    int32_t shard_rank, fp_every;
+    uint64_t *fp_base, *fp_all;
     /* the leader's times on the transport's clock (virtual on the mock):
      * when the chunk's envelope arrived, and when its last answer went
      * (-1: none yet), for tB_ms and t_mesh_idle_ms */
@@ -185,6 +190,7 @@ static int snapshot_kv(mesh *m, int64_t chunk) {
 static int gen_create(mesh *m) {
     ppv_generator_setup s;
     pp_generator_setup(m->c, m->mr, &s);
+    s.mesh_rank = m->shard_rank; /* OM-12: another rank's shard */
     m->comm.ctx = m;
     m->comm.rank = m->mr;
     m->comm.size = m->n;
@@ -198,6 +204,80 @@ static int gen_create(mesh *m) {
     if (!state) return gen_error(m, -1, "create", "it returned no state");
     m->gen = state;
     return 0;
+}
+
+/* The fingerprint of the shard this rank holds: the built-in's weights
+ * themselves, else (a plug-in, or no model) a digest of the generator and
+ * the shard its setup names. */
+static uint64_t shard_fingerprint(const mesh *m) {
+    const pp_ctx *c = m->c;
+    if (c->gen && c->gen == ppv_generator_builtin() && c->gen_shared)
+        return ppv_genmodel_shard_fingerprint(c->gen_shared, m->shard_rank, m->n);
+    uint64_t h = c->gen ? ppv_generator_digest(c->gen->name, c->gen->version, c->gen_params) : 0;
+    int64_t parts[2] = {m->shard_rank, m->n};
+    return (h ^ ppv_digest_words(parts, sizeof parts)) * 0x100000001b3ULL | 1;
+}
+
+/* OM-12: every mesh rank's shard fingerprint, all-gathered. The baseline
+ * (e NULL) is kept; later each must equal its baseline; always no two
+ * ranks alike (a past bug gave the same value on every rank). The leader
+ * reports; a worker that sees it just stops. */
+static int check_fingerprints(mesh *m, const ppv_envelope *e) {
+    if (pp_skipped(m->c, PPV_POINT_FINGERPRINT)) return 0;
+    uint64_t mine = shard_fingerprint(m), *all = m->fp_all;
+    char err[256];
+    if (e && m->o->on_rank &&
+        m->o->on_rank(m->o->on_rank_ctx, m->mr, PPV_RANK_SHARD_FINGERPRINT, e->call_id, mine, err,
+                      sizeof err) < 0) {
+        pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_RULE, PPV_POINT_FINGERPRINT, "%s",
+                err);
+        return -1;
+    }
+    all[0] = mine;
+    if (m->n > 1) {
+        int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the shard fingerprints");
+        int rc = m->t->ops->allgather(m->t->impl, m->rank, &mine, all, sizeof mine, comm,
+                                      "shard fingerprint");
+        if (rc) {
+            pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the shard fingerprints");
+            return rc;
+        }
+    }
+    if (!e) memcpy(m->fp_base, all, (size_t)m->n * sizeof *all);
+    for (int32_t r = 0; r < m->n; r++)
+        if (all[r] != m->fp_base[r]) {
+            if (m->leader)
+                pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_FINGERPRINT,
+                        PPV_POINT_FINGERPRINT,
+                        "mesh rank %d's shard fingerprint is %016" PRIx64 ", its baseline %016" PRIx64
+                        ": its weights changed under the run (a reload or a write)",
+                        r, all[r], m->fp_base[r]);
+            return -1;
+        }
+    for (int32_t r = 1; r < m->n; r++)
+        for (int32_t q = 0; q < r; q++)
+            if (all[r] == all[q]) {
+                if (m->leader)
+                    pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_FINGERPRINT,
+                            PPV_POINT_FINGERPRINT,
+                            "mesh ranks %d and %d have the same shard fingerprint %016" PRIx64
+                            "%s: distinct shards must fingerprint differently (a rank holds "
+                            "another's shard, or the fingerprint does not see the weights)",
+                            q, r, all[r], e ? "" : " at start");
+                return -1;
+            }
+    return 0;
+}
+
+/* The shard-reload bug: the built-in's last rank rebuilds its generator
+ * for mesh rank 0's shard (create makes no collective, so it may). */
+static int reload_shard(mesh *m) {
+    char err[512] = "";
+    int rc = m->c->gen->destroy(m->gen, err, sizeof err);
+    m->gen = NULL;
+    if (rc) return gen_error(m, rc, "destroy", err);
+    m->shard_rank = 0;
+    return gen_create(m);
 }
 
 /* Runs one INFER on this rank: resets, optional KV recompute, the denoising
@@ -435,6 +515,7 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
 
 void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     const ppv_pp_options *o = c->o;
+    ppv_bf16 *out = NULL;
     mesh m;
     memset(&m, 0, sizeof m);
     m.c = c;
@@ -447,10 +528,21 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     m.last = m.mr == m.n - 1; /* the rank faults are put in (the leader on PP0) */
     m.order = ppv_contract_order_start();
     m.t_answered = -1;
-    if (!o->control_only && gen_create(&m) < 0) return;
+    m.shard_rank = m.last && m.n > 1 && o->inject == PPV_INJECT_OM12 ? 0 : m.mr;
+    m.fp_every = pp_fingerprint_every(o);
+    if (m.fp_every) { /* the baseline before create: a wrong shard is named as one */
+        m.fp_base = malloc((size_t)m.n * sizeof *m.fp_base);
+        m.fp_all = malloc((size_t)m.n * sizeof *m.fp_all);
+        if (!m.fp_base || !m.fp_all) {
+            gen_error(&m, -1, "the shard fingerprints", "out of memory");
+            goto done;
+        }
+        if (check_fingerprints(&m, NULL) < 0) goto done;
+    }
+    if (!o->control_only && gen_create(&m) < 0) goto done;
     size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(o->height / 8) *
                   (size_t)(o->width / 8);
-    ppv_bf16 *out = malloc(vals * sizeof *out);
+    out = malloc(vals * sizeof *out);
     m.x = malloc(vals * sizeof *m.x);
     m.y = malloc(vals * sizeof *m.y);
     m.gathered = malloc((size_t)m.n * sizeof *m.gathered);
@@ -546,6 +638,10 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             ((unsigned char *)e.latents_in.data)[0] ^= 1;
         m.wrong_group = m.last && o->inject == PPV_INJECT_OM08 && e.chunk_index == PP_INJECT_CHUNK;
         rc = check_digest(&m, &rm);
+        if (!rc && m.last && o->bug == PPV_PP_BUG_SHARD_RELOAD && e.chunk_index == PP_INJECT_CHUNK)
+            rc = reload_shard(&m);
+        if (!rc && m.fp_every && (e.init_cache || m.chunks_run % m.fp_every == 0))
+            rc = check_fingerprints(&m, &e);
         if (!rc && m.last && o->inject == PPV_INJECT_OM05) {
             /* the flag-gated collective: only this rank's flag turns it on */
             uint64_t mine = 0, *all = malloc((size_t)m.n * sizeof *all);
@@ -574,6 +670,8 @@ done:
     free(m.y);
     free(m.gathered);
     free(m.digests);
+    free(m.fp_base);
+    free(m.fp_all);
     free(m.stale_data);
     if (m.gen) {
         char err[512] = "";

@@ -83,6 +83,9 @@ int pp_plan_envelope(const pp_ctx *c, int32_t k, int64_t call_id, int64_t epoch,
 void pp_chunk_epoch(const ppv_pp_options *o, int32_t k, int64_t *epoch, int32_t *j);
 /* do_kv_recompute for the j-th chunk of an epoch. */
 int pp_recomputes(const ppv_pp_options *o, int32_t j);
+/* How often the mesh fingerprints its shards: the option, or every chunk
+ * when OM-12 or the shard-reload bug asks for fingerprints; 0: never. */
+int32_t pp_fingerprint_every(const ppv_pp_options *o);
 /* Injections that act on one chunk act on this one. */
 enum { PP_INJECT_CHUNK = 1 };
 

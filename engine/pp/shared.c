@@ -45,7 +45,7 @@ int ppv_pp_inject_lookup(const char *token) {
 const char *ppv_pp_point_name(ppv_pp_point p) {
     static const char *const names[] = {"none",       "stage0-send", "leader",   "mesh-running",
                                         "stage0-result", "handshake", "group-check",
-                                        "input-digest",  "transport", "watchdog"};
+                                        "input-digest",  "transport", "watchdog", "shard-fingerprint"};
     return (unsigned)p < PPV_POINT_COUNT ? names[p] : "?";
 }
 
@@ -74,6 +74,11 @@ ppv_pp_options ppv_pp_defaults(void) {
     o.timeout_s = 60;
     o.envelope_digest = 1;
     return o;
+}
+
+int32_t pp_fingerprint_every(const ppv_pp_options *o) {
+    if (o->fingerprint_every) return o->fingerprint_every;
+    return o->inject == PPV_INJECT_OM12 || o->bug == PPV_PP_BUG_SHARD_RELOAD;
 }
 
 static int cut_at(const ppv_pp_options *o, int32_t k) {
@@ -124,7 +129,8 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
     if (o->replay && o->inject != PPV_INJECT_NONE)
         return ppv_errf(err, errlen, "a replay takes no --inject: the recording is stage 0");
     int on_chunk1 = o->inject != PPV_INJECT_NONE && o->inject != PPV_INJECT_OM04 &&
-                    o->inject != PPV_INJECT_OM05 && o->inject != PPV_INJECT_OM09;
+                    o->inject != PPV_INJECT_OM05 && o->inject != PPV_INJECT_OM09 &&
+                    o->inject != PPV_INJECT_OM12;
     if (on_chunk1 && (o->chunks < 2 || cut_at(o, PP_INJECT_CHUNK)))
         return ppv_errf(err, errlen,
                         "--inject %s acts on chunk %d, the second of the first epoch: it needs "
@@ -133,8 +139,15 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
     if (o->inject == PPV_INJECT_OM09 && o->ncuts == 0)
         return ppv_errf(err, errlen,
                         "--inject OM-09 delivers a result after a hard cut: give --hard-cut-at");
+    if (o->fingerprint_every < 0 || o->fingerprint_every > 1000000)
+        return ppv_errf(err, errlen, "--fingerprint-every %d: 0 (none) to 1000000",
+                        o->fingerprint_every);
+    if (o->bug == PPV_PP_BUG_SHARD_RELOAD && (o->generator || o->control_only || o->mesh < 2))
+        return ppv_errf(err, errlen, "the shard-reload bug needs the built-in generator on a mesh "
+                        "of 2 or more");
     if ((o->inject == PPV_INJECT_OM11 || o->inject == PPV_INJECT_OM05 ||
-         o->inject == PPV_INJECT_OM04 || o->inject == PPV_INJECT_OM08) &&
+         o->inject == PPV_INJECT_OM12 || o->inject == PPV_INJECT_OM04 ||
+         o->inject == PPV_INJECT_OM08) &&
         o->mesh < 2)
         return ppv_errf(err, errlen, "--inject %s needs a mesh of 2 or more ranks",
                         ppv_pp_inject_token(o->inject));
@@ -198,7 +211,7 @@ void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const 
     X(mesh, 0) X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0)  \
     X(height, 0) X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)  \
     X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)          \
-    X(timeout_ms, 0) X(poll, 0) X(envelope_digest, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                          \
+    X(timeout_ms, 0) X(poll, 0) X(envelope_digest, 0) X(fingerprint_every, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                          \
     X(extra_digest_collective, 1)
 
 enum {
@@ -247,6 +260,7 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_timeout_ms] = o->proc ? (int64_t)(o->timeout_s * 1000.0) : 0;
     k[HK_poll] = o->poll;
     k[HK_envelope_digest] = o->envelope_digest;
+    k[HK_fingerprint_every] = pp_fingerprint_every(o);
     k[HK_inject] = o->inject;
     k[HK_skip_points] = (int64_t)o->skip_points;
     k[HK_bug] = o->bug;

@@ -223,6 +223,13 @@ int ppv_genmodel_set_device(ppv_genmodel *m, const char *name, char *err, size_t
 const char *ppv_genmodel_device(const ppv_genmodel *m);
 int ppv_genmodel_device_status(const ppv_genmodel *m, char *err, size_t errlen);
 
+/* A fingerprint of the weights rank `rank` of a mesh of `mesh` owns alone
+ * (its heads' rows of Q, K and V and its MLP blocks' rows of fc1, every
+ * layer): FNV-1a over their bit patterns, never 0. Distinct ranks' shards
+ * give distinct values; 0 when mesh does not divide n_heads or rank is out
+ * of range. */
+uint64_t ppv_genmodel_shard_fingerprint(const ppv_genmodel *m, int32_t rank, int32_t mesh);
+
 /* One rank's KV cache: for every layer, K and V of its heads for the last
  * `window` latent frames at most (older frames are evicted first). */
 typedef struct ppv_kv_cache ppv_kv_cache;

@@ -124,6 +124,7 @@ typedef enum ppv_pp_point {
     PPV_POINT_DIGEST,        /* the mesh's input digest */
     PPV_POINT_TRANSPORT,     /* the transport (a collective mismatch) */
     PPV_POINT_WATCHDOG,      /* a bounded wait */
+    PPV_POINT_FINGERPRINT,   /* the mesh's shard fingerprints */
     PPV_POINT_COUNT
 } ppv_pp_point;
 
@@ -149,8 +150,10 @@ typedef enum ppv_pp_bug {
                                        found nothing) without judging it, a stale one included */
     PPV_PP_BUG_DECODE_FIRST,        /* stage 0 decodes result k before it sends envelope k+1 */
     PPV_PP_BUG_LEADER_DIES,         /* the leader returns after receiving chunk 1's header */
-    PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE /* the last mesh rank decides KV recompute from its own
+    PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE, /* the last mesh rank decides KV recompute from its own
                                          count of chunks, not the envelope's flag */
+    PPV_PP_BUG_SHARD_RELOAD /* the built-in generator's last mesh rank reloads mesh rank 0's
+                               shard before chunk 1 (a hot reload gone wrong) */
 } ppv_pp_bug;
 
 /* Stage 0's event log (a recording's /inference/events): what it sent,
@@ -261,6 +264,14 @@ typedef struct ppv_pp_options {
      * leader refuses one without it or that does not match it (PPV-ENVELOPE),
      * before any collective. Off, the leader still checks a digest that comes. */
     int envelope_digest;
+    /* Shard fingerprints (OM-12): with N > 0, every mesh rank fingerprints
+     * the weight shard it holds at start (the baseline: no two ranks alike),
+     * on every init_cache and every N chunks it runs (each unchanged from its
+     * baseline, no two alike), all-gathered; PPV-FINGERPRINT otherwise. The
+     * built-in's fingerprint reads its weights (ppv_genmodel_shard_fingerprint);
+     * a plug-in's and --control-only's stands for the shard its setup names
+     * (the generator interface shows ppv no weights). 0: none. */
+    int32_t fingerprint_every;
     unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
     ppv_pp_bug bug;       /* tests: a seeded bug */
     ppv_fault fault;      /* one transport fault (the explorer's), or none */
