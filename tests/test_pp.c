@@ -388,6 +388,13 @@ static void test_the_other_checks_each_stand_between_a_fault_and_a_hang(void **s
     expect_failure(without(PPV_INJECT_OM04, BIT(PPV_POINT_HANDSHAKE), 2), PPV_FAIL_FM02,
                    PPV_POINT_MESH_RUNNING, "rank 2");
     expect_hang(without(PPV_INJECT_OM05, BIT(PPV_POINT_HANDSHAKE), 2));
+    /* the broadcast check: a worker's ad-hoc broadcast meets the others'
+     * gathers (a hang under NCCL) */
+    expect_failure(without(PPV_INJECT_OM06, 0, 2), PPV_FAIL_FM08, PPV_POINT_BROADCAST,
+                   "FM-08 (rank 2, group mesh, call_id 1, chunk_index 1, cache_epoch 0): mesh "
+                   "rank 1 broadcasts 40 bytes from mesh rank 0 on group mesh, its collective 1 "
+                   "of the chunk");
+    expect_hang(without(PPV_INJECT_OM06, BIT(PPV_POINT_BROADCAST), 2));
     /* the input digest: a perturbed rank computes a Franken-model silently */
     expect_silent_corruption(without(PPV_INJECT_OM11, BIT(PPV_POINT_DIGEST), 2), PPV_INJECT_OM11);
     /* stage 0's result check: a stale or duplicate result would be decoded */
@@ -554,7 +561,7 @@ static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(voi
 
 static void test_every_injection_is_named_in_the_table(void **state) {
     (void)state;
-    assert_int_equal(PPV_INJECT_COUNT, 18);
+    assert_int_equal(PPV_INJECT_COUNT, 19);
     for (int i = 0; i < PPV_INJECT_COUNT; i++)
         assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
     assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
@@ -672,7 +679,7 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     int lines = 0;
     for (const char *p = r.out; (p = strchr(p, '\n')); p++)
         lines++;
-    assert_int_equal(lines, 18); /* a heading and 17 injections */
+    assert_int_equal(lines, 19); /* a heading and 18 injections */
     run_free(&r);
     r = RUN("pp", "--mesh", "3");
     assert_int_equal(r.code, 2);

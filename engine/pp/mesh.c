@@ -29,6 +29,9 @@ typedef struct mesh {
     const ppv_envelope *e; /* the chunk being run */
     int64_t calls, planned;
     int wrong_group; /* OM-08: the next gather names the world */
+    int in_block;    /* running a chunk: a broadcast here is ad hoc (FM-08) */
+    int adhoc;       /* OM-06: the next generator call broadcasts first */
+    int64_t nccoll;  /* collectives this rank has made in the chunk */
     /* buffers every chunk uses: the denoising loop's two latents, and one
      * value (float or digest) per mesh rank for the gathers */
     ppv_bf16 *x, *y;
@@ -79,6 +82,7 @@ static int gen_group(mesh *m, int32_t named, const char *what) {
 /* The collectives a generator is lent (ppv_generator_comm). */
 static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
     mesh *m = ctx;
+    m->nccoll++;
     int comm = gen_group(m, group, "the generator's all-reduce");
     if (comm < 0) return PPV_ERR_USAGE;
     int rc = m->t->ops->allreduce_f32(m->t->impl, m->rank, buf, count, comm, "tp all-reduce");
@@ -88,6 +92,7 @@ static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
 
 static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all, size_t bytes) {
     mesh *m = ctx;
+    m->nccoll++;
     int comm = gen_group(m, group, "the generator's all-gather");
     if (comm < 0) return PPV_ERR_USAGE;
     int rc = m->t->ops->allgather(m->t->impl, m->rank, mine, all, bytes, comm, "tp gather");
@@ -97,12 +102,23 @@ static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all,
 
 static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root) {
     mesh *m = ctx;
+    int64_t seq = ++m->nccoll;
     int comm = gen_group(m, group, "the generator's broadcast");
     if (comm < 0) return PPV_ERR_USAGE;
     if (root < 0 || root >= m->n) {
         pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_GENERATOR, PPV_POINT_MESH_RUNNING,
                 "generator %s %s broadcast from mesh rank %d, but the mesh has %d ranks",
                 m->c->gen->name, m->c->gen->version, root, m->n);
+        return PPV_ERR_USAGE;
+    }
+    if (m->in_block && !pp_skipped(m->c, PPV_POINT_BROADCAST)) {
+        pp_fail(m->c, m->t, where(m, group == PPV_GENERATOR_GROUP_MESH ? PP_GROUP_MESH
+                                                                       : PP_GROUP_WORLD),
+                PPV_FAIL_FM08, PPV_POINT_BROADCAST,
+                "mesh rank %d broadcasts %zu bytes from mesh rank %d on group %s, its collective "
+                "%" PRId64 " of the chunk: an ad-hoc broadcast inside a block, refused before the "
+                "transport (what a chunk needs travels in the envelope, by its tensor_specs)",
+                m->mr, bytes, root, group == PPV_GENERATOR_GROUP_MESH ? "mesh" : "world", seq);
         return PPV_ERR_USAGE;
     }
     int rc = m->t->ops->broadcast(m->t->impl, m->rank, buf, bytes, root, comm, "tp broadcast");
@@ -139,6 +155,13 @@ static int count_call(mesh *m) {
  * keeps its latents: nothing is copied) with the one collective a call
  * makes on a mesh. */
 static int kernel(mesh *m, ppv_generator_call *a) {
+    if (m->adhoc) { /* OM-06: the shape sent the wrong way */
+        m->adhoc = 0;
+        int64_t dims[5];
+        memcpy(dims, m->e->latents_in.dims, sizeof dims);
+        int rc = gen_broadcast(m, PPV_GENERATOR_GROUP_MESH, dims, sizeof dims, 0);
+        if (rc) return rc;
+    }
     if (m->o->control_only) {
         if (m->n == 1) return 0;
         float mine = (float)m->calls;
@@ -653,7 +676,11 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         }
         if (e.init_cache) m.frame_pos = e.current_start_frame; /* a new stream */
         int64_t used_frame = m.frame_pos;
+        m.adhoc = m.last && o->inject == PPV_INJECT_OM06 && e.chunk_index == PP_INJECT_CHUNK;
+        m.nccoll = 0;
+        m.in_block = 1;
         if (!rc) rc = run_chunk(&m, &e, out);
+        m.in_block = 0;
         if (!rc) {
             m.frame_pos += PP_FRAMES_PER_CHUNK;
             c->rep->generator_calls += m.leader ? m.calls : 0;

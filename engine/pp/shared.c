@@ -45,7 +45,8 @@ int ppv_pp_inject_lookup(const char *token) {
 const char *ppv_pp_point_name(ppv_pp_point p) {
     static const char *const names[] = {"none",       "stage0-send", "leader",   "mesh-running",
                                         "stage0-result", "handshake", "group-check",
-                                        "input-digest",  "transport", "watchdog", "shard-fingerprint"};
+                                        "input-digest",  "transport", "watchdog", "shard-fingerprint",
+                                        "broadcast-check"};
     return (unsigned)p < PPV_POINT_COUNT ? names[p] : "?";
 }
 

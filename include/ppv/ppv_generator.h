@@ -54,7 +54,9 @@ typedef struct ppv_generator_comm {
     int (*all_reduce_sum)(void *ctx, int32_t group, float *buf, size_t count);
     /* all (size x bytes) receives member i's `mine` at i * bytes. */
     int (*all_gather)(void *ctx, int32_t group, const void *mine, void *all, size_t bytes);
-    /* buf (bytes) becomes member root's buf. */
+    /* buf (bytes) becomes member root's buf. In create only: inside a call
+     * it is refused as FM-08 (an ad-hoc broadcast in a block; what a chunk
+     * needs travels in the envelope, described by its tensor specs). */
     int (*broadcast)(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root);
 } ppv_generator_comm;
 

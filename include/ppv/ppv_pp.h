@@ -125,6 +125,7 @@ typedef enum ppv_pp_point {
     PPV_POINT_TRANSPORT,     /* the transport (a collective mismatch) */
     PPV_POINT_WATCHDOG,      /* a bounded wait */
     PPV_POINT_FINGERPRINT,   /* the mesh's shard fingerprints */
+    PPV_POINT_BROADCAST,     /* the collective wrapper's refusal of a broadcast in a block */
     PPV_POINT_COUNT
 } ppv_pp_point;
 
