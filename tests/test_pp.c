@@ -247,7 +247,10 @@ static void expect_caught(ppv_pp_inject i, const ppv_pp_report *r, uint64_t clea
     if (mode == PPV_FAIL_NONE) {
         if (!r->ok) fail_msg("%s %s: %s", ppv_pp_inject_token(i), how, r->message);
         assert_int_equal(r->dropped_stale, i == PPV_INJECT_OM09);
-        assert_int_equal(r->dropped_duplicate, i == PPV_INJECT_DUPLICATE);
+        assert_int_equal(r->dropped_duplicate, i == PPV_INJECT_DUPLICATE || i == PPV_INJECT_RETRY);
+        assert_int_equal(r->retried, i == PPV_INJECT_RETRY);
+        if (i != PPV_INJECT_REORDER_RESULTS) assert_int_equal(r->reordered, 0);
+        assert_true(r->reordered <= 1); /* when the next envelope had come: the interleaving's */
         assert_int_equal(r->unknown_fields, i == PPV_INJECT_UNKNOWN_FIELD);
         assert_true(r->output_digest == clean_digest);
         return;
@@ -561,7 +564,7 @@ static void test_options_the_pipeline_cannot_run_are_refused_with_the_reason(voi
 
 static void test_every_injection_is_named_in_the_table(void **state) {
     (void)state;
-    assert_int_equal(PPV_INJECT_COUNT, 19);
+    assert_int_equal(PPV_INJECT_COUNT, 21);
     for (int i = 0; i < PPV_INJECT_COUNT; i++)
         assert_int_equal(ppv_pp_inject_lookup(ppv_pp_inject_token((ppv_pp_inject)i)), i);
     assert_int_equal(ppv_pp_inject_lookup("OM-99"), -1);
@@ -679,7 +682,7 @@ static void test_command_reports_and_exits_by_the_verdict(void **state) {
     int lines = 0;
     for (const char *p = r.out; (p = strchr(p, '\n')); p++)
         lines++;
-    assert_int_equal(lines, 19); /* a heading and 18 injections */
+    assert_int_equal(lines, 21); /* a heading and 20 injections */
     run_free(&r);
     r = RUN("pp", "--mesh", "3");
     assert_int_equal(r.code, 2);
@@ -792,6 +795,87 @@ static void test_shipped_inference_goldens_replay_on_every_mesh(void **state) {
         }
 }
 
+/* Reordered results are never emitted out of order: stage 0 holds one that
+ * comes ahead in its reorder buffer (at most D_out) and decodes in call
+ * order. A retry of the last call is answered from the leader's result
+ * cache, never run twice: one output; a retry with another envelope is an
+ * order violation. */
+static void test_reordered_results_and_retries(void **state) {
+    (void)state;
+    ppv_pp_options o = inject_options(PPV_INJECT_REORDER_RESULTS, 0);
+    ppv_pp_options clean = o;
+    clean.inject = PPV_INJECT_NONE;
+    uint64_t want = digest_of(&clean);
+    sent_log l = {.n = 0};
+    ppv_pp_report *r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->reordered, 1); /* round-robin: chunk 2's envelope had come */
+    assert_true(r->output_digest == want);
+    for (int64_t k = 0; k < r->chunks_emitted; k++) assert_int_equal(r->emitted_call_ids[k], k);
+    ppv_pp_report_free(r);
+    /* a bound of D_out 1 still holds one */
+    o.d_out = 1;
+    clean.d_out = 1;
+    r = run(&o);
+    assert_true(r->ok);
+    assert_true(r->output_digest == digest_of(&clean));
+    ppv_pp_report_free(r);
+    o.d_out = 2;
+    /* without stage 0's judgement results are taken as they come: chunk 2's
+     * is decoded before chunk 1's, and the video changes silently */
+    o.skip_points = BIT(PPV_POINT_STAGE0_RESULT);
+    r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->emitted_call_ids[1], 2);
+    assert_int_equal(r->emitted_call_ids[2], 1);
+    assert_true(r->output_digest != want);
+    ppv_pp_report_free(r);
+    /* retry */
+    o = inject_options(PPV_INJECT_RETRY, 0);
+    o.on_call = log_call;
+    o.on_call_ctx = &l;
+    r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->retried, 1);
+    assert_int_equal(r->dropped_duplicate, 1);
+    assert_true(r->output_digest == want);
+    assert_int_equal(r->generator_calls, 4 * 2); /* chunk 1 ran once */
+    assert_int_equal(l.n, 5);                    /* the retry is not a call of its own */
+    ppv_pp_report_free(r);
+    /* without the leader's check the chunk runs twice: the mesh's place in
+     * the stream moves on twice, which stage 0 sees on the next result;
+     * without that too, the video changes silently */
+    expect_failure(without(PPV_INJECT_RETRY, BIT(PPV_POINT_LEADER), 2), PPV_FAIL_RULE,
+                   PPV_POINT_STAGE0_RESULT, "mesh_current_start_frame 9, the envelope said 6");
+    expect_silent_corruption(
+        without(PPV_INJECT_RETRY, BIT(PPV_POINT_LEADER) | BIT(PPV_POINT_STAGE0_RESULT), 2),
+        PPV_INJECT_RETRY);
+    /* a retry must repeat its call: chunk 1 sent again with another noise scale */
+    o = small();
+    o.on_call = NULL;
+    ppv_envelope rep[6];
+    for (int k = 0; k < 5; k++) rep[k + (k >= 2)] = l.e[k];
+    rep[2] = l.e[1];
+    rep[2].noise_scale += 0.5;
+    rep[2].envelope_digest_i64 = (int64_t)ppv_envelope_digest(&rep[2]);
+    o.replay = rep;
+    o.nreplay = 6;
+    r = run(&o);
+    expect_failure(r, PPV_FAIL_ORDER, PPV_POINT_LEADER,
+                   "call_id 1 again, with another envelope");
+    for (int k = 0; k < l.n; k++)
+        ppv_envelope_free_tensors(&l.e[k]);
+    char err[256];
+    o = inject_options(PPV_INJECT_REORDER_RESULTS, 0);
+    o.d_in = 1;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--inject reorder-results needs --d-in 2 or more"));
+    o = inject_options(PPV_INJECT_RETRY, 0);
+    o.chunks = 2;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--inject retry needs --chunks 3 or more"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_run_emits_every_chunk_with_the_planned_calls),
@@ -809,6 +893,7 @@ int main(void) {
         cmocka_unit_test(test_the_other_checks_each_stand_between_a_fault_and_a_hang),
         cmocka_unit_test(test_failures_carry_ids_rank_and_group),
         cmocka_unit_test(test_shard_fingerprints),
+        cmocka_unit_test(test_reordered_results_and_retries),
         cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
         cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
         cmocka_unit_test(test_every_injection_is_named_in_the_table),

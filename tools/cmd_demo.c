@@ -186,13 +186,12 @@ static int demo_pp(void) {
             failures++;
             continue;
         }
-        ppv_failure want_mode = ppv_pp_inject_mode((ppv_pp_inject)i);
-        int good = want_mode == PPV_FAIL_NONE
-                       ? r->ok && r->dropped_stale + r->dropped_duplicate + r->unknown_fields == 1
-                       : !r->ok && r->failure == want_mode &&
-                             r->caught_by == ppv_pp_inject_caught_by((ppv_pp_inject)i);
+        int good = ppv_pp_as_injected(&o, r);
         char got[96];
-        if (r->ok)
+        if (r->ok && (r->reordered || r->retried))
+            snprintf(got, sizeof got, "ok, %lld reordered and %lld retried",
+                     (long long)r->reordered, (long long)r->retried);
+        else if (r->ok)
             snprintf(got, sizeof got, "ok, %lld stale and %lld duplicate dropped",
                      (long long)r->dropped_stale, (long long)r->dropped_duplicate);
         else

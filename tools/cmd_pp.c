@@ -188,17 +188,6 @@ static int list_injections(int json) {
     return PPV_EXIT_OK;
 }
 
-/* 1 when the run ended as its injection must (or ok without one). */
-static int as_expected(const ppv_pp_options *o, const ppv_pp_report *r) {
-    if (o->inject == PPV_INJECT_NONE) return r->ok;
-    ppv_failure want = ppv_pp_inject_mode(o->inject);
-    if (want == PPV_FAIL_NONE)
-        return r->ok && (o->inject == PPV_INJECT_OM09            ? r->dropped_stale == 1
-                         : o->inject == PPV_INJECT_UNKNOWN_FIELD ? r->unknown_fields == 1
-                                                                 : r->dropped_duplicate == 1);
-    return !r->ok && r->failure == want && r->caught_by == ppv_pp_inject_caught_by(o->inject);
-}
-
 static json_object *calls_json(const int64_t *v, int64_t n) {
     json_object *a = json_object_new_array();
     for (int64_t k = 0; k < n; k++)
@@ -220,7 +209,7 @@ static void describe(const ppv_pp_options *o, FILE *f) {
 
 static int print_report(const pp_args *a, const ppv_pp_report *r) {
     const ppv_pp_options *o = &a->o;
-    int expected = as_expected(o, r);
+    int expected = ppv_pp_as_injected(o, r);
     if (a->json) {
         json_object *j = json_object_new_object();
         json_object_object_add(j, "ok", json_object_new_boolean(r->ok));
@@ -241,6 +230,8 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                calls_json(r->observed_calls, r->chunks_emitted));
         json_object_object_add(j, "dropped_stale", json_object_new_int64(r->dropped_stale));
         json_object_object_add(j, "dropped_duplicate", json_object_new_int64(r->dropped_duplicate));
+        json_object_object_add(j, "reordered", json_object_new_int64(r->reordered));
+        json_object_object_add(j, "retried", json_object_new_int64(r->retried));
         json_object_object_add(j, "unknown_fields", json_object_new_int64(r->unknown_fields));
         json_object_object_add(j, "first_unknown_field",
                                r->unknown_fields ? json_object_new_string(r->unknown_field) : NULL);
@@ -270,6 +261,14 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
                "%d ready\n",
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
+        if (r->reordered)
+            printf("reordered: %" PRId64 " result%s came ahead of %s turn, held in the reorder "
+                   "buffer and decoded in call order\n",
+                   r->reordered, r->reordered == 1 ? "" : "s", r->reordered == 1 ? "its" : "their");
+        if (r->retried)
+            printf("retried: %" PRId64 " envelope%s answered from the leader's result cache, "
+                   "never run twice\n",
+                   r->retried, r->retried == 1 ? "" : "s");
         if (r->unknown_fields) /* logged once: how many, and the first */
             printf("filtered: %" PRId64 " unknown field%s, the first '%s' (call_id %" PRId64
                    "): a newer sender's, ignored\n",
@@ -507,7 +506,8 @@ static int run_pp(pp_args *ap) {
             snprintf(setup.generator_params, sizeof setup.generator_params, "%s", params);
         }
         /* stage 0's log: virtual time on the mock, the machine's clock on MPI or NCCL */
-        ppv_inference_events how = {a.transport ? "monotonic" : "virtual", a.o.d_in, a.o.d_out, 0};
+        ppv_inference_events how = {a.transport ? "monotonic" : "virtual", a.o.d_in, a.o.d_out,
+                                    a.o.d_out}; /* the reorder buffer holds D_out */
         if (!(w = ppv_inference_create(a.record, &setup, err, sizeof err)) ||
             ppv_inference_events_begin(w, &how, err, sizeof err) < 0) {
             ppv_inference_abort(w);

@@ -15,6 +15,15 @@
 
 #include "pp_internal.h"
 
+/* A result the leader keeps, with its own copy of latents_out. */
+typedef struct kept {
+    ppv_result r;
+    ppv_bf16 *data;
+    size_t cap;
+    int has;
+    uint64_t env_digest; /* ppv_envelope_digest of the envelope it answers */
+} kept;
+
 typedef struct mesh {
     int64_t chunks_run; /* INFERs this rank ran (the seeded local-recompute bug's count) */
     pp_ctx *c;
@@ -22,9 +31,9 @@ typedef struct mesh {
     const ppv_pp_options *o;
     int32_t rank, mr, n;
     int leader, last;
-    void *gen;                /* the generator's state on this rank (NULL: control-only) */
-    ppv_generator_comm comm;  /* the collectives lent to it */
-    int64_t frame_pos; /* where the mesh's stream is, in latent frames */
+    void *gen;               /* the generator's state on this rank (NULL: control-only) */
+    ppv_generator_comm comm; /* the collectives lent to it */
+    int64_t frame_pos;       /* where the mesh's stream is, in latent frames */
     ppv_contract_order order;
     const ppv_envelope *e; /* the chunk being run */
     int64_t calls, planned;
@@ -37,6 +46,10 @@ typedef struct mesh {
     ppv_bf16 *x, *y;
     float *gathered;
     uint64_t *digests;
+    /* the leader's result cache (the last call it answered: a retry of it
+     * is answered from here, never run again) and, for reorder-results,
+     * a result it holds back */
+    kept last_answer, held_back;
     /* OM-09: a copy of the last result of the first epoch */
     ppv_result stale;
     ppv_bf16 *stale_data;
@@ -86,7 +99,8 @@ static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
     int comm = gen_group(m, group, "the generator's all-reduce");
     if (comm < 0) return PPV_ERR_USAGE;
     int rc = m->t->ops->allreduce_f32(m->t->impl, m->rank, buf, count, comm, "tp all-reduce");
-    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's all-reduce");
+    if (rc)
+        pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's all-reduce");
     return rc;
 }
 
@@ -96,7 +110,8 @@ static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all,
     int comm = gen_group(m, group, "the generator's all-gather");
     if (comm < 0) return PPV_ERR_USAGE;
     int rc = m->t->ops->allgather(m->t->impl, m->rank, mine, all, bytes, comm, "tp gather");
-    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's all-gather");
+    if (rc)
+        pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's all-gather");
     return rc;
 }
 
@@ -112,8 +127,8 @@ static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int3
         return PPV_ERR_USAGE;
     }
     if (m->in_block && !pp_skipped(m->c, PPV_POINT_BROADCAST)) {
-        pp_fail(m->c, m->t, where(m, group == PPV_GENERATOR_GROUP_MESH ? PP_GROUP_MESH
-                                                                       : PP_GROUP_WORLD),
+        pp_fail(m->c, m->t,
+                where(m, group == PPV_GENERATOR_GROUP_MESH ? PP_GROUP_MESH : PP_GROUP_WORLD),
                 PPV_FAIL_FM08, PPV_POINT_BROADCAST,
                 "mesh rank %d broadcasts %zu bytes from mesh rank %d on group %s, its collective "
                 "%" PRId64 " of the chunk: an ad-hoc broadcast inside a block, refused before the "
@@ -122,7 +137,8 @@ static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int3
         return PPV_ERR_USAGE;
     }
     int rc = m->t->ops->broadcast(m->t->impl, m->rank, buf, bytes, root, comm, "tp broadcast");
-    if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's broadcast");
+    if (rc)
+        pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's broadcast");
     return rc;
 }
 
@@ -199,8 +215,8 @@ static int snapshot_kv(mesh *m, int64_t chunk) {
         r->kv_floats[chunk] = total;
     }
     if (r->kv_floats[chunk] != total) {
-        snprintf(err, sizeof err, "its snapshot holds %zu values, another mesh rank's %zu",
-                 part, r->kv_floats[chunk] / (size_t)m->n);
+        snprintf(err, sizeof err, "its snapshot holds %zu values, another mesh rank's %zu", part,
+                 r->kv_floats[chunk] / (size_t)m->n);
         return gen_error(m, -1, "kv_snapshot", err);
     }
     rc = m->c->gen->kv_snapshot(m->gen, r->kv[chunk] + (size_t)m->mr * part, part, &part, err,
@@ -272,7 +288,8 @@ static int check_fingerprints(mesh *m, const ppv_envelope *e) {
             if (m->leader)
                 pp_fail(m->c, m->t, where(m, PP_GROUP_MESH), PPV_FAIL_FINGERPRINT,
                         PPV_POINT_FINGERPRINT,
-                        "mesh rank %d's shard fingerprint is %016" PRIx64 ", its baseline %016" PRIx64
+                        "mesh rank %d's shard fingerprint is %016" PRIx64
+                        ", its baseline %016" PRIx64
                         ": its weights changed under the run (a reload or a write)",
                         r, all[r], m->fp_base[r]);
             return -1;
@@ -398,8 +415,8 @@ static int check_digest(mesh *m, const pp_received *rm) {
         return -1;
     }
     int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the input digest");
-    int rc = m->t->ops->allgather(m->t->impl, m->rank, &mine, all, sizeof mine, comm,
-                                  "input digest");
+    int rc =
+        m->t->ops->allgather(m->t->impl, m->rank, &mine, all, sizeof mine, comm, "input digest");
     if (rc) {
         pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the input digest");
         return rc;
@@ -423,7 +440,8 @@ static ppv_failure check_envelope_digest(const mesh *m, const ppv_envelope *e, c
                                          size_t msglen) {
     if (e->envelope_digest_i64 == 0) {
         if (!m->o->envelope_digest) return PPV_FAIL_NONE;
-        snprintf(msg, msglen, "the envelope carries no envelope_digest_i64, and this run "
+        snprintf(msg, msglen,
+                 "the envelope carries no envelope_digest_i64, and this run "
                  "requires one (--envelope-digest)");
         return PPV_FAIL_ENVELOPE;
     }
@@ -457,10 +475,12 @@ static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, con
             snprintf(text, sizeof text, "%s: the leader refused the envelope (%s)",
                      ppv_failure_id(cause), why);
         else
-            snprintf(text, sizeof text, "%s: the leader rejected the envelope after receiving it "
-                     "(%s: %s)", ppv_failure_id(PPV_FAIL_FM23), ppv_failure_id(cause), why);
-        size_t len = strlen(text) < sizeof r.error_message - 1 ? strlen(text)
-                                                               : sizeof r.error_message - 1;
+            snprintf(text, sizeof text,
+                     "%s: the leader rejected the envelope after receiving it "
+                     "(%s: %s)",
+                     ppv_failure_id(PPV_FAIL_FM23), ppv_failure_id(cause), why);
+        size_t len =
+            strlen(text) < sizeof r.error_message - 1 ? strlen(text) : sizeof r.error_message - 1;
         memcpy(r.error_message, text, len); /* the field's 255 bytes: a long reason is cut */
         r.error_message[len] = 0;
         ppv_frame f;
@@ -468,7 +488,8 @@ static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, con
         if (ppv_result_frame(&r, &f, msg, sizeof msg) == PPV_FAIL_NONE) {
             int rc = pp_send_frame(m->t, m->rank, 0, &f, "error result");
             ppv_frame_free(&f);
-            if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_WORLD), rc, "the error result");
+            if (rc)
+                pp_transport_error(m->c, m->t, where(m, PP_GROUP_WORLD), rc, "the error result");
         }
     } else {
         pp_fail(m->c, m->t, where(m, PP_GROUP_WORLD), PPV_FAIL_FM23, PPV_POINT_LEADER,
@@ -476,11 +497,11 @@ static void leader_reject(mesh *m, const int64_t *header, ppv_failure cause, con
                 ppv_pp_action_name(header[0]), ppv_failure_id(cause), why);
     }
     if (m->n > 1) {
-        int64_t err_header[PPV_FRAME_HEADER] = {PPV_PP_ERROR, header[1], header[2], header[3],
-                                                0,            1,         0};
+        int64_t err_header[PPV_FRAME_HEADER] = {
+            PPV_PP_ERROR, header[1], header[2], header[3], 0, 1, 0};
         int comm = group_comm(m, PP_GROUP_MESH, PP_GROUP_MESH, "the ERROR broadcast");
-        int rc = m->t->ops->broadcast(m->t->impl, m->rank, err_header, sizeof err_header, 0,
-                                      comm, "ERROR");
+        int rc = m->t->ops->broadcast(m->t->impl, m->rank, err_header, sizeof err_header, 0, comm,
+                                      "ERROR");
         if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the ERROR broadcast");
     }
     m->e = NULL;
@@ -502,8 +523,48 @@ static int send_result(mesh *m, const ppv_result *r) {
     return rc;
 }
 
-/* The leader's answer to one INFER, with the OM-09 and duplicate-result
- * faults where they are asked for. */
+/* Keeps a copy of r (latents_out included) in k; -1 out of memory. */
+static int keep(kept *k, const ppv_result *r) {
+    size_t n = ppv_tensor_bytes(&r->latents_out);
+    if (n > k->cap) {
+        ppv_bf16 *d = realloc(k->data, n);
+        if (!d) return -1;
+        k->data = d;
+        k->cap = n;
+    }
+    k->r = *r;
+    if (n) memcpy(k->data, r->latents_out.data, n);
+    k->r.latents_out.data = n ? k->data : NULL;
+    k->has = 1;
+    return 0;
+}
+
+/* An INFER with the ids of the call the leader answered last: a retry.
+ * The same envelope is answered from the result cache (never run again:
+ * the KV cache must not change twice for one call_id); another is an
+ * order violation. 1 when e was a retry (answered, or refused with *mode),
+ * else 0. */
+static int retry(mesh *m, const ppv_envelope *e, ppv_failure *mode, char *msg, size_t msglen) {
+    const ppv_result *last = &m->last_answer.r;
+    if (!m->last_answer.has || e->action != PPV_PP_INFER || e->call_id != last->call_id ||
+        e->chunk_index != last->chunk_index || e->cache_epoch != last->cache_epoch)
+        return 0;
+    uint64_t d = ppv_envelope_digest(e);
+    if (d != m->last_answer.env_digest) {
+        *mode = PPV_FAIL_ORDER;
+        snprintf(msg, msglen,
+                 "call_id %" PRId64 " again, with another envelope (digest %016" PRIx64
+                 ", the call run had %016" PRIx64 "): a retry repeats its call exactly",
+                 e->call_id, d, m->last_answer.env_digest);
+        return 1;
+    }
+    m->c->rep->retried++;
+    if (send_result(m, last)) *mode = PPV_FAIL_COLLECTIVE; /* recorded by send_result */
+    return 1;
+}
+
+/* The leader's answer to one INFER, with the OM-09, duplicate-result and
+ * reorder-results faults where they are asked for. */
 static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_frame) {
     const ppv_pp_options *o = m->o;
     ppv_result r;
@@ -521,7 +582,34 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
         m->stale_sent = 1; /* delayed: the old epoch's result arrives after the cut */
         if (send_result(m, &m->stale)) return -1;
     }
+    if (keep(&m->last_answer, &r) < 0) {
+        gen_error(m, -1, "the result cache", "out of memory");
+        return -1;
+    }
+    m->last_answer.env_digest = ppv_envelope_digest(e);
+    if (o->inject == PPV_INJECT_REORDER_RESULTS && e->chunk_index == PP_INJECT_CHUNK &&
+        m->t->ops->probe) {
+        /* the next envelope is here: this result waits until its answer */
+        int arrived = 0;
+        int rc = m->t->ops->probe(m->t->impl, m->rank, 0, 0, &arrived);
+        if (rc) {
+            pp_transport_error(m->c, m->t, where(m, PP_GROUP_WORLD), rc, "probing for an envelope");
+            return -1;
+        }
+        if (arrived) {
+            if (keep(&m->held_back, &r) < 0) {
+                gen_error(m, -1, "a held result", "out of memory");
+                return -1;
+            }
+            m->t_answered = ppv_transport_clock_ns(m->t);
+            return 0;
+        }
+    }
     if (send_result(m, &r)) return -1;
+    if (m->held_back.has) { /* reorder-results: the one held back, after */
+        m->held_back.has = 0;
+        if (send_result(m, &m->held_back.r)) return -1;
+    }
     m->t_answered = ppv_transport_clock_ns(m->t);
     if (o->inject == PPV_INJECT_DUPLICATE && e->chunk_index == 0 && send_result(m, &r)) return -1;
     if (o->inject == PPV_INJECT_OM09 && e->cache_epoch == 0) {
@@ -600,14 +688,28 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
                 pp_received_free(&rm);
                 break;
             }
+            if (mode == PPV_FAIL_NONE && !pp_skipped(c, PPV_POINT_LEADER) &&
+                retry(&m, &e, &mode, msg, sizeof msg)) {
+                if (mode == PPV_FAIL_NONE) { /* answered from the result cache */
+                    pp_envelope_free(&e);
+                    pp_received_free(&rm);
+                    continue;
+                }
+                if (mode == PPV_FAIL_COLLECTIVE) { /* the send failed, and said why */
+                    pp_envelope_free(&e);
+                    pp_received_free(&rm);
+                    break;
+                }
+            }
             if (mode == PPV_FAIL_NONE && !pp_skipped(c, PPV_POINT_LEADER))
                 mode = ppv_envelope_check(&e, &m.order, msg, sizeof msg);
             if (mode == PPV_FAIL_NONE && e.action == PPV_PP_INFER &&
                 e.conditioning_embeds.dims[2] != o->model.cond_dim) {
                 mode = PPV_FAIL_FM07;
-                snprintf(msg, sizeof msg, "conditioning_embeds' last dimension is %" PRId64
-                         ", the generator's cond_dim %d", e.conditioning_embeds.dims[2],
-                         o->model.cond_dim);
+                snprintf(msg, sizeof msg,
+                         "conditioning_embeds' last dimension is %" PRId64
+                         ", the generator's cond_dim %d",
+                         e.conditioning_embeds.dims[2], o->model.cond_dim);
             }
             if (mode == PPV_FAIL_NONE && e.action == PPV_PP_INFER &&
                 (e.height != o->height || e.width != o->width)) {
@@ -628,7 +730,8 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             if (m.n > 1) {
                 int comm = group_comm(&m, PP_GROUP_MESH, PP_GROUP_MESH, "the envelope broadcast");
                 if ((rc = pp_bcast_send(t, rank, comm, &rm))) {
-                    pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");
+                    pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc,
+                                       "the envelope broadcast");
                     pp_envelope_free(&e);
                     pp_received_free(&rm);
                     break;
@@ -638,7 +741,8 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             int comm = group_comm(&m, PP_GROUP_MESH, PP_GROUP_MESH, "the envelope broadcast");
             rc = pp_bcast_recv(t, rank, comm, &rm, &e, &mode, msg, sizeof msg);
             if (!rc) pp_note_ids(c, rank, rm.header);
-            if (rc) pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");
+            if (rc)
+                pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");
             if (!rc && mode != PPV_FAIL_NONE)
                 pp_fail(c, t, where(&m, PP_GROUP_MESH), mode, PPV_POINT_LEADER,
                         "a worker cannot read the leader's broadcast: %s", msg);
@@ -672,7 +776,8 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
                                          "flag-gated digest")
                      : -1;
             free(all);
-            if (rc) pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "a flag-gated collective");
+            if (rc)
+                pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "a flag-gated collective");
         }
         if (e.init_cache) m.frame_pos = e.current_start_frame; /* a new stream */
         int64_t used_frame = m.frame_pos;
@@ -700,6 +805,8 @@ done:
     free(m.fp_base);
     free(m.fp_all);
     free(m.stale_data);
+    free(m.last_answer.data);
+    free(m.held_back.data);
     if (m.gen) {
         char err[512] = "";
         int rc = c->gen->destroy(m.gen, err, sizeof err);

@@ -101,14 +101,15 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
     rank_main(&t, me, c);
     ppv_proc_settle(p);
     const ppv_transport_ops *x = t.ops;
-    int64_t counts[5] = {r->chunks_emitted, r->dropped_stale, r->dropped_duplicate, r->max_inflight,
-                         r->max_ready};
+    int64_t counts[6] = {r->chunks_emitted, r->dropped_stale, r->dropped_duplicate, r->max_inflight,
+                         r->max_ready,      r->reordered};
     x->broadcast(t.impl, me, counts, sizeof counts, 0, 0, "stage 0's counts");
     r->chunks_emitted = counts[0];
     r->dropped_stale = counts[1];
     r->dropped_duplicate = counts[2];
     r->max_inflight = (int32_t)counts[3];
     r->max_ready = (int32_t)counts[4];
+    r->reordered = counts[5];
     x->broadcast(t.impl, me, &r->output_digest, sizeof r->output_digest, 0, 0, "output digest");
     size_t n = (size_t)chunks * sizeof(int64_t);
     x->broadcast(t.impl, me, r->expected_calls, n, 0, 0, "expected calls");
@@ -116,6 +117,7 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
     x->broadcast(t.impl, me, r->emitted_call_ids, n, 0, 0, "emitted call ids");
     x->broadcast(t.impl, me, &r->generator_calls, sizeof r->generator_calls, 1, 0,
                  "generator calls");
+    x->broadcast(t.impl, me, &r->retried, sizeof r->retried, 1, 0, "retries answered");
     /* the fields the leader filtered, beside stage 0's own */
     struct {
         int64_t n, call_id;
@@ -145,6 +147,7 @@ static void report_reset(ppv_pp_report *r) {
     r->message[0] = 0;
     r->chunks_emitted = 0;
     r->dropped_stale = r->dropped_duplicate = 0;
+    r->reordered = r->retried = 0;
     r->unknown_fields = 0;
     r->unknown_field[0] = 0;
     r->unknown_field_call_id = -1;

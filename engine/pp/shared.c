@@ -19,7 +19,8 @@ static const struct {
     ppv_failure mode;
     ppv_pp_point point;
 } injections[] = {
-#define PPV_PP_INJECT(NAME, token, mode, point, text) {token, text, PPV_FAIL_##mode, PPV_POINT_##point},
+#define PPV_PP_INJECT(NAME, token, mode, point, text)                                              \
+    {token, text, PPV_FAIL_##mode, PPV_POINT_##point},
 #include "inject.def"
 #undef PPV_PP_INJECT
 };
@@ -43,10 +44,10 @@ int ppv_pp_inject_lookup(const char *token) {
 }
 
 const char *ppv_pp_point_name(ppv_pp_point p) {
-    static const char *const names[] = {"none",       "stage0-send", "leader",   "mesh-running",
-                                        "stage0-result", "handshake", "group-check",
-                                        "input-digest",  "transport", "watchdog", "shard-fingerprint",
-                                        "broadcast-check"};
+    static const char *const names[] = {"none",         "stage0-send",       "leader",
+                                        "mesh-running", "stage0-result",     "handshake",
+                                        "group-check",  "input-digest",      "transport",
+                                        "watchdog",     "shard-fingerprint", "broadcast-check"};
     return (unsigned)p < PPV_POINT_COUNT ? names[p] : "?";
 }
 
@@ -137,6 +138,14 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
                         "--inject %s acts on chunk %d, the second of the first epoch: it needs "
                         "--chunks 2 or more and no hard cut at %d",
                         ppv_pp_inject_token(o->inject), PP_INJECT_CHUNK, PP_INJECT_CHUNK);
+    if (o->inject == PPV_INJECT_RETRY && o->chunks < 3)
+        return ppv_errf(err, errlen,
+                        "--inject retry needs --chunks 3 or more (stage 0 takes the "
+                        "second answer while it waits for a later one)");
+    if (o->inject == PPV_INJECT_REORDER_RESULTS && o->d_in < 2)
+        return ppv_errf(err, errlen,
+                        "--inject reorder-results needs --d-in 2 or more (two "
+                        "envelopes in flight for their results to cross)");
     if (o->inject == PPV_INJECT_OM09 && o->ncuts == 0)
         return ppv_errf(err, errlen,
                         "--inject OM-09 delivers a result after a hard cut: give --hard-cut-at");
@@ -144,7 +153,8 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
         return ppv_errf(err, errlen, "--fingerprint-every %d: 0 (none) to 1000000",
                         o->fingerprint_every);
     if (o->bug == PPV_PP_BUG_SHARD_RELOAD && (o->generator || o->control_only || o->mesh < 2))
-        return ppv_errf(err, errlen, "the shard-reload bug needs the built-in generator on a mesh "
+        return ppv_errf(err, errlen,
+                        "the shard-reload bug needs the built-in generator on a mesh "
                         "of 2 or more");
     if ((o->inject == PPV_INJECT_OM11 || o->inject == PPV_INJECT_OM05 ||
          o->inject == PPV_INJECT_OM12 || o->inject == PPV_INJECT_OM04 ||
@@ -155,6 +165,26 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
     if (o->policy.kind == PPV_POLICY_REPLAY && (!o->policy.replay || o->policy.nreplay < 0))
         return ppv_errf(err, errlen, "a replay policy needs its decisions");
     return 0;
+}
+
+int ppv_pp_as_injected(const ppv_pp_options *o, const ppv_pp_report *r) {
+    if (o->inject == PPV_INJECT_NONE) return r->ok;
+    ppv_failure want = ppv_pp_inject_mode(o->inject);
+    if (want != PPV_FAIL_NONE)
+        return !r->ok && r->failure == want && r->caught_by == ppv_pp_inject_caught_by(o->inject);
+    if (!r->ok) return 0;
+    switch (o->inject) {
+    case PPV_INJECT_OM09:
+        return r->dropped_stale == 1;
+    case PPV_INJECT_UNKNOWN_FIELD:
+        return r->unknown_fields == 1;
+    case PPV_INJECT_REORDER_RESULTS: /* held only when the next envelope had come */
+        return r->reordered <= 1 && r->dropped_stale + r->dropped_duplicate == 0;
+    case PPV_INJECT_RETRY: /* its second answer: a duplicate, or stale after a cut */
+        return r->retried == 1 && r->dropped_duplicate + r->dropped_stale == 1;
+    default:
+        return r->dropped_duplicate == 1;
+    }
 }
 
 /* ---- failures ---------------------------------------------------------------------- */
@@ -197,8 +227,7 @@ void pp_fail(pp_ctx *c, ppv_transport *t, pp_where w, ppv_failure mode, ppv_pp_p
 
 void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const char *what) {
     if (err == PPV_ERR_ABORTED) return; /* another rank failed and said why */
-    pp_fail(c, t, w, PPV_FAIL_COLLECTIVE, PPV_POINT_TRANSPORT,
-            "%s: %s", what,
+    pp_fail(c, t, w, PPV_FAIL_COLLECTIVE, PPV_POINT_TRANSPORT, "%s: %s", what,
             err == PPV_ERR_MISMATCH ? "the ranks disagree on this call (kind, root, size or "
                                       "group): under NCCL this is a hang"
                                     : "the transport refused the call");
@@ -209,11 +238,12 @@ void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const 
 /* The keys every rank's plan must agree on; flag keys gate collectives
  * (FM-03 when they differ), the rest are the plan (FM-01). */
 #define HANDSHAKE_KEYS(X)                                                                          \
-    X(mesh, 0) X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0)  \
-    X(height, 0) X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)  \
-    X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)          \
-    X(timeout_ms, 0) X(poll, 0) X(envelope_digest, 0) X(fingerprint_every, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                          \
-    X(extra_digest_collective, 1)
+    X(mesh, 0)                                                                                     \
+    X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0) X(height, 0) \
+        X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)             \
+            X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)     \
+                X(timeout_ms, 0) X(poll, 0) X(envelope_digest, 0) X(fingerprint_every, 0)          \
+                    X(inject, 0) X(skip_points, 0) X(bug, 0) X(extra_digest_collective, 1)
 
 enum {
 #define KEY_ENUM(name, flag) HK_##name,
@@ -252,7 +282,8 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_d_ff] = o->model.d_ff;
     k[HK_cond_dim] = o->model.cond_dim;
     k[HK_model_seed] = (int64_t)o->model.seed;
-    k[HK_generator] = c->gen ? (int64_t)ppv_generator_digest(c->gen->name, c->gen->version, c->gen_params) : 0;
+    k[HK_generator] =
+        c->gen ? (int64_t)ppv_generator_digest(c->gen->name, c->gen->version, c->gen_params) : 0;
     k[HK_control_only] = o->control_only;
     /* where the ranks run, how long a call may wait, and every test hook:
      * a job whose processes were started with other settings stops here */
@@ -307,14 +338,11 @@ int pp_handshake(pp_ctx *c, ppv_transport *t, int32_t rank) {
                 bad = 1;
                 if (hk_desc[k].gates_collective) mode = PPV_FAIL_FM03;
                 if (at < sizeof diff)
-                    at += (size_t)snprintf(diff + at, sizeof diff - at,
-                                           "%s%s: rank %d has %" PRId64 ", rank 0 has %" PRId64
-                                           "%s",
-                                           at ? "; " : "", hk_desc[k].name, r, rec[1 + k],
-                                           all[1 + k],
-                                           hk_desc[k].gates_collective
-                                               ? " (a flag that gates a collective)"
-                                               : "");
+                    at += (size_t)snprintf(
+                        diff + at, sizeof diff - at,
+                        "%s%s: rank %d has %" PRId64 ", rank 0 has %" PRId64 "%s", at ? "; " : "",
+                        hk_desc[k].name, r, rec[1 + k], all[1 + k],
+                        hk_desc[k].gates_collective ? " (a flag that gates a collective)" : "");
             }
     }
     free(all);

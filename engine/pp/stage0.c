@@ -39,16 +39,18 @@ typedef struct stage0 {
     const ppv_pp_options *o;
     inflight *sent; /* ring of D_in + D_out: sent, result not yet decoded */
     int32_t nsent, sent_head, sent_cap;
-    int32_t awaiting;  /* of those, results not yet received */
-    ready *rdy;        /* ring of D_out */
+    int32_t awaiting; /* of those, results not yet received */
+    ready *rdy;       /* ring of D_out */
     int32_t nready, ready_head;
+    ready *held; /* the reorder buffer: results ahead of their turn, judged (D_out at most) */
+    int32_t nheld;
     int64_t epoch, last_accepted, call_id;
     ppv_contract_order order;
     uint16_t *decoded; /* the epoch's last kv_window decoded frames */
     int64_t ndecoded;
-    size_t frame;      /* values per latent frame */
+    size_t frame; /* values per latent frame */
     uint64_t digest;
-    int shut; /* a SHUTDOWN was sent (a replayed one) */
+    int shut;      /* a SHUTDOWN was sent (a replayed one) */
     int32_t total; /* chunks to send */
 } stage0;
 
@@ -75,8 +77,11 @@ static int note_event(stage0 *s, ppv_pp_event_kind kind, ppv_pp_verdict verdict,
                       int64_t call_id, int64_t chunk_index, int64_t cache_epoch, int64_t t_begin) {
     if (!s->o->on_event) return 0;
     int64_t now = ppv_transport_clock_ns(s->t);
-    ppv_pp_event ev = {now,         t_begin >= 0 ? t_begin : now, kind,       verdict,    action,
-                       call_id,     chunk_index,                  cache_epoch, s->awaiting, s->nready};
+    ppv_pp_event ev = {now,         t_begin >= 0 ? t_begin : now,
+                       kind,        verdict,
+                       action,      call_id,
+                       chunk_index, cache_epoch,
+                       s->awaiting, s->nready};
     char err[256];
     if (s->o->on_event(s->o->on_event_ctx, &ev, err, sizeof err) == 0) return 0;
     pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
@@ -99,9 +104,8 @@ static int note_result(stage0 *s, ppv_pp_event_kind kind, ppv_pp_verdict v, cons
 static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
     char msg[768];
     ppv_frame f;
-    ppv_failure mode =
-        preflight ? ppv_envelope_frame(e, &s->order, &f, msg, sizeof msg)
-                  : ppv_envelope_frame_unchecked(e, &f, msg, sizeof msg);
+    ppv_failure mode = preflight ? ppv_envelope_frame(e, &s->order, &f, msg, sizeof msg)
+                                 : ppv_envelope_frame_unchecked(e, &f, msg, sizeof msg);
     if (mode != PPV_FAIL_NONE) {
         pp_fail(s->c, s->t, at(s, e), mode, PPV_POINT_STAGE0_SEND,
                 "stage 0's preflight refused the envelope, nothing was sent: %s", msg);
@@ -152,8 +156,7 @@ static int send_chunk(stage0 *s, int32_t k) {
         int32_t j;
         pp_chunk_epoch(o, k, &epoch, &j);
         if (pp_plan_envelope(s->c, k, s->call_id, epoch, j, s->decoded, s->ndecoded, &f->e) < 0) {
-            pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
-                    "out of memory");
+            pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "out of memory");
             return -1;
         }
         f->owned = 1;
@@ -197,6 +200,13 @@ static int send_chunk(stage0 *s, int32_t k) {
         release(f);
         return -1;
     }
+    /* retry: the same call again, as after a timeout (the same epoch and
+     * state); not a call of its own, so neither logged nor recorded */
+    if (o->inject == PPV_INJECT_RETRY && !o->replay && k == PP_INJECT_CHUNK &&
+        send_envelope(s, &f->e, 0) < 0) {
+        release(f);
+        return -1;
+    }
     if (f->e.action != PPV_PP_INFER) { /* a replayed NOOP or SHUTDOWN: nothing comes back */
         char err[256];
         if (note_envelope(s, &f->e, t_begin) < 0) {
@@ -223,10 +233,91 @@ static ppv_failure mode_of(const char *text) {
     return f != PPV_FAIL_NONE ? f : PPV_FAIL_RULE;
 }
 
+/* The in-flight envelope (not yet answered) of call_id, or NULL. */
+static inflight *in_flight(stage0 *s, int64_t call_id) {
+    for (int32_t i = s->nsent - s->awaiting; i < s->nsent; i++) {
+        inflight *f = &s->sent[(s->sent_head + i) % s->sent_cap];
+        if (f->e.call_id == call_id) return f;
+    }
+    return NULL;
+}
+
+/* Stage 0's rules for rd's result as the answer to f's envelope (tripwire
+ * point 4), with its digest and start frame. */
+static ppv_result_verdict judge(stage0 *s, ready *rd, const inflight *f, ppv_failure *mode,
+                                char *msg, size_t msglen) {
+    ppv_result_verdict v =
+        ppv_result_check(&rd->r, &f->e, s->epoch, s->last_accepted, mode, msg, msglen);
+    if (v == PPV_RESULT_ACCEPT && rd->r.ok) {
+        rd->digest = ppv_digest_words(rd->r.latents_out.data, ppv_tensor_bytes(&rd->r.latents_out));
+        rd->digested = 1;
+    }
+    if (v == PPV_RESULT_ACCEPT && rd->r.ok && rd->r.output_digest_i64 != (int64_t)rd->digest) {
+        v = PPV_RESULT_REJECT;
+        *mode = PPV_FAIL_CORRUPT;
+        snprintf(msg, msglen,
+                 "latents_out does not match output_digest_i64 %016" PRIx64
+                 ": the result changed on its way",
+                 (uint64_t)rd->r.output_digest_i64);
+    } else if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
+               rd->r.mesh_current_start_frame != f->e.current_start_frame) {
+        v = PPV_RESULT_REJECT;
+        *mode = PPV_FAIL_RULE;
+        snprintf(msg, msglen,
+                 "mesh_current_start_frame %" PRId64 ", the envelope said %" PRId64
+                 ": the mesh lost track of the stream",
+                 rd->r.mesh_current_start_frame, f->e.current_start_frame);
+    }
+    return v;
+}
+
+/* Moves a received result to another place: its short metadata text and
+ * its tensors' list point into itself (pp_received). */
+static void move_ready(ready *dst, const ready *src) {
+    memcpy(dst, src, sizeof *src);
+    if (src->m.meta == src->m.small) dst->m.meta = dst->m.small;
+    for (int k = 0; k < src->m.norder; k++)
+        dst->m.order[k] = (ppv_tensor *)((char *)&dst->r +
+                                         ((const char *)src->m.order[k] - (const char *)&src->r));
+}
+
+static void drop_ready(ready *rd) {
+    ppv_result_free_tensors(&rd->r);
+    pp_received_free(&rd->m);
+}
+
+/* Moves an accepted result into the ready queue: the awaited call's. */
+static void make_ready(stage0 *s, const ready *rd) {
+    ready *slot = &s->rdy[(s->ready_head + s->nready) % s->o->d_out];
+    move_ready(slot, rd);
+    slot->slot = (s->sent_head + s->nsent - s->awaiting) % s->sent_cap;
+    s->last_accepted = slot->r.call_id;
+    s->awaiting--;
+    s->nready++;
+    if (s->nready > s->c->rep->max_ready) s->c->rep->max_ready = s->nready;
+}
+
+/* Results held ahead whose turn has come go to the ready queue, in call
+ * order, while it has room. */
+static void promote(stage0 *s) {
+    for (int found = 1; found && s->nheld && s->awaiting && s->nready < s->o->d_out;) {
+        found = 0;
+        int64_t want = awaited(s)->e.call_id;
+        for (int32_t i = 0; i < s->nheld; i++)
+            if (s->held[i].r.call_id == want) {
+                make_ready(s, &s->held[i]);
+                if (i < --s->nheld) move_ready(&s->held[i], &s->held[s->nheld]);
+                found = 1;
+                break;
+            }
+    }
+}
+
 /* Receives one result and judges it (tripwire point 4); polled: its
- * probe found it. */
+ * probe found it. A result ahead of the awaited one whose envelope is in
+ * flight is held in the reorder buffer while it has room (D_out). */
 static int receive_result(stage0 *s, int polled) {
-    ready *rd = &s->rdy[(s->ready_head + s->nready) % s->o->d_out];
+    ready got, *rd = &got;
     memset(&rd->r, 0, sizeof rd->r); /* rd->m is set by the receive */
     rd->digest = 0;
     rd->digested = 0;
@@ -247,28 +338,25 @@ static int receive_result(stage0 *s, int polled) {
     pp_note_unknown(s->c, rd->r.unknown_fields, rd->r.unknown_field, rd->r.call_id);
     ppv_result_verdict v = PPV_RESULT_ACCEPT;
     int trusted = s->o->poll && !polled && s->o->bug == PPV_PP_BUG_WAIT_TRUSTS_EPOCH;
+    int ahead = 0;
     if (!pp_skipped(s->c, PPV_POINT_STAGE0_RESULT) && !trusted) {
-        v = ppv_result_check(&rd->r, &f->e, s->epoch, s->last_accepted, &mode, msg, sizeof msg);
-        if (v == PPV_RESULT_ACCEPT && rd->r.ok) {
-            rd->digest =
-                ppv_digest_words(rd->r.latents_out.data, ppv_tensor_bytes(&rd->r.latents_out));
-            rd->digested = 1;
-        }
-        if (v == PPV_RESULT_ACCEPT && rd->r.ok && rd->r.output_digest_i64 != (int64_t)rd->digest) {
-            v = PPV_RESULT_REJECT;
-            mode = PPV_FAIL_CORRUPT;
-            snprintf(msg, sizeof msg,
-                     "latents_out does not match output_digest_i64 %016" PRIx64
-                     ": the result changed on its way",
-                     (uint64_t)rd->r.output_digest_i64);
-        } else if (v == PPV_RESULT_ACCEPT && rd->r.ok &&
-                   rd->r.mesh_current_start_frame != f->e.current_start_frame) {
-            v = PPV_RESULT_REJECT;
-            mode = PPV_FAIL_RULE;
-            snprintf(msg, sizeof msg,
-                     "mesh_current_start_frame %" PRId64 ", the envelope said %" PRId64
-                     ": the mesh lost track of the stream",
-                     rd->r.mesh_current_start_frame, f->e.current_start_frame);
+        v = judge(s, rd, f, &mode, msg, sizeof msg);
+        inflight *later = v == PPV_RESULT_REJECT && mode == PPV_FAIL_ORDER &&
+                                  rd->r.call_id > f->e.call_id && rd->r.ok
+                              ? in_flight(s, rd->r.call_id)
+                              : NULL;
+        if (later) { /* ahead of its turn: judged as its own envelope's answer */
+            for (int32_t i = 0; i < s->nheld; i++)
+                if (s->held[i].r.call_id == rd->r.call_id) later = NULL; /* held already */
+            if (later && s->nheld < s->o->d_out) {
+                v = judge(s, rd, later, &mode, msg, sizeof msg);
+                ahead = v == PPV_RESULT_ACCEPT;
+            } else if (later)
+                snprintf(msg, sizeof msg,
+                         "result for call_id %" PRId64 " came ahead of call_id %" PRId64
+                         "'s with the reorder buffer full (D_out %d held)",
+                         rd->r.call_id, f->e.call_id, s->o->d_out);
+            if (ahead) f = later;
         }
     }
     switch (v) {
@@ -300,23 +388,25 @@ static int receive_result(stage0 *s, int polled) {
         pp_fail(s->c, s->t, w, m,
                 m == PPV_FAIL_FM23 || m == PPV_FAIL_ORDER || m == PPV_FAIL_ENVELOPE
                     ? PPV_POINT_LEADER
-                                                          : PPV_POINT_MESH_RUNNING,
+                    : PPV_POINT_MESH_RUNNING,
                 "the mesh answered with an error: %s", rd->r.error_message);
         goto drop_fail;
     }
-    s->last_accepted = rd->r.call_id;
-    rd->slot = (s->sent_head + s->nsent - s->awaiting) % s->sent_cap;
-    s->awaiting--;
-    s->nready++;
-    if (s->nready > s->c->rep->max_ready) s->c->rep->max_ready = s->nready;
-    return note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_ACCEPTED, &rd->r, -1);
+    if (ahead) {
+        s->c->rep->reordered++;
+        ready *h = &s->held[s->nheld++];
+        move_ready(h, rd);
+        return note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_AHEAD, &h->r, -1);
+    }
+    make_ready(s, rd);
+    int ok = note_result(s, PPV_EVENT_RECEIVED, PPV_VERDICT_ACCEPTED, &rd->r, -1);
+    promote(s);
+    return ok;
 drop:
-    ppv_result_free_tensors(&rd->r);
-    pp_received_free(&rd->m);
+    drop_ready(rd);
     return 0;
 drop_fail:
-    ppv_result_free_tensors(&rd->r);
-    pp_received_free(&rd->m);
+    drop_ready(rd);
     return -1;
 }
 
@@ -378,6 +468,7 @@ release:;
     s->sent_head = (s->sent_head + 1) % s->sent_cap;
     s->nsent--;
     if (rc == 0 && note_result(s, PPV_EVENT_DECODED, PPV_VERDICT_NONE, &done, t_begin) < 0) rc = -1;
+    if (rc == 0) promote(s);
     return rc;
 }
 
@@ -415,8 +506,9 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     s.total = total;
     s.sent = calloc((size_t)s.sent_cap, sizeof *s.sent);
     s.rdy = calloc((size_t)o->d_out, sizeof *s.rdy);
+    s.held = calloc((size_t)o->d_out, sizeof *s.held);
     s.decoded = malloc((size_t)o->kv_window * s.frame * sizeof *s.decoded);
-    if (!s.sent || !s.rdy || !s.decoded) {
+    if (!s.sent || !s.rdy || !s.held || !s.decoded) {
         pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "out of memory");
         goto done;
     }
@@ -438,7 +530,8 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
         if (can_send) {
             int drain;
             int64_t epoch = chunk_epoch(&s, k, &drain);
-            if (drain && s.nsent) can_send = 0;
+            if (drain && s.nsent)
+                can_send = 0;
             else if (epoch != s.epoch) {
                 s.epoch = epoch; /* a hard cut: nothing of the old epoch is in flight */
                 s.ndecoded = 0;
@@ -484,9 +577,12 @@ done:
         ppv_result_free_tensors(&rd->r);
         pp_received_free(&rd->m);
     }
+    for (int32_t i = 0; s.held && i < s.nheld; i++)
+        drop_ready(&s.held[i]);
     for (int32_t i = 0; s.sent && i < s.nsent; i++)
         release(&s.sent[(s.sent_head + i) % s.sent_cap]);
     free(s.sent);
     free(s.rdy);
+    free(s.held);
     free(s.decoded);
 }

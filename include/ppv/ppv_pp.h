@@ -331,6 +331,10 @@ typedef struct ppv_pp_report {
     int64_t *observed_calls;  /* [chunks_emitted] */
     int64_t *emitted_call_ids;
     int64_t dropped_stale, dropped_duplicate;
+    int64_t reordered; /* results that came ahead of their turn, held in stage 0's reorder
+                          buffer (at most D_out at once) and decoded in call order */
+    int64_t retried;   /* envelopes the leader answered from its result cache (a retry of
+                          the call it last ran: never run twice) */
     /* metadata keys the receivers filtered out (a newer sender's fields):
      * how many, the first one's name and the call_id it came with */
     int64_t unknown_fields;
@@ -351,6 +355,12 @@ typedef struct ppv_pp_report {
     uint16_t *outputs;
     size_t noutputs;
 } ppv_pp_report;
+
+/* 1 when the run ended as its injection must (ok without one): the
+ * failure mode and the point the table names, or for a fault that must
+ * complete, ok with that fault counted (a stale, duplicate or unknown
+ * field; a retry answered once; a reordering kept in order). */
+int ppv_pp_as_injected(const ppv_pp_options *o, const ppv_pp_report *r);
 
 /* Runs stage 0 and the mesh on the mock transport. 0 with *out (the
  * verdict is in it), or -1 when the options cannot run (err). */
