@@ -402,67 +402,46 @@ static void on_event(event_pass *p, const ppv_pp_event *ev) {
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of v[0..n) (sorts v); 0 when n is 0. */
-static double median(double *v, int64_t n) {
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* The contract's overlap metric over the decoded chunks, in decode order:
- * period_k = tEmit[k] - tEmit[k-1], stage0_k = (tA1 - tA0) + (tEmit -
- * tRecv), stage1_k = tB_ms, hidden_k = max(0, stage0 + stage1 - period),
- * OverlapScore = median(hidden / min(stage0, stage1)) from the 11th chunk
- * on; below PPV_OVERLAP_MIN it is a violation, as is a log too short or
- * too coarse to measure it. */
+/* The contract's overlap metric (ppv_pp_overlap_measure) over the decoded
+ * chunks, in decode order; below PPV_OVERLAP_MIN it is a violation, as is
+ * a log too short or too coarse to measure it. */
 static void overlap(conform *c, const call_info *ci, const int64_t *dec, int64_t n) {
     ppv_conform_report *r = c->rep;
-    double *ratio = malloc((size_t)(n > 0 ? n : 1) * 4 * sizeof *ratio);
-    if (!ratio) {
+    ppv_pp_chunk_times *t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    ppv_pp_overlap m;
+    if (!t) {
         c->oom = 1;
         return;
     }
-    double *period = ratio + n, *stage0 = ratio + 2 * n, *stage1 = ratio + 3 * n;
-    int64_t m = 0;
-    for (int64_t k = PPV_OVERLAP_WARMUP; k < n; k++) {
-        const call_info *a = &ci[dec[k]], *b = &ci[dec[k - 1]];
-        if (a->t_recv < 0) continue; /* taken ahead: no receive time of its own */
-        double p = (double)(a->t_emit - b->t_emit) / 1e6;
-        double s0 = (double)(a->t_sent - a->t_begin + a->t_emit - a->t_recv) / 1e6;
-        double s1 = a->tB_ms, lo = s0 < s1 ? s0 : s1;
-        if (lo <= 0) continue; /* a stage that took no time on this clock */
-        double hidden = s0 + s1 - p > 0 ? s0 + s1 - p : 0;
-        period[m] = p;
-        stage0[m] = s0;
-        stage1[m] = s1;
-        ratio[m++] = hidden / lo;
+    for (int64_t k = 0; k < n; k++) {
+        const call_info *a = &ci[dec[k]];
+        t[k] = (ppv_pp_chunk_times){a->t_begin, a->t_sent, a->t_recv, a->t_emit, a->tB_ms, 0, 0};
     }
-    r->overlap_samples = m;
+    int rc = ppv_pp_overlap_measure(t, n, &m);
+    free(t);
+    if (rc < 0) {
+        c->oom = 1;
+        return;
+    }
+    r->overlap_samples = m.samples;
     r->overlap_done = 1;
-    if (m == 0) {
+    if (m.samples == 0) {
         violation(c, PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP,
                   "the overlap cannot be measured: %" PRId64 " decoded chunks, of which none "
                   "after the %d warm-up chunks has a receive time and two stages that took time",
                   n, PPV_OVERLAP_WARMUP);
-    } else {
-        r->overlap_score = median(ratio, m);
-        r->overlap_period_ms = median(period, m);
-        r->overlap_stage0_ms = median(stage0, m);
-        r->overlap_stage1_ms = median(stage1, m);
-        if (r->overlap_score < PPV_OVERLAP_MIN)
-            violation(c, PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP,
-                      "OverlapScore %.3f below %.2f over %" PRId64
-                      " chunks (median period %.3f ms, stage 0 %.3f ms, the mesh %.3f ms): "
-                      "stage 0 and the mesh take turns instead of overlapping",
-                      r->overlap_score, PPV_OVERLAP_MIN, m, r->overlap_period_ms,
-                      r->overlap_stage0_ms, r->overlap_stage1_ms);
+        return;
     }
-    free(ratio);
+    r->overlap_score = m.score;
+    r->overlap_period_ms = m.period_ms;
+    r->overlap_stage0_ms = m.stage0_ms;
+    r->overlap_stage1_ms = m.stage1_ms;
+    if (m.score < PPV_OVERLAP_MIN)
+        violation(c, PPV_CONFORM_OVERLAP, PPV_FAIL_OVERLAP,
+                  "OverlapScore %.3f below %.2f over %" PRId64
+                  " chunks (median period %.3f ms, stage 0 %.3f ms, the mesh %.3f ms): "
+                  "stage 0 and the mesh take turns instead of overlapping",
+                  m.score, PPV_OVERLAP_MIN, m.samples, m.period_ms, m.stage0_ms, m.stage1_ms);
 }
 
 /* The event log's checks; 0, or -1 with the reason (exit 2). */

@@ -876,6 +876,65 @@ static void test_reordered_results_and_retries(void **state) {
     assert_non_null(strstr(err, "--inject retry needs --chunks 3 or more"));
 }
 
+/* The overlap metric on the mock's virtual time with a stated cost model
+ * (a decode 200 steps of stage 0, a generator call 20 of each mesh rank):
+ * queues of 1 make the stages take turns (OverlapScore 0, the mesh idle for
+ * every decode), queues of 2 let them interleave (>= 0.30). A stage 0
+ * whose decode blocks its sends (the seeded bug) shows the contract's
+ * signature: queues at ~0, and the mesh's idle time tracks the decode's. */
+static void test_overlap_and_the_decode_blocks_the_mesh_signature(void **state) {
+    (void)state;
+    ppv_pp_options o = ppv_pp_defaults();
+    o.chunks = 30;
+    o.cost_decode = 200;
+    o.cost_call = 20;
+    o.d_in = o.d_out = 1;
+    ppv_pp_report *r = run(&o);
+    assert_true(r->ok);
+    assert_int_equal(r->overlap.samples, 20);
+    assert_true(r->overlap.score == 0);
+    assert_true(r->overlap.hidden_ms == 0);
+    assert_int_equal(r->max_inflight, 1);
+    assert_true(r->overlap.mesh_idle_ms >= r->overlap.decode_ms); /* it waits out every decode */
+    ppv_pp_report_free(r);
+    o.d_in = o.d_out = 2;
+    r = run(&o);
+    assert_true(r->ok);
+    assert_true(r->overlap.score >= PPV_PP_OVERLAP_MIN);
+    assert_true(r->overlap.mesh_idle_ms < r->overlap.decode_ms / 2);
+    double idle_ok = r->overlap.mesh_idle_ms;
+    ppv_pp_report_free(r);
+    for (int32_t cost = 200; cost <= 800; cost *= 2) {
+        o.cost_decode = cost;
+        o.bug = PPV_PP_BUG_BLOCKING_DECODE;
+        r = run(&o);
+        assert_true(r->ok);
+        assert_int_equal(r->max_inflight, 1); /* the queues sit at ~0 */
+        assert_true(r->overlap.score < PPV_PP_OVERLAP_MIN);
+        assert_true(r->overlap.mesh_idle_ms > idle_ok);
+        /* the signature: the mesh's idle time is the decode's, give or take a step a rank */
+        double gap = r->overlap.mesh_idle_ms - r->overlap.decode_ms;
+        if (gap < -0.01 || gap > 0.05)
+            fail_msg("decode %d steps: the mesh idle %.3f ms, a decode %.3f ms", cost,
+                     r->overlap.mesh_idle_ms, r->overlap.decode_ms);
+        ppv_pp_report_free(r);
+    }
+    /* a stage 0 that decodes first with an envelope it could send is
+     * stopped at once by its queue check; without the check it only loses
+     * the queue's slack */
+    o.bug = PPV_PP_BUG_DECODE_FIRST;
+    expect_failure(run(&o), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "the mesh idles");
+    o.skip_points = BIT(PPV_POINT_STAGE0_SEND);
+    r = run(&o);
+    assert_true(r->ok);
+    ppv_pp_report_free(r);
+    /* virtual time only: not on MPI or NCCL, and not negative */
+    char err[256];
+    o.cost_decode = -1;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "--cost: decode and call take 0 to 1000000 steps");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_run_emits_every_chunk_with_the_planned_calls),
@@ -894,6 +953,7 @@ int main(void) {
         cmocka_unit_test(test_failures_carry_ids_rank_and_group),
         cmocka_unit_test(test_shard_fingerprints),
         cmocka_unit_test(test_reordered_results_and_retries),
+        cmocka_unit_test(test_overlap_and_the_decode_blocks_the_mesh_signature),
         cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
         cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
         cmocka_unit_test(test_every_injection_is_named_in_the_table),

@@ -480,6 +480,29 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     case PIPE_POLL:
         o->poll = 1;
         return 0;
+    case PIPE_COST: {
+        /* decode=N,call=M, either or both, in any order */
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", arg);
+        int32_t dec = 0, call = 0;
+        int bad = strlen(arg) >= sizeof buf || !*arg;
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !bad;
+             tok = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(tok, '=');
+            int64_t v;
+            if (!eq || ppv_parse_whole(eq + 1, 0, 1000000, &v) < 0) bad = 1;
+            else if (!strncmp(tok, "decode=", 7) && eq == tok + 6) dec = (int32_t)v;
+            else if (!strncmp(tok, "call=", 5) && eq == tok + 4) call = (int32_t)v;
+            else bad = 1;
+        }
+        if (bad || arg[strlen(arg) - 1] == ',') {
+            usage_error("--cost is decode=N,call=M (steps, 0 to 1000000), not '%s'", arg);
+            return -1;
+        }
+        o->cost_decode = dec;
+        o->cost_call = call;
+        return 0;
+    }
     case PIPE_FINGERPRINT_EVERY:
         return whole_option32("--fingerprint-every", arg, 0, 1000000, &o->fingerprint_every);
     case PIPE_ENVELOPE_DIGEST:

@@ -235,6 +235,20 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         json_object_object_add(j, "unknown_fields", json_object_new_int64(r->unknown_fields));
         json_object_object_add(j, "first_unknown_field",
                                r->unknown_fields ? json_object_new_string(r->unknown_field) : NULL);
+        json_object *ov = NULL;
+        if (r->overlap.samples) { /* the contract's metric, medians after the warm-up */
+            ov = json_object_new_object();
+            json_object_object_add(ov, "samples", json_object_new_int64(r->overlap.samples));
+            json_object_object_add(ov, "score", json_object_new_double(r->overlap.score));
+            json_object_object_add(ov, "period_ms", json_object_new_double(r->overlap.period_ms));
+            json_object_object_add(ov, "stage0_ms", json_object_new_double(r->overlap.stage0_ms));
+            json_object_object_add(ov, "stage1_ms", json_object_new_double(r->overlap.stage1_ms));
+            json_object_object_add(ov, "hidden_ms", json_object_new_double(r->overlap.hidden_ms));
+            json_object_object_add(ov, "mesh_idle_ms",
+                                   json_object_new_double(r->overlap.mesh_idle_ms));
+            json_object_object_add(ov, "decode_ms", json_object_new_double(r->overlap.decode_ms));
+        }
+        json_object_object_add(j, "overlap", ov);
         json_object_object_add(j, "max_inflight", json_object_new_int(r->max_inflight));
         json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
         json_object_object_add(j, "output_digest", hex_json(r->output_digest));
@@ -274,6 +288,13 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                    "): a newer sender's, ignored\n",
                    r->unknown_fields, r->unknown_fields == 1 ? "" : "s", r->unknown_field,
                    r->unknown_field_call_id);
+        if (r->overlap.samples && (o->cost_decode || o->cost_call || o->proc))
+            printf("overlap: OverlapScore %.3f over %" PRId64 " chunks (median period %.3f ms, "
+                   "stage 0 %.3f, the mesh %.3f, hidden %.3f; the mesh idle %.3f ms, a decode "
+                   "%.3f ms)\n",
+                   r->overlap.score, r->overlap.samples, r->overlap.period_ms,
+                   r->overlap.stage0_ms, r->overlap.stage1_ms, r->overlap.hidden_ms,
+                   r->overlap.mesh_idle_ms, r->overlap.decode_ms);
         printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
                o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
         if (o->proc)

@@ -340,6 +340,11 @@
          "(PPV-ENVELOPE), before any collective; off: a contract without it, where a bit flipped " \
          "in an envelope's tensors on the way goes unseen",                                        \
          "on")                                                                                     \
+    PIPE(COST, 0, "cost", "decode=N,call=M",                                                     \
+         "virtual time on the mock (a microsecond a scheduler step): a decode costs N steps of "   \
+         "stage 0, a generator call M steps of each mesh rank, so the overlap metric (--json's "   \
+         "overlap) measures how the two stages interleave; not on mpi or nccl (wall time)",       \
+         "decode=0,call=0")                                                                        \
     PIPE(FINGERPRINT_EVERY, 0, "fingerprint-every", "N",                                           \
          "shard fingerprints (OM-12): every mesh rank fingerprints its weight shard at start (no " \
          "two alike), on every init_cache and every N chunks (each unchanged, no two alike); "     \

@@ -148,6 +148,7 @@ static void report_reset(ppv_pp_report *r) {
     r->chunks_emitted = 0;
     r->dropped_stale = r->dropped_duplicate = 0;
     r->reordered = r->retried = 0;
+    memset(&r->overlap, 0, sizeof r->overlap);
     r->unknown_fields = 0;
     r->unknown_field[0] = 0;
     r->unknown_field_call_id = -1;

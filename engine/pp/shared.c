@@ -162,6 +162,12 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
         o->mesh < 2)
         return ppv_errf(err, errlen, "--inject %s needs a mesh of 2 or more ranks",
                         ppv_pp_inject_token(o->inject));
+    if (o->cost_decode < 0 || o->cost_call < 0 || o->cost_decode > 1000000 ||
+        o->cost_call > 1000000)
+        return ppv_errf(err, errlen, "--cost: decode and call take 0 to 1000000 steps");
+    if (o->proc && (o->cost_decode || o->cost_call))
+        return ppv_errf(err, errlen, "--cost sets the mock's virtual time; on %s the clock is "
+                        "the wall's", ppv_proc_name(o->proc));
     if (o->policy.kind == PPV_POLICY_REPLAY && (!o->policy.replay || o->policy.nreplay < 0))
         return ppv_errf(err, errlen, "a replay policy needs its decisions");
     return 0;
@@ -185,6 +191,52 @@ int ppv_pp_as_injected(const ppv_pp_options *o, const ppv_pp_report *r) {
     default:
         return r->dropped_duplicate == 1;
     }
+}
+
+/* ---- the overlap metric ------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v); 0 when n is 0. */
+static double median(double *v, int64_t n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int ppv_pp_overlap_measure(const ppv_pp_chunk_times *c, int64_t n, ppv_pp_overlap *out) {
+    memset(out, 0, sizeof *out);
+    enum { COLS = 7 };
+    double *v = malloc((size_t)(n > 0 ? n : 1) * COLS * sizeof *v);
+    if (!v) return -1;
+    double *col[COLS];
+    for (int j = 0; j < COLS; j++) col[j] = v + (size_t)j * (size_t)(n > 0 ? n : 1);
+    int64_t m = 0;
+    for (int64_t k = PPV_PP_OVERLAP_WARMUP; k < n; k++) {
+        const ppv_pp_chunk_times *a = &c[k], *b = &c[k - 1];
+        if (a->t_recv < 0) continue; /* taken ahead: no receive time of its own */
+        double p = (double)(a->t_emit - b->t_emit) / 1e6;
+        double s0 = (double)(a->t_sent - a->t_begin + a->t_emit - a->t_recv) / 1e6;
+        double s1 = a->tB_ms, lo = s0 < s1 ? s0 : s1;
+        if (lo <= 0) continue; /* a stage that took no time on this clock */
+        double hidden = s0 + s1 - p > 0 ? s0 + s1 - p : 0;
+        double row[COLS] = {hidden / lo, p, s0, s1, hidden, a->mesh_idle_ms, a->decode_ms};
+        for (int j = 0; j < COLS; j++) col[j][m] = row[j];
+        m++;
+    }
+    out->samples = m;
+    out->score = median(col[0], m);
+    out->period_ms = median(col[1], m);
+    out->stage0_ms = median(col[2], m);
+    out->stage1_ms = median(col[3], m);
+    out->hidden_ms = median(col[4], m);
+    out->mesh_idle_ms = median(col[5], m);
+    out->decode_ms = median(col[6], m);
+    free(v);
+    return 0;
 }
 
 /* ---- failures ---------------------------------------------------------------------- */
@@ -237,13 +289,15 @@ void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const 
 
 /* The keys every rank's plan must agree on; flag keys gate collectives
  * (FM-03 when they differ), the rest are the plan (FM-01). */
+/* clang-format off */
 #define HANDSHAKE_KEYS(X)                                                                          \
-    X(mesh, 0)                                                                                     \
-    X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0) X(height, 0) \
-        X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)             \
-            X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)     \
-                X(timeout_ms, 0) X(poll, 0) X(envelope_digest, 0) X(fingerprint_every, 0)          \
-                    X(inject, 0) X(skip_points, 0) X(bug, 0) X(extra_digest_collective, 1)
+    X(mesh, 0) X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0)  \
+    X(height, 0) X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)  \
+    X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)          \
+    X(timeout_ms, 0) X(cost_decode, 0) X(cost_call, 0) X(poll, 0) X(envelope_digest, 0)          \
+    X(fingerprint_every, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                              \
+    X(extra_digest_collective, 1)
+/* clang-format on */
 
 enum {
 #define KEY_ENUM(name, flag) HK_##name,
@@ -291,6 +345,8 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_transport] = !strcmp(tr, "mock") ? 0 : !strcmp(tr, "mpi") ? 1 : 2;
     k[HK_timeout_ms] = o->proc ? (int64_t)(o->timeout_s * 1000.0) : 0;
     k[HK_poll] = o->poll;
+    k[HK_cost_decode] = o->cost_decode;
+    k[HK_cost_call] = o->cost_call;
     k[HK_envelope_digest] = o->envelope_digest;
     k[HK_fingerprint_every] = pp_fingerprint_every(o);
     k[HK_inject] = o->inject;

@@ -23,6 +23,7 @@
 typedef struct inflight {
     ppv_envelope e;
     int owned; /* its tensors are stage 0's to free (planned, not replayed) */
+    int64_t t_begin, t_sent; /* when stage 0 began building it, and sent it */
 } inflight;
 
 typedef struct ready {
@@ -31,6 +32,7 @@ typedef struct ready {
     int digested;
     pp_received m;
     int32_t slot; /* index into the sent ring of its envelope */
+    int64_t t_recv; /* when it was taken (-1: held ahead, taken with another) */
 } ready;
 
 typedef struct stage0 {
@@ -52,6 +54,8 @@ typedef struct stage0 {
     uint64_t digest;
     int shut;      /* a SHUTDOWN was sent (a replayed one) */
     int32_t total; /* chunks to send */
+    ppv_pp_chunk_times *times; /* per decoded chunk, for the overlap metric */
+    int64_t ntimes, times_cap;
 } stage0;
 
 static pp_where at(const stage0 *s, const ppv_envelope *e) {
@@ -144,7 +148,7 @@ static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
 /* Plans (or takes from the recording) envelope k and sends it. */
 static int send_chunk(stage0 *s, int32_t k) {
     const ppv_pp_options *o = s->o;
-    int64_t t_begin = o->on_event ? ppv_transport_clock_ns(s->t) : 0;
+    int64_t t_begin = ppv_transport_clock_ns(s->t);
     inflight *f = &s->sent[(s->sent_head + s->nsent) % s->sent_cap];
     int preflight = !pp_skipped(s->c, PPV_POINT_STAGE0_SEND);
     if (o->replay) {
@@ -221,6 +225,8 @@ static int send_chunk(stage0 *s, int32_t k) {
         release(f);
         return 0;
     }
+    f->t_begin = t_begin;
+    f->t_sent = ppv_transport_clock_ns(s->t);
     s->nsent++;
     s->awaiting++;
     if (s->awaiting > s->c->rep->max_inflight) s->c->rep->max_inflight = s->awaiting;
@@ -392,6 +398,7 @@ static int receive_result(stage0 *s, int polled) {
                 "the mesh answered with an error: %s", rd->r.error_message);
         goto drop_fail;
     }
+    rd->t_recv = ahead ? -1 : ppv_transport_clock_ns(s->t);
     if (ahead) {
         s->c->rep->reordered++;
         ready *h = &s->held[s->nheld++];
@@ -412,9 +419,28 @@ drop_fail:
 
 /* Decodes the oldest ready result: it is emitted. */
 static int decode(stage0 *s) {
-    int64_t t_begin = s->o->on_event ? ppv_transport_clock_ns(s->t) : 0;
+    int64_t t_begin = ppv_transport_clock_ns(s->t);
     ready *rd = &s->rdy[s->ready_head];
     inflight *f = &s->sent[rd->slot];
+    /* the decode's cost in virtual time: steps of stage 0 (--cost) */
+    for (int32_t i = 0; i < s->o->cost_decode && s->t->ops->yield; i++)
+        s->t->ops->yield(s->t->impl, 0);
+    if (s->ntimes == s->times_cap) {
+        int64_t cap = s->times_cap ? 2 * s->times_cap : 64;
+        ppv_pp_chunk_times *grown = realloc(s->times, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT,
+                    "out of memory");
+            return -1;
+        }
+        s->times = grown;
+        s->times_cap = cap;
+    }
+    int64_t t_emit = ppv_transport_clock_ns(s->t);
+    s->times[s->ntimes++] = (ppv_pp_chunk_times){f->t_begin,          f->t_sent,
+                                                 rd->t_recv,          t_emit,
+                                                 rd->r.tB_ms,         rd->r.t_mesh_idle_ms,
+                                                 (double)(t_emit - t_begin) / 1e6};
     ppv_pp_report *rep = s->c->rep;
     const ppv_tensor *lat = &rd->r.latents_out;
     size_t n = (size_t)(ppv_tensor_bytes(lat) / sizeof(uint16_t));
@@ -527,6 +553,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
             }
         }
         int can_send = k < total && s.awaiting < o->d_in && s.nready < o->d_out;
+        if (o->bug == PPV_PP_BUG_BLOCKING_DECODE && (s.awaiting || s.nready)) can_send = 0;
         if (can_send) {
             int drain;
             int64_t epoch = chunk_epoch(&s, k, &drain);
@@ -546,7 +573,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
         } else if (s.nready) {
             /* the queue signature: a result is decoded only while the next
              * envelope cannot go (else the mesh idles while stage 0 decodes) */
-            if (can_send) {
+            if (can_send && !pp_skipped(c, PPV_POINT_STAGE0_SEND)) {
                 pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
                         "stage 0 decodes a result while envelope %d could be in flight "
                         "(inflight %d of D_in %d): the mesh idles, the overlap is lost",
@@ -585,4 +612,7 @@ done:
     free(s.rdy);
     free(s.held);
     free(s.decoded);
+    if (ppv_pp_overlap_measure(s.times, s.ntimes, &c->rep->overlap) < 0 && !c->failed)
+        pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "out of memory");
+    free(s.times);
 }

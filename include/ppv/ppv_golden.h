@@ -330,8 +330,8 @@ typedef struct ppv_conform_violation {
 } ppv_conform_violation;
 
 /* The overlap metric's warm-up (chunks skipped) and passing score. */
-#define PPV_OVERLAP_WARMUP 10
-#define PPV_OVERLAP_MIN 0.30
+#define PPV_OVERLAP_WARMUP PPV_PP_OVERLAP_WARMUP
+#define PPV_OVERLAP_MIN PPV_PP_OVERLAP_MIN
 
 typedef struct ppv_conform_options {
     int max_report; /* violations kept in the report (all are counted); 0: 100 */

@@ -153,8 +153,11 @@ typedef enum ppv_pp_bug {
     PPV_PP_BUG_LEADER_DIES,         /* the leader returns after receiving chunk 1's header */
     PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE, /* the last mesh rank decides KV recompute from its own
                                          count of chunks, not the envelope's flag */
-    PPV_PP_BUG_SHARD_RELOAD /* the built-in generator's last mesh rank reloads mesh rank 0's
+    PPV_PP_BUG_SHARD_RELOAD, /* the built-in generator's last mesh rank reloads mesh rank 0's
                                shard before chunk 1 (a hot reload gone wrong) */
+    PPV_PP_BUG_BLOCKING_DECODE /* stage 0 sends an envelope only when nothing is in flight or
+                                  waiting to be decoded (a decode on the send thread): the
+                                  output is right, the mesh idles through every decode */
 } ppv_pp_bug;
 
 /* Stage 0's event log (a recording's /inference/events): what it sent,
@@ -276,6 +279,10 @@ typedef struct ppv_pp_options {
     unsigned skip_points; /* tests: 1 << ppv_pp_point of checks taken out */
     ppv_pp_bug bug;       /* tests: a seeded bug */
     ppv_fault fault;      /* one transport fault (the explorer's), or none */
+    /* Virtual time on the mock (a microsecond a scheduler step): a decode
+     * costs cost_decode steps of stage 0, a generator call (a cache write
+     * included) cost_call steps of each mesh rank. 0: free (the default). */
+    int32_t cost_decode, cost_call;
     /* Replay: stage 0 sends these envelopes in order instead of planning
      * (they are not changed; their tensors stay the caller's), and every
      * result it receives is passed to on_result. */
@@ -320,6 +327,31 @@ ppv_pp_options ppv_pp_defaults(void);
 /* Checks the options on their own; 0, or -1 with the reason. */
 int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen);
 
+/* The contract's overlap metric. Per decoded chunk, in decode order: when
+ * stage 0 began building its envelope and sent it, took its result and
+ * emitted it (transport clock, ns; t_recv < 0: the result was held ahead
+ * and has no receive time of its own), the result's tB_ms and
+ * t_mesh_idle_ms, and the decode's own time (ms). */
+typedef struct ppv_pp_chunk_times {
+    int64_t t_begin, t_sent, t_recv, t_emit;
+    double tB_ms, mesh_idle_ms, decode_ms;
+} ppv_pp_chunk_times;
+
+/* period_k = tEmit[k] - tEmit[k-1], stage0_k = (tA1 - tA0) + (tEmit -
+ * tRecv), stage1_k = tB_ms, hidden_k = max(0, stage0 + stage1 - period);
+ * OverlapScore = median(hidden / min(stage0, stage1)) over the chunks
+ * after PPV_PP_OVERLAP_WARMUP whose two stages took time; the others are
+ * medians over the same chunks. samples 0: nothing to measure. */
+#define PPV_PP_OVERLAP_WARMUP 10
+#define PPV_PP_OVERLAP_MIN 0.30
+typedef struct ppv_pp_overlap {
+    int64_t samples;
+    double score, period_ms, stage0_ms, stage1_ms, hidden_ms, mesh_idle_ms, decode_ms;
+} ppv_pp_overlap;
+
+/* 0, or -1 out of memory. */
+int ppv_pp_overlap_measure(const ppv_pp_chunk_times *c, int64_t n, ppv_pp_overlap *out);
+
 typedef struct ppv_pp_report {
     int ok;
     ppv_failure failure;      /* PPV_FAIL_NONE when ok */
@@ -341,6 +373,7 @@ typedef struct ppv_pp_report {
     char unknown_field[64];
     int64_t unknown_field_call_id;
     uint64_t output_digest;          /* chained ppv_digest_words of the decoded latents, in order */
+    ppv_pp_overlap overlap;          /* stage 0's own measure, on the transport's clock */
     int32_t max_inflight, max_ready; /* the queues' high-water marks */
     int64_t generator_calls;  /* leader's, over the run */
     ppv_world_result world;   /* steps, trace digest, blocked ranks */
