@@ -731,7 +731,8 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
         if (infer && e.envelope_digest_i64) {
             out->checked[PPV_CONFORM_ENVELOPE_DIGEST] = 1;
             uint64_t d = ppv_envelope_digest(&e);
-            if (d != (uint64_t)e.envelope_digest_i64)
+            if (!d) c.oom = 1; /* it could not be framed: only memory can run out here */
+            else if (d != (uint64_t)e.envelope_digest_i64)
                 violation(&c, PPV_CONFORM_ENVELOPE_DIGEST, PPV_FAIL_ENVELOPE,
                           "envelope_digest_i64 %016" PRIx64 ", but the envelope recorded digests "
                           "to %016" PRIx64 ": it changed after stage 0 sealed it",

@@ -188,8 +188,9 @@ static void test_engine_refuses_the_mocks_settings(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "run -1: policies, faults and replayed decisions are the "
                                   "mock's; on processes the transport orders the ranks\n"));
-    assert_non_null(strstr(r.out, "pp -1: policies, faults, injections, replayed decisions and "
-                                  "the KV comparison are the mock's"));
+    assert_non_null(strstr(r.out, "pp -1: policies, faults, injections (but OM-13, stage 0 "
+                                  "dying), replayed decisions and the KV comparison are the "
+                                  "mock's"));
     run_free(&r);
 }
 
@@ -576,6 +577,57 @@ static void test_nccl_pp_equals_mock(void **state) {
     run_free(&r);
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* OM-13 on processes: stage 0 dies after chunk 1. With --worker-watchdog
+ * the mesh ends the job within the watchdog (plus a heartbeat, plus the
+ * job's start), naming the last header it saw, long before --timeout; on
+ * MPI and on NCCL. A live stage 0's heartbeats are NOOPs that change
+ * nothing: the mock's output. */
+static void test_worker_watchdog_ends_an_orphaned_mesh(void **state) {
+    (void)state;
+    need_mpi();
+    run_result mock = RUN("pp", "--mesh", "2", "--chunks", "6", "--json");
+    run_result r = MPIRUN(3, PPV_BIN, "pp", "--transport", "mpi", "--mesh", "2", "--chunks", "6",
+                          "--heartbeat", "0.0001", "--worker-watchdog", "30", "--json");
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "\"heartbeats\":0,"));
+    char *a = pp_fields(mock.out), *b = pp_fields(r.out);
+    assert_string_equal(b, a);
+    free(a);
+    free(b);
+    run_free(&mock);
+    run_free(&r);
+    /* the watchdog is wall time, and must outlast the heartbeat */
+    r = RUN("pp", "--worker-watchdog", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--worker-watchdog is for --transport mpi or nccl"));
+    run_free(&r);
+    r = RUN("pp", "--transport", "mpi", "--heartbeat", "3", "--worker-watchdog", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--heartbeat 3 must be shorter than --worker-watchdog 2"));
+    run_free(&r);
+    for (int t = 0; t < 2; t++) {
+        if (t) need_nccl(); /* skips the rest where NCCL's stand-in is not built */
+        double t0 = now_s();
+        r = MPIRUN(3, PPV_BIN, "pp", "--transport", t ? "nccl" : "mpi", "--mesh", "2", "--chunks",
+                   "4", "--inject", "OM-13", "--worker-watchdog", "2", "--heartbeat", "0.5",
+                   "--timeout", "120");
+        double took = now_s() - t0;
+        assert_int_equal(r.code, 1);
+        assert_non_null(strstr(r.err, "(--worker-watchdog 2: mesh rank "));
+        assert_non_null(strstr(r.err, "the last header it saw: call_id "));
+        if (took > 2 + 0.5 + 30) fail_msg("%s: the mesh ended after %.1f s", t ? "nccl" : "mpi", took);
+        fprintf(stderr, "OM-13 on %s: the job ended after %.1f s (watchdog 2 s)\n",
+                t ? "nccl" : "mpi", took);
+        run_free(&r);
+    }
+}
+
 /* Processes started with other settings (one mpirun, two command lines):
  * the startup handshake names the key, the rank and both values before
  * any envelope: the transport's own settings and the generator too. */
@@ -858,6 +910,7 @@ int main(void) {
         cmocka_unit_test(test_failures_are_reported_and_end_the_job),
         cmocka_unit_test(test_nccl_run_equals_mock),
         cmocka_unit_test(test_nccl_pp_equals_mock),
+        cmocka_unit_test(test_worker_watchdog_ends_an_orphaned_mesh),
         cmocka_unit_test(test_generator_plugins_equal_the_mock_on_mpi_and_nccl),
         cmocka_unit_test(test_pp_processes_with_other_settings_stop_at_the_handshake),
         cmocka_unit_test(test_nccl_watchdog_and_async_errors),

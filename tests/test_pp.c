@@ -935,6 +935,40 @@ static void test_overlap_and_the_decode_blocks_the_mesh_signature(void **state) 
     assert_string_equal(err, "--cost: decode and call take 0 to 1000000 steps");
 }
 
+/* Heartbeats on the mock's virtual clock: NOOPs (each takes a call_id)
+ * between stage 0's steps, the output unchanged; recorded as calls, and
+ * the recording conforms. */
+static void test_heartbeats_change_nothing_but_the_trace(void **state) {
+    (void)state;
+    ppv_pp_options o = small();
+    o.chunks = 6;
+    ppv_pp_report *clean = run(&o);
+    o.heartbeat_s = 50e-6; /* 50 scheduler steps */
+    ppv_pp_report *r = run(&o);
+    assert_true(r->ok);
+    assert_true(r->heartbeats > 0);
+    assert_true(r->output_digest == clean->output_digest);
+    assert_true(r->world.trace_digest != clean->world.trace_digest);
+    assert_true(r->emitted_call_ids[5] > 5); /* NOOPs took call_ids */
+    ppv_pp_report_free(r);
+    ppv_pp_report_free(clean);
+    const char *rec = tmp_path("heartbeats.h5");
+    run_result c = RUN("pp", "--chunks", "6", "--heartbeat", "0.00005", "--record", rec);
+    assert_int_equal(c.code, 0);
+    assert_non_null(strstr(c.out, "heartbeats: "));
+    run_free(&c);
+    c = RUN("conform", rec);
+    assert_int_equal(c.code, 0);
+    assert_non_null(strstr(c.out, "result: CONFORMS\n"));
+    run_free(&c);
+    char err[256];
+    o.heartbeat_s = 2;
+    o.worker_watchdog_s = 1;
+    assert_int_equal(ppv_pp_run(&o, &r, err, sizeof err), -1);
+    assert_string_equal(err, "--heartbeat 2 must be shorter than --worker-watchdog 1, or a quiet "
+                             "stage 0 looks dead");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_run_emits_every_chunk_with_the_planned_calls),
@@ -954,6 +988,7 @@ int main(void) {
         cmocka_unit_test(test_shard_fingerprints),
         cmocka_unit_test(test_reordered_results_and_retries),
         cmocka_unit_test(test_overlap_and_the_decode_blocks_the_mesh_signature),
+        cmocka_unit_test(test_heartbeats_change_nothing_but_the_trace),
         cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
         cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
         cmocka_unit_test(test_every_injection_is_named_in_the_table),

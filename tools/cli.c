@@ -271,15 +271,21 @@ int transport_option(const char *arg, const char **out) {
 }
 
 /* --timeout (cli.h). */
-int timeout_option(const char *arg, double *out) {
+int seconds_option(const char *name, const char *arg, double *out) {
     char *end;
     double t = number_start(arg, 0) ? strtod(arg, &end) : 0;
     if (!number_start(arg, 0) || end == arg || *end || !(t > 0) || t > 1e6) {
-        usage_error("--timeout needs seconds in (0, 1e6], not '%s'", arg);
+        char text[160];
+        snprintf(text, sizeof text, "%s needs seconds in (0, 1e6], not '%.100s'", name, arg);
+        usage_error("%s", text);
         return -1;
     }
     *out = t;
     return 0;
+}
+
+int timeout_option(const char *arg, double *out) {
+    return seconds_option("--timeout", arg, out);
 }
 
 /* (cli.h) */
@@ -480,6 +486,8 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     case PIPE_POLL:
         o->poll = 1;
         return 0;
+    case PIPE_HEARTBEAT:
+        return seconds_option("--heartbeat", arg, &o->heartbeat_s);
     case PIPE_COST: {
         /* decode=N,call=M, either or both, in any order */
         char buf[128];

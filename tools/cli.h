@@ -208,6 +208,9 @@ int device_option(const char *arg, const char **device);
  * message. */
 int transport_option(const char *arg, const char **out);
 /* --timeout: seconds in (0, 1e6]; 0, or -1 after the usage message. */
+/* A positive number of seconds for option name, at most 1e6; 0, or -1
+ * after the usage error. */
+int seconds_option(const char *name, const char *arg, double *out);
 int timeout_option(const char *arg, double *out);
 /* Joins the job of transport name (NULL: the mock, nothing to join) and
  * says whether this process leads: every rank computes the whole report,

@@ -53,8 +53,8 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         case PIPE_WATCHDOG_STEPS:
             a->mock_option = "--watchdog-steps";
             break;
-        case PIPE_INJECT:
-            a->mock_option = "--inject";
+        case PIPE_INJECT: /* OM-13 kills stage 0, which means something anywhere */
+            if (strcmp(optarg, "OM-13") != 0) a->mock_option = "--inject";
             break;
         }
         int rc = pp_pipeline_option(c, optarg, &a->o, &a->list);
@@ -103,6 +103,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (timeout_option(optarg, &a->o.timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
             a->timeout_given = 1;
             break;
+        case OPT_WORKER_WATCHDOG:
+            if (seconds_option("--worker-watchdog", optarg, &a->o.worker_watchdog_s) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            break;
         case CLI_HELP:
             return print_help();
         default:
@@ -115,6 +119,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         return usage_error("%s is the mock transport's: on --transport mpi or nccl the ranks are "
                            "processes that MPI or NCCL schedules",
                            a->mock_option);
+    if (!a->transport && a->o.worker_watchdog_s > 0)
+        return usage_error("%s is for --transport mpi or nccl (the mock's watchdog counts steps: "
+                           "--watchdog-steps)",
+                           "--worker-watchdog");
     if (!a->transport && a->timeout_given)
         return usage_error("%s is for --transport mpi or nccl", "--timeout");
     if (a->transport && strcmp(a->transport, "nccl") == 0 && a->o.poll)
@@ -230,6 +238,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                calls_json(r->observed_calls, r->chunks_emitted));
         json_object_object_add(j, "dropped_stale", json_object_new_int64(r->dropped_stale));
         json_object_object_add(j, "dropped_duplicate", json_object_new_int64(r->dropped_duplicate));
+        json_object_object_add(j, "heartbeats", json_object_new_int64(r->heartbeats));
         json_object_object_add(j, "reordered", json_object_new_int64(r->reordered));
         json_object_object_add(j, "retried", json_object_new_int64(r->retried));
         json_object_object_add(j, "unknown_fields", json_object_new_int64(r->unknown_fields));
@@ -275,6 +284,9 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
                "%d ready\n",
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
+        if (r->heartbeats)
+            printf("heartbeats: %" PRId64 " NOOP%s sent\n", r->heartbeats,
+                   r->heartbeats == 1 ? "" : "s");
         if (r->reordered)
             printf("reordered: %" PRId64 " result%s came ahead of %s turn, held in the reorder "
                    "buffer and decoded in call order\n",

@@ -340,6 +340,11 @@
          "(PPV-ENVELOPE), before any collective; off: a contract without it, where a bit flipped " \
          "in an envelope's tensors on the way goes unseen",                                        \
          "on")                                                                                     \
+    PIPE(HEARTBEAT, 0, "heartbeat", "SECONDS",                                                     \
+         "stage 0 sends a NOOP whenever this long has passed since it last sent (between its "     \
+         "steps: it is one thread); every header restarts the mesh's --worker-watchdog. The "     \
+         "transport's clock: virtual seconds on the mock",                                        \
+         NULL)                                                                                     \
     PIPE(COST, 0, "cost", "decode=N,call=M",                                                     \
          "virtual time on the mock (a microsecond a scheduler step): a decode costs N steps of "   \
          "stage 0, a generator call M steps of each mesh rank, so the overlap metric (--json's "   \
@@ -354,7 +359,12 @@
       "where the generator's kernels run: cuda runs every one on the GPU with the CPU's bits "     \
       "(a check, not a fast path); exit 2 if CUDA is not usable here",                             \
       "cpu")                                                                                       \
-    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)
+    X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
+    X(WORKER_WATCHDOG, 0, "worker-watchdog", "SECONDS",                                            \
+      "with --transport mpi or nccl: how long a mesh rank waits for the next envelope (a "         \
+      "heartbeat counts) before it ends the job naming the last header it saw; shorter than "    \
+      "--timeout, longer than --heartbeat",                                                        \
+      NULL)
 
 #define PP_TRANSPORT_OPTIONS(X)                                                                    \
     X(TRANSPORT, 0, "transport", "mock|mpi|nccl",                                                  \

@@ -63,6 +63,7 @@ typedef struct mesh {
      * when the chunk's envelope arrived, and when its last answer went
      * (-1: none yet), for tB_ms and t_mesh_idle_ms */
     int64_t t_arrived, t_answered, idle_ns;
+    int64_t last_header[3]; /* ids of the last header this rank received (-1: none) */
 } mesh;
 
 static pp_where where(const mesh *m, pp_group g) {
@@ -448,12 +449,37 @@ static ppv_failure check_envelope_digest(const mesh *m, const ppv_envelope *e, c
         return PPV_FAIL_ENVELOPE;
     }
     uint64_t got = ppv_envelope_digest(e);
+    if (!got) {
+        snprintf(msg, msglen, "out of memory computing the envelope's digest");
+        return PPV_FAIL_RULE;
+    }
     if (got == (uint64_t)e->envelope_digest_i64) return PPV_FAIL_NONE;
     snprintf(msg, msglen,
              "envelope_digest_i64 %016" PRIx64 ", but what arrived digests to %016" PRIx64
              ": the envelope changed on its way (a bit of its metadata or tensors)",
              (uint64_t)e->envelope_digest_i64, got);
     return PPV_FAIL_ENVELOPE;
+}
+
+/* --worker-watchdog: bounds the wait for the next envelope by wall time,
+ * naming the last header seen (on) or back to the timeout (off). */
+static void watch_next_header(mesh *m, int on) {
+    double w = m->o->worker_watchdog_s;
+    if (w <= 0 || !m->t->ops->set_wait) return;
+    if (!on) {
+        m->t->ops->set_wait(m->t->impl, 0, NULL);
+        return;
+    }
+    char why[384];
+    if (m->last_header[0] < 0)
+        snprintf(why, sizeof why, "--worker-watchdog %g: mesh rank %d waits for its first "
+                 "envelope", w, m->mr);
+    else
+        snprintf(why, sizeof why,
+                 "--worker-watchdog %g: mesh rank %d waits for the next envelope; the last "
+                 "header it saw: call_id %" PRId64 ", chunk_index %" PRId64 ", cache_epoch %" PRId64,
+                 w, m->mr, m->last_header[0], m->last_header[1], m->last_header[2]);
+    m->t->ops->set_wait(m->t->impl, w, why);
 }
 
 /* The leader refuses an envelope it received: one error result for an
@@ -552,6 +578,11 @@ static int retry(mesh *m, const ppv_envelope *e, ppv_failure *mode, char *msg, s
         e->chunk_index != last->chunk_index || e->cache_epoch != last->cache_epoch)
         return 0;
     uint64_t d = ppv_envelope_digest(e);
+    if (!d) {
+        *mode = PPV_FAIL_RULE;
+        snprintf(msg, msglen, "out of memory computing the envelope's digest");
+        return 1;
+    }
     if (d != m->last_answer.env_digest) {
         *mode = PPV_FAIL_ORDER;
         snprintf(msg, msglen,
@@ -588,7 +619,10 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
         gen_error(m, -1, "the result cache", "out of memory");
         return -1;
     }
-    m->last_answer.env_digest = ppv_envelope_digest(e);
+    if (!(m->last_answer.env_digest = ppv_envelope_digest(e))) {
+        gen_error(m, -1, "the result cache", "out of memory");
+        return -1;
+    }
     if (o->inject == PPV_INJECT_REORDER_RESULTS && e->chunk_index == PP_INJECT_CHUNK &&
         m->t->ops->probe) {
         /* the next envelope is here: this result waits until its answer */
@@ -641,6 +675,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     m.last = m.mr == m.n - 1; /* the rank faults are put in (the leader on PP0) */
     m.order = ppv_contract_order_start();
     m.t_answered = -1;
+    m.last_header[0] = m.last_header[1] = m.last_header[2] = -1;
     m.shard_rank = m.last && m.n > 1 && o->inject == PPV_INJECT_OM12 ? 0 : m.mr;
     m.fp_every = pp_fingerprint_every(o);
     if (m.fp_every) { /* the baseline before create: a wrong shard is named as one */
@@ -672,7 +707,10 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         memset(&e, 0, sizeof e);
         int rc;
         if (m.leader) {
+            watch_next_header(&m, 1);
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
+            watch_next_header(&m, 0);
+            if (!rc) memcpy(m.last_header, rm.header + 1, sizeof m.last_header);
             if (!rc) pp_note_ids(c, rank, rm.header);
             if (!rc && mode == PPV_FAIL_NONE)
                 pp_note_unknown(c, e.unknown_fields, e.unknown_field, e.call_id);
@@ -741,7 +779,10 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             }
         } else {
             int comm = group_comm(&m, PP_GROUP_MESH, PP_GROUP_MESH, "the envelope broadcast");
+            watch_next_header(&m, 1);
             rc = pp_bcast_recv(t, rank, comm, &rm, &e, &mode, msg, sizeof msg);
+            watch_next_header(&m, 0);
+            if (!rc) memcpy(m.last_header, rm.header + 1, sizeof m.last_header);
             if (!rc) pp_note_ids(c, rank, rm.header);
             if (rc)
                 pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc, "the envelope broadcast");

@@ -79,11 +79,11 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
                         "processes (mpirun -np %d)",
                         o->mesh, c->nranks, ppv_proc_size(p), c->nranks);
     if (o->policy.kind != PPV_POLICY_RR || o->fault.kind != PPV_FAULT_NONE || o->replay ||
-        o->keep_kv || o->inject != PPV_INJECT_NONE)
+        o->keep_kv || (o->inject != PPV_INJECT_NONE && o->inject != PPV_INJECT_OM13))
         return ppv_errf(err, errlen,
-                        "policies, faults, injections, replayed decisions and the "
-                        "KV comparison are the mock's; on processes the transport orders the "
-                        "ranks");
+                        "policies, faults, injections (but OM-13, stage 0 dying), replayed "
+                        "decisions and the KV comparison are the mock's; on processes the "
+                        "transport orders the ranks");
     if (!(o->timeout_s > 0)) return ppv_errf(err, errlen, "the timeout must be positive");
     int32_t *mesh = malloc((size_t)o->mesh * sizeof *mesh);
     if (!mesh) return ppv_errf(err, errlen, "out of memory");
@@ -101,8 +101,8 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
     rank_main(&t, me, c);
     ppv_proc_settle(p);
     const ppv_transport_ops *x = t.ops;
-    int64_t counts[6] = {r->chunks_emitted, r->dropped_stale, r->dropped_duplicate, r->max_inflight,
-                         r->max_ready,      r->reordered};
+    int64_t counts[7] = {r->chunks_emitted, r->dropped_stale, r->dropped_duplicate, r->max_inflight,
+                         r->max_ready,      r->reordered,     r->heartbeats};
     x->broadcast(t.impl, me, counts, sizeof counts, 0, 0, "stage 0's counts");
     r->chunks_emitted = counts[0];
     r->dropped_stale = counts[1];
@@ -110,6 +110,7 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
     r->max_inflight = (int32_t)counts[3];
     r->max_ready = (int32_t)counts[4];
     r->reordered = counts[5];
+    r->heartbeats = counts[6];
     x->broadcast(t.impl, me, &r->output_digest, sizeof r->output_digest, 0, 0, "output digest");
     size_t n = (size_t)chunks * sizeof(int64_t);
     x->broadcast(t.impl, me, r->expected_calls, n, 0, 0, "expected calls");
@@ -147,7 +148,7 @@ static void report_reset(ppv_pp_report *r) {
     r->message[0] = 0;
     r->chunks_emitted = 0;
     r->dropped_stale = r->dropped_duplicate = 0;
-    r->reordered = r->retried = 0;
+    r->reordered = r->retried = r->heartbeats = 0;
     memset(&r->overlap, 0, sizeof r->overlap);
     r->unknown_fields = 0;
     r->unknown_field[0] = 0;

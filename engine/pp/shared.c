@@ -162,6 +162,15 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
         o->mesh < 2)
         return ppv_errf(err, errlen, "--inject %s needs a mesh of 2 or more ranks",
                         ppv_pp_inject_token(o->inject));
+    if (!(o->heartbeat_s >= 0 && o->heartbeat_s <= 3600) ||
+        !(o->worker_watchdog_s >= 0 && o->worker_watchdog_s <= 86400))
+        return ppv_errf(err, errlen, "--heartbeat %g and --worker-watchdog %g: seconds, 0 (none) "
+                        "to an hour and a day", o->heartbeat_s, o->worker_watchdog_s);
+    if (o->worker_watchdog_s > 0 && o->heartbeat_s >= o->worker_watchdog_s)
+        return ppv_errf(err, errlen, "--heartbeat %g must be shorter than --worker-watchdog %g, "
+                        "or a quiet stage 0 looks dead", o->heartbeat_s, o->worker_watchdog_s);
+    if (o->heartbeat_s > 0 && o->replay)
+        return ppv_errf(err, errlen, "a replay sends the recording's envelopes: no --heartbeat");
     if (o->cost_decode < 0 || o->cost_call < 0 || o->cost_decode > 1000000 ||
         o->cost_call > 1000000)
         return ppv_errf(err, errlen, "--cost: decode and call take 0 to 1000000 steps");
@@ -294,8 +303,9 @@ void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const 
     X(mesh, 0) X(chunks, 0) X(steps, 0) X(kv_recompute, 0) X(recompute_every, 0) X(kv_window, 0)  \
     X(height, 0) X(width, 0) X(cond_len, 0) X(layers, 0) X(d_model, 0) X(n_heads, 0) X(d_ff, 0)  \
     X(cond_dim, 0) X(model_seed, 0) X(generator, 0) X(control_only, 0) X(transport, 0)          \
-    X(timeout_ms, 0) X(cost_decode, 0) X(cost_call, 0) X(poll, 0) X(envelope_digest, 0)          \
-    X(fingerprint_every, 0) X(inject, 0) X(skip_points, 0) X(bug, 0)                              \
+    X(timeout_ms, 0) X(heartbeat_ms, 0) X(worker_watchdog_ms, 0) X(cost_decode, 0)              \
+    X(cost_call, 0) X(poll, 0) X(envelope_digest, 0) X(fingerprint_every, 0) X(inject, 0)        \
+    X(skip_points, 0) X(bug, 0)                                                                   \
     X(extra_digest_collective, 1)
 /* clang-format on */
 
@@ -345,6 +355,8 @@ static void handshake_record(const pp_ctx *c, int32_t rank, int64_t *rec) {
     k[HK_transport] = !strcmp(tr, "mock") ? 0 : !strcmp(tr, "mpi") ? 1 : 2;
     k[HK_timeout_ms] = o->proc ? (int64_t)(o->timeout_s * 1000.0) : 0;
     k[HK_poll] = o->poll;
+    k[HK_heartbeat_ms] = (int64_t)(o->heartbeat_s * 1000.0);
+    k[HK_worker_watchdog_ms] = (int64_t)(o->worker_watchdog_s * 1000.0);
     k[HK_cost_decode] = o->cost_decode;
     k[HK_cost_call] = o->cost_call;
     k[HK_envelope_digest] = o->envelope_digest;

@@ -54,6 +54,13 @@ typedef struct stage0 {
     uint64_t digest;
     int shut;      /* a SHUTDOWN was sent (a replayed one) */
     int32_t total; /* chunks to send */
+    int64_t last_send_ns; /* when stage 0 last sent (heartbeats) */
+    /* heartbeats sent while INFERs were in flight, recorded (on_call) once
+     * the INFER sent before each is: a recording keeps the sending order */
+    ppv_envelope *beats;
+    int64_t *beat_after; /* the call_id of the INFER sent before it */
+    int32_t nbeats, beats_cap;
+    int64_t last_chunk;   /* chunk_index of the last INFER sent (a heartbeat's) */
     ppv_pp_chunk_times *times; /* per decoded chunk, for the overlap metric */
     int64_t ntimes, times_cap;
 } stage0;
@@ -142,6 +149,66 @@ static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
         pp_transport_error(s->c, s->t, at(s, e), rc, "sending an envelope to the leader");
         return -1;
     }
+    s->last_send_ns = ppv_transport_clock_ns(s->t);
+    if (e->action == PPV_PP_INFER) s->last_chunk = e->chunk_index;
+    return 0;
+}
+
+/* A heartbeat: a NOOP with the next call_id, logged and recorded as any
+ * envelope is. 0, or -1 when the run stops. */
+static int heartbeat(stage0 *s) {
+    ppv_envelope hb;
+    ppv_envelope_init(&hb);
+    hb.action = PPV_PP_NOOP;
+    hb.call_id = s->call_id++;
+    hb.chunk_index = s->last_chunk;
+    hb.cache_epoch = s->epoch;
+    if (send_envelope(s, &hb, 1) < 0 || note_envelope(s, &hb, -1) < 0) return -1;
+    s->c->rep->heartbeats++;
+    if (!s->o->on_call) return 0;
+    if (s->nsent) { /* after the INFER sent last, in the recording */
+        if (s->nbeats == s->beats_cap) {
+            int32_t cap = s->beats_cap ? 2 * s->beats_cap : 8;
+            ppv_envelope *b = realloc(s->beats, (size_t)cap * sizeof *b);
+            if (b) s->beats = b;
+            int64_t *a = b ? realloc(s->beat_after, (size_t)cap * sizeof *a) : NULL;
+            if (a) s->beat_after = a;
+            if (!a) {
+                pp_fail(s->c, s->t, at(s, &hb), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
+                        "out of memory");
+                return -1;
+            }
+            s->beats_cap = cap;
+        }
+        s->beats[s->nbeats] = hb;
+        s->beat_after[s->nbeats++] = s->sent[(s->sent_head + s->nsent - 1) % s->sent_cap].e.call_id;
+        return 0;
+    }
+    char err[256];
+    if (s->o->on_call(s->o->on_call_ctx, &hb, NULL, err, sizeof err) < 0) {
+        pp_fail(s->c, s->t, at(s, &hb), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Records the heartbeats sent after the INFER of call_id, now recorded. */
+static int record_beats_after(stage0 *s, int64_t call_id) {
+    int32_t k = 0;
+    while (k < s->nbeats && s->beat_after[k] == call_id) {
+        char err[256];
+        if (s->o->on_call(s->o->on_call_ctx, &s->beats[k], NULL, err, sizeof err) < 0) {
+            pp_fail(s->c, s->t, at(s, &s->beats[k]), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s",
+                    err);
+            return -1;
+        }
+        k++;
+    }
+    if (k) {
+        memmove(s->beats, s->beats + k, (size_t)(s->nbeats - k) * sizeof *s->beats);
+        memmove(s->beat_after, s->beat_after + k, (size_t)(s->nbeats - k) * sizeof *s->beat_after);
+        s->nbeats -= k;
+    }
     return 0;
 }
 
@@ -196,7 +263,13 @@ static int send_chunk(stage0 *s, int32_t k) {
             }
         /* sealed last: what the leader must receive is what was planned,
          * injected faults included (a sender's bugs, not the wire's) */
-        if (o->envelope_digest) e->envelope_digest_i64 = (int64_t)ppv_envelope_digest(e);
+        if (o->envelope_digest && !(e->envelope_digest_i64 = (int64_t)ppv_envelope_digest(e)) &&
+            e->action == PPV_PP_INFER) {
+            release(f);
+            pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
+                    "out of memory sealing an envelope");
+            return -1;
+        }
     }
     s->call_id = f->e.call_id + 1;
     if (f->e.action == PPV_PP_SHUTDOWN) s->shut = 1;
@@ -482,7 +555,8 @@ static int decode(stage0 *s) {
     if (s->o->on_call && s->o->on_call(s->o->on_call_ctx, &f->e, &rd->r, err, sizeof err) < 0) {
         pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "%s", err);
         rc = -1;
-    }
+    } else if (s->o->on_call && s->nbeats && record_beats_after(s, f->e.call_id) < 0)
+        rc = -1;
 release:;
     ppv_result done = rd->r; /* its ids, for the log */
     ppv_result_free_tensors(&rd->r);
@@ -539,7 +613,12 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
         goto done;
     }
     int32_t k = 0;
+    s.last_send_ns = ppv_transport_clock_ns(t);
+    int64_t beat_ns = (int64_t)(o->heartbeat_s * 1e9);
     for (;;) {
+        if (beat_ns > 0 && ppv_transport_clock_ns(t) - s.last_send_ns >= beat_ns &&
+            heartbeat(&s) < 0)
+            goto done;
         if (o->poll && s.awaiting && s.nready < o->d_out) { /* has a result arrived? */
             int arrived = 0;
             int rc = t->ops->probe(t->impl, 0, 1, PP_GROUP_WORLD, &arrived);
@@ -615,4 +694,6 @@ done:
     if (ppv_pp_overlap_measure(s.times, s.ntimes, &c->rep->overlap) < 0 && !c->failed)
         pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "out of memory");
     free(s.times);
+    free(s.beats);
+    free(s.beat_after);
 }

@@ -317,6 +317,17 @@ typedef struct ppv_pp_options {
      * watchdog_steps, fault, inject, replay and keep_kv are the mock's. */
     ppv_proc *proc;
     double timeout_s;
+    /* Heartbeats: stage 0 sends a NOOP (it takes a call_id) whenever this
+     * long has passed since it last sent, looking between its steps (it is
+     * one thread: a decode longer than the workers' watchdog ends the run);
+     * the transport's clock, so virtual seconds on the mock. 0: none. */
+    double heartbeat_s;
+    /* With proc: how long a mesh rank waits for the next envelope (the
+     * leader from stage 0, a worker for the leader's broadcast) before it
+     * ends the job naming the last header it saw; every header, a NOOP
+     * included, starts the wait again. 0: the timeout. The mock has no
+     * wall time: its waits end by watchdog_steps. */
+    double worker_watchdog_s;
 } ppv_pp_options;
 
 /* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no
@@ -363,6 +374,7 @@ typedef struct ppv_pp_report {
     int64_t *observed_calls;  /* [chunks_emitted] */
     int64_t *emitted_call_ids;
     int64_t dropped_stale, dropped_duplicate;
+    int64_t heartbeats; /* NOOPs stage 0 sent */
     int64_t reordered; /* results that came ahead of their turn, held in stage 0's reorder
                           buffer (at most D_out at once) and decoded in call order */
     int64_t retried;   /* envelopes the leader answered from its result cache (a retry of

@@ -60,6 +60,11 @@ typedef struct ppv_transport_ops {
      * are as deterministic as its trace). NULL: the machine's monotonic
      * clock (ppv_transport_clock_ns). */
     int64_t (*clock_ns)(void *impl);
+    /* Bounds this process's next waits by seconds of wall time instead of
+     * the run's timeout, naming `why` in the hang's report (a watchdog and
+     * what it watches); seconds <= 0 goes back to the timeout. NULL: the
+     * transport has no wall-time bound (the mock counts steps). */
+    void (*set_wait)(void *impl, double seconds, const char *why);
 } ppv_transport_ops;
 
 typedef struct ppv_transport {

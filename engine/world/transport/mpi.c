@@ -143,19 +143,20 @@ static int wait_pending(mpi_t *m, pending *p, int n) {
         }
         if (!left) return 0;
         double waited = proc_now() - t0;
-        if (waited > m->b.cfg.timeout_s)
+        char text[64];
+        if (waited > proc_bound(&m->b))
             for (int i = 0; i < n; i++) {
                 if (p[i].req == MPI_REQUEST_NULL) continue;
                 if (p[i].peer < 0) /* a collective or the end-of-run barrier */
                     failf(m, 0,
-                          "hang: %s has waited %.1f s (--timeout %g) for every member of its "
+                          "hang: %s has waited %.1f s (%s) for every member of its "
                           "communicator; a deadlock, or a rank that stopped",
-                          p[i].what, waited, m->b.cfg.timeout_s);
+                          p[i].what, waited, proc_bound_text(&m->b, text, sizeof text));
                 failf(m, 0,
-                      "hang: %s has waited %.1f s (--timeout %g) to %s rank %d (%zu bytes%s); "
+                      "hang: %s has waited %.1f s (%s) to %s rank %d (%zu bytes%s); "
                       "a deadlock, or a rank that stopped",
-                      p[i].what, waited, m->b.cfg.timeout_s, p[i].send ? "send to" : "receive from",
-                      p[i].peer, p[i].bytes,
+                      p[i].what, waited, proc_bound_text(&m->b, text, sizeof text),
+                      p[i].send ? "send to" : "receive from", p[i].peer, p[i].bytes,
                       p[i].send ? ", a synchronous send: it waits for the receive" : "");
             }
         proc_backoff(&spins, waited);
@@ -387,6 +388,7 @@ static const ppv_transport_ops mpi_ops = {
     .fail = proc_fail,
     .progress = proc_progress,
     .yield = proc_yield,
+    .set_wait = proc_set_wait,
 };
 
 /* Adds communicator ncomms: c (MPI_COMM_NULL where this rank is not in

@@ -161,9 +161,10 @@ static int comms_in_progress(nccl_t *m, const char *what) {
 static void pause_or_hang(nccl_t *m, double t0, int *spins, const char *what, const char *state,
                           const char *tail) {
     double waited = proc_now() - t0;
-    if (waited > m->b.cfg.timeout_s)
-        failf(m, 0, "hang: %s %s %.1f s (--timeout %g); ncclCommAbort called%s", what, state,
-              waited, m->b.cfg.timeout_s, tail);
+    char text[64];
+    if (waited > proc_bound(&m->b))
+        failf(m, 0, "hang: %s %s %.1f s (%s); ncclCommAbort called%s", what, state, waited,
+              proc_bound_text(&m->b, text, sizeof text), tail);
     proc_backoff(spins, waited);
 }
 
@@ -439,6 +440,7 @@ static const ppv_transport_ops nccl_ops = {
     .fail = proc_fail,
     .progress = proc_progress,
     .yield = proc_yield,
+    .set_wait = proc_set_wait,
 };
 
 /* Opens the library at env's path, else the names given; NULL with the

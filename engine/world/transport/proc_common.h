@@ -20,6 +20,10 @@ typedef struct proc_base {
     int32_t rank, size;
     ppv_proc_config cfg;
     double last_done; /* the last completion or progress (a poll's watchdog) */
+    /* a wait's bound and what it is, when set_wait gave one (0: the
+     * timeout, --timeout) */
+    double wait_s;
+    char wait_why[384];
     /* Ends the job with this exit status (after aborting what must not
      * hang the exit); does not return. */
     void (*end_job)(struct proc_base *b, int code);
@@ -72,6 +76,25 @@ static inline void proc_backoff(int *spins, double waited) {
     nanosleep(&ts, NULL);
 }
 
+/* How long a wait may take, and the words for it in a report ("--timeout
+ * 60", or what set_wait said). */
+static inline double proc_bound(const proc_base *b) {
+    return b->wait_s > 0 ? b->wait_s : b->cfg.timeout_s;
+}
+
+static inline const char *proc_bound_text(const proc_base *b, char *buf, size_t n) {
+    if (b->wait_s > 0) return b->wait_why;
+    snprintf(buf, n, "--timeout %g", b->cfg.timeout_s);
+    return buf;
+}
+
+/* ppv_transport_ops.set_wait. */
+static inline void proc_set_wait(void *impl, double seconds, const char *why) {
+    proc_base *b = impl;
+    b->wait_s = seconds > 0 ? seconds : 0;
+    snprintf(b->wait_why, sizeof b->wait_why, "%s", why && seconds > 0 ? why : "");
+}
+
 /* ppv_transport_ops.progress: work was done. */
 static inline void proc_progress(void *impl, int32_t rank) {
     (void)rank;
@@ -83,9 +106,10 @@ static inline void proc_progress(void *impl, int32_t rank) {
 static inline void proc_yield(void *impl, int32_t rank) {
     proc_base *b = impl;
     double idle = proc_now() - b->last_done;
-    if (idle > b->cfg.timeout_s)
-        proc_failf(b, 0, "hang: rank %d has polled for %.1f s (--timeout %g) without progress",
-                   rank, idle, b->cfg.timeout_s);
+    char text[64];
+    if (idle > proc_bound(b))
+        proc_failf(b, 0, "hang: rank %d has polled for %.1f s (%s) without progress", rank, idle,
+                   proc_bound_text(b, text, sizeof text));
     sched_yield();
 }
 
