@@ -138,6 +138,15 @@ static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
         }
         memcpy(grown, f.meta, len);
         memcpy(grown + len, newer, sizeof newer); /* keys are sorted: "zz" is last */
+        /* a newer sender's digest covers its field too, so it is not the
+         * one this ppv computes: its first digit changed, in place */
+        static const char key[] = "envelope_digest_i64=";
+        char *at = strstr(grown, key);
+        if (at && (at == grown || at[-1] == '\n')) {
+            char *d = at + sizeof key - 1;
+            d += *d == '-';
+            *d = *d == '1' ? '2' : '1';
+        }
         f.meta = grown;
         f.header[6] = (int64_t)(len + sizeof newer - 1);
     }
