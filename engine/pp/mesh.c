@@ -64,6 +64,7 @@ typedef struct mesh {
      * (-1: none yet), for tB_ms and t_mesh_idle_ms */
     int64_t t_arrived, t_answered, idle_ns;
     int64_t last_header[3]; /* ids of the last header this rank received (-1: none) */
+    uint64_t digest; /* ppv_envelope_digest of the envelope in hand (0: not yet taken) */
 } mesh;
 
 static pp_where where(const mesh *m, pp_group g) {
@@ -437,9 +438,16 @@ static int check_digest(mesh *m, const pp_received *rm) {
     return 0;
 }
 
+/* ppv_envelope_digest of e, the envelope in hand, taken once (the check,
+ * a retry and the result cache all need it); 0 out of memory. */
+static uint64_t digest_once(mesh *m, const ppv_envelope *e) {
+    if (!m->digest) m->digest = ppv_envelope_digest(e);
+    return m->digest;
+}
+
 /* The leader's check of an INFER's envelope_digest_i64 (before any
  * collective): PPV_FAIL_NONE, or PPV-ENVELOPE with msg. */
-static ppv_failure check_envelope_digest(const mesh *m, const ppv_envelope *e, char *msg,
+static ppv_failure check_envelope_digest(mesh *m, const ppv_envelope *e, char *msg,
                                          size_t msglen) {
     /* a newer sender's digest covers fields this ppv filtered out: it
      * cannot be checked here, and is not held against the envelope */
@@ -451,7 +459,7 @@ static ppv_failure check_envelope_digest(const mesh *m, const ppv_envelope *e, c
                  "requires one (--envelope-digest)");
         return PPV_FAIL_ENVELOPE;
     }
-    uint64_t got = ppv_envelope_digest(e);
+    uint64_t got = digest_once(m, e);
     if (!got) {
         snprintf(msg, msglen, "out of memory computing the envelope's digest");
         return PPV_FAIL_RULE;
@@ -580,7 +588,7 @@ static int retry(mesh *m, const ppv_envelope *e, ppv_failure *mode, char *msg, s
     if (!m->last_answer.has || e->action != PPV_PP_INFER || e->call_id != last->call_id ||
         e->chunk_index != last->chunk_index || e->cache_epoch != last->cache_epoch)
         return 0;
-    uint64_t d = ppv_envelope_digest(e);
+    uint64_t d = digest_once(m, e);
     if (!d) {
         *mode = PPV_FAIL_RULE;
         snprintf(msg, msglen, "out of memory computing the envelope's digest");
@@ -622,7 +630,7 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
         gen_error(m, -1, "the result cache", "out of memory");
         return -1;
     }
-    if (!(m->last_answer.env_digest = ppv_envelope_digest(e))) {
+    if (!(m->last_answer.env_digest = digest_once(m, e))) {
         gen_error(m, -1, "the result cache", "out of memory");
         return -1;
     }
@@ -708,6 +716,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         ppv_failure mode;
         char msg[768];
         memset(&e, 0, sizeof e);
+        m.digest = 0; /* a new envelope */
         int rc;
         if (m.leader) {
             watch_next_header(&m, 1);
