@@ -32,29 +32,37 @@ typedef struct h5_tmp_guard {
     int installed[H5_CLEANUP_SIGNALS];
 } h5_tmp_guard;
 
-/* An HDF5 file being written at a temporary name beside its target. */
+struct h5_image;
+
+/* An HDF5 file being written: built in memory, written whole at commit. */
 typedef struct h5_out {
+    struct h5_image *image; /* the core driver's buffer (h5out.c) */
     hid_t file;
     hid_t gcpl; /* for groups: no modification time (h5_out_group) */
     char path[4096], dir[4096], tmp[8300];
     int guarded;
     h5_tmp_guard guard;
-    int stream; /* standard output, a FIFO or a device: built in TMPDIR, then copied out */
+    int stream; /* standard output, a FIFO or a device: written straight through */
+    int fd;     /* where the file goes (not a stream): an anonymous file or the temporary */
+    int anon;   /* fd is an anonymous file (O_TMPFILE), else the temporary o->tmp */
 } h5_out;
 
-/* Creates the temporary file (removing stale ones of dead writers in the
- * folder) and guards it against SIGINT, SIGTERM and SIGHUP; a symbolic link
- * is followed (its target is written, the link kept). For standard output
- * ("-"), a FIFO or a character device the file is built at a temporary
- * name in TMPDIR (HDF5 needs a file it can seek in) and copied out whole at
- * commit, never replacing what is there; anything else is refused
- * (ppv_output_target). 0, or -1 with the
- * reason in err (what: "the golden file", for messages). */
+/* Starts an output: HDF5 builds the file in memory (its core driver), and
+ * commit writes it whole. A symbolic link is followed (its target is
+ * written, the link kept). A regular file or a new name goes to an
+ * anonymous file in the target's folder (O_TMPFILE), linked in only when
+ * complete, so even SIGKILL leaves nothing; where the file system has no
+ * anonymous files, to a temporary name beside the target, guarded against
+ * SIGINT, SIGTERM and SIGHUP (stale ones of dead writers in the folder are
+ * removed). Standard output ("-"), a FIFO or a character device is written
+ * straight through at commit, never replaced; anything else is refused
+ * (ppv_output_target). 0, or -1 with the reason in err (what: "the golden
+ * file", for messages). */
 int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen);
 /* A group with no modification time. */
 hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name);
-/* Flushes, closes, syncs and renames into place; on failure removes the
- * temporary. 0, or -1 with the reason. */
+/* Closes the file and writes it whole, syncs it and puts it in place;
+ * on failure leaves nothing behind. 0, or -1 with the reason. */
 int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen);
 /* Closes and removes the temporary file. */
 void h5_out_abort(h5_out *o);

@@ -1,13 +1,22 @@
-/* h5out.c - golden files and recordings written safely: an HDF5 file at a
- * temporary name beside the target, flushed, synced and renamed, so the
- * target is either untouched or complete.
+/* h5out.c - golden files and recordings written safely: the target is
+ * either untouched or complete, and nothing else is left behind.
  *
- * The temporary is `.NAME.ppv-tmp.WRITER.PID.XXXXXX`: SIGINT, SIGTERM and
- * SIGHUP during the write remove it, and a later write into the folder
- * removes those whose writer (same host and PID namespace, WRITER; process
- * PID) is gone, as after a crash. No object, the root group included,
- * records a modification time, so with SOURCE_DATE_EPOCH set (the
- * `created` attribute) the same content gives the same bytes. */
+ * HDF5 builds the file in memory (its core driver) and commit writes it
+ * whole. Where the file system has anonymous files (O_TMPFILE), it goes
+ * into one in the target's folder, is synced and only then linked in (at
+ * the target when the name is free, else at a temporary name renamed over
+ * it, with the cleanup signals held): a writer killed by any signal,
+ * SIGKILL included, leaves nothing. HDF5 cannot write an anonymous file
+ * itself: it resolves a file's name, and /proc's name of one resolves to
+ * nothing.
+ *
+ * Elsewhere the file goes to a temporary name beside the target,
+ * `.NAME.ppv-tmp.WRITER.PID.XXXXXX`, synced and renamed: SIGINT, SIGTERM
+ * and SIGHUP remove it, and a later write into the folder removes those
+ * whose writer (same host and PID namespace, WRITER; process PID) is gone,
+ * as after a crash. No object, the root group included, records a
+ * modification time, so with SOURCE_DATE_EPOCH set (the `created`
+ * attribute) the same content gives the same bytes. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -162,62 +171,137 @@ const char *h5_write_failure(int e) {
     case EFBIG:
     case EROFS:
     case EIO:
-    case EACCES: return strerror(e);
+    case EACCES:
+    case ENOMEM: return strerror(e);
     default: return "disk full or not writable?";
     }
 }
 
-/* The file format and property lists every output has. */
-static int create_file(h5_out *o, const char *name) {
+/* The core driver's buffer, followed through HDF5's file-image callbacks:
+ * at close HDF5 hands it to image_free, which keeps it (the finished
+ * file, superblock and all, then zeros to the increment) for commit. */
+typedef struct h5_image {
+    unsigned char *mem;
+    size_t size;
+    unsigned char *kept; /* the closed file's bytes, once HDF5 has let go */
+    size_t kept_size;
+} h5_image;
+
+static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata) {
+    (void)op;
+    h5_image *im = udata;
+    void *p = realloc(ptr, size ? size : 1);
+    if (p) im->mem = p, im->size = size;
+    return p;
+}
+
+static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata) {
+    return image_realloc(NULL, size, op, udata);
+}
+
+static void *image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op,
+                          void *udata) {
+    (void)op, (void)udata;
+    return memcpy(dest, src, size);
+}
+
+static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata) {
+    h5_image *im = udata;
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr == im->mem && !im->kept) {
+        im->kept = ptr, im->kept_size = im->size; /* commit writes and frees it */
+    } else {
+        free(ptr);
+    }
+    if (ptr == im->mem) im->mem = NULL, im->size = 0;
+    return 0;
+}
+
+/* The callbacks share one h5_image, which outlives the file: no copies. */
+static void *udata_copy(void *udata) {
+    return udata;
+}
+
+static herr_t udata_free(void *udata) {
+    (void)udata;
+    return 0;
+}
+
+/* The file format and property lists every output has. The file is built
+ * in memory (HDF5's core driver, no backing store) and written whole at
+ * commit: it reaches the file system complete, never half. */
+static int create_file(h5_out *o) {
     /* the 1.10 file format: checksummed object headers and chunk indexes, so a
      * flipped metadata byte is caught like a flipped data byte */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
     o->gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
-    if (fapl >= 0 && fcpl >= 0 && o->gcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
-        H5Pset_obj_track_times(o->gcpl, 0) >= 0)
-        o->file = H5Fcreate(name, H5F_ACC_TRUNC, fcpl, fapl);
+    if (!(o->image = calloc(1, sizeof *o->image))) {
+        errno = ENOMEM;
+    } else if (fapl >= 0) {
+        H5FD_file_image_callbacks_t cb = {image_malloc, image_memcpy, image_realloc, image_free,
+                                          udata_copy,   udata_free,   o->image};
+        /* a strong close: HDF5 lets go of the image at H5Fclose, never later */
+        if (H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) >= 0 &&
+            H5Pset_file_image_callbacks(fapl, &cb) >= 0 &&
+            H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0 &&
+            H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0 && fcpl >= 0 &&
+            o->gcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
+            H5Pset_obj_track_times(o->gcpl, 0) >= 0) {
+            /* a name of its own: HDF5 tells open files apart by it */
+            char name[64];
+            snprintf(name, sizeof name, "ppv-output-%p", (void *)o->image);
+            o->file = H5Fcreate(name, H5F_ACC_TRUNC, fcpl, fapl);
+        }
+    }
     if (fapl >= 0) H5Pclose(fapl);
     if (fcpl >= 0) H5Pclose(fcpl);
     return o->file < 0 ? -1 : 0;
 }
 
-int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen) {
-    memset(o, 0, sizeof *o);
-    o->file = o->gcpl = -1;
-    ppv_output_kind kind;
-    if (ppv_output_target(path, o->path, sizeof o->path, &kind, err, errlen) < 0) return -1;
-    /* a stream is built in a temporary file of TMPDIR (HDF5 needs a file it
-     * can seek in) and copied out whole at commit */
-    o->stream = kind == PPV_OUTPUT_STREAM;
-    path = o->path; /* a link's target */
-    char dcopy[4096], bcopy[4096], id[9];
-    const char *tmpdir = getenv("TMPDIR");
-    snprintf(dcopy, sizeof dcopy, "%s", path);
-    snprintf(bcopy, sizeof bcopy, "%s", o->stream ? "stream" : path);
-    snprintf(o->dir, sizeof o->dir, "%s",
-             !o->stream ? dirname(dcopy) : tmpdir && *tmpdir ? tmpdir : "/tmp");
-    writer_id(id);
-    remove_stale_tmps(o->dir, id);
-    snprintf(o->tmp, sizeof o->tmp, "%s/.%s%s%s.%ld.XXXXXX", o->dir, basename(bcopy), TMP_MARK, id,
-             (long)getpid());
+/* Opens where the file will go: an anonymous file in o->dir where the file
+ * system has them, else a temporary name beside the target (o->tmp),
+ * guarded against the cleanup signals. 0, or -1 with errno. */
+static int open_destination(h5_out *o) {
+    o->fd = ppv_output_anon_open(o->dir);
+    if (o->fd >= 0) return o->anon = 1, 0; /* o->tmp: where to link if the name is taken */
     sigset_t before;
     block_cleanup_signals(&before); /* a signal now waits until the handler is in */
-    int fd = mkstemp(o->tmp);
+    o->fd = mkstemp(o->tmp);
     int e = errno;
-    if (fd >= 0) o->guarded = guard_tmp(&o->guard, o->tmp);
+    if (o->fd >= 0) o->guarded = guard_tmp(&o->guard, o->tmp);
     sigprocmask(SIG_SETMASK, &before, NULL);
-    if (fd < 0) {
+    if (o->fd < 0) {
         o->tmp[0] = '\0';
-        return gerr(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
-                    strerror(e));
+        errno = e;
+        return -1;
     }
     mode_t mask = umask(0); /* mkstemp makes 0600; a golden file is as readable as any */
     umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
-    if (create_file(o, o->tmp) < 0) {
-        e = errno;
+    fchmod(o->fd, 0666 & ~mask);
+    return 0;
+}
+
+int h5_out_create(h5_out *o, const char *path, const char *what, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->file = o->gcpl = o->fd = -1;
+    ppv_output_kind kind;
+    if (ppv_output_target(path, o->path, sizeof o->path, &kind, err, errlen) < 0) return -1;
+    o->stream = kind == PPV_OUTPUT_STREAM; /* written straight through at commit */
+    path = o->path;                        /* a link's target */
+    if (!o->stream) {
+        char dcopy[4096], bcopy[4096], id[9];
+        snprintf(dcopy, sizeof dcopy, "%s", path);
+        snprintf(bcopy, sizeof bcopy, "%s", path);
+        snprintf(o->dir, sizeof o->dir, "%s", dirname(dcopy));
+        writer_id(id);
+        remove_stale_tmps(o->dir, id);
+        snprintf(o->tmp, sizeof o->tmp, "%s/.%s%s%s.%ld.XXXXXX", o->dir, basename(bcopy),
+                 TMP_MARK, id, (long)getpid());
+        if (open_destination(o) < 0)
+            return gerr(err, errlen, "%s: cannot create a file beside it: %s", path,
+                        strerror(errno));
+    }
+    if (create_file(o) < 0) {
+        int e = errno;
         h5_out_abort(o);
         return gerr(err, errlen, "%s: cannot write %s: %s", path, what, h5_write_failure(e));
     }
@@ -228,68 +312,128 @@ hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name) {
     return H5Gcreate2(parent, name, H5P_DEFAULT, o->gcpl, H5P_DEFAULT);
 }
 
-/* A stream's commit: the finished temporary copied out whole, then
- * removed. 0, or -1 with the reason. */
-static int copy_out(h5_out *o, const char *what, char *err, size_t errlen) {
-    int out = strcmp(o->path, "-") == 0;
-    FILE *in = fopen(o->tmp, "rb"), *f = out ? stdout : fopen(o->path, "w");
-    char buf[65536];
-    size_t n;
+/* Writes n bytes to fd; 0, or -1 with errno. */
+static int write_all(int fd, const unsigned char *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = EIO;
+            return -1;
+        }
+        p += k, n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* A superblock's end-of-file address (versions 2 and 3: eight bytes at
+ * offset 28 with eight-byte offsets), or 0 if the bytes are not one. */
+static uint64_t superblock_eof(const unsigned char *p, size_t n) {
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    if (n < 48 || memcmp(p, sig, 8) != 0 || (p[8] != 2 && p[8] != 3) || p[9] != 8) return 0;
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = v << 8 | p[28 + k];
+    return v;
+}
+
+/* Closes the file and takes its bytes, as HDF5 left them at close: a
+ * malloc block whose first *n bytes are the file, or NULL with errno (and *why, when HDF5's
+ * image is not the file its superblock describes). */
+static unsigned char *take_image(h5_out *o, size_t *n, const char **why) {
     errno = 0;
-    int bad = !in || !f, e = errno;
-    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, f) != n) bad = 1, e = errno;
-    if (!bad && (ferror(in) || fflush(f) != 0)) bad = 1, e = errno;
-    if (in) fclose(in);
-    if (f && !out && fclose(f) != 0 && !bad) bad = 1, e = errno;
-    h5_out_abort(o); /* the temporary goes either way */
-    return bad ? gerr(err, errlen, "%s: cannot write %s: %s", o->path, what, strerror(e ? e : EIO))
-               : 0;
+    *why = NULL;
+    int bad = H5Fclose(o->file) < 0;
+    int e = errno;
+    o->file = -1;
+    h5_image *im = o->image;
+    unsigned char *buf = im ? im->kept : NULL;
+    *n = im ? im->kept_size : 0;
+    if (im) im->kept = NULL;
+    /* the core driver's buffer is a whole number of increments; the file
+     * ends where its superblock says, as a file HDF5 wrote itself would */
+    uint64_t end = buf ? superblock_eof(buf, *n) : 0;
+    if (!bad && buf && (end == 0 || end > *n)) {
+        *why = "HDF5's image of the file does not hold the file its superblock describes";
+        bad = 1;
+    }
+    *n = (size_t)end;
+    if (bad || !buf) {
+        free(buf);
+        errno = e ? e : ENOMEM;
+        return NULL;
+    }
+    return buf;
+}
+
+/* Puts the complete file in place: an anonymous file linked in, a
+ * temporary renamed (both synced first). 0, or -1 with errno. */
+static int place(h5_out *o) {
+    sigset_t before;
+    int rc = fsync(o->fd);
+    block_cleanup_signals(&before); /* a second name lives only inside this */
+    if (rc == 0)
+        rc = o->anon ? ppv_output_anon_place(o->fd, o->path, o->tmp, sizeof o->tmp)
+                     : rename(o->tmp, o->path);
+    int e = errno;
+    if (rc == 0 || o->anon) o->tmp[0] = '\0'; /* nothing left at that name */
+    sigprocmask(SIG_SETMASK, &before, NULL);
+    errno = e;
+    return rc;
 }
 
 int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen) {
-    errno = 0;
-    int bad = H5Fflush(o->file, H5F_SCOPE_GLOBAL) < 0;
-    int e = errno;
-    bad |= H5Fclose(o->file) < 0;
-    if (!e) e = errno;
-    o->file = -1;
-    if (bad) {
-        h5_out_abort(o);
-        return gerr(err, errlen, "%s: cannot write %s: %s", o->path, what, h5_write_failure(e));
-    }
-    if (o->stream) {
-        if (o->gcpl >= 0) H5Pclose(o->gcpl);
-        o->gcpl = -1;
-        return copy_out(o, what, err, errlen);
-    }
-    sigset_t before;
-    int rc = sync_path(o->tmp, 0);
-    block_cleanup_signals(&before); /* renamed and unguarded as one step */
-    if (rc == 0) rc = rename(o->tmp, o->path);
-    if (rc < 0) {
+    size_t n;
+    const char *why;
+    unsigned char *img = take_image(o, &n, &why);
+    if (!img) {
         int e = errno;
-        sigprocmask(SIG_SETMASK, &before, NULL);
+        h5_out_abort(o);
+        return gerr(err, errlen, "%s: cannot write %s: %s", o->path, what,
+                    why ? why : h5_write_failure(e));
+    }
+    int rc = 0, e = 0;
+    if (o->stream) { /* standard output, a FIFO or a device: straight through */
+        int out = strcmp(o->path, "-") == 0;
+        FILE *f = out ? stdout : fopen(o->path, "w");
+        errno = 0;
+        if (!f || fwrite(img, 1, n, f) != n || fflush(f) != 0) rc = -1, e = errno;
+        if (f && !out && fclose(f) != 0 && rc == 0) rc = -1, e = errno;
+        free(img);
+        h5_out_abort(o);
+        return rc < 0 ? gerr(err, errlen, "%s: cannot write %s: %s", o->path, what,
+                             strerror(e ? e : EIO))
+                      : 0;
+    }
+    if (write_all(o->fd, img, n) < 0) {
+        e = errno;
+        free(img);
+        h5_out_abort(o);
+        return gerr(err, errlen, "%s: cannot write %s: %s", o->path, what, strerror(e));
+    }
+    free(img);
+    if (place(o) < 0) {
+        e = errno;
         h5_out_abort(o);
         return gerr(err, errlen, "%s: cannot put the file in place: %s", o->path, strerror(e));
     }
-    o->tmp[0] = '\0';
-    if (o->guarded) unguard_tmp(&o->guard);
-    o->guarded = 0;
-    sigprocmask(SIG_SETMASK, &before, NULL);
-    sync_path(o->dir, 1); /* best effort: the rename itself is durable on most systems */
-    if (o->gcpl >= 0) H5Pclose(o->gcpl);
-    o->gcpl = -1;
+    h5_out_abort(o); /* closes what is left: the descriptor, the guard, the group list */
+    sync_path(o->dir, 1); /* best effort: the name itself is durable on most systems */
     return 0;
 }
 
 void h5_out_abort(h5_out *o) {
     if (o->file >= 0) H5Fclose(o->file);
+    if (o->image) free(o->image->kept); /* a file closed here lets go of its image */
+    free(o->image);
+    o->image = NULL;
     if (o->gcpl >= 0) H5Pclose(o->gcpl);
     o->file = o->gcpl = -1;
     sigset_t before;
     block_cleanup_signals(&before);
-    if (o->tmp[0]) unlink(o->tmp);
+    if (o->fd >= 0) close(o->fd); /* an anonymous file goes with its last descriptor */
+    if (o->tmp[0] && !o->anon) unlink(o->tmp);
+    o->fd = -1;
     o->tmp[0] = '\0';
     if (o->guarded) unguard_tmp(&o->guard);
     o->guarded = 0;

@@ -1,6 +1,6 @@
 /* test_cli.c - the ppv command as a user runs it: exit codes 0/1/2,
  * messages, --json fields, generated files and show's pictures. */
-#define _DEFAULT_SOURCE /* mknod, makedev */
+#define _GNU_SOURCE /* mknod, makedev, O_TMPFILE */
 #include <dirent.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -688,11 +688,11 @@ static void test_diff_leaves_out_the_seed_attribute_and_excluded_paths(void **st
     run_free(&r);
 }
 
-/* Runs ppv with args (NULL-terminated) and the environment plus env's
+/* Starts ppv with args (NULL-terminated) and the environment plus env's
  * "NAME=value" entries (NULL-terminated, replacing the same names), with
  * its output discarded and SIGINT, SIGTERM and SIGHUP at their default
- * action; returns its wait status. */
-static int spawn_status(const char *const *env, const char *const *args) {
+ * action; returns its PID. */
+static pid_t spawn_start(const char *const *env, const char *const *args) {
     const char *argv[40], *envp[512];
     int n = 0, e = 0;
     argv[n++] = PPV_BIN;
@@ -733,9 +733,31 @@ static int spawn_status(const char *const *env, const char *const *args) {
                      0);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
+    return pid;
+}
+
+/* spawn_start, waited for: the wait status. */
+static int spawn_status(const char *const *env, const char *const *args) {
+    pid_t pid = spawn_start(env, args);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     return st;
+}
+
+/* Outputs at a temporary name, as where the file system has no anonymous
+ * files (the fallback, for the cases that test it). */
+static const char *const NAMED[] = {"PPV_OUTPUT_NAMED=1", NULL};
+
+/* 1 if dir's file system makes anonymous files (O_TMPFILE). */
+static int anonymous_files_work(const char *dir) {
+#ifdef O_TMPFILE
+    int fd = open(dir, O_TMPFILE | O_RDWR, 0600);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+#else
+    (void)dir;
+    return 0;
+#endif
 }
 
 /* The names in dir but . and .., sorted (strcmp) and joined by spaces;
@@ -769,15 +791,15 @@ static void record_dir(const char *name, char *dir, size_t dlen, char *sched, si
 }
 
 /* SIGTERM while record writes (--term-after raises it after N datasets):
- * the process dies of the signal, its temporary file with it, and the
- * target is not made, or stays as it was. */
-static void test_record_killed_by_sigterm_removes_its_temporary_file(void **state) {
-    (void)state;
+ * the process dies of the signal, leaving nothing (an anonymous file; at a
+ * temporary name, the handler removes it), and the target is not made, or
+ * stays as it was. */
+static void sigterm_case(const char *name, const char *const *env) {
     char dir[4096], sched[4200], out[4200];
-    record_dir("sigterm", dir, sizeof dir, sched, sizeof sched);
+    record_dir(name, dir, sizeof dir, sched, sizeof sched);
     snprintf(out, sizeof out, "%s/g.h5", dir);
-    int st = spawn_status(NULL, (const char *const[]){"record", out, sched, "--layers", "2",
-                                                      "--width", "16", "--term-after", "5", NULL});
+    int st = spawn_status(env, (const char *const[]){"record", out, sched, "--layers", "2",
+                                                     "--width", "16", "--term-after", "5", NULL});
     assert_true(WIFSIGNALED(st));
     assert_int_equal(WTERMSIG(st), SIGTERM);
     char *ls = listing(dir);
@@ -786,8 +808,8 @@ static void test_record_killed_by_sigterm_removes_its_temporary_file(void **stat
     run_result r = RUN("record", out, sched, "--layers", "2", "--width", "16");
     assert_int_equal(r.code, 0);
     run_free(&r);
-    st = spawn_status(NULL, (const char *const[]){"record", out, sched, "--layers", "2", "--width",
-                                                  "16", "--term-after", "20", NULL});
+    st = spawn_status(env, (const char *const[]){"record", out, sched, "--layers", "2", "--width",
+                                                 "16", "--term-after", "20", NULL});
     assert_true(WIFSIGNALED(st));
     assert_int_equal(WTERMSIG(st), SIGTERM);
     ls = listing(dir);
@@ -796,6 +818,48 @@ static void test_record_killed_by_sigterm_removes_its_temporary_file(void **stat
     r = RUN("replay", out);
     assert_int_equal(r.code, 0);
     run_free(&r);
+}
+
+static void test_record_killed_by_sigterm_removes_its_temporary_file(void **state) {
+    (void)state;
+    sigterm_case("sigterm", NULL);
+    sigterm_case("sigterm-named", NAMED);
+}
+
+/* SIGKILL (no handler runs) at ten moments of `pp --record` and
+ * `record --fail-after` (which dies with _exit, mid-write): with anonymous
+ * files nothing is left, ever; at a temporary name (the fallback) the
+ * temporary is left, to be removed by the next writer into the folder
+ * (test_record_removes_temporary_files_whose_writer_is_gone). */
+static void test_killed_writers_leave_nothing_behind(void **state) {
+    (void)state;
+    char dir[4096], sched[4200], out[4200];
+    record_dir("sigkill", dir, sizeof dir, sched, sizeof sched);
+    if (!anonymous_files_work(dir)) skip(); /* the fallback's debris is the case below */
+    snprintf(out, sizeof out, "%s/r.h5", dir);
+    int kills = (int)sweep(10, 3, 3);
+    for (int k = 0; k < kills; k++) {
+        pid_t pid = spawn_start(NULL, (const char *const[]){"pp", "--chunks", "1000000",
+                                                            "--record", out, NULL});
+        nanosleep(&(struct timespec){0, 20000000L * (k + 1)}, NULL);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        char *ls = listing(dir);
+        assert_string_equal(ls, "s.csv");
+        free(ls);
+    }
+    snprintf(out, sizeof out, "%s/g.h5", dir);
+    for (int k = 0; k < 2; k++) {
+        int st = spawn_status(k ? NAMED : NULL, (const char *const[]){"record", out, sched,
+                                                                      "--fail-after", "3", NULL});
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+        char *ls = listing(dir); /* named: ".g.h5.ppv-tmp.ID.PID.XXXXXX s.csv" */
+        if (k == 0) assert_string_equal(ls, "s.csv");
+        else assert_memory_equal(ls, ".g.h5.ppv-tmp.", 14);
+        free(ls);
+    }
 }
 
 /* A PID that no process has: a child that has exited and been waited for. */
@@ -820,8 +884,9 @@ static void make_entry(const char *dir, const char *name, int link) {
     fclose(f);
 }
 
-/* Crashed records (--fail-after) leave `.g.h5.ppv-tmp.ID.PID.XXXXXX`; the
- * next record into the folder removes those, and any other file of that
+/* At a temporary name (the fallback where the file system has no anonymous
+ * files), crashed records (--fail-after) leave `.g.h5.ppv-tmp.ID.PID.XXXXXX`;
+ * the next record into the folder removes those, and any other file of that
  * exact pattern whose writer (this host and PID namespace, ID) has no
  * process. A live writer's file, another writer's, a symbolic link and
  * names off the pattern stay. */
@@ -833,9 +898,9 @@ static void test_record_removes_temporary_files_whose_writer_is_gone(void **stat
     /* each crash leaves its temporary; the second record removes the first's */
     char first[256] = "";
     for (int k = 0; k < 2; k++) {
-        run_result r = RUN("record", out, sched, "--fail-after", "3");
-        assert_int_equal(r.code, 3);
-        run_free(&r);
+        int st = spawn_status(NAMED, (const char *const[]){"record", out, sched, "--fail-after",
+                                                           "3", NULL});
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 3);
         char *ls = listing(dir); /* ".g.h5.ppv-tmp.ID.PID.XXXXXX s.csv" */
         size_t name = strcspn(ls, " "), pid = strcspn(ls + 23, ".");
         assert_memory_equal(ls, ".g.h5.ppv-tmp.", 14);
@@ -861,9 +926,9 @@ static void test_record_removes_temporary_files_whose_writer_is_gone(void **stat
     snprintf(names[6], 128, ".old.h5.tmp.abcDE1");
     for (int k = 0; k < NCASES; k++)
         make_entry(dir, names[k], k == LINK);
-    run_result r = RUN("record", out, sched, "--layers", "2", "--width", "16");
-    assert_int_equal(r.code, 0);
-    run_free(&r);
+    int st = spawn_status(NAMED, (const char *const[]){"record", out, sched, "--layers", "2",
+                                                       "--width", "16", NULL});
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char *ls = listing(dir);
     assert_null(strstr(ls, ".g.h5.ppv-tmp."));
     for (int k = 0; k < NCASES; k++) {
@@ -1154,6 +1219,7 @@ int main(void) {
         cmocka_unit_test(test_record_killed_at_any_point_leaves_nothing_or_a_whole_file),
         cmocka_unit_test(test_diff_leaves_out_the_seed_attribute_and_excluded_paths),
         cmocka_unit_test(test_record_killed_by_sigterm_removes_its_temporary_file),
+        cmocka_unit_test(test_killed_writers_leave_nothing_behind),
         cmocka_unit_test(test_record_removes_temporary_files_whose_writer_is_gone),
         cmocka_unit_test(test_record_twice_with_source_date_epoch_gives_the_same_bytes),
         cmocka_unit_test(test_demo_passes),

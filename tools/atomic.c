@@ -1,10 +1,13 @@
-/* atomic.c - output files: a regular file (or a new name) is written to a
- * temporary name beside it and renamed into place, so a failed run never
- * leaves half a file; a symbolic link is followed and its target written
- * that way in the target's folder, the link kept; standard output ("-"), a
- * FIFO or a character device is written straight through, never replaced;
- * anything else is refused (ppv_output_target). The file gets the mode any
- * other tool would give it (0666 less the umask). */
+/* atomic.c - output files: a regular file (or a new name) is written with
+ * no name (an anonymous file, O_TMPFILE, in its folder) and linked in when
+ * complete, so a failed or killed run, SIGKILL included, leaves nothing;
+ * where the file system has no anonymous files, it is written to a
+ * temporary name beside it and renamed into place. A symbolic link is
+ * followed and its target written that way in the target's folder, the
+ * link kept; standard output ("-"), a FIFO or a character device is
+ * written straight through, never replaced; anything else is refused
+ * (ppv_output_target). The file gets the mode any other tool would give it
+ * (0666 less the umask). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +41,17 @@ int atomic_open(atomic_file *af, const char *path) {
     }
     if (strlen(af->path) + 12 > 4095) return failed(af, ENAMETOOLONG);
     snprintf(af->tmp, sizeof af->tmp, "%s.tmp.XXXXXX", af->path);
-    int fd = mkstemp(af->tmp);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", af->path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else slash[slash == dir] = '\0'; /* "/name" is in "/" */
+    int fd = ppv_output_anon_open(dir);
+    if (fd >= 0) {
+        if ((af->f = fdopen(fd, "w"))) return af->anon = 1, 0;
+        close(fd);
+    }
+    fd = mkstemp(af->tmp);
     if (fd < 0) return failed(af, errno);
     /* mkstemp makes the file 0600 */
     mode_t mask = umask(0);
@@ -63,6 +76,13 @@ int atomic_commit(atomic_file *af) {
     }
     int bad = fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0;
     int e = errno;
+    if (af->anon) { /* linked in while the descriptor is open */
+        if (!bad && ppv_output_anon_place(fileno(af->f), af->path, af->tmp, sizeof af->tmp) < 0)
+            bad = 1, e = errno;
+        if (fclose(af->f) != 0 && !bad) bad = 1, e = errno;
+        af->f = NULL;
+        return bad ? failed(af, e) : 0;
+    }
     if (fclose(af->f) != 0 && !bad) bad = 1, e = errno;
     af->f = NULL;
     if (!bad) {
@@ -77,6 +97,6 @@ void atomic_abort(atomic_file *af) {
     int e = errno;
     if (af->f && af->f != stdout) fclose(af->f);
     af->f = NULL;
-    if (!af->stream) unlink(af->tmp);
+    if (!af->stream && !af->anon) unlink(af->tmp);
     errno = e;
 }

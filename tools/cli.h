@@ -14,14 +14,16 @@
 #include "options.h"
 #include "ppv_engine.h"
 
-/* A file written to a temporary name beside its target and renamed into
- * place on success, so a failed run never leaves a partial file. */
+/* A file written with no name (O_TMPFILE) or at a temporary name beside
+ * its target, named or renamed into place on success, so a failed run
+ * never leaves a partial file (nor, with no name, anything at all). */
 typedef struct atomic_file {
     FILE *f;
     int stream;     /* standard output, a FIFO or a device: written straight through */
     char path[4096]; /* what is written: a link's target */
     char tmp[4096 + 16];
     char why[512];  /* after a failure: the reason (the OS's, or what the path is) */
+    int anon;       /* an anonymous file (O_TMPFILE), named only at commit */
 } atomic_file;
 
 /* Opens the output named path (ppv_output_target): 0, or -1 with af->why. */

@@ -209,9 +209,10 @@ static const help_command commands[] = {
      launch_groups, launch_examples},
     {"record", "OUT.h5 SCHEDULE [options]",
      "Runs the step as run does and writes model, inputs, schedule, options, loss and "
-     "gradients to OUT.h5 (temporary name, fsync, rename: a failed run leaves nothing; "
-     "SIGINT, SIGTERM and SIGHUP remove the temporary file, and the next record into the "
-     "folder removes those of crashed records). With SOURCE_DATE_EPOCH set, the same run "
+     "gradients to OUT.h5 (an anonymous file, synced and linked in when complete: a failed "
+     "or killed run leaves nothing; where the file system has none, a temporary name that "
+     "SIGINT, SIGTERM and SIGHUP remove, as does the next record into the folder after a "
+     "crash). With SOURCE_DATE_EPOCH set, the same run "
      "gives the same bytes. "
      "--perturb records the perturbed gradients, so that replaying the file must fail.",
      record_groups, record_examples},
