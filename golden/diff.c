@@ -7,8 +7,7 @@
  * in blocks of at most BLOCK_BYTES per side, small enough to stay in the
  * cache. Objects under an excluded path and ignored attributes are left
  * out before anything is read or reported. Files come from other systems:
- * the walk that lists their objects checks each one before reading its
- * links and avoids HDF5 1.10's crash on a corrupted link heap, so a
+ * their objects are listed by walk.c's walk, which replay shares, so a
  * corrupted file is an error that names it and the object. */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,201 +22,11 @@
 
 enum { BLOCK_BYTES = 1 << 20 };
 
-typedef struct obj {
-    char *path;
-    H5O_type_t type;
-} obj;
-
-typedef struct objlist {
-    obj *v;
-    size_t n, cap;
-} objlist;
-
-/* ---- listing a file's objects ------------------------------------------------------ */
-
-/* How deep a group may lie (the groups above it; the root's members lie
- * 1 deep): a ppv file's lie 2 deep at most, and a walk deeper than this
- * is most likely in a corrupted file, and must not exhaust the stack. */
-enum { MAX_DEPTH = 255 };
-
-/* One link of a group, as H5Literate gives it. */
-typedef struct member {
-    char *name;
-    int hard;
-} member;
-
-typedef struct members {
-    member *v;
-    size_t n, cap;
-    int oom;
-} members;
-
-/* The addresses of the objects a walk has reached (an open-addressing
- * set; 0 marks a free slot: the superblock lies there, never an object,
- * and the depth bound ends any walk all the same). */
-typedef struct seen {
-    haddr_t *v;
-    size_t n, cap; /* cap: a power of two, or 0 */
-} seen;
-
-/* A walk of one file: the objects it lists, where an error is told. */
-typedef struct walk {
-    const char *file;
-    objlist *l;
-    seen s;
-    char *err;
-    size_t errlen;
-} walk;
-
-/* Adds addr to s: 1 if it is new, 0 if it was there, -1 out of memory. */
-static int seen_add(seen *s, haddr_t addr) {
-    if (2 * (s->n + 1) > s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        haddr_t *nv = calloc(cap, sizeof *nv);
-        if (!nv) return -1;
-        for (size_t k = 0; k < s->cap; k++)
-            for (size_t at = s->v[k] % cap; s->v[k]; at = (at + 1) % cap)
-                if (!nv[at]) {
-                    nv[at] = s->v[k];
-                    break;
-                }
-        free(s->v);
-        s->v = nv;
-        s->cap = cap;
-    }
-    size_t at = addr % s->cap;
-    for (; s->v[at]; at = (at + 1) % s->cap)
-        if (s->v[at] == addr) return 0;
-    s->v[at] = addr;
-    s->n++;
-    return 1;
-}
-
-/* Appends (path, type) to l, taking path; -1 out of memory (path freed). */
-static int objlist_add(objlist *l, char *path, H5O_type_t type) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        obj *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv) return free(path), -1;
-        l->v = nv;
-        l->cap = cap;
-    }
-    l->v[l->n++] = (obj){path, type};
-    return 0;
-}
-
-/* H5Literate's callback: collects the group's links (no HDF5 call). */
-static herr_t collect_link(hid_t g, const char *name, const H5L_info_t *info, void *arg) {
-    (void)g;
-    members *ls = arg;
-    if (ls->n == ls->cap) {
-        size_t cap = ls->cap ? 2 * ls->cap : 16;
-        member *nv = realloc(ls->v, cap * sizeof *nv);
-        if (!nv) return ls->oom = 1, -1;
-        ls->v = nv;
-        ls->cap = cap;
-    }
-    if (!(ls->v[ls->n].name = strdup(name))) return ls->oom = 1, -1;
-    ls->v[ls->n++].hard = info->type == H5L_TYPE_HARD;
-    return 0;
-}
-
-/* qsort's order of members: by name, as bytes (HDF5's name order). */
-static int by_member_name(const void *a, const void *b) {
-    return strcmp(((const member *)a)->name, ((const member *)b)->name);
-}
-
-/* Frees the names and the list. */
-static void members_free(members *ls) {
-    for (size_t k = 0; k < ls->n; k++)
-        free(ls->v[k].name);
-    free(ls->v);
-}
-
-/* "/a" + "b" -> "/a/b" (malloc'd; NULL out of memory). */
-static char *child_path(const char *parent, const char *name) {
-    size_t n = strlen(parent), m = strlen(name);
-    char *p = malloc(n + m + 2);
-    if (p) snprintf(p, n + m + 2, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", name);
-    return p;
-}
-
-static int walk_group(walk *w, hid_t parent, const char *name, const char *path, int depth);
-
-/* Checks the object that link name of group g leads to and lists it as
- * path (malloc'd, taken), then, for a group, its members: its header
- * must read as a group, dataset or named datatype, and it must not have
- * been reached before (H5Ovisit's rule: each object once, by its first
- * path in name order; a hard link up the tree ends there). 0, or -1 with
- * the reason in w->err. */
-static int walk_object(walk *w, hid_t g, const char *name, char *path, int depth) {
-    H5O_info_t oi;
-    int fresh;
-    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
-        (oi.type != H5O_TYPE_GROUP && oi.type != H5O_TYPE_DATASET &&
-         oi.type != H5O_TYPE_NAMED_DATATYPE)) {
-        gerr(w->err, w->errlen, "%s: corrupted file: cannot read the object %s", w->file, path);
-        free(path);
-        return -1;
-    }
-    if ((fresh = seen_add(&w->s, oi.addr)) <= 0) {
-        free(path);
-        return fresh < 0 ? gerr(w->err, w->errlen, "out of memory") : 0;
-    }
-    if (objlist_add(w->l, path, oi.type) < 0) return gerr(w->err, w->errlen, "out of memory");
-    return oi.type == H5O_TYPE_GROUP ? walk_group(w, g, name, path, depth) : 0;
-}
-
-/* Lists the members of the group that link name of parent leads to (at
- * path, depth groups deep), in name order, and below them. The links
- * are read in HDF5's native order, which walks the group's index without
- * building the sorted table of links that HDF5 1.10 frees uninitialised
- * when a corrupted link heap stops it part-way. */
-static int walk_group(walk *w, hid_t parent, const char *name, const char *path, int depth) {
-    if (depth > MAX_DEPTH)
-        return gerr(w->err, w->errlen,
-                    "%s: corrupted file? the group %s is %d groups deep, more than the %d ppv "
-                    "reads",
-                    w->file, path, depth, MAX_DEPTH);
-    members ls = {0};
-    hid_t g = H5Gopen2(parent, name, H5P_DEFAULT);
-    int rc = 0;
-    if (g < 0 || H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_link, &ls) < 0)
-        rc = ls.oom
-                 ? gerr(w->err, w->errlen, "out of memory")
-                 : gerr(w->err, w->errlen,
-                        "%s: corrupted file: cannot read the links of the group %s", w->file, path);
-    if (ls.n) qsort(ls.v, ls.n, sizeof *ls.v, by_member_name); /* ls.v may be NULL */
-    for (size_t k = 0; rc == 0 && k < ls.n; k++) {
-        if (!ls.v[k].hard) continue; /* soft and external links are not followed */
-        char *sub = child_path(path, ls.v[k].name);
-        rc = sub ? walk_object(w, g, ls.v[k].name, sub, depth + 1)
-                 : gerr(w->err, w->errlen, "out of memory");
-    }
-    members_free(&ls);
-    if (g >= 0) H5Gclose(g);
-    return rc;
-}
-
-/* Lists every object of file f (named file in messages) reachable from
- * its root by hard links into l, like H5Ovisit but checking each object
- * before reading its links. 0, or -1 with the reason in err. */
-static int list_objects(hid_t f, const char *file, objlist *l, char *err, size_t errlen) {
-    walk w = {file, l, {0}, err, errlen};
-    char *root = strdup("/");
-    int rc = root ? walk_object(&w, f, ".", root, 0) : gerr(err, errlen, "out of memory");
-    free(w.s.v);
-    return rc;
-}
+typedef h5_obj obj;
+typedef h5_objlist objlist;
 
 static int by_path(const void *a, const void *b) {
     return strcmp(((const obj *)a)->path, ((const obj *)b)->path);
-}
-
-static void objlist_free(objlist *l) {
-    for (size_t k = 0; k < l->n; k++)
-        free(l->v[k].path);
-    free(l->v);
 }
 
 static const char *type_name(H5O_type_t t) {
@@ -763,7 +572,7 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
     int pa = h5_ppv_file(d.fa, a, err, errlen), pb = h5_ppv_file(d.fb, b, err, errlen);
     if (pa < 0 || pb < 0) goto done;
     d.r->ppv_files = pa && pb;
-    if (list_objects(d.fa, a, &la, err, errlen) < 0 || list_objects(d.fb, b, &lb, err, errlen) < 0)
+    if (h5_list_objects(d.fa, a, &la, err, errlen) < 0 || h5_list_objects(d.fb, b, &lb, err, errlen) < 0)
         goto done;
     qsort(la.v, la.n, sizeof *la.v, by_path);
     qsort(lb.v, lb.n, sizeof *lb.v, by_path);
@@ -802,8 +611,8 @@ int ppv_diff_files(const char *a, const char *b, const ppv_diff_options *o, ppv_
 oom:
     gerr(err, errlen, "out of memory");
 done:
-    objlist_free(&la);
-    objlist_free(&lb);
+    h5_objlist_free(&la);
+    h5_objlist_free(&lb);
     ppv_diff_report_free(d.r);
     if (d.fa >= 0) H5Fclose(d.fa);
     if (d.fb >= 0) H5Fclose(d.fb);

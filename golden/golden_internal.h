@@ -66,6 +66,24 @@ hid_t h5_out_group(const h5_out *o, hid_t parent, const char *name);
 int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen);
 /* Closes and removes the temporary file. */
 void h5_out_abort(h5_out *o);
+/* An object of a file, as the walk lists it: its path ("/", "/model", ...). */
+typedef struct h5_obj {
+    char *path;
+    H5O_type_t type;
+} h5_obj;
+
+typedef struct h5_objlist {
+    h5_obj *v;
+    size_t n, cap;
+} h5_objlist;
+
+/* Lists every object of file f (named file in messages) reachable from
+ * its root by hard links into l (walk.c): the one walk diff and replay
+ * share, so they judge a file's structure alike. 0, or -1 with the reason
+ * in err (l holds what was listed; free it either way). */
+int h5_list_objects(hid_t f, const char *file, h5_objlist *l, char *err, size_t errlen);
+void h5_objlist_free(h5_objlist *l);
+
 /* Why a write failed, from the errno the failing write left (e): the OS's
  * reason for a full or read-only disk or a size limit, else a guess. */
 const char *h5_write_failure(int e);

@@ -193,7 +193,6 @@ typedef struct layout_check {
     const ppv_diff_options *o;
     int32_t layers, nmb;
     ppv_diff_report *rep;
-    int oom;
 } layout_check;
 
 /* 1 if s is group then fmt (one %d conversion, as record writes it)
@@ -240,30 +239,27 @@ static int in_layout(const layout_check *lc, const char *p) {
     return 0;
 }
 
-static herr_t check_object(hid_t loc, const char *name, const H5O_info_t *info, void *arg) {
-    (void)loc;
-    layout_check *lc = arg;
-    char full[256];
-    snprintf(full, sizeof full, "/%s", name);
-    if (in_layout(lc, name) || ppv_diff_path_excluded(lc->o, full)) return 0;
-    if (diff_mismatch(lc->rep, full, "%s the layout does not have (nothing re-runs it)",
-                      info->type == H5O_TYPE_DATASET ? "a dataset" : "an object") < 0) {
-        lc->oom = 1;
-        return -1;
-    }
-    return 0;
-}
-
 /* Lists every object of a training file that is not part of its layout
  * (spec/golden-format.md) as a difference: an extra dataset is a recorded
- * output the re-run does not reproduce. */
-static int check_layout(hid_t f, const ppv_model *m, const ppv_diff_options *o, int32_t layers,
-                        int32_t nmb, ppv_diff_report *rep, char *err, size_t errlen) {
-    layout_check lc = {m, o, layers, nmb, rep, 0};
-    if (H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, check_object, &lc) < 0)
-        return gerr(err, errlen,
-                    lc.oom ? "out of memory" : "cannot list the file's objects (corrupted?)");
-    return 0;
+ * output the re-run does not reproduce. The objects are listed by diff's
+ * walk (h5_list_objects), so the two commands judge a file's structure
+ * alike. */
+static int check_layout(hid_t f, const char *file, const ppv_model *m,
+                        const ppv_diff_options *o, int32_t layers, int32_t nmb,
+                        ppv_diff_report *rep, char *err, size_t errlen) {
+    layout_check lc = {m, o, layers, nmb, rep};
+    h5_objlist l = {0};
+    int rc = h5_list_objects(f, file, &l, err, errlen);
+    for (size_t k = 0; rc == 0 && k < l.n; k++) {
+        const char *full = l.v[k].path; /* "/" and "/model/..." */
+        const char *name = strcmp(full, "/") == 0 ? "." : full + 1;
+        if (in_layout(&lc, name) || ppv_diff_path_excluded(o, full)) continue;
+        if (diff_mismatch(rep, full, "%s the layout does not have (nothing re-runs it)",
+                          l.v[k].type == H5O_TYPE_DATASET ? "a dataset" : "an object") < 0)
+            rc = gerr(err, errlen, "out of memory");
+    }
+    h5_objlist_free(&l);
+    return rc;
 }
 
 /* The run options the file recorded. */
@@ -389,7 +385,7 @@ int ppv_golden_replay_on(const char *path, const ppv_diff_options *o, int pertur
         goto done;
     }
     if (compare_outputs(&c, m, out->run, o, out->diff, err, errlen) < 0 ||
-        check_layout(c.file, m, o, cfg.layers, s->nmb, out->diff, err, errlen) < 0)
+        check_layout(c.file, path, m, o, cfg.layers, s->nmb, out->diff, err, errlen) < 0)
         goto done;
     rc = 0;
 done:
