@@ -473,6 +473,10 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
     }
     rep->distinct = o->strategy == PPV_FUZZ_DFS ? rep->classes : (int64_t)seen.n;
     rep->seconds = fuzz_now() - t0;
+    if (rep->found) {
+        rep->failing_reference = fuzz_reference(&tg, &rep->failing_fault);
+        rep->minimal_reference = fuzz_reference(&tg, &rep->minimal_fault);
+    }
     if (o->progress) {
         ppv_fuzz_progress pr = {rep->runs, rep->distinct, rep->seconds};
         o->progress(o->progress_ctx, &pr);

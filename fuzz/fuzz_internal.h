@@ -35,6 +35,11 @@ typedef struct outcome {
 
 double fuzz_now(void);
 
+/* The digest a run with fault is measured against: the output the
+ * pipeline must give (with the same hard cut, or without the injection),
+ * or a schedule's one-rank gradients. */
+uint64_t fuzz_reference(const target *tg, const ppv_fault *fault);
+
 /* One run of the target under pol (and fault), judged against the
  * reference; -1 with err when it cannot run at all. */
 int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,

@@ -37,14 +37,9 @@ static void tell(const ppv_world_result *w, char *out, size_t n) {
     if (w->ncycle && k < n) snprintf(out + k, n - k, " -> %d", w->cycle[0].rank);
 }
 
-static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
-                        outcome *out, char *err, size_t errlen) {
-    ppv_run_options ro = tg->o->run;
-    ro.policy = *pol;
-    ro.fault = *fault;
-    ro.progress = NULL;
-    ppv_run_report *r = NULL;
-    if (ppv_run(tg->o->schedule, &ro, &r, err, errlen) < 0) return -1;
+/* Judges a finished run of a schedule against reference (the one-rank
+ * gradients' digest) into out. */
+static void judge_schedule(const ppv_run_report *r, uint64_t reference, outcome *out) {
     out->steps = r->world.steps;
     out->sends = r->world.sends;
     out->trace_digest = r->world.trace_digest;
@@ -56,15 +51,26 @@ static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault
                                                                       : "the run did not complete");
         out->named_failure = 1;
     }
-    else if (r->grad_digest != tg->grad_digest)
+    else if (r->grad_digest != reference)
         out->differs = snprintf(out->why, sizeof out->why,
                                 "gradients %016" PRIx64
                                 " differ from the one-rank reference's %016" PRIx64,
-                                r->grad_digest, tg->grad_digest) > 0;
+                                r->grad_digest, reference) > 0;
     else if (memcmp(r->peak_bytes, r->predicted_bytes, (size_t)r->nranks * sizeof(int64_t)))
         snprintf(out->why, sizeof out->why, "measured activation memory differs from the prediction");
     else
         out->pass = 1;
+}
+
+static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                        outcome *out, char *err, size_t errlen) {
+    ppv_run_options ro = tg->o->run;
+    ro.policy = *pol;
+    ro.fault = *fault;
+    ro.progress = NULL;
+    ppv_run_report *r = NULL;
+    if (ppv_run(tg->o->schedule, &ro, &r, err, errlen) < 0) return -1;
+    judge_schedule(r, tg->grad_digest, out);
     if (keep) {
         out->world = r->trace;
         r->trace = NULL;
@@ -73,18 +79,27 @@ static int run_schedule(const target *tg, const ppv_policy *pol, const ppv_fault
     return 0;
 }
 
-static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
-                  outcome *out, char *err, size_t errlen) {
-    ppv_pp_options po = *tg->o->pp;
-    po.policy = *pol;
-    po.fault = *fault;
-    ppv_pp_report *r = NULL;
-    if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
+uint64_t fuzz_reference(const target *tg, const ppv_fault *fault) {
+    if (!tg->o->pp) return tg->grad_digest;
+    ppv_pp_inject i = tg->o->pp->inject;
+    return fault->kind == PPV_FAULT_CUT && fault->message >= 0 && fault->message < tg->ncut
+               ? tg->cut_digest[fault->message]
+           : i == PPV_INJECT_NONE ? tg->out_digest
+                                  : tg->clean_digest;
+}
+
+/* Judges a finished run of the pipeline (options po, fault its fault)
+ * against reference, the output digest it must give when it completes
+ * (the round-robin run's, with the same hard cut or without the
+ * injection), into out. */
+static void judge_pp(const ppv_pp_options *po, const ppv_pp_report *r, uint64_t reference,
+                     outcome *out) {
+    const ppv_fault *fault = &po->fault;
     out->steps = r->world.steps;
     out->sends = r->world.sends;
     out->trace_digest = r->world.trace_digest;
     out->named_failure = !r->ok && r->failure != PPV_FAIL_NONE && r->message[0];
-    ppv_pp_inject i = po.inject;
+    ppv_pp_inject i = po->inject;
     ppv_failure mode = ppv_pp_inject_mode(i);
     tell(&r->world, out->story, sizeof out->story);
     int64_t back = -1; /* the first decoded result whose call_id does not rise */
@@ -99,19 +114,16 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
                  back, r->emitted_call_ids[back], r->emitted_call_ids[back - 1]);
     else if (i == PPV_INJECT_NONE || mode == PPV_FAIL_NONE) {
         /* a hard cut the explorer put in: the round-robin run's output with it */
-        uint64_t want = fault->kind == PPV_FAULT_CUT ? tg->cut_digest[fault->message]
-                        : i == PPV_INJECT_NONE      ? tg->out_digest
-                                                    : tg->clean_digest;
         if (!r->ok && fault->kind == PPV_FAULT_CUT)
             snprintf(out->why, sizeof out->why, "with a hard cut at chunk %lld: %.900s",
                      (long long)fault->message, r->message);
         else if (!r->ok)
             snprintf(out->why, sizeof out->why, "%s", r->message);
-        else if (r->output_digest != want)
+        else if (r->output_digest != reference)
             out->differs = snprintf(out->why, sizeof out->why,
                                     "output digest %016" PRIx64
                                     " differs from the reference's %016" PRIx64,
-                                    r->output_digest, want) > 0;
+                                    r->output_digest, reference) > 0;
         else if (i != PPV_INJECT_NONE && r->dropped_stale + r->dropped_duplicate != 1)
             snprintf(out->why, sizeof out->why,
                      "%s: %" PRId64 " stale and %" PRId64 " duplicate results dropped, not 1",
@@ -128,6 +140,16 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
                  ppv_pp_point_name(r->caught_by), r->message);
     else
         out->pass = 1;
+}
+
+static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                  outcome *out, char *err, size_t errlen) {
+    ppv_pp_options po = *tg->o->pp;
+    po.policy = *pol;
+    po.fault = *fault;
+    ppv_pp_report *r = NULL;
+    if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
+    judge_pp(&po, r, fuzz_reference(tg, fault), out);
     if (keep) {
         out->world = r->trace;
         r->trace = NULL;
@@ -177,38 +199,61 @@ static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault 
     return 0;
 }
 
+/* The verdict with the fault taken into account: with a fault that loses
+ * or breaks a message, a named failure is the right end, silence is not;
+ * a delay, a buffered link or a hard cut must change nothing the reference
+ * shows. */
+static void judge_fault(const ppv_fault *fault, outcome *out) {
+    int breaks = fault->kind == PPV_FAULT_DROP || fault->kind == PPV_FAULT_DUPLICATE ||
+                 fault->kind == PPV_FAULT_CORRUPT || fault->kind == PPV_FAULT_KILL;
+    if (breaks && !out->pass && out->named_failure) out->pass = 1;
+    if (out->pass) return;
+    char why[1024];
+    if (breaks)
+        snprintf(why, sizeof why, "a %s at send %lld went unnoticed: %.900s",
+                 ppv_fault_name(fault->kind), (long long)fault->message, out->why);
+    else if (fault->kind == PPV_FAULT_DELAY || fault->kind == PPV_FAULT_EAGER)
+        snprintf(why, sizeof why, "%s at send %lld changed the run: %.900s",
+                 fault->kind == PPV_FAULT_DELAY ? "a delay" : "a buffered link",
+                 (long long)fault->message, out->why);
+    else if (fault->kind == PPV_FAULT_CUT && out->differs)
+        snprintf(why, sizeof why, "with a hard cut at chunk %lld: %.900s",
+                 (long long)fault->message, out->why);
+    else if (fault->kind == PPV_FAULT_CUT)
+        snprintf(why, sizeof why, "%.1000s", out->why);
+    else if (out->differs)
+        snprintf(why, sizeof why, "%.900s: the result depends on the interleaving", out->why);
+    else
+        snprintf(why, sizeof why, "%.1000s", out->why);
+    memcpy(out->why, why, sizeof why);
+}
+
 int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
                     outcome *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     int rc = tg->o->pp        ? run_pp(tg, pol, fault, keep, out, err, errlen)
              : tg->o->program ? run_program(tg, pol, fault, keep, out, err, errlen)
                               : run_schedule(tg, pol, fault, keep, out, err, errlen);
-    /* with a fault that loses or breaks a message, a named failure is the
-     * right end, silence is not; a delay, a buffered link or a hard cut
-     * must change nothing the reference shows */
-    int breaks = fault->kind == PPV_FAULT_DROP || fault->kind == PPV_FAULT_DUPLICATE ||
-                 fault->kind == PPV_FAULT_CORRUPT || fault->kind == PPV_FAULT_KILL;
-    if (rc == 0 && breaks && !out->pass && out->named_failure) out->pass = 1;
-    if (rc == 0 && !out->pass) {
-        char why[1024];
-        if (breaks)
-            snprintf(why, sizeof why, "a %s at send %lld went unnoticed: %.900s",
-                     ppv_fault_name(fault->kind), (long long)fault->message, out->why);
-        else if (fault->kind == PPV_FAULT_DELAY || fault->kind == PPV_FAULT_EAGER)
-            snprintf(why, sizeof why, "%s at send %lld changed the run: %.900s",
-                     fault->kind == PPV_FAULT_DELAY ? "a delay" : "a buffered link",
-                     (long long)fault->message, out->why);
-        else if (fault->kind == PPV_FAULT_CUT && out->differs)
-            snprintf(why, sizeof why, "with a hard cut at chunk %lld: %.900s",
-                     (long long)fault->message, out->why);
-        else if (fault->kind == PPV_FAULT_CUT)
-            snprintf(why, sizeof why, "%.1000s", out->why);
-        else if (out->differs)
-            snprintf(why, sizeof why, "%.900s: the result depends on the interleaving", out->why);
-        else
-            snprintf(why, sizeof why, "%.1000s", out->why);
-        memcpy(out->why, why, sizeof why);
-    }
+    if (rc == 0) judge_fault(fault, out);
     return rc;
 }
 
+int ppv_fuzz_judge_pp(const ppv_pp_options *po, const ppv_pp_report *r, uint64_t reference,
+                      char *why, size_t n) {
+    outcome out;
+    memset(&out, 0, sizeof out);
+    judge_pp(po, r, reference, &out);
+    judge_fault(&po->fault, &out);
+    snprintf(why, n, "%s", out.pass ? "" : out.why);
+    return out.pass;
+}
+
+int ppv_fuzz_judge_run(const ppv_run_options *ro, const ppv_run_report *r, uint64_t reference,
+                       char *why, size_t n) {
+    outcome out;
+    memset(&out, 0, sizeof out);
+    judge_schedule(r, reference, &out);
+    judge_fault(&ro->fault, &out);
+    snprintf(why, n, "%s", out.pass ? "" : out.why);
+    return out.pass;
+}

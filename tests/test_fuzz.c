@@ -311,6 +311,15 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     r = RUN("run", data_path("rendezvous_only_train.csv"), "--replay", trace);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "cycle: rank 0 (0SEND_F1) -> rank 1 (1SEND_F0) -> rank 0"));
+    assert_non_null(strstr(r.out, "replay: fails again: deadlock after 7 scheduler steps: 2 of 2 "
+                                  "ranks blocked (as recorded)\nresult: FAILED\n"));
+    run_free(&r);
+    /* eager sends: another program, which the trace's 7 decisions do not finish */
+    r = RUN("run", data_path("rendezvous_only_train.csv"), "--sem", "eager", "--replay", trace);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "replay: the trace diverges from this program (trace ends after "
+                                  "7 decisions but ranks still run): it no longer runs as "
+                                  "recorded\nresult: DIVERGED\n"));
     run_free(&r);
     /* the pipeline's trace replays through ppv pp */
     const char *pt = tmp_path("pp.trace");
@@ -336,12 +345,52 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     char ftrace[4200];
     snprintf(ftrace, sizeof ftrace, "%s/minimal.trace", fdir);
     char *text = slurp(ftrace);
-    assert_non_null(strstr(text, "\nfault corrupt "));
-    free(text);
+    assert_non_null(strstr(text, "\nfault corrupt 17\nreference e46644c90dc16ab4\nverdict a corrupt "
+                                 "at send 17 went unnoticed: output digest a1db5e731ea21ed2 "
+                                 "differs from the reference's e46644c90dc16ab4\n"));
+    /* a replayed failure is a failure: the same verdict, exit 1 */
     r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", ftrace);
-    assert_int_equal(r.code, 0);
-    assert_null(strstr(r.out, "output digest: e46644c90dc16ab4")); /* not the clean run's */
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "output digest: a1db5e731ea21ed2\n"));
+    assert_non_null(strstr(r.out, "replay: fails again: a corrupt at send 17 went unnoticed: "
+                                  "output digest a1db5e731ea21ed2 differs from the reference's "
+                                  "e46644c90dc16ab4 (as recorded)\nresult: FAILED\n"));
     run_free(&r);
+    /* a program that now gives the recorded reference: no longer fails
+     * (here the reference is the one the corrupted run gives) */
+    char *ref = strstr(text, "reference e46644c90dc16ab4");
+    memcpy(ref + 10, "a1db5e731ea21ed2", 16);
+    const char *moved = tmp_path("no_longer.trace");
+    write_text(moved, text);
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", moved);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "replay: no longer fails (the trace recorded: a corrupt at send "
+                                  "17 went unnoticed"));
+    assert_non_null(strstr(r.out, "result: OK\n"));
+    run_free(&r);
+    /* another program (envelope digests on) diverges from the trace: where */
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--replay", ftrace);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "replay: the trace diverges from this program (trace diverges "
+                                  "at step "));
+    assert_non_null(strstr(r.out, "result: DIVERGED\n"));
+    run_free(&r);
+    /* a verdict cut in half, or a word after it, is refused */
+    char *cut = strstr(text, "verdict ");
+    *cut = '\0';
+    write_text(moved, text);
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", moved);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "a trace's verdict needs both its 'reference' and its "
+                                  "'verdict' line"));
+    run_free(&r);
+    strcat(text, "verdict x\nextra 1\n");
+    write_text(moved, text);
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", moved);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "trace truncated or malformed"));
+    run_free(&r);
+    free(text);
     /* with envelope digests (the default) every corruption ends named: the
      * explorer finds no silent one */
     r = RUN("fuzz", "pp", "--chunks", "4", "--steps", "2", "--faults", "corrupt", "--runs", "50");

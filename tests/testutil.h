@@ -205,6 +205,14 @@ static inline char *slurp(const char *path) {
     return buf;
 }
 
+/* Writes text to path (replacing it). */
+static inline void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
 /* A native schedule of two ranks declaring groups g0..g{ngroups-1} (both
  * ranks), rank 0 running rank0's action line and rank 1 rank1's; malloc'd. */
 static inline char *many_groups_text(int32_t ngroups, const char *rank0, const char *rank1) {

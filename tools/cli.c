@@ -366,15 +366,15 @@ json_object *wait_json(const ppv_wait *w) {
     return o;
 }
 
-/* Writes rep's scheduling decisions to path atomically; -1 after printing
- * the reason. */
-int write_trace_file(const char *path, const ppv_world *w) {
+/* Writes rep's scheduling decisions to path atomically, and v's verdict
+ * after them when v is given; -1 after printing the reason. */
+int write_trace_file(const char *path, const ppv_world *w, const ppv_trace_verdict *v) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
-    if (ppv_trace_write(af.f, w) < 0) {
+    if (ppv_trace_write(af.f, w) < 0 || (v && ppv_trace_write_verdict(af.f, v) < 0)) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         atomic_abort(&af);
         return -1;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ppv_fuzz.h"
 #include "ppv_golden.h"
 
 typedef struct pp_args {
@@ -15,6 +16,7 @@ typedef struct pp_args {
     int json, compare_kv, list;
     const char *record, *trace_out, *replay;
     int32_t *decisions; /* --replay's, malloc'd */
+    ppv_trace_verdict verdict; /* --replay's: a failing run's, as the explorer recorded it */
     const char *transport;   /* --transport mpi or nccl (NULL: the mock) */
     const char *mock_option; /* an option of the mock's that was given */
     int timeout_given;
@@ -154,7 +156,8 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         a->o.policy.kind = PPV_POLICY_REPLAY;
         a->o.policy.replay = a->decisions;
         a->o.policy.nreplay = n;
-        if (ppv_trace_read_fault(a->replay, &a->o.fault, err, sizeof err) < 0) {
+        if (ppv_trace_read_fault(a->replay, &a->o.fault, err, sizeof err) < 0 ||
+            ppv_trace_read_verdict(a->replay, &a->verdict, err, sizeof err) < 0) {
             fprintf(stderr, "ppv pp: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }
@@ -215,9 +218,37 @@ static void describe(const ppv_pp_options *o, FILE *f) {
     fputc('\n', f);
 }
 
+/* A replayed trace, judged: whether it ran as recorded, and, when the
+ * trace recorded a failure, whether the run fails again as the explorer
+ * judges. */
+typedef struct replay_judgement {
+    int diverged; /* the program is not the one traced */
+    int judged;   /* the trace recorded a verdict */
+    int passes;   /* judged: the run passes (it no longer fails) */
+    char why[1024];
+} replay_judgement;
+
+static replay_judgement judge_replay(const pp_args *a, const ppv_pp_report *r) {
+    replay_judgement j;
+    memset(&j, 0, sizeof j);
+    if (!a->replay) return j;
+    if (r->world.diverged) {
+        j.diverged = 1;
+    } else if (a->verdict.present) {
+        j.judged = 1;
+        j.passes = ppv_fuzz_judge_pp(&a->o, r, a->verdict.reference, j.why, sizeof j.why);
+    }
+    return j;
+}
+
 static int print_report(const pp_args *a, const ppv_pp_report *r) {
     const ppv_pp_options *o = &a->o;
     int expected = ppv_pp_as_injected(o, r);
+    replay_judgement rj = judge_replay(a, r);
+    /* a replayed failure fails again; a trace that no longer fails, or ran
+     * another program, says so */
+    if (rj.diverged || (rj.judged && !rj.passes)) expected = 0;
+    else if (rj.judged) expected = 1;
     if (a->json) {
         json_object *j = json_object_new_object();
         json_object_object_add(j, "ok", json_object_new_boolean(r->ok));
@@ -270,6 +301,19 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         for (int32_t k = 0; k < r->world.nblocked; k++)
             json_object_array_add(bl, wait_json(&r->world.blocked[k]));
         json_object_object_add(j, "blocked", bl);
+        json_object *rep = NULL;
+        if (a->replay) {
+            rep = json_object_new_object();
+            json_object_object_add(rep, "diverged", json_object_new_boolean(rj.diverged));
+            json_object_object_add(rep, "recorded", a->verdict.present ? json_object_new_string(
+                                                                            a->verdict.failure)
+                                                                      : NULL);
+            json_object_object_add(rep, "fails_again",
+                                   rj.judged ? json_object_new_boolean(!rj.passes) : NULL);
+            json_object_object_add(rep, "failure",
+                                   rj.judged && !rj.passes ? json_object_new_string(rj.why) : NULL);
+        }
+        json_object_object_add(j, "replay", rep);
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
@@ -325,7 +369,22 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                                  : "ok, the fault counted",
                    ppv_pp_point_name(ppv_pp_inject_caught_by(o->inject)),
                    expected ? "it did" : "IT DID NOT");
-        printf("result: %s\n", r->ok ? "OK" : o->inject && expected ? "CAUGHT" : "PROBLEM");
+        if (rj.diverged)
+            printf("replay: the trace diverges from this program (%s): it no longer runs as "
+                   "recorded\n",
+                   r->world.message);
+        else if (rj.judged && !rj.passes)
+            printf("replay: fails again: %s%s%s\n", rj.why,
+                   strcmp(rj.why, a->verdict.failure) ? "\nreplay: the trace recorded: " : "",
+                   strcmp(rj.why, a->verdict.failure) ? a->verdict.failure : " (as recorded)");
+        else if (rj.judged)
+            printf("replay: no longer fails (the trace recorded: %s)\n", a->verdict.failure);
+        if (rj.diverged)
+            printf("result: DIVERGED\n");
+        else if (rj.judged)
+            printf("result: %s\n", rj.passes ? "OK" : "FAILED");
+        else
+            printf("result: %s\n", r->ok ? "OK" : o->inject && expected ? "CAUGHT" : "PROBLEM");
     }
     return expected ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 }
@@ -569,7 +628,7 @@ static int run_pp(pp_args *ap) {
         fprintf(stderr, "ppv pp: %s\n", err);
         goto done;
     }
-    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace) < 0) goto done;
+    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace, NULL) < 0) goto done;
     rc = print_report(&a, r);
 done:
     ppv_pp_report_free(r);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ppv_fuzz.h"
 #include "ppv_golden.h"
 
 /* The three commands' options: one parser, which refuses each command the
@@ -30,6 +31,7 @@ typedef struct run_args {
     const char *recompute_texts[16]; /* verify-recompute: each --recompute given */
     int nrecompute;
     int32_t *replay_decisions;
+    ppv_trace_verdict verdict; /* --replay's: a failing run's, as the explorer recorded it */
     int json, perturb, fail_after, term_after;
     int cublas; /* run: --gemm cublas */
     long long max_memory;
@@ -242,8 +244,10 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
         ra->opt.policy.kind = PPV_POLICY_REPLAY;
         ra->opt.policy.replay = ra->replay_decisions;
         ra->opt.policy.nreplay = n;
-        /* a fault the explorer put in is part of what the trace replays */
-        if (ppv_trace_read_fault(ra->replay, &ra->opt.fault, err, sizeof err) < 0) {
+        /* a fault the explorer put in is part of what the trace replays, and
+         * the failure it found what the replay is judged by */
+        if (ppv_trace_read_fault(ra->replay, &ra->opt.fault, err, sizeof err) < 0 ||
+            ppv_trace_read_verdict(ra->replay, &ra->verdict, err, sizeof err) < 0) {
             fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             return PPV_EXIT_BAD_INPUT;
         }
@@ -363,8 +367,15 @@ int cmd_run(int argc, char **argv) {
     int mem_ok = done_ok && memcmp(rep->peak_bytes, rep->predicted_bytes,
                                    (size_t)rep->nranks * sizeof *rep->peak_bytes) == 0;
     int ok = done_ok && matches && mem_ok;
+    /* a replayed trace: another program diverges; a recorded failure is
+     * judged again as the explorer judged it */
+    int diverged = ra.replay && rep->world.diverged, judged = !diverged && ra.verdict.present;
+    char again[1024] = "";
+    if (diverged) ok = 0;
+    else if (judged) ok = ppv_fuzz_judge_run(&ra.opt, rep, ra.verdict.reference, again,
+                                             sizeof again);
     if (ra.trace_out && rep->trace) {
-        if (write_trace_file(ra.trace_out, rep->trace) < 0) {
+        if (write_trace_file(ra.trace_out, rep->trace, NULL) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
@@ -422,6 +433,18 @@ int cmd_run(int argc, char **argv) {
             json_object_array_add(bl, wait_json(&rep->world.blocked[k]));
         json_object_object_add(o, "cycle", cyc);
         json_object_object_add(o, "blocked", bl);
+        json_object *rj = NULL;
+        if (ra.replay) {
+            rj = json_object_new_object();
+            json_object_object_add(rj, "diverged", json_object_new_boolean(diverged));
+            json_object_object_add(rj, "recorded", ra.verdict.present ? json_object_new_string(
+                                                                           ra.verdict.failure)
+                                                                     : NULL);
+            json_object_object_add(rj, "fails_again", judged ? json_object_new_boolean(!ok) : NULL);
+            json_object_object_add(rj, "failure",
+                                   judged && !ok ? json_object_new_string(again) : NULL);
+        }
+        json_object_object_add(o, "replay", rj);
         puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
     } else {
@@ -474,7 +497,19 @@ int cmd_run(int argc, char **argv) {
                    strcmp(ppv_proc_name(proc), "mpi") == 0 ? "MPI" : "NCCL");
         else
             printf("trace digest: %016llx\n", (unsigned long long)rep->world.trace_digest);
-        printf("result: %s\n", ok ? "OK" : "PROBLEM");
+        if (diverged)
+            printf("replay: the trace diverges from this program (%s): it no longer runs as "
+                   "recorded\nresult: DIVERGED\n",
+                   rep->world.message);
+        else if (judged && !ok)
+            printf("replay: fails again: %s%s%s\nresult: FAILED\n", again,
+                   strcmp(again, ra.verdict.failure) ? "\nreplay: the trace recorded: " : "",
+                   strcmp(again, ra.verdict.failure) ? ra.verdict.failure : " (as recorded)");
+        else if (judged)
+            printf("replay: no longer fails (the trace recorded: %s)\nresult: OK\n",
+                   ra.verdict.failure);
+        else
+            printf("result: %s\n", ok ? "OK" : "PROBLEM");
     }
     rc = ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 done:
@@ -782,7 +817,7 @@ int cmd_record(int argc, char **argv) {
         rc = PPV_EXIT_PROBLEM;
         goto done;
     }
-    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace) < 0) {
+    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace, NULL) < 0) {
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }

@@ -132,7 +132,10 @@
       "rebuilds K layers at a time), mb:N (stash while the rank holds fewer than N stashed "       \
       "forwards, full beyond); per stage as S:POLICY, a bare S meaning full",                      \
       "none")                                                                                      \
-    X(REPLAY, 0, "replay", "TRACE", "run exactly the interleaving of a written trace", NULL)       \
+    X(REPLAY, 0, "replay", "TRACE",                                                                \
+      "run exactly the interleaving of a written trace; a failure's trace (ppv fuzz --out) "      \
+      "fails again, exit 1, or says it no longer fails or diverges",                              \
+      NULL)                                                                                        \
     X(LAYERS, 0, "layers", "N", "model layers (raised to the stage count)", "4")                   \
     X(WIDTH, 0, "width", "C", "model width, a multiple of the heads; the MLP is 2C wide", "32")    \
     X(WATCHDOG, 0, "watchdog", "STEPS", "scheduler steps without progress that make a hang",       \
@@ -318,8 +321,8 @@
     X(TRACE_OUT, 0, "trace-out", "FILE",                                                           \
       "write the run's scheduler decisions (a replayable trace)", NULL)                            \
     X(REPLAY, 0, "replay", "TRACE",                                                                \
-      "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz "                     \
-      "--out)",                                                                                    \
+      "run exactly the interleaving of a trace (ppv pp --trace-out, ppv fuzz --out); a "         \
+      "failure's trace fails again, exit 1, or says it no longer fails or diverges",              \
       NULL)                                                                                        \
     X(COMPARE_KV, 0, "compare-kv", NULL,                                                           \
       "run KV stash and KV recompute and compare caches and outputs (bitwise "                     \

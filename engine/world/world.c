@@ -10,6 +10,8 @@
  * either, the world is aborted and every rank unwinds through
  * PPV_ERR_ABORTED, so no rank's memory is left behind.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -741,6 +743,7 @@ static __attribute__((noinline)) int pick_ended(ppv_world *w, int32_t r) {
         return 1;
     }
     res->status = PPV_RUN_FAILED;
+    res->diverged = w->opt.policy.kind == PPV_POLICY_REPLAY; /* the one policy that ends so */
     snprintf(res->message, sizeof res->message, "%.500s", w->fail_msg);
     return 1;
 }
@@ -956,7 +959,15 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
     long long at;
     if (rc == 0 && !feof(f) && fscanf(f, " fault %15s %lld", kind, &at) == 2)
         line++; /* read apart */
-    if (rc == 0 && (got != total || fscanf(f, " %15s", kind) != EOF))
+    /* a failing run's verdict (ppv_trace_read_verdict reads it apart) */
+    int c, word = EOF;
+    while (rc == 0 && (word = fscanf(f, " %15[a-z]", kind)) == 1 &&
+           (!strcmp(kind, "reference") || !strcmp(kind, "verdict"))) {
+        line++;
+        while ((c = fgetc(f)) != EOF && c != '\n') {
+        }
+    }
+    if (rc == 0 && (got != total || word == 1 || fscanf(f, " %15s", kind) != EOF))
         rc = ppv_errf(err, errlen, "%s:%d: trace truncated or malformed (%lld of %lld decisions)",
                       path, line, got, total);
     fclose(f);
@@ -971,6 +982,52 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
     *n = total;
     *nranks = P;
     return 0;
+}
+
+int ppv_trace_write_verdict(FILE *f, const ppv_trace_verdict *v) {
+    if (!v->present) return 0;
+    fprintf(f, "reference %016" PRIx64 "\nverdict ", v->reference);
+    for (const char *p = v->failure; *p; p++) /* one line */
+        fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
+    fputc('\n', f);
+    return ferror(f) ? -1 : 0;
+}
+
+int ppv_trace_read_verdict(const char *path, ppv_trace_verdict *v, char *err, size_t errlen) {
+    memset(v, 0, sizeof *v);
+    FILE *f = fopen(path, "r");
+    if (!f) return ppv_errf(err, errlen, "%s: cannot open trace", path);
+    char line[1200];
+    int rc = 0, n = 0, seen = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        n++;
+        size_t len = strcspn(line, "\n");
+        if (line[len] != '\n' && !feof(f)) { /* longer than a verdict: skip its rest */
+            int c;
+            while ((c = fgetc(f)) != EOF && c != '\n') {
+            }
+        }
+        line[len] = '\0';
+        if (strncmp(line, "reference ", 10) == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long x = strtoull(line + 10, &end, 16);
+            if (errno || end == line + 10 || *end || strlen(line + 10) != 16)
+                rc = ppv_errf(err, errlen, "%s:%d: bad reference line (expected 'reference' and "
+                              "16 hex digits)", path, n);
+            v->reference = (uint64_t)x;
+            seen |= 1;
+        } else if (strncmp(line, "verdict ", 8) == 0) {
+            snprintf(v->failure, sizeof v->failure, "%.1023s", line + 8);
+            seen |= 2;
+        }
+    }
+    fclose(f);
+    if (rc == 0 && seen && seen != 3)
+        rc = ppv_errf(err, errlen, "%s: a trace's verdict needs both its 'reference' and its "
+                      "'verdict' line", path);
+    v->present = rc == 0 && seen == 3;
+    return rc;
 }
 
 int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t errlen) {

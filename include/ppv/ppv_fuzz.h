@@ -93,6 +93,8 @@ typedef struct ppv_fuzz_report {
                                   what it waits for, then the wait-for cycle */
     ppv_world *minimal;        /* the minimised run's decisions (ppv_trace_write) */
     ppv_world *failing;        /* the failing run's decisions */
+    /* what each was measured against (ppv_trace_write_verdict's reference) */
+    uint64_t failing_reference, minimal_reference;
 } ppv_fuzz_report;
 
 /* Explores. 0 with *out (found says whether a run failed), or -1 with the
@@ -100,6 +102,17 @@ typedef struct ppv_fuzz_report {
  * itself fails (the reason says so: nothing to explore). */
 int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t errlen);
 void ppv_fuzz_report_free(ppv_fuzz_report *r);
+
+/* Judges a finished run as the explorer judges each of its runs (its
+ * fault, its injection, the order of the results it decoded), against
+ * reference: the output digest it must give, or for a schedule the
+ * one-rank gradients' digest (a trace's recorded verdict). 1 when it
+ * passes, 0 with why when it fails: how a replayed failing trace fails
+ * again. */
+int ppv_fuzz_judge_pp(const ppv_pp_options *po, const ppv_pp_report *r, uint64_t reference,
+                      char *why, size_t n);
+int ppv_fuzz_judge_run(const ppv_run_options *ro, const ppv_run_report *r, uint64_t reference,
+                       char *why, size_t n);
 
 /* ---- the checker against the engine ---------------------------------------------- */
 

@@ -234,6 +234,8 @@ typedef struct ppv_world_result {
     int env_error;     /* FAILED because the run could not be carried out (out of memory,
                           an input that could not be read): not a finding about what ran */
     int32_t pct_fired; /* PCT: change points that fired (at most depth - 1) */
+    int diverged;      /* FAILED because a replayed trace named a rank that could not run,
+                          or ended while ranks still ran: the program is not the one traced */
     char message[512];
 } ppv_world_result;
 
@@ -289,5 +291,22 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
                    int32_t *nranks, char *err, size_t errlen);
 /* The fault a trace file records (kind NONE when it has none); 0 or -1. */
 int ppv_trace_read_fault(const char *path, ppv_fault *fault, char *err, size_t errlen);
+
+/* What a failing run's trace records of its failure, after its decisions
+ * (the explorer writes it): the digest the run was measured against (the
+ * reference's output, or for a schedule its gradients) and the failure as
+ * the explorer told it, so that a replay judges the run again and fails
+ * the same way. */
+typedef struct ppv_trace_verdict {
+    int present;        /* the trace has one */
+    uint64_t reference; /* `reference HEX` */
+    char failure[1024]; /* `verdict TEXT` (one line) */
+} ppv_trace_verdict;
+
+/* Appends v's lines to a trace being written (after ppv_trace_write). */
+int ppv_trace_write_verdict(FILE *f, const ppv_trace_verdict *v);
+/* The verdict a trace file records (present 0 when it has none); 0, or -1
+ * with err (a malformed line: file and line). */
+int ppv_trace_read_verdict(const char *path, ppv_trace_verdict *v, char *err, size_t errlen);
 
 #endif
