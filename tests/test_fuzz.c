@@ -345,8 +345,8 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     char ftrace[4200];
     snprintf(ftrace, sizeof ftrace, "%s/minimal.trace", fdir);
     char *text = slurp(ftrace);
-    assert_non_null(strstr(text, "\nfault corrupt 17\nreference e46644c90dc16ab4\nverdict a corrupt "
-                                 "at send 17 went unnoticed: output digest a1db5e731ea21ed2 "
+    assert_non_null(strstr(text, "\nfault corrupt 17\nreference e46644c90dc16ab4\nverdict a "
+                                 "corrupt at send 17 went unnoticed: output digest a1db5e731ea21ed2 "
                                  "differs from the reference's e46644c90dc16ab4\n"));
     /* a replayed failure is a failure: the same verdict, exit 1 */
     r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", ftrace);
@@ -404,6 +404,73 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "is a trace of 3 ranks; stage 0 and a mesh of 4 are 5"));
     run_free(&r);
+}
+
+/* --seed-bug: the reference's broken variants from the command line. The
+ * two probe bugs need an interleaving round-robin never makes (its probes
+ * never find a result on a mesh of 2): one run does not find them, dfs
+ * does, at a run pinned here, and the minimal trace replays as a failure. */
+static void test_seeded_bugs_from_the_command_line(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--seed-bug", "list");
+    assert_int_equal(r.code, 0);
+    static const char *const names[] = {"wait-trusts-epoch", "decode-first", "leader-dies",
+                                        "worker-local-recompute", "shard-reload",
+                                        "blocking-decode", "send-on-probe-hit",
+                                        "cut-on-probe-hit"};
+    int lines = 0;
+    for (const char *p = r.out; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 1 + 2 * 8);
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "\n  %-24s ", names[k]);
+        if (!strstr(r.out, want)) fail_msg("no %s in the list", names[k]);
+    }
+    run_free(&r);
+    r = RUN("pp", "--seed-bug", "nosuch");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--seed-bug takes a name that 'ppv pp --seed-bug list' shows, "
+                                  "not 'nosuch'"));
+    run_free(&r);
+    static const struct {
+        const char *bug, *opt, *val, *found, *again;
+    } probe_bugs[] = {
+        {"send-on-probe-hit", "--d-in", "2",
+         "failure at run 13 (dfs, 101 scheduler steps): PPV-RULE",
+         "stage 0 has 3 envelopes in flight, more than D_in 2: its bounded queue overflowed"},
+        {"cut-on-probe-hit", "--hard-cut-at", "2",
+         "failure at run 34 (dfs, 146 scheduler steps): PPV-WATCHDOG: deadlock",
+         "PPV-WATCHDOG: deadlock after 140 scheduler steps: 3 of 3 ranks blocked"},
+    };
+    for (size_t k = 0; k < 2; k++) {
+        const char *bug = probe_bugs[k].bug, *opt = probe_bugs[k].opt, *val = probe_bugs[k].val;
+        /* round-robin alone: the bug hides */
+        r = RUN("fuzz", "pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", opt,
+                val, "--seed-bug", bug, "--runs", "1");
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+        const char *dir = tmp_path(bug);
+        r = RUN("fuzz", "pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", opt,
+                val, "--seed-bug", bug, "--strategy", "dfs", "--runs", "1000", "--out", dir);
+        assert_int_equal(r.code, 1);
+        if (!strstr(r.out, probe_bugs[k].found)) fail_msg("%s: %s", bug, r.out);
+        run_free(&r);
+        char trace[4200];
+        snprintf(trace, sizeof trace, "%s/minimal.trace", dir);
+        r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", opt, val,
+                "--seed-bug", bug, "--replay", trace);
+        assert_int_equal(r.code, 1);
+        assert_non_null(strstr(r.out, ", seeded bug "));
+        if (!strstr(r.out, probe_bugs[k].again)) fail_msg("%s: %s", bug, r.out);
+        assert_non_null(strstr(r.out, "(as recorded)\nresult: FAILED\n"));
+        run_free(&r);
+        /* the reference takes another path at the bug: the trace diverges */
+        r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", opt, val,
+                "--replay", trace);
+        assert_int_equal(r.code, 1);
+        assert_non_null(strstr(r.out, "result: DIVERGED\n"));
+        run_free(&r);
+    }
 }
 
 static void test_command_keeps_options_to_their_target(void **state) {
@@ -702,6 +769,7 @@ int main(void) {
         cmocka_unit_test(test_lost_duplicated_and_killed_messages_end_named_or_unchanged),
         cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
+        cmocka_unit_test(test_seeded_bugs_from_the_command_line),
         cmocka_unit_test(test_command_keeps_options_to_their_target),
         cmocka_unit_test(test_delays_and_buffered_links_change_nothing),
         cmocka_unit_test(test_a_delay_is_not_allowed_to_fail_a_run),

@@ -476,6 +476,20 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
         o->inject = (ppv_pp_inject)i;
         return 0;
     }
+    case PIPE_SEED_BUG: {
+        if (list && !strcmp(arg, "list")) {
+            *list = 2;
+            return 0;
+        }
+        int b = ppv_pp_bug_lookup(arg);
+        if (b < 0) {
+            usage_error("--seed-bug takes a name that 'ppv pp --seed-bug list' shows, not '%s'",
+                        arg);
+            return -1;
+        }
+        o->bug = (ppv_pp_bug)b;
+        return 0;
+    }
     case PIPE_WATCHDOG_STEPS:
         if (whole_option32("--watchdog-steps", arg, 1, 2000000000, &v) < 0) return -1;
         o->watchdog_steps = v;

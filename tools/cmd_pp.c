@@ -169,6 +169,31 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
     return -1;
 }
 
+/* --seed-bug list: every seeded bug, what it breaks and the options that
+ * show it. */
+static int list_bugs(int json) {
+    if (json) {
+        json_object *arr = json_object_new_array();
+        for (int b = 1; b < PPV_PP_BUG_COUNT; b++) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "name", json_object_new_string(ppv_pp_bug_token(b)));
+            json_object_object_add(o, "breaks", json_object_new_string(ppv_pp_bug_text(b)));
+            json_object_object_add(o, "shows_with", json_object_new_string(ppv_pp_bug_needs(b)));
+            json_object_array_add(arr, o);
+        }
+        puts(json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN |
+                                                     JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(arr);
+        return PPV_EXIT_OK;
+    }
+    printf("seeded bugs: deliberately broken variants of the reference, for measuring the "
+           "explorer (never what ppv pp runs without --seed-bug)\n");
+    for (int b = 1; b < PPV_PP_BUG_COUNT; b++)
+        printf("  %-24s %s\n  %-24s shows with: %s\n", ppv_pp_bug_token(b), ppv_pp_bug_text(b),
+               "", ppv_pp_bug_needs(b));
+    return PPV_EXIT_OK;
+}
+
 static int list_injections(int json) {
     if (json) {
         json_object *arr = json_object_new_array();
@@ -215,6 +240,7 @@ static void describe(const ppv_pp_options *o, FILE *f) {
     for (int32_t i = 0; i < o->ncuts; i++)
         fprintf(f, "%s%d", i ? "," : ", hard cut before chunk ", o->cuts[i]);
     if (o->control_only) fprintf(f, ", control plane only");
+    if (o->bug) fprintf(f, ", seeded bug %s", ppv_pp_bug_token(o->bug));
     fputc('\n', f);
 }
 
@@ -563,6 +589,7 @@ int cmd_pp(int argc, char **argv) {
 static int run_pp(pp_args *ap) {
     pp_args a = *ap;
     int rc;
+    if (a.list == 2) return list_bugs(a.json);
     if (a.list) return list_injections(a.json);
     char err[1024];
     if (ppv_pp_options_check(&a.o, err, sizeof err) < 0) {

@@ -310,6 +310,10 @@
          "put in a fault of the break-it matrix; exit 0 when it is caught as "                     \
          "it must be; 'list' prints them all with what each must produce",                         \
          NULL)                                                                                     \
+    PIPE(SEED_BUG, 0, "seed-bug", "NAME|list",                                                     \
+         "run a deliberately broken variant of the reference, for measuring the explorer; "       \
+         "'list' prints them with the options that show each",                                    \
+         NULL)                                                                                     \
     X(POLICY, 0, "policy", "rr|random|pct[:DEPTH]", "scheduling policy of the mock world", "rr")   \
     X(SEED, 0, "seed", "N", "seed of the random and pct policies", "0")                            \
     PIPE(WATCHDOG_STEPS, 0, "watchdog-steps", "N",                                                 \

@@ -341,8 +341,8 @@ def main():
     if not ppv or not os.access(ppv, os.X_OK):
         print("sweep: no ppv binary (build it, or name it with --ppv)", file=sys.stderr)
         return 2
-    goldens = sorted(os.path.join(REPO, "golden", x) for x in os.listdir(os.path.join(REPO, "golden"))
-                     if x.endswith(".h5"))
+    gdir = os.path.join(REPO, "golden")
+    goldens = sorted(os.path.join(gdir, x) for x in os.listdir(gdir) if x.endswith(".h5"))
     if not goldens:
         print("sweep: no golden files in %s/golden" % REPO, file=sys.stderr)
         return 2

@@ -25,6 +25,67 @@ static const struct {
 #undef PPV_PP_INJECT
 };
 
+/* The seeded bugs (ppv_pp.h): deliberately broken variants of the
+ * reference, for measuring the explorer (--seed-bug). */
+static const struct {
+    const char *token, *text, *needs;
+} bugs[PPV_PP_BUG_COUNT] = {
+    [PPV_PP_BUG_NONE] = {"none", "the reference itself", ""},
+    [PPV_PP_BUG_WAIT_TRUSTS_EPOCH] =
+        {"wait-trusts-epoch",
+         "with --poll, stage 0 takes a result it waited for (its probe found nothing) without "
+         "judging it, a stale one included",
+         "--poll --inject OM-09 --hard-cut-at 2 --control-only --chunks 4 --steps 2"},
+    [PPV_PP_BUG_DECODE_FIRST] = {"decode-first",
+                                 "stage 0 decodes result k before it sends envelope k+1",
+                                 "--d-in 1 --control-only --chunks 4 --steps 2"},
+    [PPV_PP_BUG_LEADER_DIES] = {"leader-dies",
+                                "the leader returns after receiving chunk 1's header",
+                                "--mesh 2 --control-only --chunks 4 --steps 2"},
+    [PPV_PP_BUG_WORKER_LOCAL_RECOMPUTE] =
+        {"worker-local-recompute",
+         "the last mesh rank decides KV recompute from its own count of chunks, not the "
+         "envelope's flag",
+         "--mesh 2 --kv recompute --recompute-every 2 --hard-cut-at 3 --control-only --chunks 6 "
+         "--steps 2"},
+    [PPV_PP_BUG_SHARD_RELOAD] =
+        {"shard-reload",
+         "the built-in generator's last mesh rank reloads mesh rank 0's shard before chunk 1",
+         "--mesh 2 (the built-in generator)"},
+    [PPV_PP_BUG_BLOCKING_DECODE] =
+        {"blocking-decode",
+         "stage 0 sends only when nothing is in flight or waiting to be decoded: the output is "
+         "right, the overlap is lost (no failure: the OverlapScore shows it)",
+         "--cost decode=200,call=20"},
+    [PPV_PP_BUG_SEND_ON_PROBE_HIT] =
+        {"send-on-probe-hit",
+         "with --poll, when its probe finds a result with D_in envelopes in flight, stage 0 "
+         "sends the next envelope before taking it: past D_in (the bounded queue's tripwire); "
+         "round-robin's probes never find one",
+         "--poll --control-only --chunks 4 --steps 2"},
+    [PPV_PP_BUG_CUT_ON_PROBE_HIT] =
+        {"cut-on-probe-hit",
+         "with --poll, at a hard cut stage 0 takes a result its probe found for the old epoch "
+         "drained and starts the new one with results still in flight; round-robin's probes "
+         "never find one",
+         "--poll --hard-cut-at 2 --control-only --chunks 4 --steps 2"},
+};
+
+const char *ppv_pp_bug_token(ppv_pp_bug b) {
+    return (unsigned)b < PPV_PP_BUG_COUNT ? bugs[b].token : NULL;
+}
+const char *ppv_pp_bug_text(ppv_pp_bug b) {
+    return (unsigned)b < PPV_PP_BUG_COUNT ? bugs[b].text : NULL;
+}
+const char *ppv_pp_bug_needs(ppv_pp_bug b) {
+    return (unsigned)b < PPV_PP_BUG_COUNT ? bugs[b].needs : NULL;
+}
+int ppv_pp_bug_lookup(const char *token) {
+    for (int b = 0; b < PPV_PP_BUG_COUNT; b++)
+        if (!strcmp(token, bugs[b].token)) return b;
+    return -1;
+}
+
 const char *ppv_pp_inject_token(ppv_pp_inject i) {
     return (unsigned)i < PPV_INJECT_COUNT ? injections[i].token : "?";
 }

@@ -42,6 +42,7 @@ typedef struct stage0 {
     inflight *sent; /* ring of D_in + D_out: sent, result not yet decoded */
     int32_t nsent, sent_head, sent_cap;
     int32_t awaiting; /* of those, results not yet received */
+    int probe_hit; /* poll: a probe found a result since the last send (seeded bugs) */
     ready *rdy;       /* ring of D_out */
     int32_t nready, ready_head;
     ready *held; /* the reorder buffer: results ahead of their turn, judged (D_out at most) */
@@ -311,8 +312,18 @@ static int send_chunk(stage0 *s, int32_t k) {
     f->t_sent = ppv_transport_clock_ns(s->t);
     s->nsent++;
     s->awaiting++;
+    s->probe_hit = 0;
     if (s->awaiting > s->c->rep->max_inflight) s->c->rep->max_inflight = s->awaiting;
-    return note_envelope(s, &f->e, t_begin);
+    if (note_envelope(s, &f->e, t_begin) < 0) return -1;
+    /* the bounded queue's tripwire: never more than D_in in flight */
+    if (s->awaiting > o->d_in && !pp_skipped(s->c, PPV_POINT_STAGE0_SEND)) {
+        pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
+                "stage 0 has %d envelopes in flight, more than D_in %d: its bounded queue "
+                "overflowed",
+                s->awaiting, o->d_in);
+        return -1;
+    }
+    return 0;
 }
 
 /* The failure mode a failed result names first in its error_message. */
@@ -636,6 +647,15 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
                 goto done;
             }
             if (arrived) {
+                s.probe_hit = 1;
+                /* seeded: a result on its way is taken for room in flight */
+                if (o->bug == PPV_PP_BUG_SEND_ON_PROBE_HIT && k < total && s.awaiting == o->d_in) {
+                    int drain;
+                    if (chunk_epoch(&s, k, &drain) == s.epoch && !drain) {
+                        if (send_chunk(&s, k) < 0) goto done;
+                        k++;
+                    }
+                }
                 if (receive_result(&s, 1) < 0) goto done;
                 continue;
             }
@@ -645,7 +665,8 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
         if (can_send) {
             int drain;
             int64_t epoch = chunk_epoch(&s, k, &drain);
-            if (drain && s.nsent)
+            /* seeded: a result its probe found taken for the old epoch drained */
+            if (drain && s.nsent && !(o->bug == PPV_PP_BUG_CUT_ON_PROBE_HIT && s.probe_hit))
                 can_send = 0;
             else if (epoch != s.epoch) {
                 s.epoch = epoch; /* a hard cut: nothing of the old epoch is in flight */

@@ -155,10 +155,25 @@ typedef enum ppv_pp_bug {
                                          count of chunks, not the envelope's flag */
     PPV_PP_BUG_SHARD_RELOAD, /* the built-in generator's last mesh rank reloads mesh rank 0's
                                shard before chunk 1 (a hot reload gone wrong) */
-    PPV_PP_BUG_BLOCKING_DECODE /* stage 0 sends an envelope only when nothing is in flight or
+    PPV_PP_BUG_BLOCKING_DECODE, /* stage 0 sends an envelope only when nothing is in flight or
                                   waiting to be decoded (a decode on the send thread): the
                                   output is right, the mesh idles through every decode */
+    PPV_PP_BUG_SEND_ON_PROBE_HIT, /* with poll: when its probe finds a result with D_in in
+                                     flight, stage 0 sends the next envelope before taking it
+                                     (past D_in: the bounded queue's tripwire) */
+    PPV_PP_BUG_CUT_ON_PROBE_HIT,  /* with poll: at a hard cut, stage 0 takes a result its
+                                     probe found for the old epoch drained and starts the new
+                                     one with results still in flight */
+    PPV_PP_BUG_COUNT
 } ppv_pp_bug;
+
+/* A seeded bug's name on the command line (--seed-bug), what it breaks,
+ * and the options under which it can show; NULL for none. */
+const char *ppv_pp_bug_token(ppv_pp_bug b);
+const char *ppv_pp_bug_text(ppv_pp_bug b);
+const char *ppv_pp_bug_needs(ppv_pp_bug b);
+/* The bug spelled token, or -1. */
+int ppv_pp_bug_lookup(const char *token);
 
 /* Stage 0's event log (a recording's /inference/events): what it sent,
  * what it received and what it did with each result, and what it decoded,
