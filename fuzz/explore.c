@@ -382,8 +382,9 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
                               "job");
         return -1;
     }
-    if (o->pct_depth < 2 || o->pct_depth > 64) {
-        snprintf(err, errlen, "PCT depth %d: 2 to 64", o->pct_depth);
+    int lowest = o->strategy == PPV_FUZZ_PCT ? 1 : 2; /* 1: priorities alone */
+    if (o->pct_depth < lowest || o->pct_depth > 64) {
+        snprintf(err, errlen, "PCT depth %d: %d to 64", o->pct_depth, lowest);
         return -1;
     }
     ppv_fuzz_report *rep = calloc(1, sizeof *rep);

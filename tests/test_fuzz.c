@@ -496,6 +496,16 @@ static void test_command_keeps_options_to_their_target(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "dfs draws nothing: --pct-depth is for"));
     run_free(&r);
+    /* PCT at depth 1 (priorities alone) is PCT's; the portfolio runs 2 and up */
+    r = RUN("fuzz", "pp", "--strategy", "portfolio", "--pct-depth", "1");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--pct-depth 1 (no change points) is for --strategy pct"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--control-only", "--chunks", "2", "--strategy", "pct", "--pct-depth",
+            "1", "--runs", "20");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "runs: 20 in "));
+    run_free(&r);
     r = RUN("fuzz", "pp", "--strategy", "bfs");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--strategy is random, pct, portfolio or dfs, not 'bfs'"));

@@ -94,7 +94,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->strategy_given = 1;
             break;
         case OPT_PCT_DEPTH:
-            if (whole_option("--pct-depth", optarg, 2, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            if (whole_option("--pct-depth", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.pct_depth = (int32_t)n;
             a->depth_given = 1;
             break;
@@ -180,6 +180,10 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     if (a->f.strategy == PPV_FUZZ_DFS && (a->seed_given || a->depth_given))
         return usage_error("dfs draws nothing: %s is for random, pct and portfolio",
                            a->seed_given ? "--seed" : "--pct-depth");
+    if (a->f.pct_depth < 2 && a->f.strategy != PPV_FUZZ_PCT)
+        return usage_error("--pct-depth 1 (no change points) is for --strategy pct; the "
+                           "portfolio runs depths 2 and up%s",
+                           "");
     if (!runs_given && !(a->f.seconds > 0))
         a->f.runs = a->f.strategy == PPV_FUZZ_DFS ? 100000 : 1000;
     return -1;

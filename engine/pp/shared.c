@@ -35,7 +35,7 @@ static const struct {
         {"wait-trusts-epoch",
          "with --poll, stage 0 takes a result it waited for (its probe found nothing) without "
          "judging it, a stale one included",
-         "--poll --inject OM-09 --hard-cut-at 2 --control-only --chunks 4 --steps 2"},
+         "--mesh 1 --poll --inject OM-09 --hard-cut-at 2 --control-only --chunks 4 --steps 2"},
     [PPV_PP_BUG_DECODE_FIRST] = {"decode-first",
                                  "stage 0 decodes result k before it sends envelope k+1",
                                  "--d-in 1 --control-only --chunks 4 --steps 2"},

@@ -47,7 +47,7 @@ typedef struct ppv_fuzz_program {
 
 typedef struct ppv_fuzz_options {
     ppv_fuzz_strategy strategy;
-    int32_t pct_depth; /* at least 2 */
+    int32_t pct_depth; /* at least 2; PCT alone takes 1 (priorities, no change point) */
     uint64_t seed;     /* run i's policy seed is seed + i */
     int64_t runs;      /* stop after this many (0: no limit) */
     double seconds;    /* or after this long (0: no limit); one of the two is set */
