@@ -314,7 +314,19 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     assert_non_null(strstr(r.out, "replay: fails again: deadlock after 7 scheduler steps: 2 of 2 "
                                   "ranks blocked (as recorded)\nresult: FAILED\n"));
     run_free(&r);
-    /* eager sends: another program, which the trace's 7 decisions do not finish */
+    /* the minimal trace forces nothing (round-robin fails): it holds no
+     * decision, then round-robin; the failing one holds all 7 */
+    char *mt = slurp(trace);
+    assert_non_null(strstr(mt, "ppv-trace 1\nranks 2\ndecisions 0\nthen round-robin\nreference "));
+    free(mt);
+    /* eager sends: a program that no longer fails on it; the failing
+     * trace's 7 decisions do not finish it */
+    r = RUN("run", data_path("rendezvous_only_train.csv"), "--sem", "eager", "--replay", trace);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "replay: no longer fails (the trace recorded: deadlock after 7 "
+                                  "scheduler steps: 2 of 2 ranks blocked)\nresult: OK\n"));
+    run_free(&r);
+    snprintf(trace, sizeof trace, "%s/failing.trace", dir);
     r = RUN("run", data_path("rendezvous_only_train.csv"), "--sem", "eager", "--replay", trace);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "replay: the trace diverges from this program (trace ends after "
@@ -368,8 +380,18 @@ static void test_command_writes_traces_that_run_replays(void **state) {
                                   "17 went unnoticed"));
     assert_non_null(strstr(r.out, "result: OK\n"));
     run_free(&r);
-    /* another program (envelope digests on) diverges from the trace: where */
+    /* with envelope digests (the default) the leader catches the same
+     * corruption on the minimal trace: it no longer fails; the failing
+     * trace, every decision of the run without digests, diverges: where */
     r = RUN("pp", "--chunks", "4", "--steps", "2", "--replay", ftrace);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "failure: PPV-ENVELOPE caught by leader"));
+    assert_non_null(strstr(r.out, "replay: no longer fails (the trace recorded: a corrupt at send "
+                                  "17 went unnoticed"));
+    run_free(&r);
+    char full[4200];
+    snprintf(full, sizeof full, "%s/failing.trace", fdir);
+    r = RUN("pp", "--chunks", "4", "--steps", "2", "--replay", full);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "replay: the trace diverges from this program (trace diverges "
                                   "at step "));
@@ -464,7 +486,15 @@ static void test_seeded_bugs_from_the_command_line(void **state) {
         if (!strstr(r.out, probe_bugs[k].again)) fail_msg("%s: %s", bug, r.out);
         assert_non_null(strstr(r.out, "(as recorded)\nresult: FAILED\n"));
         run_free(&r);
-        /* the reference takes another path at the bug: the trace diverges */
+        /* the reference, on the bug's minimal trace (its forced decisions,
+         * then round-robin), no longer fails; on the failing trace, which
+         * holds every decision, it diverges where the bug took another path */
+        r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", opt, val,
+                "--replay", trace);
+        assert_int_equal(r.code, 0);
+        assert_non_null(strstr(r.out, "replay: no longer fails (the trace recorded: "));
+        run_free(&r);
+        snprintf(trace, sizeof trace, "%s/failing.trace", dir);
         r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", opt, val,
                 "--replay", trace);
         assert_int_equal(r.code, 1);

@@ -197,14 +197,16 @@ static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
     fflush(stderr);
 }
 
-/* Writes DIR/NAME.trace from w, with the failure and what it was measured
- * against, so that a replay fails the same way; 0, or -1 after a message. */
-static int save_trace(const char *dir, const char *name, const ppv_world *w, uint64_t reference,
-                      const char *failure, char *path, size_t n) {
+/* Writes DIR/NAME.trace from w (its first forced decisions and then
+ * round-robin, forced >= 0; else every decision), with the failure and
+ * what it was measured against, so that a replay fails the same way; 0,
+ * or -1 after a message. */
+static int save_trace(const char *dir, const char *name, const ppv_world *w, int64_t forced,
+                      uint64_t reference, const char *failure, char *path, size_t n) {
     snprintf(path, n, "%s/%s", dir, name);
     ppv_trace_verdict v = {1, reference, ""};
     snprintf(v.failure, sizeof v.failure, "%s", failure);
-    return w ? write_trace_file(path, w, &v) : -1;
+    return w ? write_trace_file(path, w, forced, &v) : -1;
 }
 
 static const char *policy_text(const ppv_policy *p, char *buf, size_t n) {
@@ -379,10 +381,11 @@ int cmd_fuzz(int argc, char **argv) {
     if (tty) fputs("\r\033[K", stderr);
     char failing_path[4200] = "", minimal_path[4200] = "", pol[96];
     if (r->found && a.out) {
-        if (save_trace(a.out, "failing.trace", r->failing, r->failing_reference, r->failure,
+        if (save_trace(a.out, "failing.trace", r->failing, -1, r->failing_reference, r->failure,
                        failing_path, sizeof failing_path) < 0 ||
-            save_trace(a.out, "minimal.trace", r->minimal, r->minimal_reference,
-                       r->minimal_failure, minimal_path, sizeof minimal_path) < 0) {
+            save_trace(a.out, "minimal.trace", r->minimal, r->minimal_prefix,
+                       r->minimal_reference, r->minimal_failure, minimal_path,
+                       sizeof minimal_path) < 0) {
             ppv_fuzz_report_free(r);
             rc = PPV_EXIT_BAD_INPUT;
             goto done;

@@ -156,6 +156,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         a->o.policy.kind = PPV_POLICY_REPLAY;
         a->o.policy.replay = a->decisions;
         a->o.policy.nreplay = n;
+        if ((a->o.policy.then_rr = ppv_trace_read_then_rr(a->replay, err, sizeof err)) < 0) {
+            fprintf(stderr, "ppv pp: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
         if (ppv_trace_read_fault(a->replay, &a->o.fault, err, sizeof err) < 0 ||
             ppv_trace_read_verdict(a->replay, &a->verdict, err, sizeof err) < 0) {
             fprintf(stderr, "ppv pp: %s\n", err);
@@ -655,7 +659,8 @@ static int run_pp(pp_args *ap) {
         fprintf(stderr, "ppv pp: %s\n", err);
         goto done;
     }
-    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace, NULL) < 0) goto done;
+    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace, -1, NULL) < 0)
+        goto done;
     rc = print_report(&a, r);
 done:
     ppv_pp_report_free(r);

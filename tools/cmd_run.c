@@ -244,6 +244,10 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
         ra->opt.policy.kind = PPV_POLICY_REPLAY;
         ra->opt.policy.replay = ra->replay_decisions;
         ra->opt.policy.nreplay = n;
+        if ((ra->opt.policy.then_rr = ppv_trace_read_then_rr(ra->replay, err, sizeof err)) < 0) {
+            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+            return PPV_EXIT_BAD_INPUT;
+        }
         /* a fault the explorer put in is part of what the trace replays, and
          * the failure it found what the replay is judged by */
         if (ppv_trace_read_fault(ra->replay, &ra->opt.fault, err, sizeof err) < 0 ||
@@ -375,7 +379,7 @@ int cmd_run(int argc, char **argv) {
     else if (judged) ok = ppv_fuzz_judge_run(&ra.opt, rep, ra.verdict.reference, again,
                                              sizeof again);
     if (ra.trace_out && rep->trace) {
-        if (write_trace_file(ra.trace_out, rep->trace, NULL) < 0) {
+        if (write_trace_file(ra.trace_out, rep->trace, -1, NULL) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
@@ -817,7 +821,7 @@ int cmd_record(int argc, char **argv) {
         rc = PPV_EXIT_PROBLEM;
         goto done;
     }
-    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace, NULL) < 0) {
+    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace, -1, NULL) < 0) {
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }

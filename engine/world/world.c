@@ -546,6 +546,13 @@ static int32_t pick(ppv_world *w, int32_t nready) {
             }
             return -1;
         }
+        if (w->steps >= pol->nreplay && pol->then_rr) { /* round-robin after a minimal trace */
+            for (int32_t k = 1; k <= P; k++) {
+                int32_t r = (w->last + k + P) % P;
+                if (w->ranks[r].state == RANK_READY) return r;
+            }
+            return -1;
+        }
         if (w->steps >= pol->nreplay) {
             snprintf(w->fail_msg, sizeof w->fail_msg,
                      "trace ends after %lld decisions but ranks still run",
@@ -890,18 +897,41 @@ const char *ppv_fault_name(ppv_fault_kind k) {
     return (unsigned)k < PPV_FAULT_COUNT ? fault_names[k] : "?";
 }
 
-int ppv_trace_write(FILE *f, const ppv_world *w) {
-    fprintf(f, "ppv-trace 1\nranks %d\ndecisions %lld\n", w->P, (long long)w->ndecisions);
-    for (int64_t k = 0; k < w->ndecisions;) { /* run-length: RANK COUNT */
+/* The trace of w's first n decisions, round-robin after them when rr. */
+static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr) {
+    if (n > w->ndecisions) n = w->ndecisions;
+    fprintf(f, "ppv-trace 1\nranks %d\ndecisions %lld\n", w->P, (long long)n);
+    for (int64_t k = 0; k < n;) { /* run-length: RANK COUNT */
         int64_t j = k;
-        while (j < w->ndecisions && w->decisions[j] == w->decisions[k]) j++;
+        while (j < n && w->decisions[j] == w->decisions[k]) j++;
         fprintf(f, "%d %lld\n", w->decisions[k], (long long)(j - k));
         k = j;
     }
+    if (rr) fprintf(f, "then round-robin\n");
     if (w->opt.fault.kind != PPV_FAULT_NONE)
         fprintf(f, "fault %s %lld\n", ppv_fault_name(w->opt.fault.kind),
                 (long long)w->opt.fault.message);
     return ferror(f) ? -1 : 0;
+}
+
+int ppv_trace_write(FILE *f, const ppv_world *w) {
+    return write_trace(f, w, w->ndecisions, 0);
+}
+
+int ppv_trace_write_prefix(FILE *f, const ppv_world *w, int64_t n) {
+    return write_trace(f, w, n, 1);
+}
+
+int ppv_trace_read_then_rr(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) return ppv_errf(err, errlen, "%s: cannot open trace", path);
+    char line[256];
+    int rr = 0;
+    while (fgets(line, sizeof line, f))
+        if (strcmp(line, "then round-robin\n") == 0 || strcmp(line, "then round-robin") == 0)
+            rr = 1;
+    fclose(f);
+    return rr;
 }
 
 int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions, int64_t *n,
@@ -957,6 +987,9 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
     }
     char kind[16];
     long long at;
+    /* a minimal trace's round-robin tail (ppv_trace_read_then_rr reads it apart) */
+    if (rc == 0 && !feof(f) && fscanf(f, " then round-robi%c", kind) == 1 && kind[0] == 'n')
+        line++;
     if (rc == 0 && !feof(f) && fscanf(f, " fault %15s %lld", kind, &at) == 2)
         line++; /* read apart */
     /* a failing run's verdict (ppv_trace_read_verdict reads it apart) */

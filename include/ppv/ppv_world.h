@@ -167,6 +167,8 @@ typedef struct ppv_policy {
                     cannot run, go on round-robin instead of failing (the
                     explorer's minimisation replays prefixes this way) */
     const ppv_explorer *explorer; /* EXPLORE */
+    int then_rr; /* REPLAY: past the decisions, go on round-robin (a minimal trace:
+                    its forced decisions only); one that cannot run still diverges */
 } ppv_policy;
 
 /* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given
@@ -283,6 +285,12 @@ void ppv_world_progress(ppv_transport *t, int32_t rank);
 /* The decisions taken so far, and the trace file that replays them. */
 const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
 int ppv_trace_write(FILE *f, const ppv_world *w);
+/* The first n of w's decisions, then "then round-robin": a minimal trace,
+ * which holds only the decisions that must be forced (policy then_rr). */
+int ppv_trace_write_prefix(FILE *f, const ppv_world *w, int64_t n);
+/* Whether a trace file goes on round-robin after its decisions (1), or
+ * must end with them (0); -1 with err. */
+int ppv_trace_read_then_rr(const char *path, char *err, size_t errlen);
 /* Reads a trace file's decisions (malloc'd). A trace is run-length
  * encoded, so a few bytes can announce billions of decisions: one that
  * announces more than max_decisions is refused before anything is
