@@ -317,7 +317,8 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     /* the minimal trace forces nothing (round-robin fails): it holds no
      * decision, then round-robin; the failing one holds all 7 */
     char *mt = slurp(trace);
-    assert_non_null(strstr(mt, "ppv-trace 1\nranks 2\ndecisions 0\nthen round-robin\nreference "));
+    assert_non_null(strstr(mt, "ppv-trace 1\nranks 2\ndecisions 0\ndeviations 0\nthen "
+                               "round-robin\nreference "));
     free(mt);
     /* eager sends: a program that no longer fails on it; the failing
      * trace's 7 decisions do not finish it */
@@ -358,8 +359,9 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     snprintf(ftrace, sizeof ftrace, "%s/minimal.trace", fdir);
     char *text = slurp(ftrace);
     assert_non_null(strstr(text, "\nfault corrupt 17\nreference e46644c90dc16ab4\nverdict a "
-                                 "corrupt at send 17 went unnoticed: output digest a1db5e731ea21ed2 "
-                                 "differs from the reference's e46644c90dc16ab4\n"));
+                                 "corrupt at send 17 went unnoticed: output digest "
+                                 "a1db5e731ea21ed2 differs from the reference's "
+                                 "e46644c90dc16ab4\n"));
     /* a replayed failure is a failure: the same verdict, exit 1 */
     r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", ftrace);
     assert_int_equal(r.code, 1);
@@ -500,6 +502,83 @@ static void test_seeded_bugs_from_the_command_line(void **state) {
         assert_int_equal(r.code, 1);
         assert_non_null(strstr(r.out, "result: DIVERGED\n"));
         run_free(&r);
+    }
+}
+
+/* Minimal means small to read: each seeded interleaving bug's minimal
+ * trace is round-robin but at a few steps, grouped in stretches (steps
+ * within three of each other), at most the bug's depth (3, the depth PCT
+ * needs for cut-on-probe-hit) and 12 steps in all; the trace holds those
+ * lines alone, and replays as the failure. A deviation line out of order
+ * is refused. */
+static void test_minimal_traces_are_a_few_forced_steps(void **state) {
+    (void)state;
+    static const struct {
+        const char *bug, *o1, *v1, *o2, *v2, *o3, *v3; /* the options that show it */
+        int64_t deviations, stretches;
+        const char *forced;
+    } bugs[] = {
+        {"wait-trusts-epoch", "--mesh", "1", "--inject", "OM-09", "--hard-cut-at", "2", 6, 1,
+         "  forced: steps 47-52 (6 forced) to rank 0\n"},
+        {"send-on-probe-hit", "--d-in", "2", "--d-out", "2", "--mesh", "2", 12, 2,
+         "  forced: steps 72-85 (10 forced) to rank 1; steps 90-91 (2 forced) to rank 1\n"},
+        {"cut-on-probe-hit", "--d-in", "2", "--d-out", "2", "--hard-cut-at", "2", 9, 1,
+         "  forced: steps 27-39 (9 forced) to rank 1\n"},
+    };
+    for (size_t k = 0; k < sizeof bugs / sizeof bugs[0]; k++) {
+        const char *dir = tmp_path(bugs[k].bug);
+        run_result r = RUN("fuzz", "pp", "--poll", "--control-only", "--chunks", "4", "--steps",
+                           "2", bugs[k].o1, bugs[k].v1, bugs[k].o2, bugs[k].v2, bugs[k].o3,
+                           bugs[k].v3, "--seed-bug", bugs[k].bug, "--strategy", "dfs", "--out",
+                           dir);
+        assert_int_equal(r.code, 1);
+        char want[128];
+        snprintf(want, sizeof want, "minimal: round-robin but at %lld steps (of ",
+                 (long long)bugs[k].deviations);
+        if (!strstr(r.out, want) || !strstr(r.out, bugs[k].forced))
+            fail_msg("%s: %s", bugs[k].bug, r.out);
+        run_free(&r);
+        r = RUN("fuzz", "pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2",
+                bugs[k].o1, bugs[k].v1, bugs[k].o2, bugs[k].v2, bugs[k].o3, bugs[k].v3,
+                "--seed-bug", bugs[k].bug, "--strategy", "dfs", "--json");
+        snprintf(want, sizeof want, "\"minimal_deviations\":%lld,\"minimal_stretches\":%lld",
+                 (long long)bugs[k].deviations, (long long)bugs[k].stretches);
+        if (!strstr(r.out, want)) fail_msg("%s: %s", bugs[k].bug, r.out);
+        assert_true(bugs[k].stretches <= 3 && bugs[k].deviations <= 12);
+        run_free(&r);
+        char trace[4200];
+        snprintf(trace, sizeof trace, "%s/minimal.trace", dir);
+        char *text = slurp(trace);
+        int lines = 0;
+        for (const char *p = text; *p; p++) lines += *p == '\n';
+        /* header 3, deviations 1 + one a step, then round-robin, reference, verdict */
+        assert_int_equal(lines, 3 + 1 + (int)bugs[k].deviations + 3);
+        r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", bugs[k].o1,
+                bugs[k].v1, bugs[k].o2, bugs[k].v2, bugs[k].o3, bugs[k].v3, "--seed-bug",
+                bugs[k].bug, "--replay", trace);
+        assert_int_equal(r.code, 1);
+        assert_non_null(strstr(r.out, "(as recorded)\nresult: FAILED\n"));
+        run_free(&r);
+        if (k == 0) { /* two deviations swapped: refused, by line */
+            char *a = strstr(text, "\nat "), *b = a ? strstr(a + 1, "\nat ") : NULL;
+            assert_non_null(b);
+            char la[32], lb[32];
+            size_t na = (size_t)(b - a), nb = strcspn(b + 1, "\n") + 1;
+            snprintf(la, sizeof la, "%.*s", (int)na, a);
+            snprintf(lb, sizeof lb, "%.*s", (int)nb, b);
+            memcpy(a, lb, nb);
+            memcpy(a + nb, la, na);
+            const char *bad = tmp_path("swapped.trace");
+            write_text(bad, text);
+            r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2",
+                    bugs[k].o1, bugs[k].v1, bugs[k].o2, bugs[k].v2, bugs[k].o3, bugs[k].v3,
+                    "--replay", bad);
+            assert_int_equal(r.code, 2);
+            assert_non_null(strstr(r.err, ":6: bad deviation (expected 'at STEP RANK', steps "
+                                          "rising)"));
+            run_free(&r);
+        }
+        free(text);
     }
 }
 
@@ -810,6 +889,7 @@ int main(void) {
         cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
         cmocka_unit_test(test_seeded_bugs_from_the_command_line),
+        cmocka_unit_test(test_minimal_traces_are_a_few_forced_steps),
         cmocka_unit_test(test_command_keeps_options_to_their_target),
         cmocka_unit_test(test_delays_and_buffered_links_change_nothing),
         cmocka_unit_test(test_a_delay_is_not_allowed_to_fail_a_run),

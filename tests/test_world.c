@@ -222,7 +222,7 @@ static void test_a_trace_file_replays_the_run_exactly(void **state) {
     assert_int_equal(P, 4);
     assert_memory_equal(dec, orig, (size_t)n * sizeof *dec);
     ppv_world_free(w);
-    ppv_policy rep = {PPV_POLICY_REPLAY, 0, 0, 0, dec, n, 0, NULL, 0};
+    ppv_policy rep = {.kind = PPV_POLICY_REPLAY, .replay = dec, .nreplay = n};
     assert_true(run_fan(&rep, &again, &b, NULL) == digest);
     assert_int_equal(again.status, PPV_RUN_DONE);
     assert_int_equal(again.steps, res.steps);
@@ -426,7 +426,7 @@ static void test_bad_usage_fails_the_run(void **state) {
  * the explorer's minimisation. A strict one refuses to run past its trace. */
 static void test_a_lenient_replay_forces_a_prefix_then_goes_round_robin(void **state) {
     (void)state;
-    ppv_policy random = {PPV_POLICY_RANDOM, 5, 0, 0, NULL, 0, 0, NULL, 0};
+    ppv_policy random = {.kind = PPV_POLICY_RANDOM, .seed = 5};
     ppv_world_result res, again;
     fan_arg a, b;
     ppv_world *w = NULL;
@@ -436,7 +436,7 @@ static void test_a_lenient_replay_forces_a_prefix_then_goes_round_robin(void **s
     assert_true(n > 10);
     int prefixes = 0;
     for (int64_t k = 0; k <= n; k += n / 4, prefixes++) {
-        ppv_policy prefix = {PPV_POLICY_REPLAY, 0, 0, 0, d, k, 1, NULL, 0};
+        ppv_policy prefix = {.kind = PPV_POLICY_REPLAY, .replay = d, .nreplay = k, .lenient = 1};
         ppv_world *w2 = NULL;
         run_fan(&prefix, &again, &b, &w2);
         assert_int_equal(again.status, PPV_RUN_DONE);
@@ -450,7 +450,7 @@ static void test_a_lenient_replay_forces_a_prefix_then_goes_round_robin(void **s
         ppv_world_free(w2);
     }
     assert_true(prefixes >= 5);
-    ppv_policy strict = {PPV_POLICY_REPLAY, 0, 0, 0, d, n / 2, 0, NULL, 0};
+    ppv_policy strict = {.kind = PPV_POLICY_REPLAY, .replay = d, .nreplay = n / 2};
     run_fan(&strict, &again, &b, NULL);
     assert_int_equal(again.status, PPV_RUN_FAILED);
     assert_non_null(strstr(again.message, "trace ends after"));

@@ -197,8 +197,8 @@ static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
     fflush(stderr);
 }
 
-/* Writes DIR/NAME.trace from w (its first forced decisions and then
- * round-robin, forced >= 0; else every decision), with the failure and
+/* Writes DIR/NAME.trace from w (forced -1: every decision; -2: its
+ * deviations from round-robin alone), with the failure and
  * what it was measured against, so that a replay fails the same way; 0,
  * or -1 after a message. */
 static int save_trace(const char *dir, const char *name, const ppv_world *w, int64_t forced,
@@ -207,6 +207,25 @@ static int save_trace(const char *dir, const char *name, const ppv_world *w, int
     ppv_trace_verdict v = {1, reference, ""};
     snprintf(v.failure, sizeof v.failure, "%s", failure);
     return w ? write_trace_file(path, w, forced, &v) : -1;
+}
+
+/* The end of the stretch of deviations that starts at i: each within
+ * three steps of the last (round-robin switching to a rank the run keeps
+ * out, and the run taking the processor back from it). */
+static int64_t stretch_end(const int64_t *steps, int64_t n, int64_t i) {
+    int64_t j = i + 1;
+    while (j < n && steps[j] - steps[j - 1] <= 3) j++;
+    return j;
+}
+
+/* The stretches of a minimal run's deviations (ppv_world_deviations). */
+static int64_t stretches(const ppv_world *w) {
+    const int64_t *ds;
+    const int32_t *dr;
+    int64_t nd = w ? ppv_world_deviations(w, &ds, &dr) : 0, count = 0;
+    for (int64_t i = 0; i < nd; count++)
+        i = stretch_end(ds, nd, i);
+    return count;
 }
 
 static const char *policy_text(const ppv_policy *p, char *buf, size_t n) {
@@ -383,7 +402,7 @@ int cmd_fuzz(int argc, char **argv) {
     if (r->found && a.out) {
         if (save_trace(a.out, "failing.trace", r->failing, -1, r->failing_reference, r->failure,
                        failing_path, sizeof failing_path) < 0 ||
-            save_trace(a.out, "minimal.trace", r->minimal, r->minimal_prefix,
+            save_trace(a.out, "minimal.trace", r->minimal, -2,
                        r->minimal_reference, r->minimal_failure, minimal_path,
                        sizeof minimal_path) < 0) {
             ppv_fuzz_report_free(r);
@@ -426,6 +445,10 @@ int cmd_fuzz(int argc, char **argv) {
                                r->found ? json_object_new_int64(r->failing_steps) : NULL);
         json_object_object_add(j, "minimal_prefix",
                                r->found ? json_object_new_int64(r->minimal_prefix) : NULL);
+        json_object_object_add(j, "minimal_deviations",
+                               r->found ? json_object_new_int64(r->minimal_deviations) : NULL);
+        json_object_object_add(j, "minimal_stretches",
+                               r->found ? json_object_new_int64(stretches(r->minimal)) : NULL);
         json_object_object_add(j, "minimal_failure",
                                r->found ? json_object_new_string(r->minimal_failure) : NULL);
         json_object_object_add(j, "minimal_story",
@@ -469,24 +492,34 @@ int cmd_fuzz(int argc, char **argv) {
             else if (r->failing_fault.kind)
                 snprintf(with, sizeof with, ", without the %s (it fails anyway)",
                          ppv_fault_name(r->failing_fault.kind));
-            printf("minimal: the first %lld decisions forced, then round-robin%s: %s\n",
+            printf("minimal: round-robin but at %lld step%s (of %lld decisions forced before "
+                   "round-robin)%s: %s\n",
+                   (long long)r->minimal_deviations, r->minimal_deviations == 1 ? "" : "s",
                    (long long)r->minimal_prefix, with, r->minimal_failure);
-            if (r->minimal && r->minimal_prefix > 0) { /* the forced path, rank by rank */
-                int64_t n = 0;
-                const int32_t *d = ppv_world_decisions(r->minimal, &n);
-                printf("  path:");
-                for (int64_t i = 0, shown = 0; i < r->minimal_prefix && i < n; shown++) {
-                    int64_t j = i;
-                    while (j < r->minimal_prefix && j < n && d[j] == d[i]) j++;
-                    if (shown == 24) {
-                        printf(" ...");
-                        break;
-                    }
-                    if (j - i > 1) printf(" rank %d x%lld", d[i], (long long)(j - i));
-                    else printf(" rank %d", d[i]);
+            const int64_t *ds;
+            const int32_t *dr;
+            int64_t nd = r->minimal ? ppv_world_deviations(r->minimal, &ds, &dr) : 0;
+            if (nd > 0) { /* the stretches in which one rank keeps running where
+                           * round-robin would switch */
+                int64_t shown = 0;
+                printf("  forced:");
+                for (int64_t i = 0; i < nd && shown < 12; shown++) {
+                    int64_t j = stretch_end(ds, nd, i);
+                    unsigned long long who = 0; /* the ranks run there (the first 64) */
+                    for (int64_t k = i; k < j; k++)
+                        if (dr[k] < 64) who |= 1ULL << dr[k];
+                    if (j - i == 1)
+                        printf("%s step %lld to rank%s", shown ? ";" : "", (long long)ds[i],
+                               (who & (who - 1)) ? "s" : "");
+                    else
+                        printf("%s steps %lld-%lld (%lld forced) to rank%s", shown ? ";" : "",
+                               (long long)ds[i], (long long)ds[j - 1], (long long)(j - i),
+                               (who & (who - 1)) ? "s" : "");
+                    for (int b = 0, first = 1; b < 64; b++)
+                        if (who >> b & 1) printf("%s %d", first ? (first = 0, "") : ",", b);
                     i = j;
                 }
-                printf("\n");
+                printf("%s\n", shown == 12 ? " ..." : "");
             }
             if (r->minimal_story[0]) {
                 printf("  ");

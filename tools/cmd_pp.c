@@ -16,6 +16,8 @@ typedef struct pp_args {
     int json, compare_kv, list;
     const char *record, *trace_out, *replay;
     int32_t *decisions; /* --replay's, malloc'd */
+    int64_t *dev_steps; /* --replay's deviations from round-robin, malloc'd */
+    int32_t *dev_ranks;
     ppv_trace_verdict verdict; /* --replay's: a failing run's, as the explorer recorded it */
     const char *transport;   /* --transport mpi or nccl (NULL: the mock) */
     const char *mock_option; /* an option of the mock's that was given */
@@ -156,10 +158,14 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         a->o.policy.kind = PPV_POLICY_REPLAY;
         a->o.policy.replay = a->decisions;
         a->o.policy.nreplay = n;
-        if ((a->o.policy.then_rr = ppv_trace_read_then_rr(a->replay, err, sizeof err)) < 0) {
+        if ((a->o.policy.then_rr = ppv_trace_read_then_rr(a->replay, err, sizeof err)) < 0 ||
+            ppv_trace_read_deviations(a->replay, &a->dev_steps, &a->dev_ranks,
+                                      &a->o.policy.ndev, err, sizeof err) < 0) {
             fprintf(stderr, "ppv pp: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }
+        a->o.policy.dev_step = a->dev_steps;
+        a->o.policy.dev_rank = a->dev_ranks;
         if (ppv_trace_read_fault(a->replay, &a->o.fault, err, sizeof err) < 0 ||
             ppv_trace_read_verdict(a->replay, &a->verdict, err, sizeof err) < 0) {
             fprintf(stderr, "ppv pp: %s\n", err);
@@ -587,6 +593,8 @@ int cmd_pp(int argc, char **argv) {
     int rc = parse_pp_args(argc, argv, &a);
     if (rc < 0) rc = run_pp(&a);
     free(a.decisions);
+    free(a.dev_steps);
+    free(a.dev_ranks);
     return rc;
 }
 

@@ -31,6 +31,8 @@ typedef struct run_args {
     const char *recompute_texts[16]; /* verify-recompute: each --recompute given */
     int nrecompute;
     int32_t *replay_decisions;
+    int64_t *dev_steps; /* --replay's deviations from round-robin, malloc'd */
+    int32_t *dev_ranks;
     ppv_trace_verdict verdict; /* --replay's: a failing run's, as the explorer recorded it */
     int json, perturb, fail_after, term_after;
     int cublas; /* run: --gemm cublas */
@@ -244,10 +246,14 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
         ra->opt.policy.kind = PPV_POLICY_REPLAY;
         ra->opt.policy.replay = ra->replay_decisions;
         ra->opt.policy.nreplay = n;
-        if ((ra->opt.policy.then_rr = ppv_trace_read_then_rr(ra->replay, err, sizeof err)) < 0) {
+        if ((ra->opt.policy.then_rr = ppv_trace_read_then_rr(ra->replay, err, sizeof err)) < 0 ||
+            ppv_trace_read_deviations(ra->replay, &ra->dev_steps, &ra->dev_ranks,
+                                      &ra->opt.policy.ndev, err, sizeof err) < 0) {
             fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             return PPV_EXIT_BAD_INPUT;
         }
+        ra->opt.policy.dev_step = ra->dev_steps;
+        ra->opt.policy.dev_rank = ra->dev_ranks;
         /* a fault the explorer put in is part of what the trace replays, and
          * the failure it found what the replay is judged by */
         if (ppv_trace_read_fault(ra->replay, &ra->opt.fault, err, sizeof err) < 0 ||
@@ -520,6 +526,8 @@ done:
     free(ref);
     free(ra.recompute);
     free(ra.replay_decisions);
+    free(ra.dev_steps);
+    free(ra.dev_ranks);
     ppv_run_report_free(rep);
     ppv_schedule_free(s);
     ppv_proc_end(proc);
@@ -764,6 +772,8 @@ done:
     free(pol);
     free(ra.recompute);
     free(ra.replay_decisions);
+    free(ra.dev_steps);
+    free(ra.dev_ranks);
     ppv_schedule_free(s);
     return rc;
 }
@@ -852,6 +862,8 @@ done:
     free(text);
     free(ra.recompute);
     free(ra.replay_decisions);
+    free(ra.dev_steps);
+    free(ra.dev_ranks);
     ppv_run_report_free(rep);
     ppv_schedule_free(s);
     ppv_proc_end(proc);

@@ -238,7 +238,9 @@ int ppv_pp_options_check(const ppv_pp_options *o, char *err, size_t errlen) {
     if (o->proc && (o->cost_decode || o->cost_call))
         return ppv_errf(err, errlen, "--cost sets the mock's virtual time; on %s the clock is "
                         "the wall's", ppv_proc_name(o->proc));
-    if (o->policy.kind == PPV_POLICY_REPLAY && (!o->policy.replay || o->policy.nreplay < 0))
+    if (o->policy.kind == PPV_POLICY_REPLAY &&
+        (o->policy.nreplay < 0 || (o->policy.nreplay > 0 && !o->policy.replay) ||
+         (o->policy.ndev > 0 && (!o->policy.dev_step || !o->policy.dev_rank))))
         return ppv_errf(err, errlen, "a replay policy needs its decisions");
     return 0;
 }

@@ -277,6 +277,8 @@ static void free_queue(p2p_op *op) {
 
 void ppv_world_free(ppv_world *w) {
     if (!w) return;
+    free(w->dev_steps);
+    free(w->dev_ranks);
     free_queue(w->orphans);
     free_queue(w->spare_ops);
     free_queue(w->spare_msgs);
@@ -492,17 +494,40 @@ static __attribute__((noinline)) int32_t pick_explore(ppv_world *w) {
     return r;
 }
 
+/* Round-robin's choice: the first rank ready after the last one run. */
+static int32_t rr_pick(const ppv_world *w) {
+    for (int32_t k = 1; k <= w->P; k++) {
+        int32_t r = (w->last + k + w->P) % w->P;
+        if (w->ranks[r].state == RANK_READY) return r;
+    }
+    return -1;
+}
+
+/* REPLAY with deviations: round-robin's choice but at a deviation's step;
+ * -1 with a message where one cannot run (not lenient). */
+static int32_t pick_deviation(ppv_world *w) {
+    const ppv_policy *pol = &w->opt.policy;
+    while (w->dev_at < pol->ndev && pol->dev_step[w->dev_at] < w->steps) w->dev_at++;
+    if (w->dev_at < pol->ndev && pol->dev_step[w->dev_at] == w->steps) {
+        int32_t r = pol->dev_rank[w->dev_at];
+        if (r >= 0 && r < w->P && w->ranks[r].state == RANK_READY) return r;
+        if (!pol->lenient) {
+            snprintf(w->fail_msg, sizeof w->fail_msg,
+                     "trace diverges at step %lld: it runs rank %d, which cannot run now",
+                     (long long)w->steps, r);
+            return -1;
+        }
+    }
+    return rr_pick(w);
+}
+
 /* The next rank to run, or -1 with a message (replay divergence). */
 static int32_t pick(ppv_world *w, int32_t nready) {
     const ppv_policy *pol = &w->opt.policy;
     int32_t P = w->P;
     switch (pol->kind) {
     case PPV_POLICY_RR:
-        for (int32_t k = 1; k <= P; k++) {
-            int32_t r = (w->last + k + P) % P;
-            if (w->ranks[r].state == RANK_READY) return r;
-        }
-        return -1;
+        return rr_pick(w);
     case PPV_POLICY_RANDOM: {
         /* the same draw modulo nready; without a division when it is a
          * power of two (one rank ready: the choice is forced) */
@@ -537,6 +562,7 @@ static int32_t pick(ppv_world *w, int32_t nready) {
     case PPV_POLICY_EXPLORE:
         return pick_explore(w);
     case PPV_POLICY_REPLAY: {
+        if (pol->ndev) return pick_deviation(w);
         if (pol->lenient && (w->steps >= pol->nreplay || pol->replay[w->steps] < 0 ||
                              pol->replay[w->steps] >= P ||
                              w->ranks[pol->replay[w->steps]].state != RANK_READY)) {
@@ -776,7 +802,25 @@ static inline __attribute__((always_inline)) int decide(ppv_world *w, int32_t *o
 
 /* Starts step number w->steps on rank r: the decision is recorded. 0, or
  * -1 out of memory. */
+/* Notes that step w->steps runs r where round-robin would not; 0 or -1. */
+static int note_deviation(ppv_world *w, int32_t r) {
+    if (rr_pick(w) == r) return 0;
+    if (w->ndevs == w->capdevs) {
+        int64_t cap = w->capdevs ? 2 * w->capdevs : 64;
+        int64_t *s = realloc(w->dev_steps, (size_t)cap * sizeof *s);
+        if (s) w->dev_steps = s;
+        int32_t *k = realloc(w->dev_ranks, (size_t)cap * sizeof *k);
+        if (k) w->dev_ranks = k;
+        if (!s || !k) return -1;
+        w->capdevs = cap;
+    }
+    w->dev_steps[w->ndevs] = w->steps;
+    w->dev_ranks[w->ndevs++] = r;
+    return 0;
+}
+
 static inline __attribute__((always_inline)) int begin_step(ppv_world *w, int32_t r) {
+    if (w->opt.policy.note_deviations && note_deviation(w, r) < 0) return -1;
     if (record(w, r) < 0) return -1;
     w->steps++;
     w->last = r;
@@ -881,6 +925,12 @@ const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n) {
     return w->decisions;
 }
 
+int64_t ppv_world_deviations(const ppv_world *w, const int64_t **steps, const int32_t **ranks) {
+    *steps = w->dev_steps;
+    *ranks = w->dev_ranks;
+    return w->ndevs;
+}
+
 static const char *const fault_names[PPV_FAULT_COUNT] = {
     "none", "drop", "duplicate", "corrupt", "kill", "delay", "eager", "cut"};
 
@@ -897,9 +947,10 @@ const char *ppv_fault_name(ppv_fault_kind k) {
     return (unsigned)k < PPV_FAULT_COUNT ? fault_names[k] : "?";
 }
 
-/* The trace of w's first n decisions, round-robin after them when rr. */
-static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr) {
-    if (n > w->ndecisions) n = w->ndecisions;
+/* The trace of w's first n decisions, round-robin after them when rr; or,
+ * with devs, no decision but w's deviations from round-robin. */
+static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr, int devs) {
+    if (n > w->ndecisions || devs) n = devs ? 0 : w->ndecisions;
     fprintf(f, "ppv-trace 1\nranks %d\ndecisions %lld\n", w->P, (long long)n);
     for (int64_t k = 0; k < n;) { /* run-length: RANK COUNT */
         int64_t j = k;
@@ -907,7 +958,12 @@ static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr) {
         fprintf(f, "%d %lld\n", w->decisions[k], (long long)(j - k));
         k = j;
     }
-    if (rr) fprintf(f, "then round-robin\n");
+    if (devs) {
+        fprintf(f, "deviations %lld\n", (long long)w->ndevs);
+        for (int64_t k = 0; k < w->ndevs; k++)
+            fprintf(f, "at %lld %d\n", (long long)w->dev_steps[k], w->dev_ranks[k]);
+    }
+    if (rr || devs) fprintf(f, "then round-robin\n");
     if (w->opt.fault.kind != PPV_FAULT_NONE)
         fprintf(f, "fault %s %lld\n", ppv_fault_name(w->opt.fault.kind),
                 (long long)w->opt.fault.message);
@@ -915,11 +971,61 @@ static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr) {
 }
 
 int ppv_trace_write(FILE *f, const ppv_world *w) {
-    return write_trace(f, w, w->ndecisions, 0);
+    return write_trace(f, w, w->ndecisions, 0, 0);
 }
 
 int ppv_trace_write_prefix(FILE *f, const ppv_world *w, int64_t n) {
-    return write_trace(f, w, n, 1);
+    return write_trace(f, w, n, 1, 0);
+}
+
+int ppv_trace_write_deviations(FILE *f, const ppv_world *w) {
+    return write_trace(f, w, 0, 1, 1);
+}
+
+int ppv_trace_read_deviations(const char *path, int64_t **steps, int32_t **ranks, int64_t *n,
+                              char *err, size_t errlen) {
+    *steps = NULL;
+    *ranks = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return ppv_errf(err, errlen, "%s: cannot open trace", path);
+    char line[256];
+    int rc = 0, ln = 0;
+    int64_t cap = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        ln++;
+        if (strncmp(line, "at ", 3) != 0) continue;
+        long long st;
+        int r, end = 0;
+        if (sscanf(line, "at %lld %d%n", &st, &r, &end) != 2 || (line[end] && line[end] != '\n') ||
+            st < 0 || r < 0 || (*n && st <= (*steps)[*n - 1])) {
+            rc = ppv_errf(err, errlen, "%s:%d: bad deviation (expected 'at STEP RANK', steps "
+                          "rising)", path, ln);
+            break;
+        }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *s2 = realloc(*steps, (size_t)cap * sizeof *s2);
+            if (s2) *steps = s2;
+            int32_t *r2 = realloc(*ranks, (size_t)cap * sizeof *r2);
+            if (r2) *ranks = r2;
+            if (!s2 || !r2) {
+                rc = ppv_errf(err, errlen, "%s: out of memory", path);
+                break;
+            }
+        }
+        (*steps)[*n] = st;
+        (*ranks)[(*n)++] = r;
+    }
+    fclose(f);
+    if (rc < 0) {
+        free(*steps);
+        free(*ranks);
+        *steps = NULL;
+        *ranks = NULL;
+        *n = 0;
+    }
+    return rc;
 }
 
 int ppv_trace_read_then_rr(const char *path, char *err, size_t errlen) {
@@ -985,17 +1091,19 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
             got += cnt;
         }
     }
+    /* what follows the runs, each read apart: a minimal trace's deviations
+     * and round-robin tail (ppv_trace_read_deviations, _then_rr), the
+     * fault (ppv_trace_read_fault) and a failure's verdict
+     * (ppv_trace_read_verdict); any other word is malformed */
     char kind[16];
-    long long at;
-    /* a minimal trace's round-robin tail (ppv_trace_read_then_rr reads it apart) */
-    if (rc == 0 && !feof(f) && fscanf(f, " then round-robi%c", kind) == 1 && kind[0] == 'n')
-        line++;
-    if (rc == 0 && !feof(f) && fscanf(f, " fault %15s %lld", kind, &at) == 2)
-        line++; /* read apart */
-    /* a failing run's verdict (ppv_trace_read_verdict reads it apart) */
     int c, word = EOF;
-    while (rc == 0 && (word = fscanf(f, " %15[a-z]", kind)) == 1 &&
-           (!strcmp(kind, "reference") || !strcmp(kind, "verdict"))) {
+    static const char *const tails[] = {"deviations", "at", "then", "fault", "reference",
+                                        "verdict"};
+    while (rc == 0 && (word = fscanf(f, " %15[a-z]", kind)) == 1) {
+        int known = 0;
+        for (size_t k = 0; k < sizeof tails / sizeof tails[0]; k++)
+            known |= !strcmp(kind, tails[k]);
+        if (!known) break;
         line++;
         while ((c = fgetc(f)) != EOF && c != '\n') {
         }

@@ -132,6 +132,10 @@ struct ppv_world {
     int32_t *decisions;
     int64_t ndecisions, capdecisions;
     int32_t last; /* last rank chosen */
+    int64_t dev_at;     /* REPLAY with deviations: the next one not yet passed */
+    int64_t *dev_steps; /* note_deviations: where the run left round-robin */
+    int32_t *dev_ranks;
+    int64_t ndevs, capdevs;
     int64_t *pct_prio;   /* [P] */
     int64_t *pct_change; /* [depth-1] steps at which the running rank is demoted */
     int32_t pct_fired;   /* change points that fired */

@@ -87,6 +87,8 @@ typedef struct ppv_fuzz_report {
     char failure[1024];        /* what failed, as the run said it */
     int64_t failing_steps;     /* its scheduler decisions */
     int64_t minimal_prefix;    /* decisions forced before round-robin takes over */
+    int64_t minimal_deviations; /* then, the fewest steps that must leave round-robin (the
+                                   minimal run's, ppv_trace_write_deviations) */
     ppv_fault minimal_fault;   /* the failing run's fault, or none when it fails without */
     char minimal_failure[1024];
     char minimal_story[2048];  /* a deadlock or hang in it: each blocked rank's action and

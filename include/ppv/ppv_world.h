@@ -169,6 +169,14 @@ typedef struct ppv_policy {
     const ppv_explorer *explorer; /* EXPLORE */
     int then_rr; /* REPLAY: past the decisions, go on round-robin (a minimal trace:
                     its forced decisions only); one that cannot run still diverges */
+    /* REPLAY with no decisions: round-robin but at these steps (in rising
+     * order), where the rank given runs instead: a minimal trace's
+     * deviations. One that cannot run diverges, or, lenient, is skipped. */
+    const int64_t *dev_step;
+    const int32_t *dev_rank;
+    int64_t ndev;
+    int note_deviations; /* record where the run's decisions differ from round-robin's
+                            (ppv_world_deviations) */
 } ppv_policy;
 
 /* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given
@@ -284,10 +292,22 @@ void ppv_world_progress(ppv_transport *t, int32_t rank);
 
 /* The decisions taken so far, and the trace file that replays them. */
 const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
+/* With policy note_deviations: the steps at which the run's decision was
+ * not round-robin's, and the rank run there (the run replays from these
+ * alone: dev_step/dev_rank); their number. */
+int64_t ppv_world_deviations(const ppv_world *w, const int64_t **steps, const int32_t **ranks);
 int ppv_trace_write(FILE *f, const ppv_world *w);
 /* The first n of w's decisions, then "then round-robin": a minimal trace,
  * which holds only the decisions that must be forced (policy then_rr). */
 int ppv_trace_write_prefix(FILE *f, const ppv_world *w, int64_t n);
+/* A run whose policy noted its deviations, as a trace of them alone:
+ * round-robin but at those steps ("at STEP RANK" lines), the smallest
+ * thing a reader needs. */
+int ppv_trace_write_deviations(FILE *f, const ppv_world *w);
+/* A trace file's deviations (malloc'd, *n 0 when it has none); 0, or -1
+ * with err (file and line). */
+int ppv_trace_read_deviations(const char *path, int64_t **steps, int32_t **ranks, int64_t *n,
+                              char *err, size_t errlen);
 /* Whether a trace file goes on round-robin after its decisions (1), or
  * must end with them (0); -1 with err. */
 int ppv_trace_read_then_rr(const char *path, char *err, size_t errlen);
