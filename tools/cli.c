@@ -366,20 +366,17 @@ json_object *wait_json(const ppv_wait *w) {
     return o;
 }
 
-/* Writes w's scheduling decisions to path atomically (the first forced
- * ones and then round-robin, forced >= 0; its deviations from round-robin
- * alone, -2; else all), and v's verdict after
- * them when v is given; -1 after printing the reason. */
-int write_trace_file(const char *path, const ppv_world *w, int64_t forced,
+/* Writes w's scheduling decisions to path atomically (its deviations from
+ * round-robin alone when deviations: a minimal trace), and v's verdict
+ * after them when v is given; -1 after printing the reason. */
+int write_trace_file(const char *path, const ppv_world *w, int deviations,
                      const ppv_trace_verdict *v) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
-    int bad = forced == -2  ? ppv_trace_write_deviations(af.f, w)
-              : forced >= 0 ? ppv_trace_write_prefix(af.f, w, forced)
-                            : ppv_trace_write(af.f, w);
+    int bad = deviations ? ppv_trace_write_deviations(af.f, w) : ppv_trace_write(af.f, w);
     if (bad < 0 || (v && ppv_trace_write_verdict(af.f, v) < 0)) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
         atomic_abort(&af);

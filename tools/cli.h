@@ -227,7 +227,7 @@ int model_spec(const char *arg, ppv_model_spec *m);
 struct json_object *hex_json(uint64_t v);
 struct json_object *wait_json(const ppv_wait *w);
 /* Writes w's decisions as a trace file (atomically); -1 after a message. */
-int write_trace_file(const char *path, const ppv_world *w, int64_t forced,
+int write_trace_file(const char *path, const ppv_world *w, int deviations,
                      const ppv_trace_verdict *v);
 /* Writes a finished JUnit suite to path and frees it (rc < 0: it ran out
  * of memory while filled); -1 after printing the reason. */

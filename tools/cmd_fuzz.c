@@ -197,16 +197,16 @@ static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
     fflush(stderr);
 }
 
-/* Writes DIR/NAME.trace from w (forced -1: every decision; -2: its
+/* Writes DIR/NAME.trace from w (every decision, or with deviations its
  * deviations from round-robin alone), with the failure and
  * what it was measured against, so that a replay fails the same way; 0,
  * or -1 after a message. */
-static int save_trace(const char *dir, const char *name, const ppv_world *w, int64_t forced,
+static int save_trace(const char *dir, const char *name, const ppv_world *w, int deviations,
                       uint64_t reference, const char *failure, char *path, size_t n) {
     snprintf(path, n, "%s/%s", dir, name);
     ppv_trace_verdict v = {1, reference, ""};
     snprintf(v.failure, sizeof v.failure, "%s", failure);
-    return w ? write_trace_file(path, w, forced, &v) : -1;
+    return w ? write_trace_file(path, w, deviations, &v) : -1;
 }
 
 /* The end of the stretch of deviations that starts at i: each within
@@ -400,9 +400,9 @@ int cmd_fuzz(int argc, char **argv) {
     if (tty) fputs("\r\033[K", stderr);
     char failing_path[4200] = "", minimal_path[4200] = "", pol[96];
     if (r->found && a.out) {
-        if (save_trace(a.out, "failing.trace", r->failing, -1, r->failing_reference, r->failure,
+        if (save_trace(a.out, "failing.trace", r->failing, 0, r->failing_reference, r->failure,
                        failing_path, sizeof failing_path) < 0 ||
-            save_trace(a.out, "minimal.trace", r->minimal, -2,
+            save_trace(a.out, "minimal.trace", r->minimal, 1,
                        r->minimal_reference, r->minimal_failure, minimal_path,
                        sizeof minimal_path) < 0) {
             ppv_fuzz_report_free(r);

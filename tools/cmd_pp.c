@@ -667,7 +667,7 @@ static int run_pp(pp_args *ap) {
         fprintf(stderr, "ppv pp: %s\n", err);
         goto done;
     }
-    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace, -1, NULL) < 0)
+    if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace, 0, NULL) < 0)
         goto done;
     rc = print_report(&a, r);
 done:

@@ -385,7 +385,7 @@ int cmd_run(int argc, char **argv) {
     else if (judged) ok = ppv_fuzz_judge_run(&ra.opt, rep, ra.verdict.reference, again,
                                              sizeof again);
     if (ra.trace_out && rep->trace) {
-        if (write_trace_file(ra.trace_out, rep->trace, -1, NULL) < 0) {
+        if (write_trace_file(ra.trace_out, rep->trace, 0, NULL) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
             goto done;
         }
@@ -831,7 +831,7 @@ int cmd_record(int argc, char **argv) {
         rc = PPV_EXIT_PROBLEM;
         goto done;
     }
-    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace, -1, NULL) < 0) {
+    if (ra.trace_out && write_trace_file(ra.trace_out, rep->trace, 0, NULL) < 0) {
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }

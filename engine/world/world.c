@@ -947,10 +947,10 @@ const char *ppv_fault_name(ppv_fault_kind k) {
     return (unsigned)k < PPV_FAULT_COUNT ? fault_names[k] : "?";
 }
 
-/* The trace of w's first n decisions, round-robin after them when rr; or,
- * with devs, no decision but w's deviations from round-robin. */
-static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr, int devs) {
-    if (n > w->ndecisions || devs) n = devs ? 0 : w->ndecisions;
+/* The trace of w's decisions; or, with devs, no decision but w's
+ * deviations from round-robin, round-robin after them. */
+static int write_trace(FILE *f, const ppv_world *w, int devs) {
+    int64_t n = devs ? 0 : w->ndecisions;
     fprintf(f, "ppv-trace 1\nranks %d\ndecisions %lld\n", w->P, (long long)n);
     for (int64_t k = 0; k < n;) { /* run-length: RANK COUNT */
         int64_t j = k;
@@ -963,7 +963,7 @@ static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr, int devs)
         for (int64_t k = 0; k < w->ndevs; k++)
             fprintf(f, "at %lld %d\n", (long long)w->dev_steps[k], w->dev_ranks[k]);
     }
-    if (rr || devs) fprintf(f, "then round-robin\n");
+    if (devs) fprintf(f, "then round-robin\n");
     if (w->opt.fault.kind != PPV_FAULT_NONE)
         fprintf(f, "fault %s %lld\n", ppv_fault_name(w->opt.fault.kind),
                 (long long)w->opt.fault.message);
@@ -971,15 +971,11 @@ static int write_trace(FILE *f, const ppv_world *w, int64_t n, int rr, int devs)
 }
 
 int ppv_trace_write(FILE *f, const ppv_world *w) {
-    return write_trace(f, w, w->ndecisions, 0, 0);
-}
-
-int ppv_trace_write_prefix(FILE *f, const ppv_world *w, int64_t n) {
-    return write_trace(f, w, n, 1, 0);
+    return write_trace(f, w, 0);
 }
 
 int ppv_trace_write_deviations(FILE *f, const ppv_world *w) {
-    return write_trace(f, w, 0, 1, 1);
+    return write_trace(f, w, 1);
 }
 
 int ppv_trace_read_deviations(const char *path, int64_t **steps, int32_t **ranks, int64_t *n,

@@ -297,9 +297,6 @@ const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
  * alone: dev_step/dev_rank); their number. */
 int64_t ppv_world_deviations(const ppv_world *w, const int64_t **steps, const int32_t **ranks);
 int ppv_trace_write(FILE *f, const ppv_world *w);
-/* The first n of w's decisions, then "then round-robin": a minimal trace,
- * which holds only the decisions that must be forced (policy then_rr). */
-int ppv_trace_write_prefix(FILE *f, const ppv_world *w, int64_t n);
 /* A run whose policy noted its deviations, as a trace of them alone:
  * round-robin but at those steps ("at STEP RANK" lines), the smallest
  * thing a reader needs. */
