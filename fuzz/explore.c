@@ -235,8 +235,10 @@ static int minimise_deviations(const target *tg, const ppv_fault *fault, outcome
             snprintf(err, errlen, "out of memory");
             break;
         }
-        memcpy(steps, cs, (size_t)cn * sizeof *steps);
-        memcpy(ranks, cr, (size_t)cn * sizeof *ranks);
+        if (cn) {
+            memcpy(steps, cs, (size_t)cn * sizeof *steps);
+            memcpy(ranks, cr, (size_t)cn * sizeof *ranks);
+        }
         n = cn;
         /* blocks of deviations, the largest first (ddmin's complements),
          * down to single ones, the last first */

@@ -715,14 +715,23 @@ static void test_command_compare_kv_says_equal_or_evicted(void **state) {
 }
 
 /* Outside mpirun a job of processes is refused, exit 2, in every build:
- * under AddressSanitizer too (OpenMPI's own allocations in MPI_Init are
- * not reported as ppv's leaks). */
+ * under AddressSanitizer too. Its leak check is off for this one process:
+ * on this machine LeakSanitizer itself crashes ("Tracer caught signal 11")
+ * reading the dynamic TLS of OpenMPI's singleton start-up, in ppv builds
+ * old and new alike, and exits 1 whatever ppv does. */
 static void test_mpi_outside_mpirun_is_refused_with_exit_2(void **state) {
     (void)state;
     /* under valgrind OpenMPI's own allocations are valgrind's to report
      * (test_mpi is left out of memcheck for them) */
     if (RUNNING_ON_VALGRIND) skip();
+    const char *lsan = getenv("LSAN_OPTIONS");
+    char *keep = lsan ? strdup(lsan) : NULL, opts[4096];
+    snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", lsan ? lsan : "", lsan && *lsan ? ":" : "");
+    setenv("LSAN_OPTIONS", opts, 1);
     run_result r = RUN("pp", "--transport", "mpi", "--chunks", "2");
+    if (keep) setenv("LSAN_OPTIONS", keep, 1);
+    else unsetenv("LSAN_OPTIONS");
+    free(keep);
     assert_int_equal(r.code, 2);
     assert_string_equal(r.out, "");
     assert_non_null(strstr(r.err, "ppv pp: "));
