@@ -201,70 +201,40 @@ static int deviation_run(const target *tg, const ppv_fault *fault, const int64_t
 }
 
 /* The failing run best (a forced prefix, then round-robin) as the few
- * steps where it must leave round-robin: its deviations, each dropped in
- * turn (the last first) while the run still fails without it. best
- * becomes the run of the deviations kept, which it records exactly. */
+ * steps where it must leave round-robin: its deviations, dropped in blocks,
+ * the largest first (ddmin's complements), down to single ones, the last
+ * first, while the run still fails without them. best becomes the run of
+ * the deviations kept, which it notes exactly. */
 static int minimise_deviations(const target *tg, const ppv_fault *fault, outcome *best,
                                char *err, size_t errlen) {
-    int64_t n = 0, *steps = NULL;
-    int32_t *ranks = NULL;
-    int rc = 0;
-    /* the deviations of the run best is, noted by a run of them (the same run) */
-    const int32_t *d = NULL;
-    int64_t nd = 0;
-    d = ppv_world_decisions(best->world, &nd);
+    /* best's decisions again, noting where they leave round-robin */
     ppv_policy p;
     memset(&p, 0, sizeof p);
     p.kind = PPV_POLICY_REPLAY;
-    p.replay = d;
-    p.nreplay = nd;
+    p.replay = ppv_world_decisions(best->world, &p.nreplay);
     p.note_deviations = 1;
     outcome cur;
     if (fuzz_run_once(tg, &p, fault, 1, &cur, err, errlen) < 0) return -1;
-    for (;;) {
-        if (cur.pass) break; /* cannot happen with a deterministic engine */
+    int rc = 0;
+    for (int dropped = 1; dropped && !cur.pass && rc == 0;) {
         const int64_t *cs;
         const int32_t *cr;
-        int64_t cn = ppv_world_deviations(cur.world, &cs, &cr);
-        free(steps);
-        free(ranks);
-        steps = malloc((size_t)(cn ? cn : 1) * sizeof *steps);
-        ranks = malloc((size_t)(cn ? cn : 1) * sizeof *ranks);
-        if (!steps || !ranks) {
-            rc = -1;
-            snprintf(err, errlen, "out of memory");
-            break;
-        }
-        if (cn) {
-            memcpy(steps, cs, (size_t)cn * sizeof *steps);
-            memcpy(ranks, cr, (size_t)cn * sizeof *ranks);
-        }
-        n = cn;
-        /* blocks of deviations, the largest first (ddmin's complements),
-         * down to single ones, the last first */
-        int dropped = 0;
+        int64_t n = ppv_world_deviations(cur.world, &cs, &cr);
         int64_t *ts = malloc((size_t)(n ? n : 1) * sizeof *ts);
         int32_t *tr = malloc((size_t)(n ? n : 1) * sizeof *tr);
-        if (!ts || !tr) {
-            free(ts);
-            free(tr);
-            rc = -1;
-            snprintf(err, errlen, "out of memory");
-            break;
-        }
+        if (!ts || !tr) rc = -1, snprintf(err, errlen, "out of memory");
+        dropped = 0;
         for (int64_t size = n; size >= 1 && !dropped && rc == 0; size /= 2)
-            for (int64_t at = n - size; at >= 0 && !dropped; at -= size) {
-                /* without deviations [at, at + size) */
-                memcpy(ts, steps, (size_t)at * sizeof *ts);
-                memcpy(tr, ranks, (size_t)at * sizeof *tr);
-                memcpy(ts + at, steps + at + size, (size_t)(n - at - size) * sizeof *ts);
-                memcpy(tr + at, ranks + at + size, (size_t)(n - at - size) * sizeof *tr);
+            for (int64_t at = n - size; at >= 0 && !dropped && rc == 0; at -= size) {
+                /* without deviations [at, at + size) (cs: cur's, n > 0 here) */
+                memcpy(ts, cs, (size_t)at * sizeof *ts);
+                memcpy(tr, cr, (size_t)at * sizeof *tr);
+                memcpy(ts + at, cs + at + size, (size_t)(n - at - size) * sizeof *ts);
+                memcpy(tr + at, cr + at + size, (size_t)(n - at - size) * sizeof *tr);
                 outcome o;
                 if (deviation_run(tg, fault, ts, tr, n - size, &o, err, errlen) < 0) {
                     rc = -1;
-                    break;
-                }
-                if (!o.pass) { /* still fails: they go, and the run is the new best */
+                } else if (!o.pass) { /* still fails: they go, and that run is cur */
                     ppv_world_free(cur.world);
                     cur = o;
                     dropped = 1;
@@ -275,20 +245,13 @@ static int minimise_deviations(const target *tg, const ppv_fault *fault, outcome
             }
         free(ts);
         free(tr);
-        if (rc < 0 || !dropped) break;
     }
-    free(steps);
-    free(ranks);
-    if (rc < 0) {
+    if (rc < 0 || cur.pass) { /* cur.pass cannot happen with a deterministic engine */
         ppv_world_free(cur.world);
-        return -1;
+        return rc;
     }
-    if (!cur.pass) {
-        ppv_world_free(best->world);
-        *best = cur;
-    } else {
-        ppv_world_free(cur.world);
-    }
+    ppv_world_free(best->world);
+    *best = cur;
     return 0;
 }
 
@@ -358,9 +321,8 @@ done:
     rep->minimal_prefix = hi;
     rep->minimal_fault = kept;
     /* then the fewest steps that must leave round-robin */
-    if (!best.pass && best.world && minimise_deviations(tg, fault, &best, err, errlen) < 0)
-        goto fail;
     if (!best.pass && best.world) {
+        if (minimise_deviations(tg, fault, &best, err, errlen) < 0) goto fail;
         const int64_t *ds;
         const int32_t *dr;
         rep->minimal_deviations = ppv_world_deviations(best.world, &ds, &dr);

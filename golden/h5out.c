@@ -155,9 +155,9 @@ void h5_created_now(char *buf, size_t len) {
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Syncs a file or folder by path; 0 or -1. */
-static int sync_path(const char *path, int dir) {
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+/* Syncs a folder by path; 0 or -1. */
+static int sync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return -1;
     int rc = fsync(fd);
     close(fd);
@@ -261,7 +261,7 @@ static int create_file(h5_out *o) {
  * system has them, else a temporary name beside the target (o->tmp),
  * guarded against the cleanup signals. 0, or -1 with errno. */
 static int open_destination(h5_out *o) {
-    o->fd = ppv_output_anon_open(o->dir);
+    o->fd = ppv_output_anon_open(o->path);
     if (o->fd >= 0) return o->anon = 1, 0; /* o->tmp: where to link if the name is taken */
     sigset_t before;
     block_cleanup_signals(&before); /* a signal now waits until the handler is in */
@@ -418,7 +418,7 @@ int h5_out_commit(h5_out *o, const char *what, char *err, size_t errlen) {
         return gerr(err, errlen, "%s: cannot put the file in place: %s", o->path, strerror(e));
     }
     h5_out_abort(o); /* closes what is left: the descriptor, the guard, the group list */
-    sync_path(o->dir, 1); /* best effort: the name itself is durable on most systems */
+    sync_dir(o->dir); /* best effort: the name itself is durable on most systems */
     return 0;
 }
 

@@ -577,6 +577,32 @@ static void test_minimal_traces_are_a_few_forced_steps(void **state) {
             assert_non_null(strstr(r.err, ":6: bad deviation (expected 'at STEP RANK', steps "
                                           "rising)"));
             run_free(&r);
+            /* written by hand, as a user would: a count that does not match
+             * its lines, a reference that is not 16 hex digits, and a
+             * well-formed one whose rank cannot run there (it diverges) */
+            static const struct {
+                const char *text, *err;
+                int code;
+            } hand[] = {
+                {"ppv-trace 1\nranks 2\ndecisions 0\ndeviations 2\nat 5 0\nthen round-robin\n",
+                 "1 'at' lines, but the trace announces 2 deviations", 2},
+                {"ppv-trace 1\nranks 2\ndecisions 0\ndeviations 0\nthen round-robin\n"
+                 "reference 12xy\nverdict it failed\n",
+                 ":6: bad reference line (expected 'reference' and 16 hex digits)", 2},
+                {"ppv-trace 1\nranks 2\ndecisions 0\ndeviations 1\nat 5 7\nthen round-robin\n",
+                 "replay: the trace diverges from this program (trace diverges at step 5: it runs "
+                 "rank 7, which cannot run now)",
+                 1},
+            };
+            for (size_t h = 0; h < sizeof hand / sizeof hand[0]; h++) {
+                write_text(bad, hand[h].text);
+                r = RUN("pp", "--mesh", "1", "--poll", "--control-only", "--chunks", "4",
+                        "--steps", "2", "--replay", bad);
+                assert_int_equal(r.code, hand[h].code);
+                if (!strstr(hand[h].code == 2 ? r.err : r.out, hand[h].err))
+                    fail_msg("hand-written trace %zu: %s%s", h, r.out, r.err);
+                run_free(&r);
+            }
         }
         free(text);
     }

@@ -41,12 +41,7 @@ int atomic_open(atomic_file *af, const char *path) {
     }
     if (strlen(af->path) + 12 > 4095) return failed(af, ENAMETOOLONG);
     snprintf(af->tmp, sizeof af->tmp, "%s.tmp.XXXXXX", af->path);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", af->path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else slash[slash == dir] = '\0'; /* "/name" is in "/" */
-    int fd = ppv_output_anon_open(dir);
+    int fd = ppv_output_anon_open(af->path);
     if (fd >= 0) {
         if ((af->f = fdopen(fd, "w"))) return af->anon = 1, 0;
         close(fd);

@@ -438,6 +438,62 @@ static int parse_cuts(const char *arg, ppv_pp_options *o) {
     return 0;
 }
 
+int replay_trace_read(const char *path, int64_t max_decisions, replay_trace *rt, ppv_policy *pol,
+                      ppv_fault *fault, int32_t *nranks) {
+    char err[1024];
+    int64_t n = 0;
+    int then_rr = 0;
+    if (ppv_trace_read(path, max_decisions, &rt->decisions, &n, nranks, err, sizeof err) < 0 ||
+        (then_rr = ppv_trace_read_then_rr(path, err, sizeof err)) < 0 ||
+        ppv_trace_read_deviations(path, &rt->dev_steps, &rt->dev_ranks, &pol->ndev, err,
+                                  sizeof err) < 0 ||
+        ppv_trace_read_fault(path, fault, err, sizeof err) < 0 ||
+        ppv_trace_read_verdict(path, &rt->verdict, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        return -1;
+    }
+    pol->kind = PPV_POLICY_REPLAY;
+    pol->replay = rt->decisions;
+    pol->nreplay = n;
+    pol->then_rr = then_rr;
+    pol->dev_step = rt->dev_steps;
+    pol->dev_rank = rt->dev_ranks;
+    return 0;
+}
+
+void replay_trace_free(replay_trace *rt) {
+    free(rt->decisions);
+    free(rt->dev_steps);
+    free(rt->dev_ranks);
+    rt->decisions = rt->dev_ranks = NULL;
+    rt->dev_steps = NULL;
+}
+
+json_object *replay_json(const replay_judgement *j, const ppv_trace_verdict *v) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "diverged", json_object_new_boolean(j->diverged));
+    json_object_object_add(o, "recorded", v->present ? json_object_new_string(v->failure) : NULL);
+    json_object_object_add(o, "fails_again",
+                           j->judged ? json_object_new_boolean(!j->passes) : NULL);
+    json_object_object_add(o, "failure",
+                           j->judged && !j->passes ? json_object_new_string(j->why) : NULL);
+    return o;
+}
+
+int print_replay(const replay_judgement *j, const ppv_trace_verdict *v, const char *message) {
+    if (j->diverged)
+        printf("replay: the trace diverges from this program (%s): it no longer runs as "
+               "recorded\nresult: DIVERGED\n",
+               message);
+    else if (j->judged && !j->passes)
+        printf("replay: fails again: %s%s%s\nresult: FAILED\n", j->why,
+               strcmp(j->why, v->failure) ? "\nreplay: the trace recorded: " : "",
+               strcmp(j->why, v->failure) ? v->failure : " (as recorded)");
+    else if (j->judged)
+        printf("replay: no longer fails (the trace recorded: %s)\nresult: OK\n", v->failure);
+    return j->diverged || j->judged;
+}
+
 /* (cli.h) */
 int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     int32_t v;

@@ -229,6 +229,38 @@ struct json_object *wait_json(const ppv_wait *w);
 /* Writes w's decisions as a trace file (atomically); -1 after a message. */
 int write_trace_file(const char *path, const ppv_world *w, int deviations,
                      const ppv_trace_verdict *v);
+
+/* A trace read for --replay (ppv pp, run, verify-recompute, record). */
+typedef struct replay_trace {
+    int32_t *decisions, *dev_ranks; /* malloc'd */
+    int64_t *dev_steps;
+    ppv_trace_verdict verdict; /* a failing run's, as the explorer recorded it */
+} replay_trace;
+
+/* Reads the trace at path (at most max_decisions decisions) into rt and
+ * makes pol its REPLAY policy (its decisions, or its deviations and
+ * round-robin) and fault the fault it records; its ranks in *nranks. 0,
+ * or -1 after printing the reason (rt freed either way by replay_trace_free). */
+int replay_trace_read(const char *path, int64_t max_decisions, replay_trace *rt, ppv_policy *pol,
+                      ppv_fault *fault, int32_t *nranks);
+void replay_trace_free(replay_trace *rt);
+
+/* A replayed run, judged: another program (it diverged from the trace),
+ * or, when the trace recorded a failure, whether it fails again as the
+ * explorer judges (ppv_fuzz_judge_pp/_run). */
+typedef struct replay_judgement {
+    int diverged;
+    int judged;
+    int passes; /* judged: it no longer fails */
+    char why[1024];
+} replay_judgement;
+
+/* --json's "replay" object. */
+struct json_object *replay_json(const replay_judgement *j, const ppv_trace_verdict *v);
+/* Prints the replay's lines and the result line (DIVERGED, FAILED or OK)
+ * and returns 1, or prints nothing and returns 0 when there is nothing to
+ * say (not diverged, nothing recorded); message: the world's. */
+int print_replay(const replay_judgement *j, const ppv_trace_verdict *v, const char *message);
 /* Writes a finished JUnit suite to path and frees it (rc < 0: it ran out
  * of memory while filled); -1 after printing the reason. */
 int finish_junit(junit *j, const char *path, int rc);

@@ -499,11 +499,11 @@ int cmd_fuzz(int argc, char **argv) {
             const int64_t *ds;
             const int32_t *dr;
             int64_t nd = r->minimal ? ppv_world_deviations(r->minimal, &ds, &dr) : 0;
-            if (nd > 0) { /* the stretches in which one rank keeps running where
-                           * round-robin would switch */
-                int64_t shown = 0;
+            if (nd > 0) { /* the stretches of steps where the run leaves round-robin,
+                           * and the ranks it runs there */
+                int64_t shown = 0, i = 0;
                 printf("  forced:");
-                for (int64_t i = 0; i < nd && shown < 12; shown++) {
+                for (; i < nd && shown < 12; shown++) {
                     int64_t j = stretch_end(ds, nd, i);
                     unsigned long long who = 0; /* the ranks run there (the first 64) */
                     for (int64_t k = i; k < j; k++)
@@ -519,7 +519,7 @@ int cmd_fuzz(int argc, char **argv) {
                         if (who >> b & 1) printf("%s %d", first ? (first = 0, "") : ",", b);
                     i = j;
                 }
-                printf("%s\n", shown == 12 ? " ..." : "");
+                printf("%s\n", i < nd ? " ..." : "");
             }
             if (r->minimal_story[0]) {
                 printf("  ");

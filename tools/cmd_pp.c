@@ -15,10 +15,7 @@ typedef struct pp_args {
     ppv_pp_options o;
     int json, compare_kv, list;
     const char *record, *trace_out, *replay;
-    int32_t *decisions; /* --replay's, malloc'd */
-    int64_t *dev_steps; /* --replay's deviations from round-robin, malloc'd */
-    int32_t *dev_ranks;
-    ppv_trace_verdict verdict; /* --replay's: a failing run's, as the explorer recorded it */
+    replay_trace rt; /* --replay's */
     const char *transport;   /* --transport mpi or nccl (NULL: the mock) */
     const char *mock_option; /* an option of the mock's that was given */
     int timeout_given;
@@ -141,34 +138,14 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
     if (a->replay) {
         if (a->compare_kv)
             return usage_error("--replay runs one interleaving; --compare-kv runs two%s", "");
-        char err[1024];
         int32_t nranks = 0;
-        int64_t n = 0;
         /* 4 bytes a decision, at most this machine's memory */
-        if (ppv_trace_read(a->replay, physical_memory() / 4, &a->decisions, &n, &nranks, err,
-                           sizeof err) < 0) {
-            fprintf(stderr, "ppv pp: %s\n", err);
+        if (replay_trace_read(a->replay, physical_memory() / 4, &a->rt, &a->o.policy, &a->o.fault,
+                              &nranks) < 0)
             return PPV_EXIT_BAD_INPUT;
-        }
         if (nranks != 1 + a->o.mesh) {
             fprintf(stderr, "ppv pp: %s is a trace of %d ranks; stage 0 and a mesh of %d are %d\n",
                     a->replay, nranks, a->o.mesh, 1 + a->o.mesh);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        a->o.policy.kind = PPV_POLICY_REPLAY;
-        a->o.policy.replay = a->decisions;
-        a->o.policy.nreplay = n;
-        if ((a->o.policy.then_rr = ppv_trace_read_then_rr(a->replay, err, sizeof err)) < 0 ||
-            ppv_trace_read_deviations(a->replay, &a->dev_steps, &a->dev_ranks,
-                                      &a->o.policy.ndev, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv pp: %s\n", err);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        a->o.policy.dev_step = a->dev_steps;
-        a->o.policy.dev_rank = a->dev_ranks;
-        if (ppv_trace_read_fault(a->replay, &a->o.fault, err, sizeof err) < 0 ||
-            ppv_trace_read_verdict(a->replay, &a->verdict, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv pp: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }
     }
@@ -254,25 +231,16 @@ static void describe(const ppv_pp_options *o, FILE *f) {
     fputc('\n', f);
 }
 
-/* A replayed trace, judged: whether it ran as recorded, and, when the
- * trace recorded a failure, whether the run fails again as the explorer
- * judges. */
-typedef struct replay_judgement {
-    int diverged; /* the program is not the one traced */
-    int judged;   /* the trace recorded a verdict */
-    int passes;   /* judged: the run passes (it no longer fails) */
-    char why[1024];
-} replay_judgement;
-
+/* A replayed trace, judged (cli.h). */
 static replay_judgement judge_replay(const pp_args *a, const ppv_pp_report *r) {
     replay_judgement j;
     memset(&j, 0, sizeof j);
     if (!a->replay) return j;
     if (r->world.diverged) {
         j.diverged = 1;
-    } else if (a->verdict.present) {
+    } else if (a->rt.verdict.present) {
         j.judged = 1;
-        j.passes = ppv_fuzz_judge_pp(&a->o, r, a->verdict.reference, j.why, sizeof j.why);
+        j.passes = ppv_fuzz_judge_pp(&a->o, r, a->rt.verdict.reference, j.why, sizeof j.why);
     }
     return j;
 }
@@ -337,19 +305,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         for (int32_t k = 0; k < r->world.nblocked; k++)
             json_object_array_add(bl, wait_json(&r->world.blocked[k]));
         json_object_object_add(j, "blocked", bl);
-        json_object *rep = NULL;
-        if (a->replay) {
-            rep = json_object_new_object();
-            json_object_object_add(rep, "diverged", json_object_new_boolean(rj.diverged));
-            json_object_object_add(rep, "recorded", a->verdict.present ? json_object_new_string(
-                                                                            a->verdict.failure)
-                                                                      : NULL);
-            json_object_object_add(rep, "fails_again",
-                                   rj.judged ? json_object_new_boolean(!rj.passes) : NULL);
-            json_object_object_add(rep, "failure",
-                                   rj.judged && !rj.passes ? json_object_new_string(rj.why) : NULL);
-        }
-        json_object_object_add(j, "replay", rep);
+        json_object_object_add(j, "replay", a->replay ? replay_json(&rj, &a->rt.verdict) : NULL);
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
@@ -405,21 +361,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                                  : "ok, the fault counted",
                    ppv_pp_point_name(ppv_pp_inject_caught_by(o->inject)),
                    expected ? "it did" : "IT DID NOT");
-        if (rj.diverged)
-            printf("replay: the trace diverges from this program (%s): it no longer runs as "
-                   "recorded\n",
-                   r->world.message);
-        else if (rj.judged && !rj.passes)
-            printf("replay: fails again: %s%s%s\n", rj.why,
-                   strcmp(rj.why, a->verdict.failure) ? "\nreplay: the trace recorded: " : "",
-                   strcmp(rj.why, a->verdict.failure) ? a->verdict.failure : " (as recorded)");
-        else if (rj.judged)
-            printf("replay: no longer fails (the trace recorded: %s)\n", a->verdict.failure);
-        if (rj.diverged)
-            printf("result: DIVERGED\n");
-        else if (rj.judged)
-            printf("result: %s\n", rj.passes ? "OK" : "FAILED");
-        else
+        if (!print_replay(&rj, &a->rt.verdict, r->world.message))
             printf("result: %s\n", r->ok ? "OK" : o->inject && expected ? "CAUGHT" : "PROBLEM");
     }
     return expected ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
@@ -592,9 +534,7 @@ int cmd_pp(int argc, char **argv) {
     pp_args a;
     int rc = parse_pp_args(argc, argv, &a);
     if (rc < 0) rc = run_pp(&a);
-    free(a.decisions);
-    free(a.dev_steps);
-    free(a.dev_ranks);
+    replay_trace_free(&a.rt);
     return rc;
 }
 

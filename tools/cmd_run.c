@@ -30,10 +30,7 @@ typedef struct run_args {
     const char *recompute_text, *trace_out, *replay, *file, *junit;
     const char *recompute_texts[16]; /* verify-recompute: each --recompute given */
     int nrecompute;
-    int32_t *replay_decisions;
-    int64_t *dev_steps; /* --replay's deviations from round-robin, malloc'd */
-    int32_t *dev_ranks;
-    ppv_trace_verdict verdict; /* --replay's: a failing run's, as the explorer recorded it */
+    replay_trace rt; /* --replay's */
     int json, perturb, fail_after, term_after;
     int cublas; /* run: --gemm cublas */
     long long max_memory;
@@ -230,35 +227,16 @@ static int prepare_run(run_args *ra, ppv_schedule **s) {
     }
     ra->opt.recompute = ra->recompute;
     if (ra->replay) {
-        int64_t n;
         int32_t P;
-        /* what the run leaves of --max-memory, at 4 bytes a decision */
+        /* what the run leaves of --max-memory, at 4 bytes a decision; a
+         * fault the explorer put in is part of what the trace replays, and
+         * the failure it found what the replay is judged by */
         int64_t cap = (int64_t)(((double)ra->max_memory - estimate) / 4);
-        if (ppv_trace_read(ra->replay, cap, &ra->replay_decisions, &n, &P, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        if (replay_trace_read(ra->replay, cap, &ra->rt, &ra->opt.policy, &ra->opt.fault, &P) < 0)
             return PPV_EXIT_BAD_INPUT;
-        }
         if (P != (*s)->nranks) {
             fprintf(stderr, "ppv %s: %s: trace of %d ranks, schedule of %d\n", g_cmd, ra->replay, P,
                     (*s)->nranks);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        ra->opt.policy.kind = PPV_POLICY_REPLAY;
-        ra->opt.policy.replay = ra->replay_decisions;
-        ra->opt.policy.nreplay = n;
-        if ((ra->opt.policy.then_rr = ppv_trace_read_then_rr(ra->replay, err, sizeof err)) < 0 ||
-            ppv_trace_read_deviations(ra->replay, &ra->dev_steps, &ra->dev_ranks,
-                                      &ra->opt.policy.ndev, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        ra->opt.policy.dev_step = ra->dev_steps;
-        ra->opt.policy.dev_rank = ra->dev_ranks;
-        /* a fault the explorer put in is part of what the trace replays, and
-         * the failure it found what the replay is judged by */
-        if (ppv_trace_read_fault(ra->replay, &ra->opt.fault, err, sizeof err) < 0 ||
-            ppv_trace_read_verdict(ra->replay, &ra->verdict, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             return PPV_EXIT_BAD_INPUT;
         }
     }
@@ -379,11 +357,12 @@ int cmd_run(int argc, char **argv) {
     int ok = done_ok && matches && mem_ok;
     /* a replayed trace: another program diverges; a recorded failure is
      * judged again as the explorer judged it */
-    int diverged = ra.replay && rep->world.diverged, judged = !diverged && ra.verdict.present;
-    char again[1024] = "";
-    if (diverged) ok = 0;
-    else if (judged) ok = ppv_fuzz_judge_run(&ra.opt, rep, ra.verdict.reference, again,
-                                             sizeof again);
+    replay_judgement rj = {ra.replay && rep->world.diverged, 0, 0, ""};
+    rj.judged = ra.replay && !rj.diverged && ra.rt.verdict.present;
+    if (rj.diverged) ok = 0;
+    else if (rj.judged)
+        ok = rj.passes = ppv_fuzz_judge_run(&ra.opt, rep, ra.rt.verdict.reference, rj.why,
+                                            sizeof rj.why);
     if (ra.trace_out && rep->trace) {
         if (write_trace_file(ra.trace_out, rep->trace, 0, NULL) < 0) {
             rc = PPV_EXIT_BAD_INPUT;
@@ -443,18 +422,7 @@ int cmd_run(int argc, char **argv) {
             json_object_array_add(bl, wait_json(&rep->world.blocked[k]));
         json_object_object_add(o, "cycle", cyc);
         json_object_object_add(o, "blocked", bl);
-        json_object *rj = NULL;
-        if (ra.replay) {
-            rj = json_object_new_object();
-            json_object_object_add(rj, "diverged", json_object_new_boolean(diverged));
-            json_object_object_add(rj, "recorded", ra.verdict.present ? json_object_new_string(
-                                                                           ra.verdict.failure)
-                                                                     : NULL);
-            json_object_object_add(rj, "fails_again", judged ? json_object_new_boolean(!ok) : NULL);
-            json_object_object_add(rj, "failure",
-                                   judged && !ok ? json_object_new_string(again) : NULL);
-        }
-        json_object_object_add(o, "replay", rj);
+        json_object_object_add(o, "replay", ra.replay ? replay_json(&rj, &ra.rt.verdict) : NULL);
         puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
     } else {
@@ -507,27 +475,14 @@ int cmd_run(int argc, char **argv) {
                    strcmp(ppv_proc_name(proc), "mpi") == 0 ? "MPI" : "NCCL");
         else
             printf("trace digest: %016llx\n", (unsigned long long)rep->world.trace_digest);
-        if (diverged)
-            printf("replay: the trace diverges from this program (%s): it no longer runs as "
-                   "recorded\nresult: DIVERGED\n",
-                   rep->world.message);
-        else if (judged && !ok)
-            printf("replay: fails again: %s%s%s\nresult: FAILED\n", again,
-                   strcmp(again, ra.verdict.failure) ? "\nreplay: the trace recorded: " : "",
-                   strcmp(again, ra.verdict.failure) ? ra.verdict.failure : " (as recorded)");
-        else if (judged)
-            printf("replay: no longer fails (the trace recorded: %s)\nresult: OK\n",
-                   ra.verdict.failure);
-        else
+        if (!print_replay(&rj, &ra.rt.verdict, rep->world.message))
             printf("result: %s\n", ok ? "OK" : "PROBLEM");
     }
     rc = ok ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 done:
     free(ref);
     free(ra.recompute);
-    free(ra.replay_decisions);
-    free(ra.dev_steps);
-    free(ra.dev_ranks);
+    replay_trace_free(&ra.rt);
     ppv_run_report_free(rep);
     ppv_schedule_free(s);
     ppv_proc_end(proc);
@@ -771,9 +726,7 @@ done:
     json_object_put(arr);
     free(pol);
     free(ra.recompute);
-    free(ra.replay_decisions);
-    free(ra.dev_steps);
-    free(ra.dev_ranks);
+    replay_trace_free(&ra.rt);
     ppv_schedule_free(s);
     return rc;
 }
@@ -861,9 +814,7 @@ int cmd_record(int argc, char **argv) {
 done:
     free(text);
     free(ra.recompute);
-    free(ra.replay_decisions);
-    free(ra.dev_steps);
-    free(ra.dev_ranks);
+    replay_trace_free(&ra.rt);
     ppv_run_report_free(rep);
     ppv_schedule_free(s);
     ppv_proc_end(proc);

@@ -15,7 +15,7 @@
 
 #include "schedule_internal.h"
 
-int ppv_output_anon_open(const char *dir) {
+int ppv_output_anon_open(const char *path) {
     /* the fallback on request: tests of it, or a user who wants no /proc */
     const char *named = getenv("PPV_OUTPUT_NAMED");
     if (named && strcmp(named, "1") == 0) {
@@ -23,6 +23,15 @@ int ppv_output_anon_open(const char *dir) {
         return -1;
     }
 #ifdef O_TMPFILE
+    char dir[4096]; /* path's folder */
+    if (strlen(path) >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else slash[slash == dir] = '\0'; /* "/name" is in "/" */
     /* the mode goes through the umask, as any other tool's new file */
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
     if (fd < 0) return -1;
@@ -35,7 +44,7 @@ int ppv_output_anon_open(const char *dir) {
     }
     return fd;
 #else
-    (void)dir;
+    (void)path;
     errno = EOPNOTSUPP;
     return -1;
 #endif

@@ -565,20 +565,10 @@ static int32_t pick(ppv_world *w, int32_t nready) {
         if (pol->ndev) return pick_deviation(w);
         if (pol->lenient && (w->steps >= pol->nreplay || pol->replay[w->steps] < 0 ||
                              pol->replay[w->steps] >= P ||
-                             w->ranks[pol->replay[w->steps]].state != RANK_READY)) {
-            for (int32_t k = 1; k <= P; k++) {
-                int32_t r = (w->last + k + P) % P;
-                if (w->ranks[r].state == RANK_READY) return r;
-            }
-            return -1;
-        }
-        if (w->steps >= pol->nreplay && pol->then_rr) { /* round-robin after a minimal trace */
-            for (int32_t k = 1; k <= P; k++) {
-                int32_t r = (w->last + k + P) % P;
-                if (w->ranks[r].state == RANK_READY) return r;
-            }
-            return -1;
-        }
+                             w->ranks[pol->replay[w->steps]].state != RANK_READY))
+            return rr_pick(w);
+        if (w->steps >= pol->nreplay && pol->then_rr) /* round-robin after a minimal trace */
+            return rr_pick(w);
         if (w->steps >= pol->nreplay) {
             snprintf(w->fail_msg, sizeof w->fail_msg,
                      "trace ends after %lld decisions but ranks still run",
@@ -800,8 +790,6 @@ static inline __attribute__((always_inline)) int decide(ppv_world *w, int32_t *o
     return 0;
 }
 
-/* Starts step number w->steps on rank r: the decision is recorded. 0, or
- * -1 out of memory. */
 /* Notes that step w->steps runs r where round-robin would not; 0 or -1. */
 static int note_deviation(ppv_world *w, int32_t r) {
     if (rr_pick(w) == r) return 0;
@@ -819,6 +807,8 @@ static int note_deviation(ppv_world *w, int32_t r) {
     return 0;
 }
 
+/* Starts step number w->steps on rank r: the decision is recorded. 0, or
+ * -1 out of memory. */
 static inline __attribute__((always_inline)) int begin_step(ppv_world *w, int32_t r) {
     if (w->opt.policy.note_deviations && note_deviation(w, r) < 0) return -1;
     if (record(w, r) < 0) return -1;
@@ -962,8 +952,8 @@ static int write_trace(FILE *f, const ppv_world *w, int devs) {
         fprintf(f, "deviations %lld\n", (long long)w->ndevs);
         for (int64_t k = 0; k < w->ndevs; k++)
             fprintf(f, "at %lld %d\n", (long long)w->dev_steps[k], w->dev_ranks[k]);
+        fprintf(f, "then round-robin\n");
     }
-    if (devs) fprintf(f, "then round-robin\n");
     if (w->opt.fault.kind != PPV_FAULT_NONE)
         fprintf(f, "fault %s %lld\n", ppv_fault_name(w->opt.fault.kind),
                 (long long)w->opt.fault.message);
@@ -988,8 +978,17 @@ int ppv_trace_read_deviations(const char *path, int64_t **steps, int32_t **ranks
     char line[256];
     int rc = 0, ln = 0;
     int64_t cap = 0;
+    long long announced = -1; /* the "deviations N" line's N */
     while (rc == 0 && fgets(line, sizeof line, f)) {
         ln++;
+        if (strncmp(line, "deviations ", 11) == 0) {
+            int end = 0;
+            if (announced >= 0 || sscanf(line, "deviations %lld%n", &announced, &end) != 1 ||
+                announced < 0 || (line[end] && line[end] != '\n'))
+                rc = ppv_errf(err, errlen, "%s:%d: bad deviations line (expected 'deviations "
+                              "N', once)", path, ln);
+            continue;
+        }
         if (strncmp(line, "at ", 3) != 0) continue;
         long long st;
         int r, end = 0;
@@ -1014,6 +1013,9 @@ int ppv_trace_read_deviations(const char *path, int64_t **steps, int32_t **ranks
         (*ranks)[(*n)++] = r;
     }
     fclose(f);
+    if (rc == 0 && (*n ? announced != *n : announced > 0))
+        rc = ppv_errf(err, errlen, "%s: %lld 'at' lines, but the trace announces %lld "
+                      "deviations", path, (long long)*n, announced < 0 ? 0 : announced);
     if (rc < 0) {
         free(*steps);
         free(*ranks);

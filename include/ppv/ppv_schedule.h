@@ -154,12 +154,12 @@ typedef enum ppv_output_kind { PPV_OUTPUT_FILE, PPV_OUTPUT_STREAM } ppv_output_k
 int ppv_output_target(const char *path, char *resolved, size_t n, ppv_output_kind *kind,
                       char *err, size_t errlen);
 
-/* An anonymous file (O_TMPFILE) in the folder dir, for an output that gets
+/* An anonymous file (O_TMPFILE) in the folder of path, for an output that gets
  * its name only when complete (nothing is left behind by a writer killed
  * with any signal, SIGKILL included): a read-write descriptor, or -1 where
  * the kernel or the file system has none (the caller falls back to a
  * temporary name). */
-int ppv_output_anon_open(const char *dir);
+int ppv_output_anon_open(const char *path);
 
 /* Gives the complete anonymous file fd the name path: linked straight in
  * when the name is free, else linked at a fresh name made from tmp (its
