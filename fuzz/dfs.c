@@ -41,6 +41,7 @@ typedef struct dfs {
     int64_t branch; /* the state whose choice is new in this run (-1: none yet) */
     /* per state k (rows of P): */
     unsigned char *enabled, *backtrack, *done;
+    unsigned char *foreign; /* a branch another process of a campaign explores */
     int64_t *doneoff; /* touch list of a done rank's step from k */
     int32_t *donelen;
     int32_t *vc; /* the vector clock of step k */
@@ -94,6 +95,7 @@ static int reserve(dfs *d, int64_t k) {
     REGROW(enabled, C * P);
     REGROW(backtrack, C * P);
     REGROW(done, C * P);
+    REGROW(foreign, C * P);
     REGROW(doneoff, C * P);
     REGROW(donelen, C * P);
     REGROW(vc, C * P);
@@ -111,6 +113,7 @@ static int reserve(dfs *d, int64_t k) {
 
 static void dfs_free(dfs *d) {
     free(d->enabled), free(d->backtrack), free(d->done), free(d->doneoff), free(d->donelen);
+    free(d->foreign);
     free(d->vc), free(d->chosen), free(d->local), free(d->evoff), free(d->evlen);
     free(d->fpmark), free(d->sloff), free(d->sllen), free(d->fp), free(d->sl);
     free(d->probes), free(d->last), free(d->base), free(d->scratch), free(d->deps);
@@ -189,8 +192,11 @@ static int32_t choose(void *ctx, int64_t k, const unsigned char *ready, int32_t 
     memcpy(&d->enabled[row], ready, (size_t)P);
     memset(&d->backtrack[row], 0, (size_t)P);
     memset(&d->done[row], 0, (size_t)P);
+    memset(&d->foreign[row], 0, (size_t)P);
     /* the sleep set: the parent's sleepers and the ranks explored from the
-     * parent before, as long as the parent's step commutes with theirs */
+     * parent before, as long as the parent's step commutes with theirs (a
+     * branch another process explores was never run here: its step is not
+     * known, and it does not sleep) */
     d->sloff[k] = d->nsl;
     d->sllen[k] = 0;
     if (k > 0) {
@@ -206,7 +212,8 @@ static int32_t choose(void *ctx, int64_t k, const unsigned char *ready, int32_t 
             }
         }
         for (int32_t r = 0; r < P; r++)
-            if (d->done[prow + (size_t)r] && r != d->chosen[p] && !asleep(d, p, r) &&
+            if (d->done[prow + (size_t)r] && !d->foreign[prow + (size_t)r] &&
+                r != d->chosen[p] && !asleep(d, p, r) &&
                 !dependent(d->fp + d->doneoff[prow + (size_t)r], d->donelen[prow + (size_t)r], t,
                            nt)) {
                 if (add_sleeper(d, r, d->doneoff[prow + (size_t)r], d->donelen[prow + (size_t)r]) <
@@ -345,7 +352,7 @@ static int next_branch(dfs *d) {
         for (int32_t r = 0; r < d->P; r++) {
             if (!d->backtrack[row + (size_t)r] || d->done[row + (size_t)r]) continue;
             d->done[row + (size_t)r] = 1;
-            if (asleep(d, k, r)) continue;
+            if (asleep(d, k, r) || d->foreign[row + (size_t)r]) continue;
             d->chosen[k] = r;
             d->branch = k;
             return 1;
@@ -354,10 +361,178 @@ static int next_branch(dfs *d) {
     return 0;
 }
 
+/* A campaign's split of the search (ppv_fuzz_campaign): after the first
+ * run, which every process makes alike, the branches it left open are
+ * numbered in the order next_branch takes them and the k-th goes to
+ * process k mod size; the others' are foreign here. A branch found later
+ * is explored by the process that finds it. */
+static void split(dfs *d, int32_t rank, int32_t size) {
+    int64_t j = 0;
+    for (int64_t k = d->n - 1; k >= 0; k--) {
+        size_t row = (size_t)k * (size_t)d->P;
+        for (int32_t r = 0; r < d->P; r++)
+            if (d->backtrack[row + (size_t)r] && !d->done[row + (size_t)r] &&
+                j++ % size != rank)
+                d->foreign[row + (size_t)r] = 1;
+    }
+}
+
+/* What a search has made: runs, classes run to their end, runs pruned. */
+typedef struct counts {
+    int64_t runs, classes, pruned;
+} counts;
+
+/* One run of the search, counted in *c: 0 when it passed, 1 when it
+ * failed (kept in *failing), -1 with err. */
+static int one_run(const target *tg, dfs *d, const ppv_policy *pol, counts *rep,
+                   outcome *failing, char *err, size_t errlen) {
+    static const ppv_fault none = {PPV_FAULT_NONE, 0};
+    begin_run(d);
+    outcome out;
+    if (fuzz_run_once(tg, pol, &none, 1, &out, err, errlen) < 0) return -1;
+    rep->runs++;
+    if (d->oom) {
+        ppv_world_free(out.world);
+        snprintf(err, errlen, "out of memory exploring run %lld", (long long)rep->runs - 1);
+        return -1;
+    }
+    if (d->diverged >= 0) {
+        ppv_world_free(out.world);
+        snprintf(err, errlen,
+                 "the target is not deterministic: replaying the same decisions, step %lld "
+                 "found other ranks runnable",
+                 (long long)d->diverged);
+        return -1;
+    }
+    if (out.pruned) rep->pruned++;
+    else rep->classes++;
+    if (!out.pass) {
+        *failing = out;
+        return 1;
+    }
+    ppv_world_free(out.world);
+    return 0;
+}
+
+/* The search split across a campaign's processes, in rounds: each process
+ * runs its share of the round's runs, then all compare; the campaign ends
+ * at a round in which one found a failure (the first such process's run,
+ * replayed on every process from its decisions), when every share is
+ * explored, or at the options' limits. rep holds the sums. */
+static int dfs_campaign(const target *tg, dfs *d, const ppv_policy *pol, ppv_fuzz_report *rep,
+                        outcome *failing, double t0, char *err, size_t errlen) {
+    const ppv_fuzz_options *o = tg->o;
+    const ppv_fuzz_campaign *c = o->campaign;
+    int32_t N = c->size;
+    round_state *all = calloc((size_t)N, sizeof *all);
+    rep->nprocesses = N;
+    rep->process_runs = calloc((size_t)N, sizeof *rep->process_runs);
+    if (!all || !rep->process_runs) {
+        free(all);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int64_t chunk = 1, total = rep->runs, before = rep->runs;
+    counts here = {0, 0, 0}; /* this process's */
+    int state = 0, split_done = 0, rc = 0; /* state: 1 found, 2 this share explored */
+    outcome mine;
+    memset(&mine, 0, sizeof mine);
+    for (;;) {
+        round_state me;
+        memset(&me, 0, sizeof me);
+        int64_t quota = chunk;
+        if (o->runs > 0) { /* the runs left, in nearly equal parts */
+            int64_t left = o->runs - total;
+            int64_t part = left * (c->rank + 1) / N - left * c->rank / N;
+            if (part < quota) quota = part;
+        }
+        double t = fuzz_now();
+        for (int64_t q = 0; q < quota && state == 0; q++) {
+            int st = one_run(tg, d, pol, &here, &mine, err, errlen);
+            if (st < 0) {
+                me.failed = 1;
+                snprintf(me.err, sizeof me.err, "%s", err);
+                break;
+            }
+            if (st == 1) {
+                state = 1;
+                break;
+            }
+            if (!split_done) {
+                split(d, c->rank, N);
+                split_done = 1;
+            }
+            if (!next_branch(d)) state = 2;
+        }
+        me.runs = here.runs;
+        me.classes = here.classes;
+        me.pruned = here.pruned;
+        me.found = state == 1;
+        me.complete = state == 2;
+        me.busy = fuzz_now() - t;
+        me.elapsed = fuzz_now() - t0;
+        if (campaign_exchange(c, &me, all, err, errlen) < 0 ||
+            campaign_failed(c, all, err, errlen) == 0) {
+            rc = -1;
+            break;
+        }
+        int32_t finder = -1, complete = 1;
+        int64_t classes = 0, pruned = 0;
+        double elapsed = 0;
+        total = before;
+        for (int32_t i = N - 1; i >= 0; i--) {
+            total += all[i].runs;
+            classes += all[i].classes;
+            pruned += all[i].pruned;
+            if (all[i].found) finder = i;
+            complete &= all[i].complete;
+            if (all[i].elapsed > elapsed) elapsed = all[i].elapsed;
+        }
+        if (finder >= 0) { /* its decisions, to every process */
+            int64_t n = 0, got = 0;
+            const int32_t *dec = c->rank == finder ? ppv_world_decisions(mine.world, &n) : NULL;
+            void *each = NULL;
+            rc = campaign_gather(c, dec, n, sizeof *dec, &each, &got, err, errlen);
+            ppv_world_free(mine.world);
+            mine.world = NULL;
+            ppv_policy again = {.kind = PPV_POLICY_REPLAY, .replay = each, .nreplay = got};
+            static const ppv_fault none = {PPV_FAULT_NONE, 0};
+            if (rc == 0 && fuzz_run_once(tg, &again, &none, 1, failing, err, errlen) < 0)
+                rc = -1;
+            free(each);
+            if (rc == 0 && failing->pass) {
+                snprintf(err, errlen, "process %d's failing run passed when replayed here: the "
+                         "processes do not run the same target", finder);
+                ppv_world_free(failing->world);
+                rc = -1;
+            }
+            if (rc == 0) {
+                rep->found = 1;
+                rep->failing_run = total - 1;
+            }
+        }
+        rep->runs = total;
+        for (int32_t i = 0; i < N && rep->process_runs; i++) rep->process_runs[i] = all[i].runs;
+        rep->classes = classes;
+        rep->pruned = pruned;
+        rep->complete = finder < 0 && complete;
+        if (rc < 0 || finder >= 0 || complete) break;
+        if ((o->runs > 0 && total >= o->runs) || (o->seconds > 0 && elapsed >= o->seconds))
+            break;
+        if (o->progress && c->rank == 0) {
+            ppv_fuzz_progress pr = {total, classes, elapsed};
+            o->progress(o->progress_ctx, &pr);
+        }
+        chunk = campaign_grow(all, N, chunk);
+    }
+    ppv_world_free(mine.world);
+    free(all);
+    return rc;
+}
+
 int fuzz_dfs(const target *tg, ppv_fuzz_report *rep, outcome *failing, double t0, char *err,
              size_t errlen) {
     const ppv_fuzz_options *o = tg->o;
-    static const ppv_fault none = {PPV_FAULT_NONE, 0};
     dfs d;
     memset(&d, 0, sizeof d);
     d.branch = -1;
@@ -366,8 +541,13 @@ int fuzz_dfs(const target *tg, ppv_fuzz_report *rep, outcome *failing, double t0
     memset(&pol, 0, sizeof pol);
     pol.kind = PPV_POLICY_EXPLORE;
     pol.explorer = &ex;
-    double shown = t0;
     int rc = 0;
+    if (campaign_on(o)) {
+        rc = dfs_campaign(tg, &d, &pol, rep, failing, t0, err, errlen);
+        dfs_free(&d);
+        return rc;
+    }
+    double shown = t0;
     for (;;) {
         double t = fuzz_now();
         if ((o->runs > 0 && rep->runs >= o->runs) || (o->seconds > 0 && t - t0 >= o->seconds))
@@ -377,37 +557,20 @@ int fuzz_dfs(const target *tg, ppv_fuzz_report *rep, outcome *failing, double t0
             o->progress(o->progress_ctx, &pr);
             shown = t;
         }
-        begin_run(&d);
-        outcome out;
-        if (fuzz_run_once(tg, &pol, &none, 1, &out, err, errlen) < 0) {
+        counts c = {rep->runs, rep->classes, rep->pruned};
+        int st = one_run(tg, &d, &pol, &c, failing, err, errlen);
+        rep->runs = c.runs;
+        rep->classes = c.classes;
+        rep->pruned = c.pruned;
+        if (st < 0) {
             rc = -1;
             break;
         }
-        rep->runs++;
-        if (d.oom) {
-            ppv_world_free(out.world);
-            snprintf(err, errlen, "out of memory exploring run %lld", (long long)rep->runs - 1);
-            rc = -1;
-            break;
-        }
-        if (d.diverged >= 0) {
-            ppv_world_free(out.world);
-            snprintf(err, errlen,
-                     "the target is not deterministic: replaying the same decisions, step %lld "
-                     "found other ranks runnable",
-                     (long long)d.diverged);
-            rc = -1;
-            break;
-        }
-        if (out.pruned) rep->pruned++;
-        else rep->classes++;
-        if (!out.pass) {
+        if (st == 1) {
             rep->found = 1;
             rep->failing_run = rep->runs - 1;
-            *failing = out;
             break;
         }
-        ppv_world_free(out.world);
         if (!next_branch(&d)) {
             rep->complete = 1;
             break;

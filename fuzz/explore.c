@@ -352,9 +352,8 @@ typedef struct pool {
     int64_t done;        /* runs completed */
     double t0, shown;
     int64_t best;        /* the smallest failing run so far */
-    outcome best_out;
-    ppv_policy best_pol;
-    ppv_fault best_fault;
+    int campaign;        /* a round of a campaign: its block is run whole, the clock and
+                            the display are the campaign's */
     uint64_t *digests;   /* [run] its trace digest */
     int64_t ndig, capdig;
     int failed;
@@ -368,10 +367,10 @@ static void *worker(void *arg) {
         pthread_mutex_lock(&p->mu);
         double t = fuzz_now();
         int stop = p->failed || p->next >= p->limit || p->next > p->best ||
-                   (o->seconds > 0 && t - p->t0 >= o->seconds);
+                   (!p->campaign && o->seconds > 0 && t - p->t0 >= o->seconds);
         int64_t i = p->next;
         if (!stop) p->next++;
-        if (!stop && o->progress && t - p->shown >= 0.2) {
+        if (!stop && !p->campaign && o->progress && t - p->shown >= 0.2) {
             ppv_fuzz_progress pr = {1 + p->done, 0, t - p->t0};
             o->progress(o->progress_ctx, &pr);
             p->shown = t;
@@ -404,12 +403,7 @@ static void *worker(void *arg) {
             p->digests[i] = r.trace_digest;
             if (i + 1 > p->ndig) p->ndig = i + 1;
             p->done++;
-            if (!r.pass && i < p->best) {
-                p->best = i;
-                p->best_out = r;
-                p->best_pol = pol;
-                p->best_fault = fault;
-            }
+            if (!r.pass && i < p->best) p->best = i;
         }
         pthread_mutex_unlock(&p->mu);
     }
@@ -427,6 +421,86 @@ static int pool_run(pool *p, int32_t jobs) {
         pthread_join(tid[j], NULL);
     pthread_mutex_destroy(&p->mu);
     return p->failed ? -1 : 0;
+}
+
+/* The runs in rounds across a campaign's processes (ppv_fuzz_campaign):
+ * each round splits the next runs into one block per process, which its
+ * workers run whole; a round with a failure in it is the last. The digests
+ * of the runs this process made up to the first failure go into mine, and
+ * the runs each process made (past the failure too, in its round) are
+ * added to made_by.
+ * 0, or -1 with err (this process's error or another's). */
+static int pool_campaign(pool *p, int32_t jobs, digest_set *mine, int64_t *made_by,
+                         char *err, size_t errlen) {
+    const ppv_fuzz_options *o = p->tg->o;
+    const ppv_fuzz_campaign *c = o->campaign;
+    int32_t N = c->size;
+    round_state *all = calloc((size_t)N, sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int64_t limit = o->runs > 0 ? o->runs : INT64_MAX, chunk = 4 * (int64_t)jobs;
+    p->campaign = 1;
+    int rc = 0;
+    while (p->next < limit) {
+        /* this round: runs [base, base + size), process r's block the r-th
+         * of N nearly equal parts */
+        int64_t base = p->next, size = limit - base;
+        if (size > chunk * N) size = chunk * N;
+        int64_t from = base + size * c->rank / N, to = base + size * (c->rank + 1) / N;
+        round_state me;
+        memset(&me, 0, sizeof me);
+        double t = fuzz_now();
+        int64_t done = p->done;
+        p->next = from;
+        p->limit = to;
+        if (pool_run(p, jobs) < 0) {
+            me.failed = 1;
+            snprintf(me.err, sizeof me.err, "%s", p->err);
+        }
+        me.best = p->best;
+        me.runs = p->done - done;
+        me.busy = fuzz_now() - t;
+        me.elapsed = fuzz_now() - p->t0;
+        if (campaign_exchange(c, &me, all, err, errlen) < 0 ||
+            campaign_failed(c, all, err, errlen) == 0) {
+            rc = -1;
+            break;
+        }
+        int64_t best = INT64_MAX;
+        double elapsed = 0;
+        for (int32_t i = 0; i < N; i++) {
+            if (all[i].best < best) best = all[i].best;
+            if (all[i].elapsed > elapsed) elapsed = all[i].elapsed;
+        }
+        for (int32_t i = 0; i < N; i++) made_by[i] += all[i].runs;
+        /* the runs made here up to the first failure */
+        int64_t made = to; /* runs [from, made) */
+        if (p->best < made) made = p->best + 1;
+        if (best < made) made = best + 1;
+        for (int64_t i = from; i < made; i++)
+            if (set_add(mine, p->digests[i]) < 0) {
+                snprintf(err, errlen, "out of memory");
+                rc = -1;
+                break;
+            }
+        p->next = base + size;
+        if (rc < 0) break;
+        if (best != INT64_MAX) {
+            p->best = best;
+            break;
+        }
+        if (o->progress && c->rank == 0) {
+            ppv_fuzz_progress pr = {p->next, 0, elapsed};
+            o->progress(o->progress_ctx, &pr);
+        }
+        if (o->seconds > 0 && elapsed >= o->seconds) break;
+        chunk = campaign_grow(all, N, chunk);
+    }
+    p->done = p->next - 1;
+    free(all);
+    return rc;
 }
 
 /* ---- the explorer ----------------------------------------------------------------- */
@@ -520,32 +594,59 @@ int ppv_fuzz(const ppv_fuzz_options *o, ppv_fuzz_report **out, char *err, size_t
         pl.shown = shown;
         pl.best = INT64_MAX;
         pl.digests = NULL;
-        if (pool_run(&pl, o->jobs > 1 ? o->jobs : 1) < 0) {
-            snprintf(err, errlen, "%s", pl.err);
-            free(pl.digests);
-            goto fail;
-        }
-        /* every run below the first failure was made, whatever the workers'
-         * timing: count those (and no later one) */
-        int64_t upto = pl.best != INT64_MAX ? pl.best : pl.next - 1;
-        for (int64_t i = 1; i <= upto && i < pl.ndig; i++)
-            if (set_add(&seen, pl.digests[i]) < 0) {
-                free(pl.digests);
-                goto oom;
+        int32_t jobs = o->jobs > 1 ? o->jobs : 1;
+        if (campaign_on(o)) {
+            /* the interleavings every process saw, in one set */
+            digest_set mine = {0};
+            void *each = NULL;
+            int64_t n = 0;
+            rep->nprocesses = o->campaign->size;
+            rep->process_runs = calloc((size_t)rep->nprocesses, sizeof *rep->process_runs);
+            int bad = !rep->process_runs;
+            if (bad) snprintf(err, errlen, "out of memory");
+            bad = bad || pool_campaign(&pl, jobs, &mine, rep->process_runs, err, errlen) < 0;
+            if (!bad) { /* the set's slots, empty ones too: 0 adds nothing below */
+                bad = campaign_gather(o->campaign, mine.slot, (int64_t)mine.cap,
+                                      sizeof *mine.slot, &each, &n, err, errlen) < 0;
+                for (int64_t i = 0; !bad && i < n; i++)
+                    if (((uint64_t *)each)[i] && set_add(&seen, ((uint64_t *)each)[i]) < 0) {
+                        snprintf(err, errlen, "out of memory");
+                        bad = 1;
+                    }
             }
-        free(pl.digests);
+            free(each);
+            free(mine.slot);
+            free(pl.digests);
+            if (bad) goto fail;
+        } else {
+            if (pool_run(&pl, jobs) < 0) {
+                snprintf(err, errlen, "%s", pl.err);
+                free(pl.digests);
+                goto fail;
+            }
+            /* every run below the first failure was made, whatever the
+             * workers' timing: count those (and no later one) */
+            int64_t upto = pl.best != INT64_MAX ? pl.best : pl.next - 1;
+            for (int64_t i = 1; i <= upto && i < pl.ndig; i++)
+                if (set_add(&seen, pl.digests[i]) < 0) {
+                    free(pl.digests);
+                    goto oom;
+                }
+            free(pl.digests);
+        }
         rep->runs = 1 + (pl.best != INT64_MAX ? pl.best : pl.done);
         if (pl.best != INT64_MAX) {
             rep->found = 1;
             rep->failing_run = pl.best;
-            rep->failing_policy = pl.best_pol;
-            rep->failing_fault = pl.best_fault;
-            rep->failing_steps = pl.best_out.steps;
-            snprintf(rep->failure, sizeof rep->failure, "%s", pl.best_out.why);
-            /* again, keeping its decisions */
+            rep->failing_policy = policy_of(&tg, pl.best);
+            rep->failing_fault = fault_of(&tg, pl.best);
+            /* again (in a campaign, on every process), keeping its decisions */
             outcome again;
-            if (fuzz_run_once(&tg, &pl.best_pol, &pl.best_fault, 1, &again, err, errlen) < 0)
+            if (fuzz_run_once(&tg, &rep->failing_policy, &rep->failing_fault, 1, &again, err,
+                              errlen) < 0)
                 goto fail;
+            rep->failing_steps = again.steps;
+            snprintf(rep->failure, sizeof rep->failure, "%s", again.why);
             rep->failing = again.world;
             if (minimise(&tg, rep, err, errlen) < 0) goto fail;
         }
@@ -577,5 +678,6 @@ void ppv_fuzz_report_free(ppv_fuzz_report *r) {
     if (!r) return;
     ppv_world_free(r->minimal);
     ppv_world_free(r->failing);
+    free(r->process_runs);
     free(r);
 }

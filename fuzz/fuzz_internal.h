@@ -45,6 +45,38 @@ uint64_t fuzz_reference(const target *tg, const ppv_fault *fault);
 int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
                   outcome *out, char *err, size_t errlen);
 
+/* ---- campaign.c: the processes of a campaign (ppv_fuzz_campaign) ---- */
+
+/* What each process says at the end of a round. */
+typedef struct round_state {
+    int64_t best;    /* random, pct, portfolio: its smallest failing run (INT64_MAX: none) */
+    int64_t runs;    /* dfs: the runs it has made */
+    int64_t classes, pruned;
+    double busy;     /* seconds its runs of this round took */
+    double elapsed;  /* seconds since its campaign began */
+    int32_t failed;  /* it cannot go on: err says why */
+    int32_t found;   /* dfs: a run failed */
+    int32_t complete; /* dfs: its share of the search is explored */
+    char err[512];
+} round_state;
+
+/* Whether o runs as a campaign of more than one process. */
+int campaign_on(const ppv_fuzz_options *o);
+/* Every process's state (all: one per process, in rank order); 0, or -1
+ * with err. */
+int campaign_exchange(const ppv_fuzz_campaign *c, const round_state *mine, round_state *all,
+                      char *err, size_t errlen);
+/* Every process's n items of `item` bytes each, one process after the
+ * other in *all (malloc'd, *total items); 0, or -1 with err. */
+int campaign_gather(const ppv_fuzz_campaign *c, const void *mine, int64_t n, size_t item,
+                    void **all, int64_t *total, char *err, size_t errlen);
+/* The process that cannot go on, as an error; -1 when none failed. */
+int campaign_failed(const ppv_fuzz_campaign *c, const round_state *all, char *err,
+                    size_t errlen);
+/* The next round's runs per process: doubled while the slowest process
+ * took under a tenth of a second. */
+int64_t campaign_grow(const round_state *all, int32_t n, int64_t chunk);
+
 /* dfs.c: explores every interleaving class of the target (runs 1, 2, ...
  * after the reference), stopping at the first failure (kept in *failing
  * with the run's number) or at the options' limits. 0, or -1 with err. */

@@ -2,6 +2,7 @@
  * against the round-robin reference, counts distinct interleavings, hands
  * back a failing run's trace that replays to the same failure, and
  * accepts a fault only when it is caught the same way in every order. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,6 +187,178 @@ static void test_the_report_is_the_same_for_any_number_of_workers(void **state) 
         for (int j = 0; j < 3; j++)
             ppv_fuzz_report_free(r[j]);
     }
+}
+
+/* ---- campaigns across processes, as threads ------------------------------------- */
+
+/* A campaign's processes as threads of this one: the allgather of
+ * ppv_fuzz_campaign through a barrier (each posts its buffer, all copy,
+ * all wait before the buffers change). What mpirun gives `ppv fuzz`
+ * (test_mpi.c runs that), here under the sanitizers and valgrind too. */
+typedef struct threads_campaign {
+    pthread_barrier_t bar;
+    int32_t size;
+    const void *posted[4];
+} threads_campaign;
+
+typedef struct campaign_member {
+    threads_campaign *all;
+    ppv_fuzz_campaign c;
+    ppv_fuzz_options o;
+    ppv_fuzz_report *r;
+    int gathers;
+} campaign_member;
+
+static int threads_allgather(void *ctx, const void *send, void *recv, size_t bytes, char *err,
+                             size_t errlen) {
+    (void)err, (void)errlen;
+    campaign_member *m = ctx;
+    threads_campaign *t = m->all;
+    t->posted[m->c.rank] = send;
+    pthread_barrier_wait(&t->bar);
+    for (int32_t i = 0; i < t->size; i++)
+        memcpy((char *)recv + (size_t)i * bytes, t->posted[i], bytes);
+    pthread_barrier_wait(&t->bar);
+    m->gathers++;
+    return 0;
+}
+
+static void *campaign_thread(void *arg) {
+    campaign_member *m = arg;
+    m->r = fuzz(&m->o);
+    return NULL;
+}
+
+/* Runs o as a campaign of n threads; each one's report in r[]. */
+static void campaign(const ppv_fuzz_options *o, int32_t n, campaign_member *m) {
+    threads_campaign t;
+    memset(&t, 0, sizeof t);
+    t.size = n;
+    pthread_barrier_init(&t.bar, NULL, (unsigned)n);
+    pthread_t tid[4];
+    for (int32_t i = 0; i < n; i++) {
+        m[i] = (campaign_member){&t, {i, n, threads_allgather, &m[i]}, *o, NULL, 0};
+        m[i].o.campaign = &m[i].c;
+    }
+    for (int32_t i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&tid[i], NULL, campaign_thread, &m[i]), 0);
+    for (int32_t i = 0; i < n; i++)
+        pthread_join(tid[i], NULL);
+    pthread_barrier_destroy(&t.bar);
+    for (int32_t i = 0; i < n; i++)
+        assert_non_null(m[i].r);
+}
+
+/* random, pct and portfolio: a campaign of 2 or 3 processes reports what
+ * one process does (the verdict, the runs, the distinct interleavings,
+ * the failing run and its minimal trace), each process having made a
+ * part of the runs and no more; every process ends with the same report. */
+static void test_a_campaign_reports_what_one_process_does(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 4;
+    pp.steps = 2;
+    pp.control_only = 1;
+    pp.poll = 1;
+    for (int bug = 0; bug < 2; bug++) {
+        pp.bug = bug ? PPV_PP_BUG_SEND_ON_PROBE_HIT : PPV_PP_BUG_NONE;
+        ppv_fuzz_options o = base(runs(300));
+        o.strategy = PPV_FUZZ_RANDOM;
+        o.pp = &pp;
+        ppv_fuzz_report *one = fuzz(&o);
+        assert_int_equal(one->found, bug);
+        assert_null(one->process_runs);
+        if (bug) assert_int_equal(one->failing_run, 74); /* seed 74: see the seeded bugs' test */
+        for (int32_t n = 2; n <= 3; n++) {
+            campaign_member m[3];
+            campaign(&o, n, m);
+            int64_t sum = 0;
+            for (int32_t i = 0; i < n; i++) {
+                ppv_fuzz_report *r = m[i].r;
+                assert_int_equal(r->found, one->found);
+                assert_int_equal(r->runs, one->runs);
+                assert_int_equal(r->distinct, one->distinct);
+                assert_int_equal(r->failing_run, one->failing_run);
+                assert_int_equal(r->minimal_prefix, one->minimal_prefix);
+                assert_int_equal(r->minimal_deviations, one->minimal_deviations);
+                assert_string_equal(r->failure, one->failure);
+                assert_int_equal(r->nprocesses, n);
+                assert_int_equal(r->process_runs[i], m[0].r->process_runs[i]);
+                assert_true(m[i].gathers >= 3); /* rounds, then the interleavings */
+                sum += m[0].r->process_runs[i];
+                /* a share, not every run: each round splits its runs evenly, so
+                 * without a failure the shares are within a few runs of equal */
+                int64_t made = m[0].r->process_runs[i], even = (one->runs - 1) / n;
+                if (made <= 0 || made >= one->runs - 1 ||
+                    (!bug && (made < even - 16 || made > even + 16)))
+                    fail_msg("process %d of %d made %lld of %lld runs", i, n,
+                             (long long)m[0].r->process_runs[i], (long long)one->runs - 1);
+            }
+            /* the reference's run is not counted; in the round of a failure, runs
+             * past it are made too */
+            if (bug) assert_true(sum >= one->runs - 1 && sum < one->runs - 1 + 64);
+            else assert_int_equal(sum, one->runs - 1);
+            if (bug) { /* the same minimal trace on every process */
+                int64_t n0, n1;
+                const int64_t *s0, *s1;
+                const int32_t *r0, *r1;
+                n0 = ppv_world_deviations(one->minimal, &s0, &r0);
+                n1 = ppv_world_deviations(m[n - 1].r->minimal, &s1, &r1);
+                assert_int_equal(n1, n0);
+                assert_memory_equal(s1, s0, (size_t)n0 * sizeof *s0);
+                assert_memory_equal(r1, r0, (size_t)n0 * sizeof *r0);
+            }
+            for (int32_t i = 0; i < n; i++)
+                ppv_fuzz_report_free(m[i].r);
+        }
+        ppv_fuzz_report_free(one);
+    }
+}
+
+/* dfs split across processes: the search of a clean pipeline is complete
+ * on every process, with every class one process runs (each process makes
+ * the first run, so a class more per process); a seeded bug is found. */
+static void test_a_dfs_campaign_splits_the_search(void **state) {
+    (void)state;
+    ppv_pp_options pp = ppv_pp_defaults();
+    pp.chunks = 3;
+    pp.steps = 2;
+    pp.control_only = 1;
+    pp.poll = 1;
+    ppv_fuzz_options o = base(100000);
+    o.strategy = PPV_FUZZ_DFS;
+    o.pp = &pp;
+    ppv_fuzz_report *one = fuzz(&o);
+    assert_true(one->complete);
+    assert_int_equal(one->classes, 36);
+    campaign_member m[3];
+    campaign(&o, 3, m);
+    for (int32_t i = 0; i < 3; i++) {
+        assert_true(m[i].r->complete);
+        assert_false(m[i].r->found);
+        assert_int_equal(m[i].r->classes, m[0].r->classes);
+        /* at least every class once, and no search repeated whole */
+        assert_true(m[i].r->classes >= one->classes + 2);
+        assert_true(m[i].r->classes < 2 * one->classes);
+        /* each made a share */
+        assert_true(m[0].r->process_runs[i] > 1);
+        assert_true(m[0].r->process_runs[i] < one->runs - 1);
+    }
+    for (int32_t i = 0; i < 3; i++)
+        ppv_fuzz_report_free(m[i].r);
+    ppv_fuzz_report_free(one);
+    pp.chunks = 4;
+    pp.bug = PPV_PP_BUG_SEND_ON_PROBE_HIT;
+    campaign(&o, 2, m);
+    for (int32_t i = 0; i < 2; i++) {
+        assert_true(m[i].r->found);
+        assert_false(m[i].r->complete);
+        assert_non_null(strstr(m[i].r->failure, "more than D_in 2"));
+        assert_int_equal(m[i].r->failing_run, m[0].r->failing_run);
+        assert_int_equal(m[i].r->minimal_deviations, m[0].r->minimal_deviations);
+    }
+    for (int32_t i = 0; i < 2; i++)
+        ppv_fuzz_report_free(m[i].r);
 }
 
 /* ---- faults ------------------------------------------------------------------------ */
@@ -613,7 +786,7 @@ static void test_command_keeps_options_to_their_target(void **state) {
     run_result r = RUN("fuzz", "pp", "--runs", "20", "--control-only", "--chunks", "3", "--json");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "\"ok\":true,\"target\":\"pp\",\"strategy\":\"portfolio\","
-                                  "\"runs\":20,"));
+                                  "\"processes\":1,\"runs\":20,\"process_runs\":null,"));
     run_free(&r);
     r = RUN("fuzz", "pp", "--semantics", "eager");
     assert_int_equal(r.code, 2);
@@ -911,6 +1084,8 @@ int main(void) {
         cmocka_unit_test(test_a_fault_passes_only_when_caught_the_same_way_in_every_order),
         cmocka_unit_test(test_bad_options_are_refused),
         cmocka_unit_test(test_the_report_is_the_same_for_any_number_of_workers),
+        cmocka_unit_test(test_a_campaign_reports_what_one_process_does),
+        cmocka_unit_test(test_a_dfs_campaign_splits_the_search),
         cmocka_unit_test(test_lost_duplicated_and_killed_messages_end_named_or_unchanged),
         cmocka_unit_test(test_every_message_corrupted_in_turn),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),

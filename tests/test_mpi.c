@@ -331,6 +331,108 @@ static void test_pp_record_on_mpi_replays_on_the_mock(void **state) {
     run_free(&r);
 }
 
+/* What a `ppv fuzz --json` printed that a campaign of any size must agree
+ * on with one process. */
+static char *fuzz_fields(const char *json) {
+    static const char *const keys[] = {"ok", "strategy", "runs", "distinct_interleavings",
+                                       "failure", "failing_run", "failing_policy",
+                                       "failing_steps", "minimal_prefix", "minimal_deviations",
+                                       "minimal_stretches", "minimal_failure", NULL};
+    return json_fields(json, keys);
+}
+
+/* `mpirun -np N ppv fuzz`: a campaign across N processes. random on a
+ * seeded bug reports what one process does, with the same traces, for 2
+ * and 4 processes; each process makes a part of the runs; one report is
+ * printed; dfs splits its search and covers it; the checker target is
+ * refused. */
+static void test_fuzz_campaigns_across_processes(void **state) {
+    (void)state;
+    need_mpi();
+    const char *args[32] = {"fuzz", "pp", "--seed-bug", "send-on-probe-hit", "--poll",
+                            "--control-only", "--chunks", "4", "--steps", "2", "--strategy",
+                            "random", "--runs", "2000", "--json", "--out"};
+    int n = 16;
+    char one_dir[4200];
+    snprintf(one_dir, sizeof one_dir, "%s", tmp_path("fuzz1"));
+    args[n] = one_dir;
+    args[n + 1] = NULL;
+    run_result one = run_in(NULL, args);
+    assert_int_equal(one.code, 1);
+    char *want = fuzz_fields(one.out);
+    assert_non_null(strstr(want, "runs=75;")); /* the seeded bug's first failure, run 74 */
+    assert_non_null(strstr(one.out, "\"processes\":1,"));
+    char path[4400];
+    snprintf(path, sizeof path, "%s/minimal.trace", one_dir);
+    char *trace1 = slurp(path);
+    for (int np = 2; np <= 4; np += 2) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s%d", tmp_path("fuzz"), np);
+        args[n] = dir;
+        run_result r = mpirun(np, PPV_BIN, args);
+        if (r.code != 1) fprintf(stderr, "%s%s", r.out, r.err);
+        assert_int_equal(r.code, 1);
+        char *got = fuzz_fields(r.out);
+        assert_string_equal(got, want);
+        char processes[32];
+        snprintf(processes, sizeof processes, "\"processes\":%d,", np);
+        assert_non_null(strstr(r.out, processes));
+        /* one report, by process 0: one JSON object */
+        assert_null(strstr(strchr(r.out, '{') + 1, "{\"ok\""));
+        /* each process made a part of the runs */
+        json_object *o = json_tokener_parse(r.out), *each = NULL;
+        assert_true(json_object_object_get_ex(o, "process_runs", &each));
+        assert_int_equal(json_object_array_length(each), np);
+        int64_t sum = 0;
+        for (int i = 0; i < np; i++) {
+            int64_t k = json_object_get_int64(json_object_array_get_idx(each, (size_t)i));
+            assert_true(k > 0 && k < 74);
+            sum += k;
+        }
+        assert_true(sum >= 74);
+        json_object_put(o);
+        /* the same minimal trace */
+        snprintf(path, sizeof path, "%s/minimal.trace", dir);
+        char *trace = slurp(path);
+        assert_string_equal(trace, trace1);
+        free(trace);
+        free(got);
+        run_free(&r);
+    }
+    free(trace1);
+    free(want);
+    run_free(&one);
+    /* without a failure: the same runs and interleavings, each process a share */
+    run_result clean = RUN("fuzz", "pp", "--control-only", "--chunks", "4", "--strategy",
+                           "portfolio", "--runs", "3000", "--json");
+    assert_int_equal(clean.code, 0);
+    run_result r = MPIRUN(2, PPV_BIN, "fuzz", "pp", "--control-only", "--chunks", "4",
+                          "--strategy", "portfolio", "--runs", "3000", "--json");
+    assert_int_equal(r.code, 0);
+    char *a = fuzz_fields(clean.out), *b = fuzz_fields(r.out);
+    assert_string_equal(b, a);
+    assert_non_null(strstr(a, "ok=true;strategy=\"portfolio\";runs=3000;"));
+    free(a);
+    free(b);
+    run_free(&clean);
+    run_free(&r);
+    /* dfs: the search split, covered whole */
+    r = MPIRUN(2, PPV_BIN, "fuzz", "pp", "--control-only", "--chunks", "3", "--poll",
+               "--strategy", "dfs");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "strategy dfs (partial-order reduction, sleep sets), across 2 "
+                                  "processes\n"));
+    assert_non_null(strstr(r.out, "; every class explored\n"));
+    assert_non_null(strstr(r.out, "runs by process: "));
+    run_free(&r);
+    /* the checker is one process's */
+    r = MPIRUN(2, PPV_BIN, "fuzz", "checker", "--runs", "1");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "ppv fuzz: checker runs in one process; start it without "
+                                  "mpirun (2 processes here)"));
+    run_free(&r);
+}
+
 /* Options of one transport are refused on the other (no MPI needed). */
 static void test_transport_options(void **state) {
     (void)state;
@@ -915,6 +1017,7 @@ int main(void) {
         cmocka_unit_test(test_pp_processes_with_other_settings_stop_at_the_handshake),
         cmocka_unit_test(test_nccl_watchdog_and_async_errors),
         cmocka_unit_test(test_nccl_transport_logic),
+        cmocka_unit_test(test_fuzz_campaigns_across_processes),
         cmocka_unit_test(test_launch_gives_each_copy_its_rank),
         cmocka_unit_test(test_launch_bootstraps_nccl),
     };

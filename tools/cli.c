@@ -289,13 +289,12 @@ int timeout_option(const char *arg, double *out) {
 }
 
 /* (cli.h) */
-int start_transport(const char *name, ppv_proc **proc, int *lead) {
+int join_job(const char *name, const char *why, ppv_proc **proc, int *lead) {
     char err[512];
     *proc = NULL;
     *lead = 1;
-    if (!name) return -1;
     if (ppv_proc_start(name, proc, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv %s: --transport %s: %s\n", g_cmd, name, err);
+        fprintf(stderr, "ppv %s: %s: %s\n", g_cmd, why, err);
         return PPV_EXIT_BAD_INPUT;
     }
     *lead = ppv_proc_rank(*proc) == 0;
@@ -303,9 +302,20 @@ int start_transport(const char *name, ppv_proc **proc, int *lead) {
         fprintf(stderr, "ppv %s: cannot silence rank %d's output: %s\n", g_cmd,
                 ppv_proc_rank(*proc), strerror(errno));
         ppv_proc_end(*proc);
+        *proc = NULL;
         return PPV_EXIT_BAD_INPUT;
     }
     return -1;
+}
+
+/* (cli.h) */
+int start_transport(const char *name, ppv_proc **proc, int *lead) {
+    *proc = NULL;
+    *lead = 1;
+    if (!name) return -1;
+    char why[64];
+    snprintf(why, sizeof why, "--transport %s", name);
+    return join_job(name, why, proc, lead);
 }
 
 /* Reads --model: the spec itself, or a file holding it (an argument with

@@ -219,6 +219,9 @@ int timeout_option(const char *arg, double *out);
  * rank 0 prints it (the others' standard output goes nowhere) and writes
  * the files. -1, or an exit code after the message. */
 int start_transport(const char *name, ppv_proc **proc, int *lead);
+/* As start_transport, for a job ppv joins because mpirun started it (why
+ * says so in a refusal). */
+int join_job(const char *name, const char *why, ppv_proc **proc, int *lead);
 /* Reads --model: the spec itself, or a file holding it (an argument with
  * no '='). 0, or an exit code after the message. */
 int model_spec(const char *arg, ppv_model_spec *m);

@@ -354,12 +354,51 @@ static int fuzz_checker(const fuzz_args *a) {
     return rc;
 }
 
+/* The processes of the MPI job this one was started in, as mpirun says in
+ * the environment (Open MPI's OMPI_COMM_WORLD_SIZE, MPICH's PMI_SIZE); 1
+ * outside one. */
+static long mpi_job_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (v && *v && !*end && n > 0) return n;
+    }
+    return 1;
+}
+
+/* A campaign's exchange (ppv_fuzz_campaign) over the MPI transport's
+ * allgather on the job's world. */
+typedef struct campaign_link {
+    ppv_transport t;
+    int32_t rank;
+} campaign_link;
+
+static int campaign_allgather(void *ctx, const void *send, void *recv, size_t bytes, char *err,
+                              size_t errlen) {
+    campaign_link *l = ctx;
+    int rc = l->t.ops->allgather(l->t.impl, l->rank, send, recv, bytes, 0, "the campaign");
+    if (rc) snprintf(err, errlen, "the campaign's exchange between processes failed (%d)", rc);
+    return rc ? -1 : 0;
+}
+
 int cmd_fuzz(int argc, char **argv) {
     fuzz_args a;
     int rc = parse_fuzz_args(argc, argv, &a);
     if (rc >= 0) return rc;
+    long job = mpi_job_size();
+    if (a.checker_target && job > 1) {
+        fprintf(stderr, "ppv fuzz: checker runs in one process; start it without mpirun (%ld "
+                        "processes here)\n", job);
+        return PPV_EXIT_BAD_INPUT;
+    }
     if (a.checker_target) return fuzz_checker(&a);
     char err[1024];
+    ppv_proc *proc = NULL;
+    int lead = 1;
+    campaign_link link;
+    ppv_fuzz_campaign campaign;
     ppv_schedule *s = NULL;
     ppv_recompute *mask = NULL;
     int made = 0; /* --out made here: removed again when nothing goes in it */
@@ -383,23 +422,40 @@ int cmd_fuzz(int argc, char **argv) {
         a.f.run.recompute = mask;
         a.f.schedule = s;
     }
-    if (a.out && !(made = mkdir(a.out, 0777) == 0) && errno != EEXIST) {
+    /* started by mpirun: a campaign, the runs split across the processes;
+     * process 0 reports and writes the files */
+    if (job > 1) {
+        char why[128];
+        snprintf(why, sizeof why, "started by mpirun as one of %ld processes (a campaign)", job);
+        if ((rc = join_job("mpi", why, &proc, &lead)) >= 0) goto done;
+        /* a round's exchange waits for the slowest process's runs */
+        ppv_proc_config cfg = {a.f.run.sem, 600};
+        if (ppv_proc_configure(proc, &cfg, &link.t, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: %s\n", err);
+            rc = PPV_EXIT_BAD_INPUT;
+            goto done;
+        }
+        link.rank = ppv_proc_rank(proc);
+        campaign = (ppv_fuzz_campaign){link.rank, ppv_proc_size(proc), campaign_allgather, &link};
+        a.f.campaign = &campaign;
+    }
+    if (a.out && lead && !(made = mkdir(a.out, 0777) == 0) && errno != EEXIST) {
         fprintf(stderr, "ppv fuzz: cannot make %s: %s\n", a.out, strerror(errno));
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }
-    int tty = !a.json && isatty(2);
+    int tty = !a.json && lead && isatty(2);
     if (tty) a.f.progress = show_progress;
     ppv_fuzz_report *r = NULL;
     if (ppv_fuzz(&a.f, &r, err, sizeof err) < 0) {
         if (tty) fputs("\r\033[K", stderr);
-        fprintf(stderr, "ppv fuzz: %s\n", err);
+        if (lead) fprintf(stderr, "ppv fuzz: %s\n", err);
         rc = PPV_EXIT_BAD_INPUT;
         goto done;
     }
     if (tty) fputs("\r\033[K", stderr);
     char failing_path[4200] = "", minimal_path[4200] = "", pol[96];
-    if (r->found && a.out) {
+    if (r->found && a.out && lead) {
         if (save_trace(a.out, "failing.trace", r->failing, 0, r->failing_reference, r->failure,
                        failing_path, sizeof failing_path) < 0 ||
             save_trace(a.out, "minimal.trace", r->minimal, 1,
@@ -416,7 +472,15 @@ int cmd_fuzz(int argc, char **argv) {
         json_object_object_add(j, "target", json_object_new_string(a.target));
         json_object_object_add(j, "strategy",
                                json_object_new_string(ppv_fuzz_strategy_name(a.f.strategy)));
+        json_object_object_add(j, "processes", json_object_new_int(proc ? ppv_proc_size(proc) : 1));
         json_object_object_add(j, "runs", json_object_new_int64(r->runs));
+        json_object *each = NULL; /* a campaign: the runs each process made */
+        if (r->nprocesses) {
+            each = json_object_new_array();
+            for (int32_t i = 0; i < r->nprocesses; i++)
+                json_object_array_add(each, json_object_new_int64(r->process_runs[i]));
+        }
+        json_object_object_add(j, "process_runs", each);
         json_object_object_add(j, "distinct_interleavings", json_object_new_int64(r->distinct));
         if (a.f.strategy == PPV_FUZZ_DFS) {
             json_object_object_add(j, "complete", json_object_new_boolean(r->complete));
@@ -461,16 +525,24 @@ int cmd_fuzz(int argc, char **argv) {
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
     } else {
+        char across[64] = "";
+        if (proc) snprintf(across, sizeof across, ", across %d processes", ppv_proc_size(proc));
         if (a.f.strategy == PPV_FUZZ_DFS)
-            printf("ppv fuzz: %s, strategy dfs (partial-order reduction, sleep sets)\n",
-                   a.target);
+            printf("ppv fuzz: %s, strategy dfs (partial-order reduction, sleep sets)%s\n",
+                   a.target, across);
         else
-            printf("ppv fuzz: %s, strategy %s (PCT depth up to %d), seeds from %llu\n",
+            printf("ppv fuzz: %s, strategy %s (PCT depth up to %d), seeds from %llu%s\n",
                    a.target, ppv_fuzz_strategy_name(a.f.strategy), a.f.pct_depth,
-                   (unsigned long long)a.f.seed);
+                   (unsigned long long)a.f.seed, across);
         printf("runs: %lld in %.2f s (%.0f runs/s), %lld distinct interleavings\n",
                (long long)r->runs, r->seconds, r->seconds > 0 ? (double)r->runs / r->seconds : 0.0,
                (long long)r->distinct);
+        if (r->nprocesses) {
+            printf("runs by process:");
+            for (int32_t i = 0; i < r->nprocesses; i++)
+                printf("%s %lld", i ? "," : "", (long long)r->process_runs[i]);
+            printf(" (the reference's run not counted)\n");
+        }
         if (a.f.strategy == PPV_FUZZ_DFS)
             printf("classes: %lld run to the end, %lld runs ended early (sleep sets); %s\n",
                    (long long)r->classes, (long long)r->pruned,
@@ -538,7 +610,7 @@ int cmd_fuzz(int argc, char **argv) {
     rc = r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
     char what[128];
     snprintf(what, sizeof what, "every run (%s) passes", ppv_fuzz_strategy_name(a.f.strategy));
-    if (a.junit && write_junit(a.junit, a.target, what, r->found, r->failure,
+    if (a.junit && lead && write_junit(a.junit, a.target, what, r->found, r->failure,
                                a.f.strategy == PPV_FUZZ_DFS, r->complete) < 0)
         rc = PPV_EXIT_BAD_INPUT;
     if (made && !r->found) rmdir(a.out); /* nothing went in it */
@@ -547,5 +619,6 @@ done:
     if (made && rc == PPV_EXIT_BAD_INPUT) rmdir(a.out); /* empty unless a trace went in */
     free(mask);
     ppv_schedule_free(s);
+    ppv_proc_end(proc);
     return rc;
 }

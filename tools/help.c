@@ -94,6 +94,7 @@ static const char *const fuzz_examples[] = {
     "ppv fuzz zbv.csv --semantics eager --runs 500", "ppv fuzz pp --mesh 4 --time 10 --out found",
     "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json",
     "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs",
+    "mpirun -np 4 ppv fuzz pp --control-only --strategy random --runs 1000000",
     "ppv fuzz checker --time 60 --out disagreement", NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json",
@@ -197,7 +198,9 @@ static const help_command commands[] = {
      "eager and eager:BYTES, compares ppv check's verdict with what the engine does under dfs; "
      "--runs counts schedules (default 200) and --out DIR receives a disagreeing schedule, "
      "minimised. Exit 1 when a run fails or the two disagree. On a terminal, progress is shown "
-     "on standard error.",
+     "on standard error. Started by mpirun, it is a campaign: the runs (dfs: the search's "
+     "branches) are split across the job's processes, each with its own --jobs, and process 0 "
+     "prints one report, the same with --runs for any number of processes.",
      fuzz_groups, fuzz_examples},
     {"launch", "-n N -- COMMAND [ARGS...]",
      "Starts N copies of COMMAND, each with PPV_LAUNCH_RANK (0 to N-1), PPV_LAUNCH_SIZE (N) "

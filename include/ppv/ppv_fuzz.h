@@ -45,6 +45,27 @@ typedef struct ppv_fuzz_program {
     void *arg;
 } ppv_fuzz_program;
 
+/* A campaign across processes (`mpirun -np N ppv fuzz ...`): every process
+ * calls ppv_fuzz with the same options and its own rank, and the explorer
+ * splits the work among them. random, pct and portfolio go in rounds:
+ * each round hands every process a block of the next runs (runs are
+ * numbered as in one process, run i drawn from seed + i), each runs its
+ * block with its own workers, and all compare at the round's end; the
+ * first round with a failure ends the campaign at the smallest failing
+ * run, every run below it having been made. So a number of runs gives the
+ * same report for any N. dfs runs the search's first run everywhere, then
+ * splits the branches that run left open among the processes (the k-th
+ * to process k mod N); a branch a process finds later it explores itself.
+ * Every process ends with the same report. */
+typedef struct ppv_fuzz_campaign {
+    int32_t rank, size;
+    /* Called by every process alike: process i's `bytes` bytes of send
+     * land at recv + i * bytes on every process. 0, or -1 with err. */
+    int (*allgather)(void *ctx, const void *send, void *recv, size_t bytes, char *err,
+                     size_t errlen);
+    void *ctx;
+} ppv_fuzz_campaign;
+
 typedef struct ppv_fuzz_options {
     ppv_fuzz_strategy strategy;
     int32_t pct_depth; /* at least 2; PCT alone takes 1 (priorities, no change point) */
@@ -66,6 +87,8 @@ typedef struct ppv_fuzz_options {
      * watchdog ends, a check that fires); completing with other output (a
      * silent corruption) fails. */
     unsigned faults;
+    /* a campaign across processes (NULL: this process alone) */
+    const ppv_fuzz_campaign *campaign;
     /* called about every 0.2 s and at the end (a display; it must not touch the run) */
     void (*progress)(void *ctx, const ppv_fuzz_progress *p);
     void *progress_ctx;
@@ -97,6 +120,11 @@ typedef struct ppv_fuzz_report {
     ppv_world *failing;        /* the failing run's decisions */
     /* what each was measured against (ppv_trace_write_verdict's reference) */
     uint64_t failing_reference, minimal_reference;
+    /* a campaign: the runs each process made (the reference's not counted,
+     * and in the round of a failure those past it too; nprocesses of
+     * them, in rank order); one process: NULL, 0 */
+    int64_t *process_runs;
+    int32_t nprocesses;
 } ppv_fuzz_report;
 
 /* Explores. 0 with *out (found says whether a run failed), or -1 with the
