@@ -684,6 +684,114 @@ static void test_seeded_bugs_from_the_command_line(void **state) {
  * needs for cut-on-probe-hit) and 12 steps in all; the trace holds those
  * lines alone, and replays as the failure. A deviation line out of order
  * is refused. */
+/* Lines of text that begin with prefix. */
+static int lines_starting(const char *text, const char *prefix) {
+    int n = 0;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        n += strncmp(p, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
+/* ppv fuzz explain TRACE: the trace names its target (ppv fuzz writes a
+ * target line), and explain runs it again telling each step around the
+ * forced ones, every probe that finds a message, the end, and the replay's
+ * verdict; on a changed target the failure is gone; a trace with no target,
+ * or a target ppv fuzz would refuse, is exit 2. */
+static void test_explain_tells_a_failure_as_a_story(void **state) {
+    (void)state;
+    const char *dir = tmp_path("explain");
+    run_result r = RUN("fuzz", "pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2",
+                       "--seed-bug", "send-on-probe-hit", "--strategy", "dfs", "--out", dir);
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/minimal.trace", dir);
+    char *text = slurp(trace);
+    assert_non_null(strstr(text, "\ntarget pp --poll --control-only --chunks 4 --steps 2 "
+                                 "--seed-bug send-on-probe-hit\n"));
+    r = RUN("fuzz", "explain", trace);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "\ntarget: pp --poll --control-only --chunks 4 --steps 2 "
+                                  "--seed-bug send-on-probe-hit\n"
+                                  "105 steps: round-robin but at 12 (*), in 2 stretches\n"
+                                  "  ... steps 0-68: round-robin\n"
+                                  "  step 69    rank 0 (stage 0)  sends INFER to rank 1 (1536 "
+                                  "bytes)\n"));
+    assert_int_equal(lines_starting(r.out, "* step "), 12); /* the trace's deviations */
+    assert_non_null(strstr(r.out, "\n* step 91    rank 1 (the leader)  sends result to rank 0 "
+                                  "(56 bytes)\n"));
+    /* the probe that finds the result: what round-robin never does */
+    assert_non_null(strstr(r.out, "\n  step 93    rank 0 (stage 0)  probes rank 1: a message is "
+                                  "there\n"));
+    assert_int_equal(lines_starting(r.out, "  step "), 19); /* 69-93 and 99-104 but the 12 */
+    assert_non_null(strstr(r.out, "\nend: rank 0: PPV-RULE (rank 0, group world, call_id 3, "
+                                  "chunk_index 3, cache_epoch 0): stage 0 has 3 envelopes in "
+                                  "flight, more than D_in 2: its bounded queue overflowed\n"));
+    assert_non_null(strstr(r.out, "its bounded queue overflowed (as recorded)\nresult: FAILED\n"));
+    run_free(&r);
+    /* the full failing trace too: its forced decisions found by the run */
+    char failing[4200];
+    snprintf(failing, sizeof failing, "%s/failing.trace", dir);
+    r = RUN("fuzz", "explain", failing);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "101 steps: round-robin but at 68 (*), in 2 stretches\n"));
+    run_free(&r);
+    /* the target without the bug: the same interleaving no longer fails */
+    char *cut = strstr(text, " --seed-bug send-on-probe-hit\n");
+    memmove(cut, cut + strlen(" --seed-bug send-on-probe-hit"), strlen(cut) - 28);
+    char *fixed = tmp_path("fixed.trace");
+    write_text(fixed, text);
+    r = RUN("fuzz", "explain", fixed);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\nreplay: no longer fails (the trace recorded: PPV-RULE"));
+    assert_non_null(strstr(r.out, "\nresult: OK\n"));
+    run_free(&r);
+    /* no target line; a target ppv fuzz refuses; the checker */
+    char *target = strstr(text, "target pp");
+    *target = '\0';
+    char *bare = tmp_path("bare.trace");
+    write_text(bare, text);
+    r = RUN("fuzz", "explain", bare);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "bare.trace has no target line (ppv fuzz --out writes one)"));
+    run_free(&r);
+    static const char *const bad[] = {"target pp --chunks zero\n", "target checker\n",
+                                      "target pp --mesh 4\n", "target pp --runs\n"};
+    static const char *const says[] = {"--chunks", "checker leaves no trace",
+                                       "is a trace of 3 ranks; its target's stage 0 and mesh of "
+                                       "4 are 5",
+                                       "is not a target ppv fuzz takes"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char *t = malloc(strlen(text) + strlen(bad[k]) + 1);
+        sprintf(t, "%s%s", text, bad[k]);
+        write_text(bare, t);
+        free(t);
+        r = RUN("fuzz", "explain", bare);
+        assert_int_equal(r.code, 2);
+        assert_non_null(strstr(r.err, says[k]));
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
+    free(text);
+    /* a schedule's deadlock: who waits for what, and the cycle */
+    const char *sdir = tmp_path("explain_schedule");
+    r = RUN("fuzz", data_path("rendezvous_only_train.csv"), "--out", sdir);
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    snprintf(trace, sizeof trace, "%s/minimal.trace", sdir);
+    r = RUN("fuzz", "explain", trace);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "7 steps: round-robin but at 0 (*), in 0 stretches\n"));
+    assert_non_null(strstr(r.out, "\n  step 6     rank 0  sends 0SEND_F1 to rank 1 (512 bytes)\n"
+                                  "end: deadlock after 7 scheduler steps: 2 of 2 ranks blocked\n"
+                                  "  rank 0 waits at 0SEND_F1: send of 512 bytes (rendezvous) "
+                                  "waits for rank 1 to post its receive\n"
+                                  "  rank 1 waits at 1SEND_F0: send of 512 bytes (rendezvous) "
+                                  "waits for rank 0 to post its receive\n"
+                                  "  cycle: 0 -> 1 -> 0\n"));
+    run_free(&r);
+}
+
 static void test_minimal_traces_are_a_few_forced_steps(void **state) {
     (void)state;
     static const struct {
@@ -724,8 +832,9 @@ static void test_minimal_traces_are_a_few_forced_steps(void **state) {
         char *text = slurp(trace);
         int lines = 0;
         for (const char *p = text; *p; p++) lines += *p == '\n';
-        /* header 3, deviations 1 + one a step, then round-robin, reference, verdict */
-        assert_int_equal(lines, 3 + 1 + (int)bugs[k].deviations + 3);
+        /* header 3, deviations 1 + one a step, then round-robin, reference, verdict,
+         * target */
+        assert_int_equal(lines, 3 + 1 + (int)bugs[k].deviations + 4);
         r = RUN("pp", "--poll", "--control-only", "--chunks", "4", "--steps", "2", bugs[k].o1,
                 bugs[k].v1, bugs[k].o2, bugs[k].v2, bugs[k].o3, bugs[k].v3, "--seed-bug",
                 bugs[k].bug, "--replay", trace);
@@ -1091,6 +1200,7 @@ int main(void) {
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
         cmocka_unit_test(test_seeded_bugs_from_the_command_line),
         cmocka_unit_test(test_minimal_traces_are_a_few_forced_steps),
+        cmocka_unit_test(test_explain_tells_a_failure_as_a_story),
         cmocka_unit_test(test_command_keeps_options_to_their_target),
         cmocka_unit_test(test_delays_and_buffered_links_change_nothing),
         cmocka_unit_test(test_a_delay_is_not_allowed_to_fail_a_run),

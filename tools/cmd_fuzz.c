@@ -25,7 +25,27 @@ typedef struct fuzz_args {
     const char *semantics;
     int json, pp_target, checker_target, schedule_only_used, pp_only_used;
     int strategy_given, seed_given, depth_given, faults_given, jobs_given;
+    /* the target's options as given, words apart (a trace's target line);
+     * too_long: one held a space, or they did not fit */
+    char target_words[900];
+    int too_long;
 } fuzz_args;
+
+/* Adds option c (and its argument) to the target's words. */
+static void target_word(fuzz_args *a, int c, const char *arg) {
+    const char *name = NULL;
+    for (size_t i = 0; i < sizeof fuzz_options / sizeof fuzz_options[0]; i++)
+        if (fuzz_options[i].id == c) {
+            name = fuzz_options[i].name;
+            if (!fuzz_options[i].arg) arg = NULL; /* a flag */
+        }
+    size_t len = strlen(a->target_words);
+    int n = name ? snprintf(a->target_words + len, sizeof a->target_words - len, " --%s%s%s",
+                            name, arg ? " " : "", arg ? arg : "")
+                 : -1;
+    if (n < 0 || (size_t)n >= sizeof a->target_words - len || (arg && (!*arg || strpbrk(arg, " \t\n"))))
+        a->too_long = 1;
+}
 
 /* -1 when parsed, else the exit code. */
 static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
@@ -45,6 +65,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
         if (rc == 0) {
             a->pp_only_used = 1;
+            target_word(a, c, optarg);
             continue;
         }
         switch (c) {
@@ -113,21 +134,25 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->junit = optarg;
             break;
         case OPT_SEMANTICS:
+            target_word(a, c, optarg);
             if (ppv_semantics_parse(optarg, &a->f.run.sem) < 0)
                 return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
                                    optarg);
             a->schedule_only_used = 1;
             break;
         case OPT_RECOMPUTE:
+            target_word(a, c, optarg);
             a->recompute = optarg;
             a->schedule_only_used = 1;
             break;
         case OPT_LAYERS:
+            target_word(a, c, optarg);
             if (whole_option("--layers", optarg, 1, 4096, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.run.model.layers = (int32_t)n;
             a->schedule_only_used = 1;
             break;
         case OPT_WIDTH:
+            target_word(a, c, optarg);
             if (whole_option("--width", optarg, 2, 4096, &n) < 0 || n % a->f.run.model.n_heads)
                 return usage_error("--width needs a multiple of the model's heads in 2..4096, "
                                    "not '%s'",
@@ -137,6 +162,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->schedule_only_used = 1;
             break;
         case OPT_WATCHDOG:
+            target_word(a, c, optarg);
             if (whole_option("--watchdog", optarg, 1, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.run.watchdog_steps = n;
             a->schedule_only_used = 1;
@@ -202,10 +228,13 @@ static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
  * what it was measured against, so that a replay fails the same way; 0,
  * or -1 after a message. */
 static int save_trace(const char *dir, const char *name, const ppv_world *w, int deviations,
-                      uint64_t reference, const char *failure, char *path, size_t n) {
+                      uint64_t reference, const char *failure, const fuzz_args *a, char *path,
+                      size_t n) {
     snprintf(path, n, "%s/%s", dir, name);
-    ppv_trace_verdict v = {1, reference, ""};
+    ppv_trace_verdict v = {1, reference, "", ""};
     snprintf(v.failure, sizeof v.failure, "%s", failure);
+    if (!a->too_long && !strpbrk(a->target, " \t\n"))
+        snprintf(v.target, sizeof v.target, "%s%s", a->target, a->target_words);
     return w ? write_trace_file(path, w, deviations, &v) : -1;
 }
 
@@ -354,6 +383,215 @@ static int fuzz_checker(const fuzz_args *a) {
     return rc;
 }
 
+/* Readies the target a names: the pipeline's options checked, or the
+ * schedule loaded with its recompute mask (*s, *mask: the caller frees
+ * them). -1, or an exit code after the message. */
+static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask) {
+    char err[1024];
+    if (a->pp_target) {
+        if (ppv_pp_options_check(&a->pp, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: %s\n(run 'ppv help fuzz' for usage)\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        a->f.pp = &a->pp;
+        return -1;
+    }
+    if (ppv_schedule_load(a->target, PPV_DIALECT_AUTO, s, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    *mask = calloc((size_t)(*s)->nstages + 1, sizeof **mask);
+    if (!*mask || ppv_recompute_parse(a->recompute, (*s)->nstages, *mask, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv fuzz: --recompute %s\n", *mask ? err : "out of memory");
+        return PPV_EXIT_BAD_INPUT;
+    }
+    a->f.run.recompute = *mask;
+    a->f.schedule = *s;
+    return -1;
+}
+
+/* ---- ppv fuzz explain TRACE ---------------------------------------------------------- */
+
+/* Step k's line of the story: '*' where the run left round-robin. */
+static void story_line(const ppv_step_note *n, int forced, const char *const *role) {
+    printf("%c step %-5lld rank %d%s%s  %s\n", forced ? '*' : ' ', (long long)n->step, n->rank,
+           role ? " " : "", role ? role[n->rank] : "", n->did[0] ? n->did : "(runs)");
+}
+
+/* Runs a failing trace again (the target its `target` line names, which
+ * ppv fuzz wrote) noting what every step did, and tells the failure: the
+ * steps around each stretch of forced decisions, every probe that finds a
+ * message (round-robin's never do), the steps that end the run, how it
+ * ended, and the replay's judgement. */
+static int fuzz_explain(int argc, char **argv) {
+    static const cli_option explain_options[] = {{0, 0, NULL, NULL}};
+    cli_parser p;
+    CLI_BEGIN(&p, argv, explain_options, 0);
+    int c;
+    while ((c = cli_next(&p, argc, argv)) != CLI_END) {
+        if (c == CLI_HELP) return print_help();
+        return bad_option();
+    }
+    if (argc - optind != 1)
+        return usage_error("explain takes one TRACE (a trace ppv fuzz --out wrote)%s", "");
+    const char *path = argv[optind];
+    replay_trace rt;
+    memset(&rt, 0, sizeof rt);
+    ppv_policy pol;
+    memset(&pol, 0, sizeof pol);
+    ppv_fault fault;
+    int32_t nranks = 0;
+    int rc = PPV_EXIT_BAD_INPUT;
+    if (replay_trace_read(path, physical_memory() / 4, &rt, &pol, &fault, &nranks) < 0) {
+        replay_trace_free(&rt);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (!rt.verdict.target[0]) {
+        fprintf(stderr, "ppv fuzz: %s has no target line (ppv fuzz --out writes one); replay it "
+                        "with ppv pp --replay or ppv run --replay and the options it ran with\n",
+                path);
+        replay_trace_free(&rt);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    /* the target line, parsed as ppv fuzz parsed it */
+    char words[sizeof rt.verdict.target];
+    snprintf(words, sizeof words, "%s", rt.verdict.target);
+    char *targv[256];
+    int targc = 0;
+    targv[targc++] = "fuzz";
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w && targc < 255;
+         w = strtok_r(NULL, " ", &save))
+        targv[targc++] = w;
+    targv[targc] = NULL;
+    fuzz_args a;
+    ppv_schedule *s = NULL;
+    ppv_recompute *mask = NULL;
+    ppv_pp_report *pr = NULL;
+    ppv_run_report *rr = NULL;
+    char err[1024];
+    int got = parse_fuzz_args(targc, targv, &a);
+    if (got < 0 && a.checker_target) got = usage_error("checker leaves no trace%s", "");
+    if (got >= 0 || (got = setup_target(&a, &s, &mask)) >= 0) {
+        fprintf(stderr, "ppv fuzz: %s: its target line '%s' is not a target ppv fuzz takes\n",
+                path, rt.verdict.target);
+        goto done;
+    }
+    pol.note_steps = 1;
+    pol.note_deviations = 1;
+    const ppv_world *w;
+    const ppv_world_result *res;
+    replay_judgement j;
+    memset(&j, 0, sizeof j);
+    static const char *const pp_roles[3] = {"(stage 0)", "(the leader)", "(a worker)"};
+    const char *roles[65];
+    const char *const *role = NULL;
+    if (a.pp_target) {
+        if (nranks != 1 + a.pp.mesh) {
+            fprintf(stderr, "ppv fuzz: %s is a trace of %d ranks; its target's stage 0 and mesh "
+                            "of %d are %d\n", path, nranks, a.pp.mesh, 1 + a.pp.mesh);
+            goto done;
+        }
+        a.pp.policy = pol;
+        a.pp.fault = fault;
+        if (ppv_pp_run(&a.pp, &pr, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: %s\n", err);
+            goto done;
+        }
+        w = pr->trace;
+        res = &pr->world;
+        j.diverged = res->diverged;
+        if (!j.diverged && rt.verdict.present) {
+            j.judged = 1;
+            j.passes = ppv_fuzz_judge_pp(&a.pp, pr, rt.verdict.reference, j.why, sizeof j.why);
+        }
+        for (int32_t r = 0; r < nranks && r < 65; r++)
+            roles[r] = pp_roles[r < 2 ? r : 2];
+        if (nranks <= 65) role = roles;
+    } else {
+        if (nranks != s->nranks) {
+            fprintf(stderr, "ppv fuzz: %s is a trace of %d ranks; %s has %d\n", path, nranks,
+                    a.target, s->nranks);
+            goto done;
+        }
+        a.f.run.policy = pol;
+        a.f.run.fault = fault;
+        if (ppv_run(s, &a.f.run, &rr, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv fuzz: %s\n", err);
+            goto done;
+        }
+        w = rr->trace;
+        res = &rr->world;
+        j.diverged = res->diverged;
+        if (!j.diverged && rt.verdict.present) {
+            j.judged = 1;
+            j.passes = ppv_fuzz_judge_run(&a.f.run, rr, rt.verdict.reference, j.why, sizeof j.why);
+        }
+    }
+    if (!w) {
+        fprintf(stderr, "ppv fuzz: the run kept no trace to explain\n");
+        goto done;
+    }
+    const ppv_step_note *notes;
+    const int64_t *ds;
+    const int32_t *dr;
+    int64_t nn = ppv_world_steps(w, &notes), nd = ppv_world_deviations(w, &ds, &dr);
+    printf("ppv fuzz explain: %s\ntarget: %s\n", path, rt.verdict.target);
+    if (fault.kind)
+        printf("fault: a %s at send %lld\n", ppv_fault_name(fault.kind), (long long)fault.message);
+    printf("%lld steps: round-robin but at %lld (*), in %lld stretch%s\n", (long long)nn,
+           (long long)nd, (long long)stretches(w), stretches(w) == 1 ? "" : "es");
+    /* the steps shown: three before each stretch to its end, and the last six */
+    unsigned char *show = calloc((size_t)(nn ? nn : 1), 1), *forced = calloc((size_t)(nn ? nn : 1), 1);
+    if (!show || !forced) {
+        free(show), free(forced);
+        fprintf(stderr, "ppv fuzz: out of memory\n");
+        goto done;
+    }
+    for (int64_t i = 0; i < nd;) {
+        int64_t e = stretch_end(ds, nd, i);
+        for (int64_t k = ds[i] - 3; k <= ds[e - 1]; k++)
+            if (k >= 0 && k < nn) show[k] = 1;
+        i = e;
+    }
+    for (int64_t i = 0; i < nd; i++)
+        if (ds[i] >= 0 && ds[i] < nn) forced[ds[i]] = 1;
+    for (int64_t k = 0; k < nn; k++) /* round-robin's probes find nothing */
+        if (k >= nn - 6 || strstr(notes[k].did, ": a message is there")) show[k] = 1;
+    for (int64_t k = 0; k < nn;) {
+        if (show[k]) {
+            story_line(&notes[k], forced[k], role);
+            k++;
+            continue;
+        }
+        int64_t e = k;
+        while (e < nn && !show[e]) e++;
+        if (e - k == 1) { /* one step: itself */
+            show[k] = 1;
+            continue;
+        }
+        printf("  ... steps %lld-%lld: round-robin\n", (long long)k, (long long)e - 1);
+        k = e;
+    }
+    free(show);
+    free(forced);
+    if (res->status != PPV_RUN_DONE && res->message[0]) printf("end: %s\n", res->message);
+    for (int32_t i = 0; i < res->nblocked; i++) /* a deadlock or hang: who waits for what */
+        printf("  rank %d waits at %s: %s\n", res->blocked[i].rank, res->blocked[i].action,
+               res->blocked[i].reason);
+    for (int32_t i = 0; i < res->ncycle; i++)
+        printf("%s%d", i ? " -> " : "  cycle: ", res->cycle[i].rank);
+    if (res->ncycle) printf(" -> %d\n", res->cycle[0].rank);
+    print_replay(&j, &rt.verdict, res->message);
+    rc = j.diverged || (j.judged && !j.passes) ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+done:
+    ppv_pp_report_free(pr);
+    ppv_run_report_free(rr);
+    free(mask);
+    ppv_schedule_free(s);
+    replay_trace_free(&rt);
+    return rc;
+}
+
 /* The processes of the MPI job this one was started in, as mpirun says in
  * the environment (Open MPI's OMPI_COMM_WORLD_SIZE, MPICH's PMI_SIZE); 1
  * outside one. */
@@ -384,6 +622,7 @@ static int campaign_allgather(void *ctx, const void *send, void *recv, size_t by
 }
 
 int cmd_fuzz(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "explain")) return fuzz_explain(argc - 1, argv + 1);
     fuzz_args a;
     int rc = parse_fuzz_args(argc, argv, &a);
     if (rc >= 0) return rc;
@@ -402,26 +641,7 @@ int cmd_fuzz(int argc, char **argv) {
     ppv_schedule *s = NULL;
     ppv_recompute *mask = NULL;
     int made = 0; /* --out made here: removed again when nothing goes in it */
-    if (a.pp_target) {
-        if (ppv_pp_options_check(&a.pp, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv fuzz: %s\n(run 'ppv help fuzz' for usage)\n", err);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        a.f.pp = &a.pp;
-    } else {
-        if (ppv_schedule_load(a.target, PPV_DIALECT_AUTO, &s, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv fuzz: %s\n", err);
-            return PPV_EXIT_BAD_INPUT;
-        }
-        mask = calloc((size_t)s->nstages + 1, sizeof *mask);
-        if (!mask || ppv_recompute_parse(a.recompute, s->nstages, mask, err, sizeof err) < 0) {
-            fprintf(stderr, "ppv fuzz: --recompute %s\n", mask ? err : "out of memory");
-            rc = PPV_EXIT_BAD_INPUT;
-            goto done;
-        }
-        a.f.run.recompute = mask;
-        a.f.schedule = s;
-    }
+    if ((rc = setup_target(&a, &s, &mask)) >= 0) goto done;
     /* started by mpirun: a campaign, the runs split across the processes;
      * process 0 reports and writes the files */
     if (job > 1) {
@@ -457,10 +677,9 @@ int cmd_fuzz(int argc, char **argv) {
     char failing_path[4200] = "", minimal_path[4200] = "", pol[96];
     if (r->found && a.out && lead) {
         if (save_trace(a.out, "failing.trace", r->failing, 0, r->failing_reference, r->failure,
-                       failing_path, sizeof failing_path) < 0 ||
-            save_trace(a.out, "minimal.trace", r->minimal, 1,
-                       r->minimal_reference, r->minimal_failure, minimal_path,
-                       sizeof minimal_path) < 0) {
+                       &a, failing_path, sizeof failing_path) < 0 ||
+            save_trace(a.out, "minimal.trace", r->minimal, 1, r->minimal_reference,
+                       r->minimal_failure, &a, minimal_path, sizeof minimal_path) < 0) {
             ppv_fuzz_report_free(r);
             rc = PPV_EXIT_BAD_INPUT;
             goto done;

@@ -95,7 +95,8 @@ static const char *const fuzz_examples[] = {
     "ppv fuzz pp --inject OM-09 --hard-cut-at 3 --strategy pct --pct-depth 4 --json",
     "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs",
     "mpirun -np 4 ppv fuzz pp --control-only --strategy random --runs 1000000",
-    "ppv fuzz checker --time 60 --out disagreement", NULL};
+    "ppv fuzz checker --time 60 --out disagreement", "ppv fuzz explain found/minimal.trace",
+    NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json",
     "ppv verify-recompute zbv.csv --recompute selective --recompute layers:1 --recompute mb:2",
@@ -181,7 +182,7 @@ static const help_command commands[] = {
      "D_in, D_out, the policy, the seed or the mesh size. Exit 1 when the run fails (or, "
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
-    {"fuzz", "SCHEDULE|pp|checker [options]",
+    {"fuzz", "SCHEDULE|pp|checker [options] | explain TRACE",
      "Runs the target many times, each under other scheduler decisions (random, PCT, a "
      "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
      "and a send on its channel are the only steps that do not commute), and checks every run "
@@ -200,7 +201,10 @@ static const help_command commands[] = {
      "minimised. Exit 1 when a run fails or the two disagree. On a terminal, progress is shown "
      "on standard error. Started by mpirun, it is a campaign: the runs (dfs: the search's "
      "branches) are split across the job's processes, each with its own --jobs, and process 0 "
-     "prints one report, the same with --runs for any number of processes.",
+     "prints one report, the same with --runs for any number of processes. ppv fuzz explain "
+     "TRACE runs a trace ppv fuzz wrote again on the target its target line names and tells "
+     "the failure: the steps around the forced ones (marked *), every probe that finds a "
+     "message, the end, and the replay's verdict (its exit code).",
      fuzz_groups, fuzz_examples},
     {"launch", "-n N -- COMMAND [ARGS...]",
      "Starts N copies of COMMAND, each with PPV_LAUNCH_RANK (0 to N-1), PPV_LAUNCH_SIZE (N) "

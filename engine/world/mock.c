@@ -247,6 +247,8 @@ static int mock_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     const ppv_fault *fault = &w->opt.fault;
     int hit = !w->aborted && fault->kind != PPV_FAULT_NONE && fault->kind != PPV_FAULT_CUT &&
               w->nsends == fault->message;
+    world_note(w, "sends %s to rank %d (%zu bytes)%s%s", what ? what : "a message", peer, bytes,
+               hit ? ": the fault hits it, " : "", hit ? ppv_fault_name(fault->kind) : "");
     w->nsends++;
     if (hit) {
         w->fault_applied = 1;
@@ -304,6 +306,7 @@ static int mock_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     ppv_world *w = impl;
     ppv_world_switch(w, rank);
     if (w->ranks[rank].dead) return PPV_ERR_ABORTED;
+    world_note(w, "receives %s from rank %d", what ? what : "a message", peer);
     p2p_op *op;
     int rc = make_op(w, rank, 0, NULL, buf, bytes, peer, comm, what, &op);
     return rc ? rc : run_op(w, rank, op);
@@ -345,6 +348,7 @@ static int mock_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int 
     channel *ch = world_channel(w, comm, peer, rank);
     world_touch(w, PPV_TOUCH_PROBE, comm, peer, rank, ch->nrecvs + 1);
     *arrived = ch->sends && !ch->sends->held;
+    world_note(w, "probes rank %d: %s", peer, *arrived ? "a message is there" : "nothing yet");
     return 0;
 }
 
@@ -364,6 +368,7 @@ static int mock_group_end(void *impl, int32_t rank) {
     rank_ctx *rc = &w->ranks[rank];
     ppv_world_switch(w, rank);
     if (w->aborted) return PPV_ERR_ABORTED;
+    world_note(w, "posts its group's calls");
     if (!rc->in_group) {
         ppv_world_fail(&w->transport, rank, "group_end without group_start");
         return PPV_ERR_USAGE;
@@ -406,6 +411,7 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
                       size_t bytes, int32_t root, int32_t comm, const char *what) {
     ppv_world_switch(w, rank);
     if (w->aborted || w->ranks[rank].dead) return PPV_ERR_ABORTED;
+    world_note(w, "joins %s on communicator %d", what, comm);
     rank_ctx *rc = &w->ranks[rank];
     if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0 || rc->in_group) {
         ppv_world_fail(&w->transport, rank, "%s: rank %d is not a member of communicator %d%s",
@@ -540,6 +546,7 @@ static void mock_progress(void *impl, int32_t rank) {
 
 static void mock_yield(void *impl, int32_t rank) {
     ppv_world_switch(impl, rank);
+    world_note(impl, "polls again");
 }
 
 /* Virtual time: a microsecond for every scheduler step taken. */

@@ -11,6 +11,7 @@
  * PPV_ERR_ABORTED, so no rank's memory is left behind.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -277,6 +278,7 @@ static void free_queue(p2p_op *op) {
 
 void ppv_world_free(ppv_world *w) {
     if (!w) return;
+    free(w->notes);
     free(w->dev_steps);
     free(w->dev_ranks);
     free_queue(w->orphans);
@@ -375,11 +377,19 @@ static int take_deferred(ppv_world *w, int32_t r) {
 
 int ppv_world_wait(ppv_world *w, int32_t rank) {
     rank_ctx *rc = &w->ranks[rank];
+    int blocked = 0;
+    char what[64] = "";
     while (rc->pending > 0 && !w->aborted) {
+        if (!blocked && w->opt.policy.note_steps)
+            snprintf(what, sizeof what, "%s", rc->waiting        ? rc->waiting->what
+                                              : rc->waiting_coll ? rc->waiting_coll->what
+                                                                 : "its calls");
+        blocked = 1;
         rc->state = RANK_BLOCKED;
         ppv_world_switch(w, rank);
     }
     rc->state = RANK_READY;
+    if (blocked && !w->aborted) world_note(w, "%s completes", what);
     return w->aborted ? PPV_ERR_ABORTED : 0;
 }
 
@@ -807,10 +817,46 @@ static int note_deviation(ppv_world *w, int32_t r) {
     return 0;
 }
 
+/* Notes that step w->steps runs r, with nothing done yet; 0 or -1. */
+static int note_step(ppv_world *w, int32_t r) {
+    if (w->nnotes == w->capnotes) {
+        int64_t cap = w->capnotes ? 2 * w->capnotes : 256;
+        ppv_step_note *n = realloc(w->notes, (size_t)cap * sizeof *n);
+        if (!n) return -1;
+        w->notes = n;
+        w->capnotes = cap;
+    }
+    ppv_step_note *n = &w->notes[w->nnotes++];
+    n->step = w->steps;
+    n->rank = r;
+    n->did[0] = '\0';
+    return 0;
+}
+
+void world_note(ppv_world *w, const char *fmt, ...) {
+    if (!w->opt.policy.note_steps || !w->res || !w->nnotes) return;
+    ppv_step_note *n = &w->notes[w->nnotes - 1];
+    size_t len = strlen(n->did);
+    if (len && len + 2 < sizeof n->did) {
+        memcpy(n->did + len, "; ", 3);
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->did + len, sizeof n->did - len, fmt, ap);
+    va_end(ap);
+}
+
+int64_t ppv_world_steps(const ppv_world *w, const ppv_step_note **notes) {
+    *notes = w->notes;
+    return w->nnotes;
+}
+
 /* Starts step number w->steps on rank r: the decision is recorded. 0, or
  * -1 out of memory. */
 static inline __attribute__((always_inline)) int begin_step(ppv_world *w, int32_t r) {
     if (w->opt.policy.note_deviations && note_deviation(w, r) < 0) return -1;
+    if (w->opt.policy.note_steps && note_step(w, r) < 0) return -1;
     if (record(w, r) < 0) return -1;
     w->steps++;
     w->last = r;
@@ -1096,7 +1142,7 @@ int ppv_trace_read(const char *path, int64_t max_decisions, int32_t **decisions,
     char kind[16];
     int c, word = EOF;
     static const char *const tails[] = {"deviations", "at", "then", "fault", "reference",
-                                        "verdict"};
+                                        "verdict", "target"};
     while (rc == 0 && (word = fscanf(f, " %15[a-z]", kind)) == 1) {
         int known = 0;
         for (size_t k = 0; k < sizeof tails / sizeof tails[0]; k++)
@@ -1129,6 +1175,12 @@ int ppv_trace_write_verdict(FILE *f, const ppv_trace_verdict *v) {
     for (const char *p = v->failure; *p; p++) /* one line */
         fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
     fputc('\n', f);
+    if (v->target[0]) {
+        fputs("target ", f);
+        for (const char *p = v->target; *p; p++)
+            fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
+        fputc('\n', f);
+    }
     return ferror(f) ? -1 : 0;
 }
 
@@ -1159,6 +1211,8 @@ int ppv_trace_read_verdict(const char *path, ppv_trace_verdict *v, char *err, si
         } else if (strncmp(line, "verdict ", 8) == 0) {
             snprintf(v->failure, sizeof v->failure, "%.1023s", line + 8);
             seen |= 2;
+        } else if (strncmp(line, "target ", 7) == 0) {
+            snprintf(v->target, sizeof v->target, "%.1023s", line + 7);
         }
     }
     fclose(f);

@@ -136,6 +136,8 @@ struct ppv_world {
     int64_t *dev_steps; /* note_deviations: where the run left round-robin */
     int32_t *dev_ranks;
     int64_t ndevs, capdevs;
+    ppv_step_note *notes; /* policy note_steps: what each step did */
+    int64_t nnotes, capnotes;
     int64_t *pct_prio;   /* [P] */
     int64_t *pct_change; /* [depth-1] steps at which the running rank is demoted */
     int32_t pct_fired;   /* change points that fired */
@@ -170,6 +172,9 @@ static inline int64_t world_step(const ppv_world *w) {
 void world_touch(ppv_world *w, int32_t kind, int32_t comm, int32_t from, int32_t to,
                  int64_t seq);
 void world_after(ppv_world *w, int32_t rank, int64_t step);
+/* With policy note_steps: adds to what the running step did (a transport
+ * call, in words); nothing otherwise. */
+void world_note(ppv_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A scheduling point: back to the scheduler, as runnable. */
 void ppv_world_switch(ppv_world *w, int32_t rank);

@@ -177,6 +177,7 @@ typedef struct ppv_policy {
     int64_t ndev;
     int note_deviations; /* record where the run's decisions differ from round-robin's
                             (ppv_world_deviations) */
+    int note_steps; /* record what each step did (ppv_world_steps): `ppv fuzz explain` */
 } ppv_policy;
 
 /* Parses "rr", "random", "pct" or "pct:DEPTH" (seed and trace are given
@@ -296,6 +297,14 @@ const int32_t *ppv_world_decisions(const ppv_world *w, int64_t *n);
  * not round-robin's, and the rank run there (the run replays from these
  * alone: dev_step/dev_rank); their number. */
 int64_t ppv_world_deviations(const ppv_world *w, const int64_t **steps, const int32_t **ranks);
+/* With policy note_steps: each step's rank and what it did there (the
+ * transport calls it made, in order), one note a step; their number. */
+typedef struct ppv_step_note {
+    int64_t step;
+    int32_t rank;
+    char did[200];
+} ppv_step_note;
+int64_t ppv_world_steps(const ppv_world *w, const ppv_step_note **notes);
 int ppv_trace_write(FILE *f, const ppv_world *w);
 /* A run whose policy noted its deviations, as a trace of them alone:
  * round-robin but at those steps ("at STEP RANK" lines), the smallest
@@ -326,6 +335,10 @@ typedef struct ppv_trace_verdict {
     int present;        /* the trace has one */
     uint64_t reference; /* `reference HEX` */
     char failure[1024]; /* `verdict TEXT` (one line) */
+    /* `target TEXT` (may be empty): the explorer's target and its options
+     * as `ppv fuzz` was given them, words apart, so that `ppv fuzz explain`
+     * runs the trace again on its own */
+    char target[1024];
 } ppv_trace_verdict;
 
 /* Appends v's lines to a trace being written (after ppv_trace_write). */
