@@ -255,9 +255,11 @@ static int minimise_deviations(const target *tg, const ppv_fault *fault, outcome
     return 0;
 }
 
-/* The shortest prefix of the failing run's decisions that still fails
- * with round-robin after it (binary search between the passing reference,
- * prefix 0, and the whole run). */
+/* The failing run made small: its fault dropped when it fails without,
+ * else moved to the earliest send (chunk) where the run still fails; then
+ * the shortest prefix of its decisions that still fails with round-robin
+ * after it (binary search between the passing reference, prefix 0, and
+ * the whole run); then its fewest deviations (minimise_deviations). */
 static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t errlen) {
     ppv_fault kept = rep->failing_fault;
     const ppv_fault *fault = &kept;
@@ -283,6 +285,16 @@ static int minimise(const target *tg, ppv_fuzz_report *rep, char *err, size_t er
         if (fuzz_run_once(tg, &p, &no_fault, 1, &best, err, errlen) < 0) goto fail;
         if (!best.pass) kept = no_fault;
         ppv_world_free(best.world);
+        memset(&best, 0, sizeof best);
+    }
+    /* then the earliest point it still fails at: the first send (a cut:
+     * the first chunk) where the same decisions fail with it */
+    int64_t first = kept.kind == PPV_FAULT_CUT ? 1 : 0;
+    for (int64_t at = first; fault->kind != PPV_FAULT_NONE && at < kept.message; at++) {
+        ppv_fault earlier = {kept.kind, at};
+        p.nreplay = n;
+        if (fuzz_run_once(tg, &p, &earlier, 0, &best, err, errlen) < 0) goto fail;
+        if (!best.pass) kept.message = at;
         memset(&best, 0, sizeof best);
     }
     /* with a fault, round-robin alone may already fail */

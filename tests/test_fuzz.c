@@ -531,28 +531,35 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     char ftrace[4200];
     snprintf(ftrace, sizeof ftrace, "%s/minimal.trace", fdir);
     char *text = slurp(ftrace);
-    assert_non_null(strstr(text, "\nfault corrupt 17\nreference e46644c90dc16ab4\nverdict a "
-                                 "corrupt at send 17 went unnoticed: output digest "
-                                 "a1db5e731ea21ed2 differs from the reference's "
+    /* the failing run's fault hit send 17; the minimal trace's is the
+     * earliest where the same decisions still fail */
+    assert_non_null(strstr(text, "\nfault corrupt 2\nreference e46644c90dc16ab4\nverdict a "
+                                 "corrupt at send 2 went unnoticed: output digest "
+                                 "f3922fb35a225102 differs from the reference's "
                                  "e46644c90dc16ab4\n"));
+    char ftrace_full[4200];
+    snprintf(ftrace_full, sizeof ftrace_full, "%s/failing.trace", fdir);
+    char *whole = slurp(ftrace_full);
+    assert_non_null(strstr(whole, "\nfault corrupt 17\n"));
+    free(whole);
     /* a replayed failure is a failure: the same verdict, exit 1 */
     r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", ftrace);
     assert_int_equal(r.code, 1);
-    assert_non_null(strstr(r.out, "output digest: a1db5e731ea21ed2\n"));
-    assert_non_null(strstr(r.out, "replay: fails again: a corrupt at send 17 went unnoticed: "
-                                  "output digest a1db5e731ea21ed2 differs from the reference's "
+    assert_non_null(strstr(r.out, "output digest: f3922fb35a225102\n"));
+    assert_non_null(strstr(r.out, "replay: fails again: a corrupt at send 2 went unnoticed: "
+                                  "output digest f3922fb35a225102 differs from the reference's "
                                   "e46644c90dc16ab4 (as recorded)\nresult: FAILED\n"));
     run_free(&r);
     /* a program that now gives the recorded reference: no longer fails
      * (here the reference is the one the corrupted run gives) */
     char *ref = strstr(text, "reference e46644c90dc16ab4");
-    memcpy(ref + 10, "a1db5e731ea21ed2", 16);
+    memcpy(ref + 10, "f3922fb35a225102", 16);
     const char *moved = tmp_path("no_longer.trace");
     write_text(moved, text);
     r = RUN("pp", "--chunks", "4", "--steps", "2", "--envelope-digest", "off", "--replay", moved);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "replay: no longer fails (the trace recorded: a corrupt at send "
-                                  "17 went unnoticed"));
+                                  "2 went unnoticed"));
     assert_non_null(strstr(r.out, "result: OK\n"));
     run_free(&r);
     /* with envelope digests (the default) the leader catches the same
@@ -562,7 +569,7 @@ static void test_command_writes_traces_that_run_replays(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "failure: PPV-ENVELOPE caught by leader"));
     assert_non_null(strstr(r.out, "replay: no longer fails (the trace recorded: a corrupt at send "
-                                  "17 went unnoticed"));
+                                  "2 went unnoticed"));
     run_free(&r);
     char full[4200];
     snprintf(full, sizeof full, "%s/failing.trace", fdir);
