@@ -44,11 +44,11 @@ typedef struct digest_set {
     size_t cap, n;
 } digest_set;
 
-/* Adds d; 0, or -1 when out of memory. */
-static int set_add(digest_set *s, uint64_t d) {
-    if (!d) d = 1;
-    if (2 * (s->n + 1) > s->cap) {
+/* Room for `more` digests without growing; 0, or -1 when out of memory. */
+static int set_reserve(digest_set *s, size_t more) {
+    if (2 * (s->n + more) > s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 1024;
+        while (2 * (s->n + more) > cap) cap *= 2;
         uint64_t *slot = calloc(cap, sizeof *slot);
         if (!slot) return -1;
         for (size_t i = 0; i < s->cap; i++)
@@ -62,6 +62,13 @@ static int set_add(digest_set *s, uint64_t d) {
         s->slot = slot;
         s->cap = cap;
     }
+    return 0;
+}
+
+/* Adds d; 0, or -1 when out of memory. */
+static int set_add(digest_set *s, uint64_t d) {
+    if (!d) d = 1;
+    if (set_reserve(s, 1) < 0) return -1;
     for (size_t j = d & (s->cap - 1);; j = (j + 1) & (s->cap - 1)) {
         if (s->slot[j] == d) return 0;
         if (!s->slot[j]) {
@@ -473,6 +480,12 @@ static int pool_campaign(pool *p, int32_t jobs, digest_set *mine, int64_t *made_
         }
         me.best = p->best;
         me.runs = p->done - done;
+        /* room for this round's digests now: after the exchange, a process
+         * that failed alone would leave the others waiting */
+        if (!me.failed && set_reserve(mine, (size_t)(to - from)) < 0) {
+            me.failed = 1;
+            snprintf(me.err, sizeof me.err, "out of memory");
+        }
         me.busy = fuzz_now() - t;
         me.elapsed = fuzz_now() - p->t0;
         if (campaign_exchange(c, &me, all, err, errlen) < 0 ||
@@ -492,13 +505,8 @@ static int pool_campaign(pool *p, int32_t jobs, digest_set *mine, int64_t *made_
         if (p->best < made) made = p->best + 1;
         if (best < made) made = best + 1;
         for (int64_t i = from; i < made; i++)
-            if (set_add(mine, p->digests[i]) < 0) {
-                snprintf(err, errlen, "out of memory");
-                rc = -1;
-                break;
-            }
+            set_add(mine, p->digests[i]); /* reserved: it cannot fail */
         p->next = base + size;
-        if (rc < 0) break;
         if (best != INT64_MAX) {
             p->best = best;
             break;

@@ -262,7 +262,8 @@ static void test_a_campaign_reports_what_one_process_does(void **state) {
     pp.poll = 1;
     for (int bug = 0; bug < 2; bug++) {
         pp.bug = bug ? PPV_PP_BUG_SEND_ON_PROBE_HIT : PPV_PP_BUG_NONE;
-        ppv_fuzz_options o = base(runs(300));
+        /* the seeded bug fails at run 74 (valgrind too: it stops there) */
+        ppv_fuzz_options o = base(bug ? 300 : runs(300));
         o.strategy = PPV_FUZZ_RANDOM;
         o.pp = &pp;
         ppv_fuzz_report *one = fuzz(&o);
