@@ -2,6 +2,7 @@
  * rule an envelope or a result must keep is refused with its failure mode
  * and a message naming the ids, and framing is exact, canonical, refuses
  * before the header and parses back to the same message. */
+#include <math.h>
 #include <stdint.h>
 
 #include "contractutil.h"
@@ -515,6 +516,61 @@ static void test_metadata_integers_are_read_as_strtoll_reads_them(void **state) 
 /* Floats are written as "%.17g" writes them and read back to the same
  * bits, also when the same values come again (the writer and the reader
  * keep the texts of recent values) and when values alternate. */
+/* A result's measured times (a new value every chunk, written without
+ * printf) come out as "%.17g" writes them: whole milliseconds over a
+ * thousand, random bit patterns from 1e-4 to 1e16, and the values either
+ * side of every power of ten and of a tie at the 17th digit. */
+static void test_measured_times_are_written_as_printf_writes_them(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    make_infer(&e, &b, 5, 2, 1, 0, 4);
+    ppv_result r;
+    ppv_result_init(&r, &e);
+    r.output_digest_i64 = 1;
+    uint16_t out[sizeof b.lat / 2] = {0};
+    set_tensor(&r.latents_out, PPV_DTYPE_BF16, out, 5, (int64_t[]){1, 3, 16, 8, 8});
+    int64_t n = RUNNING_ON_VALGRIND ? 4000 : 200000;
+    uint64_t z = 0x9E3779B97F4A7C15ULL;
+    int64_t checked = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double v;
+        switch (k % 4) {
+        case 0: /* a virtual clock's milliseconds */
+            v = (double)(k / 4 + 1) / 1000.0;
+            break;
+        case 1: { /* any double from about 1e-4 to 1e16 */
+            z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint64_t bits = (z >> 12) | ((uint64_t)(1010 + (z >> 58) % 44) << 52);
+            memcpy(&v, &bits, sizeof v);
+            break;
+        }
+        case 2: { /* either side of a power of ten */
+            double p = pow(10.0, (double)((k / 4) % 20) - 4);
+            v = (k / 80) % 2 ? nextafter(p, 0) : nextafter(p, 1e300);
+            break;
+        }
+        default: /* a decimal that is a tie or near one at the 17th digit */
+            v = (double)(k / 4) * 0.5e-3 + 0.000000000000000005 * (double)(k % 3);
+            break;
+        }
+        if (k % 8 == 7) v = -v;
+        r.tB_ms = v;
+        r.t_mesh_idle_ms = v * 3;
+        ppv_frame f;
+        char msg[512];
+        assert_int_equal(ppv_result_frame(&r, &f, msg, sizeof msg), PPV_FAIL_NONE);
+        char want[80];
+        snprintf(want, sizeof want, "\ntB_ms=%.17g\n", v);
+        if (!strstr(f.meta, want)) fail_msg("%a (%.17g) is not written as printf does", v, v);
+        snprintf(want, sizeof want, "\nt_mesh_idle_ms=%.17g\n", v * 3);
+        assert_non_null(strstr(f.meta, want));
+        ppv_frame_free(&f);
+        checked++;
+    }
+    assert_int_equal(checked, n);
+}
+
 static void test_metadata_floats_round_trip_to_the_bit(void **state) {
     (void)state;
     static const double values[] = {0.3,
@@ -660,6 +716,7 @@ int main(void) {
         cmocka_unit_test(test_results_round_trip_with_and_without_latents),
         cmocka_unit_test(test_metadata_integers_are_read_as_strtoll_reads_them),
         cmocka_unit_test(test_metadata_floats_round_trip_to_the_bit),
+        cmocka_unit_test(test_measured_times_are_written_as_printf_writes_them),
         cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
         cmocka_unit_test(test_tensor_blocks_come_back_zeroed_and_mix_with_malloc),
     };

@@ -185,8 +185,88 @@ static _Thread_local struct {
     char text[32];
 } float_memo[8];
 
+#ifdef __SIZEOF_INT128__
+/* "%.17g" of v, exactly as printf writes it, for a v of magnitude 1e-3 to
+ * 1e15 that is not a whole number (the measured times a result carries,
+ * a new value every chunk): v = m * 2^e, so v * 10^p = m * 10^p / 2^-e,
+ * with m * 10^p below 2^117 for p <= 19, rounded to the nearest (ties to
+ * even, as printf) at the 17th significant digit; then fixed notation,
+ * trailing zeros dropped. 0 when v is outside that range (printf then). */
+static size_t float_text_exact(double v, char *out) {
+    static const uint64_t pow10[20] = {1ULL,
+                                       10ULL,
+                                       100ULL,
+                                       1000ULL,
+                                       10000ULL,
+                                       100000ULL,
+                                       1000000ULL,
+                                       10000000ULL,
+                                       100000000ULL,
+                                       1000000000ULL,
+                                       10000000000ULL,
+                                       100000000000ULL,
+                                       1000000000000ULL,
+                                       10000000000000ULL,
+                                       100000000000000ULL,
+                                       1000000000000000ULL,
+                                       10000000000000000ULL,
+                                       100000000000000000ULL,
+                                       1000000000000000000ULL,
+                                       10000000000000000000ULL};
+    double a = fabs(v);
+    if (!(a >= 1e-3 && a < 1e15)) return 0;
+    int e2;
+    double frac = frexp(a, &e2); /* a = frac * 2^e2, frac in [0.5, 1) */
+    uint64_t m = (uint64_t)ldexp(frac, 53);
+    int shift = 53 - e2; /* a = m / 2^shift */
+    if (shift <= 0 || shift > 116) return 0;
+    int x = (int)floor(log10(a)); /* the decimal exponent, corrected below */
+    uint64_t digits = 0;
+    for (int tries = 0; tries < 3; tries++) {
+        int p = 16 - x;
+        if (p < 0 || p > 19) return 0;
+        unsigned __int128 prod = (unsigned __int128)m * pow10[p];
+        unsigned __int128 q = prod >> shift, r = prod - (q << shift);
+        unsigned __int128 half = (unsigned __int128)1 << (shift - 1);
+        if (r > half || (r == half && (q & 1))) q++;
+        if (q >= pow10[17]) { /* 18 digits: the exponent is one more */
+            x++;
+            continue;
+        }
+        if (q < pow10[16]) { /* 16 digits: one less */
+            x--;
+            continue;
+        }
+        digits = (uint64_t)q;
+        break;
+    }
+    if (!digits || x < -4 || x >= 17) return 0; /* %g's exponent form: printf's */
+    char d[17];
+    for (int i = 16; i >= 0; i--, digits /= 10) d[i] = (char)('0' + digits % 10);
+    int last = 16; /* the last significant digit kept (%g drops trailing zeros) */
+    while (last > 0 && d[last] == '0') last--;
+    size_t len = 0;
+    if (v < 0) out[len++] = '-';
+    if (x < 0) { /* 0.000ddd */
+        out[len++] = '0';
+        out[len++] = '.';
+        for (int i = 0; i < -x - 1; i++) out[len++] = '0';
+        for (int i = 0; i <= last; i++) out[len++] = d[i];
+    } else { /* ddd.ddd */
+        for (int i = 0; i <= x; i++) out[len++] = d[i];
+        if (last > x) {
+            out[len++] = '.';
+            for (int i = x + 1; i <= last; i++) out[len++] = d[i];
+        }
+    }
+    out[len] = '\0';
+    return len;
+}
+#endif
+
 /* Writes v as "%.17g" does (at most 24 characters and a NUL); integral
- * values below 10^15, the common case, without printf. */
+ * values below 10^15, the common case, and the measured times without
+ * printf. */
 static size_t float_text(double v, char *out) {
     if (fabs(v) < 1e15 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
         return i64_text((int64_t)v, out);
@@ -197,7 +277,11 @@ static size_t float_text(double v, char *out) {
         memcpy(out, float_memo[slot].text, float_memo[slot].len + 1);
         return float_memo[slot].len;
     }
-    size_t len = (size_t)snprintf(out, 32, "%.17g", v);
+    size_t len = 0;
+#ifdef __SIZEOF_INT128__
+    len = float_text_exact(v, out);
+#endif
+    if (!len) len = (size_t)snprintf(out, 32, "%.17g", v);
     float_memo[slot].bits = bits;
     float_memo[slot].len = len;
     memcpy(float_memo[slot].text, out, len + 1);
@@ -588,18 +672,19 @@ static inline int keycmp(const char *a, size_t al, const char *b, size_t bl) {
     return c ? c : (al > bl) - (al < bl);
 }
 
-/* A plain decimal integer of at most 18 digits in v's vl bytes (an
- * optional '-', then digits) into *out; 0, or -1 when v is anything else
- * (which parse_i64 then judges). */
+/* A plain decimal integer in v's vl bytes (an optional '-', then at most
+ * 19 digits, within int64_t: a digest's 19 included) into *out; 0, or -1
+ * when v is anything else (which parse_i64 then judges). */
 static inline int plain_i64(const char *v, size_t vl, int64_t *out) {
     size_t k = vl && v[0] == '-';
-    if (k == vl || vl - k > 18) return -1;
-    int64_t u = 0;
+    if (k == vl || vl - k > 19) return -1;
+    uint64_t u = 0;
     for (size_t j = k; j < vl; j++) {
         if (v[j] < '0' || v[j] > '9') return -1;
-        u = u * 10 + (v[j] - '0');
+        u = u * 10 + (uint64_t)(v[j] - '0'); /* 19 digits fit in 64 bits */
     }
-    *out = k ? -u : u;
+    if (u > (uint64_t)INT64_MAX + k) return -1; /* out of range: parse_i64 says so */
+    *out = k ? (int64_t)(0 - u) : (int64_t)u;
     return 0;
 }
 
