@@ -640,6 +640,56 @@ static uint64_t digest_by_definition(const unsigned char *p, size_t n) {
     return h ^ h >> 29;
 }
 
+/* Stage 0 seals an envelope from the frame it sends (pp_frame_seal): the
+ * same digest and the same bytes as framing the envelope with the digest
+ * ppv_envelope_digest gives, with KV recompute's tensors and without. The
+ * leader's first try digests the text as it arrived
+ * (pp_envelope_digest_text): the same digest on the canonical text, with
+ * its digest line or without, and another on a text written otherwise
+ * (then the leader makes the canonical text). */
+static void test_a_sealed_frame_is_the_frame_of_the_sealed_envelope(void **state) {
+    (void)state;
+    for (int recompute = 0; recompute < 2; recompute++) {
+        bufs b;
+        ppv_envelope e;
+        make_infer(&e, &b, 5, 2, recompute, 0, 4);
+        e.noise_scale = 0.5;
+        ppv_frame f, want;
+        char msg[512];
+        assert_int_equal(ppv_envelope_frame_unchecked(&e, &f, msg, sizeof msg), PPV_FAIL_NONE);
+        assert_null(strstr(f.meta, "envelope_digest_i64="));
+        uint64_t bare = pp_envelope_digest_text(f.meta, (size_t)f.header[6], f.tensors,
+                                                f.ntensors);
+        int64_t sealed = 0;
+        assert_int_equal(pp_frame_seal(&f, &sealed), 0);
+        assert_true(sealed != 0);
+        assert_int_equal((uint64_t)sealed, ppv_envelope_digest(&e));
+        assert_int_equal(bare, ppv_envelope_digest(&e));
+        e.envelope_digest_i64 = sealed;
+        assert_int_equal(ppv_envelope_frame_unchecked(&e, &want, msg, sizeof msg), PPV_FAIL_NONE);
+        assert_int_equal(f.header[6], want.header[6]);
+        assert_memory_equal(f.header, want.header, sizeof f.header);
+        assert_string_equal(f.meta, want.meta);
+        /* as the leader receives it: the line is left out of the digest */
+        assert_int_equal(pp_envelope_digest_text(f.meta, (size_t)f.header[6], f.tensors,
+                                                 f.ntensors),
+                         (uint64_t)sealed);
+        /* another sender's text of the same envelope ("0.50"): another digest */
+        char other[8192];
+        const char *at = strstr(f.meta, "\nnoise_scale=0.5\n");
+        assert_non_null(at);
+        size_t head = (size_t)(at - f.meta) + strlen("\nnoise_scale=0.5");
+        assert_true((size_t)f.header[6] + 2 < sizeof other);
+        memcpy(other, f.meta, head);
+        memcpy(other + head, "0", 1);
+        memcpy(other + head + 1, f.meta + head, (size_t)f.header[6] - head + 1);
+        assert_true(pp_envelope_digest_text(other, (size_t)f.header[6] + 1, f.tensors,
+                                            f.ntensors) != (uint64_t)sealed);
+        ppv_frame_free(&f);
+        ppv_frame_free(&want);
+    }
+}
+
 static void test_output_digest_follows_its_definition_and_sees_every_word(void **state) {
     (void)state;
     unsigned char buf[300];
@@ -718,6 +768,7 @@ int main(void) {
         cmocka_unit_test(test_metadata_floats_round_trip_to_the_bit),
         cmocka_unit_test(test_measured_times_are_written_as_printf_writes_them),
         cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
+        cmocka_unit_test(test_a_sealed_frame_is_the_frame_of_the_sealed_envelope),
         cmocka_unit_test(test_tensor_blocks_come_back_zeroed_and_mix_with_malloc),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);

@@ -43,7 +43,8 @@ static void target_word(fuzz_args *a, int c, const char *arg) {
     int n = name ? snprintf(a->target_words + len, sizeof a->target_words - len, " --%s%s%s",
                             name, arg ? " " : "", arg ? arg : "")
                  : -1;
-    if (n < 0 || (size_t)n >= sizeof a->target_words - len || (arg && (!*arg || strpbrk(arg, " \t\n"))))
+    if (n < 0 || (size_t)n >= sizeof a->target_words - len ||
+        (arg && (!*arg || strpbrk(arg, " \t\n"))))
         a->too_long = 1;
 }
 
@@ -541,7 +542,8 @@ static int fuzz_explain(int argc, char **argv) {
     printf("%lld steps: round-robin but at %lld (*), in %lld stretch%s\n", (long long)nn,
            (long long)nd, (long long)stretches(w), stretches(w) == 1 ? "" : "es");
     /* the steps shown: three before each stretch to its end, and the last six */
-    unsigned char *show = calloc((size_t)(nn ? nn : 1), 1), *forced = calloc((size_t)(nn ? nn : 1), 1);
+    size_t cells = (size_t)(nn ? nn : 1);
+    unsigned char *show = calloc(cells, 1), *forced = calloc(cells, 1);
     if (!show || !forced) {
         free(show), free(forced);
         fprintf(stderr, "ppv fuzz: out of memory\n");

@@ -482,6 +482,33 @@ ppv_failure ppv_result_frame(const ppv_result *r, ppv_frame *f, char *msg, size_
     return PPV_FAIL_NONE;
 }
 
+/* The digest's definition over a text without the digest's line and the
+ * tensors in spec order. */
+static uint64_t digest_of(const char *text, size_t len, const ppv_tensor *const *t, int n) {
+    uint64_t h = (0xcbf29ce484222325ULL ^ ppv_digest_words(text, len)) * 0x100000001b3ULL;
+    for (int k = 0; k < n; k++)
+        h = (h ^ ppv_digest_words(t[k]->data, ppv_tensor_bytes(t[k]))) * 0x100000001b3ULL;
+    return h ? h : 1;
+}
+
+static const char digest_key[] = "envelope_digest_i64=";
+
+/* Where text's digest line starts (len: its length with the newline), or
+ * NULL when it has none. */
+static const char *digest_line(const char *text, size_t n, size_t *len) {
+    size_t kl = sizeof digest_key - 1;
+    for (const char *p = text; p && p + kl <= text + n;) {
+        if (memcmp(p, digest_key, kl) == 0) {
+            const char *nl = memchr(p, '\n', (size_t)(text + n - p));
+            *len = nl ? (size_t)(nl + 1 - p) : (size_t)(text + n - p);
+            return p;
+        }
+        const char *nl = memchr(p, '\n', (size_t)(text + n - p));
+        p = nl ? nl + 1 : NULL;
+    }
+    return NULL;
+}
+
 uint64_t ppv_envelope_digest(const ppv_envelope *e) {
     if (e->action != PPV_PP_INFER) return 0;
     ppv_envelope bare = *e; /* its tensors are e's, only read */
@@ -489,13 +516,52 @@ uint64_t ppv_envelope_digest(const ppv_envelope *e) {
     ppv_frame f;
     char msg[256];
     if (ppv_envelope_frame_unchecked(&bare, &f, msg, sizeof msg) != PPV_FAIL_NONE) return 0;
-    uint64_t h = (0xcbf29ce484222325ULL ^ ppv_digest_words(f.meta, (size_t)f.header[6])) *
-                 0x100000001b3ULL;
-    for (int k = 0; k < f.ntensors; k++)
-        h = (h ^ ppv_digest_words(f.tensors[k]->data, ppv_tensor_bytes(f.tensors[k]))) *
-            0x100000001b3ULL;
+    uint64_t h = digest_of(f.meta, (size_t)f.header[6], (const ppv_tensor *const *)f.tensors,
+                           f.ntensors);
     ppv_frame_free(&f);
-    return h ? h : 1;
+    return h;
+}
+
+uint64_t pp_envelope_digest_text(const char *meta, size_t n, const ppv_tensor *const *tensors,
+                                 int ntensors) {
+    size_t len = 0;
+    const char *line = digest_line(meta, n, &len);
+    if (!line) return digest_of(meta, n, tensors, ntensors);
+    char *bare = meta_take();
+    if (!bare) return 0;
+    size_t before = (size_t)(line - meta);
+    memcpy(bare, meta, before);
+    memcpy(bare + before, line + len, n - before - len);
+    uint64_t h = digest_of(bare, n - len, tensors, ntensors);
+    meta_give(bare);
+    return h;
+}
+
+int pp_frame_seal(ppv_frame *f, int64_t *digest) {
+    size_t n = (size_t)f->header[6];
+    uint64_t h = digest_of(f->meta, n, (const ppv_tensor *const *)f->tensors, f->ntensors);
+    /* the line goes before the first key that sorts after it (the text's
+     * lines are in key order) */
+    char line[48];
+    int ll = snprintf(line, sizeof line, "%s", digest_key);
+    ll += (int)i64_text((int64_t)h, line + ll);
+    line[ll++] = '\n';
+    const char *p = f->meta, *end = f->meta + n;
+    while (p < end) {
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        size_t kl = eq ? (size_t)(eq - p) : (size_t)(end - p);
+        int c = memcmp(p, digest_key, kl < sizeof digest_key - 2 ? kl : sizeof digest_key - 2);
+        if (c > 0 || (c == 0 && kl > sizeof digest_key - 2)) break;
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    if (n + (size_t)ll + 1 > meta_cap()) return -1;
+    size_t at = (size_t)(p - f->meta);
+    memmove(f->meta + at + ll, f->meta + at, n - at + 1); /* the NUL too */
+    memcpy(f->meta + at, line, (size_t)ll);
+    f->header[6] = (int64_t)(n + (size_t)ll);
+    *digest = (int64_t)h;
+    return 0;
 }
 
 void ppv_frame_free(ppv_frame *f) {

@@ -726,6 +726,16 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             if (!rc) pp_note_ids(c, rank, rm.header);
             if (!rc && mode == PPV_FAIL_NONE)
                 pp_note_unknown(c, e.unknown_fields, e.unknown_field, e.call_id);
+            /* the envelope's digest from the text as it arrived: when that
+             * is the digest it carries, the text is the one its sender
+             * digested, and the canonical text need not be made again
+             * (digest_once makes it when they differ) */
+            if (!rc && mode == PPV_FAIL_NONE && e.action == PPV_PP_INFER &&
+                e.envelope_digest_i64 && !e.unknown_fields &&
+                pp_envelope_digest_text(rm.meta, (size_t)rm.header[6],
+                                        (const ppv_tensor *const *)rm.order, rm.norder) ==
+                    (uint64_t)e.envelope_digest_i64)
+                m.digest = (uint64_t)e.envelope_digest_i64;
             m.t_arrived = ppv_transport_clock_ns(t);
             m.idle_ns = m.t_answered >= 0 ? m.t_arrived - m.t_answered : 0;
             if (!rc && o->bug == PPV_PP_BUG_LEADER_DIES && rm.header[0] == PPV_PP_INFER &&

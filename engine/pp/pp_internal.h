@@ -120,6 +120,18 @@ int pp_bcast_send(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m);
 int pp_bcast_recv(ppv_transport *t, int32_t rank, int32_t comm, pp_received *m, ppv_envelope *e,
                   ppv_failure *mode, char *msg, size_t msglen);
 
+/* ppv_envelope_digest of an INFER from a text of it: meta (n bytes), with
+ * or without its envelope_digest_i64 line (left out either way), and its
+ * tensors in spec order. The same digest when the text is the envelope's
+ * canonical text; 0 out of memory. */
+uint64_t pp_envelope_digest_text(const char *meta, size_t n, const ppv_tensor *const *tensors,
+                                 int ntensors);
+/* Seals the frame of an INFER framed without a digest: its digest
+ * (ppv_envelope_digest's, taken from the frame's own text and tensors)
+ * into *digest and its line into the text, in key order: the frame the
+ * envelope with that digest gives. 0, or -1 when the line does not fit. */
+int pp_frame_seal(ppv_frame *f, int64_t *digest);
+
 /* Frees an envelope's tensors that stage 0 or the mesh allocated. */
 void pp_envelope_free(ppv_envelope *e);
 

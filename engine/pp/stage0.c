@@ -111,16 +111,26 @@ static int note_result(stage0 *s, ppv_pp_event_kind kind, ppv_pp_verdict v, cons
                       t_begin);
 }
 
-/* Sends e (stage 0's preflight first unless skipped or replaying). 0, or
- * -1 when the run stops (a failure was recorded). */
-static int send_envelope(stage0 *s, const ppv_envelope *e, int preflight) {
+/* Sends e (stage 0's preflight first unless skipped or replaying); with
+ * seal, an INFER framed without a digest gets its envelope_digest_i64 from
+ * that frame (pp_frame_seal: one framing, not two). 0, or -1 when the run
+ * stops (a failure was recorded). */
+static int send_envelope(stage0 *s, ppv_envelope *e, int preflight, int seal) {
     char msg[768];
     ppv_frame f;
+    seal = seal && e->action == PPV_PP_INFER;
+    if (seal) e->envelope_digest_i64 = 0;
     ppv_failure mode = preflight ? ppv_envelope_frame(e, &s->order, &f, msg, sizeof msg)
                                  : ppv_envelope_frame_unchecked(e, &f, msg, sizeof msg);
     if (mode != PPV_FAIL_NONE) {
         pp_fail(s->c, s->t, at(s, e), mode, PPV_POINT_STAGE0_SEND,
                 "stage 0's preflight refused the envelope, nothing was sent: %s", msg);
+        return -1;
+    }
+    if (seal && pp_frame_seal(&f, &e->envelope_digest_i64) < 0) {
+        ppv_frame_free(&f);
+        pp_fail(s->c, s->t, at(s, e), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
+                "an envelope's digest line does not fit its frame");
         return -1;
     }
     ppv_contract_order_advance(&s->order, e);
@@ -173,7 +183,7 @@ static int heartbeat(stage0 *s) {
     hb.call_id = s->call_id++;
     hb.chunk_index = s->last_chunk;
     hb.cache_epoch = s->epoch;
-    if (send_envelope(s, &hb, 1) < 0 || note_envelope(s, &hb, -1) < 0) return -1;
+    if (send_envelope(s, &hb, 1, 0) < 0 || note_envelope(s, &hb, -1) < 0) return -1;
     s->c->rep->heartbeats++;
     if (!s->o->on_call) return 0;
     if (s->nsent) { /* after the INFER sent last, in the recording */
@@ -227,7 +237,7 @@ static int send_chunk(stage0 *s, int32_t k) {
     const ppv_pp_options *o = s->o;
     int64_t t_begin = ppv_transport_clock_ns(s->t);
     inflight *f = &s->sent[(s->sent_head + s->nsent) % s->sent_cap];
-    int preflight = !pp_skipped(s->c, PPV_POINT_STAGE0_SEND);
+    int preflight = !pp_skipped(s->c, PPV_POINT_STAGE0_SEND), seal = 0;
     if (o->replay) {
         f->e = o->replay[k];
         f->owned = 0;
@@ -241,6 +251,7 @@ static int send_chunk(stage0 *s, int32_t k) {
             return -1;
         }
         f->owned = 1;
+        seal = o->envelope_digest;
         ppv_envelope *e = &f->e;
         if (k == PP_INJECT_CHUNK) switch (o->inject) {
             case PPV_INJECT_OM01:
@@ -271,26 +282,19 @@ static int send_chunk(stage0 *s, int32_t k) {
             default:
                 break;
             }
-        /* sealed last: what the leader must receive is what was planned,
-         * injected faults included (a sender's bugs, not the wire's) */
-        if (o->envelope_digest && !(e->envelope_digest_i64 = (int64_t)ppv_envelope_digest(e)) &&
-            e->action == PPV_PP_INFER) {
-            release(f);
-            pp_fail(s->c, s->t, at(s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND,
-                    "out of memory sealing an envelope");
-            return -1;
-        }
     }
     s->call_id = f->e.call_id + 1;
     if (f->e.action == PPV_PP_SHUTDOWN) s->shut = 1;
-    if (send_envelope(s, &f->e, preflight) < 0) {
+    /* sealed last, as it is sent: what the leader must receive is what was
+     * planned, injected faults included (a sender's bugs, not the wire's) */
+    if (send_envelope(s, &f->e, preflight, seal) < 0) {
         release(f);
         return -1;
     }
     /* retry: the same call again, as after a timeout (the same epoch and
      * state); not a call of its own, so neither logged nor recorded */
     if (o->inject == PPV_INJECT_RETRY && !o->replay && k == PP_INJECT_CHUNK &&
-        send_envelope(s, &f->e, 0) < 0) {
+        send_envelope(s, &f->e, 0, 0) < 0) {
         release(f);
         return -1;
     }
@@ -702,7 +706,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     bye.action = PPV_PP_SHUTDOWN;
     bye.call_id = s.call_id;
     bye.cache_epoch = s.epoch;
-    if (send_envelope(&s, &bye, 1) == 0 && note_envelope(&s, &bye, -1) == 0 && o->on_call) {
+    if (send_envelope(&s, &bye, 1, 0) == 0 && note_envelope(&s, &bye, -1) == 0 && o->on_call) {
         char err[256];
         if (o->on_call(o->on_call_ctx, &bye, NULL, err, sizeof err) < 0)
             pp_fail(c, t, at(&s, &bye), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
