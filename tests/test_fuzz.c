@@ -766,8 +766,7 @@ static void test_explain_tells_a_failure_as_a_story(void **state) {
     static const char *const bad[] = {"target pp --chunks zero\n", "target checker\n",
                                       "target pp --mesh 4\n", "target pp --runs\n"};
     static const char *const says[] = {"--chunks", "checker leaves no trace",
-                                       "is a trace of 3 ranks; its target's stage 0 and mesh of "
-                                       "4 are 5",
+                                       "is a trace of 3 ranks; its target's stage 0 and mesh",
                                        "is not a target ppv fuzz takes"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char *t = malloc(strlen(text) + strlen(bad[k]) + 1);
