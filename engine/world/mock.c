@@ -545,8 +545,9 @@ static void mock_progress(void *impl, int32_t rank) {
 }
 
 static void mock_yield(void *impl, int32_t rank) {
-    ppv_world_switch(impl, rank);
-    world_note(impl, "polls again");
+    ppv_world *w = impl;
+    ppv_world_switch(w, rank);
+    world_note(w, "polls again");
 }
 
 /* Virtual time: a microsecond for every scheduler step taken. */

@@ -833,7 +833,7 @@ static int note_step(ppv_world *w, int32_t r) {
     return 0;
 }
 
-void world_note(ppv_world *w, const char *fmt, ...) {
+void world_note_step(ppv_world *w, const char *fmt, ...) {
     if (!w->opt.policy.note_steps || !w->res || !w->nnotes) return;
     ppv_step_note *n = &w->notes[w->nnotes - 1];
     size_t len = strlen(n->did);

@@ -173,8 +173,13 @@ void world_touch(ppv_world *w, int32_t kind, int32_t comm, int32_t from, int32_t
                  int64_t seq);
 void world_after(ppv_world *w, int32_t rank, int64_t step);
 /* With policy note_steps: adds to what the running step did (a transport
- * call, in words); nothing otherwise. */
-void world_note(ppv_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ * call, in words); nothing otherwise (the macro asks first, so a run that
+ * does not note pays no call). */
+void world_note_step(ppv_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define world_note(w, ...)                                                                         \
+    do {                                                                                           \
+        if ((w)->opt.policy.note_steps) world_note_step((w), __VA_ARGS__);                         \
+    } while (0)
 
 /* A scheduling point: back to the scheduler, as runnable. */
 void ppv_world_switch(ppv_world *w, int32_t rank);
