@@ -413,10 +413,13 @@ static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask) {
 
 /* ---- ppv fuzz explain TRACE ---------------------------------------------------------- */
 
-/* Step k's line of the story: '*' where the run left round-robin. */
-static void story_line(const ppv_step_note *n, int forced, const char *const *role) {
-    printf("%c step %-5lld rank %d%s%s  %s\n", forced ? '*' : ' ', (long long)n->step, n->rank,
-           role ? " " : "", role ? role[n->rank] : "", n->did[0] ? n->did : "(runs)");
+/* Step k's line of the story: '*' where the run left round-robin; on the
+ * pipeline, the rank's part in it. */
+static void story_line(const ppv_step_note *n, int forced, int pp) {
+    const char *role = !pp ? "" : n->rank == 0 ? " (stage 0)" : n->rank == 1 ? " (the leader)"
+                                                                              : " (a worker)";
+    printf("%c step %-5lld rank %d%s  %s\n", forced ? '*' : ' ', (long long)n->step, n->rank,
+           role, n->did[0] ? n->did : "(runs)");
 }
 
 /* Runs a failing trace again (the target its `target` line names, which
@@ -481,11 +484,8 @@ static int fuzz_explain(int argc, char **argv) {
     pol.note_deviations = 1;
     const ppv_world *w;
     const ppv_world_result *res;
-    replay_judgement j;
-    memset(&j, 0, sizeof j);
-    static const char *const pp_roles[3] = {"(stage 0)", "(the leader)", "(a worker)"};
-    const char *roles[65];
-    const char *const *role = NULL;
+    int passes = 1; /* the explorer's judgement of the run */
+    char why[1024] = "";
     if (a.pp_target) {
         if (nranks != 1 + a.pp.mesh) {
             fprintf(stderr, "ppv fuzz: %s is a trace of %d ranks; its target's stage 0 and mesh "
@@ -500,14 +500,7 @@ static int fuzz_explain(int argc, char **argv) {
         }
         w = pr->trace;
         res = &pr->world;
-        j.diverged = res->diverged;
-        if (!j.diverged && rt.verdict.present) {
-            j.judged = 1;
-            j.passes = ppv_fuzz_judge_pp(&a.pp, pr, rt.verdict.reference, j.why, sizeof j.why);
-        }
-        for (int32_t r = 0; r < nranks && r < 65; r++)
-            roles[r] = pp_roles[r < 2 ? r : 2];
-        if (nranks <= 65) role = roles;
+        passes = ppv_fuzz_judge_pp(&a.pp, pr, rt.verdict.reference, why, sizeof why);
     } else {
         if (nranks != s->nranks) {
             fprintf(stderr, "ppv fuzz: %s is a trace of %d ranks; %s has %d\n", path, nranks,
@@ -522,12 +515,15 @@ static int fuzz_explain(int argc, char **argv) {
         }
         w = rr->trace;
         res = &rr->world;
-        j.diverged = res->diverged;
-        if (!j.diverged && rt.verdict.present) {
-            j.judged = 1;
-            j.passes = ppv_fuzz_judge_run(&a.f.run, rr, rt.verdict.reference, j.why, sizeof j.why);
-        }
+        passes = ppv_fuzz_judge_run(&a.f.run, rr, rt.verdict.reference, why, sizeof why);
     }
+    /* judged as ppv pp --replay and ppv run --replay judge (print_replay) */
+    replay_judgement j;
+    memset(&j, 0, sizeof j);
+    j.diverged = res->diverged;
+    j.judged = !j.diverged && rt.verdict.present;
+    j.passes = passes;
+    snprintf(j.why, sizeof j.why, "%s", why);
     if (!w) {
         fprintf(stderr, "ppv fuzz: the run kept no trace to explain\n");
         goto done;
@@ -561,7 +557,7 @@ static int fuzz_explain(int argc, char **argv) {
         if (k >= nn - 6 || strstr(notes[k].did, ": a message is there")) show[k] = 1;
     for (int64_t k = 0; k < nn;) {
         if (show[k]) {
-            story_line(&notes[k], forced[k], role);
+            story_line(&notes[k], forced[k], a.pp_target);
             k++;
             continue;
         }
