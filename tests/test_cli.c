@@ -321,6 +321,74 @@ static void test_check_target_pytorch_names_stages_pytorch_would_never_scale(voi
     free(pt);
 }
 
+/* What PyTorch's own runtime did with ppv's files on a lent machine (torch
+ * 2.11, tools/pytorch_runtime_check.py, docs/schedules.md):
+ * _load_csv(format="compute_only") refused the compute-only order PyTorch's
+ * single-stage classes dump, for its REDUCE_GRAD, and --target pytorch says
+ * so at the cell; V-placed files ran bitwise right once gloo's send to its
+ * own rank was taken out of the first step's greeting, so --target pytorch
+ * passes them with a note naming the rank, and says nothing of a looped
+ * placement. */
+static void test_check_target_pytorch_as_measured_on_its_runtime(void **state) {
+    (void)state;
+    char dir[4096], path[4200];
+    make_dir(dir, sizeof dir, "target_pytorch_measured");
+    snprintf(path, sizeof path, "%s/gpipe.csv", dir);
+    run_result r = RUN("gen", "pytorch-gpipe", "-p", "2", "-m", "2", "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    char *text = slurp(path);
+    assert_string_equal(text, "0F0,0F1,0B0,0B1,0REDUCE_GRAD\n1F0,1F1,1B0,1B1,1REDUCE_GRAD\n");
+    free(text);
+    r = RUN("check", path);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    run_free(&r);
+    r = RUN("check", path, "--target", "pytorch");
+    assert_int_equal(r.code, 1);
+    char want[6000];
+    snprintf(want, sizeof want,
+             "pytorch: rank 0 index 4 0REDUCE_GRAD: PyTorch's runtime refuses a compute-only "
+             "file with REDUCE_GRAD (its _load_csv(format=\"compute_only\") takes F, I, B, W "
+             "and overlapped cells only, and adds its own): drop it, or lower the file with ppv "
+             "gen --comms or ppv check --lowered-out (%s:1:17)\n",
+             path);
+    assert_non_null(strstr(r.out, want));
+    assert_null(strstr(r.out, "rank 1 index 4")); /* the first of its kind names it */
+    assert_null(strstr(r.out, "pytorch: note"));
+    run_free(&r);
+    /* lowered, PyTorch runs it */
+    r = RUN("gen", "pytorch-gpipe", "-p", "2", "-m", "2", "--comms", "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", path, "--target", "pytorch");
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "pytorch: "));
+    run_free(&r);
+    /* a V placement: runs, with the note on gloo */
+    snprintf(path, sizeof path, "%s/zbv.csv", dir);
+    r = RUN("gen", "zbv", "-p", "2", "-m", "4", "-o", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", path, "--target", "pytorch");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "pytorch: note: stages 1 and 2 are both on rank 1: PyTorch's "
+                                  "runtime runs this file, but on its first step each "
+                                  "PipelineStage greets the next stage's rank, and gloo cannot "
+                                  "send to its own rank (NCCL can)"));
+    assert_non_null(strstr(r.out, "result: OK"));
+    run_free(&r);
+    r = RUN("check", path, "--target", "pytorch", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"target_problems\":[],\"target_note\":\"stages 1 and 2 "
+                                  "are both on rank 1: "));
+    run_free(&r);
+    r = RUN("check", path);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "pytorch: note")); /* only under --target pytorch */
+    run_free(&r);
+}
+
 static void test_show_writes_svg_and_chrome_trace(void **state) {
     (void)state;
     char dir[4096], svg[4200], trace[4200];
@@ -1213,6 +1281,7 @@ int main(void) {
         cmocka_unit_test(test_gen_writes_pytorch_csv_and_rejects_bad_parameters),
         cmocka_unit_test(test_gen_comms_output_is_complete_and_checks_clean),
         cmocka_unit_test(test_check_target_pytorch_names_stages_pytorch_would_never_scale),
+        cmocka_unit_test(test_check_target_pytorch_as_measured_on_its_runtime),
         cmocka_unit_test(test_show_writes_svg_and_chrome_trace),
         cmocka_unit_test(test_run_json_fields_exit_codes_and_replay),
         cmocka_unit_test(test_verify_recompute_reports_equal_and_perturbed),

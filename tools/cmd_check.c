@@ -237,6 +237,20 @@ static json_object *problem_json(const ppv_problem *p) {
     return e;
 }
 
+/* The note on a rank that holds a stage and the next (gloo cannot greet its
+ * own rank), into buf; 0 where no rank does. */
+static int shared_neighbours_note(const ppv_schedule *s, char *buf, size_t len) {
+    int32_t k = ppv_pytorch_shared_neighbours(s);
+    if (k < 0) return 0;
+    snprintf(buf, len,
+             "stages %d and %d are both on rank %d: PyTorch's runtime runs this file, but on its "
+             "first step each PipelineStage greets the next stage's rank, and gloo cannot send "
+             "to its own rank (NCCL can), so under gloo it fails as PyTorch's own ZBV and "
+             "DualPipeV classes do",
+             (int)k, (int)k + 1, (int)s->stage_rank[k]);
+    return 1;
+}
+
 static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
                        const target_view *tv) {
     json_object *o = json_object_new_object();
@@ -273,6 +287,9 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
         json_object *tp = json_object_new_array();
         for (int32_t k = 0; k < tv->n; k++) json_object_array_add(tp, problem_json(&tv->v[k]));
         json_object_object_add(o, "target_problems", tp);
+        char note[400];
+        json_object_object_add(o, "target_note", shared_neighbours_note(s, note, sizeof note)
+                                                     ? json_object_new_string(note) : NULL);
     }
     json_object_object_add(o, "errors_total", json_object_new_int64(rep->errors_total));
     json_object *pk = json_object_new_array();
@@ -309,6 +326,9 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const
         const ppv_problem *e = &tv->v[k];
         printf("pytorch: rank %d index %d %s: %s\n", e->rank, e->index, e->action, e->message);
     }
+    char note[400];
+    if (tv->pytorch && shared_neighbours_note(s, note, sizeof note))
+        printf("pytorch: note: %s\n", note);
     if (rep->deadlock) {
         printf("deadlock: %d of %d ranks can never finish\n", rep->nblocked, rep->nranks);
         for (int32_t k = 0; k < rep->nblocked; k++) {

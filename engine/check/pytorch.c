@@ -6,7 +6,11 @@
  * gradients by 1/m (and, with data parallelism, reduces them) only at the
  * stage's REDUCE_GRAD, which its own lowering puts after the stage's m-th
  * B or W: a file without one trains silently with gradients m times too
- * large. A compute_only file it lowers itself, REDUCE_GRAD included. ppv's
+ * large. A compute_only file it lowers itself, REDUCE_GRAD included, and
+ * it refuses one that already holds an UNSHARD, RESHARD or REDUCE_GRAD
+ * (its _load_csv(format="compute_only") takes F, I, B, W and overlapped
+ * cells only), although its single-stage classes (GPipe, 1F1B) write
+ * their REDUCE_GRAD into the compute-only order they dump. ppv's
  * extensions (explicit peers, groups, collectives, recompute, generator
  * calls) are no actions of PyTorch's runtime at all. A REDUCE_GRAD before
  * the stage's last backward is the checker's own error (check.c).
@@ -72,6 +76,17 @@ int ppv_check_pytorch(const ppv_schedule *s, ppv_problem **out, int32_t *nout, c
                 if (add(&f, s, r, i, msg) < 0) goto oom;
                 continue;
             }
+            if (s->form == PPV_FORM_COMPUTE_ONLY && !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE) &&
+                !told[a->kind]) {
+                told[a->kind] = 1;
+                snprintf(msg, sizeof msg,
+                         "PyTorch's runtime refuses a compute-only file with %s (its "
+                         "_load_csv(format=\"compute_only\") takes F, I, B, W and overlapped "
+                         "cells only, and adds its own): drop it, or lower the file with ppv gen "
+                         "--comms or ppv check --lowered-out",
+                         ppv_action_token(a->kind));
+                if (add(&f, s, r, i, msg) < 0) goto oom;
+            }
             if (a->stage < 0 || a->stage >= S) continue;
             if (a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) last[a->stage] = i;
             if (a->kind == PPV_ACT_REDUCE_GRAD && reduce[a->stage] < 0) reduce[a->stage] = i;
@@ -96,4 +111,10 @@ oom:
     free(reduce);
     free(f.v);
     return ppv_errf(err, errlen, "out of memory");
+}
+
+int32_t ppv_pytorch_shared_neighbours(const ppv_schedule *s) {
+    for (int32_t k = 0; s->stage_rank && k + 1 < s->nstages; k++)
+        if (s->stage_rank[k] == s->stage_rank[k + 1]) return k;
+    return -1;
 }

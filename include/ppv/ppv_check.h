@@ -182,9 +182,17 @@ void ppv_check_report_free(ppv_check_report *r);
  * which ppv's own check may accept (`ppv check --target pytorch`): on a
  * compute_comms file, every stage with a backward but no REDUCE_GRAD (its
  * gradients never scaled: m times too large), and the first action of each
- * kind PyTorch's runtime cannot run (ppv's extensions). *out is malloc'd
+ * kind PyTorch's runtime cannot run (ppv's extensions; in a compute_only
+ * file, UNSHARD, RESHARD and REDUCE_GRAD too). *out is malloc'd
  * (NULL when none), *n its length. 0, or -1 out of memory. */
 int ppv_check_pytorch(const ppv_schedule *s, ppv_problem **out, int32_t *n, char *err,
                       size_t errlen);
+
+/* The first stage k whose next stage k+1 is on the same rank (a V
+ * placement's stages p-1 and p), or -1. PyTorch's runtime runs such a file,
+ * but its PipelineStage greets the next stage's rank on its first step,
+ * and gloo cannot send to its own rank (NCCL can): under gloo it fails, as
+ * PyTorch's own ZBV and DualPipeV classes do. A note, not a problem. */
+int32_t ppv_pytorch_shared_neighbours(const ppv_schedule *s);
 
 #endif
