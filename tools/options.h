@@ -103,7 +103,9 @@
     X(TARGET, 0, "target", "ppv|pytorch",                                                          \
       "pytorch: also judge the file as PyTorch's runtime would run it, and exit 1 on any "         \
       "problem: a compute_comms stage with a backward but no REDUCE_GRAD (PyTorch never scales "   \
-      "its gradients: m times too large), an action PyTorch's runtime has not",                    \
+      "its gradients: m times too large), an action PyTorch's runtime has not (in a compute_only " \
+      "file, UNSHARD, RESHARD and REDUCE_GRAD too); a note where a rank holds a stage and the "   \
+      "next (gloo cannot send to its own rank)",                                                   \
       "ppv: those problems of a compute_comms file are warnings")
 
 #define SHOW_OPTIONS(X)                                                                            \
