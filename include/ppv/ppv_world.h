@@ -73,6 +73,53 @@ typedef struct ppv_transport {
 } ppv_transport;
 
 /* ------------------------------------------------------------------------ */
+/* External ranks: OS threads of any language (a Python control plane's    */
+/* ranks) run as the ranks of a mock world, in lockstep with it            */
+
+/* One run's bridge between n threads and a mock world's ranks: pass
+ * ppv_ext_rank_main as the world's rank main with the bridge as its arg,
+ * and have thread r call ppv_ext_begin(x, r), then its communication calls,
+ * then ppv_ext_end. Each call is a scheduling point, and at most one
+ * thread runs between two of them (the scheduler's choice), so a run is
+ * decided by the policy alone. A thread that runs idle_seconds of wall
+ * time without a call fails the run, naming its rank and its last call;
+ * from then on, and once the world has stopped (a deadlock, a failure) or
+ * the rank was killed, its calls return PPV_ERR_ABORTED at once. A bridge
+ * serves one run; make a new one for the next. */
+typedef struct ppv_ext ppv_ext;
+
+ppv_ext *ppv_ext_new(int32_t nranks, double idle_seconds, char *err, size_t errlen);
+/* Every call waiting, or made from now on, returns PPV_ERR_ABORTED (a
+ * driver giving up). */
+void ppv_ext_close(ppv_ext *x);
+/* After ppv_world_run has returned and the threads have ended. */
+void ppv_ext_free(ppv_ext *x);
+/* The world's rank main for a bridge (arg). */
+void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg);
+
+/* Thread r's side. Each returns 0 or a transport error (PPV_ERR_*); what
+ * names the call's place in a deadlock's report (a Python file:line, say;
+ * 63 bytes kept). */
+int ppv_ext_begin(ppv_ext *x, int32_t rank);
+int ppv_ext_send(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                 int32_t comm, const char *what);
+int ppv_ext_recv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                 const char *what);
+int ppv_ext_broadcast(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t root,
+                      int32_t comm, const char *what);
+int ppv_ext_allreduce_f32(ppv_ext *x, int32_t rank, float *buf, size_t count, int32_t comm,
+                          const char *what);
+int ppv_ext_allgather(ppv_ext *x, int32_t rank, const void *send, void *recv, size_t bytes,
+                      int32_t comm, const char *what);
+int ppv_ext_barrier(ppv_ext *x, int32_t rank, int32_t comm, const char *what);
+int ppv_ext_probe(ppv_ext *x, int32_t rank, int32_t peer, int32_t comm, int *arrived,
+                  const char *what);
+int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what);
+/* The thread is done: error NULL or "" when its function returned, else
+ * why it failed (a Python exception and its place), which fails the run. */
+void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error);
+
+/* ------------------------------------------------------------------------ */
 /* Transports whose ranks are processes: `mpirun -np N ppv run FILE         */
 /* --transport mpi`, one process per rank, on one machine or many           */
 

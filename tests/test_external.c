@@ -1,0 +1,382 @@
+/* test_external.c - external ranks (ppv_ext, engine/world/external.c):
+ * OS threads run as a mock world's ranks in lockstep with it. Each run
+ * starts one pthread a rank, as a Python control plane's driver will; the
+ * world's scheduler alone decides the interleaving, so runs are
+ * reproducible, deadlocks are reported with each thread's place, and a
+ * thread that fails, never calls, or idles is a failure naming its rank,
+ * never a hang. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ppv_world.h"
+
+enum { MAXR = 8 };
+
+typedef struct program program;
+typedef void (*rank_fn)(program *p, int32_t rank);
+
+/* One run: the bridge, the threads' function and what they saw. */
+struct program {
+    ppv_ext *x;
+    int32_t n;
+    rank_fn fn;
+    int rc[MAXR];       /* the first failed call's error, or 0 */
+    float got[MAXR][4]; /* what each rank received */
+    char order[256];    /* the order in which ranks ran their first code, as digits */
+    int norder;
+    pthread_mutex_t mu;
+};
+
+typedef struct thread_arg {
+    program *p;
+    int32_t rank;
+} thread_arg;
+
+static void *thread_main(void *arg) {
+    thread_arg *a = arg;
+    if (ppv_ext_begin(a->p->x, a->rank) != 0) {
+        ppv_ext_end(a->p->x, a->rank, NULL);
+        return NULL;
+    }
+    a->p->fn(a->p, a->rank);
+    return NULL;
+}
+
+static void note_ran(program *p, int32_t rank) {
+    pthread_mutex_lock(&p->mu);
+    if (p->norder < (int)sizeof p->order - 1) p->order[p->norder++] = (char)('0' + rank);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Runs fn on n threads under policy (rr, random, pct) and seed. */
+static void run(program *p, int32_t n, rank_fn fn, const char *sem, const char *policy,
+                uint64_t seed, double idle, ppv_world_result *res) {
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    p->n = n;
+    p->fn = fn;
+    char err[256];
+    p->x = ppv_ext_new(n, idle, err, sizeof err);
+    assert_non_null(p->x);
+    ppv_world_options o;
+    memset(&o, 0, sizeof o);
+    o.nranks = n;
+    assert_int_equal(ppv_semantics_parse(sem, &o.sem), 0);
+    assert_int_equal(ppv_policy_parse(policy, &o.policy), 0);
+    o.policy.seed = seed;
+    o.watchdog_steps = 1000;
+    ppv_world *w = ppv_world_new(&o, err, sizeof err);
+    assert_non_null(w);
+    pthread_t th[MAXR];
+    thread_arg args[MAXR];
+    for (int32_t r = 0; r < n; r++) {
+        args[r] = (thread_arg){p, r};
+        assert_int_equal(pthread_create(&th[r], NULL, thread_main, &args[r]), 0);
+    }
+    assert_int_equal(ppv_world_run(w, ppv_ext_rank_main, p->x, res), 0);
+    for (int32_t r = 0; r < n; r++) pthread_join(th[r], NULL);
+    ppv_world_free(w);
+    ppv_ext_free(p->x);
+    pthread_mutex_destroy(&p->mu);
+}
+
+static int keep(program *p, int32_t rank, int rc) {
+    if (rc && !p->rc[rank]) p->rc[rank] = rc;
+    return rc;
+}
+
+/* ---- programs ---------------------------------------------------------------- */
+
+/* A ring that is safe under rendezvous: even ranks send first. */
+static void ring_safe(program *p, int32_t r) {
+    note_ran(p, r);
+    float out[4] = {(float)r, (float)(10 * r), 0, 0}, in[4] = {0};
+    int32_t right = (r + 1) % p->n, left = (r + p->n - 1) % p->n;
+    int rc;
+    if (r % 2 == 0) {
+        rc = keep(p, r, ppv_ext_send(p->x, r, out, sizeof out, right, 0, "ring.py:5 send"));
+        if (!rc) rc = keep(p, r, ppv_ext_recv(p->x, r, in, sizeof in, left, 0, "ring.py:6 recv"));
+    } else {
+        rc = keep(p, r, ppv_ext_recv(p->x, r, in, sizeof in, left, 0, "ring.py:8 recv"));
+        if (!rc) rc = keep(p, r, ppv_ext_send(p->x, r, out, sizeof out, right, 0, "ring.py:9 send"));
+    }
+    memcpy(p->got[r], in, sizeof in);
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Every rank sends first: a cycle under rendezvous. */
+static void ring_sends_first(program *p, int32_t r) {
+    float out[4] = {(float)r, 0, 0, 0}, in[4] = {0};
+    int32_t right = (r + 1) % p->n, left = (r + p->n - 1) % p->n;
+    char what[64];
+    snprintf(what, sizeof what, "ctl.py:%d send to %d", 40 + r, right);
+    int rc = keep(p, r, ppv_ext_send(p->x, r, out, sizeof out, right, 0, what));
+    if (!rc) keep(p, r, ppv_ext_recv(p->x, r, in, sizeof in, left, 0, "ctl.py:50 recv"));
+    ppv_ext_end(p->x, r, rc ? "DistAborted: the world stopped" : NULL);
+}
+
+/* Collectives: an all-reduce, a broadcast from rank 1, an all-gather, a
+ * barrier. */
+static void collectives(program *p, int32_t r) {
+    float v[2] = {(float)(r + 1), 0.5f};
+    int rc = keep(p, r, ppv_ext_allreduce_f32(p->x, r, v, 2, 0, "all_reduce"));
+    float b[1] = {r == 1 ? 7.25f : -1.0f};
+    if (!rc) rc = keep(p, r, ppv_ext_broadcast(p->x, r, b, sizeof b, 1, 0, "broadcast"));
+    float mine = (float)(100 + r), all[MAXR] = {0};
+    if (!rc) rc = keep(p, r, ppv_ext_allgather(p->x, r, &mine, all, sizeof mine, 0, "gather"));
+    if (!rc) rc = keep(p, r, ppv_ext_barrier(p->x, r, 0, "barrier"));
+    p->got[r][0] = v[0];
+    p->got[r][1] = v[1];
+    p->got[r][2] = b[0];
+    p->got[r][3] = all[0] + 2 * all[1] + 4 * all[2];
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Rank 0 broadcasts while rank 1 all-reduces: a collective mismatch. */
+static void mismatched(program *p, int32_t r) {
+    float v[1] = {1};
+    int rc = r == 0 ? ppv_ext_broadcast(p->x, r, v, sizeof v, 0, 0, "broadcast")
+                    : ppv_ext_allreduce_f32(p->x, r, v, 1, 0, "all_reduce");
+    keep(p, r, rc);
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Rank 1 raises after its first receive (a Python exception). */
+static void raises(program *p, int32_t r) {
+    float v[1] = {3};
+    if (r == 0) {
+        keep(p, r, ppv_ext_send(p->x, r, v, sizeof v, 1, 0, "send"));
+        keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 1, 0, "recv reply"));
+        ppv_ext_end(p->x, r, NULL);
+    } else {
+        keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 0, 0, "recv"));
+        ppv_ext_end(p->x, r, "ValueError: bad header (ctl.py:77)");
+    }
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Rank 1 computes past the idle bound after one call, then calls again. */
+static void idles(program *p, int32_t r) {
+    float v[1] = {1};
+    if (r == 1) {
+        keep(p, r, ppv_ext_send(p->x, r, v, sizeof v, 0, 0, "ctl.py:12 send"));
+        sleep_s(1.0);
+        keep(p, r, ppv_ext_send(p->x, r, v, sizeof v, 0, 0, "ctl.py:14 send"));
+    } else {
+        keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 1, 0, "recv"));
+        keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 1, 0, "recv"));
+    }
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Rank 1 ends without a call; rank 0 waits for it forever. */
+static void one_quits(program *p, int32_t r) {
+    float v[1] = {1};
+    if (r == 0) keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 1, 0, "ctl.py:3 recv"));
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+static void test_a_safe_ring_completes_under_every_policy(void **state) {
+    (void)state;
+    const char *policies[] = {"rr", "random", "pct:2"};
+    for (int k = 0; k < 3; k++)
+        for (uint64_t seed = 1; seed <= 20; seed++) {
+            program p;
+            ppv_world_result res;
+            run(&p, 5, ring_safe, "rendezvous", policies[k], seed, 10.0, &res);
+            assert_int_equal(res.status, PPV_RUN_DONE);
+            for (int32_t r = 0; r < 5; r++) {
+                int32_t left = (r + 4) % 5;
+                assert_int_equal(p.rc[r], 0);
+                assert_true(p.got[r][0] == (float)left);
+                assert_true(p.got[r][1] == (float)(10 * left));
+            }
+            ppv_world_result_free(&res);
+        }
+}
+
+/* The scheduler decides which thread runs: the same seed gives the same
+ * decisions and the same order of the threads' own code; other seeds give
+ * other orders. */
+static void test_the_interleaving_is_the_seeds(void **state) {
+    (void)state;
+    uint64_t digest[20];
+    char first[20][16];
+    int distinct = 0;
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        program p;
+        ppv_world_result res;
+        run(&p, 5, ring_safe, "rendezvous", "random", seed, 10.0, &res);
+        assert_int_equal(res.status, PPV_RUN_DONE);
+        digest[seed] = res.trace_digest;
+        snprintf(first[seed], sizeof first[seed], "%.*s", p.norder, p.order);
+        assert_int_equal(strlen(first[seed]), 5);
+        ppv_world_result_free(&res);
+        run(&p, 5, ring_safe, "rendezvous", "random", seed, 10.0, &res);
+        assert_true(res.trace_digest == digest[seed]);
+        assert_string_equal(p.order, first[seed]);
+        ppv_world_result_free(&res);
+        int seen = 0;
+        for (uint64_t k = 0; k < seed; k++) seen |= strcmp(first[k], first[seed]) == 0;
+        distinct += !seen;
+    }
+    assert_true(distinct >= 5); /* 20 seeds, 120 orders of 5 ranks' first steps */
+    /* round-robin takes the ranks in order */
+    program p;
+    ppv_world_result res;
+    run(&p, 5, ring_safe, "rendezvous", "rr", 0, 10.0, &res);
+    assert_string_equal(p.order, "01234");
+    ppv_world_result_free(&res);
+}
+
+static void test_a_deadlock_names_every_threads_place(void **state) {
+    (void)state;
+    program p;
+    ppv_world_result res;
+    run(&p, 3, ring_sends_first, "rendezvous", "random", 3, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+    assert_int_equal(res.nblocked, 3);
+    assert_int_equal(res.ncycle, 3);
+    for (int32_t k = 0; k < 3; k++) {
+        const ppv_wait *b = &res.blocked[k];
+        char want[64];
+        snprintf(want, sizeof want, "ctl.py:%d send to %d", 40 + b->rank, (b->rank + 1) % 3);
+        assert_string_equal(b->action, want);
+        assert_int_equal(b->waits_for, (b->rank + 1) % 3);
+        /* the unwinding failed each thread's call, and the thread ended */
+        assert_int_equal(p.rc[b->rank], PPV_ERR_ABORTED);
+    }
+    ppv_world_result_free(&res);
+    /* the same program completes when sends are buffered */
+    run(&p, 3, ring_sends_first, "eager", "random", 3, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_DONE);
+    ppv_world_result_free(&res);
+}
+
+static void test_collectives_give_exact_values(void **state) {
+    (void)state;
+    for (uint64_t seed = 0; seed < 10; seed++) {
+        program p;
+        ppv_world_result res;
+        run(&p, 3, collectives, "rendezvous", "random", seed, 10.0, &res);
+        assert_int_equal(res.status, PPV_RUN_DONE);
+        for (int32_t r = 0; r < 3; r++) {
+            assert_int_equal(p.rc[r], 0);
+            assert_true(p.got[r][0] == 6.0f);  /* 1 + 2 + 3 */
+            assert_true(p.got[r][1] == 1.5f);  /* 0.5 three times */
+            assert_true(p.got[r][2] == 7.25f); /* rank 1's */
+            assert_true(p.got[r][3] == 100.0f + 2 * 101.0f + 4 * 102.0f);
+        }
+        ppv_world_result_free(&res);
+    }
+}
+
+static void test_a_collective_mismatch_fails_the_run(void **state) {
+    (void)state;
+    program p;
+    ppv_world_result res;
+    run(&p, 2, mismatched, "rendezvous", "rr", 0, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_FAILED);
+    assert_non_null(strstr(res.message, "broadcast"));
+    assert_true(p.rc[0] != 0 || p.rc[1] != 0);
+    ppv_world_result_free(&res);
+}
+
+static void test_a_threads_exception_fails_the_run_with_its_message(void **state) {
+    (void)state;
+    program p;
+    ppv_world_result res;
+    run(&p, 2, raises, "rendezvous", "rr", 0, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_FAILED);
+    assert_int_equal(res.failed_rank, 1);
+    assert_string_equal(res.message, "rank 1: ValueError: bad header (ctl.py:77)");
+    assert_int_equal(p.rc[0], PPV_ERR_ABORTED); /* its receive never came */
+    ppv_world_result_free(&res);
+}
+
+static void test_a_thread_that_idles_fails_the_run_not_hangs_it(void **state) {
+    (void)state;
+    program p;
+    ppv_world_result res;
+    run(&p, 2, idles, "eager", "rr", 0, 0.25, &res);
+    assert_int_equal(res.status, PPV_RUN_FAILED);
+    assert_int_equal(res.failed_rank, 1);
+    assert_string_equal(res.message, "rank 1: ran for more than 0.25 s without a call to ppv after "
+                                     "its call 1 (ctl.py:12 send)");
+    assert_int_equal(p.rc[1], PPV_ERR_ABORTED); /* its late call found the run over */
+    ppv_world_result_free(&res);
+}
+
+static void test_a_thread_that_never_calls_is_a_deadlock_of_its_peer(void **state) {
+    (void)state;
+    program p;
+    ppv_world_result res;
+    run(&p, 2, one_quits, "rendezvous", "rr", 0, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+    assert_int_equal(res.nblocked, 1);
+    assert_int_equal(res.blocked[0].rank, 0);
+    assert_string_equal(res.blocked[0].action, "ctl.py:3 recv");
+    assert_int_equal(res.blocked[0].waits_for, 1);
+    ppv_world_result_free(&res);
+}
+
+/* A thread that never starts: the bridge's idle bound, not a hang. */
+static void test_a_thread_that_never_starts_fails_the_run(void **state) {
+    (void)state;
+    char err[256];
+    ppv_ext *x = ppv_ext_new(2, 0.05, err, sizeof err);
+    assert_non_null(x);
+    ppv_world_options o;
+    memset(&o, 0, sizeof o);
+    o.nranks = 2;
+    assert_int_equal(ppv_semantics_parse("rendezvous", &o.sem), 0);
+    assert_int_equal(ppv_policy_parse("rr", &o.policy), 0);
+    o.watchdog_steps = 1000;
+    ppv_world *w = ppv_world_new(&o, err, sizeof err);
+    assert_non_null(w);
+    ppv_world_result res;
+    assert_int_equal(ppv_world_run(w, ppv_ext_rank_main, x, &res), 0);
+    assert_int_equal(res.status, PPV_RUN_FAILED);
+    assert_string_equal(res.message, "rank 0: its thread did not start within 0.05 s");
+    /* late threads find the run over */
+    assert_int_equal(ppv_ext_begin(x, 0), PPV_ERR_ABORTED);
+    float v = 0;
+    assert_int_equal(ppv_ext_send(x, 1, &v, sizeof v, 0, 0, "late"), PPV_ERR_ABORTED);
+    assert_int_equal(ppv_ext_send(x, 2, &v, sizeof v, 0, 0, "no rank"), PPV_ERR_USAGE);
+    ppv_world_result_free(&res);
+    ppv_world_free(w);
+    ppv_ext_free(x);
+    assert_null(ppv_ext_new(0, 1.0, err, sizeof err));
+    assert_string_equal(err, "external ranks: 0 ranks and 1 s idle bound: need at least 1 and "
+                             "more than 0");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_safe_ring_completes_under_every_policy),
+        cmocka_unit_test(test_the_interleaving_is_the_seeds),
+        cmocka_unit_test(test_a_deadlock_names_every_threads_place),
+        cmocka_unit_test(test_collectives_give_exact_values),
+        cmocka_unit_test(test_a_collective_mismatch_fails_the_run),
+        cmocka_unit_test(test_a_threads_exception_fails_the_run_with_its_message),
+        cmocka_unit_test(test_a_thread_that_idles_fails_the_run_not_hangs_it),
+        cmocka_unit_test(test_a_thread_that_never_calls_is_a_deadlock_of_its_peer),
+        cmocka_unit_test(test_a_thread_that_never_starts_fails_the_run),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
