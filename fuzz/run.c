@@ -171,6 +171,10 @@ static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault 
     wo.fault = *fault;
     ppv_world *w = ppv_world_new(&wo, err, errlen);
     if (!w) return -1;
+    if (pg->setup && pg->setup(pg->arg, w, err, errlen) < 0) {
+        ppv_world_free(w);
+        return -1;
+    }
     if (pg->reset) pg->reset(pg->arg);
     ppv_world_result res;
     if (ppv_world_run(w, pg->main, pg->arg, &res) < 0) {

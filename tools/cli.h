@@ -13,6 +13,7 @@
 
 #include "options.h"
 #include "ppv_engine.h"
+#include "ppv_fuzz.h"
 
 /* A file written with no name (O_TMPFILE) or at a temporary name beside
  * its target, named or renamed into place on success, so a failed run
@@ -283,6 +284,19 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list);
 /* After the options: the built-in generator's --generator-params into
  * o->model. 0, or -1 after the usage message. */
 int pp_pipeline_finish(ppv_pp_options *o);
+
+/* ppv fuzz py (fuzz_py.c): a Python function run on every rank, as the
+ * explorer's program target. */
+typedef struct py_target py_target;
+/* Loads the Python ranks module, imports FILE.py of spec (FILE.py:FUNCTION)
+ * and fills *pg (its sem and watchdog are the caller's). 0 with *out, or
+ * -1 after the message (exit 2). */
+int py_target_open(const char *spec, int32_t nranks, double idle, py_target **out,
+                   ppv_fuzz_program *pg);
+void py_target_close(py_target *t);
+/* --replay TRACE: the trace's run once; prints how it ended and whether it
+ * fails again. Returns the exit code. */
+int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace);
 
 /* ---- the commands, one file a family (ppv.c's table runs them) --------------------------- */
 

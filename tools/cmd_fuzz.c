@@ -13,10 +13,12 @@
 #include "ppv_fuzz.h"
 
 /* fuzz's options, and the pipeline's (cli.h: PIPE_*) for the pp target. */
-enum { FUZZ_OPTIONS(CLI_OPTION_ID) FUZZ_SCHEDULE_OPTIONS(CLI_OPTION_ID) };
+enum { FUZZ_OPTIONS(CLI_OPTION_ID) FUZZ_SCHEDULE_OPTIONS(CLI_OPTION_ID)
+           FUZZ_PY_OPTIONS(CLI_OPTION_ID) };
 static const cli_option fuzz_options[] = {PP_OPTIONS(CLI_SKIP, CLI_PIPE_OPTION)
                                               FUZZ_OPTIONS(CLI_OPTION)
-                                                  FUZZ_SCHEDULE_OPTIONS(CLI_OPTION)};
+                                                  FUZZ_SCHEDULE_OPTIONS(CLI_OPTION)
+                                                      FUZZ_PY_OPTIONS(CLI_OPTION)};
 
 typedef struct fuzz_args {
     ppv_fuzz_options f;
@@ -24,6 +26,13 @@ typedef struct fuzz_args {
     const char *target, *out, *recompute, *junit;
     const char *semantics;
     int json, pp_target, checker_target, schedule_only_used, pp_only_used;
+    /* py FILE.py:FUNCTION: its ranks, idle bound and trace to replay */
+    int py_target, py_only_used, sem_watchdog_used;
+    int32_t py_ranks;
+    double py_idle;
+    const char *py_spec, *py_replay;
+    char py_name[4200]; /* "py FILE.py:FUNCTION", the report's target */
+    ppv_fuzz_program py_program;
     int strategy_given, seed_given, depth_given, faults_given, jobs_given;
     /* the target's options as given, words apart (a trace's target line);
      * too_long: one held a space, or they did not fit */
@@ -56,6 +65,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     a->f.run = ppv_run_defaults();
     a->pp = ppv_pp_defaults();
     a->recompute = "none";
+    a->py_idle = 10;
     cli_parser p;
     CLI_BEGIN(&p, argv, fuzz_options, 0);
     int c;
@@ -139,7 +149,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             if (ppv_semantics_parse(optarg, &a->f.run.sem) < 0)
                 return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
                                    optarg);
-            a->schedule_only_used = 1;
+            a->sem_watchdog_used = 1;
             break;
         case OPT_RECOMPUTE:
             target_word(a, c, optarg);
@@ -166,7 +176,28 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             target_word(a, c, optarg);
             if (whole_option("--watchdog", optarg, 1, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
             a->f.run.watchdog_steps = n;
-            a->schedule_only_used = 1;
+            a->sem_watchdog_used = 1;
+            break;
+        case OPT_RANKS:
+            target_word(a, c, optarg);
+            if (whole_option("--ranks", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->py_ranks = (int32_t)n;
+            a->py_only_used = 1;
+            break;
+        case OPT_IDLE: {
+            target_word(a, c, optarg);
+            char *end;
+            double t = strtod(optarg, &end);
+            if (!(*optarg >= '0' && *optarg <= '9') || *end || !(t > 0) || t > 86400)
+                return usage_error("--idle needs seconds above 0 (at most a day), not '%s'",
+                                   optarg);
+            a->py_idle = t;
+            a->py_only_used = 1;
+            break;
+        }
+        case OPT_REPLAY:
+            a->py_replay = optarg;
+            a->py_only_used = 1;
             break;
         case CLI_HELP:
             return print_help();
@@ -174,13 +205,25 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             return bad_option();
         }
     }
-    if (argc - optind != 1)
-        return usage_error("takes one TARGET: a schedule file, pp, or checker%s", "");
+    a->py_target = argc - optind >= 1 && !strcmp(argv[optind], "py");
+    if (a->py_target && argc - optind != 2)
+        return usage_error("py takes FILE.py:FUNCTION: ppv fuzz py FILE.py:FUNCTION -n RANKS%s",
+                           "");
+    if (!a->py_target && argc - optind != 1)
+        return usage_error("takes one TARGET: a schedule file, pp, checker, or py "
+                           "FILE.py:FUNCTION%s", "");
     a->target = argv[optind];
+    if (a->py_target) {
+        a->py_spec = argv[optind + 1];
+        snprintf(a->py_name, sizeof a->py_name, "py %s", a->py_spec);
+        a->target = a->py_name;
+    }
+    if (!a->py_target && a->py_only_used)
+        return usage_error("--ranks, --idle and --replay are for a py target, not %s", a->target);
     a->pp_target = !strcmp(a->target, "pp");
     a->checker_target = !strcmp(a->target, "checker");
     if (a->checker_target) {
-        if (a->schedule_only_used || a->pp_only_used)
+        if (a->schedule_only_used || a->sem_watchdog_used || a->pp_only_used)
             return usage_error("checker draws its own schedules and runs each under every "
                                "semantics: it takes --runs, --time, --seed, --out, --json and "
                                "--junit%s",
@@ -197,7 +240,33 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         if (!runs_given && !(a->f.seconds > 0)) a->f.runs = 200;
         return -1;
     }
-    if (a->pp_target && a->schedule_only_used)
+    if (a->py_target) {
+        if (a->schedule_only_used || a->pp_only_used)
+            return usage_error("a py target takes -n, --semantics, --watchdog and --idle, not "
+                               "the pipeline's or a schedule's model options%s", "");
+        if (a->py_ranks < 1) return usage_error("py needs -n RANKS (its world's ranks)%s", "");
+        if (a->jobs_given && a->f.jobs > 1)
+            return usage_error("--jobs: a py target's runs share one Python interpreter, so "
+                               "it runs in one job (for more, start processes: mpirun -np N "
+                               "ppv fuzz py ...)%s", "");
+        if (a->py_replay) {
+            const char *bad = runs_given                  ? "--runs"
+                              : a->f.seconds > 0          ? "--time"
+                              : a->strategy_given         ? "--strategy"
+                              : a->depth_given            ? "--pct-depth"
+                              : a->seed_given             ? "--seed"
+                              : a->faults_given           ? "--faults"
+                              : a->jobs_given             ? "--jobs"
+                              : a->out                    ? "--out"
+                              : a->json                   ? "--json"
+                              : a->junit                  ? "--junit"
+                                                          : NULL;
+            if (bad)
+                return usage_error("--replay runs the trace once, with its own decisions and "
+                                   "fault: %s is for exploring", bad);
+        }
+    }
+    if (a->pp_target && (a->schedule_only_used || a->sem_watchdog_used))
         return usage_error("--semantics, --recompute, --layers, --width and --watchdog are for a "
                            "schedule target%s; the pipeline takes pp's options",
                            "");
@@ -387,8 +456,16 @@ static int fuzz_checker(const fuzz_args *a) {
 /* Readies the target a names: the pipeline's options checked, or the
  * schedule loaded with its recompute mask (*s, *mask: the caller frees
  * them). -1, or an exit code after the message. */
-static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask) {
+static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask, py_target **py) {
     char err[1024];
+    if (a->py_target) {
+        if (py_target_open(a->py_spec, a->py_ranks, a->py_idle, py, &a->py_program) < 0)
+            return PPV_EXIT_BAD_INPUT;
+        a->py_program.sem = a->f.run.sem;
+        a->py_program.watchdog_steps = a->f.run.watchdog_steps;
+        a->f.program = &a->py_program;
+        return -1;
+    }
     if (a->pp_target) {
         if (ppv_pp_options_check(&a->pp, err, sizeof err) < 0) {
             fprintf(stderr, "ppv fuzz: %s\n(run 'ppv help fuzz' for usage)\n", err);
@@ -475,7 +552,10 @@ static int fuzz_explain(int argc, char **argv) {
     char err[1024];
     int got = parse_fuzz_args(targc, targv, &a);
     if (got < 0 && a.checker_target) got = usage_error("checker leaves no trace%s", "");
-    if (got >= 0 || (got = setup_target(&a, &s, &mask)) >= 0) {
+    if (got < 0 && a.py_target)
+        got = usage_error("a py trace is replayed with ppv fuzz py FILE.py:FUNCTION -n RANKS "
+                          "--replay TRACE%s", "");
+    if (got >= 0 || (got = setup_target(&a, &s, &mask, NULL)) >= 0) {
         fprintf(stderr, "ppv fuzz: %s: its target line '%s' is not a target ppv fuzz takes\n",
                 path, rt.verdict.target);
         goto done;
@@ -638,8 +718,13 @@ int cmd_fuzz(int argc, char **argv) {
     ppv_fuzz_campaign campaign;
     ppv_schedule *s = NULL;
     ppv_recompute *mask = NULL;
+    py_target *py = NULL;
     int made = 0; /* --out made here: removed again when nothing goes in it */
-    if ((rc = setup_target(&a, &s, &mask)) >= 0) goto done;
+    if ((rc = setup_target(&a, &s, &mask, &py)) >= 0) goto done;
+    if (py && a.py_replay) {
+        rc = py_target_replay(py, &a.py_program, a.py_replay);
+        goto done;
+    }
     /* started by mpirun: a campaign, the runs split across the processes;
      * process 0 reports and writes the files */
     if (job > 1) {
@@ -819,7 +904,9 @@ int cmd_fuzz(int argc, char **argv) {
             if (minimal_path[0])
                 printf("traces: %s (failing), %s (minimal); replay with ppv %s --replay %s\n",
                        failing_path, minimal_path,
-                       a.pp_target ? "pp [the same pp options]" : "run SCHEDULE [the same options]",
+                       a.pp_target   ? "pp [the same pp options]"
+                       : a.py_target ? "fuzz py FILE.py:FUNCTION -n RANKS [the same options]"
+                                     : "run SCHEDULE [the same options]",
                        minimal_path);
         }
         printf("result: %s\n", r->found ? "PROBLEM" : "OK");
@@ -836,6 +923,7 @@ done:
     if (made && rc == PPV_EXIT_BAD_INPUT) rmdir(a.out); /* empty unless a trace went in */
     free(mask);
     ppv_schedule_free(s);
+    py_target_close(py);
     ppv_proc_end(proc);
     return rc;
 }

@@ -38,6 +38,7 @@ static const help_option pp_options[] = {PP_OPTIONS(HELP_OPTION, HELP_OPTION) EN
 static const help_option pp_transport[] = {PP_TRANSPORT_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option fuzz_options[] = {FUZZ_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option fuzz_schedule_options[] = {FUZZ_SCHEDULE_OPTIONS(HELP_OPTION) END_OPTIONS};
+static const help_option fuzz_py_options[] = {FUZZ_PY_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option launch_options[] = {LAUNCH_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option conform_options[] = {CONFORM_OPTIONS(HELP_OPTION) END_OPTIONS};
 static const help_option no_options[] = {END_OPTIONS};
@@ -56,7 +57,8 @@ static const help_option *const replay_groups[] = {diff_options, exclude_option,
 static const help_option *const diff_groups[] = {diff_options, diff_only, ignore_attr_option,
                                                  exclude_option, NULL};
 static const help_option *const pp_groups[] = {pp_options, pp_transport, NULL};
-static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options, NULL};
+static const help_option *const fuzz_groups[] = {fuzz_options, fuzz_schedule_options,
+                                                  fuzz_py_options, NULL};
 static const help_option *const launch_groups[] = {launch_options, NULL};
 static const help_option *const conform_groups[] = {conform_options, NULL};
 static const help_option *const none_groups[] = {no_options, NULL};
@@ -96,6 +98,7 @@ static const char *const fuzz_examples[] = {
     "ppv fuzz pp --poll --chunks 4 --control-only --strategy dfs",
     "mpirun -np 4 ppv fuzz pp --control-only --strategy random --runs 1000000",
     "ppv fuzz checker --time 60 --out disagreement", "ppv fuzz explain found/minimal.trace",
+    "ppv fuzz py control.py:main -n 3 --strategy pct --runs 2000 --out found",
     NULL};
 static const char *const vr_examples[] = {
     "ppv verify-recompute zbv.csv", "ppv verify-recompute zbv.csv --recompute 0,3 --json",
@@ -182,7 +185,7 @@ static const help_command commands[] = {
      "D_in, D_out, the policy, the seed or the mesh size. Exit 1 when the run fails (or, "
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
-    {"fuzz", "SCHEDULE|pp|checker [options] | explain TRACE",
+    {"fuzz", "SCHEDULE|pp|checker [options] | py FILE.py:FUNCTION -n N [options] | explain TRACE",
      "Runs the target many times, each under other scheduler decisions (random, PCT, a "
      "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
      "and a send on its channel are the only steps that do not commute), and checks every run "
@@ -204,7 +207,12 @@ static const help_command commands[] = {
      "prints one report, the same with --runs for any number of processes. ppv fuzz explain "
      "TRACE runs a trace ppv fuzz wrote again on the target its target line names and tells "
      "the failure: the steps around the forced ones (marked *), every probe that finds a "
-     "message, the end, and the replay's verdict (its exit code).",
+     "message, the end, and the replay's verdict (its exit code). TARGET py FILE.py:FUNCTION "
+     "runs FUNCTION(rank, world_size) on every rank of an -n world, each rank a Python "
+     "thread whose ppv.dist calls (python/ppv/dist.py, shaped like torch.distributed) are "
+     "the scheduling points: a deadlock, a collective mismatch, an exception on any rank or "
+     "a rank idle past --idle is a failure, with each rank's place (file:line); --replay "
+     "TRACE runs a trace it wrote again.",
      fuzz_groups, fuzz_examples},
     {"launch", "-n N -- COMMAND [ARGS...]",
      "Starts N copies of COMMAND, each with PPV_LAUNCH_RANK (0 to N-1), PPV_LAUNCH_SIZE (N) "

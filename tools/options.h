@@ -423,14 +423,24 @@
 
 /* A schedule target's options. */
 #define FUZZ_SCHEDULE_OPTIONS(X)                                                                   \
-    X(SEMANTICS, 0, "semantics", "S", "a schedule target: send semantics", "rendezvous")           \
+    X(SEMANTICS, 0, "semantics", "S", "a schedule or py target: send semantics", "rendezvous")     \
     X(RECOMPUTE, 0, "recompute", "none|all|S,...", "a schedule target: stages recomputed", "none") \
     X(LAYERS, 0, "layers", "N", "a schedule target: model layers", "4")                            \
     X(WIDTH, 0, "width", "C", "a schedule target: model width", "32")                              \
     X(WATCHDOG, 0, "watchdog", "STEPS",                                                            \
-      "a schedule target: steps without progress that make a "                                     \
+      "a schedule or py target: steps without progress that make a "                              \
       "hang",                                                                                      \
       "100000")
+
+/* A Python target's options (ppv fuzz py FILE.py:FUNCTION). */
+#define FUZZ_PY_OPTIONS(X)                                                                         \
+    X(RANKS, 'n', "ranks", "N", "py: the world's ranks, each a Python thread (required)", NULL)    \
+    X(IDLE, 0, "idle", "SECONDS",                                                                  \
+      "py: wall time a rank may run between two ppv.dist calls before the run fails (a rank "      \
+      "that computes, sleeps or waits on anything but ppv)",                                       \
+      "10")                                                                                        \
+    X(REPLAY, 0, "replay", "TRACE",                                                                \
+      "py: run a trace ppv fuzz py wrote (--out) once, and say whether it fails again", NULL)
 
 /* ---- launch ------------------------------------------------------------------------------ */
 

@@ -38,10 +38,14 @@ typedef enum ext_op {
     EXT_ALLGATHER,
     EXT_PROBE,
     EXT_YIELD,
+    EXT_GROUP_START,
+    EXT_GROUP_END,
+    EXT_WAIT_ANY,
     EXT_END
 } ext_op;
 
 typedef struct ext_rank {
+    pthread_cond_t cv; /* the rank's two sides wait on it: a hand-over wakes one thread */
     int thread_turn; /* 1: the thread runs; 0: the coroutine has its call */
     int joined;      /* the thread called ppv_ext_begin */
     int gone;        /* the coroutine serves it no more: calls fail at once */
@@ -61,7 +65,6 @@ typedef struct ext_rank {
 
 struct ppv_ext {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* every hand-over broadcasts: a world has few ranks */
     int32_t n;
     double idle_seconds;
     int closed;
@@ -84,7 +87,12 @@ ppv_ext *ppv_ext_new(int32_t nranks, double idle_seconds, char *err, size_t errl
         return NULL;
     }
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (pthread_mutex_init(&x->mu, NULL) != 0 || pthread_cond_init(&x->cv, &ca) != 0) {
+    int ok = pthread_mutex_init(&x->mu, NULL) == 0;
+    int32_t made = 0;
+    while (ok && made < nranks && pthread_cond_init(&r[made].cv, &ca) == 0) made++;
+    if (!ok || made < nranks) {
+        while (made > 0) pthread_cond_destroy(&r[--made].cv);
+        if (ok) pthread_mutex_destroy(&x->mu);
         pthread_condattr_destroy(&ca);
         free(x);
         free(r);
@@ -102,21 +110,22 @@ void ppv_ext_close(ppv_ext *x) {
     if (!x) return;
     pthread_mutex_lock(&x->mu);
     x->closed = 1;
-    pthread_cond_broadcast(&x->cv);
+    for (int32_t k = 0; k < x->n; k++) pthread_cond_broadcast(&x->r[k].cv);
     pthread_mutex_unlock(&x->mu);
 }
 
 void ppv_ext_free(ppv_ext *x) {
     if (!x) return;
     pthread_mutex_destroy(&x->mu);
-    pthread_cond_destroy(&x->cv);
+    for (int32_t k = 0; k < x->n; k++) pthread_cond_destroy(&x->r[k].cv);
     free(x->r);
     free(x);
 }
 
-/* Waits on x's condition until *flag == want, at most seconds (< 0: no
+/* Waits on e's condition until *flag == want, at most seconds (< 0: no
  * bound but x->closed); 0, or ETIMEDOUT. Called with x->mu held. */
-static int wait_for(ppv_ext *x, const int *flag, int want, const int *gone, double seconds) {
+static int wait_for(ppv_ext *x, ext_rank *e, const int *flag, int want, const int *gone,
+                    double seconds) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     if (seconds >= 0) {
@@ -129,8 +138,8 @@ static int wait_for(ppv_ext *x, const int *flag, int want, const int *gone, doub
         }
     }
     while (*flag != want && !x->closed && !(gone && *gone)) {
-        int rc = seconds >= 0 ? pthread_cond_timedwait(&x->cv, &x->mu, &until)
-                              : pthread_cond_wait(&x->cv, &x->mu);
+        int rc = seconds >= 0 ? pthread_cond_timedwait(&e->cv, &x->mu, &until)
+                              : pthread_cond_wait(&e->cv, &x->mu);
         if (rc == ETIMEDOUT && *flag != want) return ETIMEDOUT;
     }
     return 0;
@@ -144,7 +153,7 @@ static int wait_for(ppv_ext *x, const int *flag, int want, const int *gone, doub
 static int take_call(ppv_ext *x, ppv_transport *t, int32_t rank, int first) {
     ext_rank *e = &x->r[rank];
     if (first) {
-        if (wait_for(x, &e->joined, 1, NULL, x->idle_seconds) != 0 || x->closed) {
+        if (wait_for(x, e, &e->joined, 1, NULL, x->idle_seconds) != 0 || x->closed) {
             e->gone = 1;
             pthread_mutex_unlock(&x->mu);
             ppv_world_fail(t, rank, "its thread did not start within %g s", x->idle_seconds);
@@ -154,8 +163,8 @@ static int take_call(ppv_ext *x, ppv_transport *t, int32_t rank, int first) {
     }
     if (e->ended) return EXT_END; /* ended before its first call */
     e->thread_turn = 1;
-    pthread_cond_broadcast(&x->cv);
-    if (wait_for(x, &e->thread_turn, 0, NULL, x->idle_seconds) != 0 || x->closed) {
+    pthread_cond_broadcast(&e->cv);
+    if (wait_for(x, e, &e->thread_turn, 0, NULL, x->idle_seconds) != 0 || x->closed) {
         e->gone = 1;
         char last[sizeof e->last];
         snprintf(last, sizeof last, "%s", e->last);
@@ -188,6 +197,15 @@ static int make_call(ppv_transport *t, int32_t rank, ext_rank *e) {
         return o->allgather(t->impl, rank, e->sbuf, e->rbuf, e->bytes, e->comm, e->what);
     case EXT_PROBE: return o->probe(t->impl, rank, e->peer, e->comm, e->arrived);
     case EXT_YIELD: o->yield(t->impl, rank); return 0;
+    case EXT_GROUP_START: return o->group_start(t->impl, rank);
+    case EXT_GROUP_END: return o->group_end(t->impl, rank);
+    case EXT_WAIT_ANY:
+        if (!world_is_mock(t)) {
+            ppv_world_fail(t, rank, "%s: a receive from any rank runs on the mock world only",
+                           e->what);
+            return PPV_ERR_USAGE;
+        }
+        return world_wait_any(t->impl, rank, e->comm, e->what);
     case EXT_END: break;
     }
     return PPV_ERR_USAGE;
@@ -215,18 +233,19 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         }
         pthread_mutex_unlock(&x->mu);
         int rc = make_call(t, rank, e); /* other ranks run meanwhile */
-        if (rc == 0 && e->op != EXT_YIELD) ppv_world_progress(t, rank);
+        if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY)
+            ppv_world_progress(t, rank);
         pthread_mutex_lock(&x->mu);
         e->rc = rc;
         if (rc == PPV_ERR_ABORTED) {
             /* the world stopped, or this rank died: nothing more can happen
              * on it, so its thread's later calls fail at once */
             e->gone = 1;
-            pthread_cond_broadcast(&x->cv);
+            pthread_cond_broadcast(&e->cv);
             break;
         }
     }
-    pthread_cond_broadcast(&x->cv);
+    pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&x->mu);
 }
 
@@ -241,8 +260,8 @@ int ppv_ext_begin(ppv_ext *x, int32_t rank) {
     ext_rank *e = &x->r[rank];
     pthread_mutex_lock(&x->mu);
     e->joined = 1;
-    pthread_cond_broadcast(&x->cv);
-    wait_for(x, &e->thread_turn, 1, &e->gone, -1);
+    pthread_cond_broadcast(&e->cv);
+    wait_for(x, e, &e->thread_turn, 1, &e->gone, -1);
     int rc = e->gone || x->closed ? PPV_ERR_ABORTED : 0;
     pthread_mutex_unlock(&x->mu);
     return rc;
@@ -258,8 +277,8 @@ static int hand_over(ppv_ext *x, ext_rank *e) {
     e->calls++;
     snprintf(e->last, sizeof e->last, "%s", e->what);
     e->thread_turn = 0;
-    pthread_cond_broadcast(&x->cv);
-    wait_for(x, &e->thread_turn, 1, &e->gone, -1);
+    pthread_cond_broadcast(&e->cv);
+    wait_for(x, e, &e->thread_turn, 1, &e->gone, -1);
     int rc = e->thread_turn == 1 ? e->rc : PPV_ERR_ABORTED;
     pthread_mutex_unlock(&x->mu);
     return rc;
@@ -354,6 +373,23 @@ int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what) {
     return hand_over(x, lock_rank(x, rank, EXT_YIELD, what));
 }
 
+int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    ext_rank *e = lock_rank(x, rank, EXT_WAIT_ANY, what);
+    e->comm = comm;
+    return hand_over(x, e);
+}
+
+int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what) {
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    return hand_over(x, lock_rank(x, rank, EXT_GROUP_START, what));
+}
+
+int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    return hand_over(x, lock_rank(x, rank, EXT_GROUP_END, what));
+}
+
 void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error) {
     if (!check_rank(x, rank)) return;
     ext_rank *e = lock_rank(x, rank, EXT_END, "end");
@@ -362,7 +398,7 @@ void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error) {
     e->joined = 1;
     if (!e->gone && !x->closed) {
         e->thread_turn = 0;
-        pthread_cond_broadcast(&x->cv);
+        pthread_cond_broadcast(&e->cv);
     }
     pthread_mutex_unlock(&x->mu);
 }

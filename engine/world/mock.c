@@ -97,6 +97,16 @@ static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
 }
 
 /* Posts op (its rank's pending count already includes it). */
+/* A message became visible on (comm, -> to): a receive from any rank
+ * waiting there goes on. */
+static void wake_any(ppv_world *w, int32_t comm, int32_t to) {
+    rank_ctx *rc = &w->ranks[to];
+    if (rc->any_wait && rc->any_comm == comm) {
+        rc->any_wait = 0;
+        ppv_world_complete(w, to);
+    }
+}
+
 static int post(ppv_world *w, p2p_op *op) {
     op->step = world_step(w);
     if (op->send) {
@@ -124,9 +134,11 @@ static int post(ppv_world *w, p2p_op *op) {
             queue_push(&ch->sends, &ch->sends_tail, msg);
             op->done = 1;
             ppv_world_complete(w, op->rank);
+            if (!msg->held) wake_any(w, op->comm, op->peer);
             return 0;
         }
         queue_push(&ch->sends, &ch->sends_tail, op);
+        if (!op->held) wake_any(w, op->comm, op->peer);
         return 0;
     }
     channel *ch = world_channel(w, op->comm, op->peer, op->rank);
@@ -236,6 +248,7 @@ static int post_copy(ppv_world *w, int32_t rank, const void *buf, size_t bytes, 
     memcpy(msg->owned, buf, bytes);
     msg->done = 1;
     queue_push(&ch->sends, &ch->sends_tail, msg);
+    wake_any(w, comm, peer);
     return 0;
 }
 
@@ -321,6 +334,7 @@ static int mock_release(ppv_world *w) {
             for (int32_t b = 0; b < P; b++) {
                 channel *ch = world_channel(w, c, a, b);
                 for (p2p_op *op = ch->sends; op; op = op->next) op->held = 0;
+                if (ch->sends) wake_any(w, c, b);
                 while (ch->sends && ch->recvs && !w->aborted) {
                     p2p_op *s = queue_pop(&ch->sends, &ch->sends_tail);
                     p2p_op *r = queue_pop(&ch->recvs, &ch->recvs_tail);
@@ -350,6 +364,35 @@ static int mock_probe(void *impl, int32_t rank, int32_t peer, int32_t comm, int 
     *arrived = ch->sends && !ch->sends->held;
     world_note(w, "probes rank %d: %s", peer, *arrived ? "a message is there" : "nothing yet");
     return 0;
+}
+
+int world_wait_any(ppv_world *w, int32_t rank, int32_t comm, const char *what) {
+    ppv_world_switch(w, rank);
+    if (w->aborted || w->ranks[rank].dead) return PPV_ERR_ABORTED;
+    if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0) {
+        ppv_world_fail(&w->transport, rank, "%s: rank %d is not on communicator %d",
+                       what ? what : "receive from any rank", rank, comm);
+        return PPV_ERR_USAGE;
+    }
+    const world_comm *c = &w->comms[comm];
+    int there = 0;
+    for (int32_t k = 0; k < c->n; k++) {
+        int32_t p = c->ranks[k];
+        if (p == rank) continue;
+        channel *ch = world_channel(w, comm, p, rank);
+        world_touch(w, PPV_TOUCH_PROBE, comm, p, rank, ch->nrecvs + 1);
+        there |= ch->sends && !ch->sends->held;
+    }
+    world_note(w, "waits for a message from any rank%s", there ? ": one is there" : "");
+    if (there) return 0;
+    rank_ctx *rc = &w->ranks[rank];
+    rc->any_wait = 1;
+    rc->any_comm = comm;
+    set_what(rc->any_what, sizeof rc->any_what, what ? what : "RECV from any");
+    rc->pending++;
+    int r = ppv_world_wait(w, rank);
+    rc->any_wait = 0;
+    return r;
 }
 
 static int mock_group_start(void *impl, int32_t rank) {
@@ -579,4 +622,8 @@ ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen)
     w->transport.ops = &mock_ops;
     w->release = mock_release;
     return w;
+}
+
+int world_is_mock(const ppv_transport *t) {
+    return t->ops == &mock_ops;
 }

@@ -641,6 +641,11 @@ static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
                          rc->waiting_comm, c->ranks[k]);
                 break;
             }
+    } else if (rc->any_wait) {
+        snprintf(out->action, sizeof out->action, "%s", rc->any_what);
+        snprintf(out->reason, sizeof out->reason,
+                 "receive from any rank of communicator %d waits for a message",
+                 (int)rc->any_comm);
     } else {
         snprintf(out->action, sizeof out->action, "(running)");
         snprintf(out->reason, sizeof out->reason, "runnable, but made no progress");

@@ -89,6 +89,10 @@ typedef struct rank_ctx {
     int in_group;
     p2p_op *group, *group_tail; /* ops queued in the open group */
     int32_t pending;    /* ops this rank waits on */
+    /* world_wait_any: it waits for a message from any member of any_comm */
+    int any_wait;
+    int32_t any_comm;
+    char any_what[64];
     p2p_op *waiting;    /* first op it waits on (report) */
     coll_slot *waiting_coll;
     int32_t waiting_comm;
@@ -195,6 +199,15 @@ void ppv_world_complete(ppv_world *w, int32_t rank);
 /* The run fails with msg (the first failure is the run's); the world is
  * aborted. The mock transport's fail. */
 void ppv_world_abort_with(ppv_world *w, int32_t rank, int env, const char *msg);
+
+/* Blocks rank until a message from another member of comm is there to
+ * receive (at once when one is): the wait of a receive from any rank,
+ * whose caller then probes its peers. A scheduling point that touches
+ * every such channel as a probe does. 0, PPV_ERR_ABORTED, or
+ * PPV_ERR_USAGE after failing the run. The mock transport's (mock.c). */
+int world_wait_any(ppv_world *w, int32_t rank, int32_t comm, const char *what);
+/* Whether t is the mock world's transport (its impl a ppv_world). */
+int world_is_mock(const ppv_transport *t);
 
 /* A world with no transport yet (world.c): the scheduler's state and the
  * communicator of every rank. ppv_world_new (mock.c) gives it the mock

@@ -37,6 +37,10 @@ typedef struct ppv_fuzz_program {
     ppv_semantics sem;
     int64_t watchdog_steps; /* 0: 100000 */
     void (*reset)(void *arg); /* before every run (may be NULL) */
+    /* After each run's world is made, before it runs (may be NULL): the
+     * communicators the program uses (ppv_world_add_comm). 0, or -1 with
+     * why in err, which ends the exploration. */
+    int (*setup)(void *arg, ppv_world *w, char *err, size_t errlen);
     ppv_rank_main main;
     /* After a run that went to its end (done, deadlock, hang or failed):
      * 0 when it passes, else -1 with why. NULL: it passes when it is

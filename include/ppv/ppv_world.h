@@ -115,6 +115,15 @@ int ppv_ext_barrier(ppv_ext *x, int32_t rank, int32_t comm, const char *what);
 int ppv_ext_probe(ppv_ext *x, int32_t rank, int32_t peer, int32_t comm, int *arrived,
                   const char *what);
 int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what);
+/* Waits until a message from another member of comm is there to receive
+ * (at once when one is): with ppv_ext_probe of each member after it, a
+ * receive from any rank (torch.distributed's src=None) that blocks, as a
+ * receive does, rather than spins. The mock world only. */
+int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what);
+/* Sends and receives between these two are posted together and complete
+ * at the end (batch_isend_irecv; NCCL's group calls). */
+int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what);
+int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what);
 /* The thread is done: error NULL or "" when its function returned, else
  * why it failed (a Python exception and its place), which fails the run. */
 void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error);

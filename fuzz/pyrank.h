@@ -1,0 +1,63 @@
+/* pyrank.h - between `ppv fuzz py` (tools/cmd_fuzz.c) and the Python
+ * ranks module (libppv_pyrank.so, fuzz/pyrank.c), which ppv loads only
+ * when a Python target is asked for, as it loads the Python generator
+ * bridge: ppv itself starts without libpython.
+ *
+ * The module embeds Python, imports FILE.py and, for every run, starts one
+ * Python thread a rank that calls FUNCTION(rank, world_size) with
+ * ppv.dist (python/ppv/dist.py) bound to that run's bridge (ppv_ext): each
+ * ppv.dist call is a scheduling point of the mock world. The bridge's
+ * calls come in a table, so the module needs nothing of ppv's but this
+ * header and ppv_world.h's types.
+ */
+#ifndef PPV_PYRANK_H
+#define PPV_PYRANK_H
+
+#include "ppv_world.h"
+
+enum { PPV_PYRANK_ABI = 1 };
+
+typedef struct ppv_pyrank_api {
+    int (*begin)(ppv_ext *x, int32_t rank);
+    int (*send)(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                int32_t comm, const char *what);
+    int (*recv)(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                const char *what);
+    int (*broadcast)(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t root,
+                     int32_t comm, const char *what);
+    int (*allreduce_f32)(ppv_ext *x, int32_t rank, float *buf, size_t count, int32_t comm,
+                         const char *what);
+    int (*allgather)(ppv_ext *x, int32_t rank, const void *send, void *recv, size_t bytes,
+                     int32_t comm, const char *what);
+    int (*probe)(ppv_ext *x, int32_t rank, int32_t peer, int32_t comm, int *arrived,
+                 const char *what);
+    int (*yield)(ppv_ext *x, int32_t rank, const char *what);
+    int (*wait_any)(ppv_ext *x, int32_t rank, int32_t comm, const char *what);
+    int (*group_start)(ppv_ext *x, int32_t rank, const char *what);
+    int (*group_end)(ppv_ext *x, int32_t rank, const char *what);
+    void (*end)(ppv_ext *x, int32_t rank, const char *error);
+} ppv_pyrank_api;
+
+typedef struct ppv_pyrank ppv_pyrank;
+
+typedef struct ppv_pyrank_module {
+    int abi; /* PPV_PYRANK_ABI */
+    /* Imports file (with pkgdir, where the ppv package is, on sys.path)
+     * and finds function in it; NULL with the reason (the Python error and
+     * its place). groups: the communicators the world gives each set of
+     * ranks (comm_of[mask], mask over nranks bits; 0 for the world). */
+    ppv_pyrank *(*open)(const char *file, const char *function, int32_t nranks,
+                        const int32_t *comm_of, const ppv_pyrank_api *api, const char *pkgdir,
+                        char *err, size_t errlen);
+    /* One run: a thread a rank, each waiting in begin. 0, or -1 with err. */
+    int (*start)(ppv_pyrank *p, ppv_ext *x, char *err, size_t errlen);
+    /* After the world's run: waits at most seconds for the threads to end.
+     * 0, or -1 with err (a thread still running: no more runs can be made). */
+    int (*finish)(ppv_pyrank *p, double seconds, char *err, size_t errlen);
+    void (*close)(ppv_pyrank *p);
+} ppv_pyrank_module;
+
+/* The module's one export. */
+const ppv_pyrank_module *ppv_pyrank_entry(void);
+
+#endif

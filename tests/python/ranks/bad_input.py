@@ -1,0 +1,41 @@
+"""Ranks that break ppv.dist's rules, for tests/python/test_dist.py."""
+import time
+
+import numpy as np
+
+import ppv.dist as dist
+
+
+def list_payload(rank, size):
+    if rank == 0:
+        dist.send([1, 2, 3], 1)
+    else:
+        dist.recv(np.zeros(3, dtype=np.float32), 0)
+
+
+def bytes_into(rank, size):
+    if rank == 0:
+        dist.send(b"abcd", 1)
+    else:
+        dist.recv(b"wxyz", 0)
+
+
+def idles(rank, size):
+    if rank == 1:
+        time.sleep(2.0)
+    dist.barrier()
+
+
+def quits(rank, size):
+    if rank == 0:
+        dist.recv(np.zeros(1, dtype=np.float32), 1)
+
+
+def keeps_calling(rank, size):
+    if rank == 0:
+        dist.recv(np.zeros(1, dtype=np.float32), 1)
+    else:
+        raise ValueError("rank 1 gives up")
+
+
+not_a_function = 3

@@ -1,0 +1,179 @@
+"""tests/python/test_dist.py PPV - Python ranks under ppv's explorer:
+`ppv fuzz py FILE.py:FUNCTION -n RANKS` with ppv.dist (python/ppv/dist.py).
+The control plane of pp_control.py passes under every strategy; each of
+its seeded failure modes is found within the runs stated here, told with
+the rank and the Python place, and its minimal trace replays as the same
+failure; bad input is a clear error, never a hang. Run by CTest
+(python_dist); PPV is the ppv binary."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLANE = os.path.join(HERE, "pp_control.py")
+BAD = os.path.join(HERE, "ranks", "bad_input.py")
+PPV = None
+
+
+def fuzz(*args, timeout=300):
+    return subprocess.run([PPV, "fuzz", "py"] + list(args), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def report(*args):
+    r = fuzz(*args, "--json")
+    return r.returncode, (json.loads(r.stdout) if r.stdout.strip() else None), r.stderr
+
+
+class ControlPlane(unittest.TestCase):
+    def test_clean_passes_under_every_strategy(self):
+        for strategy in ("random", "pct", "portfolio"):
+            code, rep, err = report(f"{PLANE}:clean", "-n", "3", "--strategy", strategy,
+                                    "--runs", "400")
+            self.assertEqual(code, 0, err)
+            self.assertTrue(rep["ok"])
+            self.assertEqual(rep["runs"], 400)
+            self.assertIsNone(rep["failure"])
+            self.assertGreater(rep["distinct_interleavings"], 250)
+        # it never probes or receives from any rank, so every order of its
+        # calls is equivalent: dfs proves it with one class
+        code, rep, err = report(f"{PLANE}:clean", "-n", "3", "--strategy", "dfs")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(rep["complete"])
+        self.assertEqual(rep["classes"], 1)
+
+    def test_every_seeded_failure_mode_is_found_and_named(self):
+        # (function, failing run at most, what the failure says)
+        cases = [
+            ("fm02", 0, "rank 1: collective #12 on communicator 6: rank 1's broadcast from 1 "
+                        "(pp_control.py:115) (16 bytes, root 0) does not match all_reduce "
+                        "(pp_control.py:104) (4 bytes, root -1)"),
+            ("fm03", 0, "rank 2: collective #5 on communicator 6: rank 2's broadcast from 1 "
+                        "(pp_control.py:129) (16 bytes, root 0) does not match all_reduce "
+                        "(pp_control.py:101) (4 bytes, root -1)"),
+            ("fm04", 0, "rank 1: RuntimeError: the payload's shape is wrong (pp_control.py:114)"),
+            ("fm22", 0, "deadlock after 72 scheduler steps: 3 of 3 ranks blocked"),
+            ("fm23", 0, "rank 1: RuntimeError: cache epoch went backwards (pp_control.py:119)"),
+            ("receive_order", 32, "deadlock after"),
+        ]
+        for function, bound, failure in cases:
+            with self.subTest(function=function), tempfile.TemporaryDirectory() as out:
+                code, rep, err = report(f"{PLANE}:{function}", "-n", "3", "--strategy", "random",
+                                        "--runs", "200", "--out", out)
+                self.assertEqual(code, 1, err)
+                self.assertFalse(rep["ok"])
+                self.assertLessEqual(rep["failing_run"], bound)
+                self.assertTrue(rep["failure"].startswith(failure), rep["failure"])
+                trace = os.path.join(out, "minimal.trace")
+                self.assertEqual(rep["minimal_trace"], trace)
+                r = fuzz(f"{PLANE}:{function}", "-n", "3", "--replay", trace)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("replay: fails again: ", r.stdout)
+                self.assertIn("result: FAILED", r.stdout)
+
+    def test_the_receive_order_deadlock_needs_an_interleaving(self):
+        # round-robin alone passes it; each strategy finds it within the runs
+        # stated (its first failing run, the same every time), and the
+        # minimal run names both blocked ranks at their Python lines
+        code, rep, err = report(f"{PLANE}:receive_order", "-n", "3", "--strategy", "random",
+                                "--runs", "32")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(rep["ok"])
+        bounds = {"random": 32, "pct": 3, "portfolio": 5, "dfs": 4}
+        for strategy, bound in bounds.items():
+            with self.subTest(strategy=strategy):
+                args = (f"{PLANE}:receive_order", "-n", "3", "--strategy", strategy,
+                        "--runs", "200")
+                code, rep, err = report(*args)
+                self.assertEqual(code, 1, err)
+                self.assertEqual(rep["failing_run"], bound)
+                again = report(*args)[1]
+                again["seconds"] = rep["seconds"]
+                self.assertEqual(again, rep)  # the same report, byte for byte but the time
+                self.assertTrue(rep["minimal_failure"].startswith("deadlock after "))
+                story = rep["minimal_story"]
+                self.assertIn("rank 0 at recv from 2 (pp_control.py:80): receive waits for rank 2 "
+                              "to send", story)
+                self.assertIn("rank 1 at send to 0 (pp_control.py:123): send of 16 bytes "
+                              "(rendezvous) waits for rank 0 to post its receive", story)
+
+    def test_a_trace_of_a_fixed_plane_no_longer_fails(self):
+        with tempfile.TemporaryDirectory() as out:
+            code, rep, err = report(f"{PLANE}:fm23", "-n", "3", "--runs", "5", "--out", out)
+            self.assertEqual(code, 1, err)
+            r = fuzz(f"{PLANE}:clean", "-n", "3", "--replay", os.path.join(out, "minimal.trace"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("replay: no longer fails (the trace recorded: rank 1: RuntimeError: "
+                          "cache epoch went backwards", r.stdout)
+
+
+class BadInput(unittest.TestCase):
+    def run_bad(self, function, *extra):
+        return fuzz(f"{BAD}:{function}", "-n", "2", "--runs", "20", *extra, timeout=60)
+
+    def test_a_payload_that_is_not_an_array_or_bytes(self):
+        r = self.run_bad("list_payload")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("failure at run 0 (round-robin, ", r.stdout)
+        self.assertIn("rank 0: TypeError: send to 1 (bad_input.py:11): the payload must be a "
+                      "numpy array or bytes, not list (bad_input.py:11)", r.stdout)
+        r = self.run_bad("bytes_into")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("rank 1: TypeError: recv from 0 (bad_input.py:20): the payload is received "
+                      "into, so it must be writable (a numpy array or a bytearray), not bytes "
+                      "(bad_input.py:20)", r.stdout)
+
+    def test_a_rank_that_idles_fails_the_run(self):
+        r = self.run_bad("idles", "--idle", "0.5")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("rank 1: ran for more than 0.5 s without a call to ppv from its start",
+                      r.stdout)
+
+    def test_a_rank_that_never_calls_is_its_peers_deadlock(self):
+        r = self.run_bad("quits")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("blocked: rank 0 at recv from 1 (bad_input.py:31): receive waits for "
+                      "rank 1 to send", r.stdout)
+        r = self.run_bad("keeps_calling")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("rank 1: ValueError: rank 1 gives up (bad_input.py:38)", r.stdout)
+
+    def test_what_cannot_run_is_exit_2(self):
+        syntax = os.path.join(HERE, "ranks", "bad_syntax.py")
+        cases = [
+            ([f"{syntax}:main", "-n", "2"], f"{syntax}: cannot import it: SyntaxError: "),
+            ([f"{BAD}:nosuch", "-n", "2"], f"{BAD}: has no function nosuch"),
+            ([f"{BAD}:not_a_function", "-n", "2"], f"{BAD}: has no function not_a_function"),
+            ([f"{HERE}/nosuch.py:main", "-n", "2"], f"{HERE}/nosuch.py: cannot read it"),
+            ([f"{BAD}", "-n", "2"], "py takes FILE.py:FUNCTION"),
+            ([f"{BAD}:quits"], "py needs -n RANKS"),
+            ([f"{BAD}:quits", "-n", "2", "--jobs", "2"], "runs in one job"),
+            ([f"{BAD}:quits", "-n", "2", "--replay", "x", "--runs", "3"],
+             "--replay runs the trace once"),
+            ([f"{BAD}:quits", "-n", "2", "--mesh", "2"], "a py target takes -n"),
+            ([f"{BAD}:quits", "-n", "2", "--idle", "0"], "--idle needs seconds above 0"),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = fuzz(*args, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertEqual(r.stdout, "")
+
+    def test_a_trace_of_other_ranks_is_refused(self):
+        with tempfile.TemporaryDirectory() as out:
+            code, rep, err = report(f"{BAD}:quits", "-n", "2", "--runs", "3", "--out", out)
+            self.assertEqual(code, 1, err)
+            trace = os.path.join(out, "minimal.trace")
+            r = fuzz(f"{BAD}:quits", "-n", "3", "--replay", trace)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn(f"{trace} was taken on 2 ranks, not -n 3", r.stderr)
+
+
+if __name__ == "__main__":
+    PPV = sys.argv.pop(1)
+    unittest.main()

@@ -1,0 +1,285 @@
+/* fuzz_py.c - `ppv fuzz py FILE.py:FUNCTION -n RANKS`: a Python function
+ * run on every rank of the mock world, as the explorer's program target
+ * (cmd_fuzz.c parses the command line and prints the report).
+ *
+ * The Python ranks module (libppv_pyrank.so, fuzz/pyrank.c) is loaded
+ * here, as the generator bridge is: ppv itself starts without libpython.
+ * Every run gets a fresh bridge (ppv_ext) and a Python thread a rank;
+ * the threads of a run are waited for before the next run starts, and a
+ * thread that outlives its run ends the exploration (its reason is the
+ * next run's failure of the environment), never a hang.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pyrank.h"
+
+enum { MAX_GROUP_RANKS = 6 };
+
+struct py_target {
+    const ppv_pyrank_module *mod;
+    ppv_pyrank *py;
+    int32_t n;
+    double idle;
+    ppv_ext *x;        /* the run in progress, or the last one, until finished */
+    char broken[1024]; /* why no more runs can be made ("" while they can) */
+    int32_t comm_of[1 << MAX_GROUP_RANKS];
+};
+
+static const ppv_pyrank_api bridge_api = {
+    .begin = ppv_ext_begin,
+    .send = ppv_ext_send,
+    .recv = ppv_ext_recv,
+    .broadcast = ppv_ext_broadcast,
+    .allreduce_f32 = ppv_ext_allreduce_f32,
+    .allgather = ppv_ext_allgather,
+    .probe = ppv_ext_probe,
+    .yield = ppv_ext_yield,
+    .wait_any = ppv_ext_wait_any,
+    .group_start = ppv_ext_group_start,
+    .group_end = ppv_ext_group_end,
+    .end = ppv_ext_end,
+};
+
+/* Waits for the last run's threads and frees its bridge. A thread that
+ * does not end leaves the bridge closed (its calls fail) and unfreed. */
+static void finish_run(py_target *t) {
+    if (!t->x) return;
+    char err[1024];
+    double bound = t->idle > 5 ? t->idle : 5;
+    if (t->mod->finish(t->py, bound, err, sizeof err) < 0) {
+        ppv_ext_close(t->x);
+        if (!t->broken[0]) snprintf(t->broken, sizeof t->broken, "%s", err);
+    } else {
+        ppv_ext_free(t->x);
+    }
+    t->x = NULL;
+}
+
+/* The program's hooks (ppv_fuzz_program). */
+static int py_setup(void *arg, ppv_world *w, char *err, size_t errlen) {
+    py_target *t = arg;
+    if (t->n > MAX_GROUP_RANKS) return 0; /* new_group refuses: no communicators */
+    /* a communicator for every set of ranks but the world (comm 0), in
+     * the order of their masks: the same numbers in every run */
+    for (int32_t m = 1; m < (1 << t->n) - 1; m++) {
+        int32_t ranks[MAX_GROUP_RANKS], k = 0;
+        for (int32_t r = 0; r < t->n; r++)
+            if (m >> r & 1) ranks[k++] = r;
+        int32_t c = ppv_world_add_comm(w, ranks, k);
+        if (c != m) { /* numbered as py_target_open told the module */
+            snprintf(err, errlen, "the groups' communicators: got %d for set %d", (int)c, (int)m);
+            return -1;
+        }
+        t->comm_of[m] = c;
+    }
+    t->comm_of[(1 << t->n) - 1] = 0;
+    return 0;
+}
+
+static void py_reset(void *arg) {
+    py_target *t = arg;
+    finish_run(t);
+    if (t->broken[0]) return;
+    char err[1024];
+    t->x = ppv_ext_new(t->n, t->idle, err, sizeof err);
+    if (!t->x) {
+        snprintf(t->broken, sizeof t->broken, "%s", err);
+        return;
+    }
+    if (t->mod->start(t->py, t->x, err, sizeof err) < 0) {
+        snprintf(t->broken, sizeof t->broken, "%s", err);
+        finish_run(t);
+    }
+}
+
+static void py_main(ppv_transport *tr, int32_t rank, void *arg) {
+    py_target *t = arg;
+    if (!t->x) {
+        ppv_world_fail_env(tr, rank, "%s", t->broken);
+        return;
+    }
+    ppv_ext_rank_main(tr, rank, t->x);
+}
+
+/* Splits FILE.py:FUNCTION at its last ':' (file must end in .py). */
+static int split_spec(const char *spec, char *file, size_t fn, char *func, size_t un) {
+    const char *colon = strrchr(spec, ':');
+    size_t flen = colon ? (size_t)(colon - spec) : 0;
+    if (!colon || flen < 4 || strncmp(colon - 3, ".py", 3) != 0 || !colon[1] || flen >= fn ||
+        strlen(colon + 1) >= un) {
+        usage_error("py takes FILE.py:FUNCTION (a Python file and the function every rank "
+                    "runs), not '%s'", spec);
+        return -1;
+    }
+    memcpy(file, spec, flen);
+    file[flen] = 0;
+    snprintf(func, un, "%s", colon + 1);
+    return 0;
+}
+
+/* The Python ranks module: $PPV_PYRANK_MODULE, where this build put it,
+ * where `cmake --install` puts it. */
+static const ppv_pyrank_module *load_module(char *err, size_t errlen) {
+#ifdef PPV_PYRANK_MODULE
+    const char *env = getenv("PPV_PYRANK_MODULE");
+    const char *paths[] = {env && *env ? env : PPV_PYRANK_MODULE, PPV_PYRANK_MODULE_INSTALLED};
+    void *h = NULL;
+    char why[512] = "";
+    for (size_t i = 0; i < 2 && !h; i++)
+        if (!(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) && !why[0])
+            snprintf(why, sizeof why, "%s", dlerror());
+    if (!h) {
+        snprintf(err, errlen, "cannot load ppv's Python ranks module: %s", why);
+        return NULL;
+    }
+    void *sym = dlsym(h, "ppv_pyrank_entry");
+    if (!sym) {
+        snprintf(err, errlen, "the Python ranks module has no ppv_pyrank_entry");
+        return NULL;
+    }
+    const ppv_pyrank_module *(*entry)(void);
+    memcpy(&entry, &sym, sizeof entry);
+    const ppv_pyrank_module *m = entry();
+    if (!m || m->abi != PPV_PYRANK_ABI) {
+        snprintf(err, errlen, "the Python ranks module is of another ppv (interface %d, not %d)",
+                 m ? m->abi : -1, PPV_PYRANK_ABI);
+        return NULL;
+    }
+    return m;
+#else
+    snprintf(err, errlen, "this ppv was built without Python ranks (they need libpython3-dev: "
+                          "install it and configure ppv again)");
+    return NULL;
+#endif
+}
+
+int py_target_open(const char *spec, int32_t nranks, double idle, py_target **out,
+                   ppv_fuzz_program *pg) {
+    *out = NULL;
+    char file[4096], func[256], err[2048];
+    if (split_spec(spec, file, sizeof file, func, sizeof func) < 0) return -1;
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        fprintf(stderr, "ppv fuzz: %s: cannot read it\n", file);
+        return -1;
+    }
+    fclose(f);
+    py_target *t = calloc(1, sizeof *t);
+    if (!t) {
+        fprintf(stderr, "ppv fuzz: out of memory\n");
+        return -1;
+    }
+    t->n = nranks;
+    t->idle = idle;
+    if (!(t->mod = load_module(err, sizeof err))) {
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        free(t);
+        return -1;
+    }
+    /* the ppv package for `import ppv.dist`: this build's source tree, or
+     * where it was installed */
+    const char *pkg = getenv("PPV_PYTHON_DIR");
+    FILE *probe = fopen(PPV_PYTHON_DIR "/ppv/dist.py", "r");
+    if (!pkg || !*pkg) pkg = probe ? PPV_PYTHON_DIR : PPV_PYTHON_DIR_INSTALLED;
+    if (probe) fclose(probe);
+    for (int32_t m = 0; m < (1 << MAX_GROUP_RANKS); m++) t->comm_of[m] = -1;
+    /* the communicators' numbers are the same in every run (py_setup); the
+     * module reads them from this table, filled before the first run */
+    for (int32_t m = 1; nranks <= MAX_GROUP_RANKS && m < (1 << nranks) - 1; m++)
+        t->comm_of[m] = m; /* comm 0 is the world, then one a mask, in order */
+    if (nranks <= MAX_GROUP_RANKS) t->comm_of[(1 << nranks) - 1] = 0;
+    if (!(t->py = t->mod->open(file, func, nranks, t->comm_of, &bridge_api, pkg, err,
+                               sizeof err))) {
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        free(t);
+        return -1;
+    }
+    memset(pg, 0, sizeof *pg);
+    pg->nranks = nranks;
+    pg->setup = py_setup;
+    pg->reset = py_reset;
+    pg->main = py_main;
+    pg->arg = t;
+    *out = t;
+    return 0;
+}
+
+void py_target_close(py_target *t) {
+    if (!t) return;
+    finish_run(t);
+    t->mod->close(t->py);
+    free(t);
+}
+
+int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace) {
+    replay_trace rt;
+    memset(&rt, 0, sizeof rt);
+    ppv_world_options wo;
+    memset(&wo, 0, sizeof wo);
+    int32_t tranks = 0;
+    if (replay_trace_read(trace, INT64_C(1) << 40, &rt, &wo.policy, &wo.fault, &tranks) < 0) {
+        replay_trace_free(&rt);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    if (tranks != t->n) {
+        fprintf(stderr, "ppv fuzz: %s was taken on %d ranks, not -n %d\n", trace, (int)tranks,
+                (int)t->n);
+        replay_trace_free(&rt);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    char err[1024];
+    wo.nranks = t->n;
+    wo.sem = pg->sem;
+    wo.watchdog_steps = pg->watchdog_steps > 0 ? pg->watchdog_steps : 100000;
+    wo.stack_bytes = 256 * 1024;
+    ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+    ppv_world_result res;
+    memset(&res, 0, sizeof res);
+    int rc = PPV_EXIT_BAD_INPUT;
+    if (!w || py_setup(t, w, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        goto done;
+    }
+    py_reset(t);
+    if (ppv_world_run(w, py_main, t, &res) < 0) {
+        fprintf(stderr, "ppv fuzz: %s\n", res.message);
+        goto done;
+    }
+    finish_run(t);
+    if (res.env_error || t->broken[0]) {
+        fprintf(stderr, "ppv fuzz: the replay could not be carried out: %s\n",
+                t->broken[0] ? t->broken : res.message);
+        goto done;
+    }
+    static const char *const ends[] = {"every rank returned", "deadlock", "hang (the watchdog)",
+                                       "failed", "pruned"};
+    printf("ppv fuzz: py replay of %s: %s in %lld scheduler steps\n", trace, ends[res.status],
+           (long long)res.steps);
+    if (res.status != PPV_RUN_DONE && res.message[0]) printf("  %s\n", res.message);
+    for (int32_t k = 0; k < res.nblocked; k++)
+        printf("  rank %d blocked at %s: %s\n", (int)res.blocked[k].rank, res.blocked[k].action,
+               res.blocked[k].reason);
+    if (res.ncycle) {
+        printf("  cycle:");
+        for (int32_t k = 0; k < res.ncycle; k++) printf(" rank %d ->", (int)res.cycle[k].rank);
+        printf(" rank %d\n", (int)res.cycle[0].rank);
+    }
+    replay_judgement j;
+    memset(&j, 0, sizeof j);
+    j.diverged = res.diverged;
+    j.judged = rt.verdict.present;
+    j.passes = res.status == PPV_RUN_DONE;
+    snprintf(j.why, sizeof j.why, "%s", res.message);
+    if (!print_replay(&j, &rt.verdict, res.message))
+        printf("result: %s\n", res.status == PPV_RUN_DONE ? "OK" : "PROBLEM");
+    rc = res.status == PPV_RUN_DONE && !res.diverged ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+done:
+    ppv_world_result_free(&res);
+    ppv_world_free(w);
+    replay_trace_free(&rt);
+    return rc;
+}
