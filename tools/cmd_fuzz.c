@@ -901,11 +901,13 @@ int cmd_fuzz(int argc, char **argv) {
                     fputs(*c == '\n' ? "\n  " : (char[]){*c, 0}, stdout);
                 printf("\n");
             }
+            char py_again[4300];
+            snprintf(py_again, sizeof py_again, "fuzz %s -n %d", a.target, (int)a.py_ranks);
             if (minimal_path[0])
                 printf("traces: %s (failing), %s (minimal); replay with ppv %s --replay %s\n",
                        failing_path, minimal_path,
                        a.pp_target   ? "pp [the same pp options]"
-                       : a.py_target ? "fuzz py FILE.py:FUNCTION -n RANKS [the same options]"
+                       : a.py_target ? py_again
                                      : "run SCHEDULE [the same options]",
                        minimal_path);
         }
