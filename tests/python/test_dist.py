@@ -111,6 +111,31 @@ class ControlPlane(unittest.TestCase):
                           "cache epoch went backwards", r.stdout)
 
 
+class Api(unittest.TestCase):
+    API = os.path.join(HERE, "ranks", "api.py")
+
+    def test_every_call_gives_its_values_in_every_order(self):
+        code, rep, err = report(f"{self.API}:everything", "-n", "3", "--strategy", "random",
+                                "--runs", "300")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(rep["ok"])
+        # rank 0's three receives from any rank: every order of arrival is a
+        # class of its own, and dfs runs each
+        code, rep, err = report(f"{self.API}:everything", "-n", "4", "--strategy", "dfs")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(rep["complete"])
+        self.assertEqual(rep["classes"], 56)
+
+    def test_outside_ppv_every_call_says_so(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        r = subprocess.run([sys.executable, "-c", "import ppv.dist as d\n"
+                            "try:\n d.send(b'x', 1)\nexcept d.DistError as e:\n print(e)"],
+                           capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "ppv.dist is used outside a rank of `ppv fuzz py` (run the "
+                                   "file under ppv fuzz py FILE.py:FUNCTION -n RANKS)\n")
+
+
 class BadInput(unittest.TestCase):
     def run_bad(self, function, *extra):
         return fuzz(f"{BAD}:{function}", "-n", "2", "--runs", "20", *extra, timeout=60)
@@ -128,9 +153,9 @@ class BadInput(unittest.TestCase):
                       "(bad_input.py:20)", r.stdout)
 
     def test_a_rank_that_idles_fails_the_run(self):
-        r = self.run_bad("idles", "--idle", "0.5")
+        r = self.run_bad("idles", "--idle", "0.3")
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("rank 1: ran for more than 0.5 s without a call to ppv from its start",
+        self.assertIn("rank 1: ran for more than 0.3 s without a call to ppv from its start",
                       r.stdout)
 
     def test_a_rank_that_never_calls_is_its_peers_deadlock(self):

@@ -22,7 +22,7 @@ def bytes_into(rank, size):
 
 def idles(rank, size):
     if rank == 1:
-        time.sleep(2.0)
+        time.sleep(1.0)
     dist.barrier()
 
 
