@@ -453,9 +453,10 @@ static int fuzz_checker(const fuzz_args *a) {
     return rc;
 }
 
-/* Readies the target a names: the pipeline's options checked, or the
- * schedule loaded with its recompute mask (*s, *mask: the caller frees
- * them). -1, or an exit code after the message. */
+/* Readies the target a names: the pipeline's options checked, the
+ * schedule loaded with its recompute mask (*s, *mask), or the Python
+ * function's ranks (*py); the caller frees them. -1, or an exit code after
+ * the message. */
 static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask, py_target **py) {
     char err[1024];
     if (a->py_target) {
