@@ -49,7 +49,7 @@ static const ppv_pyrank_api bridge_api = {
 static void finish_run(py_target *t) {
     if (!t->x) return;
     char err[1024];
-    double bound = t->idle > 5 ? t->idle : 5;
+    double bound = t->idle > 1 ? t->idle : 1; /* an ending thread unwinds in milliseconds */
     if (t->mod->finish(t->py, bound, err, sizeof err) < 0) {
         ppv_ext_close(t->x);
         if (!t->broken[0]) snprintf(t->broken, sizeof t->broken, "%s", err);
@@ -211,6 +211,8 @@ int py_target_open(const char *spec, int32_t nranks, double idle, py_target **ou
 void py_target_close(py_target *t) {
     if (!t) return;
     finish_run(t);
+    if (t->broken[0]) /* the runs stopped there: say why, whatever was reported */
+        fprintf(stderr, "ppv fuzz: warning: %s; no run was made after that\n", t->broken);
     t->mod->close(t->py);
     free(t);
 }

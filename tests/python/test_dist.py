@@ -167,6 +167,14 @@ class BadInput(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("rank 1: ValueError: rank 1 gives up (bad_input.py:38)", r.stdout)
 
+    def test_a_rank_that_goes_on_after_its_run_stops_the_runs(self):
+        r = self.run_bad("stubborn", "--idle", "0.3")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("blocked: rank 0 at recv from 1 (bad_input.py:43)", r.stdout)
+        self.assertIn("ppv fuzz: warning: rank 1's Python thread did not end within 1 s of its "
+                      "run's end (does it catch DistError and go on?); no run was made after "
+                      "that\n", r.stderr)
+
     def test_what_cannot_run_is_exit_2(self):
         syntax = os.path.join(HERE, "ranks", "bad_syntax.py")
         cases = [

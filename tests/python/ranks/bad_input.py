@@ -38,4 +38,15 @@ def keeps_calling(rank, size):
         raise ValueError("rank 1 gives up")
 
 
+def stubborn(rank, size):
+    if rank == 0:
+        dist.recv(np.zeros(1, dtype=np.float32), 1)   # never comes
+    else:
+        while True:                                     # goes on past its run's end
+            try:
+                dist.barrier()
+            except dist.DistError:
+                pass
+
+
 not_a_function = 3
