@@ -297,6 +297,10 @@ void py_target_close(py_target *t);
 /* --replay TRACE: the trace's run once; prints how it ended and whether it
  * fails again. Returns the exit code. */
 int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace);
+/* One run under pol with fault: its world (*out, kept for its decisions
+ * and notes) and result. 0, or -1 after the message (res to be freed). */
+int py_target_run(py_target *t, const ppv_fuzz_program *pg, const ppv_policy *pol,
+                  const ppv_fault *fault, ppv_world **out, ppv_world_result *res);
 
 /* ---- the commands, one file a family (ppv.c's table runs them) --------------------------- */
 

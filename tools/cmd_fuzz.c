@@ -303,7 +303,9 @@ static int save_trace(const char *dir, const char *name, const ppv_world *w, int
     snprintf(path, n, "%s/%s", dir, name);
     ppv_trace_verdict v = {1, reference, "", ""};
     snprintf(v.failure, sizeof v.failure, "%s", failure);
-    if (!a->too_long && !strpbrk(a->target, " \t\n"))
+    if (a->py_target && !a->too_long && !strpbrk(a->py_spec, " \t\n"))
+        snprintf(v.target, sizeof v.target, "py %s%s", a->py_spec, a->target_words);
+    else if (!a->too_long && !strpbrk(a->target, " \t\n"))
         snprintf(v.target, sizeof v.target, "%s%s", a->target, a->target_words);
     return w ? write_trace_file(path, w, deviations, &v) : -1;
 }
@@ -551,12 +553,13 @@ static int fuzz_explain(int argc, char **argv) {
     ppv_pp_report *pr = NULL;
     ppv_run_report *rr = NULL;
     char err[1024];
+    py_target *py = NULL;
+    ppv_world *pyw = NULL;
+    ppv_world_result pyres;
+    memset(&pyres, 0, sizeof pyres);
     int got = parse_fuzz_args(targc, targv, &a);
     if (got < 0 && a.checker_target) got = usage_error("checker leaves no trace%s", "");
-    if (got < 0 && a.py_target)
-        got = usage_error("a py trace is replayed with ppv fuzz py FILE.py:FUNCTION -n RANKS "
-                          "--replay TRACE%s", "");
-    if (got >= 0 || (got = setup_target(&a, &s, &mask, NULL)) >= 0) {
+    if (got >= 0 || (got = setup_target(&a, &s, &mask, &py)) >= 0) {
         fprintf(stderr, "ppv fuzz: %s: its target line '%s' is not a target ppv fuzz takes\n",
                 path, rt.verdict.target);
         goto done;
@@ -567,7 +570,18 @@ static int fuzz_explain(int argc, char **argv) {
     const ppv_world_result *res;
     int passes = 1; /* the explorer's judgement of the run */
     char why[1024] = "";
-    if (a.pp_target) {
+    if (a.py_target) {
+        if (nranks != a.py_ranks) {
+            fprintf(stderr, "ppv fuzz: %s is a trace of %d ranks; its target has %d\n", path,
+                    nranks, (int)a.py_ranks);
+            goto done;
+        }
+        if (py_target_run(py, &a.py_program, &pol, &fault, &pyw, &pyres) < 0) goto done;
+        w = pyw;
+        res = &pyres;
+        passes = pyres.status == PPV_RUN_DONE;
+        snprintf(why, sizeof why, "%s", pyres.message);
+    } else if (a.pp_target) {
         if (nranks != 1 + a.pp.mesh) {
             fprintf(stderr, "ppv fuzz: %s is a trace of %d ranks; its target's stage 0 and mesh "
                             "of %d are %d\n", path, nranks, a.pp.mesh, 1 + a.pp.mesh);
@@ -665,6 +679,9 @@ static int fuzz_explain(int argc, char **argv) {
 done:
     ppv_pp_report_free(pr);
     ppv_run_report_free(rr);
+    ppv_world_result_free(&pyres);
+    ppv_world_free(pyw);
+    py_target_close(py);
     free(mask);
     ppv_schedule_free(s);
     replay_trace_free(&rt);

@@ -217,13 +217,50 @@ void py_target_close(py_target *t) {
     free(t);
 }
 
+int py_target_run(py_target *t, const ppv_fuzz_program *pg, const ppv_policy *pol,
+                  const ppv_fault *fault, ppv_world **out, ppv_world_result *res) {
+    *out = NULL;
+    memset(res, 0, sizeof *res);
+    char err[1024];
+    ppv_world_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.nranks = t->n;
+    wo.sem = pg->sem;
+    wo.policy = *pol;
+    wo.fault = *fault;
+    wo.watchdog_steps = pg->watchdog_steps > 0 ? pg->watchdog_steps : 100000;
+    wo.stack_bytes = 256 * 1024;
+    ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+    if (!w || py_setup(t, w, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        ppv_world_free(w);
+        return -1;
+    }
+    py_reset(t);
+    if (ppv_world_run(w, py_main, t, res) < 0) {
+        fprintf(stderr, "ppv fuzz: %s\n", res->message);
+        ppv_world_free(w);
+        return -1;
+    }
+    finish_run(t);
+    if (res->env_error || t->broken[0]) {
+        fprintf(stderr, "ppv fuzz: the run could not be carried out: %s\n",
+                t->broken[0] ? t->broken : res->message);
+        ppv_world_free(w);
+        return -1;
+    }
+    *out = w;
+    return 0;
+}
+
 int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace) {
     replay_trace rt;
     memset(&rt, 0, sizeof rt);
-    ppv_world_options wo;
-    memset(&wo, 0, sizeof wo);
+    ppv_policy pol;
+    memset(&pol, 0, sizeof pol);
+    ppv_fault fault;
     int32_t tranks = 0;
-    if (replay_trace_read(trace, INT64_C(1) << 40, &rt, &wo.policy, &wo.fault, &tranks) < 0) {
+    if (replay_trace_read(trace, INT64_C(1) << 40, &rt, &pol, &fault, &tranks) < 0) {
         replay_trace_free(&rt);
         return PPV_EXIT_BAD_INPUT;
     }
@@ -233,29 +270,12 @@ int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace
         replay_trace_free(&rt);
         return PPV_EXIT_BAD_INPUT;
     }
-    char err[1024];
-    wo.nranks = t->n;
-    wo.sem = pg->sem;
-    wo.watchdog_steps = pg->watchdog_steps > 0 ? pg->watchdog_steps : 100000;
-    wo.stack_bytes = 256 * 1024;
-    ppv_world *w = ppv_world_new(&wo, err, sizeof err);
+    ppv_world *w;
     ppv_world_result res;
-    memset(&res, 0, sizeof res);
-    int rc = PPV_EXIT_BAD_INPUT;
-    if (!w || py_setup(t, w, err, sizeof err) < 0) {
-        fprintf(stderr, "ppv fuzz: %s\n", err);
-        goto done;
-    }
-    py_reset(t);
-    if (ppv_world_run(w, py_main, t, &res) < 0) {
-        fprintf(stderr, "ppv fuzz: %s\n", res.message);
-        goto done;
-    }
-    finish_run(t);
-    if (res.env_error || t->broken[0]) {
-        fprintf(stderr, "ppv fuzz: the replay could not be carried out: %s\n",
-                t->broken[0] ? t->broken : res.message);
-        goto done;
+    if (py_target_run(t, pg, &pol, &fault, &w, &res) < 0) {
+        ppv_world_result_free(&res);
+        replay_trace_free(&rt);
+        return PPV_EXIT_BAD_INPUT;
     }
     static const char *const ends[] = {"every rank returned", "deadlock", "hang (the watchdog)",
                                        "failed", "pruned"};
@@ -278,8 +298,7 @@ int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace
     snprintf(j.why, sizeof j.why, "%s", res.message);
     if (!print_replay(&j, &rt.verdict, res.message))
         printf("result: %s\n", res.status == PPV_RUN_DONE ? "OK" : "PROBLEM");
-    rc = res.status == PPV_RUN_DONE && !res.diverged ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
-done:
+    int rc = res.status == PPV_RUN_DONE && !res.diverged ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
     ppv_world_result_free(&res);
     ppv_world_free(w);
     replay_trace_free(&rt);

@@ -101,6 +101,24 @@ class ControlPlane(unittest.TestCase):
                 self.assertIn("rank 1 at send to 0 (pp_control.py:123): send of 16 bytes "
                               "(rendezvous) waits for rank 0 to post its receive", story)
 
+    def test_explain_tells_the_receive_order_deadlock(self):
+        with tempfile.TemporaryDirectory() as out:
+            code, rep, err = report(f"{PLANE}:receive_order", "-n", "3", "--strategy", "random",
+                                    "--runs", "100", "--out", out)
+            self.assertEqual(code, 1, err)
+            trace = os.path.join(out, "minimal.trace")
+            r = subprocess.run([PPV, "fuzz", "explain", trace], capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"target: py {PLANE}:receive_order --ranks 3\n", r.stdout)
+            # stage 0 probes the leader before its statistics are sent, then
+            # finds the worker's heartbeat and takes it for them
+            self.assertIn("rank 0  probes rank 1: nothing yet\n", r.stdout)
+            self.assertIn("rank 0  probes rank 2: a message is there\n", r.stdout)
+            self.assertIn("  rank 0 waits at recv from 2 (pp_control.py:80): receive waits for "
+                          "rank 2 to send\n", r.stdout)
+            self.assertTrue(r.stdout.endswith("(as recorded)\nresult: FAILED\n"), r.stdout)
+
     def test_a_trace_of_a_fixed_plane_no_longer_fails(self):
         with tempfile.TemporaryDirectory() as out:
             code, rep, err = report(f"{PLANE}:fm23", "-n", "3", "--runs", "5", "--out", out)
