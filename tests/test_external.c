@@ -189,6 +189,52 @@ static void one_quits(program *p, int32_t r) {
     ppv_ext_end(p->x, r, NULL);
 }
 
+/* Rank 0 receives from any rank: it waits until a message is there, then
+ * takes the first rank's it finds; the others each send one. */
+static void from_any(program *p, int32_t r) {
+    if (r == 0) {
+        for (int k = 0; k < p->n - 1; k++) {
+            int rc = keep(p, r, ppv_ext_wait_any(p->x, r, 0, "any.py:4 recv from any"));
+            int32_t src = -1;
+            for (int32_t q = 1; rc == 0 && src < 0 && q < p->n; q++) {
+                int there = 0;
+                rc = keep(p, r, ppv_ext_probe(p->x, r, q, 0, &there, "any.py:6 probe"));
+                if (!rc && there) src = q;
+            }
+            if (rc || src < 0) {
+                ppv_ext_end(p->x, r, rc ? NULL : "wait_any returned with nothing there");
+                return;
+            }
+            float v[1];
+            if (keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, src, 0, "any.py:9 recv"))) break;
+            p->got[0][k] = v[0];
+            note_ran(p, src);
+        }
+    } else {
+        float v[1] = {(float)(10 * r)};
+        keep(p, r, ppv_ext_send(p->x, r, v, sizeof v, 0, 0, "any.py:13 send"));
+    }
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Every rank sends right and receives left in one group: no cycle even
+ * under rendezvous. */
+static void grouped_ring(program *p, int32_t r) {
+    float out[1] = {(float)r}, in[1] = {-1};
+    int rc = keep(p, r, ppv_ext_group_start(p->x, r, "group"));
+    if (!rc) rc = keep(p, r, ppv_ext_send(p->x, r, out, sizeof out, (r + 1) % p->n, 0, "send"));
+    if (!rc) rc = keep(p, r, ppv_ext_recv(p->x, r, in, sizeof in, (r + p->n - 1) % p->n, 0, "recv"));
+    if (!rc) rc = keep(p, r, ppv_ext_group_end(p->x, r, "group end"));
+    p->got[r][0] = in[0];
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Rank 0 waits for a message from any rank that never comes. */
+static void waits_forever(program *p, int32_t r) {
+    if (r == 0) keep(p, r, ppv_ext_wait_any(p->x, r, 0, "any.py:20 recv from any"));
+    ppv_ext_end(p->x, r, NULL);
+}
+
 /* ---- tests ------------------------------------------------------------------- */
 
 static void test_a_safe_ring_completes_under_every_policy(void **state) {
@@ -335,6 +381,52 @@ static void test_a_thread_that_never_calls_is_a_deadlock_of_its_peer(void **stat
     ppv_world_result_free(&res);
 }
 
+/* A receive from any rank blocks until one is there, takes the senders in
+ * the order the scheduler lets them send, and every order comes up. */
+static void test_a_receive_from_any_rank_blocks_and_takes_each_order(void **state) {
+    (void)state;
+    int seen_12 = 0, seen_21 = 0;
+    for (uint64_t seed = 0; seed < 40; seed++) {
+        program p;
+        ppv_world_result res;
+        run(&p, 3, from_any, "rendezvous", "random", seed, 10.0, &res);
+        assert_int_equal(res.status, PPV_RUN_DONE);
+        assert_int_equal(p.rc[0], 0);
+        assert_int_equal(p.norder, 2);
+        /* the values match the order taken */
+        assert_true(p.got[0][0] == 10.0f * (float)(p.order[0] - '0'));
+        assert_true(p.got[0][1] == 10.0f * (float)(p.order[1] - '0'));
+        seen_12 += strcmp(p.order, "12") == 0;
+        seen_21 += strcmp(p.order, "21") == 0;
+        ppv_world_result_free(&res);
+    }
+    assert_int_equal(seen_12 + seen_21, 40);
+    assert_true(seen_12 > 0 && seen_21 > 0);
+    /* one that never comes is a deadlock naming the wait, not a spin */
+    program p;
+    ppv_world_result res;
+    run(&p, 2, waits_forever, "rendezvous", "rr", 0, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_DEADLOCK);
+    assert_int_equal(res.nblocked, 1);
+    assert_string_equal(res.blocked[0].action, "any.py:20 recv from any");
+    assert_string_equal(res.blocked[0].reason,
+                        "receive from any rank of communicator 0 waits for a message");
+    assert_true(res.steps < 10);
+    ppv_world_result_free(&res);
+}
+
+static void test_a_grouped_ring_completes_under_rendezvous(void **state) {
+    (void)state;
+    for (uint64_t seed = 0; seed < 10; seed++) {
+        program p;
+        ppv_world_result res;
+        run(&p, 4, grouped_ring, "rendezvous", "random", seed, 10.0, &res);
+        assert_int_equal(res.status, PPV_RUN_DONE);
+        for (int32_t r = 0; r < 4; r++) assert_true(p.got[r][0] == (float)((r + 3) % 4));
+        ppv_world_result_free(&res);
+    }
+}
+
 /* A thread that never starts: the bridge's idle bound, not a hang. */
 static void test_a_thread_that_never_starts_fails_the_run(void **state) {
     (void)state;
@@ -377,6 +469,8 @@ int main(void) {
         cmocka_unit_test(test_a_thread_that_idles_fails_the_run_not_hangs_it),
         cmocka_unit_test(test_a_thread_that_never_calls_is_a_deadlock_of_its_peer),
         cmocka_unit_test(test_a_thread_that_never_starts_fails_the_run),
+        cmocka_unit_test(test_a_receive_from_any_rank_blocks_and_takes_each_order),
+        cmocka_unit_test(test_a_grouped_ring_completes_under_rendezvous),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
