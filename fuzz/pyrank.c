@@ -18,7 +18,7 @@
 
 #include "pyrank.h"
 
-enum { STALE = -199, MAX_RANKS_FOR_GROUPS = 6 };
+enum { STALE = -199 };
 
 struct ppv_pyrank {
     int32_t nranks;
@@ -33,9 +33,7 @@ static struct {
     ppv_ext *x;      /* the running run's bridge */
     long gen;        /* its number */
     int32_t nranks;
-    int32_t comm_of[1 << MAX_RANKS_FOR_GROUPS];
     int open;
-    PyThreadState *main; /* the process's own, saved while no Python runs on it */
 } g;
 
 /* The message into err (snprintf's). */
@@ -259,9 +257,9 @@ static PyObject *b_comm_of(PyObject *self, PyObject *args) {
     (void)self;
     long mask;
     if (!PyArg_ParseTuple(args, "l", &mask)) return NULL;
-    if (g.nranks > MAX_RANKS_FOR_GROUPS || mask <= 0 || mask >= (1L << g.nranks))
+    if (g.nranks > PPV_PYRANK_GROUP_RANKS || mask <= 0 || mask >= (1L << g.nranks))
         return PyLong_FromLong(-1);
-    return PyLong_FromLong(g.comm_of[mask]);
+    return PyLong_FromLong(mask == (1L << g.nranks) - 1 ? 0 : mask);
 }
 
 static PyMethodDef bridge_methods[] = {
@@ -374,8 +372,8 @@ python_error:
 }
 
 static ppv_pyrank *py_open(const char *file, const char *function, int32_t nranks,
-                           const int32_t *comm_of, const ppv_pyrank_api *api, const char *pkgdir,
-                           char *err, size_t errlen) {
+                           const ppv_pyrank_api *api, const char *pkgdir, char *err,
+                           size_t errlen) {
     if (g.open) {
         errf(err, errlen, "one Python target at a time");
         return NULL;
@@ -388,15 +386,13 @@ static ppv_pyrank *py_open(const char *file, const char *function, int32_t nrank
     p->nranks = nranks;
     g.api = api;
     g.nranks = nranks;
-    for (int32_t m = 0; nranks <= MAX_RANKS_FOR_GROUPS && m < (1 << nranks); m++)
-        g.comm_of[m] = comm_of ? comm_of[m] : -1;
     PyGILState_STATE s = PyGILState_UNLOCKED;
     int fresh = !Py_IsInitialized();
     if (fresh) Py_InitializeEx(0); /* no signal handlers of Python's */
     else s = PyGILState_Ensure();
     g.open = 1;
     int rc = import_all(p, file, function, pkgdir, err, errlen);
-    if (fresh) g.main = PyEval_SaveThread(); /* no Python on this thread from here */
+    if (fresh) PyEval_SaveThread(); /* no Python on this thread from here: PyGILState_Ensure */
     else PyGILState_Release(s);
     if (rc < 0) {
         py_close(p);

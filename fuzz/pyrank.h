@@ -15,7 +15,13 @@
 
 #include "ppv_world.h"
 
-enum { PPV_PYRANK_ABI = 1 };
+enum {
+    PPV_PYRANK_ABI = 1,
+    /* In a world of at most this many ranks, every set of ranks has a
+     * communicator from the start (new_group is local): the set's mask
+     * (bit r for rank r) is its number, and the world's is 0. */
+    PPV_PYRANK_GROUP_RANKS = 6
+};
 
 typedef struct ppv_pyrank_api {
     int (*begin)(ppv_ext *x, int32_t rank);
@@ -44,11 +50,9 @@ typedef struct ppv_pyrank_module {
     int abi; /* PPV_PYRANK_ABI */
     /* Imports file (with pkgdir, where the ppv package is, on sys.path)
      * and finds function in it; NULL with the reason (the Python error and
-     * its place). groups: the communicators the world gives each set of
-     * ranks (comm_of[mask], mask over nranks bits; 0 for the world). */
+     * its place). */
     ppv_pyrank *(*open)(const char *file, const char *function, int32_t nranks,
-                        const int32_t *comm_of, const ppv_pyrank_api *api, const char *pkgdir,
-                        char *err, size_t errlen);
+                        const ppv_pyrank_api *api, const char *pkgdir, char *err, size_t errlen);
     /* One run: a thread a rank, each waiting in begin. 0, or -1 with err. */
     int (*start)(ppv_pyrank *p, ppv_ext *x, char *err, size_t errlen);
     /* After the world's run: waits at most seconds for the threads to end.

@@ -357,7 +357,25 @@ static void test_check_target_pytorch_as_measured_on_its_runtime(void **state) {
     assert_null(strstr(r.out, "rank 1 index 4")); /* the first of its kind names it */
     assert_null(strstr(r.out, "pytorch: note"));
     run_free(&r);
+    /* a user's own compute-only file, written by hand: an UNSHARD in it is
+     * named at its cell as well */
+    snprintf(path, sizeof path, "%s/mine.csv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("0UNSHARD,0F0,0B0\n", f);
+    fclose(f);
+    r = RUN("check", path, "--target", "pytorch");
+    assert_int_equal(r.code, 1);
+    snprintf(want, sizeof want,
+             "pytorch: rank 0 index 0 0UNSHARD: PyTorch's runtime refuses a compute-only file "
+             "with UNSHARD (its _load_csv(format=\"compute_only\") takes F, I, B, W and "
+             "overlapped cells only, and adds its own): drop it, or lower the file with ppv gen "
+             "--comms or ppv check --lowered-out (%s:1:1)\n",
+             path);
+    assert_non_null(strstr(r.out, want));
+    run_free(&r);
     /* lowered, PyTorch runs it */
+    snprintf(path, sizeof path, "%s/gpipe.csv", dir);
     r = RUN("gen", "pytorch-gpipe", "-p", "2", "-m", "2", "--comms", "-o", path);
     assert_int_equal(r.code, 0);
     run_free(&r);

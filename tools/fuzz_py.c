@@ -17,8 +17,6 @@
 #include "cli.h"
 #include "pyrank.h"
 
-enum { MAX_GROUP_RANKS = 6 };
-
 struct py_target {
     const ppv_pyrank_module *mod;
     ppv_pyrank *py;
@@ -26,7 +24,6 @@ struct py_target {
     double idle;
     ppv_ext *x;        /* the run in progress, or the last one, until finished */
     char broken[1024]; /* why no more runs can be made ("" while they can) */
-    int32_t comm_of[1 << MAX_GROUP_RANKS];
 };
 
 static const ppv_pyrank_api bridge_api = {
@@ -62,21 +59,19 @@ static void finish_run(py_target *t) {
 /* The program's hooks (ppv_fuzz_program). */
 static int py_setup(void *arg, ppv_world *w, char *err, size_t errlen) {
     py_target *t = arg;
-    if (t->n > MAX_GROUP_RANKS) return 0; /* new_group refuses: no communicators */
+    if (t->n > PPV_PYRANK_GROUP_RANKS) return 0; /* new_group refuses: no communicators */
     /* a communicator for every set of ranks but the world (comm 0), in
-     * the order of their masks: the same numbers in every run */
+     * the order of their masks, each numbered by its mask (pyrank.h) */
     for (int32_t m = 1; m < (1 << t->n) - 1; m++) {
-        int32_t ranks[MAX_GROUP_RANKS], k = 0;
+        int32_t ranks[PPV_PYRANK_GROUP_RANKS], k = 0;
         for (int32_t r = 0; r < t->n; r++)
             if (m >> r & 1) ranks[k++] = r;
         int32_t c = ppv_world_add_comm(w, ranks, k);
-        if (c != m) { /* numbered as py_target_open told the module */
+        if (c != m) {
             snprintf(err, errlen, "the groups' communicators: got %d for set %d", (int)c, (int)m);
             return -1;
         }
-        t->comm_of[m] = c;
     }
-    t->comm_of[(1 << t->n) - 1] = 0;
     return 0;
 }
 
@@ -186,14 +181,7 @@ int py_target_open(const char *spec, int32_t nranks, double idle, py_target **ou
     FILE *probe = fopen(PPV_PYTHON_DIR "/ppv/dist.py", "r");
     if (!pkg || !*pkg) pkg = probe ? PPV_PYTHON_DIR : PPV_PYTHON_DIR_INSTALLED;
     if (probe) fclose(probe);
-    for (int32_t m = 0; m < (1 << MAX_GROUP_RANKS); m++) t->comm_of[m] = -1;
-    /* the communicators' numbers are the same in every run (py_setup); the
-     * module reads them from this table, filled before the first run */
-    for (int32_t m = 1; nranks <= MAX_GROUP_RANKS && m < (1 << nranks) - 1; m++)
-        t->comm_of[m] = m; /* comm 0 is the world, then one a mask, in order */
-    if (nranks <= MAX_GROUP_RANKS) t->comm_of[(1 << nranks) - 1] = 0;
-    if (!(t->py = t->mod->open(file, func, nranks, t->comm_of, &bridge_api, pkg, err,
-                               sizeof err))) {
+    if (!(t->py = t->mod->open(file, func, nranks, &bridge_api, pkg, err, sizeof err))) {
         fprintf(stderr, "ppv fuzz: %s\n", err);
         free(t);
         return -1;

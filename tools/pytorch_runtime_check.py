@@ -266,7 +266,7 @@ def run_one(args, kind, fmt, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ppv", default="build/tools/ppv", help="the ppv binary (build/tools/ppv)")
+    ap.add_argument("--ppv", help="the ppv binary (build/tools/ppv)")
     ap.add_argument("--kinds", default=DEFAULT_KINDS, help="comma-separated kinds")
     ap.add_argument("-p", "--ranks", type=int, default=4, help="ranks, one process each (4)")
     ap.add_argument("-m", "--microbatches", type=int, default=8, help="microbatches (8)")
@@ -300,6 +300,19 @@ def main():
     if args.write and args.files:
         print("pytorch_runtime_check: --write and --files exclude each other", file=sys.stderr)
         return 2
+    # what a mode does not use, it refuses
+    running = {"--atol": args.atol != 0.0, "--timeout": args.timeout != 120.0,
+               "--jobs": args.jobs != 1, "--controls": args.controls,
+               "--skip-self-handshake": args.skip_self_handshake, "--logs": args.logs}
+    unused = [o for o, given in running.items() if given] if args.write else []
+    if args.files and args.ppv:
+        unused.append("--ppv")
+    if unused:
+        print(f"pytorch_runtime_check: {unused[0]} is not used with "
+              f"{'--write' if args.write else '--files'}", file=sys.stderr)
+        return 2
+    if args.ppv is None:
+        args.ppv = "build/tools/ppv"
     if (args.write or not args.files) and not os.access(args.ppv, os.X_OK):
         print(f"pytorch_runtime_check: {args.ppv} is not an executable ppv (--ppv)",
               file=sys.stderr)

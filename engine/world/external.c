@@ -199,12 +199,7 @@ static int make_call(ppv_transport *t, int32_t rank, ext_rank *e) {
     case EXT_YIELD: o->yield(t->impl, rank); return 0;
     case EXT_GROUP_START: return o->group_start(t->impl, rank);
     case EXT_GROUP_END: return o->group_end(t->impl, rank);
-    case EXT_WAIT_ANY:
-        if (!world_is_mock(t)) {
-            ppv_world_fail(t, rank, "%s: a receive from any rank runs on the mock world only",
-                           e->what);
-            return PPV_ERR_USAGE;
-        }
+    case EXT_WAIT_ANY: /* ppv_world_run's transport is the mock's: impl is the world */
         return world_wait_any(t->impl, rank, e->comm, e->what);
     case EXT_END: break;
     }
@@ -288,68 +283,48 @@ static ext_rank *lock_rank(ppv_ext *x, int32_t rank, ext_op op, const char *what
     ext_rank *e = &x->r[rank];
     pthread_mutex_lock(&x->mu);
     e->op = op;
-    e->sbuf = NULL;
-    e->rbuf = NULL;
-    e->bytes = 0;
-    e->peer = -1;
-    e->comm = 0;
-    e->arrived = NULL;
     snprintf(e->what, sizeof e->what, "%s", what ? what : "");
     return e;
 }
 
-int ppv_ext_send(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
-                 int32_t comm, const char *what) {
+/* Thread rank's call op with its arguments (those it does not take are
+ * NULL, 0 or -1), made by its coroutine; its result. */
+static int call(ppv_ext *x, int32_t rank, ext_op op, const void *sbuf, void *rbuf, size_t bytes,
+                int32_t peer, int32_t comm, int *arrived, const char *what) {
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, EXT_SEND, what);
-    e->sbuf = buf;
+    ext_rank *e = lock_rank(x, rank, op, what);
+    e->sbuf = sbuf;
+    e->rbuf = rbuf;
     e->bytes = bytes;
     e->peer = peer;
     e->comm = comm;
+    e->arrived = arrived;
     return hand_over(x, e);
+}
+
+int ppv_ext_send(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                 int32_t comm, const char *what) {
+    return call(x, rank, EXT_SEND, buf, NULL, bytes, peer, comm, NULL, what);
 }
 
 int ppv_ext_recv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
                  const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, EXT_RECV, what);
-    e->rbuf = buf;
-    e->bytes = bytes;
-    e->peer = peer;
-    e->comm = comm;
-    return hand_over(x, e);
+    return call(x, rank, EXT_RECV, NULL, buf, bytes, peer, comm, NULL, what);
 }
 
 int ppv_ext_broadcast(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t root,
                       int32_t comm, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, EXT_BROADCAST, what);
-    e->rbuf = buf;
-    e->bytes = bytes;
-    e->peer = root;
-    e->comm = comm;
-    return hand_over(x, e);
+    return call(x, rank, EXT_BROADCAST, NULL, buf, bytes, root, comm, NULL, what);
 }
 
 int ppv_ext_allreduce_f32(ppv_ext *x, int32_t rank, float *buf, size_t count, int32_t comm,
                           const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, EXT_ALLREDUCE, what);
-    e->rbuf = buf;
-    e->bytes = count * sizeof(float);
-    e->comm = comm;
-    return hand_over(x, e);
+    return call(x, rank, EXT_ALLREDUCE, NULL, buf, count * sizeof(float), -1, comm, NULL, what);
 }
 
 int ppv_ext_allgather(ppv_ext *x, int32_t rank, const void *send, void *recv, size_t bytes,
                       int32_t comm, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, EXT_ALLGATHER, what);
-    e->sbuf = send;
-    e->rbuf = recv;
-    e->bytes = bytes;
-    e->comm = comm;
-    return hand_over(x, e);
+    return call(x, rank, EXT_ALLGATHER, send, recv, bytes, -1, comm, NULL, what);
 }
 
 int ppv_ext_barrier(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
@@ -359,35 +334,24 @@ int ppv_ext_barrier(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
 
 int ppv_ext_probe(ppv_ext *x, int32_t rank, int32_t peer, int32_t comm, int *arrived,
                   const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
     *arrived = 0;
-    ext_rank *e = lock_rank(x, rank, EXT_PROBE, what);
-    e->peer = peer;
-    e->comm = comm;
-    e->arrived = arrived;
-    return hand_over(x, e);
+    return call(x, rank, EXT_PROBE, NULL, NULL, 0, peer, comm, arrived, what);
 }
 
 int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    return hand_over(x, lock_rank(x, rank, EXT_YIELD, what));
+    return call(x, rank, EXT_YIELD, NULL, NULL, 0, -1, 0, NULL, what);
 }
 
 int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, EXT_WAIT_ANY, what);
-    e->comm = comm;
-    return hand_over(x, e);
+    return call(x, rank, EXT_WAIT_ANY, NULL, NULL, 0, -1, comm, NULL, what);
 }
 
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    return hand_over(x, lock_rank(x, rank, EXT_GROUP_START, what));
+    return call(x, rank, EXT_GROUP_START, NULL, NULL, 0, -1, 0, NULL, what);
 }
 
 int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    return hand_over(x, lock_rank(x, rank, EXT_GROUP_END, what));
+    return call(x, rank, EXT_GROUP_END, NULL, NULL, 0, -1, 0, NULL, what);
 }
 
 void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error) {

@@ -623,7 +623,3 @@ ppv_world *ppv_world_new(const ppv_world_options *opt, char *err, size_t errlen)
     w->release = mock_release;
     return w;
 }
-
-int world_is_mock(const ppv_transport *t) {
-    return t->ops == &mock_ops;
-}

@@ -206,8 +206,6 @@ void ppv_world_abort_with(ppv_world *w, int32_t rank, int env, const char *msg);
  * every such channel as a probe does. 0, PPV_ERR_ABORTED, or
  * PPV_ERR_USAGE after failing the run. The mock transport's (mock.c). */
 int world_wait_any(ppv_world *w, int32_t rank, int32_t comm, const char *what);
-/* Whether t is the mock world's transport (its impl a ppv_world). */
-int world_is_mock(const ppv_transport *t);
 
 /* A world with no transport yet (world.c): the scheduler's state and the
  * communicator of every rank. ppv_world_new (mock.c) gives it the mock

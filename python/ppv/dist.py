@@ -88,9 +88,6 @@ def _where(depth=2):
     return f"{name}:{f.f_lineno}"
 
 
-_ERRORS = {}
-
-
 def _check(rc, what):
     if rc == 0:
         return
@@ -295,10 +292,6 @@ def irecv(tensor, src=None, group=None, tag=0):
     return w
 
 
-def _collective_prologue(st, what):
-    _flush(st, what, None)
-
-
 def broadcast(tensor, src, group=None, async_op=False):
     st = _me()
     what = f"broadcast from {src} ({_where()})"
@@ -308,7 +301,7 @@ def broadcast(tensor, src, group=None, async_op=False):
         raise ValueError(f"{what}: rank {src!r} is not in the group {list(ranks)}")
     if st.rank not in ranks:
         raise ValueError(f"{what}: this rank ({st.rank}) is not in the group {list(ranks)}")
-    _collective_prologue(st, what)
+    _flush(st, what, None)  # the pending isends and irecvs first
     _check(_bridge.broadcast(st.gen, st.rank, mv, ranks.index(src), _comm(group), what), what)
     return _done_work(st, async_op)
 
@@ -322,7 +315,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     if mv.format != "f":
         raise TypeError(f"{what}: all_reduce sums float32 arrays, not format {mv.format!r}")
     _member(st, group, what)
-    _collective_prologue(st, what)
+    _flush(st, what, None)  # the pending isends and irecvs first
     _check(_bridge.all_reduce_f32(st.gen, st.rank, mv, _comm(group), what), what)
     return _done_work(st, async_op)
 
@@ -338,7 +331,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     if any(o.nbytes != mv.nbytes for o in outs):
         raise ValueError(f"{what}: every entry of tensor_list must have the tensor's size")
     _member(st, group, what)
-    _collective_prologue(st, what)
+    _flush(st, what, None)  # the pending isends and irecvs first
     every = bytearray(n * mv.nbytes)
     _check(_bridge.all_gather(st.gen, st.rank, mv, every, _comm(group), what), what)
     for i, o in enumerate(outs):
@@ -350,7 +343,7 @@ def barrier(group=None, async_op=False):
     st = _me()
     what = f"barrier ({_where()})"
     _member(st, group, what)
-    _collective_prologue(st, what)
+    _flush(st, what, None)  # the pending isends and irecvs first
     one = bytearray(4)
     mv = memoryview(one).cast("f")
     mv[0] = 1.0

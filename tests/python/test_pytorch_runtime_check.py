@@ -76,6 +76,9 @@ class Tool(unittest.TestCase):
             (["--ppv", self.path("none")], "is not an executable ppv (--ppv)"),
             (["--write", self.path("w"), "--files", self.dir.name], "exclude each other"),
             (["--jobs", "0", "--files", self.dir.name], "must be at least 1"),
+            (["--write", self.path("w"), "--jobs", "2"], "--jobs is not used with --write"),
+            (["--write", self.path("w"), "--controls"], "--controls is not used with --write"),
+            (["--files", self.dir.name, "--ppv", PPV], "--ppv is not used with --files"),
         ]
         for args, message in cases:
             r = tool(*args)
