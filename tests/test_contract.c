@@ -2,6 +2,7 @@
  * rule an envelope or a result must keep is refused with its failure mode
  * and a message naming the ids, and framing is exact, canonical, refuses
  * before the header and parses back to the same message. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -717,6 +718,110 @@ static void test_output_digest_follows_its_definition_and_sees_every_word(void *
 /* Tensor blocks a thread gives back come back zeroed, as calloc's, for a
  * size they fit without waste; plain malloc blocks mix with them both
  * ways (given back, and freed with free()). */
+/* Unframes (header, meta) into *got, which must succeed. */
+static void unframe_ok(const int64_t *header, const char *meta, ppv_envelope *got,
+                       ppv_tensor **order, int *n) {
+    char msg[512] = "";
+    if (ppv_envelope_unframe(header, meta, got, order, n, msg, sizeof msg) != PPV_FAIL_NONE)
+        fail_msg("unframe: %s", msg);
+}
+
+/* A broadcast hands every mesh rank the bytes its leader unframed a moment
+ * before, on the same thread in a mock world: the same bytes unframed
+ * again give the same envelope with tensor memory of its own, zeroed;
+ * a changed byte of the text or of the header is read afresh. */
+static void test_the_same_bytes_unframed_again_are_the_same_envelope(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e, first, again;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 1, 3);
+    ppv_frame f;
+    char msg[512], buf[4096];
+    assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+    ppv_tensor *o1[PPV_FRAME_MAX_TENSORS], *o2[PPV_FRAME_MAX_TENSORS];
+    int n1 = 0, n2 = 0;
+    unframe_ok(f.header, f.meta, &first, o1, &n1);
+    deliver(&f, o1, n1); /* the first copy's memory is written */
+    unframe_ok(f.header, f.meta, &again, o2, &n2);
+    assert_int_equal(n1, 4);
+    assert_int_equal(n2, 4);
+    for (int k = 0; k < 4; k++) {
+        /* the same tensor of each copy, in the same place of the order */
+        assert_int_equal((char *)o2[k] - (char *)&again, (char *)o1[k] - (char *)&first);
+        assert_ptr_not_equal(o2[k]->data, o1[k]->data);
+        size_t bytes = ppv_tensor_bytes(o2[k]);
+        assert_int_equal(bytes, ppv_tensor_bytes(o1[k]));
+        for (size_t i = 0; i < bytes; i++)
+            assert_int_equal(((unsigned char *)o2[k]->data)[i], 0);
+    }
+    ppv_envelope a = first, c = again;
+    ppv_tensor *ta[] = {&a.conditioning_embeds, &a.latents_in, &a.current_denoising_step_list,
+                        &a.context_frames};
+    ppv_tensor *tc[] = {&c.conditioning_embeds, &c.latents_in, &c.current_denoising_step_list,
+                        &c.context_frames};
+    for (int k = 0; k < 4; k++)
+        ta[k]->data = tc[k]->data = NULL;
+    assert_memory_equal(&a, &c, sizeof a);
+    ppv_envelope_free_tensors(&first);
+    ppv_envelope_free_tensors(&again);
+    /* one digit of the text changed, its length and header the same */
+    int64_t h[PPV_FRAME_HEADER];
+    edit_meta(&f, "base_seed=", "base_seed=43\n", buf, h);
+    assert_memory_equal(h, f.header, sizeof h);
+    unframe_ok(h, buf, &again, o2, &n2);
+    assert_int_equal(again.base_seed, 43);
+    ppv_envelope_free_tensors(&again);
+    /* the header alone changed: the text no longer agrees with it */
+    unframe_ok(f.header, f.meta, &first, o1, &n1);
+    ppv_envelope_free_tensors(&first);
+    memcpy(h, f.header, sizeof h);
+    h[1] = 6;
+    expect_unframe(h, f.meta, "PPV-FIELD",
+                   "header says call_id 6, metadata 5 (call_id 6, chunk_index 2, cache_epoch 0)");
+    /* a newer sender's field is counted and named on every copy */
+    int len = snprintf(buf, sizeof buf, "%szz_newer=1\n", f.meta);
+    memcpy(h, f.header, sizeof h);
+    h[6] = len;
+    for (int k = 0; k < 2; k++) {
+        unframe_ok(h, buf, &again, o2, &n2);
+        assert_int_equal(again.unknown_fields, 1);
+        assert_string_equal(again.unknown_field, "zz_newer");
+        ppv_envelope_free_tensors(&again);
+    }
+    ppv_frame_free(&f);
+}
+
+/* Integers are written as printf writes them, from the first power of ten
+ * to the last and either side of each, negative ones too. */
+static void test_metadata_integers_are_written_as_printf_writes_them(void **state) {
+    (void)state;
+    bufs b;
+    ppv_envelope e;
+    ppv_contract_order o = {4, 1, 0};
+    make_infer(&e, &b, 5, 2, 0, 0, 4);
+    int64_t values[3 * 19 + 4] = {0, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    int nv = 4;
+    for (int64_t p = 10, k = 1; k <= 18; k++, p *= 10)
+        for (int64_t d = -1; d <= 1; d++)
+            values[nv++] = (k % 2 ? 1 : -1) * (p + d);
+    for (int k = 0; k < nv; k++) {
+        e.base_seed = values[k];
+        ppv_frame f;
+        char msg[512], want[64];
+        assert_int_equal(ppv_envelope_frame(&e, &o, &f, msg, sizeof msg), PPV_FAIL_NONE);
+        snprintf(want, sizeof want, "\nbase_seed=%" PRId64 "\n", values[k]);
+        if (!strstr(f.meta, want)) fail_msg("%s not in the text:\n%s", want + 1, f.meta);
+        ppv_envelope got;
+        ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+        int n = 0;
+        unframe_ok(f.header, f.meta, &got, order, &n);
+        assert_int_equal(got.base_seed, values[k]);
+        ppv_envelope_free_tensors(&got);
+        ppv_frame_free(&f);
+    }
+}
+
 static void test_tensor_blocks_come_back_zeroed_and_mix_with_malloc(void **state) {
     (void)state;
     unsigned char *a = ppv_block_take(1000);
@@ -770,6 +875,8 @@ int main(void) {
         cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
         cmocka_unit_test(test_a_sealed_frame_is_the_frame_of_the_sealed_envelope),
         cmocka_unit_test(test_tensor_blocks_come_back_zeroed_and_mix_with_malloc),
+        cmocka_unit_test(test_the_same_bytes_unframed_again_are_the_same_envelope),
+        cmocka_unit_test(test_metadata_integers_are_written_as_printf_writes_them),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }

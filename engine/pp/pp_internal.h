@@ -95,9 +95,9 @@ enum { PP_INJECT_CHUNK = 1 };
 
 /* What a receiver got: the header, the metadata text and the tensors in
  * spec order (pointing into the envelope or result it unframed into). */
-typedef struct pp_received {
+typedef struct pp_received { /* stage0.c's move_ready copies it field by field */
     int64_t header[PPV_FRAME_HEADER];
-    char *meta; /* short text in `small` (the struct is never copied), else malloc'd */
+    char *meta; /* short text in `small` (move_ready re-points it), else malloc'd */
     char small[1024];
     ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
     int norder;

@@ -526,15 +526,16 @@ void pp_envelope_free(ppv_envelope *e) {
  * from a multiplicative hash of (draw, i / 4), four values a hash, each
  * hash independent of the last. */
 static void cheap_fill(ppv_bf16 *out, size_t n, uint64_t bits) {
-    for (size_t i = 0; i < n; i += 4) {
-        uint64_t x = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+    size_t i = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        if (i + 4 <= n) { /* the four values in one store */
-            uint64_t four = 0x3f803f803f803f80ULL | (x & 0x007f007f007f007fULL);
-            memcpy(out + i, &four, sizeof four);
-            continue;
-        }
+    for (; i + 4 <= n; i += 4) { /* the four values in one store */
+        uint64_t x = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+        uint64_t four = 0x3f803f803f803f80ULL | (x & 0x007f007f007f007fULL);
+        memcpy(out + i, &four, sizeof four);
+    }
 #endif
+    for (; i < n; i += 4) {
+        uint64_t x = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
         for (size_t j = 0; j < 4 && i + j < n; j++)
             out[i + j] = (ppv_bf16)(0x3f80 | ((x >> (16 * j)) & 0x7f));
     }

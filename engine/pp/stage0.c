@@ -26,7 +26,7 @@ typedef struct inflight {
     int64_t t_begin, t_sent; /* when stage 0 began building it, and sent it */
 } inflight;
 
-typedef struct ready {
+typedef struct ready { /* move_ready copies it field by field */
     ppv_result r;
     uint64_t digest; /* ppv_digest_words of latents_out, taken when it was judged */
     int digested;
@@ -377,8 +377,21 @@ static ppv_result_verdict judge(stage0 *s, ready *rd, const inflight *f, ppv_fai
 /* Moves a received result to another place: its short metadata text and
  * its tensors' list point into itself (pp_received). */
 static void move_ready(ready *dst, const ready *src) {
-    memcpy(dst, src, sizeof *src);
-    if (src->m.meta == src->m.small) dst->m.meta = dst->m.small;
+    /* field by field: the text kept in m.small is copied by its length,
+     * not the whole buffer (a copy per result) */
+    dst->r = src->r;
+    dst->digest = src->digest;
+    dst->digested = src->digested;
+    dst->slot = src->slot;
+    dst->t_recv = src->t_recv;
+    memcpy(dst->m.header, src->m.header, sizeof dst->m.header);
+    dst->m.norder = src->m.norder;
+    dst->m.meta = src->m.meta;
+    if (src->m.meta == src->m.small) {
+        size_t n = src->m.header[6] > 0 ? (size_t)src->m.header[6] : 0;
+        memcpy(dst->m.small, src->m.small, n + 1); /* its NUL too */
+        dst->m.meta = dst->m.small;
+    }
     for (int k = 0; k < src->m.norder; k++)
         dst->m.order[k] = (ppv_tensor *)((char *)&dst->r +
                                          ((const char *)src->m.order[k] - (const char *)&src->r));
