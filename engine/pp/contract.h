@@ -51,7 +51,7 @@ extern const message_desc pp_result_desc;
 
 /* Formats the failure's message and returns the mode (rules.c). */
 ppv_failure pp_failf(ppv_failure mode, char *msg, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5), cold));
 
 /* The ids every message names: "call_id 7, chunk_index 3, cache_epoch 0". */
 #define IDS_FMT "call_id %" PRId64 ", chunk_index %" PRId64 ", cache_epoch %" PRId64

@@ -241,12 +241,16 @@ static size_t float_text_exact(double v, char *out) {
                                        10000000000000000000ULL};
     double a = fabs(v);
     if (!(a >= 1e-3 && a < 1e15)) return 0;
-    int e2;
-    double frac = frexp(a, &e2); /* a = frac * 2^e2, frac in [0.5, 1) */
-    uint64_t m = (uint64_t)ldexp(frac, 53);
-    int shift = 53 - e2; /* a = m / 2^shift */
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    int biased = (int)(bits >> 52); /* a is normal: its exponent field is not 0 */
+    uint64_t m = (bits & ((1ULL << 52) - 1)) | 1ULL << 52;
+    int shift = 1075 - biased; /* a = m / 2^shift */
     if (shift <= 0 || shift > 116) return 0;
-    int x = (int)floor(log10(a)); /* the decimal exponent, corrected below */
+    /* the decimal exponent: a is in [2^n, 2^(n+1)), so floor(n log10 2)
+     * (1233 / 4096 for log10 2), or one more; corrected below */
+    int n = biased - 1023;
+    int x = n >= 0 ? (n * 1233) >> 12 : -((-n * 1233 + 4095) >> 12);
     uint64_t digits = 0;
     for (int tries = 0; tries < 3; tries++) {
         int p = 16 - x;
@@ -322,6 +326,56 @@ static _Thread_local struct {
     double value;
 } parse_memo[8];
 
+#ifdef __SIZEOF_INT128__
+/* v's value, as strtod reads it, for the two common texts: a whole number
+ * of at most 15 digits (exact as a double), and the fixed notation
+ * float_text_exact writes (the measured times, a new text each chunk): a
+ * candidate from the digits, and the doubles either side of it, kept when
+ * float_text_exact writes one of them as v (17 significant digits name
+ * one double). 0, or -1 for any other text (strtod then). Keeps strtod's
+ * larger code out of the common path. */
+static int parse_fixed(const char *v, size_t len, double *out) {
+    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (len >= 32) return -1;
+    const char *p = v + (*v == '-');
+    uint64_t digits = 0;
+    int n = 0, frac = -1; /* frac: the digits after the point */
+    for (; *p; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (++n > 19) return -1;
+            digits = digits * 10 + (uint64_t)(*p - '0');
+            frac += frac >= 0;
+        } else if (*p == '.' && frac < 0)
+            frac = 0;
+        else
+            return -1;
+    }
+    if (frac < 0 && n >= 1 && n <= 15) { /* a whole number below 2^53: exact */
+        *out = *v == '-' ? -(double)digits : (double)digits;
+        return 0;
+    }
+    if (frac <= 0 || frac > 22 || !digits) return -1;
+    double c = (double)digits / pow10[frac]; /* within an ulp or two of v */
+    uint64_t bits;
+    memcpy(&bits, &c, sizeof bits);
+    for (int k = 0; k < 3; k++) { /* c, the next double up, the next down */
+        uint64_t b = k == 0 ? bits : k == 1 ? bits + 1 : bits - 1;
+        double x;
+        memcpy(&x, &b, sizeof x);
+        if (*v == '-') x = -x;
+        char text[32];
+        size_t tl = float_text_exact(x, text);
+        if (tl == len && memcmp(text, v, len) == 0) {
+            *out = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+#endif
+
 static int parse_double(const char *v, double *out) {
     size_t len = strlen(v);
     unsigned slot = (unsigned)(len + (unsigned char)v[len ? len - 1 : 0]) & 7;
@@ -330,13 +384,21 @@ static int parse_double(const char *v, double *out) {
         *out = parse_memo[slot].value;
         return 0;
     }
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
+    double x;
+#ifdef __SIZEOF_INT128__
+    if (parse_fixed(v, len, &x) != 0)
+#endif
+    {
+        char *end;
+        errno = 0;
+        x = strtod(v, &end);
+        *out = x;
+        /* ERANGE: an overflow, or an underflow; a subnormal result is
+         * exact enough to keep (the writer wrote it), one rounded to zero
+         * is not */
+        if (end == v || *end || (errno && !(errno == ERANGE && isfinite(x) && x != 0))) return -1;
+    }
     *out = x;
-    /* ERANGE: an overflow, or an underflow; a subnormal result is exact
-     * enough to keep (the writer wrote it), one rounded to zero is not */
-    if (end == v || *end || (errno && !(errno == ERANGE && isfinite(x) && x != 0))) return -1;
     if (len < sizeof parse_memo[slot].text) {
         parse_memo[slot].len = len;
         memcpy(parse_memo[slot].text, v, len);

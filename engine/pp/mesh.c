@@ -19,7 +19,7 @@
 typedef struct kept {
     ppv_result r;
     ppv_bf16 *data;
-    size_t cap;
+    size_t cap; /* data's bytes */
     int has;
     uint64_t env_digest; /* ppv_envelope_digest of the envelope it answers */
 } kept;
@@ -44,6 +44,7 @@ typedef struct mesh {
     /* buffers every chunk uses: the denoising loop's two latents, and one
      * value (float or digest) per mesh rank for the gathers */
     ppv_bf16 *x, *y;
+    size_t out_bytes; /* a chunk's output buffer's size */
     float *gathered;
     uint64_t *digests;
     /* the leader's result cache (the last call it answered: a retry of it
@@ -363,7 +364,10 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     }
     if ((rc = snapshot_kv(m, e->chunk_index))) return rc;
     ppv_bf16 *x = m->x, *y = m->y;
-    memcpy(x, e->latents_in.data, vals * sizeof *x);
+    if (o->control_only) /* no model: x is only read, the input will do */
+        x = e->latents_in.data;
+    else
+        memcpy(x, e->latents_in.data, vals * sizeof *x);
     const int64_t *steps = e->current_denoising_step_list.data;
     int64_t nsteps = e->num_denoise_steps + (m->last && o->inject == PPV_INJECT_OM04);
     int extra = m->last && o->inject == PPV_INJECT_EXTRA_CALL && e->chunk_index == PP_INJECT_CHUNK;
@@ -578,6 +582,21 @@ static int keep(kept *k, const ppv_result *r) {
     return 0;
 }
 
+/* Keeps r as keep does, but takes the buffer *out that holds its
+ * latents_out (bytes large) instead of copying it, and gives k's old one
+ * back in *out for the next chunk; keep's copy when the sizes differ. */
+static int keep_taking(kept *k, const ppv_result *r, ppv_bf16 **out, size_t bytes) {
+    if (!k->data || k->cap != bytes || r->latents_out.data != *out ||
+        ppv_tensor_bytes(&r->latents_out) > bytes)
+        return keep(k, r);
+    ppv_bf16 *old = k->data;
+    k->r = *r;
+    k->data = *out;
+    *out = old;
+    k->has = 1;
+    return 0;
+}
+
 /* An INFER with the ids of the call the leader answered last: a retry.
  * The same envelope is answered from the result cache (never run again:
  * the KV cache must not change twice for one call_id); another is an
@@ -609,7 +628,8 @@ static int retry(mesh *m, const ppv_envelope *e, ppv_failure *mode, char *msg, s
 
 /* The leader's answer to one INFER, with the OM-09, duplicate-result and
  * reorder-results faults where they are asked for. */
-static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_frame) {
+static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 **next_out, int64_t used_frame) {
+    ppv_bf16 *out = *next_out; /* the chunk's output; *next_out may become another buffer */
     const ppv_pp_options *o = m->o;
     ppv_result r;
     ppv_result_init(&r, e);
@@ -626,7 +646,7 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 *out, int64_t used_fr
         m->stale_sent = 1; /* delayed: the old epoch's result arrives after the cut */
         if (send_result(m, &m->stale)) return -1;
     }
-    if (keep(&m->last_answer, &r) < 0) {
+    if (keep_taking(&m->last_answer, &r, next_out, m->out_bytes) < 0) {
         gen_error(m, -1, "the result cache", "out of memory");
         return -1;
     }
@@ -702,6 +722,11 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     size_t vals = (size_t)PP_FRAMES_PER_CHUNK * PP_LATENT_CHANNELS * (size_t)(o->height / 8) *
                   (size_t)(o->width / 8);
     out = malloc(vals * sizeof *out);
+    m.out_bytes = vals * sizeof *out;
+    if (m.leader) { /* the result cache's buffer, taken in turns with out */
+        m.last_answer.data = malloc(m.out_bytes);
+        m.last_answer.cap = m.last_answer.data ? m.out_bytes : 0;
+    }
     m.x = malloc(vals * sizeof *m.x);
     m.y = malloc(vals * sizeof *m.y);
     m.gathered = malloc((size_t)m.n * sizeof *m.gathered);
@@ -854,7 +879,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         if (!rc) {
             m.frame_pos += PP_FRAMES_PER_CHUNK;
             c->rep->generator_calls += m.leader ? m.calls : 0;
-            if (m.leader) rc = answer(&m, &e, out, used_frame);
+            if (m.leader) rc = answer(&m, &e, &out, used_frame);
         }
         m.e = NULL;
         pp_envelope_free(&e);

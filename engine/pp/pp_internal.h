@@ -47,11 +47,12 @@ typedef struct pp_where {
  * every other rank's next transport call returns PPV_ERR_ABORTED. The
  * message opens with the mode's id and the ids, rank and group. */
 void pp_fail(pp_ctx *c, ppv_transport *t, pp_where w, ppv_failure mode, ppv_pp_point point,
-             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+             const char *fmt, ...) __attribute__((format(printf, 6, 7), cold));
 
 /* A transport error as a failure: an abort (someone else failed: nothing
  * to add) or a mismatch (a collective the ranks disagree on). */
-void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const char *what);
+void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const char *what)
+    __attribute__((cold));
 
 const char *pp_group_name(pp_group g);
 

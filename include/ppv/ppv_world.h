@@ -329,13 +329,13 @@ void ppv_world_result_free(ppv_world_result *r);
  * returns PPV_ERR_ABORTED; on a transport of processes the rank reports it
  * and the job ends (the transport's fail). */
 void ppv_world_fail(ppv_transport *t, int32_t rank, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 
 /* As ppv_world_fail, for a failure of the environment (out of memory, an
  * input that cannot be read): the result says env_error, and commands
  * exit 2 rather than report a finding. */
 void ppv_world_fail_env(ppv_transport *t, int32_t rank, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 
 /* From inside a rank: a scheduling point that does nothing (a poll). It is
  * not progress: a rank that only polls trips the watchdog. */
