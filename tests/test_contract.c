@@ -518,10 +518,11 @@ static void test_metadata_integers_are_read_as_strtoll_reads_them(void **state) 
  * bits, also when the same values come again (the writer and the reader
  * keep the texts of recent values) and when values alternate. */
 /* A result's measured times (a new value every chunk, written without
- * printf) come out as "%.17g" writes them: whole milliseconds over a
- * thousand, random bit patterns from 1e-4 to 1e16, and the values either
- * side of every power of ten and of a tie at the 17th digit. */
-static void test_measured_times_are_written_as_printf_writes_them(void **state) {
+ * printf, read without strtod) come out as "%.17g" writes them and are
+ * read back to the bit: whole milliseconds over a thousand, random bit
+ * patterns from 1e-4 to 1e16, and the values either side of every power
+ * of ten and of a tie at the 17th digit. */
+static void test_measured_times_are_written_as_printf_writes_them_and_read_back(void **state) {
     (void)state;
     bufs b;
     ppv_envelope e;
@@ -566,6 +567,18 @@ static void test_measured_times_are_written_as_printf_writes_them(void **state) 
         if (!strstr(f.meta, want)) fail_msg("%a (%.17g) is not written as printf does", v, v);
         snprintf(want, sizeof want, "\nt_mesh_idle_ms=%.17g\n", v * 3);
         assert_non_null(strstr(f.meta, want));
+        /* and read back to the bit (as strtod reads the text) */
+        ppv_result got;
+        ppv_tensor *order[PPV_FRAME_MAX_TENSORS];
+        int no = 0;
+        if (ppv_result_unframe(f.header, f.meta, &got, order, &no, msg, sizeof msg) !=
+            PPV_FAIL_NONE)
+            fail_msg("%.17g: %s", v, msg);
+        double w = v * 3;
+        if (memcmp(&got.tB_ms, &v, sizeof v) || memcmp(&got.t_mesh_idle_ms, &w, sizeof w))
+            fail_msg("%.17g and %.17g are read back as %.17g and %.17g", v, w, got.tB_ms,
+                     got.t_mesh_idle_ms);
+        ppv_result_free_tensors(&got);
         ppv_frame_free(&f);
         checked++;
     }
@@ -871,7 +884,7 @@ int main(void) {
         cmocka_unit_test(test_results_round_trip_with_and_without_latents),
         cmocka_unit_test(test_metadata_integers_are_read_as_strtoll_reads_them),
         cmocka_unit_test(test_metadata_floats_round_trip_to_the_bit),
-        cmocka_unit_test(test_measured_times_are_written_as_printf_writes_them),
+        cmocka_unit_test(test_measured_times_are_written_as_printf_writes_them_and_read_back),
         cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
         cmocka_unit_test(test_a_sealed_frame_is_the_frame_of_the_sealed_envelope),
         cmocka_unit_test(test_tensor_blocks_come_back_zeroed_and_mix_with_malloc),
