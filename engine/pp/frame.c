@@ -1123,7 +1123,7 @@ static ppv_failure unframe(const message_desc *md, const int64_t *header, const 
 #define ENV_MEMO_TEXT 4096
 static _Thread_local struct {
     int valid;
-    int64_t header[7];
+    int64_t header[PPV_FRAME_HEADER];
     char meta[ENV_MEMO_TEXT];
     ppv_envelope e;                    /* its tensors' data NULL */
     int norder;

@@ -523,8 +523,8 @@ void pp_envelope_free(ppv_envelope *e) {
 }
 
 /* n distinct-looking bf16 values in [1, 2) from one random draw: value i
- * from a multiplicative hash of (draw, i / 4), four values a hash, each
- * hash independent of the last. */
+ * from a multiplicative hash of (draw, i / 4), four values a hash (7 bits
+ * of each 16). No model reads them; a run's digests do. */
 static void cheap_fill(ppv_bf16 *out, size_t n, uint64_t bits) {
     size_t i = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -537,10 +537,10 @@ static void cheap_fill(ppv_bf16 *out, size_t n, uint64_t bits) {
         memcpy(out + i, &four, sizeof four);
     }
 #endif
-    for (; i < n; i += 4) {
-        uint64_t x = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+    for (; i < n; i += 4) { /* the last values, one at a time */
+        uint64_t h = (bits + i * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
         for (size_t j = 0; j < 4 && i + j < n; j++)
-            out[i + j] = (ppv_bf16)(0x3f80 | ((x >> (16 * j)) & 0x7f));
+            out[i + j] = (ppv_bf16)(0x3f80 | ((h >> (16 * j)) & 0x7f));
     }
 }
 
