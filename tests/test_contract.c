@@ -815,9 +815,12 @@ static void test_metadata_integers_are_written_as_printf_writes_them(void **stat
     make_infer(&e, &b, 5, 2, 0, 0, 4);
     int64_t values[3 * 19 + 4] = {0, INT64_MAX, INT64_MIN, INT64_MIN + 1};
     int nv = 4;
-    for (int64_t p = 10, k = 1; k <= 18; k++, p *= 10)
+    int64_t p = 1;
+    for (int k = 1; k <= 18; k++) {
+        p *= 10; /* up to 10^18, which int64_t holds */
         for (int64_t d = -1; d <= 1; d++)
             values[nv++] = (k % 2 ? 1 : -1) * (p + d);
+    }
     for (int k = 0; k < nv; k++) {
         e.base_seed = values[k];
         ppv_frame f;
