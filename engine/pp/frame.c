@@ -826,27 +826,33 @@ static inline int keycmp(const char *a, size_t al, const char *b, size_t bl) {
     return c ? c : (al > bl) - (al < bl);
 }
 
-/* A plain decimal integer in v's vl bytes (an optional '-', then at most
- * 19 digits, within int64_t: a digest's 19 included) into *out; 0, or -1
- * when v is anything else (which parse_i64 then judges). */
-static inline int plain_i64(const char *v, size_t vl, int64_t *out) {
-    size_t k = vl && v[0] == '-';
-    if (k == vl || vl - k > 19) return -1;
+/* The plain decimal integer that starts at v (an optional '-', then 1 to
+ * 19 digits, within int64_t: a digest's 19 included), read up to the
+ * first byte that is no digit or to stop: where it ends, the value in
+ * *out; NULL when there is none (which parse_i64 then judges). */
+static inline const char *scan_i64(const char *v, const char *stop, int64_t *out) {
+    int neg = v < stop && *v == '-';
+    const char *digits = v + neg, *q = digits;
     uint64_t u = 0;
-    for (size_t j = k; j < vl; j++) {
-        if (v[j] < '0' || v[j] > '9') return -1;
-        u = u * 10 + (uint64_t)(v[j] - '0'); /* 19 digits fit in 64 bits */
-    }
-    if (u > (uint64_t)INT64_MAX + k) return -1; /* out of range: parse_i64 says so */
-    *out = k ? (int64_t)(0 - u) : (int64_t)u;
-    return 0;
+    while (q < stop && *q >= '0' && *q <= '9' && q - digits < 20)
+        u = u * 10 + (uint64_t)(*q++ - '0'); /* 19 digits fit in 64 bits */
+    if (q == digits || q - digits > 19 || u > (uint64_t)INT64_MAX + (uint64_t)neg)
+        return NULL; /* none, too long, or out of range */
+    *out = neg ? (int64_t)(0 - u) : (int64_t)u;
+    return q;
+}
+
+/* v's vl bytes as a plain integer (scan_i64) into *out; 0, or -1 when
+ * they are anything else. */
+static inline int plain_i64(const char *v, size_t vl, int64_t *out) {
+    return scan_i64(v, v + vl, out) == v + vl ? 0 : -1;
 }
 
 /* When the line at p (text ending at stop) is kr's key, '=', then a
- * plain integer (as plain_i64 reads it) and '\n': where its newline is,
- * the value in *out; else NULL. The key is compared a word at a time (the
- * last word overlapping the one before): it lies before the '=' that
- * stop - p > len leaves room for. */
+ * plain integer (scan_i64) and '\n': where its newline is, the value in
+ * *out; else NULL. The key is compared a word at a time (the last word
+ * overlapping the one before): it lies before the '=' that stop - p >
+ * len leaves room for. */
 static inline const char *plain_line(const key_ref *kr, const char *p, const char *stop,
                                      int64_t *out) {
     size_t kl = kr->len;
@@ -863,18 +869,8 @@ static inline const char *plain_line(const key_ref *kr, const char *p, const cha
         if (a != b) return NULL;
     } else if (memcmp(p, kr->key, kl) != 0)
         return NULL;
-    const char *q = p + kl + 1;
-    int neg = *q == '-';
-    q += neg;
-    const char *digits = q;
-    uint64_t u = 0;
-    while (q < stop && *q >= '0' && *q <= '9' && q - digits < 20)
-        u = u * 10 + (uint64_t)(*q++ - '0'); /* 19 digits fit in 64 bits */
-    if (q == digits || q - digits > 19 || q >= stop || *q != '\n' ||
-        u > (uint64_t)INT64_MAX + (uint64_t)neg)
-        return NULL;
-    *out = neg ? (int64_t)(0 - u) : (int64_t)u;
-    return q;
+    const char *q = scan_i64(p + kl + 1, stop, out);
+    return q && q < stop && *q == '\n' ? q : NULL;
 }
 
 /* Applies the value v (NUL-terminated) of field d. */
