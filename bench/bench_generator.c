@@ -10,7 +10,9 @@
  *      frames, 8 heads, meshes 1, 2, 4 and 8 on the mock transport:
  *      chunks per second (the mock runs the ranks one at a time, so the
  *      mesh splits the work without running it in parallel; MPI's figures
- *      come from `ppv pp --transport mpi`, docs/generators.md).
+ *      come from `ppv pp --transport mpi`, docs/generators.md);
+ *  (d) the plug-in guard's cost a call: the two marks the engine makes
+ *      around every call into a generator (engine/pp/guard.c), in ns.
  *
  * usage: ppv_bench_generator [SECONDS per figure, default 2] [big]
  * A benchmark reports figures; it never fails on them (exit 2 only when a
@@ -23,6 +25,7 @@
 
 #include "bench_util.h"
 #include "ppv_engine.h"
+#include "pp_internal.h"
 
 /* Runs o for about secs seconds; seconds a run, generator calls a run. */
 static int timed(const ppv_pp_options *o, double secs, double *per_run, int64_t *calls) {
@@ -99,6 +102,21 @@ int main(int argc, char **argv) {
     if (!(tpy.generator = load(PPV_BENCH_TP_MLP_PY))) return 2;
     if (row("tp_mlp.py", &tpy, secs, &py) < 0) return 2;
 #endif
+    /* (d): the marks alone, as a call makes them (enter, then leave) */
+    ppv_generator_site site = {"bench", "1", "call", 0, 0, 0, 0};
+    long pairs = 0;
+    double t0 = bench_now(), t;
+    do {
+        for (int i = 0; i < 1000000; i++) {
+            const ppv_generator_site *was = pp_site_set(&site);
+            site.call_id++;
+            pp_site_set(was);
+        }
+        pairs += 1000000;
+        t = bench_now();
+    } while (t - t0 < secs);
+    printf("\n(d) the plug-in guard's marks around a generator call: %.2f ns a call (%ld calls)\n",
+           (t - t0) / (double)pairs * 1e9, pairs);
     if (!big) return 0;
     printf("\n(c) the built-in at 320x576 (latents 40x72), 2 layers, C 32, 8 heads, 4 steps, "
            "stash, 2 chunks a run\n");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <json-c/json.h>
 
 #include "ppv_engine.h"
 #include "testutil.h"
@@ -251,6 +252,97 @@ static void test_plugin_failures_name_the_plugin_the_call_and_the_rank(void **st
     free(f);
 }
 
+/* A plug-in that ends the process, crashes or never returns fails the run
+ * (exit 1) naming itself, the function, the mesh rank and the envelope:
+ * the gate can never pass on a run that did not finish. */
+static void test_a_plugin_that_ends_the_process_fails_the_run_naming_itself(void **state) {
+    (void)state;
+    static const char *const site = " in call on mesh rank 1 (call_id 0, chunk_index 0, "
+                                    "cache_epoch 0): ";
+    static const struct {
+        const char *die, *what, *why;
+    } cases[] = {
+        {"exit", "called exit(0)", "a plug-in may not end ppv's process, so the run did not finish"},
+        {"_exit", "called _exit(0)", "a plug-in may not end ppv's process"},
+        {"segv", "died of SIGSEGV (an invalid memory access)", "the run did not finish"},
+        {"abort", "died of SIGABRT (abort)", "the run did not finish"},
+        {"loop", "hung", "it has not returned after "},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char params[64], want[512];
+        snprintf(params, sizeof params, "die=%s", cases[k].die);
+        snprintf(want, sizeof want,
+                 "failure: PPV-GENERATOR caught by the plug-in guard: generator misbehave 1 %s%s%s",
+                 cases[k].what, site, cases[k].why);
+        run_result r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", params,
+                           "--chunks", "3", "--call-timeout", "1");
+        assert_int_equal(r.code, 1);
+        if (!strstr(r.out, want)) fail_msg("%s: '%s' lacks '%s'", params, r.out, want);
+        assert_non_null(strstr(r.out, "result: PROBLEM (the run did not finish)\n"));
+        assert_null(strstr(r.out, "output digest"));
+        snprintf(want, sizeof want, "ppv pp: PPV-GENERATOR: generator misbehave 1 %s%s",
+                 cases[k].what, site);
+        if (!strstr(r.err, want)) fail_msg("%s: '%s' lacks '%s'", params, r.err, want);
+        if (!strcmp(cases[k].die, "loop"))
+            assert_non_null(strstr(r.out, " s of its own code (--call-timeout 1), so the run did "
+                                          "not finish"));
+        run_free(&r);
+    }
+    /* --json: one object that says so */
+    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "die=exit,rank=0",
+                       "--chunks", "3", "--json");
+    assert_int_equal(r.code, 1);
+    json_object *o = json_tokener_parse(r.out), *v;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "ok", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "failure_mode", &v));
+    assert_string_equal(json_object_get_string(v), "PPV-GENERATOR");
+    assert_true(json_object_object_get_ex(o, "function", &v));
+    assert_string_equal(json_object_get_string(v), "call");
+    assert_true(json_object_object_get_ex(o, "mesh_rank", &v));
+    assert_int_equal(json_object_get_int(v), 0);
+    assert_true(json_object_object_get_ex(o, "call_id", &v));
+    assert_int_equal(json_object_get_int(v), 0);
+    json_object_put(o);
+    run_free(&r);
+    /* the explorer's runs are guarded as pp's are */
+    r = RUN("fuzz", "pp", "--generator", PPV_MISBEHAVE, "--generator-params", "die=_exit",
+            "--chunks", "2", "--runs", "3");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "ppv fuzz: PPV-GENERATOR: generator misbehave 1 called _exit(0) "
+                                  "in call on mesh rank 1 (call_id 0"));
+    run_free(&r);
+    /* and so is replay: recorded where mesh rank 5 does not exist, replayed
+     * on a mesh where it does */
+    const char *rec = tmp_path("dies.h5");
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "die=exit,rank=5",
+            "--chunks", "3", "--record", rec);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", rec, "--generator", PPV_MISBEHAVE, "--mesh", "6");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "ppv replay: PPV-GENERATOR: generator misbehave 1 called exit(0) "
+                                  "in call on mesh rank 5 (call_id 0"));
+    run_free(&r);
+    /* the bound is an option like any other */
+    r = RUN("pp", "--call-timeout", "-1");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--call-timeout needs seconds in (0, 1e6], not '-1'"));
+    run_free(&r);
+}
+
+/* close is owed after every open that succeeded, also one that shared
+ * nothing, and a close that fails is named as an open that fails is. */
+static void test_close_follows_every_open_and_its_failure_is_named(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE_BADCLOSE, "--chunks", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "ppv pp: generator misbehave 1 failed in close: asked to fail in "
+                                  "close"));
+    run_free(&r);
+}
+
 /* Loading: a file that is not a plug-in, one without the entry, one built
  * against another interface version: refused before anything runs. */
 static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
@@ -260,6 +352,12 @@ static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
     assert_non_null(strstr(r.err, "was built against version 2 of the generator interface; this "
                                   "ppv has version 1"));
     assert_string_equal(r.out, "");
+    run_free(&r);
+    /* an older interface is refused as a newer one is */
+    r = RUN("pp", "--generator", PPV_MISBEHAVE_ABI0);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "was built against version 0 of the generator interface; this "
+                                  "ppv has version 1"));
     run_free(&r);
     const char *text = tmp_path("not_a_plugin.so");
     FILE *fp = fopen(text, "w");
@@ -373,6 +471,11 @@ static void test_python_exceptions_are_failures_that_name_the_call(void **state)
         {"exit=1", "failed in call on mesh rank 1: SystemExit: 3"},
         {"keep=1", "call kept a reference to latents, cond or out"},
         {"none=1", "generator raises 1 failed in create on mesh rank 1: create returned None"},
+        /* the plug-in guard: Python's own ways out of the process */
+        {"os_exit=1", "PPV-GENERATOR caught by the plug-in guard: generator raises 1 called "
+                      "_exit(0) in call on mesh rank 1 (call_id 0, chunk_index 0, cache_epoch 0)"},
+        {"abort=1", "PPV-GENERATOR caught by the plug-in guard: generator raises 1 died of SIGABRT "
+                    "(abort) in call on mesh rank 1 (call_id 0"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         run_result r = RUN("pp", "--generator", PPV_RAISES_PY, "--generator-params",
@@ -400,6 +503,8 @@ int main(void) {
         cmocka_unit_test(test_fuzz_pp_explores_a_plugin),
         cmocka_unit_test(test_plugin_failures_name_the_plugin_the_call_and_the_rank),
         cmocka_unit_test(test_a_plugin_that_cannot_be_used_is_refused_at_load),
+        cmocka_unit_test(test_a_plugin_that_ends_the_process_fails_the_run_naming_itself),
+        cmocka_unit_test(test_close_follows_every_open_and_its_failure_is_named),
         cmocka_unit_test(test_python_twin_gives_the_c_plugins_bits),
         cmocka_unit_test(test_python_exceptions_are_failures_that_name_the_call),
     };

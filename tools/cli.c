@@ -566,6 +566,8 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
     case PIPE_CONTROL_ONLY:
         o->control_only = 1;
         return 0;
+    case PIPE_CALL_TIMEOUT:
+        return guard_call_timeout_option(arg);
     case PIPE_POLL:
         o->poll = 1;
         return 0;

@@ -215,6 +215,16 @@ int transport_option(const char *arg, const char **out);
  * after the usage error. */
 int seconds_option(const char *name, const char *arg, double *out);
 int timeout_option(const char *arg, double *out);
+/* The plug-in guard (guard.c): while armed, a generator's exit(), fatal
+ * signal or call past --call-timeout ends the run with exit 1, naming the
+ * generator, its function, the mesh rank and the envelope, as the report's
+ * failure (JSON with json). The commands that run generators arm it once
+ * their options are read. */
+#define PPV_GUARD_CALL_TIMEOUT_S 300
+/* --call-timeout: seconds in (0, 1e6], or 0 for no bound; 0, or -1 after
+ * the usage message. */
+int guard_call_timeout_option(const char *arg);
+void guard_arm(int json);
 /* Joins the job of transport name (NULL: the mock, nothing to join) and
  * says whether this process leads: every rank computes the whole report,
  * rank 0 prints it (the others' standard output goes nowhere) and writes

@@ -118,6 +118,10 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             if (nfiles != 1) return usage_error("%s is replay's option", "--timeout");
             if (timeout_option(optarg, &da->timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
             break;
+        case OPT_CALL_TIMEOUT:
+            if (nfiles != 1) return usage_error("%s is replay's option", "--call-timeout");
+            if (guard_call_timeout_option(optarg) < 0) return PPV_EXIT_BAD_INPUT;
+            break;
         case OPT_MESH:
             if (nfiles != 1) return usage_error("%s is replay's option", "--mesh");
             if (parse_whole(optarg, 1, 64, &da->mesh) < 0)
@@ -552,6 +556,7 @@ static int replay_inference(diff_args *da) {
     ppv_inference_replay_result res;
     diff_junit dj;
     diff_junit_begin(da, &dj);
+    guard_arm(da->json);
     if (ppv_inference_replay(da->files[0], &da->o, (int32_t)da->mesh, da->perturb, &res, err,
                              sizeof err) < 0) {
         fprintf(stderr, "ppv replay: %s\n", err);

@@ -589,6 +589,7 @@ static int fuzz_explain(int argc, char **argv) {
         }
         a.pp.policy = pol;
         a.pp.fault = fault;
+        guard_arm(a.json);
         if (ppv_pp_run(&a.pp, &pr, err, sizeof err) < 0) {
             fprintf(stderr, "ppv fuzz: %s\n", err);
             goto done;
@@ -768,6 +769,7 @@ int cmd_fuzz(int argc, char **argv) {
     int tty = !a.json && lead && isatty(2);
     if (tty) a.f.progress = show_progress;
     ppv_fuzz_report *r = NULL;
+    if (a.pp_target) guard_arm(a.json);
     if (ppv_fuzz(&a.f, &r, err, sizeof err) < 0) {
         if (tty) fputs("\r\033[K", stderr);
         if (lead) fprintf(stderr, "ppv fuzz: %s\n", err);

@@ -548,7 +548,10 @@ static int run_pp(pp_args *ap) {
         fprintf(stderr, "ppv pp: %s\n(run 'ppv help pp' for usage)\n", err);
         return PPV_EXIT_BAD_INPUT;
     }
-    if (a.compare_kv) return compare_kv(&a);
+    if (a.compare_kv) {
+        guard_arm(a.json);
+        return compare_kv(&a);
+    }
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
     if ((rc = start_transport(a.transport, &proc, &lead)) >= 0) return rc;
@@ -594,6 +597,7 @@ static int run_pp(pp_args *ap) {
     }
     ppv_pp_report *r = NULL;
     rc = PPV_EXIT_BAD_INPUT;
+    guard_arm(a.json);
     progress pr; /* stage 0's process draws it: it decodes the chunks */
     progress_attach_pp(&a.o, &pr, "pp", a.json || !lead);
     int ran = ppv_pp_run(&a.o, &r, err, sizeof err);

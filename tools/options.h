@@ -254,6 +254,10 @@
       "inference recordings: the generator to re-run with; it must declare the recorded name "    \
       "and version (its settings come from the recording)",                                        \
       "builtin")                                                                                   \
+    X(CALL_TIMEOUT, 0, "call-timeout", "SECONDS",                                                  \
+      "inference recordings: the longest one call into the generator may run its own code; "     \
+      "then the replay ends as PPV-GENERATOR naming the call, exit 1 (0: no bound)",             \
+      "300")                                                                                       \
     X(DEVICE, 0, "device", "cpu|cuda",                                                             \
       "where the replayed model's kernels run (a recording made on the CPU replays on the GPU "    \
       "bit for bit, and the reverse); exit 2 if CUDA is not usable here",                          \
@@ -320,6 +324,11 @@
     X(SEED, 0, "seed", "N", "seed of the random and pct policies", "0")                            \
     PIPE(WATCHDOG_STEPS, 0, "watchdog-steps", "N",                                                 \
          "scheduler steps without progress that end a wait as a hang", "100000")                   \
+    PIPE(CALL_TIMEOUT, 0, "call-timeout", "SECONDS",                                               \
+         "the longest one call into the generator may run its own code (its waits in ppv's "       \
+         "collectives do not count); then the run ends as PPV-GENERATOR naming the call, exit 1 "  \
+         "(0: no bound)",                                                                          \
+         "300")                                                                                    \
     X(RECORD, 0, "record", "FILE.h5",                                                              \
       "write every envelope and result in call order, with the mesh's "                            \
       "setup, as an inference recording (temporary name, then renamed)",                           \

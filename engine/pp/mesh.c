@@ -66,11 +66,25 @@ typedef struct mesh {
     int64_t t_arrived, t_answered, idle_ns;
     int64_t last_header[3]; /* ids of the last header this rank received (-1: none) */
     uint64_t digest; /* ppv_envelope_digest of the envelope in hand (0: not yet taken) */
+    ppv_generator_site site; /* this rank's generator call, for the plug-in guard */
 } mesh;
 
 static pp_where where(const mesh *m, pp_group g) {
     pp_where w = {m->rank, g, m->e};
     return w;
+}
+
+/* Marks this rank's generator as running its function `what` (the
+ * plug-in guard, guard.c); the mark to set back when it returns. */
+static const ppv_generator_site *site_enter(mesh *m, const char *what) {
+    m->site.name = m->c->gen->name;
+    m->site.version = m->c->gen->version;
+    m->site.function = what;
+    m->site.mesh_rank = m->mr;
+    m->site.call_id = m->e ? m->e->call_id : -1;
+    m->site.chunk_index = m->e ? m->e->chunk_index : -1;
+    m->site.cache_epoch = m->e ? m->e->cache_epoch : -1;
+    return pp_site_set(&m->site);
 }
 
 /* The communicator of group g for a collective that must run on
@@ -96,7 +110,7 @@ static int gen_group(mesh *m, int32_t named, const char *what) {
 }
 
 /* The collectives a generator is lent (ppv_generator_comm). */
-static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
+static int gen_all_reduce_run(void *ctx, int32_t group, float *buf, size_t count) {
     mesh *m = ctx;
     m->nccoll++;
     int comm = gen_group(m, group, "the generator's all-reduce");
@@ -107,7 +121,7 @@ static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
     return rc;
 }
 
-static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all, size_t bytes) {
+static int gen_all_gather_run(void *ctx, int32_t group, const void *mine, void *all, size_t bytes) {
     mesh *m = ctx;
     m->nccoll++;
     int comm = gen_group(m, group, "the generator's all-gather");
@@ -118,7 +132,7 @@ static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all,
     return rc;
 }
 
-static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root) {
+static int gen_broadcast_run(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root) {
     mesh *m = ctx;
     int64_t seq = ++m->nccoll;
     int comm = gen_group(m, group, "the generator's broadcast");
@@ -142,6 +156,29 @@ static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int3
     int rc = m->t->ops->broadcast(m->t->impl, m->rank, buf, bytes, root, comm, "tp broadcast");
     if (rc)
         pp_transport_error(m->c, m->t, where(m, PP_GROUP_MESH), rc, "the generator's broadcast");
+    return rc;
+}
+
+/* The collectives as the generator calls them: while one runs (and waits
+ * for the peers), ppv's code runs, not the plug-in's. */
+static int gen_all_reduce(void *ctx, int32_t group, float *buf, size_t count) {
+    const ppv_generator_site *was = pp_site_set(NULL);
+    int rc = gen_all_reduce_run(ctx, group, buf, count);
+    pp_site_set(was);
+    return rc;
+}
+
+static int gen_all_gather(void *ctx, int32_t group, const void *mine, void *all, size_t bytes) {
+    const ppv_generator_site *was = pp_site_set(NULL);
+    int rc = gen_all_gather_run(ctx, group, mine, all, bytes);
+    pp_site_set(was);
+    return rc;
+}
+
+static int gen_broadcast(void *ctx, int32_t group, void *buf, size_t bytes, int32_t root) {
+    const ppv_generator_site *was = pp_site_set(NULL);
+    int rc = gen_broadcast_run(ctx, group, buf, bytes, root);
+    pp_site_set(was);
     return rc;
 }
 
@@ -192,15 +229,20 @@ static int kernel(mesh *m, ppv_generator_call *a) {
     a->call_id = m->e->call_id;
     a->chunk_index = m->e->chunk_index;
     a->cache_epoch = m->e->cache_epoch;
+    const char *what = a->out ? "call" : "call (a cache write)";
+    const ppv_generator_site *was = site_enter(m, what);
     int rc = m->c->gen->call(m->gen, a, err, sizeof err);
-    return rc ? gen_error(m, rc, a->out ? "call" : "call (a cache write)", err) : 0;
+    pp_site_set(was);
+    return rc ? gen_error(m, rc, what, err) : 0;
 }
 
 /* Drops the generator's cache. */
 static int kv_reset(mesh *m) {
     if (!m->gen) return 0;
     char err[512] = "";
+    const ppv_generator_site *was = site_enter(m, "kv_reset");
     int rc = m->c->gen->kv_reset(m->gen, err, sizeof err);
+    pp_site_set(was);
     return rc ? gen_error(m, rc, "kv_reset", err) : 0;
 }
 
@@ -211,7 +253,9 @@ static int snapshot_kv(mesh *m, int64_t chunk) {
     if (!r->kv || chunk < 0 || chunk >= r->nkv || !m->gen || !m->c->gen->kv_snapshot) return 0;
     char err[512] = "";
     size_t part = 0;
+    const ppv_generator_site *was = site_enter(m, "kv_snapshot");
     int rc = m->c->gen->kv_snapshot(m->gen, NULL, 0, &part, err, sizeof err);
+    pp_site_set(was);
     if (rc) return gen_error(m, rc, "kv_snapshot", err);
     size_t total = (size_t)m->n * part;
     if (!r->kv[chunk]) {
@@ -224,8 +268,10 @@ static int snapshot_kv(mesh *m, int64_t chunk) {
                  r->kv_floats[chunk] / (size_t)m->n);
         return gen_error(m, -1, "kv_snapshot", err);
     }
+    was = site_enter(m, "kv_snapshot");
     rc = m->c->gen->kv_snapshot(m->gen, r->kv[chunk] + (size_t)m->mr * part, part, &part, err,
                                 sizeof err);
+    pp_site_set(was);
     return rc ? gen_error(m, rc, "kv_snapshot", err) : 0;
 }
 
@@ -243,7 +289,9 @@ static int gen_create(mesh *m) {
     m->comm.broadcast = gen_broadcast;
     char err[512] = "";
     void *state = NULL;
+    const ppv_generator_site *was = site_enter(m, "create");
     int rc = m->c->gen->create(&s, &m->comm, &state, err, sizeof err);
+    pp_site_set(was);
     if (rc) return gen_error(m, rc, "create", err);
     if (!state) return gen_error(m, -1, "create", "it returned no state");
     m->gen = state;
@@ -318,7 +366,9 @@ static int check_fingerprints(mesh *m, const ppv_envelope *e) {
  * for mesh rank 0's shard (create makes no collective, so it may). */
 static int reload_shard(mesh *m) {
     char err[512] = "";
+    const ppv_generator_site *was = site_enter(m, "destroy");
     int rc = m->c->gen->destroy(m->gen, err, sizeof err);
+    pp_site_set(was);
     m->gen = NULL;
     if (rc) return gen_error(m, rc, "destroy", err);
     m->shard_rank = 0;
@@ -899,7 +949,9 @@ done:
     free(m.held_back.data);
     if (m.gen) {
         char err[512] = "";
+        const ppv_generator_site *was = site_enter(&m, "destroy");
         int rc = c->gen->destroy(m.gen, err, sizeof err);
+        pp_site_set(was);
         if (rc) gen_error(&m, rc, "destroy", err);
     }
 }

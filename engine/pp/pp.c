@@ -164,14 +164,27 @@ static void report_reset(ppv_pp_report *r) {
     }
 }
 
-/* The generator's close, once the run is over: 0, or -1 with the reason
- * (err may be NULL when a failure is already being reported). */
+/* The process's site of a generator's open or close (the plug-in guard). */
+static ppv_generator_site process_site(const ppv_generator *g, const char *what) {
+    ppv_generator_site s = {g->name, g->version, what, -1, -1, -1, -1};
+    return s;
+}
+
+/* The generator's close, owed after every open that succeeded, whatever
+ * it shared: 0, or -1 with the reason (err may be NULL when a failure is
+ * already being reported). */
 static int gen_close(pp_ctx *c, char *err, size_t errlen) {
-    if (!c->gen || !c->gen->close || !c->gen_shared) return 0;
+    if (!c->gen_opened) return 0;
     char why[512] = "";
+    ppv_generator_site site = process_site(c->gen, "close");
+    const ppv_generator_site *was = pp_site_set(&site);
     int rc = c->gen->close(c->gen_shared, why, sizeof why);
+    pp_site_set(was);
     c->gen_shared = NULL;
-    if (rc && err) ppv_errf(err, errlen, "%s", why);
+    c->gen_opened = 0;
+    if (rc && err)
+        ppv_errf(err, errlen, "generator %s %s failed in close: %s", c->gen->name, c->gen->version,
+                 why[0] ? why : "(it gave no reason)");
     return rc ? -1 : 0;
 }
 
@@ -215,9 +228,14 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
             ppv_generator_setup s;
             char why[512] = "";
             pp_generator_setup(&c, -1, &s);
-            if (c.gen->open(&s, &c.gen_shared, why, sizeof why))
+            ppv_generator_site site = process_site(c.gen, "open");
+            const ppv_generator_site *was = pp_site_set(&site);
+            int rc = c.gen->open(&s, &c.gen_shared, why, sizeof why);
+            pp_site_set(was);
+            if (rc)
                 return ppv_errf(err, errlen, "generator %s %s failed in open: %s", c.gen->name,
-                                c.gen->version, why);
+                                c.gen->version, why[0] ? why : "(it gave no reason)");
+            c.gen_opened = 1;
         }
     }
     ppv_pp_report *r = calloc(1, sizeof *r);

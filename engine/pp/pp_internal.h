@@ -22,6 +22,7 @@ typedef struct pp_ctx {
     const char *gen_params;   /* its settings text */
     char builtin_params[192]; /* the built-in's, from o->model */
     void *gen_shared;         /* what the generator's open returned for this run */
+    int gen_opened;           /* its open succeeded: close is owed */
     int32_t mesh_comm;
     int32_t nranks; /* 1 + mesh */
     /* first failure, kept by pp_fail */
@@ -64,6 +65,10 @@ static inline void pp_note_ids(pp_ctx *c, int32_t rank, const int64_t *h) {
 /* Counts the metadata keys a receiver filtered from a message of call_id
  * (n of them, the first named name). */
 void pp_note_unknown(pp_ctx *c, int32_t n, const char *name, int64_t call_id);
+
+/* Marks s as the generator code running on this thread (NULL: ppv's own
+ * code runs); the mark it replaces, to be set back (guard.c). */
+const ppv_generator_site *pp_site_set(const ppv_generator_site *s);
 
 /* The generator's setup for mesh rank mr (-1: the process's open). */
 void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s);

@@ -252,6 +252,35 @@ const ppv_generator *ppv_generator_open(const char *path, char *err, size_t errl
  * settings text (FNV-1a over each with its NUL). */
 uint64_t ppv_generator_digest(const char *name, const char *version, const char *params);
 
+/* ---- the plug-in guard ---------------------------------------------------------- */
+
+/* Where a generator's own code runs: the engine marks every call into a
+ * generator's table (open, create, kv_reset, kv_snapshot, call, destroy,
+ * close) on the calling thread, and unmarks it while the generator waits
+ * in one of ppv's collectives. A process that guards its plug-ins (the
+ * ppv command: tools/guard.c) reads the mark to name the plug-in when it
+ * calls exit(), dies of a signal or never returns. This is the library's
+ * one process-wide state besides the CUDA module's: one slot per thread,
+ * claimed on its first call into a generator. */
+typedef struct ppv_generator_site {
+    const char *name, *version; /* the generator's */
+    const char *function;       /* "call", "create", ... */
+    int32_t mesh_rank;          /* -1: the process's open or close */
+    int64_t call_id, chunk_index, cache_epoch; /* the envelope's; -1 before the first */
+} ppv_generator_site;
+
+/* The site whose plug-in code runs now on the calling thread, or NULL when
+ * ppv's own code runs. Async-signal-safe. */
+const ppv_generator_site *ppv_generator_site_now(void);
+
+/* For a watchdog thread: calls fn for every thread now in a generator's
+ * code, with the site and the number of times that thread has entered
+ * generator code so far (the same count on two visits, the same call
+ * still running). Returns the number of threads visited. */
+int ppv_generator_sites_visit(void (*fn)(void *ctx, int slot, const ppv_generator_site *s,
+                                         uint64_t entries),
+                              void *ctx);
+
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
     int32_t chunks;          /* chunks stage 0 asks for */

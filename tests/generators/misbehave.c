@@ -8,13 +8,20 @@
  *   bigger=1    the all-reduce at call `at` is one float longer
  *   badroot=1   a broadcast at call `at` from a root outside the mesh
  *   nostate=1   create succeeds without giving a state
+ *   die=exit|_exit|segv|abort|loop   at call `at` the plug-in ends the
+ *               process (exit(0), _exit(0)), crashes, aborts or never
+ *               returns: the plug-in guard must name it (tools/guard.c)
  * on mesh rank `rank` (default: the last), at its call `at` (default 2).
  * Built with MISBEHAVE_ABI, the table declares that interface version;
  * with MISBEHAVE_VARIANT 2 it has no name, 3 an open without a close, 4 a
- * kv_snapshot whose size differs from rank to rank. */
+ * kv_snapshot whose size differs from rank to rank, 5 an open that shares
+ * nothing (NULL) and a close that fails. */
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ppv_generator.h"
 
@@ -24,7 +31,7 @@
 
 typedef struct bad {
     ppv_generator_comm comm;
-    char fail[16];
+    char fail[16], die[16];
     int extra, skip, world, bigger, badroot, nostate, rank, at, me, calls;
     size_t values;
 } bad;
@@ -51,6 +58,7 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
         else if (!strcmp(key, "nostate")) b->nostate = atoi(val);
         else if (!strcmp(key, "rank")) b->rank = atoi(val);
         else if (!strcmp(key, "at")) b->at = atoi(val);
+        else if (!strcmp(key, "die")) snprintf(b->die, sizeof b->die, "%s", val);
         p += n + (p[n] == ',');
     }
     if (!strcmp(b->fail, "create") && b->me == b->rank) {
@@ -83,6 +91,17 @@ static int bad_call(void *state, const ppv_generator_call *a, char *err, size_t 
         snprintf(err, errlen, "asked to fail at call %d (call_id %lld)", b->calls,
                  (long long)a->call_id);
         return -1;
+    }
+    if (here && b->die[0]) {
+        static volatile uintptr_t unmapped = 16; /* an address no process maps */
+        volatile int *nowhere = (volatile int *)unmapped;
+        if (!strcmp(b->die, "exit")) exit(0);
+        if (!strcmp(b->die, "_exit")) _exit(0);
+        if (!strcmp(b->die, "segv")) return *nowhere;
+        if (!strcmp(b->die, "abort")) abort();
+        if (!strcmp(b->die, "loop"))
+            for (volatile unsigned long spin = 0;; spin++) {
+            }
     }
     float v[2] = {(float)b->me, 1.0f};
     int rc = 0;
@@ -129,6 +148,12 @@ static int bad_open(const ppv_generator_setup *s, void **shared, char *err, size
     return 0;
 }
 
+static int bad_close(void *shared, char *err, size_t errlen) {
+    (void)shared;
+    snprintf(err, errlen, "asked to fail in close");
+    return -1;
+}
+
 static const ppv_generator table = {
     .abi = MISBEHAVE_ABI,
     .name = MISBEHAVE_VARIANT == 2 ? "" : "misbehave",
@@ -138,7 +163,8 @@ static const ppv_generator table = {
     .kv_snapshot = MISBEHAVE_VARIANT == 4 ? bad_kv_snapshot : NULL,
     .call = bad_call,
     .destroy = bad_destroy,
-    .open = MISBEHAVE_VARIANT == 3 ? bad_open : NULL,
+    .open = MISBEHAVE_VARIANT == 3 || MISBEHAVE_VARIANT == 5 ? bad_open : NULL,
+    .close = MISBEHAVE_VARIANT == 5 ? bad_close : NULL,
 };
 
 const ppv_generator *ppv_generator_entry(void) {

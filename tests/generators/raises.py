@@ -2,8 +2,11 @@
 params raise=create|call|kv_reset raises ValueError there on the last mesh
 rank; exit=1 raises SystemExit in call (which must not end ppv); keep=1
 keeps the latents array past the call (refused); none=1 makes create
-return None (refused). Otherwise each call
+return None (refused); os_exit=1 calls os._exit(0) in call and abort=1
+os.abort() (the plug-in guard must name both). Otherwise each call
 copies its latents and makes one all-reduce."""
+import os
+
 import numpy as np
 
 NAME = "raises"
@@ -30,6 +33,10 @@ class Raises:
             raise ValueError("asked to raise in call %d" % rest["call_id"])
         if self.last and self.opts.get("exit") == "1":
             raise SystemExit(3)
+        if self.last and self.opts.get("os_exit") == "1":
+            os._exit(0)
+        if self.last and self.opts.get("abort") == "1":
+            os.abort()
         if self.opts.get("keep") == "1":
             self.kept = latents
         v = np.zeros(1, np.float32)
