@@ -13,9 +13,10 @@
 #include <sys/wait.h>
 
 #include "testutil.h"
+#include "tools/options.h"
 
 static const char *const commands[] = {"gen",    "check",  "show", "run",  "verify-recompute",
-                                       "pp", "fuzz", "record", "replay", "diff", "demo", "version",
+                                       "pp", "fuzz", "record", "replay", "diff", "conform", "launch", "demo", "version",
                                        "help",   "man",    NULL};
 
 /* Counts the occurrences of needle in hay. */
@@ -106,12 +107,78 @@ static const char *sample_value(const char *opt) {
     return NULL;
 }
 
+/* s with every run of white space (a wrapped line's break and indent) as
+ * one space, in a new string. */
+static char *collapsed(const char *s) {
+    char *out = malloc(strlen(s) + 1), *q = out;
+    assert_non_null(out);
+    for (const char *p = s; *p; p++) {
+        if (*p == ' ' || *p == '\n') {
+            if (q > out && q[-1] != ' ') *q++ = ' ';
+        } else {
+            *q++ = *p;
+        }
+    }
+    *q = 0;
+    return out;
+}
+
+/* Every option's text, of every list in tools/options.h, with its default. */
+#define TEXT_OF(ID, SHORT, NAME, ARG, TEXT, DEFAULT) {NAME, TEXT, DEFAULT},
+static const struct {
+    const char *name, *text, *def;
+} option_texts[] = {
+    GEN_OPTIONS(TEXT_OF) CHECK_OPTIONS(TEXT_OF) CHECK_ONLY_OPTIONS(TEXT_OF) SHOW_OPTIONS(TEXT_OF)
+    RUN_OPTIONS(TEXT_OF) TRANSPORT_OPTIONS(TEXT_OF) GEMM_OPTIONS(TEXT_OF) TRACE_OPTIONS(TEXT_OF)
+    JUNIT_OPTIONS(TEXT_OF) RECORD_ONLY_OPTIONS(TEXT_OF) DIFF_OPTIONS(TEXT_OF)
+    DIFF_ONLY_OPTIONS(TEXT_OF) IGNORE_ATTR_OPTIONS(TEXT_OF) EXCLUDE_OPTIONS(TEXT_OF)
+    CONFORM_OPTIONS(TEXT_OF) REPLAY_ONLY_OPTIONS(TEXT_OF) REPLAY_TRANSPORT_OPTIONS(TEXT_OF)
+    PP_OPTIONS(TEXT_OF, TEXT_OF) PP_TRANSPORT_OPTIONS(TEXT_OF) FUZZ_OPTIONS(TEXT_OF)
+    FUZZ_SCHEDULE_OPTIONS(TEXT_OF) FUZZ_PY_OPTIONS(TEXT_OF) LAUNCH_OPTIONS(TEXT_OF)};
+
+/* The help prints every option's whole text and default, however long
+ * (fuzz's --faults is over 500 bytes). */
+static void test_every_option_text_is_printed_whole(void **state) {
+    (void)state;
+    if (skip_under_valgrind()) skip();
+    size_t cap = 1, len = 0;
+    char *all = calloc(1, cap);
+    assert_non_null(all);
+    for (int k = 0; commands[k]; k++) {
+        run_result h = RUN("help", commands[k]);
+        assert_int_equal(h.code, 0);
+        size_t n = strlen(h.out);
+        assert_non_null(all = realloc(all, cap = len + n + 2));
+        memcpy(all + len, h.out, n);
+        len += n;
+        all[len++] = '\n';
+        all[len] = 0;
+        run_free(&h);
+    }
+    char *flat = collapsed(all);
+    size_t longest = 0;
+    for (size_t k = 0; k < sizeof option_texts / sizeof option_texts[0]; k++) {
+        char whole[2048];
+        snprintf(whole, sizeof whole, "%s%s%s%s", option_texts[k].text,
+                 option_texts[k].def ? " (default: " : "",
+                 option_texts[k].def ? option_texts[k].def : "", option_texts[k].def ? ")" : "");
+        char *want = collapsed(whole);
+        if (!strstr(flat, want))
+            fail_msg("--%s's help is not printed whole: '%s'", option_texts[k].name, want);
+        if (strlen(want) > longest) longest = strlen(want);
+        free(want);
+    }
+    assert_true(longest > 512); /* the case that was cut */
+    free(flat);
+    free(all);
+}
+
 static void test_every_option_a_help_lists_is_taken_by_its_command(void **state) {
     (void)state;
     if (skip_under_valgrind()) skip();
     static const char *const flags[] = {"--comms",      "--json",         "--perturb",
                                         "--all-attributes", "--help",   "--compare-kv",
-                                        "--control-only", "--poll", "--allow-unsafe", NULL};
+                                        "--control-only", "--poll", "--allow-unsafe", "--overlap", NULL};
     int checked = 0;
     for (int k = 0; commands[k]; k++) {
         run_result h = RUN("help", commands[k]);
@@ -947,6 +1014,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_command_has_its_own_help_three_ways),
         cmocka_unit_test(test_every_option_a_help_lists_is_taken_by_its_command),
+        cmocka_unit_test(test_every_option_text_is_printed_whole),
         cmocka_unit_test(test_options_a_command_does_not_honour_are_refused),
         cmocka_unit_test(test_version_has_three_spellings),
         cmocka_unit_test(test_golden_commands_load_their_module_and_others_do_not),

@@ -121,6 +121,15 @@ static void test_ids_must_keep_their_order(void **state) {
     expect(&e, &o, "PPV-ORDER",
            "chunk_index 1 after 1 in the same epoch: chunk_index must increase (it may restart "
            "only with a new cache_epoch) (call_id 5, chunk_index 1, cache_epoch 0)");
+    /* back to 0 in the same epoch, as a stream that restarts without a hard cut */
+    make_infer(&e, &b, 5, 0, 0, 0, 4);
+    expect(&e, &o, "PPV-ORDER",
+           "chunk_index 0 after 1 in the same epoch: chunk_index must increase (it may restart "
+           "only with a new cache_epoch) (call_id 5, chunk_index 0, cache_epoch 0)");
+    make_infer(&e, &b, 3, 2, 0, 0, 4);
+    expect(&e, &o, "PPV-ORDER",
+           "call_id 3 after 4: call_id must strictly increase over every action (call_id 3, "
+           "chunk_index 2, cache_epoch 0)");
     o.cache_epoch = 2;
     make_infer(&e, &b, 5, 2, 1, 0, 4);
     expect(&e, &o, "PPV-ORDER",

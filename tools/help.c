@@ -8,6 +8,7 @@
  * cannot name an option the command does not take.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -326,15 +327,19 @@ void help_print(const help_command *c, FILE *f) {
             snprintf(head, sizeof head, "  %s%s%s", option_names(o, names, sizeof names),
                      o->arg ? " " : "", o->arg ? o->arg : "");
             fputs(head, f);
-            char text[512];
-            snprintf(text, sizeof text, "%s%s%s%s", o->text, o->def ? " (default: " : "",
-                     o->def ? o->def : "", o->def ? ")" : "");
+            /* the text and its default, of any length */
+            size_t len = strlen(o->text) + (o->def ? strlen(o->def) + 12 : 0) + 1;
+            char *text = malloc(len);
+            if (text)
+                snprintf(text, len, "%s%s%s%s", o->text, o->def ? " (default: " : "",
+                         o->def ? o->def : "", o->def ? ")" : "");
             int col = (int)strlen(head);
             if (col >= 30) {
                 fputc('\n', f);
                 col = 0;
             }
-            wrap(f, text, 30, col);
+            wrap(f, text ? text : o->text, 30, col);
+            free(text);
         }
     fprintf(f, "%s  -h, --help%*shelp for this command\n", any ? "" : "\noptions:\n", 18, "");
     fputs("\nexamples:\n", f);
