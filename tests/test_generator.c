@@ -332,6 +332,70 @@ static void test_a_plugin_that_ends_the_process_fails_the_run_naming_itself(void
     run_free(&r);
 }
 
+/* The member key of the JSON object in text, as a string ("" when null). */
+static char *json_member(const char *text, const char *key) {
+    json_object *o = json_tokener_parse(text), *v = NULL;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, key, &v));
+    char *s = strdup(v ? json_object_get_string(v) : "");
+    json_object_put(o);
+    return s;
+}
+
+/* The report names the generator, its version and its settings; a run
+ * that failed prints no output digest; a replay the generator refuses
+ * says that nothing was replayed. */
+static void test_reports_name_the_generator_and_a_failed_run_has_no_digest(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP, "--generator-params", "hidden=32,seed=9",
+                       "--chunks", "2");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\ngenerator: tp-mlp 1, settings 'hidden=32,seed=9'\n"));
+    run_free(&r);
+    r = RUN("pp", "--chunks", "2", "--json");
+    assert_int_equal(r.code, 0);
+    char *v = json_member(r.out, "generator");
+    assert_string_equal(v, "ppv-dit");
+    free(v);
+    v = json_member(r.out, "generator_params");
+    assert_string_equal(v, "layers=2,d_model=32,n_heads=4,d_ff=64,seed=1");
+    free(v);
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "fail=call", "--chunks", "3");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "failure: PPV-GENERATOR"));
+    assert_null(strstr(r.out, "output digest"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "fail=call", "--chunks", "3",
+            "--json");
+    assert_int_equal(r.code, 1);
+    v = json_member(r.out, "output_digest");
+    assert_string_equal(v, "");
+    free(v);
+    v = json_member(r.out, "generator_version");
+    assert_string_equal(v, "1");
+    free(v);
+    run_free(&r);
+    const char *rec = tmp_path("tp_refused.h5");
+    r = RUN("pp", "--generator", PPV_TP_MLP, "--chunks", "3", "--record", rec);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("replay", rec, "--generator", PPV_TP_MLP, "--mesh", "3");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, ": nothing was replayed: the re-run on a mesh of 3 failed before "
+                                  "its first result (the file holds 4 recorded calls; it was "
+                                  "recorded on 2)\ngenerator: tp-mlp 1, settings ''\n"));
+    assert_null(strstr(r.out, "values compared"));
+    assert_null(strstr(r.out, "first differing call"));
+    run_free(&r);
+    r = RUN("replay", rec, "--generator", PPV_TP_MLP, "--mesh", "3", "--json");
+    assert_int_equal(r.code, 1);
+    v = json_member(r.out, "replayed");
+    assert_string_equal(v, "false");
+    free(v);
+    run_free(&r);
+}
+
 /* close is owed after every open that succeeded, also one that shared
  * nothing, and a close that fails is named as an open that fails is. */
 static void test_close_follows_every_open_and_its_failure_is_named(void **state) {
@@ -505,6 +569,7 @@ int main(void) {
         cmocka_unit_test(test_a_plugin_that_cannot_be_used_is_refused_at_load),
         cmocka_unit_test(test_a_plugin_that_ends_the_process_fails_the_run_naming_itself),
         cmocka_unit_test(test_close_follows_every_open_and_its_failure_is_named),
+        cmocka_unit_test(test_reports_name_the_generator_and_a_failed_run_has_no_digest),
         cmocka_unit_test(test_python_twin_gives_the_c_plugins_bits),
         cmocka_unit_test(test_python_exceptions_are_failures_that_name_the_call),
     };

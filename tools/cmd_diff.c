@@ -541,6 +541,22 @@ static int conform_only(diff_args *da, const ppv_conform_report *cr) {
  * then re-run with the file as stage 0 and compared. OK only when it
  * conforms, the re-run completed, answered every recorded call, and every
  * answer is the recorded one. */
+/* The recorded generator's name, version and settings (the built-in's
+ * from the recorded model when the file names none). */
+static void recorded_generator(const ppv_inference_setup *s, const char **name,
+                               const char **version, char *params, size_t n) {
+    if (s->generator[0]) {
+        *name = s->generator;
+        *version = s->generator_version;
+        snprintf(params, n, "%s", s->generator_params);
+        return;
+    }
+    const ppv_generator *b = ppv_generator_builtin();
+    *name = b->name;
+    *version = b->version;
+    if (ppv_gen_config_format(&s->model, params, n) < 0) params[0] = 0;
+}
+
 static int replay_inference(diff_args *da) {
     char err[1024];
     ppv_conform_report cr;
@@ -573,6 +589,12 @@ static int replay_inference(diff_args *da) {
     uint64_t nd = differences(res.diff);
     const ppv_pp_report *run = res.run;
     int ok = nd == 0 && run->ok && cr.violations == 0;
+    /* a re-run that failed before its first result replayed nothing, and
+     * has nothing to compare */
+    int nothing = !run->ok && run->chunks_emitted == 0;
+    const char *gname, *gversion;
+    char gparams[1024];
+    recorded_generator(&res.setup, &gname, &gversion, gparams, sizeof gparams);
     if (da->json) {
         json_object *o = diff_json(res.diff, &da->o);
         json_object_object_add(o, "ok", json_object_new_boolean(ok));
@@ -595,19 +617,30 @@ static int replay_inference(diff_args *da) {
         json_object_object_add(o, "failure_mode",
                                run->ok ? NULL : json_object_new_string(ppv_failure_id(run->failure)));
         json_object_object_add(o, "chunks_emitted", json_object_new_int64(run->chunks_emitted));
-        json_object_object_add(o, "output_digest", hex_json(run->output_digest));
+        json_object_object_add(o, "replayed", json_object_new_boolean(!nothing));
+        json_object_object_add(o, "output_digest", run->ok ? hex_json(run->output_digest) : NULL);
+        json_object_object_add(o, "generator", json_object_new_string(gname));
+        json_object_object_add(o, "generator_version", json_object_new_string(gversion));
+        json_object_object_add(o, "generator_params", json_object_new_string(gparams));
         puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
     } else {
         conform_print(da->files[0], &cr);
-        printf("%s: replayed %lld recorded calls on a mesh of %d (the file is stage 0; it was "
-               "recorded on %d)%s\n",
-               da->files[0], (long long)res.calls, res.mesh, res.setup.mesh,
-               on_device(da->o.device));
+        if (nothing)
+            printf("%s: nothing was replayed: the re-run on a mesh of %d failed before its first "
+                   "result (the file holds %lld recorded calls; it was recorded on %d)%s\n",
+                   da->files[0], res.mesh, (long long)res.calls, res.setup.mesh,
+                   on_device(da->o.device));
+        else
+            printf("%s: replayed %lld recorded calls on a mesh of %d (the file is stage 0; it was "
+                   "recorded on %d)%s\n",
+                   da->files[0], (long long)res.calls, res.mesh, res.setup.mesh,
+                   on_device(da->o.device));
+        printf("generator: %s %s, settings '%s'\n", gname, gversion, gparams);
         if (!run->ok)
             printf("the re-run failed as %s: %s\n", ppv_failure_id(run->failure), run->message);
-        diff_print(res.diff, &da->o);
-        if (res.first_call >= 0)
+        if (!nothing) diff_print(res.diff, &da->o);
+        if (!nothing && res.first_call >= 0)
             printf("first differing call: #%lld (call_id %lld, chunk_index %lld)\n",
                    (long long)res.first_call, (long long)res.first_call_id,
                    (long long)res.first_chunk_index);

@@ -231,6 +231,38 @@ static void describe(const ppv_pp_options *o, FILE *f) {
     fputc('\n', f);
 }
 
+/* The generator a run's mesh runs: its name, version and settings text
+ * (the built-in's from --generator-params); name NULL for --control-only. */
+typedef struct generator_named {
+    const char *name, *version;
+    char params[512];
+} generator_named;
+
+static generator_named generator_of(const ppv_pp_options *o) {
+    generator_named g = {NULL, NULL, ""};
+    if (o->control_only) return g;
+    const ppv_generator *t = o->generator ? o->generator : ppv_generator_builtin();
+    g.name = t->name;
+    g.version = t->version;
+    if (o->generator) snprintf(g.params, sizeof g.params, "%s", o->generator_params ? o->generator_params : "");
+    else if (ppv_gen_config_format(&o->model, g.params, sizeof g.params) < 0) g.params[0] = 0;
+    return g;
+}
+
+static void print_generator(const ppv_pp_options *o) {
+    generator_named g = generator_of(o);
+    if (!g.name) printf("generator: none (control plane only)\n");
+    else printf("generator: %s %s, settings '%s'\n", g.name, g.version, g.params);
+}
+
+static void generator_json(json_object *j, const ppv_pp_options *o) {
+    generator_named g = generator_of(o);
+    json_object_object_add(j, "generator", g.name ? json_object_new_string(g.name) : NULL);
+    json_object_object_add(j, "generator_version",
+                           g.name ? json_object_new_string(g.version) : NULL);
+    json_object_object_add(j, "generator_params", g.name ? json_object_new_string(g.params) : NULL);
+}
+
 /* A replayed trace, judged (cli.h). */
 static replay_judgement judge_replay(const pp_args *a, const ppv_pp_report *r) {
     replay_judgement j;
@@ -295,7 +327,9 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         json_object_object_add(j, "overlap", ov);
         json_object_object_add(j, "max_inflight", json_object_new_int(r->max_inflight));
         json_object_object_add(j, "max_ready", json_object_new_int(r->max_ready));
-        json_object_object_add(j, "output_digest", hex_json(r->output_digest));
+        /* a run that failed has no output to digest */
+        json_object_object_add(j, "output_digest", r->ok ? hex_json(r->output_digest) : NULL);
+        generator_json(j, o);
         json_object_object_add(j, "device", json_object_new_string(o->device ? o->device : "cpu"));
         json_object_object_add(j, "transport",
                                json_object_new_string(o->proc ? ppv_proc_name(o->proc) : "mock"));
@@ -312,6 +346,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
     } else {
         printf("ppv pp: ");
         describe(o, stdout);
+        print_generator(o);
         printf("emitted %" PRId64 " chunks; generator calls per chunk (expected/observed):",
                r->chunks_emitted);
         for (int64_t k = 0; k < r->chunks_emitted && k < 32; k++)
@@ -343,8 +378,9 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                    r->overlap.score, r->overlap.samples, r->overlap.period_ms,
                    r->overlap.stage0_ms, r->overlap.stage1_ms, r->overlap.hidden_ms,
                    r->overlap.mesh_idle_ms, r->overlap.decode_ms);
-        printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
-               o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
+        if (r->ok) /* a run that failed has no output to digest */
+            printf("output digest: %016" PRIx64 "%s\n", r->output_digest,
+                   o->device && strcmp(o->device, "cpu") != 0 ? " (generator on cuda)" : "");
         if (o->proc)
             printf("transport: %s, %d processes (no trace: the transport, not ppv, orders the "
                    "ranks)\n",
@@ -501,6 +537,7 @@ static int compare_kv(pp_args *a) {
                                out.bitwise_equal ? NULL : json_object_new_string(out_where));
         json_object_object_add(j, "stash_output_digest", hex_json(s->output_digest));
         json_object_object_add(j, "recompute_output_digest", hex_json(r->output_digest));
+        generator_json(j, &a->o);
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
@@ -508,6 +545,7 @@ static int compare_kv(pp_args *a) {
         printf("ppv pp --compare-kv: KV stash against KV recompute (every %d), ",
                a->o.recompute_every);
         describe(&ro, stdout);
+        print_generator(&a->o);
         if (no_kv)
             printf("kv caches: not compared (generator %s %s keeps no snapshot)\n",
                    a->o.generator->name, a->o.generator->version);
