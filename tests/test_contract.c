@@ -663,6 +663,38 @@ static uint64_t digest_by_definition(const unsigned char *p, size_t n) {
     return h ^ h >> 29;
 }
 
+/* spec/digests.md's test vectors, which python/ppv/digest.py (the
+ * reference) gives too (tests/python/test_record.py): inputs of n bytes
+ * 0, 1, ..., n-1, as the spec defines them. */
+static void test_digests_give_the_specs_test_vectors(void **state) {
+    (void)state;
+    unsigned char bytes[64];
+    for (int i = 0; i < 64; i++) bytes[i] = (unsigned char)i;
+    static const struct {
+        size_t n;
+        uint64_t words, fnv;
+    } v[] = {
+        {0, 0xbc4be1c4bb7314f2ULL, 0x14650fb0739d0383ULL},
+        {31, 0x519bb161b6ec4eecULL, 0xa53c4f9d3201a46eULL},
+        {32, 0x512b4da984902300ULL, 0xc71fb91bf8ca6c03ULL},
+        {33, 0xcd54939c3be23c49ULL, 0x2553ad87bff5bf79ULL},
+    };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        assert_int_equal(ppv_digest_words(bytes, v[k].n), v[k].words);
+        assert_int_equal(ppv_digest(bytes, v[k].n), v[k].fnv);
+    }
+    /* the byte digest's basis is FNV's offset basis with its last digit
+     * dropped, not FNV-1a's: the empty input shows it */
+    assert_int_equal(ppv_digest(bytes, 0), 1469598103934665603ULL);
+    assert_true(ppv_digest(bytes, 0) != 14695981039346656037ULL);
+    /* the envelope chain: "call_id=5\n", then one tensor of bytes 0..33 */
+    ppv_tensor t = {.dtype = PPV_DTYPE_BF16, .rank = 1, .dims = {17}, .data = bytes};
+    const ppv_tensor *ts[1] = {&t};
+    assert_int_equal(pp_envelope_digest_text("call_id=5\n", 10, ts, 1), 0x7ac67418da5d56bcULL);
+    assert_int_equal(ppv_generator_digest("tp-mlp", "1", "hidden=32,seed=9"),
+                     0x24ea5d73125440b3ULL);
+}
+
 /* Stage 0 seals an envelope from the frame it sends (pp_frame_seal): the
  * same digest and the same bytes as framing the envelope with the digest
  * ppv_envelope_digest gives, with KV recompute's tensors and without. The
@@ -898,6 +930,7 @@ int main(void) {
         cmocka_unit_test(test_metadata_floats_round_trip_to_the_bit),
         cmocka_unit_test(test_measured_times_are_written_as_printf_writes_them_and_read_back),
         cmocka_unit_test(test_output_digest_follows_its_definition_and_sees_every_word),
+        cmocka_unit_test(test_digests_give_the_specs_test_vectors),
         cmocka_unit_test(test_a_sealed_frame_is_the_frame_of_the_sealed_envelope),
         cmocka_unit_test(test_tensor_blocks_come_back_zeroed_and_mix_with_malloc),
         cmocka_unit_test(test_the_same_bytes_unframed_again_are_the_same_envelope),

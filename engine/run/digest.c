@@ -1,6 +1,8 @@
-/* digest.c - the digests a run reports and a trace or recording compares:
- * FNV-1a over bytes, and a four-lane FNV-1a over 8-byte words for large
- * tensors. Both are the same on every host (little-endian words).
+/* digest.c - the digests a run reports and a trace or recording compares,
+ * as spec/digests.md defines them: ppv-fnv64 over bytes (FNV-1a's step
+ * from ppv's own basis, not FNV's), and ppv-words64x4, four lanes over
+ * 8-byte words for large tensors. Both are the same on every host
+ * (little-endian words); python/ppv/digest.py is the reference.
  */
 #include <stdint.h>
 #include <string.h>
@@ -31,7 +33,7 @@ static inline uint64_t le64(const unsigned char *p) {
 uint64_t ppv_digest_words(const void *data, size_t n) {
     static const uint64_t prime = 1099511628211ULL;
     const unsigned char *p = data;
-    /* four lanes, each FNV-1a over every fourth 8-byte word: the lanes'
+    /* four lanes, each FNV-1a's step over every fourth 8-byte word: the lanes'
      * chains run side by side; each step is a bijection of its lane, so a
      * change to any one word always changes the digest */
     uint64_t a = 1469598103934665603ULL, b = 0x9e3779b97f4a7c15ULL, c = 0xc2b2ae3d27d4eb4fULL,

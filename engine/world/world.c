@@ -928,7 +928,7 @@ int ppv_world_run(ppv_world *w, ppv_rank_main fn, void *arg, ppv_world_result *r
     res->sends = w->nsends;
     res->fault_applied = w->fault_applied;
     res->pct_fired = w->pct_fired;
-    /* FNV-1a over the decisions' 4 little-endian bytes each; a rank below
+    /* ppv-fnv64 (spec/digests.md) over the decisions' 4 little-endian bytes each; a rank below
      * 256 has three zero bytes, whose steps are three multiplications */
     const uint64_t prime = 1099511628211ULL, prime4 = prime * prime * prime * prime;
     uint64_t h = 1469598103934665603ULL;

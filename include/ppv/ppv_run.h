@@ -123,7 +123,7 @@ typedef struct ppv_run_report {
     int64_t *core_rebuilds;
     float *grads;         /* all layers' gradients, summed over microbatches in order */
     size_t ngrads;
-    uint64_t grad_digest; /* FNV-1a of grads */
+    uint64_t grad_digest; /* ppv-fnv64 of grads (ppv_digest) */
     int64_t *peak_bytes;      /* [nranks] measured by the engine's allocator */
     int64_t *predicted_bytes; /* [nranks] from the schedule alone */
     /* Most microbatch weight-gradient buffers held at once: a finished W's
@@ -161,10 +161,14 @@ int ppv_run_reference(const ppv_model_config *cfg, int32_t nmb, float **grads, s
 int ppv_predict_activation_bytes(const ppv_schedule *s, const ppv_stage_bytes *bytes,
                                  const ppv_recompute *recompute, int64_t *peak);
 
-/* FNV-1a over n bytes (the training gradients' digest). */
+/* ppv-fnv64 over n bytes (spec/digests.md): FNV-1a's step from
+ * 1469598103934665603, FNV's offset basis with its last digit dropped, so
+ * not FNV-1a itself (kept: recordings and traces depend on it). The
+ * training gradients' digest. */
 uint64_t ppv_digest(const void *data, size_t n);
 /* A digest of n bytes read as little-endian 8-byte words in four
- * interleaved FNV-1a lanes (the tail zero-padded, the length folded in):
+ * interleaved lanes of FNV-1a's step (the tail zero-padded, the length
+ * folded in): ppv-words64x4, spec/digests.md:
  * several times faster than ppv_digest, and any change to one word changes
  * it. The inference contract's output_digest_i64 and the pipeline's output
  * digest, which are taken on every chunk. */

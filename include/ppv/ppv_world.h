@@ -292,7 +292,7 @@ typedef struct ppv_world_result {
     int64_t steps;         /* scheduler decisions taken */
     int64_t sends;         /* point-to-point sends made (what a fault's point counts) */
     int fault_applied;     /* the fault was put in (its send was reached) */
-    uint64_t trace_digest; /* FNV-1a of the decisions */
+    uint64_t trace_digest; /* ppv-fnv64 of the decisions (spec/digests.md) */
     ppv_wait *blocked;     /* DEADLOCK/HANG: every rank not done */
     int32_t nblocked;
     ppv_wait *cycle; /* the wait-for cycle, when there is one */

@@ -78,6 +78,7 @@ import time
 import h5py
 import numpy as np
 
+from . import digest as _digest
 from ._contract import (ACTIONS, ENVELOPE_FIELDS, ENVELOPE_TENSORS, OPTIONAL_FIELDS, RESULT_FIELDS,
                         RESULT_TENSORS)
 
@@ -104,23 +105,9 @@ EVENT_BLOCK = 4096
 
 
 def digest(latents):
-    """ppv's digest of a tensor's bytes (engine/run/digest.c's
-    ppv_digest_words): four FNV-1a lanes over the 8-byte little-endian words,
-    folded together; what output_digest_i64 holds, as a signed int64."""
-    data = np.ascontiguousarray(latents).tobytes()
-    mask, prime = (1 << 64) - 1, 1099511628211
-    lanes = [1469598103934665603, 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9]
-    whole = len(data) // 32 * 32
-    words = np.frombuffer(data[:whole], dtype="<u8").reshape(-1, 4)
-    tail = np.frombuffer(data[whole:] + bytes(32 - (len(data) - whole)), dtype="<u8")
-    for row in list(words) + [tail]:
-        for i in range(4):
-            lanes[i] = ((lanes[i] ^ int(row[i])) * prime) & mask
-    h = (len(data) * prime) & mask
-    for lane in lanes:
-        h = ((h ^ lane) * prime) & mask
-    h ^= h >> 29
-    return h - (1 << 64) if h >= 1 << 63 else h
+    """What output_digest_i64 holds for a tensor (as a signed int64): the
+    reference implementation's (ppv.digest.output_digest_i64, spec/digests.md)."""
+    return _digest.output_digest_i64(latents)
 
 
 def bf16_type():

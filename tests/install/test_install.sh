@@ -75,7 +75,7 @@ for f in ppvConfig.cmake ppvConfigVersion.cmake ppvTargets.cmake; do
 done
 check_file "$PPV_LIBDIR/pkgconfig/ppv.pc"
 # the Python package, with the contract's field list inside it
-for f in __init__.py record.py _contract.py; do
+for f in __init__.py record.py _contract.py digest.py; do
     check_file "$PPV_PYTHONDIR/ppv/$f"
 done
 for page in $PPV_MAN_PAGES; do

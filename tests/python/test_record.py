@@ -14,6 +14,7 @@ import unittest
 import h5py
 import numpy as np
 
+from ppv import digest
 from ppv import record
 from ppv import _contract
 
@@ -74,6 +75,57 @@ class Recording(unittest.TestCase):
 
     def path(self, name):
         return os.path.join(self.dir.name, name)
+
+    def test_digest_reference_gives_the_specs_vectors(self):
+        """python/ppv/digest.py against spec/digests.md's table (the C gives
+        the same: test_contract's test_digests_give_the_specs_test_vectors)."""
+        text = source("spec/digests.md")
+        rows = re.findall(r"^\| (\d+) bytes 0\.\.n-1 \| `([0-9a-f]{16})` \| `([0-9a-f]{16})` \|$",
+                          text, re.M)
+        self.assertEqual([int(n) for n, _, _ in rows], [0, 31, 32, 33])
+        for n, words, fnv in rows:
+            data = bytes(range(int(n)))
+            self.assertEqual("%016x" % digest.ppv_words64x4(data), words)
+            self.assertEqual("%016x" % digest.ppv_fnv64(data), fnv)
+        self.assertEqual(digest.PPV_BASIS, 1469598103934665603)
+        self.assertEqual(digest.FNV_BASIS, 14695981039346656037)
+        self.assertEqual("%016x" % digest.envelope_digest(b"call_id=5\n", [bytes(range(34))]),
+                         "7ac67418da5d56bc")
+        self.assertEqual("%016x" % digest.generator_digest("tp-mlp", "1", "hidden=32,seed=9"),
+                         "24ea5d73125440b3")
+        # a shipped golden's first latents_out, written by ppv's C
+        with h5py.File(os.path.join(SOURCE, "golden", "infer_pp1_stash_cut.h5"), "r") as f:
+            res = f["inference/calls/call_000000/result"]
+            ds = res["latents_out"]
+            bits = np.empty(ds.shape, dtype="<u2")
+            ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=ds.id.get_type())
+            self.assertEqual(digest.output_digest_i64(bits), int(res.attrs["output_digest_i64"]))
+        self.assertIn("| `golden/infer_pp1_stash_cut.h5` call 0's `latents_out` | `%016x` |"
+                      % digest.ppv_words64x4(bits), text)
+
+    def test_run_output_digest_is_the_one_ppv_pp_prints(self):
+        rec = self.path("chain.h5")
+        r = run("pp", "--chunks", "3", "--record", rec)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        printed = re.search(r"^output digest: ([0-9a-f]{16})$", r.stdout, re.M).group(1)
+        chunks = []
+        with h5py.File(rec, "r") as f:
+            for k in range(3):
+                ds = f["inference/calls/call_%06d/result/latents_out" % k]
+                bits = np.empty(ds.shape, dtype="<u2")
+                ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=ds.id.get_type())
+                chunks.append(bits)
+        self.assertEqual("%016x" % digest.run_output_digest(chunks), printed)
+
+    def test_setup_digest_is_the_one_ppv_records(self):
+        rec = self.path("gen.h5")
+        r = run("pp", "--chunks", "2", "--generator-params", "layers=1", "--record", rec)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(rec, "r") as f:
+            g = f["inference/generator"]
+            want = digest.signed(digest.generator_digest(
+                "ppv-dit", "1", "layers=1,d_model=32,n_heads=4,d_ff=64,seed=1"))
+            self.assertEqual(int(g.attrs["setup_digest"]), want)
 
     def test_digest_is_the_one_ppv_records(self):
         rec = self.path("pp.h5")
