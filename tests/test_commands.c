@@ -101,7 +101,8 @@ static const char *sample_value(const char *opt) {
         {"--generator-params", "layers=1"},                   {"--frame", "32x48"},
         {"--envelope-digest", "off"},   {"--fingerprint-every", "2"},
         {"--seed-bug", "decode-first"}, {"--cost", "decode=1,call=2"},  {"--heartbeat", "0.5"},
-        {"--worker-watchdog", "3"}, {"--idle", "2"},           {"--call-timeout", "60"}};
+        {"--worker-watchdog", "3"}, {"--idle", "2"},           {"--call-timeout", "60"},
+        {"--repeat", "2"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
     return NULL;

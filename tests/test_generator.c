@@ -396,6 +396,72 @@ static void test_reports_name_the_generator_and_a_failed_run_has_no_digest(void 
     run_free(&r);
 }
 
+/* --repeat runs the configuration again in fresh generator state and
+ * names the first call whose output differs; the explorer says a target
+ * that differs in the reference's own order is not deterministic, rather
+ * than blaming the interleaving. */
+static void test_a_generator_that_is_not_deterministic_is_named(void **state) {
+    (void)state;
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP, "--chunks", "3", "--repeat", "3");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\nrepeat: 3 runs in fresh generator state, every result's "
+                                  "output digest the same\nresult: OK\n"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "drift=1", "--chunks", "3",
+            "--repeat", "3");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "\nrepeat: the generator is not deterministic: run 2 of 3 gave "
+                                  "call_id 0 (chunk_index 0, cache_epoch 0) output digest "));
+    assert_non_null(strstr(r.out, "\nresult: PROBLEM\n"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "drift=1", "--chunks", "3",
+            "--repeat", "2", "--json");
+    assert_int_equal(r.code, 1);
+    json_object *o = json_tokener_parse(r.out), *rp, *v;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "repeat", &rp));
+    assert_true(json_object_object_get_ex(rp, "deterministic", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(rp, "first_differing_run", &v));
+    assert_int_equal(json_object_get_int(v), 2);
+    assert_true(json_object_object_get_ex(rp, "first_differing_call_id", &v));
+    assert_int_equal(json_object_get_int(v), 0);
+    json_object_put(o);
+    run_free(&r);
+    /* without --repeat each run alone passes: the gate needs it */
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "drift=1", "--chunks", "3");
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("pp", "--repeat", "2", "--compare-kv");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--repeat compares runs of a generator on the mock; it takes "
+                                  "no --compare-kv"));
+    run_free(&r);
+    r = RUN("pp", "--repeat", "0");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    /* the explorer: different in the reference's own order (run 0), and
+     * different only from a later run on (minimised to round-robin) */
+    static const char *const changed = "the target, not the interleaving, differs from run to run "
+                                       "(it is not deterministic: a clock, rand(), state kept from "
+                                       "run to run)";
+    r = RUN("fuzz", "pp", "--generator", PPV_MISBEHAVE, "--generator-params", "drift=1",
+            "--chunks", "2", "--runs", "5");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "failure at run 0 (round-robin"));
+    assert_non_null(strstr(r.out, changed));
+    assert_null(strstr(r.out, "depends on the interleaving"));
+    run_free(&r);
+    r = RUN("fuzz", "pp", "--generator", PPV_MISBEHAVE, "--generator-params", "drift=12",
+            "--chunks", "2", "--runs", "20");
+    assert_int_equal(r.code, 1);
+    assert_null(strstr(r.out, "failure at run 0 "));
+    assert_non_null(strstr(r.out, "\nminimal: round-robin but at 0 steps"));
+    assert_non_null(strstr(r.out, "the reference's own order fails now, with no decision forced: "));
+    assert_non_null(strstr(r.out, changed));
+    run_free(&r);
+}
+
 /* close is owed after every open that succeeded, also one that shared
  * nothing, and a close that fails is named as an open that fails is. */
 static void test_close_follows_every_open_and_its_failure_is_named(void **state) {
@@ -569,6 +635,7 @@ int main(void) {
         cmocka_unit_test(test_a_plugin_that_cannot_be_used_is_refused_at_load),
         cmocka_unit_test(test_a_plugin_that_ends_the_process_fails_the_run_naming_itself),
         cmocka_unit_test(test_close_follows_every_open_and_its_failure_is_named),
+        cmocka_unit_test(test_a_generator_that_is_not_deterministic_is_named),
         cmocka_unit_test(test_reports_name_the_generator_and_a_failed_run_has_no_digest),
         cmocka_unit_test(test_python_twin_gives_the_c_plugins_bits),
         cmocka_unit_test(test_python_exceptions_are_failures_that_name_the_call),

@@ -221,6 +221,22 @@ int timeout_option(const char *arg, double *out);
  * failure (JSON with json). The commands that run generators arm it once
  * their options are read. */
 #define PPV_GUARD_CALL_TIMEOUT_S 300
+
+/* ppv pp --repeat (repeat.c): the first run that differs from run 1, and
+ * where. */
+typedef struct repeat_verdict {
+    int32_t runs; /* made in all (1: nothing was repeated) */
+    int same;     /* every run decoded run 1's results, bit for bit */
+    int32_t run;  /* the first run that did not (2..runs) */
+    int64_t call_id, chunk_index, cache_epoch; /* its first differing result (-1: none) */
+    uint64_t digest, first_digest;             /* that result's output digest, and run 1's */
+    char why[640];
+} repeat_verdict;
+/* Runs o `runs` times, each in fresh generator state, keeping the first
+ * run's report (*first: recorded and traced as o asks; the others only
+ * compared). 0 with *first and v, or -1 with the reason. */
+int repeat_pp(const ppv_pp_options *o, int32_t runs, ppv_pp_report **first, repeat_verdict *v,
+              char *err, size_t errlen);
 /* --call-timeout: seconds in (0, 1e6], or 0 for no bound; 0, or -1 after
  * the usage message. */
 int guard_call_timeout_option(const char *arg);

@@ -170,6 +170,22 @@ static int demo_pp(void) {
             failures += !good;
             ppv_pp_report_free(r);
         }
+    { /* determinism checked, not assumed (ppv pp --repeat 3) */
+        ppv_pp_options o = ppv_pp_defaults();
+        ppv_pp_report *r = NULL;
+        repeat_verdict v;
+        char err[512];
+        if (repeat_pp(&o, 3, &r, &v, err, sizeof err) < 0) {
+            printf("repeat: ERROR: %s\n", err);
+            failures++;
+        } else {
+            int good = r->ok && v.same && v.runs == 3;
+            printf("\nrepeat (mesh 2, 8 chunks, 3 runs in fresh generator state): %s\n",
+                   good ? "every result's output digest the same" : v.same ? r->message : v.why);
+            failures += !good;
+        }
+        ppv_pp_report_free(r);
+    }
     printf("\nbreak-it matrix (mesh 2, 4 chunks): each fault against what it must produce\n");
     for (int i = 1; i < PPV_INJECT_COUNT; i++) {
         ppv_pp_options o = ppv_pp_defaults();

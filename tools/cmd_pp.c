@@ -19,6 +19,8 @@ typedef struct pp_args {
     const char *transport;   /* --transport mpi or nccl (NULL: the mock) */
     const char *mock_option; /* an option of the mock's that was given */
     int timeout_given;
+    int32_t repeat;    /* --repeat (1: once) */
+    repeat_verdict rv; /* what the repeats showed */
 } pp_args;
 
 /* pp's options: the pipeline's (cli.h: PIPE_*), pp's own and its transport's. */
@@ -30,6 +32,7 @@ static const cli_option pp_options[] = {PP_OPTIONS(CLI_OPTION, CLI_PIPE_OPTION)
 static int parse_pp_args(int argc, char **argv, pp_args *a) {
     memset(a, 0, sizeof *a);
     a->o = ppv_pp_defaults();
+    a->repeat = 1;
     cli_parser p;
     CLI_BEGIN(&p, argv, pp_options, 0);
     int c;
@@ -91,6 +94,12 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         case OPT_COMPARE_KV:
             a->compare_kv = 1;
             break;
+        case OPT_REPEAT: {
+            long long n;
+            if (whole_option("--repeat", optarg, 1, 1000, &n) < 0) return PPV_EXIT_BAD_INPUT;
+            a->repeat = (int32_t)n;
+            break;
+        }
         case OPT_JSON:
             a->json = 1;
             break;
@@ -135,6 +144,12 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         return usage_error("--compare-kv runs its own two configurations: it takes no --record, "
                            "--trace-out, --inject or --control-only%s",
                            "");
+    if (a->repeat > 1 && (a->compare_kv || a->replay || a->transport || a->o.control_only))
+        return usage_error("--repeat compares runs of a generator on the mock; it takes no %s",
+                           a->compare_kv  ? "--compare-kv (which runs its own two)"
+                           : a->replay    ? "--replay"
+                           : a->transport ? "--transport"
+                                          : "--control-only (no generator runs)");
     if (a->replay) {
         if (a->compare_kv)
             return usage_error("--replay runs one interleaving; --compare-kv runs two%s", "");
@@ -340,6 +355,21 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
             json_object_array_add(bl, wait_json(&r->world.blocked[k]));
         json_object_object_add(j, "blocked", bl);
         json_object_object_add(j, "replay", a->replay ? replay_json(&rj, &a->rt.verdict) : NULL);
+        json_object *rp = NULL;
+        if (a->rv.runs > 1) {
+            rp = json_object_new_object();
+            json_object_object_add(rp, "runs", json_object_new_int(a->rv.runs));
+            json_object_object_add(rp, "deterministic", json_object_new_boolean(a->rv.same));
+            json_object_object_add(rp, "first_differing_run",
+                                   a->rv.same ? NULL : json_object_new_int(a->rv.run));
+            json_object_object_add(rp, "first_differing_call_id",
+                                   a->rv.same || a->rv.call_id < 0
+                                       ? NULL
+                                       : json_object_new_int64(a->rv.call_id));
+            json_object_object_add(rp, "message",
+                                   a->rv.same ? NULL : json_object_new_string(a->rv.why));
+        }
+        json_object_object_add(j, "repeat", rp);
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
@@ -397,10 +427,18 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                                  : "ok, the fault counted",
                    ppv_pp_point_name(ppv_pp_inject_caught_by(o->inject)),
                    expected ? "it did" : "IT DID NOT");
+        if (a->rv.runs > 1 && a->rv.same)
+            printf("repeat: %d runs in fresh generator state, every result's output digest the "
+                   "same\n",
+                   a->rv.runs);
+        else if (a->rv.runs > 1)
+            printf("repeat: %s\n", a->rv.why);
         if (!print_replay(&rj, &a->rt.verdict, r->world.message))
-            printf("result: %s\n", r->ok ? "OK" : o->inject && expected ? "CAUGHT" : "PROBLEM");
+            printf("result: %s\n", r->ok && a->rv.same  ? "OK"
+                                   : o->inject && expected ? "CAUGHT"
+                                                           : "PROBLEM");
     }
-    return expected ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    return expected && a->rv.same ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 }
 
 /* ---- --record ------------------------------------------------------------------------ */
@@ -638,7 +676,7 @@ static int run_pp(pp_args *ap) {
     guard_arm(a.json);
     progress pr; /* stage 0's process draws it: it decodes the chunks */
     progress_attach_pp(&a.o, &pr, "pp", a.json || !lead);
-    int ran = ppv_pp_run(&a.o, &r, err, sizeof err);
+    int ran = repeat_pp(&a.o, a.repeat, &r, &a.rv, err, sizeof err);
     progress_end(&pr);
     if (ran < 0) {
         fprintf(stderr, "ppv pp: %s\n", err);

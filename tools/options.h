@@ -329,6 +329,11 @@
          "collectives do not count); then the run ends as PPV-GENERATOR naming the call, exit 1 "  \
          "(0: no bound)",                                                                          \
          "300")                                                                                    \
+    X(REPEAT, 0, "repeat", "N",                                                                    \
+      "run the same configuration N times, each in fresh generator state, and compare every "      \
+      "result's output digest with the first run's: a generator that is not deterministic fails " \
+      "(exit 1), naming the first call that differs (--record and --trace-out keep the first run)", \
+      "1")                                                                                         \
     X(RECORD, 0, "record", "FILE.h5",                                                              \
       "write every envelope and result in call order, with the mesh's "                            \
       "setup, as an inference recording (temporary name, then renamed)",                           \

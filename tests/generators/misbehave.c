@@ -11,6 +11,10 @@
  *   die=exit|_exit|segv|abort|loop   at call `at` the plug-in ends the
  *               process (exit(0), _exit(0)), crashes, aborts or never
  *               returns: the plug-in guard must name it (tools/guard.c)
+ *   drift=K     not deterministic: from the process's K-th create on,
+ *               every output's first value is moved by a count of creates
+ *               kept in a global, so each run of the same configuration
+ *               differs from the last (--repeat, the explorer)
  * on mesh rank `rank` (default: the last), at its call `at` (default 2).
  * Built with MISBEHAVE_ABI, the table declares that interface version;
  * with MISBEHAVE_VARIANT 2 it has no name, 3 an open without a close, 4 a
@@ -32,9 +36,11 @@
 typedef struct bad {
     ppv_generator_comm comm;
     char fail[16], die[16];
-    int extra, skip, world, bigger, badroot, nostate, rank, at, me, calls;
+    int extra, skip, world, bigger, badroot, nostate, rank, at, me, calls, drift;
     size_t values;
 } bad;
+
+static int creates; /* drift=1's state kept from run to run: what a plug-in must not do */
 
 static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *comm, void **state,
                       char *err, size_t errlen) {
@@ -45,6 +51,7 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
     b->at = 2;
     b->me = s->mesh_rank;
     b->values = (size_t)s->channels * (size_t)(s->latent_h * s->latent_w);
+    creates++;
     for (const char *p = s->params; *p;) {
         char key[16], val[16];
         int n = 0;
@@ -59,6 +66,7 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
         else if (!strcmp(key, "rank")) b->rank = atoi(val);
         else if (!strcmp(key, "at")) b->at = atoi(val);
         else if (!strcmp(key, "die")) snprintf(b->die, sizeof b->die, "%s", val);
+        else if (!strcmp(key, "drift")) b->drift = atoi(val) && creates >= atoi(val) ? creates : 0;
         p += n + (p[n] == ',');
     }
     if (!strcmp(b->fail, "create") && b->me == b->rank) {
@@ -117,6 +125,7 @@ static int bad_call(void *state, const ppv_generator_call *a, char *err, size_t 
                                b->comm.size);
     if (rc) return rc;
     memcpy(a->out, a->latents, (size_t)a->frames * b->values * sizeof *a->out);
+    a->out[0] = (uint16_t)(a->out[0] + b->drift);
     return 0;
 }
 
