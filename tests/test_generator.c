@@ -125,7 +125,8 @@ static void test_tp_mlp_recompute_equals_stash(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "kv caches: bitwise equal"));
     assert_non_null(strstr(r.out, "outputs: bitwise equal"));
-    assert_non_null(strstr(r.out, "nothing was evicted, so the two must be bitwise equal"));
+    assert_non_null(strstr(r.out, "generator tp-mlp 1 declares its cache frame-local, so all 5 "
+                                  "chunks must be bitwise equal, evicted or not"));
     run_free(&r);
     /* snapshots that differ in size from rank to rank are refused, not
      * written past the chunk's buffer */
@@ -462,6 +463,65 @@ static void test_a_generator_that_is_not_deterministic_is_named(void **state) {
     run_free(&r);
 }
 
+/* --compare-kv says what it can prove: caches of other sizes always fail;
+ * chunks whose epoch evicted nothing must be equal; after eviction only a
+ * generator that declares its cache frame-local must still be equal. */
+static void test_compare_kv_says_what_it_can_prove(void **state) {
+    (void)state;
+    static const struct {
+        const char *plugin, *params;
+        int code;
+        const char *want;
+    } cases[] = {
+        {PPV_MISBEHAVE_CACHE, "forget=1", 1,
+         "kv caches: differ in size: chunk 1: stash holds 6 values, recompute 4\n"},
+        {PPV_MISBEHAVE_CACHE, "forget=1", 1,
+         "result: PROBLEM (the caches differ in size (chunk 1: stash holds 6 values, recompute "
+         "4): eviction never changes a cache's size, so the rebuild leaves frames out or adds "
+         "some)\n"},
+        {PPV_MISBEHAVE_CACHE, "skew=1", 1,
+         "result: PROBLEM (recompute and stash differ at chunk 1, mesh rank 0, value 0 of its "
+         "snapshot, before the window evicted anything in that epoch)\n"},
+        {PPV_MISBEHAVE_CACHE, "mix=1", 0,
+         "the window evicted frames from chunk 3 on: the 3 chunks before any eviction in their "
+         "epoch must be bitwise equal; the others may legitimately differ (the generator does "
+         "not declare its cache frame-local)\nresult: OK\n"},
+        {PPV_MISBEHAVE_LOCAL, "mix=1", 1,
+         "result: PROBLEM (recompute and stash differ at chunk 3, mesh rank 0, value 0 of its "
+         "snapshot, and the generator declares its cache frame-local)\n"},
+        {PPV_MISBEHAVE_LOCAL, "", 0,
+         "generator misbehave 1 declares its cache frame-local, so all 8 chunks must be bitwise "
+         "equal, evicted or not\nresult: OK\n"},
+        {PPV_TP_MLP, "", 0, "kv caches: bitwise equal\noutputs: bitwise equal\ngenerator tp-mlp 1 "
+                            "declares its cache frame-local"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_result r = RUN("pp", "--generator", cases[k].plugin, "--generator-params",
+                           cases[k].params, "--compare-kv", "--chunks", "8");
+        if (r.code != cases[k].code || !strstr(r.out, cases[k].want))
+            fail_msg("%s %s: exit %d, '%s' lacks '%s'", cases[k].plugin, cases[k].params, r.code,
+                     r.out, cases[k].want);
+        run_free(&r);
+    }
+    /* the built-in differs after eviction, and says by how much, relative too */
+    run_result r = RUN("pp", "--compare-kv", "--chunks", "8");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kv caches: differ: max "));
+    assert_non_null(strstr(r.out, ", max rel "));
+    assert_non_null(strstr(r.out, ", first at chunk 3, layer "));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE_CACHE, "--generator-params", "forget=1",
+            "--compare-kv", "--chunks", "8", "--json");
+    assert_int_equal(r.code, 1);
+    char *v = json_member(r.out, "kv_sizes_differ");
+    assert_string_equal(v, "true");
+    free(v);
+    v = json_member(r.out, "ok");
+    assert_string_equal(v, "false");
+    free(v);
+    run_free(&r);
+}
+
 /* close is owed after every open that succeeded, also one that shared
  * nothing, and a close that fails is named as an open that fails is. */
 static void test_close_follows_every_open_and_its_failure_is_named(void **state) {
@@ -477,17 +537,17 @@ static void test_close_follows_every_open_and_its_failure_is_named(void **state)
  * against another interface version: refused before anything runs. */
 static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
     (void)state;
-    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE_ABI2);
+    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE_NEWER);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "was built against version 2 of the generator interface; this "
-                                  "ppv has version 1"));
+    assert_non_null(strstr(r.err, "was built against version 3 of the generator interface; this "
+                                  "ppv has version 2"));
     assert_string_equal(r.out, "");
     run_free(&r);
     /* an older interface is refused as a newer one is */
-    r = RUN("pp", "--generator", PPV_MISBEHAVE_ABI0);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE_OLDER);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "was built against version 0 of the generator interface; this "
-                                  "ppv has version 1"));
+    assert_non_null(strstr(r.err, "was built against version 1 of the generator interface; this "
+                                  "ppv has version 2"));
     run_free(&r);
     const char *text = tmp_path("not_a_plugin.so");
     FILE *fp = fopen(text, "w");
@@ -499,9 +559,9 @@ static void test_a_plugin_that_cannot_be_used_is_refused_at_load(void **state) {
     assert_non_null(strstr(r.err, "--generator: cannot load the generator: "));
     run_free(&r);
     r = RUN("replay", data_path("../../golden/infer_pp1_stash_cut.h5"), "--generator",
-            PPV_MISBEHAVE_ABI2);
+            PPV_MISBEHAVE_NEWER);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "was built against version 2"));
+    assert_non_null(strstr(r.err, "was built against version 3"));
     run_free(&r);
     r = RUN("pp", "--generator", PPV_MISBEHAVE_NONAME);
     assert_int_equal(r.code, 2);
@@ -636,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_a_plugin_that_ends_the_process_fails_the_run_naming_itself),
         cmocka_unit_test(test_close_follows_every_open_and_its_failure_is_named),
         cmocka_unit_test(test_a_generator_that_is_not_deterministic_is_named),
+        cmocka_unit_test(test_compare_kv_says_what_it_can_prove),
         cmocka_unit_test(test_reports_name_the_generator_and_a_failed_run_has_no_digest),
         cmocka_unit_test(test_python_twin_gives_the_c_plugins_bits),
         cmocka_unit_test(test_python_exceptions_are_failures_that_name_the_call),

@@ -705,11 +705,12 @@ static void test_command_compare_kv_says_equal_or_evicted(void **state) {
     run_result r = RUN("pp", "--compare-kv", "--kv-window", "30", "--chunks", "4");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "kv caches: bitwise equal\noutputs: bitwise equal\n"
-                                  "nothing was evicted, so the two must be bitwise equal\n"));
+                                  "nothing was evicted, so all 4 chunks must be bitwise equal\n"));
     run_free(&r);
     r = RUN("pp", "--compare-kv", "--kv-window", "3", "--chunks", "4", "--json");
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "\"evicted\":true,\"kv_bitwise_equal\":false"));
+    assert_non_null(strstr(r.out, "\"evicted\":true,\"first_evicted_chunk\":2,"));
+    assert_non_null(strstr(r.out, "\"kv_bitwise_equal\":false,"));
     assert_non_null(strstr(r.out, "\"kv_first_difference\":\"chunk 2, layer "));
     run_free(&r);
 }

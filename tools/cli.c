@@ -366,6 +366,10 @@ json_object *hex_json(uint64_t v) {
     return json_object_new_string(buf);
 }
 
+json_object *finite_json(double v) {
+    return isfinite(v) ? json_object_new_double(v) : NULL;
+}
+
 json_object *wait_json(const ppv_wait *w) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "rank", json_object_new_int(w->rank));

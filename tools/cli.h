@@ -255,6 +255,9 @@ int model_spec(const char *arg, ppv_model_spec *m);
 
 /* A 64-bit digest as a 16-digit hex JSON string. */
 struct json_object *hex_json(uint64_t v);
+/* A figure as a JSON number, or null when it is not finite (JSON has no
+ * NaN or infinity). */
+struct json_object *finite_json(double v);
 struct json_object *wait_json(const ppv_wait *w);
 /* Writes w's decisions as a trace file (atomically); -1 after a message. */
 int write_trace_file(const char *path, const ppv_world *w, int deviations,

@@ -463,11 +463,59 @@ static void print_diff(const char *what, const ppv_grad_diff *d, const char *whe
     if (d->bitwise_equal)
         printf("%s: bitwise equal\n", what);
     else
-        printf("%s: differ: max %" PRIu64 " ULP, max abs %.9g, first at %s (stash %.9g, "
-               "recompute %.9g)\n",
-               what, d->max_ulp, d->max_abs, where, (double)d->first_b, (double)d->first_a);
+        printf("%s: differ: max %" PRIu64 " ULP, max abs %.9g, max rel %.9g, first at %s (stash "
+               "%.9g, recompute %.9g)\n",
+               what, d->max_ulp, d->max_abs, d->max_rel, where, (double)d->first_b,
+               (double)d->first_a);
 }
 
+/* Folds chunk d into the running total t, keeping t's first difference
+ * (and where, from where_now) and the largest figures. */
+static void fold_diff(ppv_grad_diff *t, const ppv_grad_diff *d, char *where, size_t n,
+                      const char *where_now) {
+    if (d->bitwise_equal) return;
+    if (t->bitwise_equal) {
+        *t = *d;
+        snprintf(where, n, "%s", where_now);
+        return;
+    }
+    if (d->max_ulp > t->max_ulp) t->max_ulp = d->max_ulp;
+    if (d->max_abs > t->max_abs) t->max_abs = d->max_abs;
+    if (d->max_rel > t->max_rel) t->max_rel = d->max_rel;
+}
+
+/* Where index i of chunk k's KV snapshot is, in words. */
+static void kv_place(const pp_args *a, const ppv_pp_report *s, int64_t k, size_t i, char *buf,
+                     size_t n) {
+    const ppv_gen_config *g = &a->o.model;
+    size_t part = s->kv_floats[k] / (size_t)a->o.mesh;
+    int32_t rank = (int32_t)(i / part);
+    size_t in = i % part;
+    if (a->o.generator) {
+        snprintf(buf, n, "chunk %" PRId64 ", mesh rank %d, value %zu of its snapshot", k, rank, in);
+        return;
+    }
+    /* the built-in's snapshot is every layer's K then V of its heads, a row
+     * per cached token */
+    int32_t tpf = (a->o.height / 16) * (a->o.width / 16), hd = g->d_model / g->n_heads;
+    int32_t cols = g->n_heads / a->o.mesh * hd;
+    size_t lpart = part / ((size_t)g->layers * 2);
+    int32_t layer = (int32_t)(in / (2 * lpart));
+    int kv_v = (int)(in / lpart % 2);
+    size_t row = in % lpart / (size_t)cols;
+    snprintf(buf, n,
+             "chunk %" PRId64 ", layer %d, %s, frame %zu of the cache, token %zu, channel %zu", k,
+             layer, kv_v ? "V" : "K", row / (size_t)tpf, row % (size_t)tpf,
+             (size_t)rank * (size_t)cols + in % lpart % (size_t)cols);
+}
+
+/* --compare-kv: the same run with KV stash and with KV recompute. What it
+ * can prove: caches of different sizes are always wrong (eviction never
+ * changes a cache's size); a chunk whose epoch has evicted nothing yet must
+ * be bitwise equal, in its cache and its output; after eviction the two
+ * may legitimately differ, unless the generator declares its cache
+ * frame-local (PPV_GENERATOR_KV_FRAME_LOCAL), and then every chunk must be
+ * equal. */
 static int compare_kv(pp_args *a) {
     ppv_pp_options so = a->o, ro = a->o;
     so.kv_recompute = 0;
@@ -486,93 +534,98 @@ static int compare_kv(pp_args *a) {
         rc = PPV_EXIT_PROBLEM;
         goto done;
     }
-    /* KV caches as each chunk's denoising starts, chunk by chunk */
-    ppv_grad_diff kv = {.bitwise_equal = 1, .first_index = -1};
-    char kv_where[256] = "";
-    int evicted = 0;
-    const ppv_gen_config *g = &a->o.model;
-    int32_t tpf = (a->o.height / 16) * (a->o.width / 16), hd = g->d_model / g->n_heads;
-    int32_t cols = g->n_heads / a->o.mesh * hd;
-    for (int64_t k = 0; k < s->nkv; k++) {
-        /* frames the stream held before this chunk, in its epoch */
-        int64_t start = 0;
+    const ppv_generator *gen = a->o.generator ? a->o.generator : ppv_generator_builtin();
+    int frame_local = (gen->flags & PPV_GENERATOR_KV_FRAME_LOCAL) != 0;
+    int no_kv = !gen->kv_snapshot; /* the outputs alone are compared */
+    /* chunk by chunk: the whole run's differences, those of the chunks that
+     * must be equal (strict), and the first chunk whose epoch evicted */
+    ppv_grad_diff kv = {.bitwise_equal = 1, .first_index = -1}, kv_strict = kv;
+    ppv_grad_diff out = kv, out_strict = kv;
+    char kv_where[256] = "", kv_strict_where[256] = "", out_where[128] = "",
+         out_strict_where[128] = "", sizes[256] = "";
+    int64_t first_evicted = -1, strict_chunks = 0;
+    size_t per = s->chunks_emitted ? s->noutputs / (size_t)s->chunks_emitted : 0;
+    float *fs = malloc((per ? per : 1) * sizeof *fs), *fr = malloc((per ? per : 1) * sizeof *fr);
+    if (!fs || !fr) {
+        free(fs);
+        free(fr);
+        fprintf(stderr, "ppv pp: out of memory\n");
+        rc = PPV_EXIT_BAD_INPUT;
+        goto done;
+    }
+    int64_t nchunks = s->chunks_emitted < r->chunks_emitted ? s->chunks_emitted : r->chunks_emitted;
+    for (int64_t k = 0; k < nchunks; k++) {
+        int64_t start = 0; /* frames the stream held before this chunk, in its epoch */
         for (int32_t i = 0; i < a->o.ncuts; i++)
             if (a->o.cuts[i] <= k) start = a->o.cuts[i];
-        int64_t had = (k - start) * 3;
-        if (had > a->o.kv_window) evicted = 1;
-        if (s->kv_floats[k] != r->kv_floats[k]) {
-            if (kv.bitwise_equal) {
-                kv.bitwise_equal = 0;
-                snprintf(kv_where, sizeof kv_where, "chunk %" PRId64 ": %zu values against %zu", k,
-                         s->kv_floats[k], r->kv_floats[k]);
-            }
-            continue;
+        int evicted = (k - start) * 3 > a->o.kv_window;
+        if (evicted && first_evicted < 0) first_evicted = k;
+        int strict = frame_local || !evicted;
+        strict_chunks += strict;
+        char here[256];
+        if (!no_kv && k < s->nkv && k < r->nkv && s->kv_floats[k] != r->kv_floats[k]) {
+            if (!sizes[0])
+                snprintf(sizes, sizeof sizes, "chunk %" PRId64 ": stash holds %zu values, recompute %zu",
+                         k, s->kv_floats[k], r->kv_floats[k]);
+        } else if (!no_kv && k < s->nkv && k < r->nkv) {
+            ppv_grad_diff d;
+            ppv_grads_compare(r->kv[k], s->kv[k], s->kv_floats[k], &d);
+            if (!d.bitwise_equal) kv_place(a, s, k, (size_t)d.first_index, here, sizeof here);
+            fold_diff(&kv, &d, kv_where, sizeof kv_where, here);
+            if (strict) fold_diff(&kv_strict, &d, kv_strict_where, sizeof kv_strict_where, here);
+        }
+        for (size_t i = 0; i < per; i++) {
+            fs[i] = ppv_bf16_to_f32(s->outputs[(size_t)k * per + i]);
+            fr[i] = ppv_bf16_to_f32(r->outputs[(size_t)k * per + i]);
         }
         ppv_grad_diff d;
-        ppv_grads_compare(r->kv[k], s->kv[k], s->kv_floats[k], &d);
-        if (!d.bitwise_equal && kv.bitwise_equal) {
-            /* mesh rank r's snapshot is the r-th part; the built-in's is
-             * every layer's K then V of its heads, a row per cached token */
-            size_t part = s->kv_floats[k] / (size_t)a->o.mesh, i = (size_t)d.first_index;
-            int32_t rank = (int32_t)(i / part);
-            size_t in = i % part;
-            if (!a->o.generator) {
-                size_t lpart = part / ((size_t)g->layers * 2);
-                int32_t layer = (int32_t)(in / (2 * lpart));
-                int kv_v = (int)(in / lpart % 2);
-                size_t row = in % lpart / (size_t)cols;
-                snprintf(kv_where, sizeof kv_where,
-                         "chunk %" PRId64 ", layer %d, %s, frame %zu of the cache, token %zu, "
-                         "channel %zu",
-                         k, layer, kv_v ? "V" : "K", row / (size_t)tpf, row % (size_t)tpf,
-                         (size_t)rank * (size_t)cols + in % lpart % (size_t)cols);
-            } else {
-                snprintf(kv_where, sizeof kv_where,
-                         "chunk %" PRId64 ", mesh rank %d, value %zu of its snapshot", k, rank, in);
-            }
-            kv = d;
-            kv.bitwise_equal = 0;
-        } else if (!d.bitwise_equal) {
-            if (d.max_ulp > kv.max_ulp) kv.max_ulp = d.max_ulp;
-            if (d.max_abs > kv.max_abs) kv.max_abs = d.max_abs;
-        }
-    }
-    /* outputs */
-    size_t n = s->noutputs < r->noutputs ? s->noutputs : r->noutputs;
-    float *fs = malloc((n ? n : 1) * sizeof *fs), *fr = malloc((n ? n : 1) * sizeof *fr);
-    ppv_grad_diff out = {.bitwise_equal = 1, .first_index = -1};
-    char out_where[128] = "";
-    if (fs && fr) {
-        for (size_t i = 0; i < n; i++) {
-            fs[i] = ppv_bf16_to_f32(s->outputs[i]);
-            fr[i] = ppv_bf16_to_f32(r->outputs[i]);
-        }
-        ppv_grads_compare(fr, fs, n, &out);
-        if (!out.bitwise_equal) {
-            size_t per = n / (size_t)s->chunks_emitted;
-            snprintf(out_where, sizeof out_where, "chunk %zu, value %zu",
-                     (size_t)out.first_index / per, (size_t)out.first_index % per);
-        }
+        ppv_grads_compare(fr, fs, per, &d);
+        if (!d.bitwise_equal)
+            snprintf(here, sizeof here, "chunk %" PRId64 ", value %zu", k, (size_t)d.first_index);
+        fold_diff(&out, &d, out_where, sizeof out_where, here);
+        if (strict) fold_diff(&out_strict, &d, out_strict_where, sizeof out_strict_where, here);
     }
     free(fs);
     free(fr);
-    /* a plug-in without kv_snapshot: the outputs alone are compared */
-    int no_kv = a->o.generator && !a->o.generator->kv_snapshot;
+    int wrong = sizes[0] || !kv_strict.bitwise_equal || !out_strict.bitwise_equal ||
+                s->chunks_emitted != r->chunks_emitted;
+    char why[512];
+    if (sizes[0])
+        snprintf(why, sizeof why, "the caches differ in size (%s): eviction never changes a "
+                 "cache's size, so the rebuild leaves frames out or adds some", sizes);
+    else if (!kv_strict.bitwise_equal || !out_strict.bitwise_equal)
+        snprintf(why, sizeof why, "recompute and stash differ at %s, %s",
+                 !kv_strict.bitwise_equal ? kv_strict_where : out_strict_where,
+                 frame_local ? "and the generator declares its cache frame-local"
+                             : "before the window evicted anything in that epoch");
+    else
+        why[0] = 0;
     if (a->json) {
         json_object *j = json_object_new_object();
-        json_object_object_add(j, "evicted", json_object_new_boolean(evicted));
+        json_object_object_add(j, "ok", json_object_new_boolean(!wrong));
+        json_object_object_add(j, "evicted", json_object_new_boolean(first_evicted >= 0));
+        json_object_object_add(j, "first_evicted_chunk",
+                               first_evicted < 0 ? NULL : json_object_new_int64(first_evicted));
+        json_object_object_add(j, "frame_local", json_object_new_boolean(frame_local));
+        json_object_object_add(j, "chunks_compared", json_object_new_int64(nchunks));
+        json_object_object_add(j, "chunks_that_must_be_equal", json_object_new_int64(strict_chunks));
+        json_object_object_add(j, "kv_sizes_differ",
+                               no_kv ? NULL : json_object_new_boolean(sizes[0] != 0));
         json_object_object_add(j, "kv_bitwise_equal",
-                               no_kv ? NULL : json_object_new_boolean(kv.bitwise_equal));
+                               no_kv ? NULL : json_object_new_boolean(kv.bitwise_equal && !sizes[0]));
         json_object_object_add(j, "kv_max_ulp", json_object_new_int64((int64_t)kv.max_ulp));
-        json_object_object_add(j, "kv_max_abs", json_object_new_double(kv.max_abs));
+        json_object_object_add(j, "kv_max_abs", finite_json(kv.max_abs));
+        json_object_object_add(j, "kv_max_rel", finite_json(kv.max_rel));
         json_object_object_add(j, "kv_first_difference",
                                kv.bitwise_equal ? NULL : json_object_new_string(kv_where));
         json_object_object_add(j, "output_bitwise_equal",
                                json_object_new_boolean(out.bitwise_equal));
         json_object_object_add(j, "output_max_ulp", json_object_new_int64((int64_t)out.max_ulp));
-        json_object_object_add(j, "output_max_abs", json_object_new_double(out.max_abs));
+        json_object_object_add(j, "output_max_abs", finite_json(out.max_abs));
+        json_object_object_add(j, "output_max_rel", finite_json(out.max_rel));
         json_object_object_add(j, "output_first_difference",
                                out.bitwise_equal ? NULL : json_object_new_string(out_where));
+        json_object_object_add(j, "problem", wrong ? json_object_new_string(why) : NULL);
         json_object_object_add(j, "stash_output_digest", hex_json(s->output_digest));
         json_object_object_add(j, "recompute_output_digest", hex_json(r->output_digest));
         generator_json(j, &a->o);
@@ -585,19 +638,29 @@ static int compare_kv(pp_args *a) {
         describe(&ro, stdout);
         print_generator(&a->o);
         if (no_kv)
-            printf("kv caches: not compared (generator %s %s keeps no snapshot)\n",
-                   a->o.generator->name, a->o.generator->version);
+            printf("kv caches: not compared (generator %s %s keeps no snapshot)\n", gen->name,
+                   gen->version);
+        else if (sizes[0])
+            printf("kv caches: differ in size: %s\n", sizes);
         else
             print_diff("kv caches", &kv, kv_where);
         print_diff("outputs", &out, out_where);
-        printf("%s\n", evicted ? "the window evicted frames, so the two may legitimately differ"
-                               : "nothing was evicted, so the two must be bitwise equal");
+        if (frame_local)
+            printf("generator %s %s declares its cache frame-local, so all %" PRId64 " chunks must "
+                   "be bitwise equal, evicted or not\n",
+                   gen->name, gen->version, nchunks);
+        else if (first_evicted >= 0)
+            printf("the window evicted frames from chunk %" PRId64 " on: the %" PRId64 " chunks "
+                   "before any eviction in their epoch must be bitwise equal; the others may "
+                   "legitimately differ (the generator does not declare its cache frame-local)\n",
+                   first_evicted, strict_chunks);
+        else
+            printf("nothing was evicted, so all %" PRId64 " chunks must be bitwise equal\n",
+                   nchunks);
+        if (wrong) printf("result: PROBLEM (%s)\n", why);
+        else printf("result: OK\n");
     }
-    if (!evicted && (!kv.bitwise_equal || !out.bitwise_equal)) {
-        if (!a->json) printf("result: PROBLEM (recompute and stash differ with nothing evicted)\n");
-        rc = PPV_EXIT_PROBLEM;
-    } else if (!a->json)
-        printf("result: OK\n");
+    if (wrong) rc = PPV_EXIT_PROBLEM;
 done:
     ppv_pp_report_free(s);
     ppv_pp_report_free(r);

@@ -5,7 +5,7 @@ import numpy as np
 
 NAME = "passthrough"
 VERSION = "1"
-ABI = 1
+ABI = 2
 
 
 class Pass:

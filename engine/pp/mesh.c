@@ -229,7 +229,9 @@ static int kernel(mesh *m, ppv_generator_call *a) {
     a->call_id = m->e->call_id;
     a->chunk_index = m->e->chunk_index;
     a->cache_epoch = m->e->cache_epoch;
-    const char *what = a->out ? "call" : "call (a cache write)";
+    const char *what = a->kind == PPV_GENERATOR_CALL_REBUILD       ? "call (a KV rebuild)"
+                       : a->kind == PPV_GENERATOR_CALL_CACHE_WRITE ? "call (a cache write)"
+                                                                   : "call";
     const ppv_generator_site *was = site_enter(m, what);
     int rc = m->c->gen->call(m->gen, a, err, sizeof err);
     pp_site_set(was);
@@ -405,6 +407,7 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
         int64_t nf = e->context_frames.dims[1];
         size_t frame = (size_t)PP_LATENT_CHANNELS * (size_t)(h * w);
         a.write_cache = 1;
+        a.kind = PPV_GENERATOR_CALL_REBUILD;
         for (int64_t f = 0; f < nf; f += PP_FRAMES_PER_CHUNK) {
             a.latents = (const uint16_t *)(ctx + (size_t)f * frame);
             a.frames = (int32_t)(nf - f < PP_FRAMES_PER_CHUNK ? nf - f : PP_FRAMES_PER_CHUNK);
@@ -424,6 +427,7 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     if (o->inject == PPV_INJECT_MISSING_CALL && e->chunk_index == PP_INJECT_CHUNK) nsteps--;
     a.frames = PP_FRAMES_PER_CHUNK;
     a.cache_bias = (float)e->kv_cache_attention_bias;
+    a.kind = PPV_GENERATOR_CALL_STEP;
     for (int64_t s = 0; s < nsteps + extra && !rc; s++) {
         if ((rc = count_call(m)) < 0) break;
         int64_t step = steps[s < e->num_denoise_steps ? s : e->num_denoise_steps - 1];
@@ -444,6 +448,7 @@ static int run_chunk(mesh *m, const ppv_envelope *e, ppv_bf16 *out) {
     a.timestep = 0;
     a.cache_bias = 0;
     a.write_cache = 1;
+    a.kind = PPV_GENERATOR_CALL_CACHE_WRITE;
     if (m->gen && (rc = kernel(m, &a))) return rc;
     memcpy(out, x, vals * sizeof *out);
     return 0;

@@ -2,7 +2,8 @@
  * Python, run by an embedded interpreter that ppv loads only when a .py
  * generator is asked for (generator.c). The module defines
  *
- *   NAME = "tp-mlp"; VERSION = "1"; ABI = 1
+ *   NAME = "tp-mlp"; VERSION = "1"; ABI = 2
+ *   KV_FRAME_LOCAL = True          (optional: PPV_GENERATOR_KV_FRAME_LOCAL)
  *   def create(setup, comm): ...   -> an object with call(**args),
  *                                     kv_reset() and, optionally,
  *                                     kv_snapshot() and destroy()
@@ -13,8 +14,8 @@
  * on C-contiguous numpy arrays (float32 for the sum). call's arguments are
  * latents (uint16 bf16 bits, (frames, channels, h, w), read-only), cond
  * ((cond_len, cond_dim), read-only), out (writable, or None for a cache
- * write), timestep, cache_bias, write_cache, call_id, chunk_index and
- * cache_epoch: the arrays are ppv's buffers, no copies, valid during the
+ * write), timestep, cache_bias, write_cache, call_id, chunk_index,
+ * cache_epoch and kind ("step", "rebuild" or "cache_write"): the arrays are ppv's buffers, no copies, valid during the
  * call only (keeping one is refused).
  *
  * On the mock transport the mesh ranks are coroutines of one thread, each
@@ -380,12 +381,16 @@ static int py_call(void *state, const ppv_generator_call *a, char *err, size_t e
     PyObject *cond = wrap(a->cond, 2, cd, 0);
     PyObject *out = a->out ? wrap(a->out, 4, ld, 1) : (Py_INCREF(Py_None), Py_None);
     PyObject *kw = lat && cond && out
-                       ? Py_BuildValue("{s:O,s:O,s:O,s:f,s:f,s:i,s:L,s:L,s:L}", "latents", lat,
-                                       "cond", cond, "out", out, "timestep", (double)a->timestep,
-                                       "cache_bias", (double)a->cache_bias, "write_cache",
-                                       (int)a->write_cache, "call_id", (long long)a->call_id,
-                                       "chunk_index", (long long)a->chunk_index, "cache_epoch",
-                                       (long long)a->cache_epoch)
+                       ? Py_BuildValue("{s:O,s:O,s:O,s:f,s:f,s:i,s:L,s:L,s:L,s:s}", "latents",
+                                       lat, "cond", cond, "out", out, "timestep",
+                                       (double)a->timestep, "cache_bias", (double)a->cache_bias,
+                                       "write_cache", (int)a->write_cache, "call_id",
+                                       (long long)a->call_id, "chunk_index",
+                                       (long long)a->chunk_index, "cache_epoch",
+                                       (long long)a->cache_epoch, "kind",
+                                       a->kind == PPV_GENERATOR_CALL_REBUILD       ? "rebuild"
+                                       : a->kind == PPV_GENERATOR_CALL_CACHE_WRITE ? "cache_write"
+                                                                                   : "step")
                        : NULL;
     PyObject *meth = kw ? PyObject_GetAttrString(r->obj, "call") : NULL;
     PyObject *args = meth ? PyTuple_New(0) : NULL;
@@ -494,6 +499,12 @@ const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) 
     snprintf(slot->name, sizeof slot->name, "%s", ns);
     snprintf(slot->version, sizeof slot->version, "%s", vs);
     Py_DECREF(n), Py_DECREF(v), Py_DECREF(abi), Py_DECREF(create);
+    /* optional: KV_FRAME_LOCAL = True declares PPV_GENERATOR_KV_FRAME_LOCAL */
+    PyObject *local = PyObject_GetAttrString(mod, "KV_FRAME_LOCAL");
+    int frame_local = local ? PyObject_IsTrue(local) : 0;
+    Py_XDECREF(local);
+    if (frame_local < 0) frame_local = 0;
+    PyErr_Clear();
     PyObject *mesh = PyLong_FromLong(PPV_GENERATOR_GROUP_MESH);
     PyObject *world = PyLong_FromLong(PPV_GENERATOR_GROUP_WORLD);
     PyObject_SetAttrString(mod, "GROUP_MESH", mesh);
@@ -510,6 +521,7 @@ const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) 
         .kv_snapshot = py_kv_snapshot,
         .call = py_call,
         .destroy = py_destroy,
+        .flags = frame_local ? PPV_GENERATOR_KV_FRAME_LOCAL : 0u,
     };
     return &g_py.slots[g_py.nslots++].table;
 }

@@ -282,6 +282,8 @@ static const ppv_generator table = {
     .create = tp_create,
     .kv_reset = tp_kv_reset,
     .kv_snapshot = tp_kv_snapshot,
+    /* a cached frame is its own channel means: rebuilt, it is the stash */
+    .flags = PPV_GENERATOR_KV_FRAME_LOCAL,
     .call = tp_call,
     .destroy = tp_destroy,
 };

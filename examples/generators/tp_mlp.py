@@ -15,7 +15,10 @@ import numpy as np
 
 NAME = "tp-mlp"
 VERSION = "1"
-ABI = 1
+ABI = 2
+# each cached frame is that frame's channel means alone: a rebuilt cache
+# equals the stash even after eviction (PPV_GENERATOR_KV_FRAME_LOCAL)
+KV_FRAME_LOCAL = True
 
 C = 16
 M64 = (1 << 64) - 1

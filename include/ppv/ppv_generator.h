@@ -1,4 +1,4 @@
-/* ppv_generator.h - the generator plug-in interface (ABI version 1).
+/* ppv_generator.h - the generator plug-in interface (ABI version 2).
  *
  * The model behind the PP inference mesh is a table of functions that the
  * engine calls on every mesh rank: ppv's built-in generator is one such
@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PPV_GENERATOR_ABI 1
+/* Version 2 (2026-12-01) added the call's kind (ppv_generator_call.kind)
+ * and the table's flags; a plug-in built for version 1 is built again. */
+#define PPV_GENERATOR_ABI 2
 #define PPV_GENERATOR_ENTRY "ppv_generator_entry"
 
 /* A chunk is PPV_GENERATOR_FRAMES latent frames of PPV_GENERATOR_CHANNELS
@@ -75,6 +77,25 @@ typedef struct ppv_generator_setup {
     void *shared;                 /* what open returned for this run (NULL: no open) */
 } ppv_generator_setup;
 
+/* What a call is for (ppv_generator_call.kind), said by ppv rather than
+ * left to the order of calls. */
+enum {
+    PPV_GENERATOR_CALL_STEP = 0,        /* a denoising step: writes out */
+    PPV_GENERATOR_CALL_REBUILD = 1,     /* KV recompute: one block of the context frames stage 0
+                                           sent, written to the emptied cache (out NULL) */
+    PPV_GENERATOR_CALL_CACHE_WRITE = 2, /* the chunk's clean latents at timestep 0 appended to
+                                           the cache after its denoising (out NULL) */
+};
+
+/* Properties a generator declares (ppv_generator.flags). */
+enum {
+    /* Each cached frame's K/V depend on that frame (and the conditioning)
+     * alone, never on the frames cached before it: a cache rebuilt from
+     * the context frames then equals the stash bit for bit even after the
+     * window evicted frames, and --compare-kv requires it. */
+    PPV_GENERATOR_KV_FRAME_LOCAL = 1u << 0,
+};
+
 /* One generator call. The chunk's queries attend to the cache (under
  * cache_bias) and to the chunk itself; with write_cache the chunk's K/V
  * are appended to the cache after use. out NULL is a cache write alone
@@ -90,6 +111,7 @@ typedef struct ppv_generator_call {
     int32_t write_cache;
     uint16_t *out;           /* bf16 like latents, or NULL */
     int64_t call_id, chunk_index, cache_epoch; /* the envelope's, for messages */
+    int32_t kind;            /* PPV_GENERATOR_CALL_* */
 } ppv_generator_call;
 
 typedef struct ppv_generator {
@@ -118,6 +140,7 @@ typedef struct ppv_generator {
      * run cannot be trusted (exit 2), as a device that fails does. */
     int (*open)(const ppv_generator_setup *s, void **shared, char *err, size_t errlen);
     int (*close)(void *shared, char *err, size_t errlen);
+    uint32_t flags; /* PPV_GENERATOR_* properties; 0: none declared */
 } ppv_generator;
 
 /* The one function a plug-in exports, under the name PPV_GENERATOR_ENTRY. */

@@ -11,6 +11,10 @@
  *   die=exit|_exit|segv|abort|loop   at call `at` the plug-in ends the
  *               process (exit(0), _exit(0)), crashes, aborts or never
  *               returns: the plug-in guard must name it (tools/guard.c)
+ *   forget=1    a KV rebuild leaves out each block's first context frame
+ *   skew=1      a KV rebuild caches each frame's value plus 1
+ *   mix=1       a cached frame's value adds the frame cached before it
+ *               (not frame-local: after eviction a rebuild differs)
  *   drift=K     not deterministic: from the process's K-th create on,
  *               every output's first value is moved by a count of creates
  *               kept in a global, so each run of the same configuration
@@ -19,7 +23,9 @@
  * Built with MISBEHAVE_ABI, the table declares that interface version;
  * with MISBEHAVE_VARIANT 2 it has no name, 3 an open without a close, 4 a
  * kv_snapshot whose size differs from rank to rank, 5 an open that shares
- * nothing (NULL) and a close that fails. */
+ * nothing (NULL) and a close that fails, 6 a snapshot of its cache (one
+ * value a cached frame: the frame's first latent), 7 the same declaring
+ * its cache frame-local (PPV_GENERATOR_KV_FRAME_LOCAL). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,8 +42,10 @@
 typedef struct bad {
     ppv_generator_comm comm;
     char fail[16], die[16];
-    int extra, skip, world, bigger, badroot, nostate, rank, at, me, calls, drift;
+    int extra, skip, world, bigger, badroot, nostate, rank, at, me, calls, drift, forget, mix, skew;
     size_t values;
+    float cache[64]; /* one value a cached frame, oldest first */
+    int cached, window;
 } bad;
 
 static int creates; /* drift=1's state kept from run to run: what a plug-in must not do */
@@ -51,6 +59,7 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
     b->at = 2;
     b->me = s->mesh_rank;
     b->values = (size_t)s->channels * (size_t)(s->latent_h * s->latent_w);
+    b->window = s->kv_window < 64 ? s->kv_window : 64;
     creates++;
     for (const char *p = s->params; *p;) {
         char key[16], val[16];
@@ -66,6 +75,9 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
         else if (!strcmp(key, "rank")) b->rank = atoi(val);
         else if (!strcmp(key, "at")) b->at = atoi(val);
         else if (!strcmp(key, "die")) snprintf(b->die, sizeof b->die, "%s", val);
+        else if (!strcmp(key, "forget")) b->forget = atoi(val);
+        else if (!strcmp(key, "mix")) b->mix = atoi(val);
+        else if (!strcmp(key, "skew")) b->skew = atoi(val);
         else if (!strcmp(key, "drift")) b->drift = atoi(val) && creates >= atoi(val) ? creates : 0;
         p += n + (p[n] == ',');
     }
@@ -84,6 +96,7 @@ static int bad_create(const ppv_generator_setup *s, const ppv_generator_comm *co
 
 static int bad_kv_reset(void *state, char *err, size_t errlen) {
     bad *b = state;
+    b->cached = 0;
     if (!strcmp(b->fail, "kv_reset") && b->me == b->rank) {
         snprintf(err, errlen, "asked to fail in kv_reset");
         return -1;
@@ -91,9 +104,33 @@ static int bad_kv_reset(void *state, char *err, size_t errlen) {
     return 0;
 }
 
+/* bf16 bits as a float. */
+static float bf16_value(uint16_t bits) {
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Appends the frames' values to the cache, the oldest evicted. */
+static void cache_write(bad *b, const ppv_generator_call *a) {
+    for (int32_t f = 0; f < a->frames; f++) {
+        if (b->forget && a->kind == PPV_GENERATOR_CALL_REBUILD && f == 0) continue;
+        float v = bf16_value(a->latents[(size_t)f * b->values]);
+        if (b->mix && b->cached) v += b->cache[b->cached - 1];
+        if (b->skew && a->kind == PPV_GENERATOR_CALL_REBUILD) v += 1.0f;
+        if (b->cached == b->window) {
+            memmove(b->cache, b->cache + 1, (size_t)(b->window - 1) * sizeof *b->cache);
+            b->cached--;
+        }
+        if (b->cached < b->window) b->cache[b->cached++] = v;
+    }
+}
+
 static int bad_call(void *state, const ppv_generator_call *a, char *err, size_t errlen) {
     bad *b = state;
-    if (!a->out) return 0; /* cache writes: nothing */
+    if (a->write_cache) cache_write(b, a);
+    if (!a->out) return 0; /* a rebuild or a cache write: nothing more */
     int here = b->me == b->rank && ++b->calls == b->at;
     if (here && !strcmp(b->fail, "call")) {
         snprintf(err, errlen, "asked to fail at call %d (call_id %lld)", b->calls,
@@ -151,6 +188,16 @@ static int bad_kv_snapshot(void *state, float *dst, size_t cap, size_t *count, c
     return 0;
 }
 
+/* Variants 6 and 7: the cache as it is. */
+static int bad_cache_snapshot(void *state, float *dst, size_t cap, size_t *count, char *err,
+                              size_t errlen) {
+    (void)err, (void)errlen;
+    bad *b = state;
+    *count = (size_t)b->cached;
+    if (dst && cap >= *count) memcpy(dst, b->cache, *count * sizeof *dst);
+    return 0;
+}
+
 static int bad_open(const ppv_generator_setup *s, void **shared, char *err, size_t errlen) {
     (void)s, (void)err, (void)errlen;
     *shared = NULL;
@@ -169,11 +216,14 @@ static const ppv_generator table = {
     .version = "1",
     .create = bad_create,
     .kv_reset = bad_kv_reset,
-    .kv_snapshot = MISBEHAVE_VARIANT == 4 ? bad_kv_snapshot : NULL,
+    .kv_snapshot = MISBEHAVE_VARIANT == 4   ? bad_kv_snapshot
+                   : MISBEHAVE_VARIANT >= 6 ? bad_cache_snapshot
+                                            : NULL,
     .call = bad_call,
     .destroy = bad_destroy,
     .open = MISBEHAVE_VARIANT == 3 || MISBEHAVE_VARIANT == 5 ? bad_open : NULL,
     .close = MISBEHAVE_VARIANT == 5 ? bad_close : NULL,
+    .flags = MISBEHAVE_VARIANT == 7 ? PPV_GENERATOR_KV_FRAME_LOCAL : 0u,
 };
 
 const ppv_generator *ppv_generator_entry(void) {

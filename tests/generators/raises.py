@@ -11,7 +11,7 @@ import numpy as np
 
 NAME = "raises"
 VERSION = "1"
-ABI = 1
+ABI = 2
 
 
 class Raises:
