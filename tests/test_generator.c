@@ -247,6 +247,25 @@ static void test_plugin_failures_name_the_plugin_the_call_and_the_rank(void **st
                                                 cases[k].want);
         free(f);
     }
+    /* a collective mismatch names the mesh ranks, each one's call, what
+     * differs and, when the others agreed first, the odd rank */
+    run_result r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "bigger=1",
+                       "--mesh", "3", "--chunks", "3");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "the generator's all-reduce: the ranks disagree on collective #7 "
+                                  "of group mesh: mesh rank 2 calls all-reduce 'tp all-reduce', 8 "
+                                  "bytes, mesh rank 0 all-reduce 'tp all-reduce', 4 bytes; the "
+                                  "size differs (2 members had already made mesh rank 0's call, so "
+                                  "mesh rank 2 is the odd one): under NCCL this is a hang"));
+    run_free(&r);
+    r = RUN("pp", "--generator", PPV_MISBEHAVE, "--generator-params", "bigger=1,rank=1", "--mesh",
+            "3", "--chunks", "3");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "mesh rank 1 calls all-reduce 'tp all-reduce', 8 bytes, mesh "
+                                  "rank 0 all-reduce 'tp all-reduce', 4 bytes; the size differs "
+                                  "(no third member had arrived to tell which of the two is the "
+                                  "odd one)"));
+    run_free(&r);
     /* on PP0 (a mesh of 1) the call's failure is the leader's */
     char *f = misbehave("fail=call,rank=0", "1");
     assert_non_null(strstr(f, "failed in call on mesh rank 0"));

@@ -363,8 +363,10 @@ static void test_collectives_reduce_in_rank_order_and_check_agreement(void **sta
     a.mesh = ppv_world_add_comm(w, mesh, 3);
     assert_int_equal(ppv_world_run(w, coll_main, &a, &res), 0);
     assert_int_equal(res.status, PPV_RUN_FAILED);
-    assert_string_equal(res.message, "rank 2: collective #1 on communicator 1: rank 2's BCAST (4 "
-                                     "bytes, root 1) does not match BCAST (4 bytes, root 0)");
+    assert_string_equal(res.message,
+                        "rank 2: collective #1 on communicator 1: member 1 (rank 2) calls broadcast "
+                        "'BCAST', 4 bytes from member 1, member 2 (rank 3) broadcast 'BCAST', 4 "
+                        "bytes from member 0: the root differs");
     assert_int_equal(a.rc[2], PPV_ERR_MISMATCH);
     assert_int_equal(a.rc[3], PPV_ERR_ABORTED);
     ppv_world_result_free(&res);

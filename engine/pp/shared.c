@@ -349,8 +349,36 @@ void pp_fail(pp_ctx *c, ppv_transport *t, pp_where w, ppv_failure mode, ppv_pp_p
     if (t->ops->abort) t->ops->abort(t->impl, w.rank, "a pipeline check failed");
 }
 
+/* A member of communicator comm in the pipeline's terms: "mesh rank 1"
+ * on the mesh's (member i is mesh rank i), "rank 2" on the world's. */
+static void member_name(const pp_ctx *c, int32_t comm, int32_t member, int32_t rank, char *buf,
+                        size_t n) {
+    if (comm == c->mesh_comm && comm != 0) snprintf(buf, n, "mesh rank %d", member);
+    else snprintf(buf, n, "rank %d", rank);
+}
+
 void pp_transport_error(pp_ctx *c, ppv_transport *t, pp_where w, int err, const char *what) {
     if (err == PPV_ERR_ABORTED) return; /* another rank failed and said why */
+    ppv_coll_mismatch mm;
+    if (err == PPV_ERR_MISMATCH && t->ops->mismatch && t->ops->mismatch(t->impl, &mm)) {
+        /* which rank made which call, what differs, and who is the odd one
+         * when the others already agreed */
+        char me[32], other[32], odd[160];
+        member_name(c, mm.comm, mm.member, mm.member_rank, me, sizeof me);
+        member_name(c, mm.comm, mm.other, mm.other_rank, other, sizeof other);
+        if (mm.agreeing >= 2)
+            snprintf(odd, sizeof odd, "%d members had already made %s's call, so %s is the odd one",
+                     mm.agreeing, other, me);
+        else
+            snprintf(odd, sizeof odd, "no third member had arrived to tell which of the two is "
+                     "the odd one");
+        pp_fail(c, t, w, PPV_FAIL_COLLECTIVE, PPV_POINT_TRANSPORT,
+                "%s: the ranks disagree on collective #%" PRId64 " of group %s: %s calls %s, %s "
+                "%s; the %s differs (%s): under NCCL this is a hang",
+                what, mm.seq, mm.comm == c->mesh_comm && mm.comm != 0 ? "mesh" : "world", me,
+                mm.call, other, mm.other_call, mm.property, odd);
+        return;
+    }
     pp_fail(c, t, w, PPV_FAIL_COLLECTIVE, PPV_POINT_TRANSPORT, "%s: %s", what,
             err == PPV_ERR_MISMATCH ? "the ranks disagree on this call (kind, root, size or "
                                       "group): under NCCL this is a hang"

@@ -448,6 +448,17 @@ static int mock_group_end(void *impl, int32_t rank) {
     return err;
 }
 
+/* A collective call in words: "all-reduce 'tp all-reduce', 8 bytes". */
+static void describe_call(char *buf, size_t n, int kind, const char *what, size_t bytes,
+                          int32_t root) {
+    static const char *const kinds[] = {"all-reduce", "broadcast", "all-gather"};
+    const char *k = kind >= 0 && kind < 3 ? kinds[kind] : "collective";
+    if (kind == COLL_BCAST)
+        snprintf(buf, n, "%s '%.40s', %zu bytes from member %d", k, what, bytes, root);
+    else
+        snprintf(buf, n, "%s '%.40s', %zu bytes", k, what, bytes);
+}
+
 /* Joins rank to the next collective of comm; the last member to arrive
  * performs it. */
 static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const void *src,
@@ -495,13 +506,28 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
         s->kind = kind;
         s->root = root;
         s->bytes = bytes;
+        s->first = me;
         set_what(s->what, sizeof s->what, what ? what : "COLLECTIVE");
         c->slots[seq] = s;
     } else if (s->kind != kind || s->root != root || s->bytes != bytes) {
+        ppv_coll_mismatch *mm = &w->mismatch;
+        memset(mm, 0, sizeof *mm);
+        mm->seq = seq;
+        mm->comm = comm;
+        mm->member = me;
+        mm->other = s->first;
+        mm->member_rank = rank;
+        mm->other_rank = c->ranks[s->first];
+        mm->agreeing = s->arrived;
+        mm->property = s->kind != kind ? "kind" : s->bytes != bytes ? "size" : "root";
+        describe_call(mm->call, sizeof mm->call, kind, what, bytes, root);
+        describe_call(mm->other_call, sizeof mm->other_call, s->kind, s->what, s->bytes, s->root);
+        if (!w->aborted) w->has_mismatch = 1;
         ppv_world_fail(&w->transport, rank,
-                       "collective #%lld on communicator %d: rank %d's %s (%zu bytes, root %d) "
-                       "does not match %s (%zu bytes, root %d)",
-                       (long long)seq, comm, rank, what, bytes, root, s->what, s->bytes, s->root);
+                       "collective #%lld on communicator %d: member %d (rank %d) calls %s, member "
+                       "%d (rank %d) %s: the %s differs",
+                       (long long)seq, comm, me, rank, mm->call, s->first, mm->other_rank,
+                       mm->other_call, mm->property);
         return PPV_ERR_MISMATCH;
     }
     s->bufs[me] = buf;
@@ -581,6 +607,13 @@ static void mock_fail(void *impl, int32_t rank, int env, const char *msg) {
     ppv_world_abort_with(impl, rank, env, msg);
 }
 
+static int mock_mismatch(void *impl, ppv_coll_mismatch *out) {
+    ppv_world *w = impl;
+    if (!w->has_mismatch) return 0;
+    *out = w->mismatch;
+    return 1;
+}
+
 static void mock_progress(void *impl, int32_t rank) {
     ppv_world *w = impl;
     (void)rank;
@@ -611,6 +644,7 @@ static const ppv_transport_ops mock_ops = {
     .async_error = mock_async_error,
     .probe = mock_probe,
     .fail = mock_fail,
+    .mismatch = mock_mismatch,
     .progress = mock_progress,
     .yield = mock_yield,
     .clock_ns = mock_clock_ns,

@@ -43,6 +43,7 @@ typedef struct coll_slot {
     int32_t root;
     size_t bytes;
     int32_t arrived;
+    int32_t first;     /* the member that arrived first: the call the others must match */
     void **bufs;       /* [n] member buffers (in/out) */
     const void **src;  /* [n] allgather send buffers */
     int64_t *arrive;   /* [n] the step each member arrived in */
@@ -132,6 +133,8 @@ struct ppv_world {
     int env_error; /* the failure was the environment's (ppv_world_fail_env) */
     int32_t failed_rank;
     char fail_msg[512];
+    int has_mismatch; /* mismatch holds the collective that failed the run */
+    ppv_coll_mismatch mismatch;
     int64_t steps, last_progress;
     int32_t *decisions;
     int64_t ndecisions, capdecisions;

@@ -20,6 +20,20 @@ enum {
     PPV_ERR_USAGE = -102     /* a bad peer, group or nesting */
 };
 
+/* A collective its members disagree on (PPV_ERR_MISMATCH), as the
+ * transport saw it: which two members' calls differ, in what, and how
+ * many members had made the earlier call when the odd one arrived. */
+typedef struct ppv_coll_mismatch {
+    int64_t seq;            /* the communicator's collective number */
+    int32_t comm;
+    int32_t member, other;  /* indices in the communicator: the call that did not match, and */
+                            /* the one it was measured against (the first to arrive) */
+    int32_t member_rank, other_rank; /* their world ranks */
+    int32_t agreeing;       /* members that had made other's call when member arrived */
+    const char *property;   /* "kind", "size" or "root": the first that differs */
+    char call[96], other_call[96]; /* each call in words: "all-reduce 'tp all-reduce', 8 bytes" */
+} ppv_coll_mismatch;
+
 /* One NCCL-shaped interface; the mock transport and the real NCCL one (a
  * later layer) implement it, and the rank runtime calls only this. Every
  * call is made by one rank on its own behalf; comm 0 is the world. Sends
@@ -51,6 +65,9 @@ typedef struct ppv_transport_ops {
      * transport of processes reports it and ends the job (MPI_Abort). What
      * ppv_world_fail calls. */
     void (*fail)(void *impl, int32_t rank, int env, const char *msg);
+    /* After a call returned PPV_ERR_MISMATCH on a collective: 1 with *out,
+     * else 0. NULL where the transport ends the job itself (MPI, NCCL). */
+    int (*mismatch)(void *impl, ppv_coll_mismatch *out);
     /* Work was done (a compute): the mock's watchdog counts from here. */
     void (*progress)(void *impl, int32_t rank);
     /* A poll that did nothing: the mock switches ranks here. */

@@ -49,12 +49,14 @@ class ControlPlane(unittest.TestCase):
     def test_every_seeded_failure_mode_is_found_and_named(self):
         # (function, failing run at most, what the failure says)
         cases = [
-            ("fm02", 0, "rank 1: collective #12 on communicator 6: rank 1's broadcast from 1 "
-                        "(pp_control.py:115) (16 bytes, root 0) does not match all_reduce "
-                        "(pp_control.py:104) (4 bytes, root -1)"),
-            ("fm03", 0, "rank 2: collective #5 on communicator 6: rank 2's broadcast from 1 "
-                        "(pp_control.py:129) (16 bytes, root 0) does not match all_reduce "
-                        "(pp_control.py:101) (4 bytes, root -1)"),
+            ("fm02", 0, "rank 1: collective #12 on communicator 6: member 0 (rank 1) calls "
+                        "broadcast 'broadcast from 1 (pp_control.py:115)', 16 bytes from member "
+                        "0, member 1 (rank 2) all-reduce 'all_reduce (pp_control.py:104)', 4 "
+                        "bytes: the kind differs"),
+            ("fm03", 0, "rank 2: collective #5 on communicator 6: member 1 (rank 2) calls "
+                        "broadcast 'broadcast from 1 (pp_control.py:129)', 16 bytes from member "
+                        "0, member 0 (rank 1) all-reduce 'all_reduce (pp_control.py:101)', 4 "
+                        "bytes: the kind differs"),
             ("fm04", 0, "rank 1: RuntimeError: the payload's shape is wrong (pp_control.py:114)"),
             ("fm22", 0, "deadlock after 72 scheduler steps: 3 of 3 ranks blocked"),
             ("fm23", 0, "rank 1: RuntimeError: cache epoch went backwards (pp_control.py:119)"),
