@@ -202,6 +202,14 @@ typedef struct event_pass {
     ppv_inference_events how;
     int64_t *decoded; /* the calls in decode order (--overlap), ndecoded of them */
     int64_t ndecoded;
+    /* the queues as the events themselves leave them, whatever the log's
+     * inflight and ready say: INFERs by state */
+    int64_t n_state[ST_REJECTED + 1];
+    int over_in, over_out;      /* above D_in / D_out now (said once an episode) */
+    int64_t disagree;           /* events whose recorded depths contradict the events */
+    char first_disagree[512];   /* the first, in words */
+    ppv_envelope disagree_ids;  /* and its ids */
+    int64_t disagree_call;
 } event_pass;
 
 /* The next unanswered INFER of the current epoch (-1: none). */
@@ -309,10 +317,16 @@ static void on_received(event_pass *p, const ppv_pp_event *ev, int64_t i) {
     }
 }
 
-static void on_event(event_pass *p, const ppv_pp_event *ev) {
+/* The call an event is about: the next recorded one for a send, else the
+ * sent call with its call_id (-1: none). */
+static int64_t event_call(const event_pass *p, const ppv_pp_event *ev) {
+    return ev->kind == PPV_EVENT_SENT ? (p->sent < p->ncalls ? p->sent : -1)
+                                      : find_call(p->ci, p->sent, ev->call_id);
+}
+
+static void apply_event(event_pass *p, const ppv_pp_event *ev) {
     conform *c = p->c;
-    int64_t i = ev->kind == PPV_EVENT_SENT ? (p->sent < p->ncalls ? p->sent : -1)
-                                           : find_call(p->ci, p->sent, ev->call_id);
+    int64_t i = event_call(p, ev);
     ppv_envelope ids;
     at_event(c, &ids, ev, i);
     if (ev->t_ns < p->t_prev || ev->t_begin_ns > ev->t_ns)
@@ -402,6 +416,61 @@ static void on_event(event_pass *p, const ppv_pp_event *ev) {
     }
 }
 
+/* After event ev: the queue bounds on the depths the events themselves
+ * give (INFERs sent and unanswered against D_in, results accepted and not
+ * decoded against D_out), and the log's recorded depths against those:
+ * ready + inflight is every INFER sent and not yet decoded or abandoned,
+ * and inflight at least the unanswered ones (a result held ahead of its
+ * turn, or the one that ended the run, may count on either side). */
+static void check_depths(event_pass *p, const ppv_pp_event *ev, int64_t call) {
+    conform *c = p->c;
+    const int64_t *n = p->n_state;
+    int64_t unanswered = n[ST_SENT], either = n[ST_HELD] + n[ST_ERROR] + n[ST_REJECTED];
+    int64_t open = unanswered + either + n[ST_ACCEPTED];
+    if (unanswered > p->how.d_in && !p->over_in)
+        violation(c, PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE,
+                  "event %" PRId64 " (%s): the events leave %" PRId64 " INFERs sent and "
+                  "unanswered, above D_in %" PRId64 " (the log says %" PRId64 " in flight)",
+                  p->q, ppv_pp_event_kind_name(ev->kind), unanswered, p->how.d_in, ev->inflight);
+    p->over_in = unanswered > p->how.d_in;
+    if (n[ST_ACCEPTED] > p->how.d_out && !p->over_out)
+        violation(c, PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE,
+                  "event %" PRId64 " (%s): the events leave %" PRId64 " results accepted and not "
+                  "decoded, above D_out %" PRId64 " (the log says %" PRId64 " ready)",
+                  p->q, ppv_pp_event_kind_name(ev->kind), n[ST_ACCEPTED], p->how.d_out,
+                  ev->ready);
+    p->over_out = n[ST_ACCEPTED] > p->how.d_out;
+    if (ev->inflight + ev->ready == open && ev->inflight >= unanswered &&
+        ev->inflight <= unanswered + either)
+        return;
+    if (!p->disagree++) {
+        snprintf(p->first_disagree, sizeof p->first_disagree,
+                 "event %" PRId64 " (%s) records %" PRId64 " in flight and %" PRId64
+                 " ready, but the events up to it leave %" PRId64 " INFERs sent and not yet "
+                 "decoded, %" PRId64 " of them unanswered: the log's depths disagree with its "
+                 "own events",
+                 p->q, ppv_pp_event_kind_name(ev->kind), ev->inflight, ev->ready, open,
+                 unanswered);
+        ppv_envelope_init(&p->disagree_ids);
+        p->disagree_ids.call_id = ev->call_id;
+        p->disagree_ids.chunk_index = ev->chunk_index;
+        p->disagree_ids.cache_epoch = ev->cache_epoch;
+        p->disagree_call = call;
+    }
+}
+
+static void on_event(event_pass *p, const ppv_pp_event *ev) {
+    int64_t i = event_call(p, ev);
+    int infer = i >= 0 && p->ci[i].action == PPV_PP_INFER;
+    int before = infer ? p->ci[i].status : -1;
+    apply_event(p, ev);
+    if (infer) { /* an event moves its own call only */
+        p->n_state[before]--;
+        p->n_state[p->ci[i].status]++;
+    }
+    check_depths(p, ev, i);
+}
+
 /* The contract's overlap metric (ppv_pp_overlap_measure) over the decoded
  * chunks, in decode order; below PPV_OVERLAP_MIN it is a violation, as is
  * a log too short or too coarse to measure it. */
@@ -448,7 +517,14 @@ static void overlap(conform *c, const call_info *ci, const int64_t *dec, int64_t
 static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int64_t ncalls,
                         int complete, char *err, size_t errlen) {
     char clock[64];
-    event_pass p = {c, ci, ncalls, 0, -1, 0, -1, INT64_MIN, 0, {0}, NULL, 0};
+    event_pass p;
+    memset(&p, 0, sizeof p);
+    p.c = c;
+    p.ci = ci;
+    p.ncalls = ncalls;
+    p.epoch = -1;
+    p.last_decoded = -1;
+    p.t_prev = INT64_MIN;
     int64_t n = 0;
     int has = inference_events_open(rd, &p.how, clock, sizeof clock, &n, err, errlen);
     if (has < 0) return -1;
@@ -484,6 +560,15 @@ static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int
         }
     }
     free(buf);
+    if (p.disagree) {
+        c->e = &p.disagree_ids;
+        c->k = p.disagree_call;
+        if (p.disagree > 1)
+            violation(c, PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, "%s (and %" PRId64 " later events)",
+                      p.first_disagree, p.disagree - 1);
+        else
+            violation(c, PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, "%s", p.first_disagree);
+    }
     c->e = NULL;
     if (c->overlap) overlap(c, ci, p.decoded, p.ndecoded);
     free(p.decoded);

@@ -683,10 +683,59 @@ static void remove_event(rec *x, int at) {
 }
 
 /* x (with its log) written after f changed it: exactly the violations w. */
+/* The depths an honest recorder logs after each event of x, from the
+ * events alone (each call's state by its call_id): in flight, the INFERs
+ * sent and not answered (a result held ahead, or the one that ended the
+ * run, still counts); ready, the results accepted and not decoded. So a
+ * broken log breaks the one rule its test is about, not its depths. */
+static void honest_depths(rec *x) {
+    enum { UNSENT, SENT, HELD, ACCEPTED, DONE };
+    int st[MAX_CALLS * 4] = {0};
+    int64_t inflight = 0, ready = 0;
+    for (int q = 0; q < x->nev; q++) {
+        ppv_pp_event *ev = &x->ev[q];
+        int64_t id = ev->call_id;
+        int *s = id >= 0 && id < (int64_t)(sizeof st / sizeof st[0]) ? &st[id] : NULL;
+        if (s && ev->kind == PPV_EVENT_SENT && ev->action == PPV_PP_INFER) *s = SENT;
+        else if (s && ev->kind == PPV_EVENT_RECEIVED && *s == SENT &&
+                 ev->verdict == PPV_VERDICT_ACCEPTED)
+            *s = ACCEPTED;
+        else if (s && ev->kind == PPV_EVENT_RECEIVED && *s == SENT &&
+                 (ev->verdict == PPV_VERDICT_AHEAD || ev->verdict == PPV_VERDICT_ERROR ||
+                  ev->verdict == PPV_VERDICT_REJECTED))
+            *s = HELD;
+        else if (s && ev->kind == PPV_EVENT_DECODED && (*s == ACCEPTED || *s == HELD))
+            *s = DONE;
+        else if (s && ev->kind == PPV_EVENT_ABANDONED && *s == SENT)
+            *s = DONE;
+        inflight = ready = 0;
+        for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
+            inflight += st[k] == SENT || st[k] == HELD;
+            ready += st[k] == ACCEPTED;
+        }
+        ev->inflight = inflight;
+        ev->ready = ready;
+    }
+}
+
+/* As broken_log, with the depths as f left them. */
+static void broken_log_depths(void (*f)(rec *), const want *w, int n) {
+    rec x;
+    clean_log(&x);
+    f(&x);
+    const char *path = tmp_path("log.h5");
+    write_rec2(path, &x);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, w, n);
+    ppv_conform_report_free(&cr);
+    rec_free(&x);
+}
+
 static void broken_log(void (*f)(rec *), const want *w, int n) {
     rec x;
     clean_log(&x);
     f(&x);
+    honest_depths(&x);
     const char *path = tmp_path("log.h5");
     write_rec2(path, &x);
     ppv_conform_report cr = conform_ok(path);
@@ -769,11 +818,18 @@ static void test_log_duplicate_results(void **state) {
                "duplicate"};
     broken_log(duplicate_accepted, &w1, 1);
     /* dropped, it is never decoded: the decode is a second violation */
+    /* and, left unanswered, it keeps a third INFER in flight when call 4 is
+     * sent: above D_in in the log and in its events */
     want w2[] = {{PPV_CONFORM_DUPLICATE, PPV_FAIL_ORDER, 2,
                   "the first result for call_id 2 was dropped as duplicate"},
                  {PPV_CONFORM_DECODED, PPV_FAIL_RULE, 2, "call_id 2 decoded while it was sent"},
+                 {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 4,
+                  "event 10 (sent): 3 in flight and 0 ready, the bounds are D_in 2 and D_out 2"},
+                 {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 4,
+                  "event 10 (sent): the events leave 3 INFERs sent and unanswered, above D_in 2 "
+                  "(the log says 3 in flight)"},
                  {PPV_CONFORM_DECODED, PPV_FAIL_RULE, 2, "an INFER sent at the end of the stream"}};
-    broken_log(first_dropped_as_duplicate, w2, 3);
+    broken_log(first_dropped_as_duplicate, w2, 5);
 }
 
 /* Call 1 given up while in flight (as at a hard cut): its result, when it
@@ -850,9 +906,46 @@ static void queue_over(rec *x) {
 }
 static void test_log_queues_within_bounds(void **state) {
     (void)state;
-    want w = {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 1,
-              "(sent): 3 in flight and 0 ready, the bounds are D_in 2 and D_out 2"};
-    broken_log(queue_over, &w, 1);
+    /* the log's own depth above its bound, which its events do not give */
+    want w[] = {{PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 1,
+                 "(sent): 3 in flight and 0 ready, the bounds are D_in 2 and D_out 2"},
+                {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 1,
+                 "event 1 (sent) records 3 in flight and 0 ready, but the events up to it leave "
+                 "2 INFERs sent and not yet decoded, 2 of them unanswered: the log's depths "
+                 "disagree with its own events"}};
+    broken_log_depths(queue_over, w, 2);
+}
+
+/* Stage 0 sends call 2 before call 0's result came: 3 INFERs unanswered
+ * with D_in 2, though its recorder logs at most 2 in flight. */
+static void sent_past_d_in(rec *x) {
+    int at = find_event(x, PPV_EVENT_SENT, -1, 2);
+    ppv_pp_event ev = x->ev[at];
+    remove_event(x, at);
+    insert_event(x, find_event(x, PPV_EVENT_RECEIVED, -1, 0), ev);
+    honest_depths(x);
+    for (int q = 0; q < x->nev; q++)
+        if (x->ev[q].inflight > 2) x->ev[q].inflight = 2;
+}
+/* A recorder that logs no depths at all. */
+static void zero_depths(rec *x) {
+    for (int q = 0; q < x->nev; q++) x->ev[q].inflight = x->ev[q].ready = 0;
+}
+static void test_log_depths_are_the_events_not_the_recorders_word(void **state) {
+    (void)state;
+    want w1[] = {{PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 2,
+                  "event 2 (sent): the events leave 3 INFERs sent and unanswered, above D_in 2 "
+                  "(the log says 2 in flight)"},
+                 {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 2,
+                  "event 2 (sent) records 2 in flight and 0 ready, but the events up to it "
+                  "leave 3 INFERs sent and not yet decoded, 3 of them unanswered: the log's "
+                  "depths disagree with its own events"}};
+    broken_log_depths(sent_past_d_in, w1, 2);
+    want w2 = {PPV_CONFORM_QUEUES, PPV_FAIL_QUEUE, 0,
+               "event 0 (sent) records 0 in flight and 0 ready, but the events up to it leave "
+               "1 INFERs sent and not yet decoded, 1 of them unanswered: the log's depths "
+               "disagree with its own events (and 12 later events)"};
+    broken_log_depths(zero_depths, &w2, 1);
 }
 
 /* ---- every clean recording of ppv pp conforms ------------------------------------------- */
@@ -1332,6 +1425,7 @@ int main(void) {
         cmocka_unit_test(test_log_results_ahead),
         cmocka_unit_test(test_log_every_infer_decoded_once_in_order),
         cmocka_unit_test(test_log_queues_within_bounds),
+        cmocka_unit_test(test_log_depths_are_the_events_not_the_recorders_word),
         cmocka_unit_test(test_every_clean_recording_conforms),
         cmocka_unit_test(test_conform_command_exit_codes_and_json),
         cmocka_unit_test(test_replay_is_never_ok_when_it_is_not),

@@ -300,7 +300,9 @@ int ppv_golden_is_inference(const char *path);
     X(DECODED, "decoded-once",                                                                     \
       "version 2: every INFER sent is decoded exactly once and in call order, abandoned at a "     \
       "cut, or answered by the mesh's error")                                                      \
-    X(QUEUES, "queues", "version 2: stage 0's queues never above D_in in flight, D_out ready")   \
+    X(QUEUES, "queues",                                                                            \
+      "version 2: stage 0's queues never above D_in in flight, D_out ready, counted from its "     \
+      "events; the log's recorded depths agree with them")                                         \
     X(RANK_INPUTS, "rank-inputs",                                                                  \
       "where the mesh ranks recorded them: every rank's input digest of a call is the same")      \
     X(SHARD_FINGERPRINTS, "shard-fingerprints",                                                    \
