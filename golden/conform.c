@@ -759,6 +759,7 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     ppv_inference_setup setup;
     ppv_inference_reader *rd = ppv_inference_open(path, &n, &setup, &out->has_setup, err, errlen);
     if (!rd) return -1;
+    inference_set_lenient(rd); /* a recorder's mistakes are violations, not unreadable */
     out->calls = n;
     out->format_version = inference_format_version(rd);
     for (int k = 0; k < PPV_CONFORM_COUNT; k++) /* envelope-digest: once one is seen */
@@ -808,12 +809,22 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
                  path, (int)k);
             goto done;
         }
+        /* what the recorder stored wrong: each is the violation, and the
+         * record it spoils is not judged further (its tensor is absent) */
+        const inference_fault *faults;
+        int nfaults = inference_faults(rd, &faults), env_faulty = 0, res_faulty = 0;
+        for (int q = 0; q < nfaults; q++) {
+            violation(&c, faults[q].in_result ? PPV_CONFORM_RESULT : PPV_CONFORM_ENVELOPE,
+                      faults[q].rule, "%s", faults[q].message);
+            if (faults[q].in_result) res_faulty = 1;
+            else env_faulty = 1;
+        }
         char msg[640];
-        ppv_failure f = ppv_envelope_check(&e, &order, msg, sizeof msg);
+        ppv_failure f = env_faulty ? PPV_FAIL_NONE : ppv_envelope_check(&e, &order, msg, sizeof msg);
         if (f != PPV_FAIL_NONE) violation(&c, PPV_CONFORM_ENVELOPE, f, "%s", msg);
         ppv_contract_order_advance(&order, &e);
         int infer = e.action == PPV_PP_INFER;
-        if (infer && e.envelope_digest_i64) {
+        if (infer && e.envelope_digest_i64 && !env_faulty) {
             out->checked[PPV_CONFORM_ENVELOPE_DIGEST] = 1;
             uint64_t d = ppv_envelope_digest(&e);
             if (!d) c.oom = 1; /* it could not be framed: only memory can run out here */
@@ -828,7 +839,8 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
             violation(&c, PPV_CONFORM_ANSWERED, PPV_FAIL_RULE,
                       "a %s with a result: only an INFER is answered", ppv_pp_action_name(e.action));
         if (has) out->results++;
-        if (infer && has && check_result(&c, &e, &r, &last_accepted) && ended < 0) {
+        if (infer && has && !res_faulty && !env_faulty && check_result(&c, &e, &r, &last_accepted) &&
+            ended < 0) {
             ended = k;
             end_what = "error result";
         }

@@ -213,6 +213,23 @@ int inference_rank_values(ppv_inference_reader *r, int *has,
                           void (*cb)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind,
                                      int64_t call_id, uint64_t value),
                           void *ctx, char *err, size_t errlen);
+/* What a recorder got wrong in a call that can still be read (conform
+ * judges these as violations, with the call's ids, where replay refuses
+ * the file): a tensor present with another dtype or rank than the
+ * contract's (FM-07), a boolean attribute that is an integer other than 0
+ * or 1 (PPV-FIELD). */
+enum { INFERENCE_MAX_FAULTS = 16 };
+typedef struct inference_fault {
+    int in_result; /* 0: the envelope's, 1: the result's */
+    ppv_failure rule;
+    char message[256];
+} inference_fault;
+/* From now on ppv_inference_read records such faults instead of failing
+ * (the tensor is then absent, the boolean 1). */
+void inference_set_lenient(ppv_inference_reader *r);
+/* The faults of the call ppv_inference_read read last: how many, in *out. */
+int inference_faults(const ppv_inference_reader *r, const inference_fault **out);
+
 /* Calls cb(ctx, where, name) for every attribute or object of call k (its
  * group, its envelope and its result) that spec/contract.def does not
  * define; 0, or -1 when they cannot be listed. */

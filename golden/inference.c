@@ -10,7 +10,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libgen.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,7 +45,51 @@ struct ppv_inference_reader {
     hid_t events, event_mem; /* the event log, once inference_events_open found one */
     int64_t n;
     char path[4096];
+    int lenient;                                   /* faults recorded, not refused */
+    inference_fault faults[INFERENCE_MAX_FAULTS]; /* the last call's */
+    int nfaults;
 };
+
+/* Where a lenient read records what it found wrong (NULL: refuse it). */
+typedef struct fault_sink {
+    ppv_inference_reader *r;
+    int in_result;
+} fault_sink;
+
+static void add_fault(fault_sink *fs, ppv_failure rule, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void add_fault(fault_sink *fs, ppv_failure rule, const char *fmt, ...) {
+    ppv_inference_reader *r = fs->r;
+    if (r->nfaults == INFERENCE_MAX_FAULTS) return;
+    inference_fault *f = &r->faults[r->nfaults++];
+    f->in_result = fs->in_result;
+    f->rule = rule;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+}
+
+void inference_set_lenient(ppv_inference_reader *r) {
+    r->lenient = 1;
+}
+
+int inference_faults(const ppv_inference_reader *r, const inference_fault **out) {
+    *out = r->faults;
+    return r->nfaults;
+}
+
+/* A dataset type in the contract's words: "bf16", "f32", "i32", "u8"... */
+static void type_name(hid_t ty, char *buf, size_t n) {
+    H5T_class_t cl = H5Tget_class(ty);
+    size_t bytes = H5Tget_size(ty);
+    if (h5_is_bf16(ty)) snprintf(buf, n, "bf16");
+    else if (cl == H5T_FLOAT) snprintf(buf, n, "f%zu", 8 * bytes);
+    else if (cl == H5T_INTEGER)
+        snprintf(buf, n, "%s%zu", H5Tget_sign(ty) == H5T_SGN_NONE ? "u" : "i", 8 * bytes);
+    else snprintf(buf, n, "an HDF5 type of class %d, %zu bytes", (int)cl, bytes);
+}
 
 /* The event record's members, in order (ppv_pp_event's fields). */
 #define EVENT_MEMBERS(X)                                                                           \
@@ -455,9 +501,15 @@ static int read_int(hid_t g, const char *name, int64_t *v) {
     return h5_read_attr_i64(g, name, v);
 }
 
-static int read_bool(hid_t g, const char *name, int *v) {
+static int read_bool(hid_t g, const char *name, int *v, fault_sink *fs) {
     int64_t x;
-    if (h5_read_attr_i64(g, name, &x) < 0 || (x != 0 && x != 1)) return -1;
+    if (h5_read_attr_i64(g, name, &x) < 0) return -1;
+    if (x != 0 && x != 1) {
+        if (!fs) return -1;
+        add_fault(fs, PPV_FAIL_FIELD, "%s/%s is %" PRId64 ": a boolean is 0 or 1",
+                  fs->in_result ? "result" : "envelope", name, x);
+        x = 1;
+    }
     *v = (int)x;
     return 0;
 }
@@ -490,7 +542,7 @@ static int read_str(hid_t g, const char *name, char *v) {
  * contract says, shape from the file. 0 (absent or read), or -1 with the
  * reason in err. */
 static int read_tensor(hid_t g, const char *where, const char *name, ppv_dtype dtype, int rank,
-                       ppv_tensor *t, char *err, size_t errlen) {
+                       ppv_tensor *t, fault_sink *fs, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     if (H5Lexists(g, name, H5P_DEFAULT) <= 0) return 0;
     hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
@@ -500,13 +552,24 @@ static int read_tensor(hid_t g, const char *where, const char *name, ppv_dtype d
     int ok_type = ty >= 0 && (dtype == PPV_DTYPE_BF16
                                   ? h5_is_bf16(ty)
                                   : H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 8);
+    int ndims = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
+    if (fs && d >= 0 && sp >= 0 && ty >= 0 && ndims >= 0 && (!ok_type || ndims != rank)) {
+        /* readable, but not what the contract says: the recorder's mistake */
+        char got[64];
+        type_name(ty, got, sizeof got);
+        add_fault(fs, PPV_FAIL_FM07,
+                  "%s/%s is stored as %s with %d dimension%s, the contract says %s with %d",
+                  fs->in_result ? "result" : "envelope", name, got, ndims, ndims == 1 ? "" : "s",
+                  ppv_dtype_token(dtype), rank);
+        rc = 0;
+        goto done;
+    }
     if (d < 0 || sp < 0 || !ok_type) {
         gerr(err, errlen, "%s/%s: not a %s dataset", where, name, ppv_dtype_token(dtype));
         goto done;
     }
-    if (H5Sget_simple_extent_ndims(sp) != rank) {
-        gerr(err, errlen, "%s/%s: %d dimensions, the contract says %d", where, name,
-             H5Sget_simple_extent_ndims(sp), rank);
+    if (ndims != rank) {
+        gerr(err, errlen, "%s/%s: %d dimensions, the contract says %d", where, name, ndims, rank);
         goto done;
     }
     H5Sget_simple_extent_dims(sp, dims, NULL);
@@ -537,7 +600,7 @@ done:
 }
 
 #define READ_INT(g, x, name) read_int(g, #name, &(x)->name)
-#define READ_BOOL(g, x, name) read_bool(g, #name, &(x)->name)
+#define READ_BOOL(g, x, name) read_bool(g, #name, &(x)->name, fs)
 #define READ_FLOAT(g, x, name) read_float(g, #name, &(x)->name)
 #define READ_STR(g, x, name) read_str(g, #name, (x)->name)
 #define KIND_NAME_INT "an integer"
@@ -545,7 +608,8 @@ done:
 #define KIND_NAME_FLOAT "a float"
 #define KIND_NAME_STR "a string"
 
-static int read_envelope(hid_t call, const char *where, ppv_envelope *e, char *err, size_t errlen) {
+static int read_envelope(hid_t call, const char *where, ppv_envelope *e, fault_sink *fs, char *err,
+                         size_t errlen) {
     memset(e, 0, sizeof *e);
     hid_t g =
         H5Lexists(call, "envelope", H5P_DEFAULT) > 0 ? H5Gopen2(call, "envelope", H5P_DEFAULT) : -1;
@@ -565,7 +629,7 @@ static int read_envelope(hid_t call, const char *where, ppv_envelope *e, char *e
     char w[200];
     snprintf(w, sizeof w, "%s/envelope", where);
 #define PPV_ENV_TENSOR(name, dtype, rank, when)                                                    \
-    if (!rc) rc = read_tensor(g, w, #name, PPV_DTYPE_##dtype, rank, &e->name, err, errlen);
+    if (!rc) rc = read_tensor(g, w, #name, PPV_DTYPE_##dtype, rank, &e->name, fs, err, errlen);
 #include "contract.def"
 #undef PPV_ENV_TENSOR
     H5Gclose(g);
@@ -573,8 +637,8 @@ static int read_envelope(hid_t call, const char *where, ppv_envelope *e, char *e
     return rc;
 }
 
-static int read_result(hid_t call, const char *where, ppv_result *r, int *present, char *err,
-                       size_t errlen) {
+static int read_result(hid_t call, const char *where, ppv_result *r, int *present, fault_sink *fs,
+                       char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     *present = H5Lexists(call, "result", H5P_DEFAULT) > 0;
     if (!*present) return 0;
@@ -590,7 +654,7 @@ static int read_result(hid_t call, const char *where, ppv_result *r, int *presen
     char w[200];
     snprintf(w, sizeof w, "%s/result", where);
 #define PPV_RES_TENSOR(name, dtype, rank, when)                                                    \
-    if (!rc) rc = read_tensor(g, w, #name, PPV_DTYPE_##dtype, rank, &r->name, err, errlen);
+    if (!rc) rc = read_tensor(g, w, #name, PPV_DTYPE_##dtype, rank, &r->name, fs, err, errlen);
 #include "contract.def"
 #undef PPV_RES_TENSOR
     H5Gclose(g);
@@ -665,9 +729,13 @@ int ppv_inference_read(ppv_inference_reader *r, int64_t k, ppv_envelope *e, ppv_
                     (long long)r->n);
     hid_t call = H5Gopen2(r->calls, name, H5P_DEFAULT);
     char why[512];
+    r->nfaults = 0;
+    fault_sink env_faults = {r, 0}, res_faults = {r, 1};
     int rc = call < 0 ? gerr(why, sizeof why, "%s: not a group", where)
-                      : read_envelope(call, where, e, why, sizeof why);
-    if (rc == 0 && read_result(call, where, res, has_result, why, sizeof why) < 0) {
+                      : read_envelope(call, where, e, r->lenient ? &env_faults : NULL, why,
+                                      sizeof why);
+    if (rc == 0 && read_result(call, where, res, has_result, r->lenient ? &res_faults : NULL, why,
+                               sizeof why) < 0) {
         ppv_envelope_free_tensors(e);
         rc = -1;
     }

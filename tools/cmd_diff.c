@@ -575,6 +575,26 @@ static int replay_inference(diff_args *da) {
     guard_arm(da->json);
     if (ppv_inference_replay(da->files[0], &da->o, (int32_t)da->mesh, da->perturb, &res, err,
                              sizeof err) < 0) {
+        if (cr.violations > 0) { /* the contract's verdict, with why nothing re-ran */
+            if (da->junit) junit_free(&dj.j);
+            if (da->json) {
+                json_object *o = conform_json(&cr);
+                json_object_object_add(o, "ok", json_object_new_boolean(0));
+                json_object_object_add(o, "kind", json_object_new_string("inference"));
+                json_object_object_add(o, "replayed", json_object_new_boolean(0));
+                json_object_object_add(o, "why_not_replayed", json_object_new_string(err));
+                puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+                json_object_put(o);
+            } else {
+                conform_print(da->files[0], &cr);
+                printf("%s: nothing was replayed: the recording breaks the contract where the "
+                       "re-run reads it (%s)\nresult: PROBLEM\n",
+                       da->files[0], err);
+            }
+            ppv_conform_report_free(&cr);
+            return PPV_EXIT_PROBLEM;
+        }
         fprintf(stderr, "ppv replay: %s\n", err);
         if (da->junit) junit_free(&dj.j);
         ppv_conform_report_free(&cr);

@@ -288,6 +288,70 @@ class Recording(unittest.TestCase):
             record.Recorder(self.path("y.h5"), events={"d_in": 2})
 
 
+class RecorderMistakes(unittest.TestCase):
+    """Recordings a recorder got wrong, written by hand with h5py as an
+    outside recorder would write them: each mistake is a violation naming
+    its call and its tensor or field (exit 1), never "cannot read"."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.clean = os.path.join(self.dir.name, "clean.h5")
+        r = run("pp", "--chunks", "3", "--record", self.clean)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def broken(self, change):
+        path = os.path.join(self.dir.name, "broken.h5")
+        with open(self.clean, "rb") as a, open(path, "wb") as b:
+            b.write(a.read())
+        with h5py.File(path, "r+") as f:
+            change(f)
+        return run("conform", path), path
+
+    @staticmethod
+    def retype(group, name, dtype=None, shape=None):
+        data = group[name][()]
+        del group[name]
+        data = data.astype(dtype) if dtype else data
+        group.create_dataset(name, data=data.reshape(shape) if shape else data)
+
+    def test_each_mistake_is_a_violation_with_the_calls_ids(self):
+        call1 = "inference/calls/call_000001"
+        ids = " at call 1 (call_id 1, chunk_index 1, cache_epoch 0): "
+        cases = [
+            (lambda f: self.retype(f[call1 + "/envelope"], "latents_in", np.float32),
+             "FM-07 [envelope]" + ids + "envelope/latents_in is stored as f32 with 5 dimensions, "
+             "the contract says bf16 with 5"),
+            (lambda f: self.retype(f[call1 + "/envelope"], "current_denoising_step_list",
+                                   np.int32),
+             "FM-07 [envelope]" + ids + "envelope/current_denoising_step_list is stored as i32 "
+             "with 1 dimension, the contract says i64 with 1"),
+            (lambda f: self.retype(f[call1 + "/envelope"], "current_denoising_step_list", None,
+                                   (1, -1)),
+             "FM-07 [envelope]" + ids + "envelope/current_denoising_step_list is stored as i64 "
+             "with 2 dimensions, the contract says i64 with 1"),
+            (lambda f: f[call1 + "/envelope"].attrs.modify("reset_kv_cache", np.int64(2)),
+             "PPV-FIELD [envelope]" + ids + "envelope/reset_kv_cache is 2: a boolean is 0 or 1"),
+            (lambda f: self.retype(f[call1 + "/result"], "latents_out", np.float32),
+             "FM-07 [result]" + ids + "result/latents_out is stored as f32 with 5 dimensions, "
+             "the contract says bf16 with 5"),
+        ]
+        for change, want in cases:
+            r, path = self.broken(change)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn(want, r.stdout)
+            self.assertIn("conformance: 1 violation of ", r.stdout)
+            # replay gives the same verdict: the violation, and nothing re-run
+            r = run("replay", path)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn(want, r.stdout)
+            if "PPV-FIELD" not in want:  # a boolean read as 1 still re-runs
+                self.assertIn(": nothing was replayed: the recording breaks the contract where "
+                              "the re-run reads it (", r.stdout)
+
+
 if __name__ == "__main__":
     PPV = sys.argv.pop(1)
     unittest.main()
