@@ -31,7 +31,7 @@ const char *ppv_conform_check_text(ppv_conform_check c) {
 
 typedef struct conform {
     ppv_conform_report *rep;
-    int max_report, overlap;
+    int max_report, overlap, strict;
     int cap; /* violations rep->v has room for */
     int oom;
     const ppv_envelope *e; /* the call being checked (NULL: the file) */
@@ -75,13 +75,22 @@ static void violation(conform *c, ppv_conform_check check, ppv_failure rule, con
 
 static void unknown_key(void *ctx, const char *where, const char *name) {
     conform *c = ctx;
-    if (!strcmp(name, "video"))
+    ppv_conform_report *r = c->rep;
+    if (!strcmp(name, "video")) {
         violation(c, PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD,
                   "%s/video: the video key is forbidden in the pipeline's messages", where);
-    else
+        return;
+    }
+    r->unknown_fields++;
+    size_t used = strlen(r->unknown_names);
+    if (r->unknown_fields <= 8 && used + strlen(where) + strlen(name) + 4 < sizeof r->unknown_names)
+        snprintf(r->unknown_names + used, sizeof r->unknown_names - used, "%s%s/%s",
+                 used ? ", " : "", where, name);
+    if (c->strict)
         violation(c, PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD,
-                  "%s/%s: a field the contract does not define (a receiver filters it out)", where,
-                  name);
+                  "%s/%s: a field the contract does not define (a receiver filters it out; "
+                  "--strict refuses it)",
+                  where, name);
 }
 
 /* The result's own checks beyond stage 0's verdict: finite values, the
@@ -525,9 +534,18 @@ static int check_events(conform *c, ppv_inference_reader *rd, call_info *ci, int
     p.epoch = -1;
     p.last_decoded = -1;
     p.t_prev = INT64_MIN;
-    int64_t n = 0;
-    int has = inference_events_open(rd, &p.how, clock, sizeof clock, &n, err, errlen);
+    int64_t n = 0, count = -1;
+    int has = inference_events_open(rd, &p.how, clock, sizeof clock, &n, &count, err, errlen);
     if (has < 0) return -1;
+    if (has && count >= 0 && count != n)
+        violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_FIELD,
+                  "/inference/events: its count attribute says %" PRId64 " events, it holds %" PRId64,
+                  count, n);
+    if (has && strcmp(clock, "virtual") != 0 && strcmp(clock, "monotonic") != 0)
+        violation(c, PPV_CONFORM_EVENT_LOG, PPV_FAIL_FIELD,
+                  "/inference/events: clock '%.60s': the format's clocks are virtual (the mock's "
+                  "steps) and monotonic (a machine's)",
+                  clock);
     ppv_conform_report *r = c->rep;
     for (int k = PPV_CONFORM_EVENT_LOG; k <= PPV_CONFORM_QUEUES; k++)
         r->checked[k] = has;
@@ -753,8 +771,8 @@ static int check_ranks(conform *c, ppv_inference_reader *rd, const call_info *ci
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
-    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, o && o->overlap, 0, 0, NULL,
-                 -1};
+    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, o && o->overlap,
+                 o && o->strict, 0, 0, NULL, -1};
     int64_t n = 0;
     ppv_inference_setup setup;
     ppv_inference_reader *rd = ppv_inference_open(path, &n, &setup, &out->has_setup, err, errlen);
@@ -769,6 +787,12 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
              "late, ahead), heartbeats, timings and queue depths were not recorded, so their "
              "rules were not checked",
              out->format_version);
+    if (inference_unknown_file_keys(rd, unknown_key, &c) < 0) {
+        gerr(err, errlen, "%s: cannot list the file's groups and attributes", path);
+        ppv_inference_close(rd);
+        ppv_conform_report_free(out);
+        return -1;
+    }
     int64_t links = inference_links(rd);
     out->present = inference_present(rd);
     int64_t upto = out->present < n ? out->present : n;

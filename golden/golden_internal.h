@@ -198,10 +198,16 @@ int64_t inference_links(ppv_inference_reader *r);
 /* Calls held in order from call 0: the first index with no call_NNNNNN. */
 int64_t inference_present(ppv_inference_reader *r);
 /* The event log (format version 2): 1 with *how (its clock copied into
- * clock) and *n events, 0 when the file has none, -1 when it is not what
- * the format says (err names the object). */
+ * clock), *n events and its count attribute in *count (-1: none), 0 when
+ * the file has none, -1 when it is not what the format says (err names
+ * the object). */
 int inference_events_open(ppv_inference_reader *r, ppv_inference_events *how, char *clock,
-                          size_t clocklen, int64_t *n, char *err, size_t errlen);
+                          size_t clocklen, int64_t *n, int64_t *count, char *err, size_t errlen);
+/* As inference_unknown_keys, for the file's own groups: the root,
+ * /inference, its event log and its generator. */
+int inference_unknown_file_keys(ppv_inference_reader *r,
+                                void (*cb)(void *ctx, const char *where, const char *name),
+                                void *ctx);
 /* Events [start, start + n) into out. 0, or -1 with the reason. */
 int inference_events_read(ppv_inference_reader *r, int64_t start, int64_t n, ppv_pp_event *out,
                           char *err, size_t errlen);

@@ -851,10 +851,51 @@ int inference_unknown_keys(ppv_inference_reader *r, int64_t k,
     return rc;
 }
 
+int inference_unknown_file_keys(ppv_inference_reader *r,
+                                void (*cb)(void *ctx, const char *where, const char *name),
+                                void *ctx) {
+    static const char *const root_keys[] = {"ppv_format", "producer", "producer_version",
+                                            "created",    "kind",     "format_version",
+                                            "inference"};
+    static const char *const inference_keys[] = {"calls",  "mesh",      "kv_window",
+                                                 "events", "generator", "ranks"};
+    static const char *const event_keys[] = {"clock", "count", "d_in", "d_out", "reorder_bound"};
+    static const char *const generator_keys[] = {"name",   "version", "params",  "setup_digest",
+                                                 "cond_dim", "seed",  "layers",  "d_model",
+                                                 "n_heads",  "d_ff"};
+    static const struct {
+        const char *path;
+        const char *const *known;
+        int n;
+    } parts[] = {
+        {"/", root_keys, (int)(sizeof root_keys / sizeof *root_keys)},
+        {"/inference", inference_keys, (int)(sizeof inference_keys / sizeof *inference_keys)},
+        {"/inference/events", event_keys, (int)(sizeof event_keys / sizeof *event_keys)},
+        {"/inference/generator", generator_keys,
+         (int)(sizeof generator_keys / sizeof *generator_keys)},
+    };
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+        if (k > 0 && H5Lexists(r->file, parts[k].path, H5P_DEFAULT) <= 0) continue;
+        hid_t o = H5Oopen(r->file, parts[k].path, H5P_DEFAULT);
+        if (o < 0) return -1;
+        int rc = 0;
+        if (H5Iget_type(o) == H5I_GROUP) {
+            rc = walk_keys(o, k ? parts[k].path : "", parts[k].known, parts[k].n, cb, ctx);
+        } else { /* a dataset has attributes only */
+            key_walk w = {parts[k].known, parts[k].n, parts[k].path, cb, ctx};
+            rc = H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_INC, NULL, key_attr, &w) < 0 ? -1 : 0;
+        }
+        H5Oclose(o);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
 int inference_events_open(ppv_inference_reader *r, ppv_inference_events *how, char *clock,
-                          size_t clocklen, int64_t *n, char *err, size_t errlen) {
+                          size_t clocklen, int64_t *n, int64_t *count, char *err, size_t errlen) {
     static const char where[] = "/inference/events";
     *n = 0;
+    *count = -1;
     if (H5Lexists(r->file, "inference", H5P_DEFAULT) <= 0 ||
         H5Lexists(r->file, where, H5P_DEFAULT) <= 0)
         return 0;
@@ -893,6 +934,8 @@ int inference_events_open(ppv_inference_reader *r, ppv_inference_events *how, ch
     snprintf(clock, clocklen, "%s", c);
     free(c);
     how->clock = clock;
+    if (H5Aexists(r->events, "count") > 0 && h5_read_attr_i64(r->events, "count", count) < 0)
+        return gerr(err, errlen, "%s: %s: attribute count is not an integer", r->path, where);
     if ((r->event_mem = event_type(0)) < 0) return gerr(err, errlen, "out of memory");
     *n = (int64_t)dims;
     return 1;

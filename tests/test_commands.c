@@ -179,7 +179,8 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
     if (skip_under_valgrind()) skip();
     static const char *const flags[] = {"--comms",      "--json",         "--perturb",
                                         "--all-attributes", "--help",   "--compare-kv",
-                                        "--control-only", "--poll", "--allow-unsafe", "--overlap", NULL};
+                                        "--control-only", "--poll", "--allow-unsafe", "--overlap",
+                                        "--strict", NULL};
     int checked = 0;
     for (int k = 0; commands[k]; k++) {
         run_result h = RUN("help", commands[k]);

@@ -588,6 +588,10 @@ static void add_attr(hid_t file, const char *obj, const char *name) {
 static void add_unknown_fields(hid_t file) {
     add_attr(file, "/inference/calls/call_000001/envelope", "tp_plan");
     add_attr(file, "/inference/calls/call_000002/result", "video");
+    add_attr(file, "/inference", "site");
+    hid_t g = H5Gcreate2(file, "/inference/extra", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(g >= 0);
+    H5Gclose(g);
 }
 
 static void drop_attr(hid_t file) {
@@ -617,14 +621,74 @@ static void test_unknown_fields_and_the_video_key(void **state) {
     const char *path = tmp_path("unknown.h5");
     write_rec(path, &x, x.n);
     edit(path, add_unknown_fields);
+    /* filtered as a receiver filters them: counted and named; the video
+     * key alone is a violation */
     ppv_conform_report cr = conform_ok(path);
-    want w[] = {{PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 1,
-                 "call_000001/envelope/tp_plan: a field the contract does not define"},
-                {PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 2,
-                 "call_000002/result/video: the video key is forbidden"}};
-    expect_violations(&cr, w, 2);
+    want w = {PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 2,
+              "call_000002/result/video: the video key is forbidden"};
+    expect_violations(&cr, &w, 1);
+    assert_int_equal(cr.unknown_fields, 3);
+    assert_string_equal(cr.unknown_names, "/inference/site, /inference/extra, "
+                                          "/inference/calls/call_000001/envelope/tp_plan");
+    ppv_conform_report_free(&cr);
+    /* --strict refuses each */
+    ppv_conform_options o = {.strict = 1};
+    char err[256];
+    assert_int_equal(ppv_conform(path, &o, &cr, err, sizeof err), 0);
+    want ws[] = {{PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, -1,
+                  "/inference/site: a field the contract does not define"},
+                 {PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, -1,
+                  "/inference/extra: a field the contract does not define"},
+                 {PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 1,
+                  "call_000001/envelope/tp_plan: a field the contract does not define"},
+                 {PPV_CONFORM_UNKNOWN_FIELD, PPV_FAIL_FIELD, 2,
+                  "call_000002/result/video: the video key is forbidden"}};
+    expect_violations(&cr, ws, 4);
     ppv_conform_report_free(&cr);
     rec_free(&x);
+}
+
+/* The event log's own attributes: a count that is not the events held, a
+ * clock the format does not know. */
+static void log_count_off(hid_t file) {
+    hid_t d = H5Dopen2(file, "/inference/events", H5P_DEFAULT);
+    assert_true(d >= 0);
+    int64_t wrong = 3;
+    hid_t a = H5Aopen(d, "count", H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &wrong) >= 0);
+    H5Aclose(a);
+    H5Dclose(d);
+}
+static void log_clock_tsc(hid_t file) {
+    hid_t d = H5Dopen2(file, "/inference/events", H5P_DEFAULT);
+    assert_true(d >= 0 && H5Adelete(d, "clock") >= 0);
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, 3);
+    hid_t a = H5Acreate2(d, "clock", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, t, "tsc") >= 0);
+    H5Aclose(a), H5Sclose(sp), H5Tclose(t), H5Dclose(d);
+}
+static void test_the_event_logs_count_and_clock(void **state) {
+    (void)state;
+    static const struct {
+        void (*f)(hid_t);
+        const char *want;
+    } cases[] = {
+        {log_count_off, "/inference/events: its count attribute says 3 events, it holds 16"},
+        {log_clock_tsc, "/inference/events: clock 'tsc': the format's clocks are virtual"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        rec x;
+        clean_log(&x);
+        const char *path = tmp_path("log.h5");
+        write_rec2(path, &x);
+        edit(path, cases[k].f);
+        ppv_conform_report cr = conform_ok(path);
+        want w = {PPV_CONFORM_EVENT_LOG, PPV_FAIL_FIELD, -1, cases[k].want};
+        expect_violations(&cr, &w, 1);
+        ppv_conform_report_free(&cr);
+        rec_free(&x);
+    }
 }
 
 /* The counts are of all violations; the report keeps max_report. */
@@ -636,7 +700,7 @@ static void test_max_report_keeps_the_first_and_counts_all(void **state) {
         x.r[k].output_digest_i64 ^= 1;
     const char *path = tmp_path("many.h5");
     write_rec(path, &x, x.n);
-    ppv_conform_options o = {2, 0};
+    ppv_conform_options o = {.max_report = 2};
     ppv_conform_report cr;
     char err[256];
     assert_int_equal(ppv_conform(path, &o, &cr, err, sizeof err), 0);
@@ -1036,6 +1100,32 @@ static void test_conform_command_exit_codes_and_json(void **state) {
     assert_non_null(strstr(r.out, "6 calls (5 INFER, 5 results), 0 events, format version 1"));
     assert_non_null(strstr(r.out, "conformance: 0 violations of 12 checks\nresult: CONFORMS\n"));
     run_free(&r);
+    /* a field the contract does not define: named, and refused with --strict */
+    const char *extra = tmp_path("extra.h5");
+    write_rec(extra, &x, x.n);
+    edit(extra, add_unknown_fields);
+    r = RUN("conform", extra);
+    assert_int_equal(r.code, 1); /* the video key */
+    assert_non_null(strstr(r.out, "\nunknown fields: 3 the contract does not define, filtered as a "
+                                  "receiver filters them (/inference/site, /inference/extra, "
+                                  "/inference/calls/call_000001/envelope/tp_plan; --strict refuses "
+                                  "them)\nconformance: 1 violation of 12 checks\n"));
+    run_free(&r);
+    r = RUN("conform", extra, "--strict");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "conformance: 4 violations of 12 checks\n"));
+    run_free(&r);
+    /* --json prints an object on exit 2 too */
+    r = RUN("conform", tmp_path("not_there.h5"), "--json");
+    assert_int_equal(r.code, 2);
+    json_object *u = json_tokener_parse(r.out), *uv;
+    assert_non_null(u);
+    assert_true(json_object_object_get_ex(u, "readable", &uv));
+    assert_false(json_object_get_boolean(uv));
+    assert_true(json_object_object_get_ex(u, "error", &uv));
+    assert_non_null(strstr(json_object_get_string(uv), "not_there.h5: cannot open"));
+    json_object_put(u);
+    run_free(&r);
     fewer_calls(&x);
     const char *bad = tmp_path("bad.h5");
     write_rec(bad, &x, x.n);
@@ -1212,7 +1302,7 @@ static void test_overlap_of_the_live_pipeline(void **state) {
         ppv_result_free_tensors(&res);
     }
     ppv_inference_close(rd);
-    ppv_conform_options o = {0, 1};
+    ppv_conform_options o = {.overlap = 1};
     ppv_conform_report cr;
     assert_int_equal(ppv_conform(two, &o, &cr, err, sizeof err), 0);
     assert_int_equal(cr.overlap_samples, 20);
@@ -1425,6 +1515,7 @@ int main(void) {
         cmocka_unit_test(test_log_results_ahead),
         cmocka_unit_test(test_log_every_infer_decoded_once_in_order),
         cmocka_unit_test(test_log_queues_within_bounds),
+        cmocka_unit_test(test_the_event_logs_count_and_clock),
         cmocka_unit_test(test_log_depths_are_the_events_not_the_recorders_word),
         cmocka_unit_test(test_every_clean_recording_conforms),
         cmocka_unit_test(test_conform_command_exit_codes_and_json),

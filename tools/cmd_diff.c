@@ -425,6 +425,11 @@ static void conform_print(const char *path, const ppv_conform_report *r) {
     }
     if (r->violations > r->nv)
         printf("... %lld more violations (--max-report)\n", (long long)(r->violations - r->nv));
+    if (r->unknown_fields)
+        printf("unknown fields: %lld the contract does not define, filtered as a receiver filters "
+               "them (%s%s; --strict refuses them)\n",
+               (long long)r->unknown_fields, r->unknown_names,
+               r->unknown_fields > 8 ? ", ..." : "");
     if (r->overlap_done && r->overlap_samples)
         printf("overlap: OverlapScore %.3f over %lld chunks after the warm-up (median period %.3f "
                "ms, stage 0 %.3f ms, the mesh %.3f ms)\n",
@@ -446,6 +451,15 @@ static json_object *conform_json(const ppv_conform_report *r) {
     json_object_object_add(o, "results", json_object_new_int64(r->results));
     json_object_object_add(o, "has_setup", json_object_new_boolean(r->has_setup));
     json_object_object_add(o, "not_shown", r->limits[0] ? json_object_new_string(r->limits) : NULL);
+    json_object_object_add(o, "unknown_fields", json_object_new_int64(r->unknown_fields));
+    json_object *names = json_object_new_array();
+    for (const char *p = r->unknown_names; *p;) { /* "a, b, c" */
+        size_t n = strcspn(p, ",");
+        json_object_array_add(names, json_object_new_string_len(p, (int)n));
+        p += n;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    json_object_object_add(o, "unknown_field_names", names);
     for (int c = 0; c < PPV_CONFORM_COUNT; c++)
         json_object_object_add(checks, ppv_conform_check_name((ppv_conform_check)c),
                                r->checked[c] ? json_object_new_int64(r->by_check[c]) : NULL);
@@ -692,6 +706,7 @@ int cmd_conform(int argc, char **argv) {
             co.max_report = (int)n;
             break;
         case OPT_OVERLAP: co.overlap = 1; break;
+        case OPT_STRICT: co.strict = 1; break;
         case CLI_HELP: return print_help();
         default: return bad_option();
         }
@@ -704,6 +719,16 @@ int cmd_conform(int argc, char **argv) {
     ppv_conform_report cr;
     if (ppv_conform(path, &co, &cr, err, sizeof err) < 0) {
         fprintf(stderr, "ppv conform: %s\n", err);
+        if (json) { /* --json always prints an object: why nothing was judged */
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "conforms", NULL);
+            json_object_object_add(o, "readable", json_object_new_boolean(0));
+            json_object_object_add(o, "error", json_object_new_string(err));
+            json_object_object_add(o, "file", json_object_new_string(path));
+            puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+            json_object_put(o);
+        }
         return PPV_EXIT_BAD_INPUT;
     }
     if (junit_path) {

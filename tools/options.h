@@ -235,6 +235,10 @@
     X(JSON, 0, "json", NULL, "print the report as one JSON object", NULL)                          \
     X(JUNIT, 0, "junit", "FILE", "also write JUnit XML, one testcase per check", NULL)             \
     X(MAX_REPORT, 0, "max-report", "N", "violations listed (all are counted)", "100")            \
+    X(STRICT, 0, "strict", NULL,                                                                   \
+      "a field or object the contract and the format do not define is a violation (without it, "  \
+      "such fields are counted and named, as a receiver filters them out)",                        \
+      NULL)                                                                                        \
     X(OVERLAP, 0, "overlap", NULL,                                                                 \
       "also measure the contract's overlap metric from the event log's times and the results' "   \
       "tB_ms (OverlapScore = median hidden/min(stage0, stage1) after 10 warm-up chunks); below "  \

@@ -274,7 +274,8 @@ int ppv_golden_is_inference(const char *path);
       "where envelopes carry envelope_digest_i64: each is the digest of its envelope as recorded")  \
     X(AFTER_END, "after-end", "no call after SHUTDOWN, ERROR or the mesh's error result")          \
     X(UNKNOWN_FIELD, "unknown-field",                                                              \
-      "no field the contract does not define (the forbidden video key included)")                  \
+      "no video key (forbidden); with --strict, no field or object the contract and the format "  \
+      "do not define (without it they are counted and named: a receiver filters them out)")       \
     X(ANSWERED, "answered", "every INFER has one result, and no other action has one")             \
     X(RESULT, "result",                                                                            \
       "a result's version and ids equal the envelope it answers; ok and error_message; "           \
@@ -338,6 +339,7 @@ typedef struct ppv_conform_violation {
 typedef struct ppv_conform_options {
     int max_report; /* violations kept in the report (all are counted); 0: 100 */
     int overlap;    /* also measure the overlap (PPV_CONFORM_OVERLAP) */
+    int strict;     /* a field the contract does not define is a violation, not a count */
 } ppv_conform_options;
 
 typedef struct ppv_conform_report {
@@ -359,6 +361,11 @@ typedef struct ppv_conform_report {
     int64_t infers, results;
     int has_setup;
     char limits[256]; /* what this file's format cannot show ("" when nothing) */
+    /* fields and objects the contract and the format do not define: a
+     * receiver filters them out, so they are counted and named (the first
+     * few, each with its path) and are violations only with strict */
+    int64_t unknown_fields;
+    char unknown_names[512];
 } ppv_conform_report;
 
 /* Checks the recording at path against the contract, with no model: 0
