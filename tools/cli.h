@@ -325,7 +325,7 @@ int py_target_open(const char *spec, int32_t nranks, double idle, py_target **ou
 void py_target_close(py_target *t);
 /* --replay TRACE: the trace's run once; prints how it ended and whether it
  * fails again. Returns the exit code. */
-int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace);
+int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace, int json);
 /* One run under pol with fault: its world (*out, kept for its decisions
  * and notes) and result. 0, or -1 after the message (res to be freed). */
 int py_target_run(py_target *t, const ppv_fuzz_program *pg, const ppv_policy *pol,

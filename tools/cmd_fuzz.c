@@ -258,7 +258,6 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
                               : a->faults_given           ? "--faults"
                               : a->jobs_given             ? "--jobs"
                               : a->out                    ? "--out"
-                              : a->json                   ? "--json"
                               : a->junit                  ? "--junit"
                                                           : NULL;
             if (bad)
@@ -741,7 +740,7 @@ int cmd_fuzz(int argc, char **argv) {
     int made = 0; /* --out made here: removed again when nothing goes in it */
     if ((rc = setup_target(&a, &s, &mask, &py)) >= 0) goto done;
     if (py && a.py_replay) {
-        rc = py_target_replay(py, &a.py_program, a.py_replay);
+        rc = py_target_replay(py, &a.py_program, a.py_replay, a.json);
         goto done;
     }
     /* started by mpirun: a campaign, the runs split across the processes;

@@ -10,6 +10,7 @@
  * next run's failure of the environment), never a hang.
  */
 #include <dlfcn.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,7 +242,7 @@ int py_target_run(py_target *t, const ppv_fuzz_program *pg, const ppv_policy *po
     return 0;
 }
 
-int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace) {
+int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace, int json) {
     replay_trace rt;
     memset(&rt, 0, sizeof rt);
     ppv_policy pol;
@@ -267,26 +268,44 @@ int py_target_replay(py_target *t, const ppv_fuzz_program *pg, const char *trace
     }
     static const char *const ends[] = {"every rank returned", "deadlock", "hang (the watchdog)",
                                        "failed", "pruned"};
-    printf("ppv fuzz: py replay of %s: %s in %lld scheduler steps\n", trace, ends[res.status],
-           (long long)res.steps);
-    if (res.status != PPV_RUN_DONE && res.message[0]) printf("  %s\n", res.message);
-    for (int32_t k = 0; k < res.nblocked; k++)
-        printf("  rank %d blocked at %s: %s\n", (int)res.blocked[k].rank, res.blocked[k].action,
-               res.blocked[k].reason);
-    if (res.ncycle) {
-        printf("  cycle:");
-        for (int32_t k = 0; k < res.ncycle; k++) printf(" rank %d ->", (int)res.cycle[k].rank);
-        printf(" rank %d\n", (int)res.cycle[0].rank);
-    }
     replay_judgement j;
     memset(&j, 0, sizeof j);
     j.diverged = res.diverged;
     j.judged = rt.verdict.present;
     j.passes = res.status == PPV_RUN_DONE;
     snprintf(j.why, sizeof j.why, "%s", res.message);
-    if (!print_replay(&j, &rt.verdict, res.message))
-        printf("result: %s\n", res.status == PPV_RUN_DONE ? "OK" : "PROBLEM");
     int rc = res.status == PPV_RUN_DONE && !res.diverged ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    if (json) { /* as ppv pp --replay --json reports its replay */
+        json_object *o = json_object_new_object(), *bl = json_object_new_array();
+        json_object_object_add(o, "ok", json_object_new_boolean(rc == PPV_EXIT_OK));
+        json_object_object_add(o, "target", json_object_new_string("py"));
+        json_object_object_add(o, "trace", json_object_new_string(trace));
+        json_object_object_add(o, "end", json_object_new_string(ends[res.status]));
+        json_object_object_add(o, "scheduler_steps", json_object_new_int64(res.steps));
+        json_object_object_add(o, "message", res.message[0] ? json_object_new_string(res.message)
+                                                            : NULL);
+        for (int32_t k = 0; k < res.nblocked; k++)
+            json_object_array_add(bl, wait_json(&res.blocked[k]));
+        json_object_object_add(o, "blocked", bl);
+        json_object_object_add(o, "replay", replay_json(&j, &rt.verdict));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    } else {
+        printf("ppv fuzz: py replay of %s: %s in %lld scheduler steps\n", trace, ends[res.status],
+               (long long)res.steps);
+        if (res.status != PPV_RUN_DONE && res.message[0]) printf("  %s\n", res.message);
+        for (int32_t k = 0; k < res.nblocked; k++)
+            printf("  rank %d blocked at %s: %s\n", (int)res.blocked[k].rank,
+                   res.blocked[k].action, res.blocked[k].reason);
+        if (res.ncycle) {
+            printf("  cycle:");
+            for (int32_t k = 0; k < res.ncycle; k++) printf(" rank %d ->", (int)res.cycle[k].rank);
+            printf(" rank %d\n", (int)res.cycle[0].rank);
+        }
+        if (!print_replay(&j, &rt.verdict, res.message))
+            printf("result: %s\n", res.status == PPV_RUN_DONE ? "OK" : "PROBLEM");
+    }
     ppv_world_result_free(&res);
     ppv_world_free(w);
     replay_trace_free(&rt);

@@ -76,6 +76,13 @@ class ControlPlane(unittest.TestCase):
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn("replay: fails again: ", r.stdout)
                 self.assertIn("result: FAILED", r.stdout)
+                # --json: the same verdict as one object
+                r = fuzz(f"{PLANE}:{function}", "-n", "3", "--replay", trace, "--json")
+                self.assertEqual(r.returncode, 1, r.stderr)
+                j = json.loads(r.stdout, parse_constant=lambda c: 1 / 0)
+                self.assertFalse(j["ok"])
+                self.assertEqual(j["target"], "py")
+                self.assertTrue(j["replay"]["fails_again"], j)
 
     def test_the_receive_order_deadlock_needs_an_interleaving(self):
         # round-robin alone passes it; each strategy finds it within the runs
