@@ -673,7 +673,25 @@ static void test_nccl_pp_equals_mock(void **state) {
         run_free(&mock);
         run_free(&r);
     }
-    run_result r = RUN("pp", "--poll", "--transport", "nccl");
+    /* stash, one envelope in flight: the mock's output */
+    run_result mock = RUN("pp", "--mesh", "2", "--chunks", "5", "--d-in", "1", "--json");
+    run_result r = MPIRUN(3, PPV_BIN, "pp", "--mesh", "2", "--chunks", "5", "--d-in", "1",
+                          "--json", "--transport", "nccl");
+    if (r.code != 0) fprintf(stderr, "stash: %s%s", r.out, r.err);
+    assert_int_equal(mock.code, 0);
+    assert_int_equal(r.code, 0);
+    char *a = pp_fields(mock.out), *b = pp_fields(r.out);
+    assert_string_equal(b, a);
+    free(a);
+    free(b);
+    run_free(&mock);
+    run_free(&r);
+    /* stash with two in flight would deadlock on NCCL: refused, not waited out */
+    r = RUN("pp", "--transport", "nccl");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "on --transport nccl, --kv stash with --d-in above 1 deadlocks"));
+    run_free(&r);
+    r = RUN("pp", "--poll", "--kv", "recompute", "--transport", "nccl");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "NCCL has no probe"));
     run_free(&r);
@@ -717,8 +735,8 @@ static void test_worker_watchdog_ends_an_orphaned_mesh(void **state) {
         if (t) need_nccl(); /* skips the rest where NCCL's stand-in is not built */
         double t0 = now_s();
         r = MPIRUN(3, PPV_BIN, "pp", "--transport", t ? "nccl" : "mpi", "--mesh", "2", "--chunks",
-                   "4", "--inject", "OM-13", "--worker-watchdog", "2", "--heartbeat", "0.5",
-                   "--timeout", "120");
+                   "4", "--d-in", "1", "--inject", "OM-13", "--worker-watchdog", "2", "--heartbeat",
+                   "0.5", "--timeout", "120");
         double took = now_s() - t0;
         assert_int_equal(r.code, 1);
         assert_non_null(strstr(r.err, "(--worker-watchdog 2: mesh rank "));
