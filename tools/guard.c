@@ -54,14 +54,21 @@ static struct {
 
 typedef void (*exit_fn)(int);
 
-/* The C library's own _exit, past the one defined here. */
+/* The C library's function name, past the one defined here (NULL: none). */
+static exit_fn next_exit(const char *name) {
+    void *sym = dlsym(RTLD_NEXT, name);
+    exit_fn fn = NULL;
+    if (sym) memcpy(&fn, &sym, sizeof fn);
+    return fn;
+}
+
+/* The C library's own _exit, found when the guard is armed: a signal
+ * handler may not call dlsym. */
+static exit_fn libc__exit;
+
 _Noreturn static void real_exit_now(int code) {
-    void *sym = dlsym(RTLD_NEXT, "_exit");
-    exit_fn fn;
-    if (sym) {
-        memcpy(&fn, &sym, sizeof fn);
-        fn(code);
-    }
+    exit_fn fn = libc__exit ? libc__exit : next_exit("_exit");
+    if (fn) fn(code);
     syscall(SYS_exit_group, code);
     for (;;) pause();
 }
@@ -69,7 +76,7 @@ _Noreturn static void real_exit_now(int code) {
 /* ---- the report, built without allocating (a signal handler writes it) ------------------ */
 
 typedef struct text {
-    char buf[2048];
+    char buf[4096];
     size_t n;
 } text;
 
@@ -157,14 +164,17 @@ _Noreturn static void fail_at(const ppv_generator_site *s, const char *what, con
     put(&msg, ": ");
     put(&msg, why);
     text out = {.n = 0};
-    if (guard.json) {
+    /* the JSON object, whole or, when a plug-in's names make it too long
+     * for the buffer, without them: never a cut object */
+    for (int whole = 1; guard.json && whole >= 0; whole--) {
+        out.n = 0;
         put(&out, "{\"ok\":false,\"failure_mode\":\"PPV-GENERATOR\",\"caught_by\":\"plug-in "
                   "guard\",\"message\":\"");
-        put_json(&out, msg.buf);
+        put_json(&out, whole ? msg.buf : "(too long to show; see standard error)");
         put(&out, "\",\"generator\":\"");
-        put_json(&out, s->name ? s->name : "");
+        put_json(&out, whole && s->name ? s->name : "");
         put(&out, "\",\"generator_version\":\"");
-        put_json(&out, s->version ? s->version : "");
+        put_json(&out, whole && s->version ? s->version : "");
         put(&out, "\",\"function\":\"");
         put_json(&out, s->function ? s->function : "");
         put(&out, "\",\"mesh_rank\":");
@@ -173,7 +183,9 @@ _Noreturn static void fail_at(const ppv_generator_site *s, const char *what, con
         if (s->call_id < 0) put(&out, "null");
         else put_int(&out, s->call_id);
         put(&out, ",\"finished\":false}\n");
-    } else {
+        if (out.n + 1 < sizeof out.buf) break; /* it fit */
+    }
+    if (!guard.json) {
         put(&out, "failure: PPV-GENERATOR caught by the plug-in guard: ");
         put(&out, msg.buf);
         put(&out, "\nresult: PROBLEM (the run did not finish)\n");
@@ -207,12 +219,8 @@ static void refuse_exit(const char *how, int status) {
 
 void exit(int status) {
     refuse_exit("exit", status);
-    void *sym = dlsym(RTLD_NEXT, "exit");
-    exit_fn fn;
-    if (sym) {
-        memcpy(&fn, &sym, sizeof fn);
-        fn(status);
-    }
+    exit_fn fn = next_exit("exit");
+    if (fn) fn(status);
     real_exit_now(status);
 }
 
@@ -320,6 +328,7 @@ int guard_call_timeout_option(const char *arg) {
 void guard_arm(int json) {
     if (atomic_exchange(&guard.armed, 1)) return;
     guard.json = json;
+    libc__exit = next_exit("_exit");
     /* an alternate stack, so a rank whose stack overflowed is still named */
     static char altstack[64 * 1024];
     stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack};
