@@ -241,6 +241,8 @@ int repeat_pp(const ppv_pp_options *o, int32_t runs, ppv_pp_report **first, repe
  * the usage message. */
 int guard_call_timeout_option(const char *arg);
 void guard_arm(int json);
+/* Stops the --call-timeout watchdog (main, once the command returned). */
+void guard_disarm(void);
 /* Joins the job of transport name (NULL: the mock, nothing to join) and
  * says whether this process leads: every rank computes the whole report,
  * rank 0 prints it (the others' standard output goes nowhere) and writes

@@ -292,21 +292,39 @@ static void look(void *ctx, int slot, const ppv_generator_site *s, uint64_t entr
     }
 }
 
+/* The watchdog's thread and how it is told to stop (guard_disarm): it
+ * waits on the condition between looks, so it stops at once. */
+static struct {
+    pthread_t tid;
+    int started, stop;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+} dog = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
 static void *watchdog(void *arg) {
     (void)arg;
     static watch w; /* one watchdog a process */
     double tick = guard.call_timeout_s / 8;
     if (tick > 0.5) tick = 0.5;
     if (tick < 0.01) tick = 0.01;
-    struct timespec ts = {(time_t)tick, (long)((tick - (double)(time_t)tick) * 1e9)};
     for (;;) {
-        nanosleep(&ts, NULL);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long ns = until.tv_nsec + (long)(tick * 1e9);
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        pthread_mutex_lock(&dog.lock);
+        while (!dog.stop && pthread_cond_timedwait(&dog.wake, &dog.lock, &until) == 0) {
+        }
+        int stop = dog.stop;
+        pthread_mutex_unlock(&dog.lock);
+        if (stop) return NULL;
         w.now = now_s();
         ppv_generator_sites_visit(look, &w);
         if (w.late) {
             char why[160];
             snprintf(why, sizeof why,
-                     "it has not returned after %.0f s of its own code (--call-timeout %g), so "
+                     "it has not returned after %.1f s of its own code (--call-timeout %g), so "
                      "the run did not finish",
                      w.late_for, guard.call_timeout_s);
             fail_at(w.late, "hung", why);
@@ -342,12 +360,24 @@ void guard_arm(int json) {
         sigaction(fatal_signals[k], &sa, &guard.before[k]);
     }
     if (guard.call_timeout_s > 0) {
-        pthread_t tid;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&tid, &attr, watchdog, NULL) != 0)
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&dog.wake, &ca);
+        pthread_condattr_destroy(&ca);
+        dog.started = pthread_create(&dog.tid, NULL, watchdog, NULL) == 0;
+        if (!dog.started)
             fprintf(stderr, "ppv %s: warning: cannot start the --call-timeout watchdog\n", g_cmd);
-        pthread_attr_destroy(&attr);
     }
+}
+
+void guard_disarm(void) {
+    if (!dog.started) return;
+    pthread_mutex_lock(&dog.lock);
+    dog.stop = 1;
+    pthread_cond_signal(&dog.wake);
+    pthread_mutex_unlock(&dog.lock);
+    pthread_join(dog.tid, NULL);
+    dog.started = 0;
+    pthread_cond_destroy(&dog.wake);
 }

@@ -99,5 +99,7 @@ int main(int argc, char **argv) {
     const cli_command *c = find_command(name);
     if (!c) return usage_error("unknown command '%s'", name);
     g_cmd = c->name;
-    return finish_stdout(c->run(argc - 1, argv + 1));
+    int rc = c->run(argc - 1, argv + 1);
+    guard_disarm(); /* its thread ends before the process does */
+    return finish_stdout(rc);
 }
