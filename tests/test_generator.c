@@ -277,6 +277,10 @@ static void test_plugin_failures_name_the_plugin_the_call_and_the_rank(void **st
  * the gate can never pass on a run that did not finish. */
 static void test_a_plugin_that_ends_the_process_fails_the_run_naming_itself(void **state) {
     (void)state;
+    /* the guard ends ppv mid-run on purpose, with its memory in use, which
+     * valgrind's leak check (on ppv's children here) calls lost: the
+     * native, clang and ASan runs test it */
+    if (RUNNING_ON_VALGRIND) skip();
     static const char *const site = " in call on mesh rank 1 (call_id 0, chunk_index 0, "
                                     "cache_epoch 0): ";
     static const struct {
