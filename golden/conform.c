@@ -477,7 +477,10 @@ static void on_event(event_pass *p, const ppv_pp_event *ev) {
         p->n_state[before]--;
         p->n_state[p->ci[i].status]++;
     }
+    ppv_envelope ids; /* apply_event's were its own */
+    at_event(p->c, &ids, ev, i);
     check_depths(p, ev, i);
+    p->c->e = NULL;
 }
 
 /* The contract's overlap metric (ppv_pp_overlap_measure) over the decoded
