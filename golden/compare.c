@@ -13,10 +13,9 @@
 
 /* ---- tolerances ------------------------------------------------------------------ */
 
+/* abs:X and rel:Y: the one fraction grammar (ppv_parse_fraction). */
 static int parse_num(const char *s, double *v) {
-    char *end;
-    *v = strtod(s, &end);
-    return end != s && *end == '\0' && isfinite(*v) && *v >= 0 ? 0 : -1;
+    return ppv_parse_fraction(s, 0, 1e300, v);
 }
 
 int ppv_tolerance_parse(const char *text, ppv_tolerance *t) {
@@ -25,13 +24,10 @@ int ppv_tolerance_parse(const char *text, ppv_tolerance *t) {
     t->nan_differ = nan_differ;
     if (strcmp(text, "bitwise") == 0) return 0;
     if (strncmp(text, "ulp:", 4) == 0) {
-        char *end;
-        const char *p = text + 4;
-        if (*p < '0' || *p > '9') return -1;
-        unsigned long long n = strtoull(p, &end, 10);
-        if (*end) return -1;
+        int64_t n;
+        if (ppv_parse_whole(text + 4, 0, INT64_MAX, &n) < 0) return -1;
         t->kind = PPV_TOL_ULP;
-        t->ulp = n;
+        t->ulp = (uint64_t)n;
         return 0;
     }
     char buf[128];

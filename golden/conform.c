@@ -774,7 +774,7 @@ static int check_ranks(conform *c, ppv_inference_reader *rd, const call_info *ci
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
-    conform c = {out, o && o->max_report > 0 ? o->max_report : 100, o && o->overlap,
+    conform c = {out, !o || !o->max_report ? 100 : o->max_report < 0 ? 0 : o->max_report, o && o->overlap,
                  o && o->strict, 0, 0, NULL, -1};
     int64_t n = 0;
     ppv_inference_setup setup;

@@ -614,7 +614,7 @@ static void test_layer_activation_bytes_are_the_papers(void **state) {
     g.recompute = PPV_MEMRC_FULL;
     assert_true(ppv_layer_activation_bytes(&g) == 2 * sbh / 8);
     /* tensor parallelism alone leaves the 10sbh of layer norms and dropout whole */
-    g = spec_ok("layers=96 hidden=12288 heads=96 seq=2048 tp=8");
+    g = spec_ok("layers=96,hidden=12288,heads=96,seq=2048,tp=8");
     assert_true(ppv_layer_activation_bytes(&g) == sbh * (10 + 24.0 / 8 + 80.0 / 8));
     g.recompute = PPV_MEMRC_SELECTIVE;
     assert_true(ppv_layer_activation_bytes(&g) == sbh * (10 + 24.0 / 8));
@@ -693,10 +693,10 @@ static void test_model_spec_errors(void **state) {
         {"layers=4,hidden=64,heads=4,seq=8,tp=3", "--model: tp=3 must divide hidden=64"},
         {"layers=4,hidden=64,heads=5,seq=8", "--model: hidden=64 is not a multiple of heads=5"},
         {"layers=4,hidden=64,heads=4,seq=8,sp=1", "--model: sp=1 (sequence parallelism) needs tp > 1"},
-        {"layers=4,hidden=64,heads=4,seq=eight", "--model: seq needs a whole number"},
+        {"layers=4,hidden=64,heads=4,seq=eight", "--model: seq needs a whole number from 1 to 16777216, not 'eight'"},
         {"layers=4,hidden=64,heads=4,seq=8,dtype=fp32", "--model: dtype is bf16 or fp16"},
         {"layers=4,hidden=64,heads=4,seq=8,recompute=some", "--model: recompute is none, selective"},
-        {"layers=4 hidden", "--model: 'hidden' is not KEY=VALUE"}};
+        {"layers=4 hidden", "--model: a space in 'layers=4 hidden'"}};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         ppv_model_spec m;
         char err[512] = "";

@@ -520,6 +520,32 @@ static void test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits(void **state
     ppv_pp_report_free(r);
 }
 
+/* The cost model and the watchdog agree: a step of a decode's or a call's
+ * --cost is work, so every cost the option takes (up to 1000000 steps a
+ * call) finishes under the default --watchdog-steps (100000), while a
+ * mesh left waiting is still a hang, however costly its calls. */
+static void test_every_cost_the_option_takes_finishes_and_a_hang_is_still_one(void **state) {
+    (void)state;
+    ppv_pp_options o = ppv_pp_defaults();
+    o.chunks = 2;
+    o.cost_call = 1000000;
+    ppv_pp_report *r = run(&o);
+    if (!r->ok) fail_msg("call=1000000: %s", r->message);
+    assert_int_equal(r->chunks_emitted, 2);
+    ppv_pp_report_free(r);
+    o.cost_call = 0;
+    o.cost_decode = 1000000;
+    r = run(&o);
+    if (!r->ok) fail_msg("decode=1000000: %s", r->message);
+    ppv_pp_report_free(r);
+    o = inject_options(PPV_INJECT_OM13, 0);
+    o.cost_call = 1000000;
+    r = run(&o);
+    assert_false(r->ok);
+    assert_int_equal(r->failure, PPV_FAIL_WATCHDOG);
+    ppv_pp_report_free(r);
+}
+
 static void refused(ppv_pp_options o, const char *needle) {
     char err[512];
     assert_int_equal(ppv_pp_options_check(&o, err, sizeof err), -1);
@@ -1000,6 +1026,7 @@ int main(void) {
         cmocka_unit_test(test_overlap_and_the_decode_blocks_the_mesh_signature),
         cmocka_unit_test(test_heartbeats_change_nothing_but_the_trace),
         cmocka_unit_test(test_an_orphaned_mesh_ends_by_watchdog_naming_its_waits),
+        cmocka_unit_test(test_every_cost_the_option_takes_finishes_and_a_hang_is_still_one),
         cmocka_unit_test(test_options_the_pipeline_cannot_run_are_refused_with_the_reason),
         cmocka_unit_test(test_every_injection_is_named_in_the_table),
         cmocka_unit_test(test_an_envelope_the_mesh_cannot_follow_is_refused),

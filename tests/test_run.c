@@ -581,7 +581,7 @@ static void test_recompute_policies_parse_and_refuse(void **state) {
                {"full:2", "'full:2': full takes no count"},
                {"selective:1", "'selective:1': selective takes no count"},
                {"2x", "'2x' is not STAGE, STAGE:POLICY or POLICY"},
-               {"", "an empty --recompute"}};
+               {"", "'': an empty list"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         assert_int_equal(ppv_recompute_parse(bad[k].text, 4, rc, err, sizeof err), -1);
         if (!strstr(err, bad[k].why)) fprintf(stderr, "got: %s\n", err);

@@ -86,71 +86,173 @@ void cli_begin(cli_parser *p, char **argv, const cli_option *opts, int n, int st
     *s = 0;
 }
 
+/* "a whole number from 1 to 64", "seconds above 0, at most 1e+06": the
+ * range of a value of kind k (an OV_FORM's inner kind), for messages. */
+static void range_text(const option_value *v, option_kind k, char *buf, size_t n) {
+    if (k == OV_INT || k == OV_BYTES)
+        snprintf(buf, n, "%s from %lld to %lld%s", k == OV_INT ? "a whole number" : "a byte count",
+                 v->lo, v->hi, k == OV_BYTES ? " (digits, then K, M or G)" : "");
+    else if (v->open_lo)
+        snprintf(buf, n, "%s above %g, at most %g", k == OV_SECONDS ? "seconds" : "a number",
+                 v->flo, v->fhi);
+    else
+        snprintf(buf, n, "%s from %g to %g", k == OV_SECONDS ? "seconds" : "a number", v->flo,
+                 v->fhi);
+}
+
+static void value_message(const char *name, const option_value *v, const char *what,
+                          const char *arg) {
+    char range[160];
+    range_text(v, v->kind == OV_FORM ? v->inner : v->kind, range, sizeof range);
+    fprintf(stderr, "ppv %s: --%s needs %s%s%s, not '%s'\n", g_cmd, name, what ? what : "",
+            what ? " with " : "", range, arg);
+}
+
+/* (cli.h) */
+int value_error(const char *name, const option_value *v, const char *what, const char *arg) {
+    value_message(name, v, what, arg);
+    return bad_option();
+}
+
+/* 0 when path can be written as an output file: standard output, a
+ * FIFO or device, or a file (through its links) in an existing folder. */
+static int output_file_ok(const char *name, const char *path) {
+    char resolved[4096], err[4600];
+    ppv_output_kind kind;
+    if (!strcmp(path, "-")) return 0;
+    if (!*path) return fprintf(stderr, "ppv %s: --%s needs a file name, not ''\n", g_cmd, name), -1;
+    if (ppv_output_target(path, resolved, sizeof resolved, &kind, err, sizeof err) < 0)
+        return fprintf(stderr, "ppv %s: --%s: cannot write %s\n", g_cmd, name, err), -1;
+    if (kind != PPV_OUTPUT_FILE) return 0;
+    char *slash = strrchr(resolved, '/');
+    if (!slash) return 0;
+    if (slash == resolved) slash[1] = 0;
+    else *slash = 0;
+    struct stat st;
+    errno = 0;
+    if (stat(resolved, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fprintf(stderr, "ppv %s: --%s: cannot write %s: %s\n", g_cmd, name, path,
+                       strerror(errno ? errno : ENOTDIR)),
+               -1;
+    return 0;
+}
+
+/* 0 when path is a folder, or can be made as one (its parent is a folder). */
+static int output_dir_ok(const char *name, const char *path) {
+    struct stat st;
+    if (!*path) return fprintf(stderr, "ppv %s: --%s needs a directory, not ''\n", g_cmd, name), -1;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return 0;
+        return fprintf(stderr, "ppv %s: --%s %s: exists and is not a directory\n", g_cmd, name,
+                       path),
+               -1;
+    }
+    if (errno != ENOENT)
+        return fprintf(stderr, "ppv %s: --%s %s: %s\n", g_cmd, name, path, strerror(errno)), -1;
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == 0) { /* "dir/" */
+        *slash = 0;
+        slash = strrchr(parent, '/');
+    }
+    if (!slash) return 0;
+    if (slash == parent) slash[1] = 0;
+    else *slash = 0;
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fprintf(stderr, "ppv %s: --%s %s: cannot be made: %s is not a directory\n",
+                       g_cmd, name, path, parent),
+               -1;
+    return 0;
+}
+
+/* Reads option o's argument arg by its declared value into p: 0, or -1
+ * after the message. */
+static int read_value(cli_parser *p, const cli_option *o, const char *arg) {
+    const option_value *v = &o->value;
+    int64_t n;
+    double x;
+    switch (v->kind) {
+    case OV_INT:
+        if (ppv_parse_whole(arg, v->lo, v->hi, &n) < 0) return value_message(o->name, v, NULL, arg), -1;
+        p->num = n;
+        return 0;
+    case OV_BYTES:
+        if (ppv_parse_bytes(arg, v->lo, v->hi, &n) < 0) return value_message(o->name, v, NULL, arg), -1;
+        p->num = n;
+        return 0;
+    case OV_SECONDS:
+    case OV_FRAC:
+        if (ppv_parse_fraction(arg, v->flo, v->fhi, &x) < 0 || (v->open_lo && x == v->flo))
+            return value_message(o->name, v, NULL, arg), -1;
+        p->real = x;
+        return 0;
+    case OV_OUT:
+        return output_file_ok(o->name, arg);
+    case OV_DIR:
+        return output_dir_ok(o->name, arg);
+    default: return 0; /* read by the command */
+    }
+}
+
 int cli_next(cli_parser *p, int argc, char **argv) {
     int c = getopt_long(argc, argv, p->shorts, p->longs, NULL);
     if (c == -1) return CLI_END;
     if (c == 'h') return CLI_HELP;
-    if (c >= LONG_ONLY_BASE && c < LONG_ONLY_BASE + p->n) return p->opts[c - LONG_ONLY_BASE].id;
-    for (int i = 0; i < p->n; i++)
-        if (p->opts[i].short_name && p->opts[i].short_name == c) return p->opts[i].id;
-    return CLI_UNKNOWN;
+    const cli_option *o = NULL;
+    if (c >= LONG_ONLY_BASE && c < LONG_ONLY_BASE + p->n) o = &p->opts[c - LONG_ONLY_BASE];
+    for (int i = 0; !o && i < p->n; i++)
+        if (p->opts[i].short_name && p->opts[i].short_name == c) o = &p->opts[i];
+    if (!o) return CLI_UNKNOWN;
+    p->cur = o;
+    if (o->arg && read_value(p, o, optarg) < 0) return CLI_UNKNOWN; /* after the message */
+    return o->id;
 }
 
 /* ---- argument parsers ------------------------------------------------------------------ */
 
-int parse_whole(const char *arg, long long lo, long long hi, long long *out) {
-    int64_t v;
-    if (!arg || ppv_parse_whole(arg, lo, hi, &v) < 0) return -1;
-    *out = v;
+/* (cli.h) */
+int parse_fractions(const char *s, double lo, double hi, double *v, int n) {
+    char item[64];
+    const char *p = s;
+    int k = 0, rc;
+    while ((rc = ppv_list_next(&p, item, sizeof item)) > 0) {
+        if (k == n || ppv_parse_fraction(item, lo, hi, &v[k]) < 0) return -1;
+        k++;
+    }
+    return rc < 0 ? -1 : k;
+}
+
+/* (cli.h) */
+int costs_option(const cli_parser *p, const char *arg, ppv_costs *out) {
+    double v[4];
+    const option_value *val = &p->cur->value;
+    int k = parse_fractions(arg, val->flo, val->fhi, v, 4);
+    if (k < 3) return value_error(p->cur->name, val, "F,B,W[,C], each", arg);
+    *out = (ppv_costs){v[0], v[1], v[2], k == 4 ? v[3] : 0.0};
     return 0;
 }
 
-/* 1 if s starts as a decimal number may: a digit or '.', or a '-' before
- * one where neg_ok (strtod would skip spaces and take '+', "inf", "nan" and
- * hexadecimal). */
-static int number_start(const char *s, int neg_ok) {
-    if (neg_ok && *s == '-') s++;
-    return (*s >= '0' && *s <= '9') || (*s == '.' && s[1] >= '0' && s[1] <= '9');
-}
-
-int whole_option(const char *name, const char *arg, long long lo, long long hi, long long *out) {
-    if (parse_whole(arg, lo, hi, out) == 0) return 0;
-    char what[160];
-    snprintf(what, sizeof what, "%s needs a whole number from %lld to %lld, not '%%s'", name, lo,
-             hi);
-    usage_error(what, arg);
+/* (cli.h) */
+int byte_list(const cli_parser *p, const char *arg, double *v, int max) {
+    char item[64];
+    const char *at = arg;
+    const option_value *val = &p->cur->value;
+    int k = 0, rc;
+    int64_t b;
+    while ((rc = ppv_list_next(&at, item, sizeof item)) > 0) {
+        if (k == max || ppv_parse_bytes(item, val->lo, val->hi, &b) < 0) break;
+        v[k++] = (double)b;
+    }
+    if (rc == 0) return k;
+    value_error(p->cur->name, val, k == max ? "at most 4096 items, each" : "a list, each", arg);
     return -1;
 }
 
 /* (cli.h) */
-int parse_bytes(const char *s, long long *out) {
-    char *end;
-    if (!s || !number_start(s, 0)) return -1;
-    double v = strtod(s, &end);
-    double mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
-    if (*end != 0 || !(v >= 0) || v * mul > 9e18) return -1;
-    *out = (long long)(v * mul);
-    return 0;
-}
-
-/* Parses up to n comma-separated numbers; returns how many. */
-int parse_numbers(const char *s, double *v, int n) {
-    int k = 0;
-    const char *p = s;
-    while (k < n) {
-        char *end;
-        if (!number_start(p, 1)) return -1;
-        double x = strtod(p, &end);
-        if (end == p || !isfinite(x)) return -1;
-        v[k++] = x;
-        if (*end == 0) return k;
-        if (*end != ',') return -1;
-        p = end + 1;
-    }
-    return -1;
+int semantics_option(const cli_parser *p, const char *arg, ppv_semantics *out) {
+    if (ppv_semantics_parse(arg, out) == 0) return 0;
+    return value_error(p->cur->name, &p->cur->value, "rendezvous, eager or eager:BYTES,", arg);
 }
 
 /* ---- memory bounds --------------------------------------------------------------------- */
@@ -158,13 +260,6 @@ int parse_numbers(const char *s, double *v, int n) {
 long long physical_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && size > 0 ? (long long)pages * size : 1LL << 62;
-}
-
-/* --max-memory's argument into *out; -1 after the usage message. */
-int max_memory_option(const char *arg, long long *out) {
-    if (parse_bytes(arg, out) == 0) return 0;
-    usage_error("--max-memory needs a byte count (K, M, G suffixes), not '%s'", arg);
-    return -1;
 }
 
 /* Prints a size as "12.3 GiB". */
@@ -270,24 +365,6 @@ int transport_option(const char *arg, const char **out) {
     return 0;
 }
 
-/* --timeout (cli.h). */
-int seconds_option(const char *name, const char *arg, double *out) {
-    char *end;
-    double t = number_start(arg, 0) ? strtod(arg, &end) : 0;
-    if (!number_start(arg, 0) || end == arg || *end || !(t > 0) || t > 1e6) {
-        char text[160];
-        snprintf(text, sizeof text, "%s needs seconds in (0, 1e6], not '%.100s'", name, arg);
-        usage_error("%s", text);
-        return -1;
-    }
-    *out = t;
-    return 0;
-}
-
-int timeout_option(const char *arg, double *out) {
-    return seconds_option("--timeout", arg, out);
-}
-
 /* (cli.h) */
 int join_job(const char *name, const char *why, ppv_proc **proc, int *lead) {
     char err[512];
@@ -345,14 +422,29 @@ int model_spec(const char *arg, ppv_model_spec *m) {
             return PPV_EXIT_BAD_INPUT;
         }
         text[n] = 0;
-        /* a file may hold comments: '#' to the end of the line */
-        for (char *h = text; (h = strchr(h, '#'));)
-            while (*h && *h != '\n') *h++ = ' ';
+        /* one item a line (or a comma list), '#' to the end of a line a
+         * comment, spaces around an item ignored: the lines joined with
+         * commas into one list (the grammar of --model SPEC) */
+        char *w = text;
+        for (char *line = text, *next; line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = 0;
+            char *hash = strchr(line, '#');
+            if (hash) *hash = 0;
+            while (*line == ' ' || *line == '\t') line++;
+            size_t len = strlen(line);
+            while (len && strchr(" \t\r", line[len - 1])) len--;
+            if (!len) continue;
+            if (w > text) *w++ = ',';
+            memmove(w, line, len);
+            w += len;
+        }
+        *w = 0;
     }
     int rc = ppv_model_spec_parse(text ? text : arg, m, err, sizeof err);
     free(text);
     if (rc < 0) {
-        fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
+        fprintf(stderr, "ppv %s: %s (in --model '%s')\n", g_cmd, err, arg);
         return PPV_EXIT_BAD_INPUT;
     }
     return 0;
@@ -422,31 +514,25 @@ uint64_t differences(const ppv_diff_report *r) {
 
 /* ---- the PP pipeline's options (ppv pp, ppv fuzz pp) ------------------------------------ */
 
-/* whole_option into an int32_t field. */
-static int whole_option32(const char *name, const char *arg, long long lo, long long hi,
-                          int32_t *v) {
-    long long n;
-    if (whole_option(name, arg, lo, hi, &n) < 0) return -1;
-    *v = (int32_t)n;
-    return 0;
-}
-
 /* --hard-cut-at K[,K...] into o; 0, or -1 after the usage message. */
-static int parse_cuts(const char *arg, ppv_pp_options *o) {
+static int parse_cuts(const char *arg, const option_value *v, ppv_pp_options *o) {
     char item[32];
     const char *p = arg;
     int rc;
     o->ncuts = 0;
     while ((rc = ppv_list_next(&p, item, sizeof item)) > 0) {
         if (o->ncuts == PPV_PP_MAX_CUTS) {
-            usage_error("--hard-cut-at takes at most 64 chunks, not '%s'", arg);
+            fprintf(stderr, "ppv %s: --hard-cut-at takes at most %d chunks, not '%s'\n", g_cmd,
+                    PPV_PP_MAX_CUTS, arg);
+            bad_option();
             return -1;
         }
-        if (whole_option32("--hard-cut-at", item, 1, 999999, &o->cuts[o->ncuts++]) < 0) return -1;
+        int64_t k;
+        if (ppv_parse_whole(item, v->lo, v->hi, &k) < 0) break;
+        o->cuts[o->ncuts++] = (int32_t)k;
     }
-    if (rc < 0) {
-        usage_error("--hard-cut-at needs chunk numbers (K or K1,K2,...; no empty item), not '%s'",
-                    arg);
+    if (rc != 0) {
+        value_error("hard-cut-at", v, "chunk numbers K or K1,K2,... (no empty item)", arg);
         return -1;
     }
     return 0;
@@ -509,17 +595,22 @@ int print_replay(const replay_judgement *j, const ppv_trace_verdict *v, const ch
 }
 
 /* (cli.h) */
-int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
-    int32_t v;
+/* The declaration of pipeline option id, for its range. */
+static const cli_option pipe_options[] = {PP_OPTIONS(CLI_SKIP, CLI_PIPE_OPTION)};
+static const option_value *pipe_value(int id) {
+    for (size_t i = 0; i < sizeof pipe_options / sizeof pipe_options[0]; i++)
+        if (pipe_options[i].id == id) return &pipe_options[i].value;
+    return NULL;
+}
+
+int pp_pipeline_option(int id, const cli_parser *p, const char *arg, ppv_pp_options *o,
+                       int *list) {
+    int32_t n32 = (int32_t)p->num; /* every pipeline number fits an int32 (options.h) */
     switch (id) {
-    case PIPE_MESH:
-        return whole_option32("--mesh", arg, 1, 64, &o->mesh);
-    case PIPE_CHUNKS:
-        return whole_option32("--chunks", arg, 1, 1000000, &o->chunks);
-    case PIPE_STEPS:
-        return whole_option32("--steps", arg, 1, 1000, &o->steps);
-    case PIPE_RECOMPUTE_EVERY:
-        return whole_option32("--recompute-every", arg, 1, 1000000, &o->recompute_every);
+    case PIPE_MESH: o->mesh = n32; return 0;
+    case PIPE_CHUNKS: o->chunks = n32; return 0;
+    case PIPE_STEPS: o->steps = n32; return 0;
+    case PIPE_RECOMPUTE_EVERY: o->recompute_every = n32; return 0;
     case PIPE_KV:
         if (!strcmp(arg, "stash")) o->kv_recompute = 0;
         else if (!strcmp(arg, "recompute")) o->kv_recompute = 1;
@@ -528,14 +619,10 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
             return -1;
         }
         return 0;
-    case PIPE_KV_WINDOW:
-        return whole_option32("--kv-window", arg, 3, 3000, &o->kv_window);
-    case PIPE_D_IN:
-        return whole_option32("--d-in", arg, 1, 1024, &o->d_in);
-    case PIPE_D_OUT:
-        return whole_option32("--d-out", arg, 1, 1024, &o->d_out);
-    case PIPE_HARD_CUT_AT:
-        return parse_cuts(arg, o);
+    case PIPE_KV_WINDOW: o->kv_window = n32; return 0;
+    case PIPE_D_IN: o->d_in = n32; return 0;
+    case PIPE_D_OUT: o->d_out = n32; return 0;
+    case PIPE_HARD_CUT_AT: return parse_cuts(arg, pipe_value(id), o);
     case PIPE_INJECT: {
         if (list && !strcmp(arg, "list")) {
             *list = 1;
@@ -563,45 +650,42 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
         o->bug = (ppv_pp_bug)b;
         return 0;
     }
-    case PIPE_WATCHDOG_STEPS:
-        if (whole_option32("--watchdog-steps", arg, 1, 2000000000, &v) < 0) return -1;
-        o->watchdog_steps = v;
-        return 0;
+    case PIPE_WATCHDOG_STEPS: o->watchdog_steps = p->num; return 0;
     case PIPE_CONTROL_ONLY:
         o->control_only = 1;
         return 0;
-    case PIPE_CALL_TIMEOUT:
-        return guard_call_timeout_option(arg);
+    case PIPE_CALL_TIMEOUT: guard_set_call_timeout(p->real); return 0;
     case PIPE_POLL:
         o->poll = 1;
         return 0;
-    case PIPE_HEARTBEAT:
-        return seconds_option("--heartbeat", arg, &o->heartbeat_s);
-    case PIPE_COST: {
-        /* decode=N,call=M, either or both, in any order */
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", arg);
-        int32_t dec = 0, call = 0;
-        int bad = strlen(arg) >= sizeof buf || !*arg;
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !bad;
-             tok = strtok_r(NULL, ",", &save)) {
-            char *eq = strchr(tok, '=');
-            int64_t v;
-            if (!eq || ppv_parse_whole(eq + 1, 0, 1000000, &v) < 0) bad = 1;
-            else if (!strncmp(tok, "decode=", 7) && eq == tok + 6) dec = (int32_t)v;
-            else if (!strncmp(tok, "call=", 5) && eq == tok + 4) call = (int32_t)v;
-            else bad = 1;
+    case PIPE_HEARTBEAT: o->heartbeat_s = p->real; return 0;
+    case PIPE_COST: { /* decode=N,call=M, either or both, in any order */
+        ppv_pair items[2];
+        char why[600];
+        int64_t steps[2] = {0, 0};
+        int n = ppv_parse_pairs(arg, items, 2, why, sizeof why);
+        for (int i = 0; i < n; i++) {
+            int k = !strcmp(items[i].key, "decode") ? 0 : !strcmp(items[i].key, "call") ? 1 : -1;
+            if (k < 0) {
+                snprintf(why, sizeof why, "%s is not decode or call", items[i].key);
+                n = -1;
+            } else if (ppv_parse_whole(items[i].value, pipe_value(id)->lo, pipe_value(id)->hi,
+                                       &steps[k]) < 0) {
+                snprintf(why, sizeof why, "%s=%s is out of range", items[i].key, items[i].value);
+                n = -1;
+            }
         }
-        if (bad || arg[strlen(arg) - 1] == ',') {
-            usage_error("--cost is decode=N,call=M (steps, 0 to 1000000), not '%s'", arg);
+        if (n < 0) {
+            char what[700];
+            snprintf(what, sizeof what, "decode=N,call=M in steps (%s)", why);
+            value_error("cost", pipe_value(id), what, arg);
             return -1;
         }
-        o->cost_decode = dec;
-        o->cost_call = call;
+        o->cost_decode = (int32_t)steps[0];
+        o->cost_call = (int32_t)steps[1];
         return 0;
     }
-    case PIPE_FINGERPRINT_EVERY:
-        return whole_option32("--fingerprint-every", arg, 0, 1000000, &o->fingerprint_every);
+    case PIPE_FINGERPRINT_EVERY: o->fingerprint_every = n32; return 0;
     case PIPE_ENVELOPE_DIGEST:
         if (!strcmp(arg, "on")) o->envelope_digest = 1;
         else if (!strcmp(arg, "off")) o->envelope_digest = 0;
@@ -629,16 +713,16 @@ int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list) {
         char h[16], *x = strchr(arg, 'x');
         size_t n = x ? (size_t)(x - arg) : 0;
         if (!x || n == 0 || n >= sizeof h) {
-            usage_error("--frame is HxW in pixels (e.g. 320x576), not '%s'", arg);
+            value_error("frame", pipe_value(id), "HxW in pixels, multiples of 16", arg);
             return -1;
         }
         memcpy(h, arg, n);
         h[n] = 0;
         int64_t hv, wv;
-        if (ppv_parse_whole(h, 16, 4096, &hv) < 0 || ppv_parse_whole(x + 1, 16, 4096, &wv) < 0 ||
-            hv % 16 || wv % 16) {
-            usage_error("--frame needs H and W that are multiples of 16 from 16 to 4096, not '%s'",
-                        arg);
+        const option_value *v = pipe_value(id);
+        if (ppv_parse_whole(h, v->lo, v->hi, &hv) < 0 ||
+            ppv_parse_whole(x + 1, v->lo, v->hi, &wv) < 0 || hv % 16 || wv % 16) {
+            value_error("frame", v, "HxW in pixels, multiples of 16", arg);
             return -1;
         }
         o->height = (int32_t)hv;

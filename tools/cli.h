@@ -106,14 +106,15 @@ typedef struct cli_option {
     char short_name;  /* 0: none */
     const char *name; /* the long spelling, without "--" */
     const char *arg;  /* NULL: a flag */
+    option_value value; /* what its argument is, read by cli_next */
 } cli_option;
 
 /* Expansions of an options.h list: a command's identifiers (OPT_NAME, in
  * an enum), its parser's table, and nothing (for a part of a list that a
  * command does not take). */
-#define CLI_OPTION_ID(ID, SHORT, NAME, ARG, TEXT, DEF) OPT_##ID,
-#define CLI_OPTION(ID, SHORT, NAME, ARG, TEXT, DEF) {OPT_##ID, SHORT, NAME, ARG},
-#define CLI_SKIP(ID, SHORT, NAME, ARG, TEXT, DEF)
+#define CLI_OPTION_ID(ID, SHORT, NAME, ARG, VALUE, TEXT, DEF) OPT_##ID,
+#define CLI_OPTION(ID, SHORT, NAME, ARG, VALUE, TEXT, DEF) {OPT_##ID, SHORT, NAME, ARG, VALUE},
+#define CLI_SKIP(ID, SHORT, NAME, ARG, VALUE, TEXT, DEF)
 
 /* What cli_next returns besides an option's identifier. */
 enum { CLI_END = -1, CLI_HELP = -2, CLI_UNKNOWN = -3 };
@@ -124,6 +125,9 @@ typedef struct cli_parser {
     int n;
     struct option longs[CLI_MAX_OPTIONS + 2];
     char shorts[3 * CLI_MAX_OPTIONS + 3];
+    const cli_option *cur; /* the option cli_next returned */
+    long long num; /* its OV_INT or OV_BYTES value */
+    double real;   /* its OV_SECONDS or OV_FRAC value */
 } cli_parser;
 
 /* Readies p to parse argv with the options opts (a static array), and
@@ -159,22 +163,27 @@ int bad_option(void);
  * code. */
 int no_operands(int argc, char **argv);
 
-/* The integer parser: arg, a whole decimal number in [lo, hi], into *out.
- * 0, or -1 when it is not one: empty, other characters after it, out of
- * the range, or beyond a long long (refused, never clamped). */
-int parse_whole(const char *arg, long long lo, long long hi, long long *out);
-/* parse_whole for option name: 0, or -1 after the usage message "NAME
- * needs a whole number from LO to HI". */
-int whole_option(const char *name, const char *arg, long long lo, long long hi, long long *out);
-/* A byte count with an optional K, M or G suffix (powers of 1024): 0 or -1. */
-int parse_bytes(const char *s, long long *out);
-/* Up to n comma-separated finite numbers into v: how many, or -1. */
-int parse_numbers(const char *s, double *v, int n);
+/* A comma-separated list of up to n fractions, each in [lo, hi]
+ * (ppv_parse_fraction), into v: how many, or -1 (an empty item too). */
+int parse_fractions(const char *s, double lo, double hi, double *v, int n);
+/* The message for option name's value arg, refused: "--NAME needs WHAT
+ * with RANGE, not 'ARG'" (WHAT may be NULL), the range from v (an
+ * OV_FORM's, of its numbers). Returns the usage exit code. */
+int value_error(const char *name, const option_value *v, const char *what, const char *arg);
+/* check --mem-cap: caps for at most this many ranks */
+enum { PPV_MAX_MEM_CAPS = 4096 };
+/* A comma-separated list of byte counts (the option p->cur, of kind
+ * OV_FORM of OV_BYTES) into v[0..max): how many, or -1 after the message. */
+int byte_list(const cli_parser *p, const char *arg, double *v, int max);
+/* --semantics (rendezvous, eager, eager:BYTES) into *out: 0, or the usage
+ * exit code after the message. */
+int semantics_option(const cli_parser *p, const char *arg, ppv_semantics *out);
+/* --costs F,B,W[,C] (the option p->cur) into *out: 0, or the usage exit
+ * code after the message. */
+int costs_option(const cli_parser *p, const char *arg, ppv_costs *out);
 
 /* This machine's physical memory in bytes: the default --max-memory. */
 long long physical_memory(void);
-/* --max-memory's argument into *out; 0, or -1 after the usage message. */
-int max_memory_option(const char *arg, long long *out);
 /* A size as "12.3 GiB" in buf. */
 const char *human_bytes(double b, char *buf, size_t n);
 /* Refuses work whose estimated memory exceeds the limit: exit 2 after a
@@ -210,11 +219,6 @@ int device_option(const char *arg, const char **device);
 /* --transport: mock (*out NULL), mpi or nccl; 0, or -1 after the usage
  * message. */
 int transport_option(const char *arg, const char **out);
-/* --timeout: seconds in (0, 1e6]; 0, or -1 after the usage message. */
-/* A positive number of seconds for option name, at most 1e6; 0, or -1
- * after the usage error. */
-int seconds_option(const char *name, const char *arg, double *out);
-int timeout_option(const char *arg, double *out);
 /* The plug-in guard (guard.c): while armed, a generator's exit(), fatal
  * signal or call past --call-timeout ends the run with exit 1, naming the
  * generator, its function, the mesh rank and the envelope, as the report's
@@ -237,9 +241,8 @@ typedef struct repeat_verdict {
  * compared). 0 with *first and v, or -1 with the reason. */
 int repeat_pp(const ppv_pp_options *o, int32_t runs, ppv_pp_report **first, repeat_verdict *v,
               char *err, size_t errlen);
-/* --call-timeout: seconds in (0, 1e6], or 0 for no bound; 0, or -1 after
- * the usage message. */
-int guard_call_timeout_option(const char *arg);
+/* --call-timeout: seconds, 0 for no bound. */
+void guard_set_call_timeout(double seconds);
 void guard_arm(int json);
 /* Stops the --call-timeout watchdog (main, once the command returned). */
 void guard_disarm(void);
@@ -306,12 +309,12 @@ uint64_t differences(const struct ppv_diff_report *r);
 
 /* The PP pipeline's options (PIPE in options.h's PP_OPTIONS), which ppv pp
  * and ppv fuzz pp take: their identifiers, apart from any command's own. */
-#define CLI_PIPE_ID(ID, SHORT, NAME, ARG, TEXT, DEF) PIPE_##ID,
-#define CLI_PIPE_OPTION(ID, SHORT, NAME, ARG, TEXT, DEF) {PIPE_##ID, SHORT, NAME, ARG},
+#define CLI_PIPE_ID(ID, SHORT, NAME, ARG, VALUE, TEXT, DEF) PIPE_##ID,
+#define CLI_PIPE_OPTION(ID, SHORT, NAME, ARG, VALUE, TEXT, DEF) {PIPE_##ID, SHORT, NAME, ARG, VALUE},
 enum { PIPE_BASE_ = 999, PP_OPTIONS(CLI_SKIP, CLI_PIPE_ID) };
 /* Takes pipeline option id into o: 0 taken, 1 not one of them, -1 after a
  * usage message. list (may be NULL) is set by --inject list. */
-int pp_pipeline_option(int id, const char *arg, ppv_pp_options *o, int *list);
+int pp_pipeline_option(int id, const cli_parser *p, const char *arg, ppv_pp_options *o, int *list);
 /* After the options: the built-in generator's --generator-params into
  * o->model. 0, or -1 after the usage message. */
 int pp_pipeline_finish(ppv_pp_options *o);

@@ -23,7 +23,10 @@ typedef struct check_args {
     int json;
     long long max_memory;
     const char *file, *lowered_out, *svg, *trace, *junit;
-    const char *model, *mem_cap; /* --model SPEC|FILE, --mem-cap BYTES[,BYTES...] */
+    const char *model;           /* --model SPEC|FILE, read into spec */
+    ppv_model_spec spec;
+    double caps[PPV_MAX_MEM_CAPS]; /* --mem-cap BYTES[,BYTES...] */
+    int ncaps;
     int target_pytorch;          /* --target pytorch */
 } check_args;
 
@@ -43,32 +46,27 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
     ca->dialect = PPV_DIALECT_AUTO;
     ca->max_memory = physical_memory();
     double v[4];
-    long long n;
     int c, k;
     cli_parser p;
     CLI_BEGIN(&p, argv, check_options, 0);
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) {
         case OPT_SEMANTICS:
-            if (ppv_semantics_parse(optarg, &ca->opt.sem) < 0)
-                return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
-                                   optarg);
+            if (semantics_option(&p, optarg, &ca->opt.sem)) return PPV_EXIT_BAD_INPUT;
             break;
         case OPT_COSTS:
-            k = parse_numbers(optarg, v, 4);
-            if (k < 3) return usage_error("--costs is F,B,W[,C], not '%s'", optarg);
-            ca->opt.costs = (ppv_costs){v[0], v[1], v[2], k == 4 ? v[3] : 0.0};
+            if (costs_option(&p, optarg, &ca->opt.costs)) return PPV_EXIT_BAD_INPUT;
             break;
-        case OPT_MEM:
-            k = parse_numbers(optarg, v, 3);
-            if (k < 1) return usage_error("--mem is UNIT[,IFRAC[,STASH]], not '%s'", optarg);
+        case OPT_MEM: {
+            const option_value *mv = &p.cur->value;
+            k = parse_fractions(optarg, mv->flo, mv->fhi, v, 3);
+            if (k < 1 || (k > 1 && v[1] > 1))
+                return value_error("mem", mv, "UNIT[,IFRAC[,STASH]] (IFRAC at most 1), each",
+                                   optarg);
             ca->opt.mem = (ppv_mem_model){v[0], k > 1 ? v[1] : 0.0, k > 2 ? v[2] : 0.0};
             break;
-        case OPT_MSG_BYTES:
-            if (parse_whole(optarg, 0, 1LL << 50, &n) < 0)
-                return usage_error("--msg-bytes needs a byte count, not '%s'", optarg);
-            ca->opt.msg_bytes = n;
-            break;
+        }
+        case OPT_MSG_BYTES: ca->opt.msg_bytes = p.num; break;
         case OPT_DIALECT:
             if (strcmp(optarg, "auto") == 0) ca->dialect = PPV_DIALECT_AUTO;
             else if (strcmp(optarg, "current") == 0) ca->dialect = PPV_DIALECT_CURRENT;
@@ -85,7 +83,7 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             break;
         case OPT_JUNIT: ca->junit = optarg; break;
         case OPT_MAX_MEMORY:
-            if (max_memory_option(optarg, &ca->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
+            ca->max_memory = p.num;
             break;
         case OPT_TARGET:
             if (show) return usage_error("--target belongs to 'ppv check'%s", "");
@@ -96,14 +94,19 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
         case OPT_MODEL:
         case OPT_MEM_CAP:
             if (show) return usage_error("--model and --mem-cap belong to 'ppv check'%s", "");
-            if (c == OPT_MODEL) ca->model = optarg;
-            else ca->mem_cap = optarg;
+            if (c == OPT_MODEL) {
+                ca->model = optarg;
+                int rc = model_spec(optarg, &ca->spec);
+                if (rc) return rc;
+            } else if ((ca->ncaps = byte_list(&p, optarg, ca->caps, PPV_MAX_MEM_CAPS)) < 0) {
+                return PPV_EXIT_BAD_INPUT;
+            }
             break;
         case CLI_HELP: return print_help();
         default: return bad_option();
         }
     }
-    if (ca->mem_cap && !ca->model)
+    if (ca->ncaps && !ca->model)
         return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
     if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ca->file = argv[optind];
@@ -116,34 +119,25 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
 static int mem_view_build(const check_args *ca, const ppv_schedule *s, mem_view *mv) {
     memset(mv, 0, sizeof *mv);
     mv->over = -1;
-    int rc = model_spec(ca->model, &mv->spec);
-    if (rc) return rc;
+    mv->spec = ca->spec;
     char err[512];
     if (ppv_schedule_memory_bytes(s, &mv->spec, &mv->b, err, sizeof err) < 0) {
         fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
         return PPV_EXIT_BAD_INPUT;
     }
-    if (!ca->mem_cap) return -1;
-    int32_t P = s->nranks, n = 0;
+    if (!ca->ncaps) return -1;
+    int32_t P = s->nranks, n = ca->ncaps;
     mv->cap = calloc((size_t)P, sizeof *mv->cap);
     if (!mv->cap) {
         fprintf(stderr, "ppv %s: out of memory\n", g_cmd);
         return PPV_EXIT_BAD_INPUT;
     }
-    char t[64];
-    const char *p = ca->mem_cap;
-    int got;
-    while ((got = ppv_list_next(&p, t, sizeof t)) != 0) {
-        long long b;
-        if (got < 0 || n >= P || parse_bytes(t, &b) < 0 || b <= 0)
-            return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
-                               "rank, not '%s'", ca->mem_cap);
-        mv->cap[n++] = (double)b;
+    if (n != 1 && n != P) {
+        fprintf(stderr, "ppv %s: --mem-cap gives %d caps for %d ranks: give one for every rank "
+                "or one for each\n", g_cmd, n, P);
+        return PPV_EXIT_BAD_INPUT;
     }
-    if (n != 1 && n != P)
-        return usage_error("--mem-cap is one byte count (K, M, G suffixes) or one for each "
-                           "rank, not '%s'", ca->mem_cap);
-    for (int32_t r = n; r < P; r++) mv->cap[r] = mv->cap[0];
+    for (int32_t r = 0; r < P; r++) mv->cap[r] = ca->caps[r < n ? r : 0];
     for (int32_t r = 0; r < P && mv->over < 0; r++) {
         double w, g, o;
         ppv_memory_split(&mv->spec, mv->b.params[r], &w, &g, &o);

@@ -55,29 +55,30 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
     da->o = ppv_diff_defaults();
     da->o.ignore_attrs = da->ignore_attrs;
     da->o.excludes = da->excludes;
-    const char *tol = "bitwise";
-    long long n;
     int c;
     cli_parser p;
     CLI_BEGIN(&p, argv, diff_options, 0);
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) {
-        case OPT_TOLERANCE: tol = optarg; break;
+        case OPT_TOLERANCE: {
+            if (ppv_tolerance_parse(optarg, &da->o.tol) < 0)
+                return usage_error("--tolerance needs bitwise, ulp:N (N a whole number from 0 to "
+                                   "9223372036854775807), abs:X, rel:Y or abs:X,rel:Y (X and Y "
+                                   "numbers from 0 to 1e+300), not '%s'",
+                                   optarg);
+            break;
+        }
         case OPT_NAN:
             if (strcmp(optarg, "equal") && strcmp(optarg, "differ"))
                 return usage_error("--nan is equal or differ, not '%s'", optarg);
             da->o.tol.nan_differ = strcmp(optarg, "differ") == 0;
             break;
         case OPT_MAX_REPORT:
-            if (parse_whole(optarg, 0, 1000000, &n) < 0)
-                return usage_error("--max-report needs a count in 0..1000000, not '%s'", optarg);
-            da->o.max_report = (int)n;
+            da->o.max_report = (int)p.num;
             break;
         case OPT_ALL_ATTRIBUTES: da->o.all_attributes = 1; break;
         case OPT_THREADS:
-            if (parse_whole(optarg, 1, 8, &n) < 0)
-                return usage_error("--threads needs a count in 1..8, not '%s'", optarg);
-            da->o.threads = (int)n;
+            da->o.threads = (int)p.num;
             break;
         case OPT_PERTURB: da->perturb = 1; break;
         case OPT_JSON: da->json = 1; break;
@@ -116,24 +117,20 @@ static int parse_diff_args(int argc, char **argv, int nfiles, diff_args *da) {
             break;
         case OPT_TIMEOUT:
             if (nfiles != 1) return usage_error("%s is replay's option", "--timeout");
-            if (timeout_option(optarg, &da->timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
+            da->timeout_s = p.real;
             break;
         case OPT_CALL_TIMEOUT:
             if (nfiles != 1) return usage_error("%s is replay's option", "--call-timeout");
-            if (guard_call_timeout_option(optarg) < 0) return PPV_EXIT_BAD_INPUT;
+            guard_set_call_timeout(p.real);
             break;
         case OPT_MESH:
             if (nfiles != 1) return usage_error("%s is replay's option", "--mesh");
-            if (parse_whole(optarg, 1, 64, &da->mesh) < 0)
-                return usage_error("--mesh needs a count in 1..64, not '%s'", optarg);
+            da->mesh = p.num;
             break;
         case CLI_HELP: return print_help();
         default: return bad_option();
         }
     }
-    if (ppv_tolerance_parse(tol, &da->o.tol) < 0)
-        return usage_error("--tolerance is bitwise, ulp:N, abs:X, rel:Y or abs:X,rel:Y, not '%s'",
-                           tol);
     /* replay compares no attributes and reads its datasets through HDF5 alone */
     if (nfiles == 1 && da->o.nignore_attrs)
         return usage_error("%s is diff's option; replay compares no attributes", "--ignore-attr");
@@ -693,7 +690,6 @@ int cmd_conform(int argc, char **argv) {
     ppv_conform_options co = {0};
     const char *junit_path = NULL;
     int json = 0, c;
-    long long n;
     cli_parser p;
     CLI_BEGIN(&p, argv, opts, 0);
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
@@ -701,9 +697,7 @@ int cmd_conform(int argc, char **argv) {
         case OPT_JSON: json = 1; break;
         case OPT_JUNIT: junit_path = optarg; break;
         case OPT_MAX_REPORT:
-            if (parse_whole(optarg, 1, 1000000, &n) < 0)
-                return usage_error("--max-report needs a count in 1..1000000, not '%s'", optarg);
-            co.max_report = (int)n;
+            co.max_report = p.num ? (int)p.num : -1; /* the API's "none" */
             break;
         case OPT_OVERLAP: co.overlap = 1; break;
         case OPT_STRICT: co.strict = 1; break;

@@ -70,9 +70,10 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     CLI_BEGIN(&p, argv, fuzz_options, 0);
     int c;
     long long n;
+    char err[512];
     int runs_given = 0;
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
-        int rc = pp_pipeline_option(c, optarg, &a->pp, NULL);
+        int rc = pp_pipeline_option(c, &p, optarg, &a->pp, NULL);
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
         if (rc == 0) {
             a->pp_only_used = 1;
@@ -81,21 +82,19 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         }
         switch (c) {
         case OPT_RUNS:
-            if (whole_option("--runs", optarg, 1, 1000000000, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->f.runs = n;
+            a->f.runs = p.num;
             runs_given = 1;
             break;
         case OPT_JOBS:
-            if (whole_option("--jobs", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->f.jobs = (int32_t)n;
+            a->f.jobs = (int32_t)p.num;
             a->jobs_given = 1;
             break;
         case OPT_FAULTS: {
             char tok[32];
-            const char *p = optarg;
+            const char *at = optarg;
             int got;
             a->f.faults = 0;
-            while ((got = ppv_list_next(&p, tok, sizeof tok)) >= 0) {
+            while ((got = ppv_list_next(&at, tok, sizeof tok)) >= 0) {
                 ppv_fault_kind k;
                 if (got == 0) break;
                 if (ppv_fault_parse(tok, &k) < 0 || k == PPV_FAULT_NONE) got = -1;
@@ -109,16 +108,7 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->faults_given = 1;
             break;
         }
-        case OPT_TIME: {
-            char *end;
-            double t = strtod(optarg, &end);
-            if (!(*optarg >= '0' && *optarg <= '9') && !(*optarg == '.' && end > optarg + 1))
-                t = 0; /* strtod's spaces, '+', inf, nan, hex */
-            if (!*optarg || *end || !(t > 0) || t > 1e6)
-                return usage_error("--time needs seconds above 0, not '%s'", optarg);
-            a->f.seconds = t;
-            break;
-        }
+        case OPT_TIME: a->f.seconds = p.real; break;
         case OPT_STRATEGY:
             if (ppv_fuzz_strategy_parse(optarg, &a->f.strategy) < 0)
                 return usage_error("--strategy is random, pct, portfolio or dfs, not '%s'",
@@ -126,13 +116,11 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->strategy_given = 1;
             break;
         case OPT_PCT_DEPTH:
-            if (whole_option("--pct-depth", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->f.pct_depth = (int32_t)n;
+            a->f.pct_depth = (int32_t)p.num;
             a->depth_given = 1;
             break;
         case OPT_SEED:
-            if (whole_option("--seed", optarg, 0, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->f.seed = (uint64_t)n;
+            a->f.seed = (uint64_t)p.num;
             a->seed_given = 1;
             break;
         case OPT_OUT:
@@ -146,27 +134,27 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             break;
         case OPT_SEMANTICS:
             target_word(a, c, optarg);
-            if (ppv_semantics_parse(optarg, &a->f.run.sem) < 0)
-                return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
-                                   optarg);
+            if (semantics_option(&p, optarg, &a->f.run.sem)) return PPV_EXIT_BAD_INPUT;
             a->sem_watchdog_used = 1;
             break;
         case OPT_RECOMPUTE:
             target_word(a, c, optarg);
+            if (ppv_recompute_parse(optarg, -1, NULL, err, sizeof err) < 0) {
+                fprintf(stderr, "ppv fuzz: --recompute %s\n", err);
+                return bad_option();
+            }
             a->recompute = optarg;
             a->schedule_only_used = 1;
             break;
         case OPT_LAYERS:
             target_word(a, c, optarg);
-            if (whole_option("--layers", optarg, 1, 4096, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->f.run.model.layers = (int32_t)n;
+            a->f.run.model.layers = (int32_t)p.num;
             a->schedule_only_used = 1;
             break;
         case OPT_WIDTH:
             target_word(a, c, optarg);
-            if (whole_option("--width", optarg, 2, 4096, &n) < 0 || n % a->f.run.model.n_heads)
-                return usage_error("--width needs a multiple of the model's heads in 2..4096, "
-                                   "not '%s'",
+            if ((n = p.num) % a->f.run.model.n_heads)
+                return usage_error("--width needs a multiple of the model's heads, not '%s'",
                                    optarg);
             a->f.run.model.d_model = (int32_t)n;
             a->f.run.model.d_ff = 2 * (int32_t)n;
@@ -174,27 +162,19 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             break;
         case OPT_WATCHDOG:
             target_word(a, c, optarg);
-            if (whole_option("--watchdog", optarg, 1, INT64_MAX, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->f.run.watchdog_steps = n;
+            a->f.run.watchdog_steps = p.num;
             a->sem_watchdog_used = 1;
             break;
         case OPT_RANKS:
             target_word(a, c, optarg);
-            if (whole_option("--ranks", optarg, 1, 64, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->py_ranks = (int32_t)n;
+            a->py_ranks = (int32_t)p.num;
             a->py_only_used = 1;
             break;
-        case OPT_IDLE: {
+        case OPT_IDLE:
             target_word(a, c, optarg);
-            char *end;
-            double t = strtod(optarg, &end);
-            if (!(*optarg >= '0' && *optarg <= '9') || *end || !(t > 0) || t > 86400)
-                return usage_error("--idle needs seconds above 0 (at most a day), not '%s'",
-                                   optarg);
-            a->py_idle = t;
+            a->py_idle = p.real;
             a->py_only_used = 1;
             break;
-        }
         case OPT_REPLAY:
             a->py_replay = optarg;
             a->py_only_used = 1;
@@ -507,7 +487,7 @@ static void story_line(const ppv_step_note *n, int forced, int pp) {
  * message (round-robin's never do), the steps that end the run, how it
  * ended, and the replay's judgement. */
 static int fuzz_explain(int argc, char **argv) {
-    static const cli_option explain_options[] = {{0, 0, NULL, NULL}};
+    static const cli_option explain_options[] = {{0, 0, NULL, NULL, V_NONE}};
     cli_parser p;
     CLI_BEGIN(&p, argv, explain_options, 0);
     int c;

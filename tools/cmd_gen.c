@@ -16,30 +16,23 @@ int cmd_gen(int argc, char **argv) {
     ppv_gen_params gp = {0, 0, 0};
     int comms = 0, native = 0, costs_given = 0, auto_only = 0, search_only = 0;
     const char *outpath = NULL;
-    long long v, limit = physical_memory();
+    long long limit = physical_memory();
     ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0, 0};
     ppv_model_spec spec;
     const char *model = NULL;
-    double nums[4];
     int c, k;
     cli_parser p;
     CLI_BEGIN(&p, argv, gen_options, 0);
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) {
         case OPT_RANKS:
-            if (parse_whole(optarg, 1, 1 << 20, &v) < 0)
-                return usage_error("-p needs a positive rank count, not '%s'", optarg);
-            gp.ranks = (int32_t)v;
+            gp.ranks = (int32_t)p.num;
             break;
         case OPT_MICROBATCHES:
-            if (parse_whole(optarg, 1, 1 << 24, &v) < 0)
-                return usage_error("-m needs a positive microbatch count, not '%s'", optarg);
-            gp.microbatches = (int32_t)v;
+            gp.microbatches = (int32_t)p.num;
             break;
         case OPT_STAGES_PER_RANK:
-            if (parse_whole(optarg, 1, 1024, &v) < 0)
-                return usage_error("-v needs a positive stage count, not '%s'", optarg);
-            gp.stages_per_rank = (int32_t)v;
+            gp.stages_per_rank = (int32_t)p.num;
             break;
         case OPT_COMMS: comms = 1; break;
         case OPT_OUTPUT: outpath = optarg; break;
@@ -49,42 +42,31 @@ int cmd_gen(int argc, char **argv) {
             else return usage_error("--format is csv or native, not '%s'", optarg);
             break;
         case OPT_MAX_MEMORY:
-            if (max_memory_option(optarg, &limit) < 0) return PPV_EXIT_BAD_INPUT;
+            limit = p.num;
             break;
         case OPT_COSTS:
-            k = parse_numbers(optarg, nums, 4);
-            if (k < 3) return usage_error("--costs is F,B,W[,C], not '%s'", optarg);
-            ap.costs = (ppv_costs){nums[0], nums[1], nums[2], k == 4 ? nums[3] : 0.0};
+            if (costs_option(&p, optarg, &ap.costs)) return PPV_EXIT_BAD_INPUT;
             costs_given = 1;
             break;
         case OPT_CAP:
-            if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
-                return usage_error("--cap needs a positive activation count, not '%s'", optarg);
-            ap.cap = nums[0];
+            ap.cap = (double)p.num;
             auto_only = 1;
             break;
         case OPT_BUDGET:
-            if (parse_whole(optarg, 0, 1LL << 40, &v) < 0)
-                return usage_error("--budget needs a check count (0: no bound), not '%s'", optarg);
-            ap.budget = v;
+            ap.budget = p.num;
             search_only = 1;
             break;
         case OPT_TIME_LIMIT:
-            if (parse_numbers(optarg, nums, 1) != 1 || !(nums[0] > 0))
-                return usage_error("--time-limit needs a positive number of seconds, not '%s'",
-                                   optarg);
-            ap.time_limit = nums[0];
+            ap.time_limit = p.real;
             search_only = 1;
             break;
         case OPT_MODEL:
             model = optarg;
+            if ((k = model_spec(optarg, &spec))) return k;
             auto_only = 1;
             break;
         case OPT_MEM_CAP:
-            if (parse_bytes(optarg, &v) < 0 || v <= 0)
-                return usage_error("--mem-cap is one byte count (K, M, G suffixes), not '%s'",
-                                   optarg);
-            ap.mem_cap_bytes = (double)v;
+            ap.mem_cap_bytes = (double)p.num;
             auto_only = 1;
             break;
         case CLI_HELP: return print_help();
@@ -116,10 +98,7 @@ int cmd_gen(int argc, char **argv) {
     ppv_schedule *s = NULL, *low = NULL;
     if (is_auto) {
         ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
-        if (model) {
-            if ((rc = model_spec(model, &spec))) return rc;
-            ap.model = &spec;
-        }
+        if (model) ap.model = &spec;
         ppv_gen_auto_report ar;
         if (ppv_generate_auto(&ap, &s, &ar, err, sizeof err) < 0) {
             fprintf(stderr, "ppv gen: auto: %s\n", err);

@@ -82,7 +82,6 @@ static const cli_option launch_options[] = {LAUNCH_OPTIONS(CLI_OPTION)};
 /* ppv launch -n N -- COMMAND [ARGS...]. */
 int cmd_launch(int argc, char **argv) {
     long n = 0;
-    long long v;
     int c;
     cli_parser p;
     /* the options end at the command, whose own options are its own */
@@ -90,9 +89,7 @@ int cmd_launch(int argc, char **argv) {
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) {
         case OPT_RANKS:
-            if (parse_whole(optarg, 1, 1024, &v) < 0)
-                return usage_error("-n needs a rank count in 1..1024, not '%s'", optarg);
-            n = (long)v;
+            n = (long)p.num;
             break;
         case CLI_HELP:
             return print_help();

@@ -36,7 +36,6 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
     cli_parser p;
     CLI_BEGIN(&p, argv, pp_options, 0);
     int c;
-    long long seed = 0;
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
         switch (c) { /* what a job of processes cannot honour */
         case OPT_POLICY:
@@ -61,7 +60,7 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (strcmp(optarg, "OM-13") != 0) a->mock_option = "--inject";
             break;
         }
-        int rc = pp_pipeline_option(c, optarg, &a->o, &a->list);
+        int rc = pp_pipeline_option(c, &p, optarg, &a->o, &a->list);
         if (rc < 0) return PPV_EXIT_BAD_INPUT;
         if (rc == 0) continue;
         switch (c) {
@@ -69,14 +68,12 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             uint64_t keep = a->o.policy.seed;
             if (ppv_policy_parse(optarg, &a->o.policy) < 0 ||
                 a->o.policy.kind == PPV_POLICY_REPLAY)
-                return usage_error("--policy is rr, random, pct or pct:DEPTH, not '%s'", optarg);
+                return value_error("policy", &p.cur->value, "rr, random, pct or pct:DEPTH,", optarg);
             a->o.policy.seed = keep;
             break;
         }
         case OPT_SEED:
-            if (parse_whole(optarg, 0, INT64_MAX, &seed) < 0)
-                return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
-            a->o.policy.seed = (uint64_t)seed;
+            a->o.policy.seed = (uint64_t)p.num;
             break;
         case OPT_RECORD:
             if (!strcmp(optarg, "-"))
@@ -95,9 +92,7 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             a->compare_kv = 1;
             break;
         case OPT_REPEAT: {
-            long long n;
-            if (whole_option("--repeat", optarg, 1, 1000, &n) < 0) return PPV_EXIT_BAD_INPUT;
-            a->repeat = (int32_t)n;
+            a->repeat = (int32_t)p.num;
             break;
         }
         case OPT_JSON:
@@ -110,12 +105,11 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (transport_option(optarg, &a->transport) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case OPT_TIMEOUT:
-            if (timeout_option(optarg, &a->o.timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
+            a->o.timeout_s = p.real;
             a->timeout_given = 1;
             break;
         case OPT_WORKER_WATCHDOG:
-            if (seconds_option("--worker-watchdog", optarg, &a->o.worker_watchdog_s) < 0)
-                return PPV_EXIT_BAD_INPUT;
+            a->o.worker_watchdog_s = p.real;
             break;
         case CLI_HELP:
             return print_help();

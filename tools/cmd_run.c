@@ -90,21 +90,17 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
         }
         switch (c) {
         case OPT_SEMANTICS:
-            if (ppv_semantics_parse(optarg, &ra->opt.sem) < 0)
-                return usage_error("--semantics is eager, rendezvous or eager:BYTES, not '%s'",
-                                   optarg);
+            if (semantics_option(&p, optarg, &ra->opt.sem)) return PPV_EXIT_BAD_INPUT;
             break;
         case OPT_POLICY: {
             uint64_t seed = ra->opt.policy.seed;
             if (ppv_policy_parse(optarg, &ra->opt.policy) < 0)
-                return usage_error("--policy is rr, random, pct or pct:DEPTH, not '%s'", optarg);
+                return value_error("policy", &p.cur->value, "rr, random, pct or pct:DEPTH,", optarg);
             ra->opt.policy.seed = seed;
             break;
         }
         case OPT_SEED:
-            if (parse_whole(optarg, 0, INT64_MAX, &n) < 0)
-                return usage_error("--seed needs a non-negative integer, not '%s'", optarg);
-            ra->opt.policy.seed = (uint64_t)n;
+            ra->opt.policy.seed = (uint64_t)p.num;
             break;
         case OPT_RECOMPUTE:
             if (ra->nrecompute == (strcmp(g_cmd, "verify-recompute") == 0 ? 16 : 1))
@@ -112,43 +108,40 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
                                                    ? "at most 16 --recompute policies"
                                                    : "one --recompute (verify-recompute takes "
                                                      "several)");
+            char err[512];
+            if (ppv_recompute_parse(optarg, -1, NULL, err, sizeof err) < 0) {
+                fprintf(stderr, "ppv %s: --recompute %s\n", g_cmd, err);
+                return bad_option();
+            }
             ra->recompute_text = optarg;
             ra->recompute_texts[ra->nrecompute++] = optarg;
             break;
         case OPT_TRACE_OUT: ra->trace_out = optarg; break;
         case OPT_REPLAY: ra->replay = optarg; break;
         case OPT_LAYERS:
-            if (parse_whole(optarg, 1, 4096, &n) < 0)
-                return usage_error("--layers needs a count in 1..4096, not '%s'", optarg);
-            ra->opt.model.layers = (int32_t)n;
+            ra->opt.model.layers = (int32_t)p.num;
             break;
         case OPT_WIDTH:
-            if (parse_whole(optarg, 2, 4096, &n) < 0 || n % ra->opt.model.n_heads)
-                return usage_error("--width needs a multiple of the model's heads in 2..4096, "
-                                   "not '%s'", optarg);
+            if ((n = p.num) % ra->opt.model.n_heads)
+                return usage_error("--width needs a multiple of the model's heads, not '%s'",
+                                   optarg);
             ra->opt.model.d_model = (int32_t)n;
             ra->opt.model.d_ff = 2 * (int32_t)n;
             break;
         case OPT_WATCHDOG:
-            if (parse_whole(optarg, 1, INT64_MAX, &n) < 0)
-                return usage_error("--watchdog needs a positive step count, not '%s'", optarg);
-            ra->opt.watchdog_steps = n;
+            ra->opt.watchdog_steps = p.num;
             break;
         case OPT_JSON: ra->json = 1; break;
         case OPT_PERTURB: ra->perturb = 1; break;
         case OPT_FAIL_AFTER: /* record's crash test: stop after N datasets */
-            if (parse_whole(optarg, 1, INT32_MAX, &n) < 0)
-                return usage_error("--fail-after needs a positive count, not '%s'", optarg);
-            ra->fail_after = (int)n;
+            ra->fail_after = (int)p.num;
             break;
         case OPT_TERM_AFTER: /* record's interruption test: SIGTERM itself after N datasets */
-            if (parse_whole(optarg, 1, INT32_MAX, &n) < 0)
-                return usage_error("--term-after needs a positive count, not '%s'", optarg);
-            ra->term_after = (int)n;
+            ra->term_after = (int)p.num;
             break;
         case OPT_JUNIT: ra->junit = optarg; break;
         case OPT_MAX_MEMORY:
-            if (max_memory_option(optarg, &ra->max_memory) < 0) return PPV_EXIT_BAD_INPUT;
+            ra->max_memory = p.num;
             break;
         case OPT_DEVICE:
             if (device_option(optarg, &ra->opt.device) < 0) return PPV_EXIT_BAD_INPUT;
@@ -163,7 +156,7 @@ static int parse_run_args(int argc, char **argv, run_args *ra) {
             if (transport_option(optarg, &ra->transport) < 0) return PPV_EXIT_BAD_INPUT;
             break;
         case OPT_TIMEOUT:
-            if (timeout_option(optarg, &ra->opt.timeout_s) < 0) return PPV_EXIT_BAD_INPUT;
+            ra->opt.timeout_s = p.real;
             break;
         case OPT_ALLOW_UNSAFE:
             ra->opt.allow_unsafe = 1;

@@ -335,12 +335,8 @@ static void *watchdog(void *arg) {
 
 /* ---- arming ------------------------------------------------------------------------------ */
 
-int guard_call_timeout_option(const char *arg) {
-    if (!strcmp(arg, "0")) {
-        guard.call_timeout_s = 0;
-        return 0;
-    }
-    return seconds_option("--call-timeout", arg, &guard.call_timeout_s);
+void guard_set_call_timeout(double seconds) {
+    guard.call_timeout_s = seconds;
 }
 
 void guard_arm(int json) {

@@ -14,7 +14,7 @@
 #include "cli.h"
 
 /* An options.h line as a help line. */
-#define HELP_OPTION(ID, SHORT, NAME, ARG, TEXT, DEF) {SHORT, NAME, ARG, TEXT, DEF},
+#define HELP_OPTION(ID, SHORT, NAME, ARG, VALUE, TEXT, DEF) {SHORT, NAME, ARG, TEXT, DEF},
 #define END_OPTIONS                                                                                \
     { 0, NULL, NULL, NULL, NULL }
 

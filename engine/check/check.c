@@ -1402,17 +1402,9 @@ int ppv_semantics_parse(const char *text, ppv_semantics *out) {
         *out = (ppv_semantics){PPV_SEM_EAGER, 0};
         return 0;
     }
-    if (strncmp(text, "eager:", 6) == 0) {
-        char *end;
-        const char *num = text + 6;
-        if (*num < '0' || *num > '9') return -1;
-        unsigned long long v = strtoull(num, &end, 10);
-        unsigned long long mul = 1;
-        if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
-        else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
-        else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
-        if (*end != 0 || v > (1ull << 50) / mul) return -1;
-        *out = (ppv_semantics){PPV_SEM_EAGER_BYTES, (int64_t)(v * mul)};
+    int64_t limit;
+    if (strncmp(text, "eager:", 6) == 0 && ppv_parse_bytes(text + 6, 0, 1LL << 50, &limit) == 0) {
+        *out = (ppv_semantics){PPV_SEM_EAGER_BYTES, limit};
         return 0;
     }
     return -1;

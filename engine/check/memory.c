@@ -23,7 +23,7 @@ static int set_int(const char *key, const char *val, int64_t lo, int64_t hi, int
                    char *err, size_t errlen) {
     int64_t v;
     if (ppv_parse_whole(val, lo, hi, &v) < 0)
-        return ppv_errf(err, errlen, "--model: %s needs a whole number in %lld..%lld, not '%s'",
+        return ppv_errf(err, errlen, "--model: %s needs a whole number from %lld to %lld, not '%s'",
                         key, (long long)lo, (long long)hi, val);
     *out = v;
     return 0;
@@ -36,19 +36,14 @@ int ppv_model_spec_parse(const char *text, ppv_model_spec *m, char *err, size_t 
     m->optimizer = PPV_OPT_ADAM;
     m->tp = 1;
     m->recompute = PPV_MEMRC_NONE;
-    char *copy = strdup(text);
-    if (!copy) return ppv_errf(err, errlen, "out of memory");
+    ppv_pair items[16];
+    char why[256];
+    int n = ppv_parse_pairs(text, items, 16, why, sizeof why);
+    if (n < 0) return ppv_errf(err, errlen, "--model: %s", why);
     int rc = 0;
     int64_t v = 0;
-    for (char *save = NULL, *item = strtok_r(copy, ", \t\r\n", &save); item && rc == 0;
-         item = strtok_r(NULL, ", \t\r\n", &save)) {
-        char *eq = strchr(item, '=');
-        if (!eq) {
-            rc = ppv_errf(err, errlen, "--model: '%s' is not KEY=VALUE", item);
-            break;
-        }
-        *eq = 0;
-        const char *k = item, *val = eq + 1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const char *k = items[i].key, *val = items[i].value;
         if (strcmp(k, "layers") == 0) rc = set_int(k, val, 1, 1 << 20, &m->layers, err, errlen);
         else if (strcmp(k, "hidden") == 0) rc = set_int(k, val, 1, 1 << 24, &m->hidden, err, errlen);
         else if (strcmp(k, "heads") == 0) rc = set_int(k, val, 1, 1 << 16, &m->heads, err, errlen);
@@ -80,7 +75,6 @@ int ppv_model_spec_parse(const char *text, ppv_model_spec *m, char *err, size_t 
                           "mbs dtype optimizer tp sp recompute)", k);
         }
     }
-    free(copy);
     if (rc < 0) return rc;
     if (!m->layers || !m->hidden || !m->heads || !m->seq)
         return ppv_errf(err, errlen, "--model needs layers, hidden, heads and seq (and vocab for "

@@ -211,8 +211,11 @@ static int count_call(mesh *m) {
  * keeps its latents: nothing is copied) with the one collective a call
  * makes on a mesh. */
 static int kernel(mesh *m, ppv_generator_call *a) {
-    for (int32_t i = 0; i < m->o->cost_call && m->t->ops->yield; i++) /* --cost */
+    /* --cost: steps of work, each progress for the watchdog (as a decode's) */
+    for (int32_t i = 0; i < m->o->cost_call && m->t->ops->yield; i++) {
         m->t->ops->yield(m->t->impl, m->rank);
+        ppv_world_progress(m->t, m->rank);
+    }
     if (m->adhoc) { /* OM-06: the shape sent the wrong way */
         m->adhoc = 0;
         int64_t dims[5];

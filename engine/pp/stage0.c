@@ -532,9 +532,13 @@ static int decode(stage0 *s) {
     int64_t t_begin = ppv_transport_clock_ns(s->t);
     ready *rd = &s->rdy[s->ready_head];
     inflight *f = &s->sent[rd->slot];
-    /* the decode's cost in virtual time: steps of stage 0 (--cost) */
-    for (int32_t i = 0; i < s->o->cost_decode && s->t->ops->yield; i++)
+    /* the decode's cost in virtual time: steps of stage 0 (--cost), each
+     * one of work, so progress for the watchdog (a decode of any cost the
+     * option takes is never a hang) */
+    for (int32_t i = 0; i < s->o->cost_decode && s->t->ops->yield; i++) {
         s->t->ops->yield(s->t->impl, 0);
+        ppv_world_progress(s->t, 0);
+    }
     if (s->ntimes == s->times_cap) {
         int64_t cap = s->times_cap ? 2 * s->times_cap : 64;
         ppv_pp_chunk_times *grown = realloc(s->times, (size_t)cap * sizeof *grown);

@@ -690,7 +690,7 @@ int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, c
                         size_t errlen) {
     for (int32_t st = 0; st < nstages; st++)
         out[st] = (ppv_recompute){PPV_RC_NONE, 0};
-    if (!*text) return ppv_errf(err, errlen, "an empty --recompute");
+    if (!*text) return ppv_errf(err, errlen, "'': an empty list");
     int rc = 0, got;
     char item[256];
     const char *next = text;
@@ -712,7 +712,7 @@ int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, c
                 rc = ppv_errf(err, errlen, "'%s' is not STAGE, STAGE:POLICY or POLICY", item);
                 break;
             }
-            if (st >= nstages) {
+            if (nstages >= 0 && st >= nstages) {
                 rc = ppv_errf(err, errlen, "'%s': the schedule's stages are 0..%d", item,
                               nstages - 1);
                 break;

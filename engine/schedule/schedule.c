@@ -1,6 +1,7 @@
 /* schedule.c - the schedule IR: construction, stage->rank inference and the
  * compact spelling of actions used in messages.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,6 +432,93 @@ int ppv_parse_whole(const char *text, int64_t lo, int64_t hi, int64_t *out) {
     if (x < lo || x > hi) return -1;
     *out = x;
     return 0;
+}
+
+/* Digits at *p into *v (nothing beyond an int64): the count read, or -1. */
+static int digits(const char **p, uint64_t limit, uint64_t *v) {
+    const char *s = *p;
+    *v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        uint64_t d = (uint64_t)(*s - '0');
+        if (*v > (limit - d) / 10) return -1;
+        *v = *v * 10 + d;
+    }
+    int n = (int)(s - *p);
+    *p = s;
+    return n;
+}
+
+int ppv_parse_fraction(const char *text, double lo, double hi, double *out) {
+    const char *p = text;
+    uint64_t ignored;
+    if (*p == '-' && lo < 0) p++;
+    if (digits(&p, UINT64_MAX, &ignored) == 0) return -1; /* a digit first: no '.5' */
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9') p++;
+        if (p[-1] == '.') return -1; /* '5.' */
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '-') p++;
+        if (*p < '0' || *p > '9') return -1;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p) return -1;
+    /* the text is plain decimal now, which strtod reads exactly as written */
+    char *end;
+    double v = strtod(text, &end);
+    if (end != p || !isfinite(v) || v < lo || v > hi) return -1;
+    if (v == 0) v = 0; /* "-0.0" where negatives are allowed: no -0 */
+    *out = v;
+    return 0;
+}
+
+int ppv_parse_bytes(const char *text, int64_t lo, int64_t hi, int64_t *out) {
+    const char *p = text;
+    uint64_t v;
+    if (digits(&p, (uint64_t)INT64_MAX, &v) <= 0) return -1;
+    int shift = *p == 'K' ? 10 : *p == 'M' ? 20 : *p == 'G' ? 30 : 0;
+    if (shift) p++;
+    if (*p || v > ((uint64_t)INT64_MAX >> shift)) return -1;
+    int64_t x = (int64_t)(v << shift);
+    if (x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+int ppv_parse_pairs(const char *text, ppv_pair *items, int max, char *why, size_t whylen) {
+    const char *p = text;
+    int n = 0;
+    if (!*p) return ppv_errf(why, whylen, "an empty list: give key=value items");
+    for (;;) {
+        const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        int len = (int)(end - p);
+        if (len == 0)
+            return ppv_errf(why, whylen, "an empty item (%s)",
+                            p == text ? "a leading ','" : comma ? "',,'" : "a trailing ','");
+        for (const char *c = p; c < end; c++)
+            if (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')
+                return ppv_errf(why, whylen, "a space in '%.*s'", len, p);
+        if (!eq) return ppv_errf(why, whylen, "'%.*s' is not key=value", len, p);
+        size_t klen = (size_t)(eq - p), vlen = (size_t)(end - eq - 1);
+        if (klen == 0 || vlen == 0)
+            return ppv_errf(why, whylen, "'%.*s' has an empty %s", len, p, klen ? "value" : "key");
+        if (n == max) return ppv_errf(why, whylen, "more than %d items", max);
+        if (klen >= sizeof items[n].key || vlen >= sizeof items[n].value)
+            return ppv_errf(why, whylen, "'%.*s' is too long", len, p);
+        memcpy(items[n].key, p, klen);
+        items[n].key[klen] = 0;
+        memcpy(items[n].value, eq + 1, vlen);
+        items[n].value[vlen] = 0;
+        for (int k = 0; k < n; k++)
+            if (!strcmp(items[k].key, items[n].key))
+                return ppv_errf(why, whylen, "%s is given twice", items[n].key);
+        n++;
+        if (!comma) return n;
+        p = comma + 1;
+    }
 }
 
 int ppv_list_next(const char **p, char *item, size_t n) {

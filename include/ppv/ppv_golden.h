@@ -337,7 +337,7 @@ typedef struct ppv_conform_violation {
 #define PPV_OVERLAP_MIN PPV_PP_OVERLAP_MIN
 
 typedef struct ppv_conform_options {
-    int max_report; /* violations kept in the report (all are counted); 0: 100 */
+    int max_report; /* violations kept in the report (all are counted); 0: 100, below 0: none */
     int overlap;    /* also measure the overlap (PPV_CONFORM_OVERLAP) */
     int strict;     /* a field the contract does not define is a violation, not a count */
 } ppv_conform_options;

@@ -85,7 +85,8 @@ ppv_model_config ppv_run_model_config(const ppv_run_options *o, const ppv_schedu
  * items, each POLICY (every stage), STAGE:POLICY or STAGE (full), later
  * items overriding earlier ones; POLICY is none, full (or all),
  * selective, layers:K or mb:N. "none", "all" and "0,2,5" read as before. 0, or -1
- * with the reason. */
+ * with the reason. With nstages < 0 only the text's grammar is checked
+ * (out is not written). */
 int ppv_recompute_parse(const char *text, int32_t nstages, ppv_recompute *out, char *err,
                         size_t errlen);
 

@@ -196,6 +196,28 @@ int ppv_schedule_write_native(const ppv_schedule *s, FILE *f);
  * int64 (refused, never clamped). 0, or -1. */
 int ppv_parse_whole(const char *text, int64_t lo, int64_t hi, int64_t *out);
 
+/* text, a decimal fraction in [lo, hi], into *out: digits, then a '.'
+ * with digits and an exponent ('e' or 'E', a '-' allowed, digits) if any;
+ * a '-' first where lo < 0. No space, '+', hexadecimal, "inf" or "nan",
+ * nothing that is not finite, no '.5' or '5.'. 0, or -1. */
+int ppv_parse_fraction(const char *text, double lo, double hi, double *out);
+
+/* text, a byte count in [lo, hi], into *out: a whole decimal number with
+ * one optional suffix K, M or G (times 2^10, 2^20, 2^30); no fraction,
+ * exponent, hexadecimal, sign or space, nothing beyond an int64. 0, or -1. */
+int ppv_parse_bytes(const char *text, int64_t lo, int64_t hi, int64_t *out);
+
+/* One item of a key=value list. */
+typedef struct ppv_pair {
+    char key[32], value[224];
+} ppv_pair;
+
+/* text, key=value items separated by commas, into items[0..max): the
+ * count, or -1 with why (the item at fault and what is wrong with it: an
+ * empty item, key or value, a space, no '=', a key given twice, more than
+ * max items, a key or value too long). */
+int ppv_parse_pairs(const char *text, ppv_pair *items, int max, char *why, size_t whylen);
+
 /* The next item of a comma-separated list at *p into item (n bytes),
  * moving *p past it: 1 with an item, 0 at the end, -1 for an empty list,
  * an empty item (",,", a leading or trailing ',') or one longer than n-1.
