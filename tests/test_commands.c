@@ -395,6 +395,33 @@ static void test_every_option_reads_its_value_by_its_declaration(void **state) {
     assert_true(cases > 1500);
 }
 
+/* The check every --json output of the suite passes (testutil.h) refuses
+ * what no parser reads: NaN, Infinity, two values, a cut object. And the
+ * figures that once came out as Infinity and NaN are refused as input. */
+static void test_json_is_checked_strictly_and_huge_costs_are_refused(void **state) {
+    (void)state;
+    char why[128];
+    assert_int_equal(json_strict_ok("{\"a\":1.5,\"b\":[null,2]}\n", why, sizeof why), 0);
+    static const char *const bad[] = {"{\"a\":NaN}", "{\"a\":Infinity}", "[-Infinity]",
+                                      "{\"a\":1}{\"b\":2}", "{\"a\":1", ""};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        if (json_strict_ok(bad[k], why, sizeof why) == 0) fail_msg("'%s' passed", bad[k]);
+    char *s = gen_file("j.csv", "1f1b", "2", "4");
+    run_result r = RUN("check", s, "--costs", "1e308,2,1", "--json");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "--costs needs F,B,W[,C], each with a number from 0 to 1e+06, "
+                                  "not '1e308,2,1'"));
+    run_free(&r);
+    r = RUN("check", s, "--mem", "1e308", "--json");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = RUN("check", s, "--costs", "1000000,1000000,0,1000000", "--json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"makespan\":"));
+    run_free(&r);
+}
+
 static void test_options_a_command_does_not_honour_are_refused(void **state) {
     (void)state;
     char *s = gen_file("r.csv", "1f1b", "2", "2");
@@ -1198,6 +1225,7 @@ int main(void) {
         cmocka_unit_test(test_every_option_text_is_printed_whole),
         cmocka_unit_test(test_options_a_command_does_not_honour_are_refused),
         cmocka_unit_test(test_every_option_reads_its_value_by_its_declaration),
+        cmocka_unit_test(test_json_is_checked_strictly_and_huge_costs_are_refused),
         cmocka_unit_test(test_version_has_three_spellings),
         cmocka_unit_test(test_golden_commands_load_their_module_and_others_do_not),
         cmocka_unit_test(test_dash_reads_the_schedule_from_standard_input),

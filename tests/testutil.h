@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
+#include <math.h>
 #include <setjmp.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -269,8 +271,68 @@ static inline run_result run_program(const char *in_path, const char *out_dev, i
     return r;
 }
 
+/* 1 when o and everything in it is plain JSON: no NaN or Infinity. */
+static inline int json_all_finite(json_object *o) {
+    switch (json_object_get_type(o)) {
+    case json_type_double: return isfinite(json_object_get_double(o));
+    case json_type_array:
+        for (size_t i = 0; i < json_object_array_length(o); i++)
+            if (!json_all_finite(json_object_array_get_idx(o, i))) return 0;
+        return 1;
+    case json_type_object: {
+        json_object_object_foreach(o, key, val) {
+            (void)key;
+            if (!json_all_finite(val)) return 0;
+        }
+        return 1;
+    }
+    default: return 1;
+    }
+}
+
+/* 0 when out is one JSON value a strict parser reads (json-c's
+ * JSON_TOKENER_STRICT, nothing after it but newlines) holding no NaN or
+ * Infinity, which no JSON parser takes; else -1 with why. */
+static inline int json_strict_ok(const char *out, char *why, size_t n) {
+    json_tokener *tok = json_tokener_new();
+    assert_non_null(tok);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    size_t len = strlen(out);
+    json_object *o = json_tokener_parse_ex(tok, out, (int)len);
+    size_t used = json_tokener_get_parse_end(tok);
+    int rc = 0;
+    if (!o || json_tokener_get_error(tok) != json_tokener_success) {
+        snprintf(why, n, "%s at byte %zu", json_tokener_error_desc(json_tokener_get_error(tok)),
+                 used);
+        rc = -1;
+    } else if (strspn(out + used, "\n") != len - used) {
+        snprintf(why, n, "more after the value, at byte %zu", used);
+        rc = -1;
+    } else if (!json_all_finite(o)) {
+        snprintf(why, n, "a figure that is not finite");
+        rc = -1;
+    }
+    json_object_put(o);
+    json_tokener_free(tok);
+    return rc;
+}
+
+/* Every --json output of the suite is checked by json_strict_ok, whatever
+ * the command's exit code. */
+static inline void json_output_parses(const char *const *args, const char *out) {
+    int json = 0;
+    for (int i = 0; args[i]; i++) {
+        if (!strcmp(args[i], "--help") || !strcmp(args[i], "-h")) return; /* the help, not JSON */
+        json |= !strcmp(args[i], "--json");
+    }
+    char why[128];
+    if (json && out[0] && json_strict_ok(out, why, sizeof why) < 0)
+        fail_msg("--json printed what a strict parser refuses (%s): %.400s", why, out);
+}
+
 /* The ppv binary (PPV_BIN, from tests/CMakeLists.txt) as a user runs it,
- * with args (NULL-terminated); as run_program. */
+ * with args (NULL-terminated); as run_program. Every --json output is
+ * checked (json_output_parses). */
 static inline run_result run_io(const char *in_path, const char *out_dev, const char *const *args) {
     size_t nargs = 0;
     while (args[nargs])
@@ -281,6 +343,7 @@ static inline run_result run_io(const char *in_path, const char *out_dev, const 
     memcpy(argv + 1, args, nargs * sizeof *argv);
     run_result r = run_program(in_path, out_dev, 0, argv);
     free(argv);
+    json_output_parses(args, r.out);
     return r;
 }
 

@@ -288,12 +288,12 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
     json_object_object_add(o, "errors_total", json_object_new_int64(rep->errors_total));
     json_object *pk = json_object_new_array();
     for (int32_t r = 0; r < rep->nranks; r++)
-        json_object_array_add(pk, json_object_new_double(rep->peak_activation[r]));
+        json_object_array_add(pk, finite_json(rep->peak_activation[r]));
     json_object_object_add(o, "peak_activation", pk);
     json_object_object_add(o, "makespan",
-                           rep->simulated ? json_object_new_double(rep->makespan) : NULL);
+                           rep->simulated ? finite_json(rep->makespan) : NULL);
     json_object_object_add(o, "bubble_ratio",
-                           rep->simulated ? json_object_new_double(rep->bubble_ratio) : NULL);
+                           rep->simulated ? finite_json(rep->bubble_ratio) : NULL);
     if (mv) json_object_object_add(o, "memory", mem_json(s, mv));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);

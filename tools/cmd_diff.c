@@ -185,8 +185,8 @@ static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *
         if (e->type[0]) json_object_object_add(je, "type", json_object_new_string(e->type));
         json_object_object_add(je, "compared", json_object_new_int64((int64_t)e->compared));
         json_object_object_add(je, "count", json_object_new_int64((int64_t)e->count));
-        json_object_object_add(je, "max_abs", json_object_new_double(e->max_abs));
-        json_object_object_add(je, "max_rel", json_object_new_double(e->max_rel));
+        json_object_object_add(je, "max_abs", finite_json(e->max_abs));
+        json_object_object_add(je, "max_rel", finite_json(e->max_rel));
         json_object_object_add(je, "max_ulp", json_object_new_int64((int64_t)e->max_ulp));
         for (int q = 0; q < e->nfirst; q++) {
             json_object *jp = json_object_new_object();
@@ -196,9 +196,9 @@ static json_object *diff_json(const ppv_diff_report *r, const ppv_diff_options *
                 json_object_array_add(pts, jp);
                 continue;
             }
-            json_object_object_add(jp, "a", isfinite(e->first[q].a) ? json_object_new_double(e->first[q].a)
+            json_object_object_add(jp, "a", isfinite(e->first[q].a) ? finite_json(e->first[q].a)
                                                                    : json_object_new_string(isnan(e->first[q].a) ? "nan" : e->first[q].a > 0 ? "inf" : "-inf"));
-            json_object_object_add(jp, "b", isfinite(e->first[q].b) ? json_object_new_double(e->first[q].b)
+            json_object_object_add(jp, "b", isfinite(e->first[q].b) ? finite_json(e->first[q].b)
                                                                    : json_object_new_string(isnan(e->first[q].b) ? "nan" : e->first[q].b > 0 ? "inf" : "-inf"));
             json_object_object_add(jp, "ulp", json_object_new_int64((int64_t)e->first[q].ulp));
             json_object_array_add(pts, jp);
@@ -465,11 +465,11 @@ static json_object *conform_json(const ppv_conform_report *r) {
         json_object *ov = json_object_new_object();
         json_object_object_add(ov, "samples", json_object_new_int64(r->overlap_samples));
         json_object_object_add(ov, "score", r->overlap_samples
-                                                ? json_object_new_double(r->overlap_score)
+                                                ? finite_json(r->overlap_score)
                                                 : NULL);
-        json_object_object_add(ov, "median_period_ms", json_object_new_double(r->overlap_period_ms));
-        json_object_object_add(ov, "median_stage0_ms", json_object_new_double(r->overlap_stage0_ms));
-        json_object_object_add(ov, "median_stage1_ms", json_object_new_double(r->overlap_stage1_ms));
+        json_object_object_add(ov, "median_period_ms", finite_json(r->overlap_period_ms));
+        json_object_object_add(ov, "median_stage0_ms", finite_json(r->overlap_stage0_ms));
+        json_object_object_add(ov, "median_stage1_ms", finite_json(r->overlap_stage1_ms));
         json_object_object_add(o, "overlap", ov);
     }
     json_object_object_add(o, "by_check", checks);

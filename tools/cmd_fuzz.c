@@ -405,7 +405,7 @@ static int fuzz_checker(const fuzz_args *a) {
         json_object_object_add(j, "ill_formed", json_object_new_int64(r->invalid));
         json_object_object_add(j, "compared", json_object_new_int64(r->compared));
         json_object_object_add(j, "deadlocks", json_object_new_int64(r->deadlocks));
-        json_object_object_add(j, "seconds", json_object_new_double(r->seconds));
+        json_object_object_add(j, "seconds", finite_json(r->seconds));
         json_object_object_add(j, "failure", r->found ? json_object_new_string(r->failure) : NULL);
         json_object_object_add(j, "semantics", r->found ? json_object_new_string(sem) : NULL);
         json_object_object_add(j, "schedule", path[0] ? json_object_new_string(path) : NULL);
@@ -788,7 +788,7 @@ int cmd_fuzz(int argc, char **argv) {
             json_object_object_add(j, "classes", json_object_new_int64(r->classes));
             json_object_object_add(j, "pruned", json_object_new_int64(r->pruned));
         }
-        json_object_object_add(j, "seconds", json_object_new_double(r->seconds));
+        json_object_object_add(j, "seconds", finite_json(r->seconds));
         json_object_object_add(j, "failure",
                                r->found ? json_object_new_string(r->failure) : NULL);
         json_object_object_add(j, "failing_run",

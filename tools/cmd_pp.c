@@ -335,14 +335,14 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         if (r->overlap.samples) { /* the contract's metric, medians after the warm-up */
             ov = json_object_new_object();
             json_object_object_add(ov, "samples", json_object_new_int64(r->overlap.samples));
-            json_object_object_add(ov, "score", json_object_new_double(r->overlap.score));
-            json_object_object_add(ov, "period_ms", json_object_new_double(r->overlap.period_ms));
-            json_object_object_add(ov, "stage0_ms", json_object_new_double(r->overlap.stage0_ms));
-            json_object_object_add(ov, "stage1_ms", json_object_new_double(r->overlap.stage1_ms));
-            json_object_object_add(ov, "hidden_ms", json_object_new_double(r->overlap.hidden_ms));
+            json_object_object_add(ov, "score", finite_json(r->overlap.score));
+            json_object_object_add(ov, "period_ms", finite_json(r->overlap.period_ms));
+            json_object_object_add(ov, "stage0_ms", finite_json(r->overlap.stage0_ms));
+            json_object_object_add(ov, "stage1_ms", finite_json(r->overlap.stage1_ms));
+            json_object_object_add(ov, "hidden_ms", finite_json(r->overlap.hidden_ms));
             json_object_object_add(ov, "mesh_idle_ms",
-                                   json_object_new_double(r->overlap.mesh_idle_ms));
-            json_object_object_add(ov, "decode_ms", json_object_new_double(r->overlap.decode_ms));
+                                   finite_json(r->overlap.mesh_idle_ms));
+            json_object_object_add(ov, "decode_ms", finite_json(r->overlap.decode_ms));
         }
         json_object_object_add(j, "overlap", ov);
         json_object_object_add(j, "max_inflight", json_object_new_int(r->max_inflight));

@@ -385,12 +385,12 @@ int cmd_run(int argc, char **argv) {
                                json_object_new_string(ra.cublas ? "cublas" : "reference"));
         if (ra.cublas && done_ok) {
             json_object_object_add(o, "grad_max_ulp", json_object_new_int64((int64_t)gd.max_ulp));
-            json_object_object_add(o, "grad_rel_l2", json_object_new_double(gd.rel_l2));
+            json_object_object_add(o, "grad_rel_l2", finite_json(gd.rel_l2));
             json_object_object_add(o, "grad_rel_l2_bound",
-                                   json_object_new_double(PPV_CUBLAS_GRAD_BOUND));
+                                   finite_json(PPV_CUBLAS_GRAD_BOUND));
         }
         json_object_object_add(o, "steps", json_object_new_int64(rep->world.steps));
-        json_object_object_add(o, "loss", done_ok ? json_object_new_double(rep->loss) : NULL);
+        json_object_object_add(o, "loss", done_ok ? finite_json(rep->loss) : NULL);
         json_object_object_add(o, "grad_digest", done_ok ? hex_json(rep->grad_digest) : NULL);
         json_object_object_add(o, "reference_grad_digest", hex_json(ref_digest));
         json_object_object_add(o, "matches_reference", json_object_new_boolean(matches));
@@ -576,17 +576,17 @@ static int verify_policy(const ppv_schedule *s, ppv_run_options o, const char *t
                                json_object_new_int64(want_cores));
         json_object_object_add(o2, "gradients", json_object_new_int64((int64_t)v.stash->ngrads));
         json_object_object_add(o2, "max_ulp", json_object_new_int64((int64_t)d->max_ulp));
-        json_object_object_add(o2, "max_abs", json_object_new_double(d->max_abs));
-        json_object_object_add(o2, "max_rel", json_object_new_double(d->max_rel));
+        json_object_object_add(o2, "max_abs", finite_json(d->max_abs));
+        json_object_object_add(o2, "max_rel", finite_json(d->max_rel));
         json_object_object_add(o2, "first_index", json_object_new_int64(d->first_index));
         json_object_object_add(o2, "first_layer", json_object_new_int(v.first_layer));
         json_object_object_add(o2, "first_tensor",
                                d->bitwise_equal ? NULL : json_object_new_string(v.first_tensor));
         json_object_object_add(o2, "first_tensor_index", json_object_new_int64(v.first_tensor_index));
         json_object_object_add(o2, "first_recompute",
-                               d->bitwise_equal ? NULL : json_object_new_double(d->first_a));
+                               d->bitwise_equal ? NULL : finite_json(d->first_a));
         json_object_object_add(o2, "first_stash",
-                               d->bitwise_equal ? NULL : json_object_new_double(d->first_b));
+                               d->bitwise_equal ? NULL : finite_json(d->first_b));
         json_object_object_add(o2, "stash_grad_digest", hex_json(v.stash->grad_digest));
         json_object_object_add(o2, "recompute_grad_digest", hex_json(v.recompute->grad_digest));
         json_object_object_add(o2, "stash_peak_activation_bytes",
@@ -598,7 +598,7 @@ static int verify_policy(const ppv_schedule *s, ppv_run_options o, const char *t
         json_object_object_add(o2, "predicted_equals_measured", json_object_new_boolean(pred_ok));
         json_object_object_add(o2, "stash_layer_forwards", json_object_new_int64(lf_stash));
         json_object_object_add(o2, "recompute_layer_forwards", json_object_new_int64(lf_rec));
-        json_object_object_add(o2, "extra_stage_forwards", json_object_new_double(extra_units));
+        json_object_object_add(o2, "extra_stage_forwards", finite_json(extra_units));
         json_object_array_add(arr, o2);
     } else {
         printf("%s: %zu gradients, recompute vs stash: %s\n", s->name, v.stash->ngrads,
@@ -790,7 +790,7 @@ int cmd_record(int argc, char **argv) {
         json_object_object_add(o, "stages", json_object_new_int(rep->nstages));
         json_object_object_add(o, "microbatches", json_object_new_int(rep->nmb));
         json_object_object_add(o, "layers", json_object_new_int(rep->nlayers));
-        json_object_object_add(o, "loss", json_object_new_double(rep->loss));
+        json_object_object_add(o, "loss", finite_json(rep->loss));
         json_object_object_add(o, "grad_digest", hex_json(rep->grad_digest));
         json_object_object_add(o, "trace_digest", hex_json(rep->world.trace_digest));
         json_object_object_add(o, "perturbed", json_object_new_boolean(ra.perturb));

@@ -448,12 +448,12 @@ static void chrome_track_step(void *ctx, double t, double level) {
     char name[48];
     snprintf(name, sizeof name, "rank %d activations", k->rank);
     json_object *e = json_object_new_object(), *args = json_object_new_object();
-    json_object_object_add(args, "held", json_object_new_double(level));
+    json_object_object_add(args, "held", finite_json(level));
     json_object_object_add(e, "name", json_object_new_string(name));
     json_object_object_add(e, "ph", json_object_new_string("C"));
     json_object_object_add(e, "pid", json_object_new_int(0));
     json_object_object_add(e, "tid", json_object_new_int(k->rank));
-    json_object_object_add(e, "ts", json_object_new_double(t * 1000.0));
+    json_object_object_add(e, "ts", finite_json(t * 1000.0));
     json_object_object_add(e, "args", args);
     json_object_array_add(k->events, e);
 }
@@ -494,8 +494,8 @@ int render_chrome_trace(const ppv_check_report *rep, FILE *f) {
             json_object_object_add(e, "pid", json_object_new_int(0));
             json_object_object_add(e, "tid", json_object_new_int(r));
             /* one cost unit is drawn as one millisecond */
-            json_object_object_add(e, "ts", json_object_new_double(sp.start * 1000.0));
-            json_object_object_add(e, "dur", json_object_new_double((sp.end - sp.start) * 1000.0));
+            json_object_object_add(e, "ts", finite_json(sp.start * 1000.0));
+            json_object_object_add(e, "dur", finite_json((sp.end - sp.start) * 1000.0));
             json_object_array_add(events, e);
         }
     }
