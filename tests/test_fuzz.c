@@ -466,6 +466,65 @@ static void test_every_message_corrupted_in_turn(void **state) {
 
 /* ---- the command -------------------------------------------------------------------- */
 
+/* --out is checked when the options are read (a regular file, or a
+ * folder whose parent is missing, is exit 2 before any run); a write that
+ * still fails at the end loses nothing: the failure and the minimal trace
+ * are printed, text and --json, before exit 2, and the printed trace
+ * replays. */
+static void test_an_out_that_cannot_be_written_loses_no_result(void **state) {
+    (void)state;
+    const char *csv = data_path("rendezvous_only_train.csv");
+    const char *regular = tmp_path("regular_file");
+    FILE *f = fopen(regular, "w");
+    assert_non_null(f);
+    fclose(f);
+    run_result r = RUN("fuzz", csv, "--runs", "5", "--out", regular);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "--out"));
+    assert_non_null(strstr(r.err, "exists and is not a directory"));
+    run_free(&r);
+    /* a folder where failing.trace should go: the write itself fails */
+    const char *dir = tmp_path("blocked_out");
+    char blocker[4200];
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(blocker, sizeof blocker, "%s/failing.trace", dir);
+    assert_int_equal(mkdir(blocker, 0700), 0);
+    r = RUN("fuzz", csv, "--runs", "5", "--out", dir);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "failure at run 0 (round-robin, 7 scheduler steps): deadlock"));
+    const char *t = strstr(r.out, "the minimal trace, to replay with --replay:\nppv-trace 1\n");
+    assert_non_null(t);
+    assert_non_null(strstr(r.out, "result: PROBLEM\n"));
+    const char *once = strstr(r.err, "a directory, not a file to write");
+    assert_non_null(once);
+    assert_null(strstr(once + 1, "a directory, not a file to write"));
+    /* the printed trace replays */
+    const char *trace = tmp_path("printed.trace");
+    t = strchr(t, '\n') + 1;
+    const char *end = strstr(t, "result: PROBLEM\n");
+    f = fopen(trace, "w");
+    assert_non_null(f);
+    fwrite(t, 1, (size_t)(end - t), f);
+    fclose(f);
+    run_free(&r);
+    r = RUN("run", csv, "--replay", trace);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "replay: fails again: deadlock after 7 scheduler steps"));
+    run_free(&r);
+    r = RUN("fuzz", csv, "--runs", "5", "--out", dir, "--json");
+    assert_int_equal(r.code, 2);
+    json_object *j = json_tokener_parse(r.out);
+    assert_non_null(j);
+    json_object *v;
+    assert_true(json_object_object_get_ex(j, "failure", &v));
+    assert_non_null(strstr(json_object_get_string(v), "deadlock"));
+    assert_true(json_object_object_get_ex(j, "minimal_trace_text", &v));
+    assert_non_null(strstr(json_object_get_string(v), "ppv-trace 1\nranks 2\n"));
+    json_object_put(j);
+    run_free(&r);
+}
+
 static void test_command_writes_traces_that_run_replays(void **state) {
     (void)state;
     /* nothing found: --out leaves nothing behind, not even its folder */
@@ -1204,6 +1263,7 @@ int main(void) {
         cmocka_unit_test(test_a_dfs_campaign_splits_the_search),
         cmocka_unit_test(test_lost_duplicated_and_killed_messages_end_named_or_unchanged),
         cmocka_unit_test(test_every_message_corrupted_in_turn),
+        cmocka_unit_test(test_an_out_that_cannot_be_written_loses_no_result),
         cmocka_unit_test(test_command_writes_traces_that_run_replays),
         cmocka_unit_test(test_seeded_bugs_from_the_command_line),
         cmocka_unit_test(test_minimal_traces_are_a_few_forced_steps),

@@ -276,17 +276,39 @@ static void show_progress(void *ctx, const ppv_fuzz_progress *p) {
  * deviations from round-robin alone), with the failure and
  * what it was measured against, so that a replay fails the same way; 0,
  * or -1 after a message. */
-static int save_trace(const char *dir, const char *name, const ppv_world *w, int deviations,
-                      uint64_t reference, const char *failure, const fuzz_args *a, char *path,
-                      size_t n) {
-    snprintf(path, n, "%s/%s", dir, name);
+/* The verdict a trace of this exploration ends with. */
+static ppv_trace_verdict verdict_of(const fuzz_args *a, uint64_t reference, const char *failure) {
     ppv_trace_verdict v = {1, reference, "", ""};
     snprintf(v.failure, sizeof v.failure, "%s", failure);
     if (a->py_target && !a->too_long && !strpbrk(a->py_spec, " \t\n"))
         snprintf(v.target, sizeof v.target, "py %s%s", a->py_spec, a->target_words);
     else if (!a->too_long && !strpbrk(a->target, " \t\n"))
         snprintf(v.target, sizeof v.target, "%s%s", a->target, a->target_words);
+    return v;
+}
+
+static int save_trace(const char *dir, const char *name, const ppv_world *w, int deviations,
+                      uint64_t reference, const char *failure, const fuzz_args *a, char *path,
+                      size_t n) {
+    snprintf(path, n, "%s/%s", dir, name);
+    ppv_trace_verdict v = verdict_of(a, reference, failure);
     return w ? write_trace_file(path, w, deviations, &v) : -1;
+}
+
+/* The minimal trace's text (what minimal.trace holds), for a report whose
+ * --out could not be written: a new string, or NULL. */
+static char *minimal_trace_text(const ppv_fuzz_report *r, const fuzz_args *a) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = r->minimal ? open_memstream(&text, &len) : NULL;
+    if (!f) return NULL;
+    ppv_trace_verdict v = verdict_of(a, r->minimal_reference, r->minimal_failure);
+    int bad = ppv_trace_write_deviations(f, r->minimal) < 0 || ppv_trace_write_verdict(f, &v) < 0;
+    if (fclose(f) != 0 || bad) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 /* The end of the stretch of deviations that starts at i: each within
@@ -341,12 +363,7 @@ static int write_junit(const char *path, const char *target, const char *what, i
         rc |= complete ? junit_add(&j, "every class explored", NULL)
                        : junit_add(&j, "every class explored",
                                    "the budget ran out before every class was explored");
-    char err[512];
-    if (rc == 0) rc = junit_write(&j, path, err, sizeof err);
-    else snprintf(err, sizeof err, "out of memory");
-    junit_free(&j);
-    if (rc < 0) fprintf(stderr, "ppv fuzz: cannot write %s: %s\n", path, err);
-    return rc < 0 ? -1 : 0;
+    return finish_junit(&j, path, rc) < 0 ? -1 : 0;
 }
 
 static void show_checker_progress(void *ctx, const ppv_fuzz_differential_report *p) {
@@ -757,14 +774,16 @@ int cmd_fuzz(int argc, char **argv) {
     }
     if (tty) fputs("\r\033[K", stderr);
     char failing_path[4200] = "", minimal_path[4200] = "", pol[96];
+    char *unsaved = NULL; /* the minimal trace's text when --out could not take it */
     if (r->found && a.out && lead) {
         if (save_trace(a.out, "failing.trace", r->failing, 0, r->failing_reference, r->failure,
                        &a, failing_path, sizeof failing_path) < 0 ||
             save_trace(a.out, "minimal.trace", r->minimal, 1, r->minimal_reference,
                        r->minimal_failure, &a, minimal_path, sizeof minimal_path) < 0) {
-            ppv_fuzz_report_free(r);
-            rc = PPV_EXIT_BAD_INPUT;
-            goto done;
+            /* the result is printed all the same, the minimal trace in it */
+            failing_path[0] = minimal_path[0] = 0;
+            unsaved = minimal_trace_text(r, &a);
+            if (!unsaved) unsaved = strdup("");
         }
     }
     if (a.json) {
@@ -822,6 +841,8 @@ int cmd_fuzz(int argc, char **argv) {
                                    : NULL);
         json_object_object_add(j, "minimal_trace",
                                minimal_path[0] ? json_object_new_string(minimal_path) : NULL);
+        if (unsaved) /* --out could not be written: the trace itself */
+            json_object_object_add(j, "minimal_trace_text", json_object_new_string(unsaved));
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
@@ -909,10 +930,15 @@ int cmd_fuzz(int argc, char **argv) {
                        : a.py_target ? py_again
                                      : "run SCHEDULE [the same options]",
                        minimal_path);
+            if (unsaved)
+                printf("traces: not written to %s (above); the minimal trace, to replay with "
+                       "--replay:\n%s",
+                       a.out, unsaved);
         }
         printf("result: %s\n", r->found ? "PROBLEM" : "OK");
     }
-    rc = r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    rc = unsaved ? PPV_EXIT_BAD_INPUT : r->found ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+    free(unsaved);
     char what[128];
     snprintf(what, sizeof what, "every run (%s) passes", ppv_fuzz_strategy_name(a.f.strategy));
     if (a.junit && lead && write_junit(a.junit, a.target, what, r->found, r->failure,
