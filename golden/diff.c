@@ -534,12 +534,7 @@ done:
 
 /* Opens path for reading; -1 with the reason. */
 static hid_t open_file(const char *path, char *err, size_t errlen) {
-    if (access(path, R_OK) != 0)
-        return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
-    hid_t f = h5_open_read(path);
-    if (f < 0) return gerr(err, errlen, "%s: cannot open as HDF5 (truncated or corrupted?)", path);
-    return f;
+    return h5_open_checked(path, err, errlen);
 }
 
 /* The file once more, for raw reads of contiguous datasets; -1 if it

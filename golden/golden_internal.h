@@ -84,6 +84,13 @@ typedef struct h5_objlist {
 int h5_list_objects(hid_t f, const char *file, h5_objlist *l, char *err, size_t errlen);
 void h5_objlist_free(h5_objlist *l);
 
+/* The one opening of a file to read that replay, diff and conform share:
+ * readable, HDF5, and every object's header and attributes read once by
+ * the walk above (h5dump's reading), so a corrupted link, header or
+ * attribute block is the same error, exit 2, in every command. The file,
+ * or -1 with the reason. */
+hid_t h5_open_checked(const char *path, char *err, size_t errlen);
+
 /* Why a write failed, from the errno the failing write left (e): the OS's
  * reason for a full or read-only disk or a size limit, else a guess. */
 const char *h5_write_failure(int e);

@@ -675,16 +675,8 @@ ppv_inference_reader *ppv_inference_open(const char *path, int64_t *ncalls,
     }
     r->file = r->calls = r->events = r->event_mem = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
-    r->file = h5_open_read(path);
-    if (r->file < 0) {
-        gerr(err, errlen, "%s: not an HDF5 file", path);
-        goto fail;
-    }
+    r->file = h5_open_checked(path, err, errlen);
+    if (r->file < 0) goto fail;
     int ppv = h5_ppv_file(r->file, path, err, errlen);
     char *kind = NULL;
     if (ppv < 0) goto fail;

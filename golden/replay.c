@@ -299,10 +299,9 @@ int ppv_golden_replay_on(const char *path, const ppv_diff_options *o, int pertur
                          double timeout_s, ppv_replay_result *out, char *err, size_t errlen) {
     h5_quiet();
     memset(out, 0, sizeof *out);
-    if (access(path, R_OK) != 0)
-        return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
-    replay_ctx c = {h5_open_read(path), h5_bf16_type(), NULL, ""};
+    hid_t f = h5_open_checked(path, err, errlen);
+    if (f < 0) return -1;
+    replay_ctx c = {f, h5_bf16_type(), NULL, ""};
     ppv_model_config cfg;
     ppv_model *m = NULL;
     ppv_schedule *s = NULL;
@@ -310,10 +309,6 @@ int ppv_golden_replay_on(const char *path, const ppv_diff_options *o, int pertur
     char *text = NULL;
     int64_t nmb = 0;
     int rc = -1;
-    if (c.file < 0) {
-        gerr(err, errlen, "%s: cannot open as HDF5 (truncated or corrupted?)", path);
-        goto done;
-    }
     if (check_header(c.file, path, err, errlen) < 0 || read_config(c.file, &cfg, err, errlen) < 0)
         goto done;
     c.cfg = &cfg;

@@ -6,8 +6,10 @@
  * corrupted link heap stops a walk in name order part-way, and a name
  * index that no lookup needs does not stop this one), and a corrupted
  * file is an error that names it and the object. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "golden_internal.h"
 
@@ -120,6 +122,40 @@ static char *child_path(const char *parent, const char *name) {
 
 static int walk_group(walk *w, hid_t parent, const char *name, const char *path, int depth);
 
+/* H5Aiterate's callback: opens the attribute and reads its type and
+ * shape, so a corrupted attribute (a message, or the heap of a dense
+ * store) fails here, once, for every reader alike. */
+static herr_t check_attribute(hid_t obj, const char *name, const H5A_info_t *info, void *arg) {
+    (void)info;
+    (void)arg;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t t = a < 0 ? -1 : H5Aget_type(a), sp = a < 0 ? -1 : H5Aget_space(a);
+    int bad = a < 0 || t < 0 || sp < 0 || H5Sget_simple_extent_npoints(sp) < 0;
+    if (sp >= 0) H5Sclose(sp);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    return bad ? -1 : 0;
+}
+
+/* The whole header of the object at link name of g, as h5dump reads it:
+ * every message and continuation chunk (their checksums), the attribute
+ * count, and each attribute. 0, or -1 with the reason. */
+static int check_header(walk *w, hid_t g, const char *name, const char *path) {
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_ALL, H5P_DEFAULT) < 0)
+        return gerr(w->err, w->errlen, "%s: corrupted file: cannot read the header of %s",
+                    w->file, path);
+    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    int bad = o < 0 ||
+              (oi.num_attrs > 0 &&
+               H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, check_attribute, NULL) < 0);
+    if (o >= 0) H5Oclose(o);
+    if (bad)
+        return gerr(w->err, w->errlen, "%s: corrupted file: cannot read the attributes of %s",
+                    w->file, path);
+    return 0;
+}
+
 /* Checks the object that link name of group g leads to and lists it as
  * path (malloc'd, taken), then, for a group, its members: its header
  * must read as a group, dataset or named datatype, and it must not have
@@ -139,6 +175,10 @@ static int walk_object(walk *w, hid_t g, const char *name, char *path, int depth
     if ((fresh = seen_add(&w->s, oi.addr)) <= 0) {
         free(path);
         return fresh < 0 ? gerr(w->err, w->errlen, "out of memory") : 0;
+    }
+    if (check_header(w, g, name, path) < 0) {
+        free(path);
+        return -1;
     }
     if (objlist_add(w->l, path, oi.type) < 0) return gerr(w->err, w->errlen, "out of memory");
     return oi.type == H5O_TYPE_GROUP ? walk_group(w, g, name, path, depth) : 0;
@@ -181,6 +221,22 @@ int h5_list_objects(hid_t f, const char *file, h5_objlist *l, char *err, size_t 
     int rc = root ? walk_object(&w, f, ".", root, 0) : gerr(err, errlen, "out of memory");
     free(w.s.v);
     return rc;
+}
+
+hid_t h5_open_checked(const char *path, char *err, size_t errlen) {
+    if (access(path, R_OK) != 0)
+        return gerr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (H5Fis_hdf5(path) <= 0) return gerr(err, errlen, "%s: not an HDF5 file", path);
+    hid_t f = h5_open_read(path);
+    if (f < 0) return gerr(err, errlen, "%s: cannot open as HDF5 (truncated or corrupted?)", path);
+    h5_objlist l = {0};
+    int rc = h5_list_objects(f, path, &l, err, errlen);
+    h5_objlist_free(&l);
+    if (rc < 0) {
+        H5Fclose(f);
+        return -1;
+    }
+    return f;
 }
 
 void h5_objlist_free(h5_objlist *l) {

@@ -1476,9 +1476,53 @@ static void test_unreadable_recordings_exit_2_naming_the_place(void **state) {
     rec_free(&x);
 }
 
+/* One verdict per file: replay, diff and conform open a file through one
+ * reading of its structure (every object's header and attributes, as
+ * h5dump reads them), so a flipped byte in metadata is exit 2 in all three
+ * with the same message, never "same" in one and a violation in another.
+ * The offsets are bytes of the shipped golden infer_pp1_stash_cut.h5 that
+ * once split the verdicts (found by flipping 360 metadata bytes one at a
+ * time): 918 in the root's attributes (diff said DIFFERENT, exit 1, the
+ * others exit 2), 16265 in an envelope group's header (its basic header
+ * reads, its whole header does not), 1282 in a call group's header. */
+static void test_a_flipped_metadata_byte_is_one_verdict_in_every_command(void **state) {
+    (void)state;
+    char golden[4200];
+    snprintf(golden, sizeof golden, "%s/infer_pp1_stash_cut.h5", PPV_GOLDEN_DIR);
+    static const struct {
+        long offset;
+        const char *why;
+    } flips[] = {{918, "corrupted file: cannot read the object /\n"},
+                 {16265, "corrupted file: cannot read the header of "
+                         "/inference/calls/call_000002/envelope\n"},
+                 {1282, "corrupted file: cannot read the object /inference/calls/call_000000\n"}};
+    for (size_t k = 0; k < sizeof flips / sizeof flips[0]; k++) {
+        const char *path = tmp_path("flipped.h5");
+        copy_file(golden, path);
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        assert_int_equal(fseek(f, flips[k].offset, SEEK_SET), 0);
+        int c = fgetc(f);
+        assert_int_equal(fseek(f, flips[k].offset, SEEK_SET), 0);
+        fputc(c ^ 0xFF, f);
+        fclose(f);
+        run_result r[3] = {RUN("replay", path), RUN("diff", golden, path), RUN("conform", path)};
+        static const char *const cmd[] = {"replay", "diff", "conform"};
+        for (int i = 0; i < 3; i++) {
+            char want[4600];
+            snprintf(want, sizeof want, "ppv %s: %s: %s", cmd[i], path, flips[k].why);
+            if (r[i].code != 2 || strcmp(r[i].err, want) != 0)
+                fail_msg("byte %ld: ppv %s: exit %d, %s", flips[k].offset, cmd[i], r[i].code,
+                         r[i].err);
+            run_free(&r[i]);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_clean_run_conforms),
+        cmocka_unit_test(test_a_flipped_metadata_byte_is_one_verdict_in_every_command),
         cmocka_unit_test(test_envelope_digest),
         cmocka_unit_test(test_envelope_call_formula),
         cmocka_unit_test(test_envelope_init_cache_on_an_epochs_first_chunk),
