@@ -54,7 +54,7 @@ static void test_check_exit_codes_are_0_1_2(void **state) {
     run_free(&r);
     r = RUN("check", data_path("rendezvous_only.csv"), "--costs", "1,1,1");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "costs need F > 0, B > W >= 0"));
+    assert_non_null(strstr(r.err, "--costs needs F,B,W[,C] with F > 0 and B > W"));
     run_free(&r);
     r = RUN("frobnicate");
     assert_int_equal(r.code, 2);

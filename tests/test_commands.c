@@ -422,6 +422,41 @@ static void test_json_is_checked_strictly_and_huge_costs_are_refused(void **stat
     run_free(&r);
 }
 
+/* One verdict per input across commands: a schedule file holding one
+ * ',' (one rank, no stage) is refused by every command that reads a
+ * schedule, never "result: OK"; costs the checker cannot use are refused
+ * by gen and check alike, naming the rule. */
+static void test_an_empty_schedule_and_unusable_costs_are_refused_everywhere(void **state) {
+    (void)state;
+    const char *comma = tmp_path("comma.csv");
+    FILE *f = fopen(comma, "w");
+    assert_non_null(f);
+    fputs(",\n", f);
+    fclose(f);
+    const char *rec = tmp_path("rec.h5");
+    const char *const cmds[][4] = {{"check", comma, NULL}, {"show", comma, NULL},
+                                   {"run", comma, NULL},   {"fuzz", comma, "--runs", "2"},
+                                   {"record", rec, comma, NULL}};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        const char *args[6] = {cmds[k][0], cmds[k][1], cmds[k][2], cmds[k][3], NULL};
+        run_result r = run_in(NULL, args);
+        if (r.code != 2 || strstr(r.out, "result: OK") || !strstr(r.err, "no stage or microbatch"))
+            fail_msg("ppv %s ',': exit %d: %s%s", cmds[k][0], r.code, r.out, r.err);
+        run_free(&r);
+    }
+    char *s = gen_file("c.csv", "1f1b", "2", "4");
+    run_result g = RUN("gen", "1f1b", "-p", "2", "-m", "4", "--costs", "1,1,1");
+    run_result c = RUN("check", s, "--costs", "1,1,1");
+    assert_int_equal(g.code, 2);
+    assert_int_equal(c.code, 2);
+    const char *rule = "--costs needs F,B,W[,C] with F > 0 and B > W, each with a number from 0 "
+                       "to 1e+06, not '1,1,1'\n";
+    assert_non_null(strstr(g.err, rule));
+    assert_non_null(strstr(c.err, rule));
+    run_free(&g);
+    run_free(&c);
+}
+
 static void test_options_a_command_does_not_honour_are_refused(void **state) {
     (void)state;
     char *s = gen_file("r.csv", "1f1b", "2", "2");
@@ -1226,6 +1261,7 @@ int main(void) {
         cmocka_unit_test(test_options_a_command_does_not_honour_are_refused),
         cmocka_unit_test(test_every_option_reads_its_value_by_its_declaration),
         cmocka_unit_test(test_json_is_checked_strictly_and_huge_costs_are_refused),
+        cmocka_unit_test(test_an_empty_schedule_and_unusable_costs_are_refused_everywhere),
         cmocka_unit_test(test_version_has_three_spellings),
         cmocka_unit_test(test_golden_commands_load_their_module_and_others_do_not),
         cmocka_unit_test(test_dash_reads_the_schedule_from_standard_input),

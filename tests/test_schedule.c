@@ -599,13 +599,16 @@ static void test_binary_and_missing_files_are_errors(void **state) {
     unlink(path);
 }
 
-/* Checks a schedule that parsed; the check must run to a verdict. */
+/* Checks a schedule that parsed; the check must run to a verdict (an
+ * empty one, no stage or microbatch, is refused as run refuses it). */
 static void check_parsed(ppv_schedule *s) {
     if (!s) return;
     char err[512];
     ppv_check_options o = ppv_check_defaults();
     ppv_check_report *rep = NULL;
-    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), 0);
+    int empty = s->nstages < 1 || s->nmb < 1;
+    assert_int_equal(ppv_schedule_check(s, &o, &rep, err, sizeof err), empty ? -1 : 0);
+    if (empty) assert_non_null(strstr(err, "no stage or microbatch to check"));
     ppv_check_report_free(rep);
     ppv_schedule_free(s);
 }

@@ -229,6 +229,8 @@ int costs_option(const cli_parser *p, const char *arg, ppv_costs *out) {
     const option_value *val = &p->cur->value;
     int k = parse_fractions(arg, val->flo, val->fhi, v, 4);
     if (k < 3) return value_error(p->cur->name, val, "F,B,W[,C], each", arg);
+    if (!(v[0] > 0) || !(v[1] > v[2])) /* the checker's rule (ppv_schedule_check), said here */
+        return value_error(p->cur->name, val, "F,B,W[,C] with F > 0 and B > W, each", arg);
     *out = (ppv_costs){v[0], v[1], v[2], k == 4 ? v[3] : 0.0};
     return 0;
 }

@@ -60,8 +60,9 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
         case OPT_MEM: {
             const option_value *mv = &p.cur->value;
             k = parse_fractions(optarg, mv->flo, mv->fhi, v, 3);
-            if (k < 1 || (k > 1 && v[1] > 1))
-                return value_error("mem", mv, "UNIT[,IFRAC[,STASH]] (IFRAC at most 1), each",
+            if (k < 1 || (k > 1 && v[1] > 1) || (k > 2 && v[2] > 1))
+                return value_error("mem", mv,
+                                   "UNIT[,IFRAC[,STASH]] (IFRAC and STASH at most 1), each",
                                    optarg);
             ca->opt.mem = (ppv_mem_model){v[0], k > 1 ? v[1] : 0.0, k > 2 ? v[2] : 0.0};
             break;

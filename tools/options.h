@@ -60,7 +60,7 @@ typedef struct option_value {
 #define V_DIR {OV_DIR, 0, 0, 0, 0, 0, NULL, OV_NONE}
 /* the composite values several options share: a cost of each action, a
  * model's key=value items, send semantics */
-#define V_COSTS V_FORM_FRAC("%s,2,1", 0, 1e6)
+#define V_COSTS V_FORM_FRAC("1,2,1,%s", 0, 1e6)
 #define V_MODEL V_FORM_INT("layers=%s,hidden=64,heads=4,seq=128", 1, 1 << 20)
 #define V_SEMANTICS V_FORM_BYTES("eager:%s", 0, 1LL << 50)
 
