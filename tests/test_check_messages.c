@@ -118,6 +118,7 @@ static const char *const not_report_messages[] = {
     "eager:",
     "eager:%lld",
     "costs need F > 0, B > W >= 0 and C >= 0 (got %g,%g,%g,%g)",
+    "%s: no action: no stage or microbatch to check",
     "memory fractions must lie in [0, 1]",
     "out of memory",
     "out of memory while checking %s",

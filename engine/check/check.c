@@ -1279,8 +1279,10 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
 int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
                        ppv_check_report **out, char *err, size_t errlen) {
     *out = NULL;
-    if (s->nstages < 1 || s->nmb < 1) /* as ppv_run: nothing to check is not OK */
-        return ppv_errf(err, errlen, "%s: no stage or microbatch to check", s->name);
+    int64_t actions = 0;
+    for (int32_t r = 0; r < s->nranks; r++) actions += s->prog[r].n;
+    if (actions == 0) /* nothing to check is not OK (ppv_run refuses it too) */
+        return ppv_errf(err, errlen, "%s: no action: no stage or microbatch to check", s->name);
     const ppv_costs *c = &opt->costs;
     if (!(c->f > 0) || !(c->b - c->w > 0) || !(c->w >= 0) || !(c->comm >= 0))
         return ppv_errf(err, errlen, "costs need F > 0, B > W >= 0 and C >= 0 (got %g,%g,%g,%g)",
