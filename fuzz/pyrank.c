@@ -253,6 +253,68 @@ static PyObject *b_wait_any(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS return rc_of(rc);
 }
 
+/* isend, irecv: (gen, rank, buffer, peer, comm, what) -> (rc, id). The
+ * buffer is the caller's to keep alive until the op completes or the rank
+ * ends (ppv.dist keeps it in the Work); an isend's data is copied. */
+static PyObject *post_async(PyObject *args, int send) {
+    long gen;
+    int rank, peer, comm;
+    PyObject *obj;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "liOiis", &gen, &rank, &obj, &peer, &comm, &what)) return NULL;
+    ppv_ext *x = bridge(gen);
+    if (!x) return Py_BuildValue("(iL)", STALE, 0LL);
+    Py_buffer v;
+    if (get_buffer(obj, &v, !send) < 0) return NULL;
+    int rc;
+    int64_t id = 0;
+    Py_BEGIN_ALLOW_THREADS rc = send ? g.api->isend(x, rank, v.buf, (size_t)v.len, peer, comm,
+                                                    what, &id)
+                                     : g.api->irecv(x, rank, v.buf, (size_t)v.len, peer, comm,
+                                                    what, &id);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    return Py_BuildValue("(iL)", rc, (long long)id);
+}
+
+static PyObject *b_isend(PyObject *self, PyObject *args) {
+    (void)self;
+    return post_async(args, 1);
+}
+
+static PyObject *b_irecv(PyObject *self, PyObject *args) {
+    (void)self;
+    return post_async(args, 0);
+}
+
+/* wait_op: (gen, rank, id, what) -> rc; test_op: -> (rc, done) */
+static PyObject *b_wait_op(PyObject *self, PyObject *args) {
+    (void)self;
+    long gen;
+    int rank;
+    long long id;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "liLs", &gen, &rank, &id, &what)) return NULL;
+    ppv_ext *x = bridge(gen);
+    if (!x) return rc_of(STALE);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = g.api->wait_op(x, rank, (int64_t)id, what);
+    Py_END_ALLOW_THREADS return rc_of(rc);
+}
+
+static PyObject *b_test_op(PyObject *self, PyObject *args) {
+    (void)self;
+    long gen;
+    int rank;
+    long long id;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "liLs", &gen, &rank, &id, &what)) return NULL;
+    ppv_ext *x = bridge(gen);
+    if (!x) return Py_BuildValue("(ii)", STALE, 0);
+    int rc, done = 0;
+    Py_BEGIN_ALLOW_THREADS rc = g.api->test_op(x, rank, (int64_t)id, &done, what);
+    Py_END_ALLOW_THREADS return Py_BuildValue("(ii)", rc, done);
+}
+
 static PyObject *b_comm_of(PyObject *self, PyObject *args) {
     (void)self;
     long mask;
@@ -276,6 +338,10 @@ static PyMethodDef bridge_methods[] = {
     {"group_start", b_group_start, METH_VARARGS, NULL},
     {"group_end", b_group_end, METH_VARARGS, NULL},
     {"comm_of", b_comm_of, METH_VARARGS, NULL},
+    {"isend", b_isend, METH_VARARGS, "post a send: (rc, id)"},
+    {"irecv", b_irecv, METH_VARARGS, "post a receive: (rc, id)"},
+    {"wait_op", b_wait_op, METH_VARARGS, "wait for a posted op"},
+    {"test_op", b_test_op, METH_VARARGS, "whether a posted op is done: (rc, done)"},
     {NULL, NULL, 0, NULL},
 };
 

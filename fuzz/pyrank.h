@@ -16,7 +16,7 @@
 #include "ppv_world.h"
 
 enum {
-    PPV_PYRANK_ABI = 1,
+    PPV_PYRANK_ABI = 2,
     /* In a world of at most this many ranks, every set of ranks has a
      * communicator from the start (new_group is local): the set's mask
      * (bit r for rank r) is its number, and the world's is 0. */
@@ -42,6 +42,12 @@ typedef struct ppv_pyrank_api {
     int (*group_start)(ppv_ext *x, int32_t rank, const char *what);
     int (*group_end)(ppv_ext *x, int32_t rank, const char *what);
     void (*end)(ppv_ext *x, int32_t rank, const char *error);
+    int (*isend)(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                 int32_t comm, const char *what, int64_t *id);
+    int (*irecv)(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                 const char *what, int64_t *id);
+    int (*wait_op)(ppv_ext *x, int32_t rank, int64_t id, const char *what);
+    int (*test_op)(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
 } ppv_pyrank_api;
 
 typedef struct ppv_pyrank ppv_pyrank;

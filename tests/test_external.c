@@ -237,6 +237,92 @@ static void waits_forever(program *p, int32_t r) {
 
 /* ---- tests ------------------------------------------------------------------- */
 
+/* torch's posted operations: rank 0 isends to 1 (the buffer reused at
+ * once: the data was taken when posted), joins a broadcast before waiting
+ * for it, and waits for the later of two irecvs first; rank 2 ends with an
+ * irecv nobody sends to (taken back at its end). */
+static void posted(program *p, int32_t r) {
+    int rc = 0;
+    float b[1] = {r == 2 ? 5.0f : 0.0f};
+    if (r == 0) {
+        float out[4] = {1, 2, 3, 4}, a[4] = {0}, c[4] = {0};
+        int64_t s = 0, ra = 0, rb = 0;
+        int done = -1;
+        rc = keep(p, r, ppv_ext_isend(p->x, r, out, sizeof out, 1, 0, "isend", &s));
+        out[0] = -99; /* the send took its data when posted */
+        if (!rc) rc = keep(p, r, ppv_ext_broadcast(p->x, r, b, sizeof b, 2, 0, "broadcast"));
+        if (!rc) rc = keep(p, r, ppv_ext_wait_op(p->x, r, s, "wait isend"));
+        if (!rc) rc = keep(p, r, ppv_ext_test_op(p->x, r, s, &done, "test"));
+        if (!rc) rc = keep(p, r, ppv_ext_irecv(p->x, r, a, sizeof a, 1, 0, "irecv 1", &ra));
+        if (!rc) rc = keep(p, r, ppv_ext_irecv(p->x, r, c, sizeof c, 2, 0, "irecv 2", &rb));
+        if (!rc) rc = keep(p, r, ppv_ext_wait_op(p->x, r, rb, "wait 2"));
+        if (!rc) rc = keep(p, r, ppv_ext_send(p->x, r, out, sizeof out, 1, 0, "go"));
+        if (!rc) rc = keep(p, r, ppv_ext_wait_op(p->x, r, ra, "wait 1"));
+        p->got[r][0] = a[0];
+        p->got[r][1] = c[0];
+        p->got[r][2] = (float)done;
+        p->got[r][3] = (float)(s == 1 && ra == 2 && rb == 3);
+    } else if (r == 1) {
+        float in[4] = {0}, go[4] = {0}, back[4] = {11, 0, 0, 0};
+        rc = keep(p, r, ppv_ext_broadcast(p->x, r, b, sizeof b, 2, 0, "broadcast"));
+        if (!rc) rc = keep(p, r, ppv_ext_recv(p->x, r, in, sizeof in, 0, 0, "recv"));
+        if (!rc) rc = keep(p, r, ppv_ext_recv(p->x, r, go, sizeof go, 0, 0, "recv go"));
+        if (!rc) rc = keep(p, r, ppv_ext_send(p->x, r, back, sizeof back, 0, 0, "send back"));
+        p->got[r][0] = in[0];
+        p->got[r][1] = go[0];
+    } else {
+        float to0[4] = {22, 0, 0, 0}, never[4] = {0};
+        int64_t id = 0;
+        rc = keep(p, r, ppv_ext_broadcast(p->x, r, b, sizeof b, 2, 0, "broadcast"));
+        if (!rc) rc = keep(p, r, ppv_ext_send(p->x, r, to0, sizeof to0, 0, 0, "send"));
+        if (!rc) rc = keep(p, r, ppv_ext_irecv(p->x, r, never, sizeof never, 1, 0, "never", &id));
+    }
+    ppv_ext_end(p->x, r, NULL);
+}
+
+/* Rank 0 waits for an isend rank 1 never receives: a deadlock naming the
+ * wait, under rendezvous; eager sends complete at once. */
+static void unreceived(program *p, int32_t r) {
+    if (r == 0) {
+        float out[1] = {1};
+        int64_t id = 0;
+        int rc = keep(p, r, ppv_ext_isend(p->x, r, out, sizeof out, 1, 0, "ctl.py:7 isend", &id));
+        if (!rc) keep(p, r, ppv_ext_wait_op(p->x, r, id, "ctl.py:8 wait"));
+    }
+    ppv_ext_end(p->x, r, NULL);
+}
+
+static void test_posted_operations_complete_each_on_its_own(void **state) {
+    (void)state;
+    static const char *const policies[] = {"rr", "random", "pct"};
+    for (int k = 0; k < 3; k++)
+        for (uint64_t seed = 0; seed < 20; seed++) {
+            program p;
+            ppv_world_result res;
+            run(&p, 3, posted, "rendezvous", policies[k], seed, 10, &res);
+            if (res.status != PPV_RUN_DONE) fail_msg("%s seed %llu: %s", policies[k],
+                                                     (unsigned long long)seed, res.message);
+            assert_true(p.got[1][0] == 1.0f);   /* the data as posted, not the -99 after */
+            assert_true(p.got[1][1] == -99.0f); /* the blocking send of the reused buffer */
+            assert_true(p.got[0][0] == 11.0f && p.got[0][1] == 22.0f);
+            assert_true(p.got[0][2] == 1.0f);   /* waited for: done */
+            assert_true(p.got[0][3] == 1.0f);   /* numbered 1, 2, 3 */
+            for (int32_t r = 0; r < 3; r++) assert_int_equal(p.rc[r], 0);
+            ppv_world_result_free(&res);
+        }
+    program p;
+    ppv_world_result res;
+    run(&p, 2, unreceived, "rendezvous", "rr", 0, 10, &res);
+    if (res.status != PPV_RUN_DEADLOCK) fail_msg("%d: %s", res.status, res.message);
+    assert_int_equal(res.nblocked, 1);
+    assert_int_equal(res.blocked[0].rank, 0);
+    assert_string_equal(res.blocked[0].action, "ctl.py:8 wait");
+    ppv_world_result_free(&res);
+    run(&p, 2, unreceived, "eager", "rr", 0, 10, &res);
+    assert_int_equal(res.status, PPV_RUN_DONE);
+    ppv_world_result_free(&res);
+}
+
 static void test_a_safe_ring_completes_under_every_policy(void **state) {
     (void)state;
     const char *policies[] = {"rr", "random", "pct:2"};
@@ -471,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_a_thread_that_never_starts_fails_the_run),
         cmocka_unit_test(test_a_receive_from_any_rank_blocks_and_takes_each_order),
         cmocka_unit_test(test_a_grouped_ring_completes_under_rendezvous),
+        cmocka_unit_test(test_posted_operations_complete_each_on_its_own),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

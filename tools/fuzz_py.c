@@ -40,6 +40,10 @@ static const ppv_pyrank_api bridge_api = {
     .group_start = ppv_ext_group_start,
     .group_end = ppv_ext_group_end,
     .end = ppv_ext_end,
+    .isend = ppv_ext_isend,
+    .irecv = ppv_ext_irecv,
+    .wait_op = ppv_ext_wait_op,
+    .test_op = ppv_ext_test_op,
 };
 
 /* Waits for the last run's threads and frees its bridge. A thread that

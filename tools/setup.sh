@@ -24,8 +24,11 @@ packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-d
 # libpython3-dev and python3-numpy for the Python generator bridge
 # (libppv_pygen.so), whose tests must not skip here either
 [ "$what" = test ] && packages+=(libpython3-dev python3-numpy)
+# python3-torch (1.13, CPU, gloo) for the torch.distributed corpus that runs
+# under real torch and under ppv (tests/python/test_torch_corpus.py)
+[ "$what" = test ] && packages+=(python3-torch)
 export PPV_REQUIRE_H5PY=1
-[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1
+[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1 PPV_REQUIRE_TORCH=1
 
 missing=()
 for p in "${packages[@]}"; do

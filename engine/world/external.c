@@ -41,6 +41,10 @@ typedef enum ext_op {
     EXT_GROUP_START,
     EXT_GROUP_END,
     EXT_WAIT_ANY,
+    EXT_ISEND,
+    EXT_IRECV,
+    EXT_WAIT_OP,
+    EXT_TEST_OP,
     EXT_END
 } ext_op;
 
@@ -55,7 +59,9 @@ typedef struct ext_rank {
     void *rbuf;
     size_t bytes;
     int32_t peer, comm;
-    int *arrived;
+    int *arrived;  /* EXT_PROBE's answer, EXT_TEST_OP's "done" */
+    int64_t *opid; /* EXT_ISEND, EXT_IRECV: the posted op's number */
+    int64_t op_id; /* EXT_WAIT_OP, EXT_TEST_OP: which */
     int rc;
     int64_t calls;
     char what[64];  /* the call's place, in the deadlock report */
@@ -201,6 +207,14 @@ static int make_call(ppv_transport *t, int32_t rank, ext_rank *e) {
     case EXT_GROUP_END: return o->group_end(t->impl, rank);
     case EXT_WAIT_ANY: /* ppv_world_run's transport is the mock's: impl is the world */
         return world_wait_any(t->impl, rank, e->comm, e->what);
+    case EXT_ISEND:
+        return world_post_async(t->impl, rank, 1, e->sbuf, NULL, e->bytes, e->peer, e->comm,
+                                e->what, e->opid);
+    case EXT_IRECV:
+        return world_post_async(t->impl, rank, 0, NULL, e->rbuf, e->bytes, e->peer, e->comm,
+                                e->what, e->opid);
+    case EXT_WAIT_OP: return world_wait_async(t->impl, rank, e->op_id, e->what);
+    case EXT_TEST_OP: return world_test_async(t->impl, rank, e->op_id, e->arrived);
     case EXT_END: break;
     }
     return PPV_ERR_USAGE;
@@ -219,6 +233,7 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         if (op < 0) break;
         if (op == EXT_END) {
             e->gone = 1;
+            world_end_async(t->impl, rank); /* its pending receives are taken back */
             char error[sizeof e->error];
             snprintf(error, sizeof error, "%s", e->error);
             pthread_mutex_unlock(&x->mu);
@@ -228,7 +243,8 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         }
         pthread_mutex_unlock(&x->mu);
         int rc = make_call(t, rank, e); /* other ranks run meanwhile */
-        if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY)
+        if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY &&
+            e->op != EXT_TEST_OP)
             ppv_world_progress(t, rank);
         pthread_mutex_lock(&x->mu);
         e->rc = rc;
@@ -344,6 +360,35 @@ int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what) {
 
 int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
     return call(x, rank, EXT_WAIT_ANY, NULL, NULL, 0, -1, comm, NULL, what);
+}
+
+int ppv_ext_isend(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                  int32_t comm, const char *what, int64_t *id) {
+    *id = 0;
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    x->r[rank].opid = id;
+    return call(x, rank, EXT_ISEND, buf, NULL, bytes, peer, comm, NULL, what);
+}
+
+int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                  const char *what, int64_t *id) {
+    *id = 0;
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    x->r[rank].opid = id;
+    return call(x, rank, EXT_IRECV, NULL, buf, bytes, peer, comm, NULL, what);
+}
+
+int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what) {
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    x->r[rank].op_id = id;
+    return call(x, rank, EXT_WAIT_OP, NULL, NULL, 0, -1, 0, NULL, what);
+}
+
+int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what) {
+    *done = 0;
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    x->r[rank].op_id = id;
+    return call(x, rank, EXT_TEST_OP, NULL, NULL, 0, -1, 0, done, what);
 }
 
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what) {

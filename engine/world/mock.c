@@ -70,6 +70,18 @@ static void msg_release(ppv_world *w, p2p_op *m) {
     w->spare_msgs = m;
 }
 
+/* Op completed: a blocking one (or an async one its rank waits for now)
+ * wakes its rank; an async one not waited for is only marked done. */
+static void op_done(ppv_world *w, p2p_op *op) {
+    op->done = 1;
+    if (!op->async || op->waited) {
+        ppv_world_complete(w, op->rank);
+        return;
+    }
+    w->last_progress = w->steps;
+    if (op->rank != w->current) world_after(w, op->rank, world_step(w));
+}
+
 /* Delivers send s into receive r; both are the heads of their queues. */
 static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
     if (s->bytes != r->bytes) {
@@ -87,12 +99,8 @@ static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
         return PPV_ERR_MISMATCH;
     }
     memcpy(r->rbuf, s->owned ? s->owned : s->sbuf, r->bytes);
-    r->done = 1;
-    ppv_world_complete(w, r->rank);
-    if (!s->owned) {
-        s->done = 1;
-        ppv_world_complete(w, s->rank);
-    }
+    op_done(w, r);
+    if (!s->owned) op_done(w, s);
     return 0;
 }
 
@@ -131,9 +139,9 @@ static int post(ppv_world *w, p2p_op *op) {
             msg->owned = msg + 1;
             memcpy(msg->owned, op->sbuf, op->bytes);
             msg->done = 1;
+            msg->async = 0;
             queue_push(&ch->sends, &ch->sends_tail, msg);
-            op->done = 1;
-            ppv_world_complete(w, op->rank);
+            op_done(w, op);
             if (!msg->held) wake_any(w, op->comm, op->peer);
             return 0;
         }
@@ -192,6 +200,8 @@ static int make_op(ppv_world *w, int32_t rank, int send, const void *sbuf, void 
     op->done = 0;
     op->step = 0;
     op->held = 0;
+    op->async = 0;
+    op->waited = 0;
     op->next = NULL;
     set_what(op->what, sizeof op->what, what ? what : (send ? "SEND" : "RECV"));
     *out = op;
@@ -323,6 +333,159 @@ static int mock_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     p2p_op *op;
     int rc = make_op(w, rank, 0, NULL, buf, bytes, peer, comm, what, &op);
     return rc ? rc : run_op(w, rank, op);
+}
+
+/* ---- torch.distributed's isend and irecv ----------------------------------------- */
+
+int world_post_async(ppv_world *w, int32_t rank, int send, const void *sbuf, void *rbuf,
+                     size_t bytes, int32_t peer, int32_t comm, const char *what, int64_t *id) {
+    *id = 0;
+    ppv_world_switch(w, rank);
+    rank_ctx *rc = &w->ranks[rank];
+    if (rc->dead) return PPV_ERR_ABORTED;
+    if (rc->in_group) {
+        ppv_world_fail(&w->transport, rank, "%s inside an open group", what);
+        return PPV_ERR_USAGE;
+    }
+    p2p_op *op;
+    int err = make_op(w, rank, send, sbuf, rbuf, bytes, peer, comm, what, &op);
+    if (err) return err;
+    if (send) { /* its own block: the data copied behind the op, whatever the caller does next */
+        p2p_op *big = malloc(sizeof *big + (bytes ? bytes : 1));
+        if (!big) {
+            op_release(w, op);
+            ppv_world_fail_env(&w->transport, rank, "out of memory posting %s", what);
+            return PPV_ERR_ABORTED;
+        }
+        *big = *op;
+        op_release(w, op);
+        op = big;
+        memcpy(op + 1, sbuf, bytes);
+        op->sbuf = op + 1;
+    }
+    if (rc->nasync == rc->capasync) {
+        int64_t cap = rc->capasync ? 2 * rc->capasync : 16;
+        p2p_op **grown = realloc(rc->async, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            free(op);
+            ppv_world_fail_env(&w->transport, rank, "out of memory posting %s", what);
+            return PPV_ERR_ABORTED;
+        }
+        rc->async = grown;
+        rc->capasync = cap;
+    }
+    op->async = 1;
+    rc->async[rc->nasync++] = op;
+    *id = rc->nasync;
+    world_note(w, "posts %s %s rank %d (%zu bytes)", what, send ? "to" : "from", peer, bytes);
+    if (send) {
+        const ppv_fault *fault = &w->opt.fault;
+        int hit = fault->kind != PPV_FAULT_NONE && fault->kind != PPV_FAULT_CUT &&
+                  w->nsends == fault->message;
+        w->nsends++;
+        if (hit) {
+            w->fault_applied = 1;
+            w->last_progress = w->steps;
+            world_note(w, "the fault hits it: %s", ppv_fault_name(fault->kind));
+            switch (fault->kind) {
+            case PPV_FAULT_DROP: op->done = 1; return 0; /* the sender believes it sent */
+            case PPV_FAULT_KILL: rc->dead = 1; op->done = 1; return PPV_ERR_ABORTED;
+            case PPV_FAULT_CORRUPT:
+                if (bytes) ((unsigned char *)(op + 1))[(size_t)fault->message % bytes] ^= 1;
+                break;
+            case PPV_FAULT_DELAY:
+                op->held = 1;
+                w->held = 1;
+                w->release_at = w->steps + PPV_FAULT_DELAY_STEPS;
+                break;
+            case PPV_FAULT_DUPLICATE: {
+                int e = post(w, op);
+                return e ? e : post_copy(w, rank, op + 1, bytes, peer, comm, what);
+            }
+            default: break;
+            }
+        }
+    }
+    return post(w, op);
+}
+
+/* Rank's async op id: 0 with *op (NULL once waited for), or -1. */
+static int async_op(ppv_world *w, int32_t rank, int64_t id, p2p_op ***slot) {
+    rank_ctx *rc = &w->ranks[rank];
+    if (id < 1 || id > rc->nasync) {
+        ppv_world_fail(&w->transport, rank, "no posted operation %lld on rank %d", (long long)id,
+                       rank);
+        return -1;
+    }
+    *slot = &rc->async[id - 1];
+    return 0;
+}
+
+int world_wait_async(ppv_world *w, int32_t rank, int64_t id, const char *what) {
+    ppv_world_switch(w, rank);
+    rank_ctx *rc = &w->ranks[rank];
+    if (w->aborted || rc->dead) return PPV_ERR_ABORTED;
+    p2p_op **slot;
+    if (async_op(w, rank, id, &slot) < 0) return PPV_ERR_USAGE;
+    p2p_op *op = *slot;
+    if (!op) return 0; /* waited for before */
+    int err = 0;
+    if (!op->done) {
+        world_note(w, "waits for %s", op->what);
+        set_what(op->what, sizeof op->what, what ? what : op->what);
+        op->waited = 1;
+        rc->pending++;
+        rc->waiting = op;
+        err = ppv_world_wait(w, rank);
+        rc->waiting = NULL;
+        op->waited = 0;
+    }
+    if (op->done) {
+        *slot = NULL;
+        free(op);
+    }
+    return err;
+}
+
+int world_test_async(ppv_world *w, int32_t rank, int64_t id, int *done) {
+    *done = 0;
+    ppv_world_switch(w, rank);
+    if (w->aborted || w->ranks[rank].dead) return PPV_ERR_ABORTED;
+    p2p_op **slot;
+    if (async_op(w, rank, id, &slot) < 0) return PPV_ERR_USAGE;
+    *done = !*slot || (*slot)->done;
+    return 0;
+}
+
+/* Unlinks op from the queue at *head (tail *tail): 1 if it was there. */
+static int queue_remove(p2p_op **head, p2p_op **tail, p2p_op *op) {
+    p2p_op *prev = NULL;
+    for (p2p_op *q = *head; q; prev = q, q = q->next)
+        if (q == op) {
+            if (prev) prev->next = q->next;
+            else *head = q->next;
+            if (*tail == q) *tail = prev;
+            q->next = NULL;
+            return 1;
+        }
+    return 0;
+}
+
+void world_end_async(ppv_world *w, int32_t rank) {
+    rank_ctx *rc = &w->ranks[rank];
+    for (int64_t k = 0; k < rc->nasync; k++) {
+        p2p_op *op = rc->async[k];
+        if (!op) continue;
+        if (op->done) { /* completed, never waited for */
+            free(op);
+        } else if (!op->send) { /* a receive nobody will read: taken back */
+            channel *ch = world_channel(w, op->comm, op->peer, op->rank);
+            if (queue_remove(&ch->recvs, &ch->recvs_tail, op)) free(op);
+        } else {
+            continue; /* a send in its channel, the channel's (receivable still) */
+        }
+        rc->async[k] = NULL;
+    }
 }
 
 static int mock_release(ppv_world *w) {

@@ -291,6 +291,10 @@ void ppv_world_free(ppv_world *w) {
         stack_put(w->ranks[r].stack, w->opt.stack_bytes);
         free(w->ranks[r].defer);
         free_queue(w->ranks[r].group);
+        for (int64_t k = 0; k < w->ranks[r].nasync; k++) /* done ones: a pending one is freed */
+            if (w->ranks[r].async[k] && w->ranks[r].async[k]->done) /* with its channel */
+                free(w->ranks[r].async[k]);
+        free(w->ranks[r].async);
     }
     for (int32_t c = 0; c < w->ncomms; c++) {
         for (int32_t a = 0; a < w->P; a++)

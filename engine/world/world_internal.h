@@ -24,6 +24,8 @@ typedef struct p2p_op {
     int done;
     int64_t step;      /* the scheduler step that posted it (an explorer's order) */
     int held;          /* PPV_FAULT_DELAY: not visible to its receiver yet */
+    int async;         /* world_post_async's: the rank goes on; it waits only if it asks */
+    int waited;        /* an async op its rank waits for now (its completion wakes it) */
     char what[64];
     struct p2p_op *next; /* in the channel queue, or the group list */
 } p2p_op;
@@ -103,6 +105,10 @@ typedef struct rank_ctx {
      * starts */
     int64_t *defer;
     int32_t ndefer, capdefer;
+    /* world_post_async's ops, by number - 1: NULL once waited for (or
+     * cancelled); a done one is the list's, a pending one its channel's */
+    p2p_op **async;
+    int64_t nasync, capasync;
 } rank_ctx;
 
 struct ppv_world {
@@ -209,6 +215,21 @@ void ppv_world_abort_with(ppv_world *w, int32_t rank, int env, const char *msg);
  * every such channel as a probe does. 0, PPV_ERR_ABORTED, or
  * PPV_ERR_USAGE after failing the run. The mock transport's (mock.c). */
 int world_wait_any(ppv_world *w, int32_t rank, int32_t comm, const char *what);
+
+/* torch.distributed's isend and irecv (the Python ranks, external.c): a
+ * point-to-point op posted at once that its rank does not wait for. It
+ * completes when matched: a send when received (at once when the send
+ * semantics make it eager), a receive when its message is there. A send's
+ * data is copied when posted. Its number (1, 2, ... per rank) in *id. */
+int world_post_async(ppv_world *w, int32_t rank, int send, const void *sbuf, void *rbuf,
+                     size_t bytes, int32_t peer, int32_t comm, const char *what, int64_t *id);
+/* Waits until rank's async op id completes (a scheduling point). */
+int world_wait_async(ppv_world *w, int32_t rank, int64_t id, const char *what);
+/* Whether rank's async op id has completed, in *done (a scheduling point). */
+int world_test_async(ppv_world *w, int32_t rank, int64_t id, int *done);
+/* Rank's function ended: its receives still pending are taken back (their
+ * buffers go with it); its sends stay, to be received. */
+void world_end_async(ppv_world *w, int32_t rank);
 
 /* A world with no transport yet (world.c): the scheduler's state and the
  * communicator of every rank. ppv_world_new (mock.c) gives it the mock

@@ -137,8 +137,21 @@ int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what);
  * receive from any rank (torch.distributed's src=None) that blocks, as a
  * receive does, rather than spins. The mock world only. */
 int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what);
+/* torch.distributed's isend and irecv: posted at once, the thread goes on;
+ * each completes when matched (a send when received, or at once when the
+ * send semantics make it eager; its data is copied when posted), and
+ * ppv_ext_wait_op waits for one, ppv_ext_test_op says whether it is done.
+ * The op's number (1, 2, ... per rank and run) in *id. A receive still
+ * pending when the thread ends is taken back (its buffer must live until
+ * then); a send stays receivable. The mock world only. */
+int ppv_ext_isend(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
+                  int32_t comm, const char *what, int64_t *id);
+int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
+                  const char *what, int64_t *id);
+int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what);
+int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
 /* Sends and receives between these two are posted together and complete
- * at the end (batch_isend_irecv; NCCL's group calls). */
+ * at the end (NCCL's group calls). */
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what);
 int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what);
 /* The thread is done: error NULL or "" when its function returned, else

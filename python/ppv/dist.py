@@ -7,32 +7,45 @@ place, replayable traces) by swapping the module:
     import ppv.dist as dist        # instead of: import torch.distributed as dist
 
     def main(rank, world_size):
-        dist.init_process_group()
+        dist.init_process_group("gloo")
         if rank == 0:
-            dist.send(np.arange(4, dtype=np.float32), dst=1)
+            dist.send(torch.arange(4.0), dst=1)
         ...
 
-Payloads are numpy arrays (C-contiguous) or, for what is only sent,
-bytes; what is received into must be writable (a numpy array or a
-bytearray). The subset and how it differs from torch.distributed:
+Payloads are torch CPU tensors, numpy arrays (C-contiguous) or, for what is
+only sent, bytes; what is received into must be writable. The semantics
+are torch.distributed's with gloo (measured on torch 1.13, documented in
+docs/explorer.md):
 
-- send, recv (src=None receives from any rank: the scheduler decides which
-  message comes first), isend, irecv and Work.wait, broadcast, all_reduce
-  (SUM on float32 arrays), all_gather, barrier, new_group, get_rank,
-  get_world_size, init_process_group, is_initialized, destroy_process_group.
-- isend and irecv are posted with the rank's next blocking call (or its
-  wait), together with it, as batch_isend_irecv posts a batch; the data of
-  an isend is taken when it is called.
-- new_group(ranks) is local (every set of ranks has its communicator from
-  the start), so a rank that skips it changes nothing; a collective on a
-  group its members do not all join is a deadlock, and ranks that disagree
-  on a collective's kind, root or size are a collective mismatch.
-- tag is accepted and must be 0; timeouts are ppv's (an idle rank, a hang).
+- send is rendezvous (it waits for its receive) unless `--semantics` says
+  otherwise; recv(src=None) receives from any rank and returns the
+  sender's global rank.
+- isend and irecv are posted at once and each completes when it is
+  matched; Work.wait() waits for its own operation only, and collectives
+  do not wait for pending point-to-point operations. An isend's data is
+  taken when it is called. Work.is_completed() of an isend turns True when
+  it is received; of an irecv it stays False until wait() (gloo's
+  behaviour: a loop polling it never ends, and ppv reports that hang).
+  batch_isend_irecv posts a list of P2POp at once.
+- Collectives reduce, gather and scatter tensors of any dtype, with every
+  ReduceOp gloo has (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR; AVG raises,
+  as on gloo), summed in rank order so the bits never depend on the
+  interleaving. Ranks that call different collectives (or one with
+  another size, dtype, op or root) at the same place of a group fail the
+  run naming which rank made which call.
+- new_group(ranks) is called by every rank (a rank outside it gets a
+  group on which its collectives return at once, as torch's
+  non-members); groups cover worlds of up to 6 ranks. Roots and peers are
+  global ranks, as in torch.
+- tag must be 0; timeouts are ppv's (an idle rank, a hang).
 - Under plain Python, outside ppv, every call raises DistError.
 
 Every failed call raises DistError; the run it was in is already a failure
 (ppv reports it), and the rank should let the exception end its function.
 """
+import os
+import pickle
+import struct
 import sys
 import threading
 
@@ -41,9 +54,15 @@ try:
 except ImportError:  # plain Python: no world to run in
     _bridge = None
 
-__all__ = ["DistError", "ReduceOp", "Work", "Group", "init_process_group", "is_initialized",
-           "destroy_process_group", "get_rank", "get_world_size", "new_group", "send", "recv",
-           "isend", "irecv", "broadcast", "all_reduce", "all_gather", "barrier"]
+__all__ = ["DistError", "ReduceOp", "Work", "Group", "GroupMember", "group", "P2POp",
+           "init_process_group", "is_initialized", "is_available", "destroy_process_group",
+           "get_rank", "get_world_size", "get_backend", "new_group", "get_global_rank",
+           "get_group_rank", "get_process_group_ranks", "send", "recv", "isend", "irecv",
+           "batch_isend_irecv", "broadcast", "all_reduce", "reduce", "all_gather",
+           "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "gather",
+           "scatter", "all_to_all", "all_to_all_single", "barrier", "monitored_barrier",
+           "broadcast_object_list", "all_gather_object", "gather_object",
+           "scatter_object_list"]
 
 
 class DistError(RuntimeError):
@@ -52,21 +71,38 @@ class DistError(RuntimeError):
 
 
 class ReduceOp:
-    SUM = "sum"
+    SUM = "SUM"
+    PRODUCT = "PRODUCT"
+    MIN = "MIN"
+    MAX = "MAX"
+    BAND = "BAND"
+    BOR = "BOR"
+    BXOR = "BXOR"
+    AVG = "AVG"
 
 
 class Group:
-    """A set of ranks and its communicator."""
+    """A set of global ranks and its communicator (ranks None: the world)."""
 
     def __init__(self, ranks, comm):
-        self.ranks = tuple(ranks)
+        self.ranks = None if ranks is None else tuple(ranks)
         self.comm = comm
 
     def __repr__(self):
-        return f"Group(ranks={list(self.ranks)})"
+        return "Group(WORLD)" if self.ranks is None else f"Group(ranks={list(self.ranks)})"
+
+
+class GroupMember:
+    WORLD = Group(None, 0)
+    NON_GROUP_MEMBER = object()
+
+
+class group:  # torch.distributed.group
+    WORLD = GroupMember.WORLD
 
 
 _local = threading.local()
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _me():
@@ -77,15 +113,34 @@ def _me():
     return st
 
 
-def _where(depth=2):
-    """The caller's place in the user's code: file:line."""
-    f = sys._getframe(depth)
-    while f is not None and f.f_code.co_filename == __file__:
+def _user_file(fn):
+    """Whether fn is the user's code, not ppv's, Python's or a library's."""
+    if os.path.dirname(os.path.abspath(fn)) == _HERE or fn.startswith("<"):
+        return False
+    return not any(part in fn for part in ("/site-packages/", "/dist-packages/",
+                                           "/lib/python3"))
+
+
+def _where():
+    """The call's place in the user's terms: the innermost frame in the
+    file ppv runs (file:line), and when the call itself is made in a
+    helper of another file, the helper's frame under it
+    ("ctl.py:40<helpers.py:12")."""
+    st = getattr(_local, "state", None)
+    target = st.target if st else None
+    f = sys._getframe(1)
+    inner = None
+    while f is not None:
+        fn = f.f_code.co_filename
+        if fn == __file__ and f.f_code.co_name == "_run_rank":
+            break
+        if fn == target:
+            here = f"{os.path.basename(fn)}:{f.f_lineno}"
+            return here if inner is None else f"{here}<{inner}"
+        if inner is None and _user_file(fn):
+            inner = f"{os.path.basename(fn)}:{f.f_lineno}"
         f = f.f_back
-    if f is None:
-        return "?"
-    name = f.f_code.co_filename.rsplit("/", 1)[-1]
-    return f"{name}:{f.f_lineno}"
+    return inner or "?"
 
 
 def _check(rc, what):
@@ -102,18 +157,36 @@ def _check(rc, what):
     raise DistError(f"{what}: {why}")
 
 
-def _view(obj, what, writable):
-    try:
-        mv = memoryview(obj)
-    except TypeError:
-        raise TypeError(f"{what}: the payload must be a numpy array or bytes, not "
-                        f"{type(obj).__name__}") from None
-    if not mv.c_contiguous:
-        raise TypeError(f"{what}: the payload must be C-contiguous")
-    if writable and mv.readonly:
-        raise TypeError(f"{what}: the payload is received into, so it must be writable (a numpy "
-                        f"array or a bytearray), not {type(obj).__name__}")
-    return mv
+def _np():
+    import numpy
+    return numpy
+
+
+def _array(obj, what, writable):
+    """obj as a numpy array sharing its memory (a torch CPU tensor, a numpy
+    array, bytes or a bytearray)."""
+    if hasattr(obj, "is_cuda") and hasattr(obj, "numpy"):  # a torch tensor
+        if obj.is_cuda:
+            raise TypeError(f"{what}: a CUDA tensor; ppv's world holds CPU tensors (move it "
+                            f"with .cpu())")
+        if not obj.is_contiguous():
+            raise TypeError(f"{what}: the tensor must be contiguous (.contiguous())")
+        return obj.detach().numpy()
+    np = _np()
+    if isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise TypeError(f"{what}: the payload must be C-contiguous")
+        if writable and not obj.flags.writeable:
+            raise TypeError(f"{what}: the payload is received into, so it must be writable")
+        return obj
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        if writable and (isinstance(obj, bytes) or (isinstance(obj, memoryview) and
+                                                    obj.readonly)):
+            raise TypeError(f"{what}: the payload is received into, so it must be writable (a "
+                            f"numpy array, a tensor or a bytearray), not {type(obj).__name__}")
+        return np.frombuffer(obj, dtype=np.uint8)
+    raise TypeError(f"{what}: the payload must be a tensor, a numpy array or bytes, not "
+                    f"{type(obj).__name__}")
 
 
 class _State:
@@ -121,75 +194,100 @@ class _State:
         self.rank = rank
         self.size = size
         self.gen = gen
-        self.pending = []  # isend/irecv posted with the next blocking call
         self.initialized = False
+        self.backend = "gloo"
+        self.live = []  # the buffers of receives still pending (until the rank ends)
+        self.target = None  # the file ppv runs: the user's call sites are there
 
 
 class Work:
-    """What isend and irecv return: wait() completes it."""
+    """What the asynchronous calls return: wait() completes it."""
 
-    def __init__(self, st):
+    def __init__(self, st, op_id=0, recv=False, keep=None):
         self._st = st
-        self._done = False
+        self._id = op_id      # 0: already complete (a collective)
+        self._recv = recv
+        self._keep = keep     # a pending receive's buffer, alive until it completes
+        self._done = op_id == 0
 
     def is_completed(self):
+        if self._done:
+            return True
+        if self._recv:        # gloo: an irecv completes only in wait(); a poll is a
+            what = f"is_completed ({_where()})"  # scheduling point, never progress
+            _check(_bridge.yield_(self._st.gen, self._st.rank, what), what)
+            return False
+        rc, done = _bridge.test_op(self._st.gen, self._st.rank, self._id, "is_completed")
+        _check(rc, f"is_completed ({_where()})")
+        self._done = bool(done)
         return self._done
 
     def wait(self, timeout=None):
         if not self._done:
-            _flush(self._st, _where(), None)
+            what = f"wait ({_where()})"
+            _check(_bridge.wait_op(self._st.gen, self._st.rank, self._id, what), what)
+            self._done = True
+            self._keep = None
         return True
 
-
-def _post(st, op):
-    """Posts one point-to-point op (inside a group when others go with it)."""
-    kind, mv, peer, comm, what = op[:5]
-    if kind == "send":
-        return _bridge.send(st.gen, st.rank, mv, peer, comm, what)
-    return _bridge.recv(st.gen, st.rank, mv, peer, comm, what)
+    def is_success(self):
+        return self._done
 
 
-def _flush(st, what, op):
-    """Posts the pending isends and irecvs, with op (a blocking send or
-    receive, or None) among them, as one group."""
-    ops = st.pending
-    st.pending = []
-    if op is not None:
-        ops = ops + [op]
-    if not ops:
-        return
-    if len(ops) == 1:
-        _check(_post(st, ops[0]), ops[0][4])
-    else:
-        _check(_bridge.group_start(st.gen, st.rank, what), what)
-        for o in ops:
-            _check(_post(st, o), o[4])
-        _check(_bridge.group_end(st.gen, st.rank, what), what)
-    for o in ops:
-        if len(o) > 5 and o[5] is not None:
-            o[5]._done = True
+class P2POp:
+    """One operation of batch_isend_irecv: op is isend or irecv."""
+
+    def __init__(self, op, tensor, peer, group=None, tag=0):
+        if op not in (isend, irecv):
+            raise ValueError("P2POp: op must be ppv.dist.isend or ppv.dist.irecv")
+        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
 
 
-def _comm(group):
-    return 0 if group is None else group.comm
+def _group_ranks(st, grp):
+    if grp is None or grp is GroupMember.WORLD or getattr(grp, "ranks", 0) is None:
+        return tuple(range(st.size))
+    if grp is GroupMember.NON_GROUP_MEMBER:
+        return ()
+    return grp.ranks
 
 
-def _peer(st, peer, group, what):
+def _comm(grp):
+    if grp is None or grp is GroupMember.NON_GROUP_MEMBER:
+        return 0
+    return grp.comm
+
+
+def _gname(st, grp):
+    ranks = _group_ranks(st, grp)
+    return "" if len(ranks) == st.size else f" [{','.join(map(str, ranks))}]"
+
+
+def _peer(st, peer, grp, what):
     if not isinstance(peer, int) or isinstance(peer, bool) or not 0 <= peer < st.size:
         raise ValueError(f"{what}: rank {peer!r} is not one of 0..{st.size - 1}")
     if peer == st.rank:
         raise ValueError(f"{what}: rank {peer} is this rank")
-    if group is not None and peer not in group.ranks:
-        raise ValueError(f"{what}: rank {peer} is not in {group}")
+    if peer not in _group_ranks(st, grp):
+        raise ValueError(f"{what}: rank {peer} is not in {grp}")
     return peer
 
 
 def _tag(tag, what):
     if tag != 0:
-        raise ValueError(f"{what}: tags are not modelled (tag={tag!r}); use 0")
+        raise ValueError(f"{what}: tags are not modelled yet (tag={tag!r}); use 0")
+
+
+def _member(st, grp):
+    """Whether this rank takes part in a collective on grp (a non-member's
+    call returns at once, as in torch)."""
+    return st.rank in _group_ranks(st, grp)
 
 
 # ---- the API ------------------------------------------------------------------------------
+
+
+def is_available():
+    return True
 
 
 def init_process_group(backend=None, init_method=None, world_size=-1, rank=-1, **kwargs):
@@ -197,6 +295,7 @@ def init_process_group(backend=None, init_method=None, world_size=-1, rank=-1, *
     if world_size not in (-1, st.size) or rank not in (-1, st.rank):
         raise ValueError(f"init_process_group: this is rank {st.rank} of {st.size}, not rank "
                          f"{rank} of {world_size}")
+    st.backend = "gloo" if backend is None else str(backend)
     st.initialized = True
 
 
@@ -207,24 +306,39 @@ def is_initialized():
 
 def destroy_process_group(group=None):
     st = _me()
-    _flush(st, _where(), None)
     if group is None:
         st.initialized = False
 
 
+def get_backend(group=None):
+    return _me().backend
+
+
 def get_rank(group=None):
     st = _me()
-    if group is None:
-        return st.rank
-    return group.ranks.index(st.rank) if st.rank in group.ranks else -1
+    ranks = _group_ranks(st, group)
+    return ranks.index(st.rank) if st.rank in ranks else -1
 
 
 def get_world_size(group=None):
     st = _me()
-    return st.size if group is None else len(group.ranks)
+    ranks = _group_ranks(st, group)
+    return len(ranks) if st.rank in ranks or group is None else -1
 
 
-def new_group(ranks=None, **kwargs):
+def get_global_rank(group, group_rank):
+    return _group_ranks(_me(), group)[group_rank]
+
+
+def get_group_rank(group, global_rank):
+    return _group_ranks(_me(), group).index(global_rank)
+
+
+def get_process_group_ranks(group):
+    return list(_group_ranks(_me(), group))
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, **kwargs):
     st = _me()
     ranks = sorted(set(range(st.size) if ranks is None else ranks))
     if not ranks or any(not isinstance(r, int) or not 0 <= r < st.size for r in ranks):
@@ -241,142 +355,463 @@ def new_group(ranks=None, **kwargs):
 
 def send(tensor, dst, group=None, tag=0):
     st = _me()
-    what = f"send to {dst} ({_where()})"
+    what = f"send to {dst}{_gname(st, group)} ({_where()})"
     _tag(tag, what)
-    _flush(st, what, ("send", _view(tensor, what, False), _peer(st, dst, group, what),
-                      _comm(group), what))
+    a = _array(tensor, what, False)
+    _check(_bridge.send(st.gen, st.rank, a, _peer(st, dst, group, what), _comm(group), what),
+           what)
 
 
 def recv(tensor, src=None, group=None, tag=0):
     st = _me()
-    what = f"recv from {'any' if src is None else src} ({_where()})"
+    what = f"recv from {'any' if src is None else src}{_gname(st, group)} ({_where()})"
     _tag(tag, what)
-    mv = _view(tensor, what, True)
+    a = _array(tensor, what, True)
     if src is not None:
-        _flush(st, what, ("recv", mv, _peer(st, src, group, what), _comm(group), what))
+        _check(_bridge.recv(st.gen, st.rank, a, _peer(st, src, group, what), _comm(group), what),
+               what)
         return src
     # from any rank: wait until some member's message is there (the
-    # scheduler decides whose comes first), then probe the members in turn
-    _flush(st, what, None)
+    # scheduler decides whose comes first), then take the lowest-numbered
     comm = _comm(group)
-    peers = [r for r in (range(st.size) if group is None else group.ranks) if r != st.rank]
+    peers = [r for r in _group_ranks(st, group) if r != st.rank]
     while True:
         _check(_bridge.wait_any(st.gen, st.rank, comm, what), what)
         for p in peers:
             rc, arrived = _bridge.probe(st.gen, st.rank, p, comm, what)
             _check(rc, what)
             if arrived:
-                _check(_bridge.recv(st.gen, st.rank, mv, p, comm, what), what)
+                _check(_bridge.recv(st.gen, st.rank, a, p, comm, what), what)
                 return p
 
 
 def isend(tensor, dst, group=None, tag=0):
     st = _me()
-    what = f"isend to {dst} ({_where()})"
+    what = f"isend to {dst}{_gname(st, group)} ({_where()})"
     _tag(tag, what)
-    data = memoryview(bytes(_view(tensor, what, False)))  # taken now
-    w = Work(st)
-    st.pending.append(("send", data, _peer(st, dst, group, what), _comm(group), what, w))
-    return w
+    a = _array(tensor, what, False)
+    rc, op_id = _bridge.isend(st.gen, st.rank, a, _peer(st, dst, group, what), _comm(group),
+                              what)
+    _check(rc, what)
+    return Work(st, op_id)
 
 
 def irecv(tensor, src=None, group=None, tag=0):
     st = _me()
-    what = f"irecv from {src} ({_where()})"
+    what = f"irecv from {src}{_gname(st, group)} ({_where()})"
     _tag(tag, what)
     if src is None:
-        raise ValueError(f"{what}: irecv needs src (recv takes src=None)")
-    w = Work(st)
-    st.pending.append(("recv", _view(tensor, what, True), _peer(st, src, group, what),
-                       _comm(group), what, w))
-    return w
+        raise ValueError(f"{what}: irecv from any rank is not modelled yet; give src (recv "
+                         f"takes src=None)")
+    a = _array(tensor, what, True)
+    rc, op_id = _bridge.irecv(st.gen, st.rank, a, _peer(st, src, group, what), _comm(group),
+                              what)
+    _check(rc, what)
+    st.live.append(a)
+    return Work(st, op_id, recv=True, keep=a)
+
+
+def batch_isend_irecv(p2p_op_list):
+    if not p2p_op_list or not all(isinstance(p, P2POp) for p in p2p_op_list):
+        raise ValueError("batch_isend_irecv takes a non-empty list of P2POp")
+    return [p.op(p.tensor, p.peer, p.group, p.tag) for p in p2p_op_list]
+
+
+# ---- collectives: every one a header (what each rank calls, to name a
+# mismatch in the program's terms), then its data ------------------------------------------
+
+_HEAD = 96  # bytes of a collective's header: its description, padded
+
+
+def _agree(st, grp, call, what):
+    """All-gathers each member's description of its call (and its place);
+    a member that called something else fails the run, naming which rank
+    made which call where."""
+    place = what[what.rfind("(") + 1:-1] if what.endswith(")") else "?"
+    me = (call + "\x1f" + place).encode()[:_HEAD - 1]
+    mine = bytearray(_HEAD)
+    mine[:len(me)] = me
+    n = len(_group_ranks(st, grp))
+    every = bytearray(n * _HEAD)
+    _check(_bridge.all_gather(st.gen, st.rank, mine, every, _comm(grp), what), what)
+    calls = [bytes(every[k * _HEAD:(k + 1) * _HEAD]).rstrip(b"\0").decode(errors="replace")
+             .split("\x1f") + ["?"] for k in range(n)]
+    if any(c[0] != calls[0][0] for c in calls):
+        ranks = _group_ranks(st, grp)
+        told = "; ".join(f"rank {r} calls {c[0]} ({c[1]})" for r, c in zip(ranks, calls))
+        raise DistError(f"collective mismatch on the group{_gname(st, grp) or ' of every rank'}: "
+                        f"{told}")
+
+
+def _desc(kind, a=None, op=None, root=None):
+    parts = [kind]
+    if a is not None:
+        parts.append(f"{a.dtype}{list(a.shape)}")
+    if op is not None:
+        parts.append(op)
+    if root is not None:
+        parts.append(f"src={root}")
+    return " ".join(parts)
+
+
+def _gather_bytes(st, grp, data, what):
+    """Every member's bytes (equal sizes), in group rank order."""
+    n = len(_group_ranks(st, grp))
+    every = bytearray(n * len(data))
+    _check(_bridge.all_gather(st.gen, st.rank, bytes(data), every, _comm(grp), what), what)
+    return [bytes(every[k * len(data):(k + 1) * len(data)]) for k in range(n)]
+
+
+_OPS = {
+    ReduceOp.SUM: lambda np, a, b: a + b,
+    ReduceOp.PRODUCT: lambda np, a, b: a * b,
+    ReduceOp.MIN: lambda np, a, b: np.minimum(a, b),
+    ReduceOp.MAX: lambda np, a, b: np.maximum(a, b),
+    ReduceOp.BAND: lambda np, a, b: a & b,
+    ReduceOp.BOR: lambda np, a, b: a | b,
+    ReduceOp.BXOR: lambda np, a, b: a ^ b,
+}
+
+
+def _op_name(op, what):
+    name = getattr(op, "name", op)
+    name = str(name).split(".")[-1].upper()
+    if name == "AVG":
+        raise ValueError(f"{what}: ReduceOp.AVG is not supported by gloo")
+    if name not in _OPS:
+        raise ValueError(f"{what}: {op!r} is not a ReduceOp")
+    return name
+
+
+def _reduce_parts(parts, a, op):
+    """The members' arrays reduced in rank order (the same bits whatever
+    the interleaving)."""
+    np = _np()
+    acc = np.frombuffer(parts[0], dtype=a.dtype).reshape(a.shape).copy()
+    f = _OPS[op]
+    for p in parts[1:]:
+        acc = f(np, acc, np.frombuffer(p, dtype=a.dtype).reshape(a.shape)).astype(a.dtype)
+    return acc
+
+
+def _done(st, async_op):
+    return Work(st) if async_op else None
 
 
 def broadcast(tensor, src, group=None, async_op=False):
     st = _me()
-    what = f"broadcast from {src} ({_where()})"
-    mv = _view(tensor, what, True)
-    ranks = tuple(range(st.size)) if group is None else group.ranks
+    where = _where()
+    what = f"broadcast src={src}{_gname(st, group)} ({where})"
+    a = _array(tensor, what, True)
+    ranks = _group_ranks(st, group)
     if src not in ranks:
         raise ValueError(f"{what}: rank {src!r} is not in the group {list(ranks)}")
-    if st.rank not in ranks:
-        raise ValueError(f"{what}: this rank ({st.rank}) is not in the group {list(ranks)}")
-    _flush(st, what, None)  # the pending isends and irecvs first
-    _check(_bridge.broadcast(st.gen, st.rank, mv, ranks.index(src), _comm(group), what), what)
-    return _done_work(st, async_op)
+    if not _member(st, group):
+        return _done(st, async_op)
+    _agree(st, group, _desc("broadcast", a, root=src), what)
+    _check(_bridge.broadcast(st.gen, st.rank, a.reshape(-1).view("u1"), ranks.index(src),
+                             _comm(group), what), what)
+    return _done(st, async_op)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     st = _me()
-    what = f"all_reduce ({_where()})"
-    if op != ReduceOp.SUM:
-        raise ValueError(f"{what}: only ReduceOp.SUM is modelled")
-    mv = _view(tensor, what, True)
-    if mv.format != "f":
-        raise TypeError(f"{what}: all_reduce sums float32 arrays, not format {mv.format!r}")
-    _member(st, group, what)
-    _flush(st, what, None)  # the pending isends and irecvs first
-    _check(_bridge.all_reduce_f32(st.gen, st.rank, mv, _comm(group), what), what)
-    return _done_work(st, async_op)
+    what = f"all_reduce{_gname(st, group)} ({_where()})"
+    a = _array(tensor, what, True)
+    name = _op_name(op, what)
+    if not _member(st, group):
+        return _done(st, async_op)
+    _agree(st, group, _desc("all_reduce", a, name), what)
+    a[...] = _reduce_parts(_gather_bytes(st, group, a.tobytes(), what), a, name)
+    return _done(st, async_op)
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+    st = _me()
+    what = f"reduce dst={dst}{_gname(st, group)} ({_where()})"
+    a = _array(tensor, what, True)
+    name = _op_name(op, what)
+    if not _member(st, group):
+        return _done(st, async_op)
+    _agree(st, group, _desc("reduce", a, name, root=dst), what)
+    out = _reduce_parts(_gather_bytes(st, group, a.tobytes(), what), a, name)
+    if st.rank == dst:
+        a[...] = out
+    return _done(st, async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     st = _me()
-    what = f"all_gather ({_where()})"
-    n = get_world_size(group)
-    mv = _view(tensor, what, False)
+    what = f"all_gather{_gname(st, group)} ({_where()})"
+    a = _array(tensor, what, False)
+    if not _member(st, group):
+        return _done(st, async_op)
+    n = len(_group_ranks(st, group))
     if len(tensor_list) != n:
         raise ValueError(f"{what}: tensor_list has {len(tensor_list)} entries, not {n}")
-    outs = [_view(t, what, True) for t in tensor_list]
-    if any(o.nbytes != mv.nbytes for o in outs):
+    outs = [_array(t, what, True) for t in tensor_list]
+    if any(o.nbytes != a.nbytes for o in outs):
         raise ValueError(f"{what}: every entry of tensor_list must have the tensor's size")
-    _member(st, group, what)
-    _flush(st, what, None)  # the pending isends and irecvs first
-    every = bytearray(n * mv.nbytes)
-    _check(_bridge.all_gather(st.gen, st.rank, mv, every, _comm(group), what), what)
-    for i, o in enumerate(outs):
-        o.cast("B")[:] = every[i * mv.nbytes:(i + 1) * mv.nbytes]
-    return _done_work(st, async_op)
+    _agree(st, group, _desc("all_gather", a), what)
+    for o, p in zip(outs, _gather_bytes(st, group, a.tobytes(), what)):
+        o.reshape(-1).view("u1")[:] = _np().frombuffer(p, dtype="u1")
+    return _done(st, async_op)
 
 
-def barrier(group=None, async_op=False):
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     st = _me()
-    what = f"barrier ({_where()})"
-    _member(st, group, what)
-    _flush(st, what, None)  # the pending isends and irecvs first
-    one = bytearray(4)
-    mv = memoryview(one).cast("f")
-    mv[0] = 1.0
-    _check(_bridge.all_reduce_f32(st.gen, st.rank, mv, _comm(group), what), what)
-    return _done_work(st, async_op)
+    what = f"all_gather_into_tensor{_gname(st, group)} ({_where()})"
+    a = _array(input_tensor, what, False)
+    out = _array(output_tensor, what, True)
+    if not _member(st, group):
+        return _done(st, async_op)
+    n = len(_group_ranks(st, group))
+    if out.nbytes != n * a.nbytes:
+        raise ValueError(f"{what}: the output holds {out.nbytes} bytes, not {n} x {a.nbytes}")
+    _agree(st, group, _desc("all_gather_into_tensor", a), what)
+    out.reshape(-1).view("u1")[:] = _np().frombuffer(
+        b"".join(_gather_bytes(st, group, a.tobytes(), what)), dtype="u1")
+    return _done(st, async_op)
 
 
-def _member(st, group, what):
-    if group is not None and st.rank not in group.ranks:
-        raise ValueError(f"{what}: this rank ({st.rank}) is not in {group}")
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    st = _me()
+    what = f"reduce_scatter{_gname(st, group)} ({_where()})"
+    out = _array(output, what, True)
+    name = _op_name(op, what)
+    if not _member(st, group):
+        return _done(st, async_op)
+    ins = [_array(t, what, False) for t in input_list]
+    n = len(_group_ranks(st, group))
+    if len(ins) != n or any(i.nbytes != out.nbytes for i in ins):
+        raise ValueError(f"{what}: input_list needs {n} tensors of the output's size")
+    _agree(st, group, _desc("reduce_scatter", out, name), what)
+    np = _np()
+    whole = np.concatenate([i.reshape(-1) for i in ins])
+    parts = _gather_bytes(st, group, whole.tobytes(), what)
+    me = get_rank(group)
+    size = out.nbytes
+    mine = [p[me * size:(me + 1) * size] for p in parts]
+    out[...] = _reduce_parts(mine, out, name)
+    return _done(st, async_op)
 
 
-def _done_work(st, async_op):
-    if not async_op:
-        return None
-    w = Work(st)
-    w._done = True
-    return w
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    st = _me()
+    what = f"reduce_scatter_tensor{_gname(st, group)} ({_where()})"
+    out = _array(output, what, True)
+    a = _array(input, what, False)
+    name = _op_name(op, what)
+    if not _member(st, group):
+        return _done(st, async_op)
+    n = len(_group_ranks(st, group))
+    if a.nbytes != n * out.nbytes:
+        raise ValueError(f"{what}: the input holds {a.nbytes} bytes, not {n} x {out.nbytes}")
+    _agree(st, group, _desc("reduce_scatter_tensor", out, name), what)
+    parts = _gather_bytes(st, group, a.tobytes(), what)
+    me, size = get_rank(group), out.nbytes
+    out[...] = _reduce_parts([p[me * size:(me + 1) * size] for p in parts], out, name)
+    return _done(st, async_op)
+
+
+def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
+    st = _me()
+    what = f"gather dst={dst}{_gname(st, group)} ({_where()})"
+    a = _array(tensor, what, False)
+    if not _member(st, group):
+        return _done(st, async_op)
+    n = len(_group_ranks(st, group))
+    if st.rank == dst and (gather_list is None or len(gather_list) != n):
+        raise ValueError(f"{what}: the destination needs a gather_list of {n} tensors")
+    _agree(st, group, _desc("gather", a, root=dst), what)
+    parts = _gather_bytes(st, group, a.tobytes(), what)
+    if st.rank == dst:
+        for t, p in zip(gather_list, parts):
+            _array(t, what, True).reshape(-1).view("u1")[:] = _np().frombuffer(p, dtype="u1")
+    return _done(st, async_op)
+
+
+def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
+    st = _me()
+    what = f"scatter src={src}{_gname(st, group)} ({_where()})"
+    out = _array(tensor, what, True)
+    if not _member(st, group):
+        return _done(st, async_op)
+    ranks = _group_ranks(st, group)
+    n = len(ranks)
+    np = _np()
+    whole = np.zeros(n * out.nbytes, dtype="u1")
+    if st.rank == src:
+        if scatter_list is None or len(scatter_list) != n:
+            raise ValueError(f"{what}: the source needs a scatter_list of {n} tensors")
+        whole[:] = np.frombuffer(b"".join(_array(t, what, False).tobytes()
+                                          for t in scatter_list), dtype="u1")
+    _agree(st, group, _desc("scatter", out, root=src), what)
+    _check(_bridge.broadcast(st.gen, st.rank, whole, ranks.index(src), _comm(group), what), what)
+    me = ranks.index(st.rank)
+    out.reshape(-1).view("u1")[:] = whole[me * out.nbytes:(me + 1) * out.nbytes]
+    return _done(st, async_op)
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
+                      group=None, async_op=False):
+    st = _me()
+    what = f"all_to_all_single{_gname(st, group)} ({_where()})"
+    if output_split_sizes is not None or input_split_sizes is not None:
+        raise ValueError(f"{what}: uneven splits are not modelled yet")
+    out, a = _array(output, what, True), _array(input, what, False)
+    if not _member(st, group):
+        return _done(st, async_op)
+    n = len(_group_ranks(st, group))
+    if a.nbytes != out.nbytes or a.nbytes % n:
+        raise ValueError(f"{what}: input and output must have one size, a multiple of {n}")
+    _agree(st, group, _desc("all_to_all_single", a), what)
+    parts = _gather_bytes(st, group, a.tobytes(), what)
+    me, size = get_rank(group), a.nbytes // n
+    out.reshape(-1).view("u1")[:] = _np().frombuffer(
+        b"".join(p[me * size:(me + 1) * size] for p in parts), dtype="u1")
+    return _done(st, async_op)
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
+    st = _me()
+    what = f"all_to_all{_gname(st, group)} ({_where()})"
+    if not _member(st, group):
+        return _done(st, async_op)
+    n = len(_group_ranks(st, group))
+    ins = [_array(t, what, False) for t in input_tensor_list]
+    outs = [_array(t, what, True) for t in output_tensor_list]
+    if len(ins) != n or len(outs) != n or len({i.nbytes for i in ins + outs}) != 1:
+        raise ValueError(f"{what}: {n} input and {n} output tensors of one size")
+    _agree(st, group, _desc("all_to_all", ins[0]), what)
+    parts = _gather_bytes(st, group, b"".join(i.tobytes() for i in ins), what)
+    me, size = get_rank(group), ins[0].nbytes
+    for o, p in zip(outs, parts):
+        o.reshape(-1).view("u1")[:] = _np().frombuffer(p[me * size:(me + 1) * size], dtype="u1")
+    return _done(st, async_op)
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    st = _me()
+    what = f"barrier{_gname(st, group)} ({_where()})"
+    if not _member(st, group):
+        return _done(st, async_op)
+    _agree(st, group, "barrier", what)
+    return _done(st, async_op)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """A barrier: a rank that never arrives is a deadlock ppv reports,
+    naming the ranks that wait (torch raises on rank 0 after timeout)."""
+    st = _me()
+    what = f"monitored_barrier{_gname(st, group)} ({_where()})"
+    if _member(st, group):
+        _agree(st, group, "monitored_barrier", what)
+
+
+# ---- the object collectives: pickled, a length then the bytes ----------------------------
+
+
+def _objects_gather(st, grp, blob, what):
+    """Every member's bytes of any length, in group rank order."""
+    np = _np()
+    sizes = _gather_bytes(st, grp, struct.pack("<q", len(blob)), what)
+    longest = max(struct.unpack("<q", s)[0] for s in sizes)
+    padded = blob + bytes(longest - len(blob))
+    parts = _gather_bytes(st, grp, padded, what) if longest else [b""] * len(sizes)
+    del np
+    return [p[:struct.unpack("<q", s)[0]] for p, s in zip(parts, sizes)]
+
+
+def all_gather_object(object_list, obj, group=None):
+    st = _me()
+    what = f"all_gather_object{_gname(st, group)} ({_where()})"
+    if not _member(st, group):
+        return
+    n = len(_group_ranks(st, group))
+    if len(object_list) != n:
+        raise ValueError(f"{what}: object_list has {len(object_list)} entries, not {n}")
+    _agree(st, group, "all_gather_object", what)
+    for k, blob in enumerate(_objects_gather(st, group, pickle.dumps(obj), what)):
+        object_list[k] = pickle.loads(blob)
+
+
+def gather_object(obj, object_gather_list=None, dst=0, group=None):
+    st = _me()
+    what = f"gather_object dst={dst}{_gname(st, group)} ({_where()})"
+    if not _member(st, group):
+        return
+    _agree(st, group, f"gather_object src={dst}", what)
+    blobs = _objects_gather(st, group, pickle.dumps(obj), what)
+    if st.rank == dst:
+        if object_gather_list is None or len(object_gather_list) != len(blobs):
+            raise ValueError(f"{what}: the destination needs an object_gather_list of "
+                             f"{len(blobs)} entries")
+        for k, blob in enumerate(blobs):
+            object_gather_list[k] = pickle.loads(blob)
+
+
+def _broadcast_blob(st, grp, blob, src, what):
+    ranks = _group_ranks(st, grp)
+    np = _np()
+    size = np.array([len(blob) if st.rank == src else 0], dtype=np.int64)
+    _check(_bridge.broadcast(st.gen, st.rank, size.view("u1"), ranks.index(src), _comm(grp),
+                             what), what)
+    buf = np.zeros(int(size[0]), dtype="u1")
+    if st.rank == src:
+        buf[:] = np.frombuffer(blob, dtype="u1")
+    if size[0]:
+        _check(_bridge.broadcast(st.gen, st.rank, buf, ranks.index(src), _comm(grp), what),
+               what)
+    return buf.tobytes()
+
+
+def broadcast_object_list(object_list, src=0, group=None, device=None):
+    st = _me()
+    what = f"broadcast_object_list src={src}{_gname(st, group)} ({_where()})"
+    if not _member(st, group):
+        return
+    _agree(st, group, f"broadcast_object_list[{len(object_list)}] src={src}", what)
+    blob = _broadcast_blob(st, group, pickle.dumps(list(object_list)) if st.rank == src else b"",
+                           src, what)
+    object_list[:] = pickle.loads(blob)
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0,
+                        group=None):
+    st = _me()
+    what = f"scatter_object_list src={src}{_gname(st, group)} ({_where()})"
+    if not _member(st, group):
+        return
+    n = len(_group_ranks(st, group))
+    _agree(st, group, f"scatter_object_list src={src}", what)
+    if st.rank == src and (scatter_object_input_list is None or
+                           len(scatter_object_input_list) != n):
+        raise ValueError(f"{what}: the source needs a scatter_object_input_list of {n}")
+    blob = _broadcast_blob(st, group, pickle.dumps(list(scatter_object_input_list))
+                           if st.rank == src else b"", src, what)
+    scatter_object_output_list[0] = pickle.loads(blob)[get_rank(group)]
 
 
 # ---- run by ppv: one thread a rank --------------------------------------------------------
 
 
-def _place(exc):
-    """The innermost frame of the user's code in exc's traceback: file:line."""
+def _place(exc, target):
+    """Where exc was raised, in _where's terms: the innermost frame of its
+    traceback in the file ppv runs, then the innermost user frame under it
+    in a helper of another file."""
     tb = exc.__traceback__
-    place = "?"
+    here = inner = None
     while tb is not None:
         fn = tb.tb_frame.f_code.co_filename
-        if fn != __file__:
-            place = f"{fn.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
+        if fn == target:
+            here, inner = f"{os.path.basename(fn)}:{tb.tb_lineno}", None
+        elif _user_file(fn):
+            inner = f"{os.path.basename(fn)}:{tb.tb_lineno}"
         tb = tb.tb_next
-    return place
+    if here is None:
+        return inner or "?"
+    return here if inner is None else f"{here}<{inner}"
 
 
 def _run_rank(function, rank, size, gen):
@@ -386,16 +821,14 @@ def _run_rank(function, rank, size, gen):
         _bridge.end(gen, rank, None)
         return
     _local.state = _State(rank, size, gen)
+    _local.state.target = getattr(getattr(function, "__code__", None), "co_filename", None)
     error = None
     try:
         function(rank, size)
-        st = _local.state
-        if st.pending:
-            _flush(st, "the end of the function", None)
     except DistError as e:
         error = f"DistError: {e}"
     except BaseException as e:  # the rank's own failure, with its place
-        error = f"{type(e).__name__}: {e} ({_place(e)})"
+        error = f"{type(e).__name__}: {e} ({_place(e, _local.state.target)})"
     finally:
         _local.state = None
     _bridge.end(gen, rank, error)

@@ -1,0 +1,207 @@
+"""Programs that complete under real torch.distributed with gloo, each a
+function main(rank, world_size) of 3 ranks that checks every value it
+gets. tests/python/test_torch_corpus.py runs each under torch (3
+processes, gloo, env:// rendezvous) and under `ppv fuzz py` with every
+strategy: ppv must never call one of them a failure (a false alarm).
+
+The same text runs both ways: under ppv (PPV_CORPUS_BACKEND unset) the
+module is ppv.dist, under torch it is torch.distributed; the payloads are
+torch CPU tensors either way. The first three are the programs ppv once
+called deadlocks (issue 47).
+"""
+import os
+
+import torch
+
+if os.environ.get("PPV_CORPUS_BACKEND") == "torch":
+    import torch.distributed as dist
+else:
+    import ppv.dist as dist
+
+PROGRAMS = ["isend_then_broadcast", "two_isends_then_recv_any", "wait_one_of_two",
+            "batch_ring", "reductions_of_every_dtype", "gathers_and_scatters",
+            "object_collectives", "a_group_and_its_non_member", "recv_any_names_the_sender"]
+
+
+def isend_then_broadcast(rank, size):
+    """An isend stays pending across a collective; its wait comes after."""
+    if rank == 0:
+        w = dist.isend(torch.arange(4, dtype=torch.float32), 1)
+        b = torch.zeros(1)
+        dist.broadcast(b, 2)
+        w.wait()
+        assert b.item() == 7.0
+    else:
+        b = torch.tensor([7.0 if rank == 2 else 0.0])
+        dist.broadcast(b, 2)
+        assert b.item() == 7.0
+        if rank == 1:
+            x = torch.zeros(4)
+            dist.recv(x, 0)
+            assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def two_isends_then_recv_any(rank, size):
+    """Stage 0 with D_in = 2: two envelopes in flight, then whichever
+    result comes back first."""
+    if rank == 0:
+        works = [dist.isend(torch.tensor([float(p)]), p) for p in (1, 2)]
+        got = set()
+        for _ in range(2):
+            r = torch.zeros(1)
+            src = dist.recv(r, src=None)
+            assert r.item() == 10.0 * src
+            got.add(src)
+        assert got == {1, 2}
+        for w in works:
+            w.wait()
+    else:
+        r = torch.zeros(1)
+        dist.recv(r, 0)
+        assert r.item() == float(rank)
+        dist.send(r * 10, 0)
+
+
+def wait_one_of_two(rank, size):
+    """wait() on one of two pending receives returns when that one is
+    matched; the other completes later."""
+    if rank == 0:
+        a, b = torch.zeros(1), torch.zeros(1)
+        wa = dist.irecv(a, 1)
+        wb = dist.irecv(b, 2)
+        wb.wait()
+        assert b.item() == 2.0
+        dist.send(torch.tensor([5.0]), 1)  # rank 1 sends only after this
+        wa.wait()
+        assert a.item() == 1.0
+    elif rank == 1:
+        t = torch.zeros(1)
+        dist.recv(t, 0)
+        assert t.item() == 5.0
+        dist.send(torch.tensor([1.0]), 0)
+    else:
+        dist.send(torch.tensor([2.0]), 0)
+
+
+def batch_ring(rank, size):
+    """batch_isend_irecv around the ring, every rank at once."""
+    out = torch.full((3,), float(rank))
+    got = torch.zeros(3)
+    ops = [dist.P2POp(dist.isend, out, (rank + 1) % size),
+           dist.P2POp(dist.irecv, got, (rank - 1) % size)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert got.tolist() == [float((rank - 1) % size)] * 3
+
+
+def reductions_of_every_dtype(rank, size):
+    """The reductions gloo has, on the tensor's own dtype."""
+    x = torch.tensor([rank + 1, 1 << rank], dtype=torch.int64)
+    dist.all_reduce(x)
+    assert x.tolist() == [6, 7]
+    x = torch.tensor([rank, 10 - rank], dtype=torch.int64)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    assert x.tolist() == [2, 10]
+    x = torch.tensor([1 << rank], dtype=torch.int64)
+    dist.all_reduce(x, op=dist.ReduceOp.BOR)
+    assert x.item() == 7
+    x = torch.tensor([rank - 1], dtype=torch.int32)
+    dist.all_reduce(x, op=dist.ReduceOp.MIN)
+    assert x.item() == -1 and x.dtype == torch.int32
+    x = torch.tensor([0.5 * (rank + 1)], dtype=torch.float32)
+    dist.all_reduce(x, op=dist.ReduceOp.PRODUCT)
+    assert x.item() == 0.75
+    x = torch.tensor([0.1 * rank], dtype=torch.float64)
+    dist.all_reduce(x)
+    assert abs(x.item() - 0.3) < 1e-12
+    w = dist.all_reduce(torch.ones(2), async_op=True)
+    w.wait()
+    x = torch.tensor([float(rank)])
+    dist.reduce(x, dst=1)
+    if rank == 1:
+        assert x.item() == 3.0
+
+
+def gathers_and_scatters(rank, size):
+    mine = torch.tensor([10 * rank], dtype=torch.int32)
+    every = [torch.zeros(1, dtype=torch.int32) for _ in range(size)]
+    dist.all_gather(every, mine)
+    assert [e.item() for e in every] == [0, 10, 20]
+    g = [torch.zeros(2) for _ in range(size)] if rank == 2 else None
+    dist.gather(torch.tensor([float(rank), 1.0]), g, dst=2)
+    if rank == 2:
+        assert [t.tolist() for t in g] == [[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]]
+    out = torch.zeros(2)
+    parts = [torch.tensor([float(k), -float(k)]) for k in range(size)] if rank == 0 else None
+    dist.scatter(out, parts, src=0)
+    assert out.tolist() == [float(rank), -float(rank)]
+    a2a_in = torch.arange(3, dtype=torch.float32) + 10 * rank
+    a2a_out = torch.zeros(3)
+    dist.all_to_all_single(a2a_out, a2a_in)
+    assert a2a_out.tolist() == [float(10 * k + rank) for k in range(size)]
+    dist.barrier()
+    dist.monitored_barrier()
+
+
+def object_collectives(rank, size):
+    objs = [{"chunk": 3, "epoch": 1}, "stop"] if rank == 1 else [None, None]
+    dist.broadcast_object_list(objs, src=1)
+    assert objs == [{"chunk": 3, "epoch": 1}, "stop"]
+    everyone = [None] * size
+    dist.all_gather_object(everyone, ("rank", rank, "x" * rank))
+    assert everyone == [("rank", k, "x" * k) for k in range(size)]
+    got = [None] * size if rank == 0 else None
+    dist.gather_object({"r": rank}, got, dst=0)
+    if rank == 0:
+        assert got == [{"r": 0}, {"r": 1}, {"r": 2}]
+    out = [None]
+    dist.scatter_object_list(out, [f"to {k}" for k in range(size)] if rank == 2 else None,
+                             src=2)
+    assert out == [f"to {rank}"]
+
+
+def a_group_and_its_non_member(rank, size):
+    """Every rank calls new_group; a rank outside it calling a collective
+    on it returns at once."""
+    mesh = dist.new_group([1, 2])
+    assert dist.get_process_group_ranks(mesh) == [1, 2]
+    x = torch.tensor([float(rank)])
+    dist.all_reduce(x, group=mesh)
+    if rank == 0:
+        assert x.item() == 0.0  # untouched: not a member
+    else:
+        assert x.item() == 3.0
+        assert dist.get_global_rank(mesh, 0) == 1
+    b = torch.tensor([9.0 if rank == 2 else 0.0])
+    dist.broadcast(b, src=2, group=mesh)  # src is the global rank
+    assert b.item() == (0.0 if rank == 0 else 9.0)
+    dist.barrier()
+    assert dist.get_world_size() == size and dist.get_rank() == rank
+
+
+def recv_any_names_the_sender(rank, size):
+    if rank == 0:
+        seen = []
+        for _ in range(size - 1):
+            t = torch.zeros(1, dtype=torch.int64)
+            src = dist.recv(t, src=None)
+            assert t.item() == 100 + src
+            seen.append(src)
+        assert sorted(seen) == [1, 2]
+    else:
+        dist.send(torch.tensor([100 + rank], dtype=torch.int64), 0)
+
+
+def run_all_under_torch(rank, size):
+    """One process of the torch run: every program in turn, a barrier
+    between them."""
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    for name in PROGRAMS:
+        globals()[name](rank, size)
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # one rank of the torch run: RANK, WORLD_SIZE, MASTER_* set
+    run_all_under_torch(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+    print("done")
