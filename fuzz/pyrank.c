@@ -386,6 +386,35 @@ static int import_all(ppv_pyrank *p, const char *file, const char *function, con
     PyObject *dist = PyImport_ImportModule("ppv.dist");
     if (!dist) goto python_error;
     p->runner = PyObject_GetAttrString(dist, "_run_rank");
+    /* code written against torch.distributed runs unchanged: its calls are
+     * routed to ppv.dist before the file is imported */
+    PyObject *ready = PyObject_CallMethod(dist, "_prepare", "s", file);
+    if (!ready) {
+        Py_DECREF(dist);
+        exception_text(why, sizeof why);
+        errf(err, errlen, "%s: cannot ready torch.distributed for it: %s", file, why);
+        return -1;
+    }
+    Py_DECREF(ready);
+    if (!strcmp(function, "__main__")) { /* the script itself, as torchrun runs it */
+        p->function = PyObject_CallMethod(dist, "_script", "s", file);
+        Py_DECREF(dist);
+        if (!p->function || !p->runner) goto python_error;
+        if (!(p->threads = PyList_New(0))) goto python_error;
+        PyObject *threading = PyImport_ImportModule("threading");
+        p->thread_cls = threading ? PyObject_GetAttrString(threading, "Thread") : NULL;
+        Py_XDECREF(threading);
+        if (!p->thread_cls) goto python_error;
+        /* its folder first on sys.path, as `python3 FILE` has it */
+        const char *sl = strrchr(file, '/');
+        PyObject *fd = sl ? PyUnicode_FromStringAndSize(file, sl - file) : PyUnicode_FromString(".");
+        if (!fd || PyList_Insert(sys_path, 0, fd) < 0) {
+            Py_XDECREF(fd);
+            goto python_error;
+        }
+        Py_DECREF(fd);
+        return 0;
+    }
     Py_DECREF(dist);
     PyObject *threading = PyImport_ImportModule("threading");
     p->thread_cls = threading ? PyObject_GetAttrString(threading, "Thread") : NULL;

@@ -105,14 +105,22 @@ static void py_main(ppv_transport *tr, int32_t rank, void *arg) {
     ppv_ext_rank_main(tr, rank, t->x);
 }
 
-/* Splits FILE.py:FUNCTION at its last ':' (file must end in .py). */
+/* Splits FILE.py:FUNCTION at its last ':' (file must end in .py); a bare
+ * FILE.py is the script itself (FUNCTION "__main__"). */
 static int split_spec(const char *spec, char *file, size_t fn, char *func, size_t un) {
+    size_t len = strlen(spec);
+    if (len > 3 && !strcmp(spec + len - 3, ".py") && len < fn) {
+        snprintf(file, fn, "%s", spec);
+        snprintf(func, un, "__main__");
+        return 0;
+    }
     const char *colon = strrchr(spec, ':');
     size_t flen = colon ? (size_t)(colon - spec) : 0;
     if (!colon || flen < 4 || strncmp(colon - 3, ".py", 3) != 0 || !colon[1] || flen >= fn ||
         strlen(colon + 1) >= un) {
         usage_error("py takes FILE.py:FUNCTION (a Python file and the function every rank "
-                    "runs), not '%s'", spec);
+                    "runs) or FILE.py (the script, run as __main__ on every rank), not '%s'",
+                    spec);
         return -1;
     }
     memcpy(file, spec, flen);

@@ -105,11 +105,14 @@ _local = threading.local()
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _me():
+def _me(needs_init=True):
     st = getattr(_local, "state", None)
     if st is None:
         raise DistError("ppv.dist is used outside a rank of `ppv fuzz py` (run the file under "
                         "ppv fuzz py FILE.py:FUNCTION -n RANKS)")
+    if needs_init and _torch_mode and not st.initialized:  # torch's own rule
+        raise RuntimeError("Default process group has not been initialized, please make sure "
+                           "to call init_process_group.")
     return st
 
 
@@ -286,16 +289,23 @@ def _member(st, grp):
 # ---- the API ------------------------------------------------------------------------------
 
 
+_BACKENDS = {"gloo", "nccl", "ppv"}  # what ppv's world stands in for (its send semantics)
+
+
 def is_available():
     return True
 
 
 def init_process_group(backend=None, init_method=None, world_size=-1, rank=-1, **kwargs):
-    st = _me()
+    st = _me(needs_init=False)
     if world_size not in (-1, st.size) or rank not in (-1, st.rank):
         raise ValueError(f"init_process_group: this is rank {st.rank} of {st.size}, not rank "
                          f"{rank} of {world_size}")
-    st.backend = "gloo" if backend is None else str(backend)
+    name = "gloo" if backend is None else str(backend).lower()
+    if not all(part.split(":")[-1] in _BACKENDS for part in name.split(",")):
+        raise ValueError(f"init_process_group: ppv stands in for the backends "
+                         f"{', '.join(sorted(_BACKENDS))}, not {backend!r}")
+    st.backend = name
     st.initialized = True
 
 
@@ -305,7 +315,7 @@ def is_initialized():
 
 
 def destroy_process_group(group=None):
-    st = _me()
+    st = _me(needs_init=False)
     if group is None:
         st.initialized = False
 
@@ -793,6 +803,115 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     scatter_object_output_list[0] = pickle.loads(blob)[get_rank(group)]
 
 
+# ---- torch.distributed code, unchanged ------------------------------------------------------
+
+_torch_mode = False  # the file uses torch.distributed itself: its calls are routed here
+
+# What a launcher (torchrun) sets for each rank; in a rank's thread, each
+# rank sees its own.
+_RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+             "MASTER_PORT")
+
+
+class _RankEnviron:
+    """os.environ with the launcher's variables per rank thread."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def _rank(self, key):
+        st = getattr(_local, "state", None)
+        if st is None or key not in _RANK_ENV:
+            return None
+        return {"RANK": st.rank, "WORLD_SIZE": st.size, "LOCAL_RANK": st.rank,
+                "LOCAL_WORLD_SIZE": st.size, "GROUP_RANK": 0, "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": 29500}[key]
+
+    def __getitem__(self, key):
+        v = self._rank(key)
+        return str(v) if v is not None else self._real[key]
+
+    def get(self, key, default=None):
+        v = self._rank(key)
+        return str(v) if v is not None else self._real.get(key, default)
+
+    def __contains__(self, key):
+        return self._rank(key) is not None or key in self._real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def __setitem__(self, key, value):
+        self._real[key] = value
+
+    def __delitem__(self, key):
+        del self._real[key]
+
+    def __iter__(self):
+        return iter(self._real)
+
+    def __len__(self):
+        return len(self._real)
+
+
+def _no_fork(*args, **kwargs):
+    if getattr(_local, "state", None) is not None:
+        raise RuntimeError("a rank forks or execs: under ppv fuzz py a rank is a thread of ppv's "
+                           "and cannot start processes of its own")
+    return _no_fork.real[_no_fork.name](*args, **kwargs)
+
+
+def _prepare(file):
+    """Called by ppv before it imports file: when the file uses
+    torch.distributed, torch.distributed's calls are routed to this module
+    (so the code runs unchanged), the launcher's environment is each
+    rank's, and a rank may not fork or exec."""
+    global _torch_mode
+    try:
+        with open(file, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return
+    import re
+    if not re.search(r"^\s*(import\s+torch\.distributed|from\s+torch\.distributed\s+import|"
+                     r"from\s+torch\s+import\s+.*\bdistributed\b)", text, re.M):
+        return  # it does not import torch.distributed itself
+    import torch.distributed as td  # ImportError: the user's file needs torch
+    for name in __all__:
+        if name not in ("DistError",):
+            setattr(td, name, globals()[name])
+    td.Work = Work
+    td.ProcessGroup = Group
+    _torch_mode = True
+    if not isinstance(os.environ, _RankEnviron):
+        os.environ = _RankEnviron(os.environ)
+    _no_fork.real = {}
+    for name in ("fork", "forkpty", "execv", "execve", "execl", "execle", "execlp", "execvp",
+                 "execvpe", "posix_spawn", "posix_spawnp"):
+        if hasattr(os, name):
+            _no_fork.real[name] = getattr(os, name)
+
+            def stop(*args, _name=name, **kwargs):
+                _no_fork.name = _name
+                return _no_fork(*args, **kwargs)
+            setattr(os, name, stop)
+
+
+def _script(file):
+    """`ppv fuzz py FILE.py -n N`: each rank runs the file as its
+    __main__, as torchrun runs it (a fresh namespace a rank and run)."""
+    import runpy
+
+    def main(rank, size):
+        try:
+            runpy.run_path(file, run_name="__main__")
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                raise RuntimeError(f"the script exited with status {e.code}") from None
+    main._ppv_file = file
+    return main
+
+
 # ---- run by ppv: one thread a rank --------------------------------------------------------
 
 
@@ -821,7 +940,8 @@ def _run_rank(function, rank, size, gen):
         _bridge.end(gen, rank, None)
         return
     _local.state = _State(rank, size, gen)
-    _local.state.target = getattr(getattr(function, "__code__", None), "co_filename", None)
+    _local.state.target = getattr(function, "_ppv_file", None) or getattr(
+        getattr(function, "__code__", None), "co_filename", None)
     error = None
     try:
         function(rank, size)

@@ -209,7 +209,8 @@ class BadInput(unittest.TestCase):
             ([f"{BAD}:nosuch", "-n", "2"], f"{BAD}: has no function nosuch"),
             ([f"{BAD}:not_a_function", "-n", "2"], f"{BAD}: has no function not_a_function"),
             ([f"{HERE}/nosuch.py:main", "-n", "2"], f"{HERE}/nosuch.py: cannot read it"),
-            ([f"{BAD}", "-n", "2"], "py takes FILE.py:FUNCTION"),
+            ([f"{BAD}x", "-n", "2"], "py takes FILE.py:FUNCTION (a Python file and the "
+                                     "function every rank runs) or FILE.py"),
             ([f"{BAD}:quits"], "py needs -n RANKS"),
             ([f"{BAD}:quits", "-n", "2", "--jobs", "2"], "runs in one job"),
             ([f"{BAD}:quits", "-n", "2", "--replay", "x", "--runs", "3"],

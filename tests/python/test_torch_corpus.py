@@ -90,6 +90,51 @@ class UnderPpv(unittest.TestCase):
         self.assertEqual(a, b)
 
 
+SCRIPT = os.path.join(HERE, "torch_script.py")
+
+
+def torch_launch(script, n, **env):
+    """Runs script as torchrun would: n processes, RANK, WORLD_SIZE and
+    MASTER_* set, gloo. Each one's (exit code, stderr)."""
+    base = dict(os.environ, WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(free_port()), PPV_CORPUS_BACKEND="torch", **env)
+    procs = [subprocess.Popen([sys.executable, script], env=dict(base, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(n)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    return [(p.returncode, e) for p, e in zip(procs, errs)]
+
+
+@unittest.skipIf(TORCH, TORCH)
+class Unchanged(unittest.TestCase):
+    """torch.distributed code as it is: the script under real torch, then
+    under ppv as each rank's __main__ (`ppv fuzz py FILE.py -n N`)."""
+
+    def test_the_script_runs_under_torch_and_under_ppv(self):
+        for r, (code, err) in enumerate(torch_launch(SCRIPT, 3)):
+            self.assertEqual(code, 0, f"rank {r} under torch: {err[-1500:]}")
+        code, rep, err = fuzz(SCRIPT, "-n", "3", "--runs", "300")
+        self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+        self.assertEqual(rep["runs"], 300)
+        self.assertEqual(rep["target"], f"py {SCRIPT}")
+
+    def test_bad_input_is_named_never_a_hang(self):
+        cases = [("mpi", "ValueError: init_process_group: ppv stands in for the backends gloo, "
+                         "nccl, ppv, not 'mpi'"),
+                 ("no_init", "RuntimeError: Default process group has not been initialized"),
+                 ("fork", "RuntimeError: a rank forks or execs")]
+        for variant, want in cases:
+            with self.subTest(variant=variant):
+                env = dict(os.environ, PPV_SCRIPT_VARIANT=variant)
+                r = subprocess.run([PPV, "fuzz", "py", SCRIPT, "-n", "3", "--runs", "5",
+                                    "--json"], capture_output=True, text=True, timeout=120,
+                                   env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                rep = json.loads(r.stdout)
+                self.assertIn(want, rep["failure"])
+                self.assertIn("(torch_script.py:", rep["failure"])
+
+
 @unittest.skipIf(TORCH, TORCH)
 class SeededBugs(unittest.TestCase):
     """Each variant is a real bug (it fails or hangs under torch too): ppv

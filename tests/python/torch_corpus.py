@@ -23,8 +23,16 @@ PROGRAMS = ["isend_then_broadcast", "two_isends_then_recv_any", "wait_one_of_two
             "object_collectives", "a_group_and_its_non_member", "recv_any_names_the_sender"]
 
 
+def _init():
+    """Each program starts as torch code does (under torch the runner has
+    initialized the group once for all of them)."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+
+
 def isend_then_broadcast(rank, size):
     """An isend stays pending across a collective; its wait comes after."""
+    _init()
     if rank == 0:
         w = dist.isend(torch.arange(4, dtype=torch.float32), 1)
         b = torch.zeros(1)
@@ -44,6 +52,7 @@ def isend_then_broadcast(rank, size):
 def two_isends_then_recv_any(rank, size):
     """Stage 0 with D_in = 2: two envelopes in flight, then whichever
     result comes back first."""
+    _init()
     if rank == 0:
         works = [dist.isend(torch.tensor([float(p)]), p) for p in (1, 2)]
         got = set()
@@ -65,6 +74,7 @@ def two_isends_then_recv_any(rank, size):
 def wait_one_of_two(rank, size):
     """wait() on one of two pending receives returns when that one is
     matched; the other completes later."""
+    _init()
     if rank == 0:
         a, b = torch.zeros(1), torch.zeros(1)
         wa = dist.irecv(a, 1)
@@ -85,6 +95,7 @@ def wait_one_of_two(rank, size):
 
 def batch_ring(rank, size):
     """batch_isend_irecv around the ring, every rank at once."""
+    _init()
     out = torch.full((3,), float(rank))
     got = torch.zeros(3)
     ops = [dist.P2POp(dist.isend, out, (rank + 1) % size),
@@ -96,6 +107,7 @@ def batch_ring(rank, size):
 
 def reductions_of_every_dtype(rank, size):
     """The reductions gloo has, on the tensor's own dtype."""
+    _init()
     x = torch.tensor([rank + 1, 1 << rank], dtype=torch.int64)
     dist.all_reduce(x)
     assert x.tolist() == [6, 7]
@@ -123,6 +135,7 @@ def reductions_of_every_dtype(rank, size):
 
 
 def gathers_and_scatters(rank, size):
+    _init()
     mine = torch.tensor([10 * rank], dtype=torch.int32)
     every = [torch.zeros(1, dtype=torch.int32) for _ in range(size)]
     dist.all_gather(every, mine)
@@ -144,6 +157,7 @@ def gathers_and_scatters(rank, size):
 
 
 def object_collectives(rank, size):
+    _init()
     objs = [{"chunk": 3, "epoch": 1}, "stop"] if rank == 1 else [None, None]
     dist.broadcast_object_list(objs, src=1)
     assert objs == [{"chunk": 3, "epoch": 1}, "stop"]
@@ -163,6 +177,7 @@ def object_collectives(rank, size):
 def a_group_and_its_non_member(rank, size):
     """Every rank calls new_group; a rank outside it calling a collective
     on it returns at once."""
+    _init()
     mesh = dist.new_group([1, 2])
     assert dist.get_process_group_ranks(mesh) == [1, 2]
     x = torch.tensor([float(rank)])
@@ -180,6 +195,7 @@ def a_group_and_its_non_member(rank, size):
 
 
 def recv_any_names_the_sender(rank, size):
+    _init()
     if rank == 0:
         seen = []
         for _ in range(size - 1):
