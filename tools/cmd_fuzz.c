@@ -187,11 +187,12 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     }
     a->py_target = argc - optind >= 1 && !strcmp(argv[optind], "py");
     if (a->py_target && argc - optind != 2)
-        return usage_error("py takes FILE.py:FUNCTION: ppv fuzz py FILE.py:FUNCTION -n RANKS%s",
+        return usage_error("py takes FILE.py:FUNCTION or FILE.py: ppv fuzz py FILE.py[:FUNCTION] "
+                           "-n RANKS%s",
                            "");
     if (!a->py_target && argc - optind != 1)
         return usage_error("takes one TARGET: a schedule file, pp, checker, or py "
-                           "FILE.py:FUNCTION%s", "");
+                           "FILE.py[:FUNCTION]%s", "");
     a->target = argv[optind];
     if (a->py_target) {
         a->py_spec = argv[optind + 1];

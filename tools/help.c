@@ -186,7 +186,7 @@ static const help_command commands[] = {
      "D_in, D_out, the policy, the seed or the mesh size. Exit 1 when the run fails (or, "
      "with --inject, when the fault is not caught as it must be).",
      pp_groups, pp_examples},
-    {"fuzz", "SCHEDULE|pp|checker [options] | py FILE.py:FUNCTION -n N [options] | explain TRACE",
+    {"fuzz", "SCHEDULE|pp|checker [options] | py FILE.py[:FUNCTION] -n N [options] | explain TRACE",
      "Runs the target many times, each under other scheduler decisions (random, PCT, a "
      "portfolio of both, or dfs: each class of equivalent interleavings once, where a probe "
      "and a send on its channel are the only steps that do not commute), and checks every run "
@@ -209,11 +209,13 @@ static const help_command commands[] = {
      "TRACE runs a trace ppv fuzz wrote again on the target its target line names and tells "
      "the failure: the steps around the forced ones (marked *), every probe that finds a "
      "message, the end, and the replay's verdict (its exit code). TARGET py FILE.py:FUNCTION "
-     "runs FUNCTION(rank, world_size) on every rank of an -n world, each rank a Python "
-     "thread whose ppv.dist calls (python/ppv/dist.py, shaped like torch.distributed) are "
-     "the scheduling points: a deadlock, a collective mismatch, an exception on any rank or "
-     "a rank idle past --idle is a failure, with each rank's place (file:line); --replay "
-     "TRACE runs a trace it wrote again.",
+     "runs FUNCTION(rank, world_size) on every rank of an -n world, and py FILE.py runs the "
+     "script as every rank's __main__ (as torchrun runs it), each rank a Python thread whose "
+     "ppv.dist calls (python/ppv/dist.py, torch.distributed's semantics with gloo; a file "
+     "that imports torch.distributed has its calls routed there, unchanged) are the "
+     "scheduling points: a deadlock, a collective mismatch, an exception on any rank or a "
+     "rank idle past --idle is a failure, with each rank's place (file:line); --replay TRACE "
+     "runs a trace it wrote again.",
      fuzz_groups, fuzz_examples},
     {"launch", "-n N -- COMMAND [ARGS...]",
      "Starts N copies of COMMAND, each with PPV_LAUNCH_RANK (0 to N-1), PPV_LAUNCH_SIZE (N) "
