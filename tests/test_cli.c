@@ -1083,7 +1083,11 @@ static void test_every_list_refuses_an_empty_item(void **state) {
     /* lists: no empty item */
     static const char *const lists[][3] = {{"fuzz", "--faults", ""},     {"fuzz", "--faults", ","},
                                            {"fuzz", "--faults", "drop,"}, {"pp", "--hard-cut-at", "1,,2"},
-                                           {"run", "--recompute", "0,"},  {"check", "--mem-cap", "1G,"}};
+                                           {"run", "--recompute", "0,"},  {"check", "--mem-cap", "1G,"},
+                                           {"pp", "--generator-params", "layers=1,,d_ff=8"},
+                                           {"pp", "--generator-params", "layers=1,layers=2"},
+                                           {"pp", "--cost", "decode=1,decode=2"},
+                                           {"check", "--model", "layers=4,,hidden=64"}};
     for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
         const char *argv[8];
         int n = 0;

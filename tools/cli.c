@@ -745,6 +745,13 @@ int pp_pipeline_finish(ppv_pp_options *o) {
     }
     if (o->generator || !o->generator_params) return 0;
     char err[512];
+    ppv_pair items[8];
+    if (ppv_parse_pairs(o->generator_params, items, 8, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv %s: --generator-params needs key=value items: %s, not '%s'\n", g_cmd,
+                err, o->generator_params);
+        bad_option();
+        return -1;
+    }
     if (ppv_gen_config_parse(o->generator_params, o->model.cond_dim, &o->model, err, sizeof err) <
         0) {
         usage_error("--generator-params: %s", err);
