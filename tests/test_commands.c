@@ -867,7 +867,7 @@ static void test_errors_start_with_ppv_and_give_the_os_reason(void **state) {
     assert_int_equal(r.code, 2);
     char want[4400];
     snprintf(want, sizeof want,
-             "ppv gen: --output: cannot write %s: No such file or directory\n(run 'ppv help gen' "
+             "ppv gen: --output (-o): cannot write %s: No such file or directory\n(run 'ppv help gen' "
              "for usage)\n",
              missing);
     assert_string_equal(r.err, want);

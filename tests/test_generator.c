@@ -61,11 +61,11 @@ static void test_builtin_with_8_heads_runs_a_mesh_of_8_with_mesh_1s_bits(void **
     assert_non_null(strstr(r.err, "the built-in generator has no setting 'depth'"));
     run_free(&r);
     static const char *const bad[][2] = {
-        {"n_heads=8,", "end in a comma"},
+        {"n_heads=8,", "--generator-params needs key=value items: an empty item (a trailing ',')"},
         {"layers=two", "'layers=two' is not key=N"},
         {"layers=-1", "'layers=-1' is not key=N"},
         {"layers=2000000", "layers = 2000000 is out of range: 1..1048576"},
-        {"layers=2,,seed=1", "key=value items separated by commas"},
+        {"layers=2,,seed=1", "--generator-params needs key=value items: an empty item (',,')"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         r = RUN("pp", "--generator-params", bad[k][0]);

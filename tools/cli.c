@@ -108,6 +108,14 @@ static void value_message(const char *name, const option_value *v, const char *w
             what ? " with " : "", range, arg);
 }
 
+/* An option's name in messages: "ranks (-p)" where it has a letter, so
+ * the spelling the user typed is there either way. */
+static const char *shown_name(const cli_option *o, char *buf, size_t n) {
+    if (!o->short_name) return o->name;
+    snprintf(buf, n, "%s (-%c)", o->name, o->short_name);
+    return buf;
+}
+
 /* (cli.h) */
 int value_error(const char *name, const option_value *v, const char *what, const char *arg) {
     value_message(name, v, what, arg);
@@ -172,25 +180,27 @@ static int read_value(cli_parser *p, const cli_option *o, const char *arg) {
     const option_value *v = &o->value;
     int64_t n;
     double x;
+    char shown[96];
+    const char *name = shown_name(o, shown, sizeof shown);
     switch (v->kind) {
     case OV_INT:
-        if (ppv_parse_whole(arg, v->lo, v->hi, &n) < 0) return value_message(o->name, v, NULL, arg), -1;
+        if (ppv_parse_whole(arg, v->lo, v->hi, &n) < 0) return value_message(name, v, NULL, arg), -1;
         p->num = n;
         return 0;
     case OV_BYTES:
-        if (ppv_parse_bytes(arg, v->lo, v->hi, &n) < 0) return value_message(o->name, v, NULL, arg), -1;
+        if (ppv_parse_bytes(arg, v->lo, v->hi, &n) < 0) return value_message(name, v, NULL, arg), -1;
         p->num = n;
         return 0;
     case OV_SECONDS:
     case OV_FRAC:
         if (ppv_parse_fraction(arg, v->flo, v->fhi, &x) < 0 || (v->open_lo && x == v->flo))
-            return value_message(o->name, v, NULL, arg), -1;
+            return value_message(name, v, NULL, arg), -1;
         p->real = x;
         return 0;
     case OV_OUT:
-        return output_file_ok(o->name, arg);
+        return output_file_ok(name, arg);
     case OV_DIR:
-        return output_dir_ok(o->name, arg);
+        return output_dir_ok(name, arg);
     default: return 0; /* read by the command */
     }
 }
@@ -247,7 +257,9 @@ int byte_list(const cli_parser *p, const char *arg, double *v, int max) {
         v[k++] = (double)b;
     }
     if (rc == 0) return k;
-    value_error(p->cur->name, val, k == max ? "at most 4096 items, each" : "a list, each", arg);
+    char what[64] = "a list, each";
+    if (k == max) snprintf(what, sizeof what, "at most %d items, each", max);
+    value_error(p->cur->name, val, what, arg);
     return -1;
 }
 
