@@ -1487,6 +1487,11 @@ static void test_unreadable_recordings_exit_2_naming_the_place(void **state) {
  * reads, its whole header does not), 1282 in a call group's header. */
 static void test_a_flipped_metadata_byte_is_one_verdict_in_every_command(void **state) {
     (void)state;
+    /* HDF5 1.10.8 leaks the object header it was loading when it turns out
+     * corrupted (tests/lsan.supp, valgrind.supp); in ppv's children its free
+     * lists hide that stack from valgrind's suppression, so this runs
+     * natively and under ASan+LSan, not under memcheck */
+    if (RUNNING_ON_VALGRIND) skip();
     char golden[4200];
     snprintf(golden, sizeof golden, "%s/infer_pp1_stash_cut.h5", PPV_GOLDEN_DIR);
     static const struct {
