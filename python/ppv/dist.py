@@ -724,12 +724,10 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
 
 def _objects_gather(st, grp, blob, what):
     """Every member's bytes of any length, in group rank order."""
-    np = _np()
     sizes = _gather_bytes(st, grp, struct.pack("<q", len(blob)), what)
     longest = max(struct.unpack("<q", s)[0] for s in sizes)
     padded = blob + bytes(longest - len(blob))
     parts = _gather_bytes(st, grp, padded, what) if longest else [b""] * len(sizes)
-    del np
     return [p[:struct.unpack("<q", s)[0]] for p, s in zip(parts, sizes)]
 
 
