@@ -1,5 +1,5 @@
-/* external.c - ranks that are threads of any language (ppv_ext): a Python
- * control plane's ranks, say, each an OS thread, run as the ranks of a
+/* external.c - ranks that are threads or processes of any language
+ * (ppv_ext): a Python control plane's ranks, say, run as the ranks of a
  * mock world under its deterministic scheduler.
  *
  * Each rank's coroutine (ppv_ext_rank_main) and its thread take turns,
@@ -13,6 +13,15 @@
  * which one is the scheduler's decision alone: a run is as deterministic as
  * a run of ppv's own ranks, with every policy, explorer and fault.
  *
+ * The turn is one word a rank, a futex: its bits say whose turn it is and
+ * whether the thread has joined or ended, the coroutine gone or the
+ * bridge closed. A change of the word wakes whoever waits on it, so no
+ * wake-up is lost, and a process that dies holds no lock. A shared bridge
+ * (ppv_ext_new_shared) lives in shared memory with a payload area a
+ * rank, so its "threads" may be processes forked after it was made: the
+ * thread side copies a call's data into its payload, the coroutine makes
+ * the call on the payload, and the thread side copies the answer out.
+ *
  * Every wait has a bound. The coroutine waits for its thread at most
  * idle_seconds of wall time (a thread that computes, sleeps or waits on
  * something else that long is a failure naming its rank and its last
@@ -21,12 +30,17 @@
  * the world always resumes (a deadlock's unwinding fails its call with
  * PPV_ERR_ABORTED), or for ppv_ext_close.
  */
+#define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "world_internal.h"
 
@@ -48,148 +62,291 @@ typedef enum ext_op {
     EXT_END
 } ext_op;
 
+/* The turn word's bits. */
+enum {
+    T_THREAD = 1,  /* the thread runs; clear: the coroutine has its call */
+    T_JOINED = 2,  /* the thread called ppv_ext_begin */
+    T_GONE = 4,    /* the coroutine serves it no more: calls fail at once */
+    T_ENDED = 8,   /* the thread called ppv_ext_end (or its process died) */
+    T_CLOSED = 16  /* ppv_ext_close */
+};
+
+/* A receive posted by irecv whose data is not yet the caller's: on the
+ * coroutine's side of a shared bridge, the buffer the world receives
+ * into; on the thread's, where the caller wants the data. */
+typedef struct posted {
+    int64_t id;
+    void *buf;
+    size_t bytes;
+} posted;
+
+typedef struct posted_list {
+    posted *v;
+    int64_t n, cap;
+} posted_list;
+
 typedef struct ext_rank {
-    pthread_cond_t cv; /* the rank's two sides wait on it: a hand-over wakes one thread */
-    int thread_turn; /* 1: the thread runs; 0: the coroutine has its call */
-    int joined;      /* the thread called ppv_ext_begin */
-    int gone;        /* the coroutine serves it no more: calls fail at once */
-    int ended;       /* the thread called ppv_ext_end */
+    uint32_t turn; /* the futex: T_* bits */
     ext_op op;
-    const void *sbuf;
-    void *rbuf;
+    const void *sbuf; /* the call's data, as the coroutine reads it (a */
+    void *rbuf;       /* shared bridge's: in the payload) */
     size_t bytes;
     int32_t peer, comm;
-    int *arrived;  /* EXT_PROBE's answer, EXT_TEST_OP's "done" */
-    int64_t *opid; /* EXT_ISEND, EXT_IRECV: the posted op's number */
     int64_t op_id; /* EXT_WAIT_OP, EXT_TEST_OP: which */
     int rc;
+    int answer;        /* EXT_PROBE's "arrived", EXT_TEST_OP's "done" */
+    int64_t answer_id; /* EXT_ISEND, EXT_IRECV: the posted op's number */
+    size_t answer_bytes; /* a shared bridge: the bytes the answer left in the payload */
     int64_t calls;
-    char what[64];  /* the call's place, in the deadlock report */
-    char last[64];  /* the last call's place, for an idle thread's report */
+    char what[64];   /* the call's place, in the deadlock report */
+    char last[64];   /* the last call's place, for an idle thread's report */
     char error[512]; /* EXT_END: the thread's failure; "" when it returned */
+    unsigned char *payload; /* a shared bridge: the rank's data travels here */
+    /* a shared bridge's thread side: its own (process's) posted receives,
+     * and the process that made the list (another process, reporting a
+     * death, leaves it alone) */
+    posted_list *own;
+    pid_t own_pid;
 } ext_rank;
 
 struct ppv_ext {
-    pthread_mutex_t mu;
     int32_t n;
     double idle_seconds;
-    int closed;
+    int shared;
+    int futex_op_flags; /* FUTEX_PRIVATE_FLAG unless shared */
+    size_t payload_bytes; /* a shared bridge: each rank's payload */
+    size_t map_bytes;     /* a shared bridge: the whole mapping */
     ext_rank *r;
+    /* the coroutine side's, in the memory of the process that made the
+     * bridge: a shared bridge's posted receives, per rank */
+    posted_list *side;
 };
 
-ppv_ext *ppv_ext_new(int32_t nranks, double idle_seconds, char *err, size_t errlen) {
+/* ---- posted receives -------------------------------------------------------- */
+
+static int posted_add(posted_list *l, int64_t id, void *buf, size_t bytes) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 8;
+        posted *grown = realloc(l->v, (size_t)cap * sizeof *grown);
+        if (!grown) return -1;
+        l->v = grown;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (posted){id, buf, bytes};
+    return 0;
+}
+
+/* Takes op id out of l: 1 with *out, or 0 (not a posted receive). */
+static int posted_take(posted_list *l, int64_t id, posted *out) {
+    for (int64_t k = 0; l && k < l->n; k++)
+        if (l->v[k].id == id) {
+            *out = l->v[k];
+            l->v[k] = l->v[--l->n];
+            return 1;
+        }
+    return 0;
+}
+
+static void posted_clear(posted_list *l, int free_buffers) {
+    for (int64_t k = 0; free_buffers && k < l->n; k++) free(l->v[k].buf);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- the turn word ---------------------------------------------------------- */
+
+static uint32_t turn_of(const ext_rank *e) {
+    return __atomic_load_n(&e->turn, __ATOMIC_ACQUIRE);
+}
+
+/* Sets and clears bits of e's word and wakes whoever waits on it. */
+static void turn_change(const ppv_ext *x, ext_rank *e, uint32_t set, uint32_t clear) {
+    uint32_t v = turn_of(e);
+    while (!__atomic_compare_exchange_n(&e->turn, &v, (v | set) & ~clear, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+    }
+    syscall(SYS_futex, &e->turn, FUTEX_WAKE | x->futex_op_flags, INT_MAX, NULL, NULL, 0);
+}
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Waits until (word & mask) == want or the word has a bit of stop, at
+ * most seconds (< 0: no bound); the word, or 0 with *timed_out. */
+static uint32_t turn_wait(const ppv_ext *x, ext_rank *e, uint32_t mask, uint32_t want,
+                          uint32_t stop, double seconds, int *timed_out) {
+    double until = seconds >= 0 ? now_seconds() + seconds : 0;
+    *timed_out = 0;
+    for (;;) {
+        uint32_t v = turn_of(e);
+        if ((v & mask) == want || (v & stop)) return v;
+        struct timespec left, *bound = NULL;
+        if (seconds >= 0) {
+            double rest = until - now_seconds();
+            if (rest <= 0) {
+                *timed_out = 1;
+                return 0;
+            }
+            left.tv_sec = (time_t)rest;
+            left.tv_nsec = (long)((rest - (double)left.tv_sec) * 1e9);
+            bound = &left;
+        }
+        /* sleeps only while the word is still v: a change in between is seen */
+        syscall(SYS_futex, &e->turn, FUTEX_WAIT | x->futex_op_flags, v, bound, NULL, 0);
+    }
+}
+
+/* ---- making and freeing ----------------------------------------------------- */
+
+static int check_new(int32_t nranks, double idle_seconds, char *err, size_t errlen) {
     if (nranks < 1 || !(idle_seconds > 0)) {
         ppv_errf(err, errlen, "external ranks: %d ranks and %g s idle bound: need at least 1 "
                  "and more than 0", (int)nranks, idle_seconds);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+ppv_ext *ppv_ext_new(int32_t nranks, double idle_seconds, char *err, size_t errlen) {
+    if (check_new(nranks, idle_seconds, err, errlen) < 0) return NULL;
     ppv_ext *x = calloc(1, sizeof *x);
     ext_rank *r = calloc((size_t)nranks, sizeof *r);
-    pthread_condattr_t ca;
-    if (!x || !r || pthread_condattr_init(&ca) != 0) {
+    if (!x || !r) {
         free(x);
         free(r);
         ppv_errf(err, errlen, "out of memory");
         return NULL;
     }
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int ok = pthread_mutex_init(&x->mu, NULL) == 0;
-    int32_t made = 0;
-    while (ok && made < nranks && pthread_cond_init(&r[made].cv, &ca) == 0) made++;
-    if (!ok || made < nranks) {
-        while (made > 0) pthread_cond_destroy(&r[--made].cv);
-        if (ok) pthread_mutex_destroy(&x->mu);
-        pthread_condattr_destroy(&ca);
-        free(x);
-        free(r);
-        ppv_errf(err, errlen, "external ranks: cannot make a lock");
-        return NULL;
-    }
-    pthread_condattr_destroy(&ca);
     x->n = nranks;
     x->idle_seconds = idle_seconds;
+    x->futex_op_flags = FUTEX_PRIVATE_FLAG;
     x->r = r;
     return x;
 }
 
+ppv_ext *ppv_ext_new_shared(int32_t nranks, double idle_seconds, size_t message_bytes,
+                            char *err, size_t errlen) {
+    if (check_new(nranks, idle_seconds, err, errlen) < 0) return NULL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t head = sizeof(ppv_ext) + (size_t)nranks * sizeof(ext_rank);
+    head = (head + page - 1) / page * page;
+    size_t each = (message_bytes + page - 1) / page * page;
+    if (!each || each > ((size_t)1 << 40) / (size_t)nranks) {
+        ppv_errf(err, errlen, "external ranks: %zu bytes a message on %d ranks: need 1 to %zu",
+                 message_bytes, (int)nranks, ((size_t)1 << 40) / (size_t)nranks);
+        return NULL;
+    }
+    size_t total = head + (size_t)nranks * each;
+    /* pages are taken only as messages touch them */
+    void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    posted_list *side = calloc((size_t)nranks, sizeof *side);
+    if (m == MAP_FAILED || !side) {
+        if (m != MAP_FAILED) munmap(m, total);
+        free(side);
+        ppv_errf(err, errlen, "external ranks: cannot map %zu bytes of shared memory", total);
+        return NULL;
+    }
+    ppv_ext *x = m;
+    x->n = nranks;
+    x->idle_seconds = idle_seconds;
+    x->shared = 1;
+    x->payload_bytes = each;
+    x->map_bytes = total;
+    x->r = (ext_rank *)(x + 1);
+    x->side = side;
+    for (int32_t k = 0; k < nranks; k++)
+        x->r[k].payload = (unsigned char *)m + head + (size_t)k * each;
+    return x;
+}
+
+static void clear_sides(ppv_ext *x) {
+    for (int32_t k = 0; x->side && k < x->n; k++) posted_clear(&x->side[k], 1);
+}
+
+void ppv_ext_reset(ppv_ext *x) {
+    if (!x) return;
+    clear_sides(x);
+    for (int32_t k = 0; k < x->n; k++) {
+        unsigned char *payload = x->r[k].payload;
+        memset(&x->r[k], 0, sizeof x->r[k]); /* a process's own list went with it */
+        x->r[k].payload = payload;
+    }
+}
+
 void ppv_ext_close(ppv_ext *x) {
     if (!x) return;
-    pthread_mutex_lock(&x->mu);
-    x->closed = 1;
-    for (int32_t k = 0; k < x->n; k++) pthread_cond_broadcast(&x->r[k].cv);
-    pthread_mutex_unlock(&x->mu);
+    for (int32_t k = 0; k < x->n; k++) turn_change(x, &x->r[k], T_CLOSED, 0);
 }
 
 void ppv_ext_free(ppv_ext *x) {
     if (!x) return;
-    pthread_mutex_destroy(&x->mu);
-    for (int32_t k = 0; k < x->n; k++) pthread_cond_destroy(&x->r[k].cv);
+    clear_sides(x);
+    if (x->shared) {
+        free(x->side);
+        munmap(x, x->map_bytes);
+        return;
+    }
     free(x->r);
     free(x);
-}
-
-/* Waits on e's condition until *flag == want, at most seconds (< 0: no
- * bound but x->closed); 0, or ETIMEDOUT. Called with x->mu held. */
-static int wait_for(ppv_ext *x, ext_rank *e, const int *flag, int want, const int *gone,
-                    double seconds) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    if (seconds >= 0) {
-        double whole = (double)(int64_t)seconds;
-        until.tv_sec += (time_t)whole;
-        until.tv_nsec += (long)((seconds - whole) * 1e9);
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-    }
-    while (*flag != want && !x->closed && !(gone && *gone)) {
-        int rc = seconds >= 0 ? pthread_cond_timedwait(&e->cv, &x->mu, &until)
-                              : pthread_cond_wait(&e->cv, &x->mu);
-        if (rc == ETIMEDOUT && *flag != want) return ETIMEDOUT;
-    }
-    return 0;
 }
 
 /* ---- the coroutine's side --------------------------------------------------- */
 
 /* Hands the turn to rank's thread and takes its next call; -1 when the
  * thread overran the idle bound or the bridge was closed (the run has
- * failed then), else the call's op. With x->mu held. */
+ * failed then), else the call's op. */
 static int take_call(ppv_ext *x, ppv_transport *t, int32_t rank, int first) {
     ext_rank *e = &x->r[rank];
+    int late;
     if (first) {
-        if (wait_for(x, e, &e->joined, 1, NULL, x->idle_seconds) != 0 || x->closed) {
-            e->gone = 1;
-            pthread_mutex_unlock(&x->mu);
+        uint32_t v = turn_wait(x, e, T_JOINED, T_JOINED, T_CLOSED, x->idle_seconds, &late);
+        if (late || (v & T_CLOSED)) {
+            turn_change(x, e, T_GONE, 0);
             ppv_world_fail(t, rank, "its thread did not start within %g s", x->idle_seconds);
-            pthread_mutex_lock(&x->mu);
             return -1;
         }
     }
-    if (e->ended) return EXT_END; /* ended before its first call */
-    e->thread_turn = 1;
-    pthread_cond_broadcast(&e->cv);
-    if (wait_for(x, e, &e->thread_turn, 0, NULL, x->idle_seconds) != 0 || x->closed) {
-        e->gone = 1;
-        char last[sizeof e->last];
-        snprintf(last, sizeof last, "%s", e->last);
-        int64_t calls = e->calls;
-        pthread_mutex_unlock(&x->mu);
-        if (calls)
+    if (turn_of(e) & T_ENDED) return EXT_END; /* ended before this call */
+    turn_change(x, e, T_THREAD, 0);
+    uint32_t v = turn_wait(x, e, T_THREAD, 0, T_CLOSED, x->idle_seconds, &late);
+    if (late || (v & T_CLOSED)) {
+        turn_change(x, e, T_GONE, 0);
+        if (e->calls)
             ppv_world_fail(t, rank, "ran for more than %g s without a call to ppv after its "
-                           "call %lld (%s)", x->idle_seconds, (long long)calls, last);
+                           "call %lld (%s)", x->idle_seconds, (long long)e->calls, e->last);
         else
             ppv_world_fail(t, rank, "ran for more than %g s without a call to ppv from its start",
                            x->idle_seconds);
-        pthread_mutex_lock(&x->mu);
         return -1;
     }
-    return (int)e->op;
+    return v & T_ENDED ? EXT_END : (int)e->op;
+}
+
+/* A shared bridge's gathered bytes (the members' parts) fit the payload
+ * after the rank's own part; 0, or PPV_ERR_TOO_BIG. */
+static int gather_fits(const ppv_ext *x, ppv_world *w, const ext_rank *e) {
+    int32_t members = e->comm >= 0 && e->comm < w->ncomms ? w->comms[e->comm].n : 0;
+    size_t own = (e->bytes + 63) / 64 * 64;
+    if (members && e->bytes > (x->payload_bytes - own) / (size_t)members) return PPV_ERR_TOO_BIG;
+    return 0;
+}
+
+/* A shared bridge: the posted receive id of rank, if done, into its
+ * payload (the thread side takes it from there). */
+static void hand_posted(ppv_ext *x, int32_t rank, ext_rank *e, int64_t id) {
+    posted p;
+    if (!x->shared || !posted_take(&x->side[rank], id, &p)) return;
+    memcpy(e->payload, p.buf, p.bytes);
+    e->answer_bytes = p.bytes;
+    free(p.buf);
 }
 
 /* Makes rank's call on the transport (a scheduling point). */
-static int make_call(ppv_transport *t, int32_t rank, ext_rank *e) {
+static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
     const ppv_transport_ops *o = t->ops;
     switch (e->op) {
     case EXT_SEND: return o->send(t->impl, rank, e->sbuf, e->bytes, e->peer, e->comm, e->what);
@@ -199,9 +356,14 @@ static int make_call(ppv_transport *t, int32_t rank, ext_rank *e) {
     case EXT_ALLREDUCE:
         return o->allreduce_f32(t->impl, rank, e->rbuf, e->bytes / sizeof(float), e->comm,
                                 e->what);
-    case EXT_ALLGATHER:
-        return o->allgather(t->impl, rank, e->sbuf, e->rbuf, e->bytes, e->comm, e->what);
-    case EXT_PROBE: return o->probe(t->impl, rank, e->peer, e->comm, e->arrived);
+    case EXT_ALLGATHER: {
+        int rc = x->shared ? gather_fits(x, t->impl, e) : 0;
+        if (!rc) rc = o->allgather(t->impl, rank, e->sbuf, e->rbuf, e->bytes, e->comm, e->what);
+        if (!rc && x->shared) /* the members' parts, for the thread side to copy */
+            e->answer_bytes = (size_t)((ppv_world *)t->impl)->comms[e->comm].n * e->bytes;
+        return rc;
+    }
+    case EXT_PROBE: return o->probe(t->impl, rank, e->peer, e->comm, &e->answer);
     case EXT_YIELD: o->yield(t->impl, rank); return 0;
     case EXT_GROUP_START: return o->group_start(t->impl, rank);
     case EXT_GROUP_END: return o->group_end(t->impl, rank);
@@ -209,12 +371,36 @@ static int make_call(ppv_transport *t, int32_t rank, ext_rank *e) {
         return world_wait_any(t->impl, rank, e->comm, e->what);
     case EXT_ISEND:
         return world_post_async(t->impl, rank, 1, e->sbuf, NULL, e->bytes, e->peer, e->comm,
-                                e->what, e->opid);
-    case EXT_IRECV:
-        return world_post_async(t->impl, rank, 0, NULL, e->rbuf, e->bytes, e->peer, e->comm,
-                                e->what, e->opid);
-    case EXT_WAIT_OP: return world_wait_async(t->impl, rank, e->op_id, e->what);
-    case EXT_TEST_OP: return world_test_async(t->impl, rank, e->op_id, e->arrived);
+                                e->what, &e->answer_id);
+    case EXT_IRECV: {
+        if (!x->shared)
+            return world_post_async(t->impl, rank, 0, NULL, e->rbuf, e->bytes, e->peer, e->comm,
+                                    e->what, &e->answer_id);
+        /* the data outlives the call: a buffer of this process's until it is waited for */
+        void *buf = malloc(e->bytes ? e->bytes : 1);
+        if (!buf) {
+            ppv_world_fail_env(t, rank, "out of memory posting %s", e->what);
+            return PPV_ERR_ABORTED;
+        }
+        int rc = world_post_async(t->impl, rank, 0, NULL, buf, e->bytes, e->peer, e->comm,
+                                  e->what, &e->answer_id);
+        if (rc == 0 && posted_add(&x->side[rank], e->answer_id, buf, e->bytes) < 0) {
+            ppv_world_fail_env(t, rank, "out of memory posting %s", e->what);
+            return PPV_ERR_ABORTED; /* the world has the buffer: it is lost, not freed */
+        }
+        if (rc != 0) free(buf);
+        return rc;
+    }
+    case EXT_WAIT_OP: {
+        int rc = world_wait_async(t->impl, rank, e->op_id, e->what);
+        if (rc == 0) hand_posted(x, rank, e, e->op_id);
+        return rc;
+    }
+    case EXT_TEST_OP: {
+        int rc = world_test_async(t->impl, rank, e->op_id, &e->answer);
+        if (rc == 0 && e->answer) hand_posted(x, rank, e, e->op_id);
+        return rc;
+    }
     case EXT_END: break;
     }
     return PPV_ERR_USAGE;
@@ -227,37 +413,28 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         return;
     }
     ext_rank *e = &x->r[rank];
-    pthread_mutex_lock(&x->mu);
     for (int first = 1;; first = 0) {
         int op = take_call(x, t, rank, first);
         if (op < 0) break;
         if (op == EXT_END) {
-            e->gone = 1;
+            turn_change(x, e, T_GONE, 0);
             world_end_async(t->impl, rank); /* its pending receives are taken back */
-            char error[sizeof e->error];
-            snprintf(error, sizeof error, "%s", e->error);
-            pthread_mutex_unlock(&x->mu);
-            if (error[0]) ppv_world_fail(t, rank, "%s", error);
-            pthread_mutex_lock(&x->mu);
+            if (e->error[0]) ppv_world_fail(t, rank, "%s", e->error);
             break;
         }
-        pthread_mutex_unlock(&x->mu);
-        int rc = make_call(t, rank, e); /* other ranks run meanwhile */
+        e->answer_bytes = 0;
+        int rc = make_call(x, t, rank, e); /* other ranks run meanwhile */
         if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY &&
             e->op != EXT_TEST_OP)
             ppv_world_progress(t, rank);
-        pthread_mutex_lock(&x->mu);
         e->rc = rc;
         if (rc == PPV_ERR_ABORTED) {
             /* the world stopped, or this rank died: nothing more can happen
              * on it, so its thread's later calls fail at once */
-            e->gone = 1;
-            pthread_cond_broadcast(&e->cv);
+            turn_change(x, e, T_GONE, 0);
             break;
         }
     }
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&x->mu);
 }
 
 /* ---- the thread's side ------------------------------------------------------ */
@@ -269,78 +446,90 @@ static int check_rank(const ppv_ext *x, int32_t rank) {
 int ppv_ext_begin(ppv_ext *x, int32_t rank) {
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
     ext_rank *e = &x->r[rank];
-    pthread_mutex_lock(&x->mu);
-    e->joined = 1;
-    pthread_cond_broadcast(&e->cv);
-    wait_for(x, e, &e->thread_turn, 1, &e->gone, -1);
-    int rc = e->gone || x->closed ? PPV_ERR_ABORTED : 0;
-    pthread_mutex_unlock(&x->mu);
-    return rc;
+    turn_change(x, e, T_JOINED, 0);
+    int late;
+    uint32_t v = turn_wait(x, e, T_THREAD, T_THREAD, T_GONE | T_CLOSED, -1, &late);
+    return v & (T_GONE | T_CLOSED) ? PPV_ERR_ABORTED : 0;
 }
 
-/* Leaves the call (already in e) for the coroutine and waits for its
- * result. With x->mu held; returns with it released. */
-static int hand_over(ppv_ext *x, ext_rank *e) {
-    if (e->gone || x->closed) {
-        pthread_mutex_unlock(&x->mu);
-        return PPV_ERR_ABORTED;
+/* Thread rank's call op (its arguments in e's fields, set by the
+ * caller), made by its coroutine: its result, with the answer's values in
+ * e. A shared bridge's call takes sbytes from sbuf into the payload. */
+static int call(ppv_ext *x, ext_rank *e, ext_op op, const void *sbuf, size_t sbytes,
+                const char *what) {
+    if (turn_of(e) & (T_GONE | T_CLOSED)) return PPV_ERR_ABORTED;
+    e->op = op;
+    snprintf(e->what, sizeof e->what, "%s", what ? what : "");
+    e->answer = 0;
+    e->answer_id = 0;
+    if (x->shared) {
+        if (sbytes > x->payload_bytes || e->bytes > x->payload_bytes) return PPV_ERR_TOO_BIG;
+        if (sbytes) memcpy(e->payload, sbuf, sbytes);
+        e->sbuf = e->payload;
+        /* an all-gather's parts go after the rank's own */
+        e->rbuf = op == EXT_ALLGATHER ? e->payload + (sbytes + 63) / 64 * 64 : e->payload;
     }
     e->calls++;
     snprintf(e->last, sizeof e->last, "%s", e->what);
-    e->thread_turn = 0;
-    pthread_cond_broadcast(&e->cv);
-    wait_for(x, e, &e->thread_turn, 1, &e->gone, -1);
-    int rc = e->thread_turn == 1 ? e->rc : PPV_ERR_ABORTED;
-    pthread_mutex_unlock(&x->mu);
-    return rc;
+    turn_change(x, e, 0, T_THREAD);
+    int late;
+    uint32_t v = turn_wait(x, e, T_THREAD, T_THREAD, T_GONE | T_CLOSED, -1, &late);
+    return v & T_THREAD ? e->rc : PPV_ERR_ABORTED;
 }
 
-static ext_rank *lock_rank(ppv_ext *x, int32_t rank, ext_op op, const char *what) {
+/* e with a call's arguments (those it does not take are NULL, 0 or -1). */
+static ext_rank *args(ppv_ext *x, int32_t rank, const void *sbuf, void *rbuf, size_t bytes,
+                      int32_t peer, int32_t comm) {
     ext_rank *e = &x->r[rank];
-    pthread_mutex_lock(&x->mu);
-    e->op = op;
-    snprintf(e->what, sizeof e->what, "%s", what ? what : "");
-    return e;
-}
-
-/* Thread rank's call op with its arguments (those it does not take are
- * NULL, 0 or -1), made by its coroutine; its result. */
-static int call(ppv_ext *x, int32_t rank, ext_op op, const void *sbuf, void *rbuf, size_t bytes,
-                int32_t peer, int32_t comm, int *arrived, const char *what) {
-    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    ext_rank *e = lock_rank(x, rank, op, what);
     e->sbuf = sbuf;
     e->rbuf = rbuf;
     e->bytes = bytes;
     e->peer = peer;
     e->comm = comm;
-    e->arrived = arrived;
-    return hand_over(x, e);
+    return e;
+}
+
+/* A shared bridge's answer, bytes of the payload, into the caller's buf. */
+static int copy_out(const ppv_ext *x, const ext_rank *e, int rc, void *buf, size_t bytes) {
+    if (rc == 0 && x->shared && bytes) memcpy(buf, e->payload, bytes);
+    return rc;
 }
 
 int ppv_ext_send(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
                  int32_t comm, const char *what) {
-    return call(x, rank, EXT_SEND, buf, NULL, bytes, peer, comm, NULL, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    return call(x, args(x, rank, buf, NULL, bytes, peer, comm), EXT_SEND, buf, bytes, what);
 }
 
 int ppv_ext_recv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
                  const char *what) {
-    return call(x, rank, EXT_RECV, NULL, buf, bytes, peer, comm, NULL, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    ext_rank *e = args(x, rank, NULL, buf, bytes, peer, comm);
+    return copy_out(x, e, call(x, e, EXT_RECV, NULL, 0, what), buf, bytes);
 }
 
 int ppv_ext_broadcast(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t root,
                       int32_t comm, const char *what) {
-    return call(x, rank, EXT_BROADCAST, NULL, buf, bytes, root, comm, NULL, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    ext_rank *e = args(x, rank, NULL, buf, bytes, root, comm);
+    return copy_out(x, e, call(x, e, EXT_BROADCAST, buf, bytes, what), buf, bytes);
 }
 
 int ppv_ext_allreduce_f32(ppv_ext *x, int32_t rank, float *buf, size_t count, int32_t comm,
                           const char *what) {
-    return call(x, rank, EXT_ALLREDUCE, NULL, buf, count * sizeof(float), -1, comm, NULL, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    size_t bytes = count * sizeof(float);
+    ext_rank *e = args(x, rank, NULL, buf, bytes, -1, comm);
+    return copy_out(x, e, call(x, e, EXT_ALLREDUCE, buf, bytes, what), buf, bytes);
 }
 
 int ppv_ext_allgather(ppv_ext *x, int32_t rank, const void *send, void *recv, size_t bytes,
                       int32_t comm, const char *what) {
-    return call(x, rank, EXT_ALLGATHER, send, recv, bytes, -1, comm, NULL, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    ext_rank *e = args(x, rank, send, recv, bytes, -1, comm);
+    int rc = call(x, e, EXT_ALLGATHER, send, bytes, what);
+    if (rc == 0 && x->shared) memcpy(recv, e->rbuf, e->answer_bytes); /* every member's part */
+    return rc;
 }
 
 int ppv_ext_barrier(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
@@ -351,63 +540,107 @@ int ppv_ext_barrier(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
 int ppv_ext_probe(ppv_ext *x, int32_t rank, int32_t peer, int32_t comm, int *arrived,
                   const char *what) {
     *arrived = 0;
-    return call(x, rank, EXT_PROBE, NULL, NULL, 0, peer, comm, arrived, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    ext_rank *e = args(x, rank, NULL, NULL, 0, peer, comm);
+    int rc = call(x, e, EXT_PROBE, NULL, 0, what);
+    *arrived = rc == 0 && e->answer;
+    return rc;
+}
+
+/* A call of no data. */
+static int plain(ppv_ext *x, int32_t rank, ext_op op, int32_t comm, const char *what) {
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    return call(x, args(x, rank, NULL, NULL, 0, -1, comm), op, NULL, 0, what);
 }
 
 int ppv_ext_yield(ppv_ext *x, int32_t rank, const char *what) {
-    return call(x, rank, EXT_YIELD, NULL, NULL, 0, -1, 0, NULL, what);
+    return plain(x, rank, EXT_YIELD, 0, what);
 }
 
 int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
-    return call(x, rank, EXT_WAIT_ANY, NULL, NULL, 0, -1, comm, NULL, what);
+    return plain(x, rank, EXT_WAIT_ANY, comm, what);
+}
+
+int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what) {
+    return plain(x, rank, EXT_GROUP_START, 0, what);
+}
+
+int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
+    return plain(x, rank, EXT_GROUP_END, 0, what);
 }
 
 int ppv_ext_isend(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
                   int32_t comm, const char *what, int64_t *id) {
     *id = 0;
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    x->r[rank].opid = id;
-    return call(x, rank, EXT_ISEND, buf, NULL, bytes, peer, comm, NULL, what);
+    ext_rank *e = args(x, rank, buf, NULL, bytes, peer, comm);
+    int rc = call(x, e, EXT_ISEND, buf, bytes, what);
+    if (rc == 0) *id = e->answer_id;
+    return rc;
+}
+
+/* A shared bridge's thread side: the process's own list of posted
+ * receives (made by the first irecv). */
+static posted_list *own_list(ext_rank *e) {
+    if (e->own && e->own_pid == getpid()) return e->own;
+    e->own = calloc(1, sizeof *e->own);
+    e->own_pid = getpid();
+    return e->own;
 }
 
 int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
                   const char *what, int64_t *id) {
     *id = 0;
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    x->r[rank].opid = id;
-    return call(x, rank, EXT_IRECV, NULL, buf, bytes, peer, comm, NULL, what);
+    ext_rank *e = args(x, rank, NULL, buf, bytes, peer, comm);
+    posted_list *own = x->shared ? own_list(e) : NULL;
+    if (x->shared && !own) return PPV_ERR_ABORTED;
+    int rc = call(x, e, EXT_IRECV, NULL, 0, what);
+    if (rc != 0) return rc;
+    if (own && posted_add(own, e->answer_id, buf, bytes) < 0) return PPV_ERR_ABORTED;
+    *id = e->answer_id;
+    return 0;
+}
+
+/* A shared bridge: a posted receive the coroutine has handed over (its
+ * data in the payload) into the caller's buffer. */
+static void take_posted(ppv_ext *x, ext_rank *e, int64_t id) {
+    posted p;
+    if (x->shared && e->own && e->own_pid == getpid() && posted_take(e->own, id, &p))
+        memcpy(p.buf, e->payload, p.bytes);
 }
 
 int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what) {
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    x->r[rank].op_id = id;
-    return call(x, rank, EXT_WAIT_OP, NULL, NULL, 0, -1, 0, NULL, what);
+    ext_rank *e = args(x, rank, NULL, NULL, 0, -1, 0);
+    e->op_id = id;
+    int rc = call(x, e, EXT_WAIT_OP, NULL, 0, what);
+    if (rc == 0) take_posted(x, e, id);
+    return rc;
 }
 
 int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what) {
     *done = 0;
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
-    x->r[rank].op_id = id;
-    return call(x, rank, EXT_TEST_OP, NULL, NULL, 0, -1, 0, done, what);
-}
-
-int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what) {
-    return call(x, rank, EXT_GROUP_START, NULL, NULL, 0, -1, 0, NULL, what);
-}
-
-int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
-    return call(x, rank, EXT_GROUP_END, NULL, NULL, 0, -1, 0, NULL, what);
+    ext_rank *e = args(x, rank, NULL, NULL, 0, -1, 0);
+    e->op_id = id;
+    int rc = call(x, e, EXT_TEST_OP, NULL, 0, what);
+    if (rc == 0 && e->answer) {
+        *done = 1;
+        take_posted(x, e, id);
+    }
+    return rc;
 }
 
 void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error) {
     if (!check_rank(x, rank)) return;
-    ext_rank *e = lock_rank(x, rank, EXT_END, "end");
-    snprintf(e->error, sizeof e->error, "%s", error ? error : "");
-    e->ended = 1;
-    e->joined = 1;
-    if (!e->gone && !x->closed) {
-        e->thread_turn = 0;
-        pthread_cond_broadcast(&e->cv);
+    ext_rank *e = &x->r[rank];
+    if (turn_of(e) & T_ENDED) return; /* once: a process's death after its end is no news */
+    if (e->own && e->own_pid == getpid()) {
+        posted_clear(e->own, 0);
+        free(e->own);
+        e->own = NULL;
     }
-    pthread_mutex_unlock(&x->mu);
+    snprintf(e->error, sizeof e->error, "%s", error ? error : "");
+    turn_change(x, e, T_ENDED | T_JOINED, T_THREAD);
 }

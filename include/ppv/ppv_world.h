@@ -17,7 +17,8 @@
 enum {
     PPV_ERR_ABORTED = -100, /* the communicator was aborted (a peer failed, a deadlock) */
     PPV_ERR_MISMATCH = -101, /* a collective disagrees on kind, root, size or dtype */
-    PPV_ERR_USAGE = -102     /* a bad peer, group or nesting */
+    PPV_ERR_USAGE = -102,    /* a bad peer, group or nesting */
+    PPV_ERR_TOO_BIG = -103   /* a message larger than a shared bridge carries (ppv_ext) */
 };
 
 /* A collective its members disagree on (PPV_ERR_MISMATCH), as the
@@ -90,8 +91,8 @@ typedef struct ppv_transport {
 } ppv_transport;
 
 /* ------------------------------------------------------------------------ */
-/* External ranks: OS threads of any language (a Python control plane's    */
-/* ranks) run as the ranks of a mock world, in lockstep with it            */
+/* External ranks: OS threads or processes of any language (a Python      */
+/* control plane's ranks) run as the ranks of a mock world, in lockstep    */
 
 /* One run's bridge between n threads and a mock world's ranks: pass
  * ppv_ext_rank_main as the world's rank main with the bridge as its arg,
@@ -102,10 +103,20 @@ typedef struct ppv_transport {
  * time without a call fails the run, naming its rank and its last call;
  * from then on, and once the world has stopped (a deadlock, a failure) or
  * the rank was killed, its calls return PPV_ERR_ABORTED at once. A bridge
- * serves one run; make a new one for the next. */
+ * made by ppv_ext_new serves one run; make a new one for the next. */
 typedef struct ppv_ext ppv_ext;
 
 ppv_ext *ppv_ext_new(int32_t nranks, double idle_seconds, char *err, size_t errlen);
+/* A bridge in shared memory, whose ranks may be processes forked after it
+ * was made (each rank's calls from one thread of one process): a call's
+ * data travels through a payload of message_bytes a rank (taken only as
+ * it is touched), and a call that needs more returns PPV_ERR_TOO_BIG. It
+ * serves run after run: ppv_ext_reset before each but the first, once no
+ * thread or process of the last is left. ppv_ext_end may come from
+ * another process (one that saw the rank's process die). */
+ppv_ext *ppv_ext_new_shared(int32_t nranks, double idle_seconds, size_t message_bytes,
+                            char *err, size_t errlen);
+void ppv_ext_reset(ppv_ext *x);
 /* Every call waiting, or made from now on, returns PPV_ERR_ABORTED (a
  * driver giving up). */
 void ppv_ext_close(ppv_ext *x);
@@ -155,7 +166,8 @@ int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char 
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what);
 int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what);
 /* The thread is done: error NULL or "" when its function returned, else
- * why it failed (a Python exception and its place), which fails the run. */
+ * why it failed (a Python exception and its place), which fails the run.
+ * Only the first call for a rank counts. */
 void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error);
 
 /* ------------------------------------------------------------------------ */
