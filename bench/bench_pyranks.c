@@ -1,13 +1,16 @@
-/* bench_pyranks.c - what Python ranks cost (ppv fuzz py, issue 31):
+/* bench_pyranks.c - what Python ranks cost (ppv fuzz py, issues 31, 47):
  *
  * 1. the scheduling point: a ring of 3 ranks passing a token, as ppv's own
- *    coroutine ranks and as external ranks (ppv_ext, one pthread a rank,
- *    the bridge Python ranks ride on), in microseconds per scheduler step;
- * 2. complete runs per second of the 3-rank Python control plane
- *    (tests/python/pp_control.py:clean, through `ppv fuzz py`) per
- *    strategy, beside ppv's own pipeline of the same shape written in C
- *    (`ppv fuzz pp --control-only`, stage 0 and a mesh of 2, the same 5
- *    chunks and hard cut).
+ *    coroutine ranks and as external ranks (ppv_ext, the bridge Python
+ *    ranks ride on: one pthread a rank, or one process a rank on a shared
+ *    bridge), in microseconds per scheduler step;
+ * 2. complete runs per second of the 3-rank Python control planes per
+ *    strategy: the numpy one (tests/python/pp_control.py:clean) and the
+ *    torch.distributed one (tests/python/torch_pp_control.py), each with
+ *    ranks as processes and as threads (`ppv fuzz py --ranks-as`), beside
+ *    ppv's own pipeline of the same shape written in C (`ppv fuzz pp
+ *    --control-only`, stage 0 and a mesh of 2, the same 5 chunks and hard
+ *    cut). Without torch its columns say "-".
  *
  * usage: ppv_bench_pyranks [RUNS] [MESSAGES]   (defaults 2000 and 200000)
  * A benchmark reports figures; it never fails on them (exit 2 only when a
@@ -18,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 #include "ppv_engine.h"
@@ -58,7 +63,8 @@ static void *thread_rank(void *varg) {
     return NULL;
 }
 
-/* Microseconds per scheduler step of the ring, -1 when it failed. */
+/* Microseconds per scheduler step of the ring, -1 when it failed:
+ * external 0 ppv's own ranks, 1 threads, 2 processes. */
 static double ring_cost(int external, int64_t messages) {
     ppv_world_options o;
     memset(&o, 0, sizeof o);
@@ -72,20 +78,33 @@ static double ring_cost(int external, int64_t messages) {
     ring a = {messages, NULL, 0};
     ring each[RANKS];
     pthread_t th[RANKS];
-    if (external && !(a.x = ppv_ext_new(RANKS, 60, err, sizeof err))) {
+    a.x = external == 1   ? ppv_ext_new(RANKS, 60, err, sizeof err)
+          : external == 2 ? ppv_ext_new_shared(RANKS, 60, 4096, err, sizeof err)
+                          : NULL;
+    if (external && !a.x) {
         ppv_world_free(w);
         return -1;
     }
+    pid_t pids[RANKS];
     for (int32_t r = 0; external && r < RANKS; r++) {
         each[r] = (ring){messages, a.x, r};
-        pthread_create(&th[r], NULL, thread_rank, &each[r]);
+        if (external == 1) {
+            pthread_create(&th[r], NULL, thread_rank, &each[r]);
+            continue;
+        }
+        fflush(NULL);
+        if ((pids[r] = fork()) == 0) {
+            thread_rank(&each[r]);
+            _exit(0);
+        }
     }
     ppv_world_result res;
     double t0 = bench_now();
     int rc = external ? ppv_world_run(w, ppv_ext_rank_main, a.x, &res)
                       : ppv_world_run(w, coroutine_rank, &a, &res);
     double secs = bench_now() - t0;
-    for (int32_t r = 0; external && r < RANKS; r++) pthread_join(th[r], NULL);
+    for (int32_t r = 0; external == 1 && r < RANKS; r++) pthread_join(th[r], NULL);
+    for (int32_t r = 0; external == 2 && r < RANKS; r++) waitpid(pids[r], NULL, 0);
     int ok = rc == 0 && res.status == PPV_RUN_DONE;
     int64_t steps = res.steps;
     ppv_world_result_free(&res);
@@ -119,29 +138,42 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: ppv_bench_pyranks [RUNS] [MESSAGES]\n");
         return 2;
     }
-    double own = ring_cost(0, messages / RANKS), ext = ring_cost(1, messages / RANKS);
-    if (own < 0 || ext < 0) {
+    double own = ring_cost(0, messages / RANKS), ext = ring_cost(1, messages / RANKS),
+           proc = ring_cost(2, messages / RANKS);
+    if (own < 0 || ext < 0 || proc < 0) {
         fprintf(stderr, "ppv_bench_pyranks: the ring did not complete\n");
         return 2;
     }
     printf("scheduling point (a ring of %d ranks, %ld messages, round-robin):\n", RANKS, messages);
     printf("  ppv's own coroutine ranks   %8.3f us a step\n", own);
     printf("  external ranks (pthreads)   %8.3f us a step (%.0fx)\n", ext, ext / own);
+    printf("  external ranks (processes)  %8.3f us a step (%.0fx)\n", proc, proc / own);
     char n[32];
     snprintf(n, sizeof n, "%ld", runs);
     printf("\ncomplete runs per second, 3 ranks (stage 0 and a mesh of 2, 5 chunks, a hard cut),"
            " %ld runs:\n", runs);
-    printf("  %-10s %14s %14s\n", "strategy", "Python ranks", "ppv's C ranks");
+    printf("  %-10s %10s %10s %10s %10s %10s\n", "", "numpy", "numpy", "torch", "torch", "ppv's C");
+    printf("  %-10s %10s %10s %10s %10s %10s\n", "strategy", "processes", "threads", "processes",
+           "threads", "ranks");
     const char *strategies[] = {"random", "pct", "portfolio", "dfs"};
     for (int s = 0; s < 4; s++) {
-        char *py[] = {PPV_BIN, "fuzz", "py", PPV_PLANE, "-n", "3", "--strategy",
-                      (char *)strategies[s], "--runs", n, "--json", NULL};
+        double v[5];
+        for (int k = 0; k < 4; k++) {
+            char *py[] = {PPV_BIN, "fuzz", "py", k < 2 ? PPV_PLANE : PPV_TORCH_PLANE, "-n", "3",
+                          "--ranks-as", k % 2 ? "threads" : "processes", "--strategy",
+                          (char *)strategies[s], "--runs", n, "--json", NULL};
+            v[k] = runs_per_second(py);
+        }
         char *c[] = {PPV_BIN, "fuzz", "pp", "--control-only", "--mesh", "2", "--chunks", "5",
                      "--hard-cut-at", "3", "--strategy", (char *)strategies[s], "--runs", n,
                      "--json", NULL};
-        double p = runs_per_second(py), q = runs_per_second(c);
-        printf("  %-10s %14.0f %14.0f%s\n", strategies[s], p, q,
-               s == 3 ? "   (dfs stops when every class is run: few runs)" : "");
+        v[4] = runs_per_second(c);
+        printf("  %-10s", strategies[s]);
+        for (int k = 0; k < 5; k++) {
+            if (v[k] < 0) printf(" %10s", "-");
+            else printf(" %10.0f", v[k]);
+        }
+        printf("%s\n", s == 3 ? "   (dfs stops when every class is run: few runs)" : "");
     }
     return 0;
 }

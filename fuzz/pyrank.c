@@ -1,20 +1,43 @@
 /* pyrank.c - the Python ranks module (libppv_pyrank.so): `ppv fuzz py`
  * runs a Python function on every rank of a mock world (pyrank.h).
  *
- * One embedded interpreter; for every run, one Python thread a rank
- * (threading.Thread running ppv.dist._run_rank), each bound to the run's
- * bridge through ppv._bridge, a module made here. A bridge call releases
- * the interpreter's lock while it waits, so the one thread the world lets
- * run takes it: the threads' Python runs one at a time, in the order the
- * scheduler decides. Every call names its run (a generation number): a
- * thread left over from an earlier run gets STALE and touches nothing.
+ * Ranks as processes (a shared bridge): ppv forks one process, the
+ * zygote, before it has any thread or interpreter. The zygote starts an
+ * interpreter, imports the file (and torch, and whatever it imports) once
+ * and then, for every run, forks one process a rank, which runs
+ * ppv.dist._run_rank on its main thread and leaves with _exit: module
+ * globals are each rank's own and start afresh every run, as under a
+ * launcher. The zygote watches its ranks (a signalfd for SIGCHLD): a rank
+ * whose process dies before its function returns ends on the bridge with
+ * how it died. ppv and the zygote talk over a socket, every answer
+ * awaited with a bound; each process dies with its parent.
+ *
+ * Ranks as threads: one embedded interpreter here; for every run, one
+ * Python thread a rank (threading.Thread running ppv.dist._run_rank).
+ *
+ * Either way each rank is bound to the run's bridge through ppv._bridge,
+ * a module made here. A bridge call releases the interpreter's lock while
+ * it waits, so the one rank the world lets run takes it: the ranks'
+ * Python runs one at a time, in the order the scheduler decides. Every
+ * call names its run (a generation number): a thread left over from an
+ * earlier run gets STALE and touches nothing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pyrank.h"
 
@@ -26,6 +49,14 @@ struct ppv_pyrank {
     PyObject *runner;   /* ppv.dist._run_rank */
     PyObject *thread_cls; /* threading.Thread */
     PyObject *threads;  /* this run's, a list */
+    /* ranks as processes */
+    ppv_ext *shared;
+    pid_t zygote; /* ppv's side: the zygote, and its end of the socket */
+    int sock;
+    pid_t *pids;  /* the zygote's side: this run's rank processes, 0 once reaped */
+    pid_t *next;  /* the next run's, forked ahead, waiting for their go */
+    int go;       /* the next run's go: a pipe, each of its ranks reads the run's number */
+    int sigfd;    /* SIGCHLD */
 };
 
 static struct {
@@ -34,6 +65,8 @@ static struct {
     long gen;        /* its number */
     int32_t nranks;
     int open;
+    int processes; /* a rank process's (or the zygote's) */
+    size_t message_bytes; /* ranks as processes: the most a call carries */
 } g;
 
 /* The message into err (snprintf's). */
@@ -74,6 +107,8 @@ static void exception_text(char *buf, size_t n) {
 
 /* ---- ppv._bridge ------------------------------------------------------------ */
 
+static void flush_output(void);
+
 /* The run's bridge for generation gen, or NULL (a stale thread). */
 static ppv_ext *bridge(long gen) {
     return gen == g.gen ? g.x : NULL;
@@ -107,6 +142,7 @@ static PyObject *b_end(PyObject *self, PyObject *args) {
     const char *error;
     if (!PyArg_ParseTuple(args, "liz", &gen, &rank, &error)) return NULL;
     ppv_ext *x = bridge(gen);
+    if (x && g.processes) flush_output(); /* a rank's output, in the order of the run */
     if (x) {
         Py_BEGIN_ALLOW_THREADS g.api->end(x, rank, error);
         Py_END_ALLOW_THREADS
@@ -352,8 +388,18 @@ static struct PyModuleDef bridge_def = {
 
 /* ---- the module's table ------------------------------------------------------ */
 
+static void zygote_stop(ppv_pyrank *p);
+
 static void py_close(ppv_pyrank *p) {
     if (!p) return;
+    if (p->shared) {
+        zygote_stop(p);
+        free(p->pids);
+        free(p->next);
+        free(p);
+        g.open = 0;
+        return;
+    }
     PyGILState_STATE s = PyGILState_Ensure();
     Py_XDECREF(p->function), Py_XDECREF(p->runner), Py_XDECREF(p->thread_cls);
     Py_XDECREF(p->threads);
@@ -375,7 +421,9 @@ static int import_all(ppv_pyrank *p, const char *file, const char *function, con
     if (!bridge_mod || PyModule_AddIntConstant(bridge_mod, "ABORTED", PPV_ERR_ABORTED) < 0 ||
         PyModule_AddIntConstant(bridge_mod, "MISMATCH", PPV_ERR_MISMATCH) < 0 ||
         PyModule_AddIntConstant(bridge_mod, "USAGE", PPV_ERR_USAGE) < 0 ||
-        PyModule_AddIntConstant(bridge_mod, "STALE", STALE) < 0) {
+        PyModule_AddIntConstant(bridge_mod, "STALE", STALE) < 0 ||
+        PyModule_AddIntConstant(bridge_mod, "TOO_BIG", PPV_ERR_TOO_BIG) < 0 ||
+        PyModule_AddIntConstant(bridge_mod, "MESSAGE_BYTES", (long)g.message_bytes) < 0) {
         Py_XDECREF(bridge_mod);
         goto python_error;
     }
@@ -466,9 +514,375 @@ python_error:
     return -1;
 }
 
+/* ---- ranks as processes: the zygote ------------------------------------------------ */
+
+enum { Z_START = 1, Z_FINISH, Z_QUIT };
+
+typedef struct zcmd {
+    int32_t kind;
+    long gen;       /* Z_START: the run's */
+    double seconds; /* Z_FINISH: how long the ranks may take to end */
+} zcmd;
+
+typedef struct zreply {
+    int32_t rc; /* 0, or -1 with text */
+    char text[1024];
+} zreply;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int send_all(int fd, const void *buf, size_t n) {
+    for (size_t done = 0; done < n;) {
+        ssize_t k = send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+/* Reads n bytes within seconds (< 0: no bound): 0, -1 (closed or failed),
+ * or -2 (late). */
+static int recv_all(int fd, void *buf, size_t n, double seconds) {
+    double until = now_seconds() + seconds;
+    for (size_t done = 0; done < n;) {
+        int ms = -1;
+        if (seconds >= 0) {
+            double rest = until - now_seconds();
+            if (rest <= 0) return -2;
+            ms = (int)(rest * 1000) + 1;
+        }
+        struct pollfd f = {fd, POLLIN, 0};
+        int k = poll(&f, 1, ms);
+        if (k < 0 && errno != EINTR) return -1;
+        if (k <= 0) continue;
+        ssize_t m = recv(fd, (char *)buf + done, n - done, 0);
+        if (m < 0 && errno == EINTR) continue;
+        if (m <= 0) return -1;
+        done += (size_t)m;
+    }
+    return 0;
+}
+
+/* How a process ended, in words. */
+static void death_text(int status, char *buf, size_t n) {
+    if (WIFSIGNALED(status))
+        snprintf(buf, n, "its process was killed by signal %d (%s) before its function "
+                 "returned", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, n, "its process exited with status %d before its function returned "
+                 "(os._exit, or C code that calls exit)", WEXITSTATUS(status));
+}
+
+/* The zygote: takes the ended ranks' processes; a rank of the run that
+ * died before its end is ended on the bridge with how it died. */
+static void reap_ranks(ppv_pyrank *p) {
+    struct signalfd_siginfo si;
+    while (read(p->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    }
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        for (int32_t r = 0; r < p->nranks; r++) {
+            if (p->next[r] == pid) p->next[r] = 0; /* a waiting one: its batch is remade */
+            if (p->pids[r] != pid) continue;
+            p->pids[r] = 0;
+            char why[256];
+            death_text(status, why, sizeof why);
+            g.api->end(g.x, r, why); /* no news when the rank had ended */
+        }
+}
+
+/* The zygote: kills a batch of ranks' processes and takes them. */
+static void kill_batch(pid_t *pids, int32_t n) {
+    for (int32_t r = 0; r < n; r++)
+        if (pids[r] > 0) kill(pids[r], SIGKILL);
+    for (int32_t r = 0; r < n; r++)
+        if (pids[r] > 0) {
+            waitpid(pids[r], NULL, 0); /* SIGKILL: it goes at once */
+            pids[r] = 0;
+        }
+}
+
+/* Python's buffered output, out before the rank ends (so it comes in
+ * the order the scheduler gave, before the next run's). */
+static void flush_output(void) {
+    const char *names[] = {"stdout", "stderr"};
+    for (int k = 0; k < 2; k++) {
+        PyObject *f = PySys_GetObject(names[k]); /* borrowed */
+        PyObject *rc = f && f != Py_None ? PyObject_CallMethod(f, "flush", NULL) : NULL;
+        Py_XDECREF(rc);
+        PyErr_Clear();
+    }
+}
+
+/* A rank's process, forked by the zygote ahead of its run: waits for the
+ * run's number on go, runs the rank and leaves. */
+static void rank_process(ppv_pyrank *p, int32_t r, pid_t zygote, int go, const sigset_t *mask) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != zygote) _exit(1);
+    PyOS_AfterFork_Child();
+    close(p->sigfd);
+    close(p->sock);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    long gen;
+    ssize_t got;
+    while ((got = read(go, &gen, sizeof gen)) < 0 && errno == EINTR) {
+    }
+    if (got != (ssize_t)sizeof gen) _exit(0); /* no run for it: the zygote stopped */
+    close(go);
+    g.gen = gen;
+    PyObject *rc = PyObject_CallFunction(p->runner, "Oiil", p->function, (int)r, (int)p->nranks,
+                                         g.gen);
+    if (!rc) { /* _run_rank reports the function's errors: this is its own */
+        char why[1024];
+        exception_text(why, sizeof why);
+        flush_output();
+        g.api->end(g.x, r, why);
+    }
+    Py_XDECREF(rc);
+    flush_output();
+    _exit(0);
+}
+
+/* The zygote: forks the next run's ranks, each waiting for its go. 0, or
+ * -1 with out's text. */
+static int fork_batch(ppv_pyrank *p, const sigset_t *mask, zreply *out) {
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        out->rc = -1;
+        snprintf(out->text, sizeof out->text, "cannot start the ranks' processes: %s",
+                 strerror(errno));
+        return -1;
+    }
+    for (int32_t r = 0; r < p->nranks; r++) {
+        PyOS_BeforeFork();
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(go[1]);
+            rank_process(p, r, getppid(), go[0], mask);
+        }
+        PyOS_AfterFork_Parent();
+        if (pid < 0) {
+            out->rc = -1;
+            snprintf(out->text, sizeof out->text, "cannot start rank %d's process: %s", (int)r,
+                     strerror(errno));
+            close(go[0]);
+            close(go[1]);
+            kill_batch(p->next, p->nranks);
+            return -1;
+        }
+        p->next[r] = pid;
+    }
+    close(go[0]);
+    p->go = go[1];
+    return 0;
+}
+
+/* The zygote: the run gen's ranks go (the batch forked ahead of it, or
+ * one forked now when one of that died), and the next run's are forked. */
+static void start_ranks(ppv_pyrank *p, long gen, const sigset_t *mask, zreply *out) {
+    g.gen = gen;
+    int whole = p->go >= 0;
+    for (int32_t r = 0; whole && r < p->nranks; r++) whole = p->next[r] > 0;
+    if (!whole) {
+        kill_batch(p->next, p->nranks);
+        if (p->go >= 0) close(p->go);
+        p->go = -1;
+        if (fork_batch(p, mask, out) < 0) return;
+    }
+    for (int32_t r = 0; r < p->nranks; r++)
+        if (write(p->go, &gen, sizeof gen) != (ssize_t)sizeof gen) { /* a pipe of room */
+            out->rc = -1;
+            snprintf(out->text, sizeof out->text, "cannot start the ranks: %s", strerror(errno));
+            kill_batch(p->next, p->nranks);
+            break;
+        }
+    close(p->go);
+    p->go = -1;
+    /* the last run's ranks have ended (finish_ranks): those still leaving are reaped as they go */
+    memcpy(p->pids, p->next, (size_t)p->nranks * sizeof *p->pids);
+    memset(p->next, 0, (size_t)p->nranks * sizeof *p->next);
+}
+
+/* The zygote: waits at most seconds for each of the run's ranks to end
+ * (its process gone, or ended on the bridge: it only leaves then); kills
+ * those that do not, and says so. */
+static void finish_ranks(ppv_pyrank *p, double seconds, zreply *out) {
+    double until = now_seconds() + seconds;
+    int32_t left;
+    for (;;) {
+        reap_ranks(p);
+        left = -1;
+        for (int32_t r = p->nranks - 1; r >= 0; r--)
+            if (p->pids[r] > 0 && !g.api->ended(g.x, r)) left = r;
+        double rest = until - now_seconds();
+        if (left < 0 || rest <= 0) break;
+        struct pollfd f = {p->sigfd, POLLIN, 0};
+        poll(&f, 1, rest < 0.002 ? 1 : 2); /* an end on the bridge wakes no fd: look again soon */
+    }
+    if (left < 0) { /* each has ended: its exit is no news (the bridge is reset for the next run) */
+        memset(p->pids, 0, (size_t)p->nranks * sizeof *p->pids);
+        return;
+    }
+    out->rc = -1;
+    snprintf(out->text, sizeof out->text, "rank %d's process did not end within %g s of its "
+             "run's end (does it catch DistError and go on?); it was killed", (int)left, seconds);
+    kill_batch(p->pids, p->nranks);
+}
+
+static int import_all(ppv_pyrank *p, const char *file, const char *function, const char *pkgdir,
+                      char *err, size_t errlen);
+
+/* The zygote's life: an interpreter, the file imported, then the ranks
+ * of every run ppv asks for. Never returns. */
+static void zygote_main(ppv_pyrank *p, const char *file, const char *function,
+                        const char *pkgdir, pid_t parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    g.processes = 1;
+    setenv("OMP_NUM_THREADS", "1", 0); /* as torchrun sets it for more than one process */
+    zreply rep;
+    memset(&rep, 0, sizeof rep);
+    sigset_t chld, mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &chld, &mask) < 0 ||
+        (p->sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+        rep.rc = -1;
+        snprintf(rep.text, sizeof rep.text, "cannot watch the ranks' processes: %s",
+                 strerror(errno));
+        send_all(p->sock, &rep, sizeof rep);
+        _exit(1);
+    }
+    Py_InitializeEx(0); /* no signal handlers of Python's */
+    if (import_all(p, file, function, pkgdir, rep.text, sizeof rep.text) < 0) {
+        rep.rc = -1;
+        send_all(p->sock, &rep, sizeof rep);
+        _exit(0);
+    }
+    g.x = p->shared;
+    PyObject *gc = PyImport_ImportModule("gc"); /* what the import made, never collected again: */
+    PyObject *frozen = gc ? PyObject_CallMethod(gc, "freeze", NULL) : NULL; /* no copy of it */
+    Py_XDECREF(frozen), Py_XDECREF(gc);                                     /* in a rank's pages */
+    PyErr_Clear();
+    if (fork_batch(p, &mask, &rep) < 0) {
+        send_all(p->sock, &rep, sizeof rep);
+        _exit(1);
+    }
+    if (send_all(p->sock, &rep, sizeof rep) < 0) _exit(1);
+    for (;;) {
+        struct pollfd f[2] = {{p->sock, POLLIN, 0}, {p->sigfd, POLLIN, 0}};
+        if (poll(f, 2, -1) < 0 && errno != EINTR) break;
+        if (f[1].revents) reap_ranks(p);
+        if (!f[0].revents) continue;
+        zcmd c;
+        if (recv_all(p->sock, &c, sizeof c, -1) < 0) break; /* ppv is gone */
+        memset(&rep, 0, sizeof rep);
+        if (c.kind == Z_START) start_ranks(p, c.gen, &mask, &rep);
+        else if (c.kind == Z_FINISH) finish_ranks(p, c.seconds, &rep);
+        else break;
+        if (send_all(p->sock, &rep, sizeof rep) < 0) break;
+        /* the next run's ranks, forked while this one runs */
+        if (c.kind == Z_START && rep.rc == 0 && fork_batch(p, &mask, &rep) < 0) break;
+    }
+    kill_batch(p->pids, p->nranks);
+    kill_batch(p->next, p->nranks);
+    _exit(0);
+}
+
+/* ppv's side: one exchange with the zygote, its answer awaited at most
+ * seconds; 0, or -1 with err (the zygote is then stopped). */
+static int zygote_ask(ppv_pyrank *p, const zcmd *c, double seconds, const char *doing, char *err,
+                      size_t errlen) {
+    zreply rep;
+    int rc = c ? send_all(p->sock, c, sizeof *c) : 0;
+    if (rc == 0) rc = recv_all(p->sock, &rep, sizeof rep, seconds);
+    if (rc == 0 && rep.rc == 0) return 0;
+    if (rc == 0) {
+        rep.text[sizeof rep.text - 1] = 0;
+        errf(err, errlen, "%s", rep.text);
+        if (c) return -1; /* the zygote goes on: a run's trouble */
+    } else if (rc == -2) {
+        errf(err, errlen, "the Python ranks' process did not finish %s within %g s", doing,
+             seconds);
+    } else {
+        int status = 0;
+        pid_t z = waitpid(p->zygote, &status, WNOHANG);
+        if (z == p->zygote) {
+            char why[256];
+            death_text(status, why, sizeof why);
+            errf(err, errlen, "the Python ranks' process ended %s: %s", doing, why);
+            p->zygote = 0;
+        } else {
+            errf(err, errlen, "the Python ranks' process stopped answering %s", doing);
+        }
+    }
+    zygote_stop(p);
+    return -1;
+}
+
+static void zygote_stop(ppv_pyrank *p) {
+    if (p->sock >= 0) {
+        zcmd c = {Z_QUIT, 0, 0};
+        send_all(p->sock, &c, sizeof c);
+        close(p->sock);
+        p->sock = -1;
+    }
+    if (p->zygote <= 0) return;
+    /* it kills its ranks and leaves: a second at most, then it is killed */
+    for (int k = 0; k < 1000 && waitpid(p->zygote, NULL, WNOHANG) == 0; k++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        if (k == 999) {
+            kill(p->zygote, SIGKILL);
+            waitpid(p->zygote, NULL, 0);
+        }
+    }
+    p->zygote = 0;
+}
+
+/* ppv's side of open with a shared bridge: the zygote forked, the file
+ * imported there. 0, or -1 with err. */
+static int zygote_open(ppv_pyrank *p, const char *file, const char *function, const char *pkgdir,
+                       double import_seconds, char *err, size_t errlen) {
+    int sv[2];
+    if (!(p->pids = calloc((size_t)p->nranks, sizeof *p->pids)) ||
+        !(p->next = calloc((size_t)p->nranks, sizeof *p->next)) ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        errf(err, errlen, "cannot ready the ranks' processes: %s", strerror(errno));
+        p->sock = -1;
+        return -1;
+    }
+    fflush(NULL); /* nothing of ppv's output twice */
+    pid_t parent = getpid();
+    pid_t z = fork();
+    if (z == 0) {
+        close(sv[0]);
+        p->sock = sv[1];
+        zygote_main(p, file, function, pkgdir, parent);
+    }
+    close(sv[1]);
+    p->sock = sv[0];
+    if (z < 0) {
+        errf(err, errlen, "cannot start the Python ranks' process: %s", strerror(errno));
+        close(p->sock);
+        p->sock = -1;
+        return -1;
+    }
+    p->zygote = z;
+    char doing[4200];
+    snprintf(doing, sizeof doing, "importing %s", file);
+    return zygote_ask(p, NULL, import_seconds, doing, err, errlen);
+}
+
 static ppv_pyrank *py_open(const char *file, const char *function, int32_t nranks,
-                           const ppv_pyrank_api *api, const char *pkgdir, char *err,
-                           size_t errlen) {
+                           const ppv_pyrank_api *api, const char *pkgdir, ppv_ext *shared,
+                           double import_seconds, char *err, size_t errlen) {
     if (g.open) {
         errf(err, errlen, "one Python target at a time");
         return NULL;
@@ -479,13 +893,25 @@ static ppv_pyrank *py_open(const char *file, const char *function, int32_t nrank
         return NULL;
     }
     p->nranks = nranks;
+    p->shared = shared;
+    g.message_bytes = shared ? api->message_bytes(shared) : 0;
+    p->sock = -1;
+    p->sigfd = -1;
+    p->go = -1;
     g.api = api;
     g.nranks = nranks;
+    g.open = 1;
+    if (shared) {
+        if (zygote_open(p, file, function, pkgdir, import_seconds, err, errlen) < 0) {
+            py_close(p);
+            return NULL;
+        }
+        return p;
+    }
     PyGILState_STATE s = PyGILState_UNLOCKED;
     int fresh = !Py_IsInitialized();
     if (fresh) Py_InitializeEx(0); /* no signal handlers of Python's */
     else s = PyGILState_Ensure();
-    g.open = 1;
     int rc = import_all(p, file, function, pkgdir, err, errlen);
     if (fresh) PyEval_SaveThread(); /* no Python on this thread from here: PyGILState_Ensure */
     else PyGILState_Release(s);
@@ -497,6 +923,18 @@ static ppv_pyrank *py_open(const char *file, const char *function, int32_t nrank
 }
 
 static int py_start(ppv_pyrank *p, ppv_ext *x, char *err, size_t errlen) {
+    if (p->shared) {
+        if (x != p->shared) {
+            errf(err, errlen, "ranks as processes run on the bridge they were opened with");
+            return -1;
+        }
+        if (p->zygote <= 0) {
+            errf(err, errlen, "the Python ranks' process has stopped");
+            return -1;
+        }
+        zcmd c = {Z_START, ++g.gen, 0};
+        return zygote_ask(p, &c, 60, "starting the ranks", err, errlen);
+    }
     PyGILState_STATE s = PyGILState_Ensure();
     g.x = x;
     g.gen++;
@@ -521,6 +959,14 @@ static int py_start(ppv_pyrank *p, ppv_ext *x, char *err, size_t errlen) {
 }
 
 static int py_finish(ppv_pyrank *p, double seconds, char *err, size_t errlen) {
+    if (p->shared) {
+        if (p->zygote <= 0) {
+            errf(err, errlen, "the Python ranks' process has stopped");
+            return -1;
+        }
+        zcmd c = {Z_FINISH, 0, seconds};
+        return zygote_ask(p, &c, seconds + 30, "ending the run", err, errlen);
+    }
     PyGILState_STATE s = PyGILState_Ensure();
     int rc = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(p->threads); i++) {

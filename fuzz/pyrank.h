@@ -4,9 +4,9 @@
  * bridge: ppv itself starts without libpython.
  *
  * The module embeds Python, imports FILE.py and, for every run, starts one
- * Python thread a rank that calls FUNCTION(rank, world_size) with
- * ppv.dist (python/ppv/dist.py) bound to that run's bridge (ppv_ext): each
- * ppv.dist call is a scheduling point of the mock world. The bridge's
+ * process (or Python thread) a rank that calls FUNCTION(rank, world_size)
+ * with ppv.dist (python/ppv/dist.py) bound to that run's bridge (ppv_ext):
+ * each ppv.dist call is a scheduling point of the mock world. The bridge's
  * calls come in a table, so the module needs nothing of ppv's but this
  * header and ppv_world.h's types.
  */
@@ -16,7 +16,7 @@
 #include "ppv_world.h"
 
 enum {
-    PPV_PYRANK_ABI = 2,
+    PPV_PYRANK_ABI = 3,
     /* In a world of at most this many ranks, every set of ranks has a
      * communicator from the start (new_group is local): the set's mask
      * (bit r for rank r) is its number, and the world's is 0. */
@@ -48,6 +48,8 @@ typedef struct ppv_pyrank_api {
                  const char *what, int64_t *id);
     int (*wait_op)(ppv_ext *x, int32_t rank, int64_t id, const char *what);
     int (*test_op)(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
+    int (*ended)(const ppv_ext *x, int32_t rank);
+    size_t (*message_bytes)(const ppv_ext *x);
 } ppv_pyrank_api;
 
 typedef struct ppv_pyrank ppv_pyrank;
@@ -56,13 +58,21 @@ typedef struct ppv_pyrank_module {
     int abi; /* PPV_PYRANK_ABI */
     /* Imports file (with pkgdir, where the ppv package is, on sys.path)
      * and finds function in it; NULL with the reason (the Python error and
-     * its place). */
+     * its place). With shared (a bridge of ppv_ext_new_shared) every rank
+     * is a process: a process of the module's (the zygote) starts an
+     * interpreter and imports the file once, within import_seconds, and
+     * forks every run's ranks from there, so each starts from the state a
+     * fresh launch gives it. Without, one interpreter here and a thread a
+     * rank. */
     ppv_pyrank *(*open)(const char *file, const char *function, int32_t nranks,
-                        const ppv_pyrank_api *api, const char *pkgdir, char *err, size_t errlen);
-    /* One run: a thread a rank, each waiting in begin. 0, or -1 with err. */
+                        const ppv_pyrank_api *api, const char *pkgdir, ppv_ext *shared,
+                        double import_seconds, char *err, size_t errlen);
+    /* One run: a thread or a process a rank, each waiting in begin (x is
+     * the shared bridge, reset, when there is one). 0, or -1 with err. */
     int (*start)(ppv_pyrank *p, ppv_ext *x, char *err, size_t errlen);
-    /* After the world's run: waits at most seconds for the threads to end.
-     * 0, or -1 with err (a thread still running: no more runs can be made). */
+    /* After the world's run: waits at most seconds for the ranks to end
+     * (a process that does not is killed). 0, or -1 with err (one still
+     * running or killed: no more runs are made). */
     int (*finish)(ppv_pyrank *p, double seconds, char *err, size_t errlen);
     void (*close)(ppv_pyrank *p);
 } ppv_pyrank_module;

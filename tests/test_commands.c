@@ -104,6 +104,7 @@ static const char *sample_value(const char *opt) {
         {"--envelope-digest", "off"},   {"--fingerprint-every", "2"},
         {"--seed-bug", "decode-first"}, {"--cost", "decode=1,call=2"},  {"--heartbeat", "0.5"},
         {"--worker-watchdog", "3"}, {"--idle", "2"},           {"--call-timeout", "60"},
+        {"--ranks-as", "threads"},
         {"--repeat", "2"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];

@@ -1,19 +1,25 @@
 /* test_external.c - external ranks (ppv_ext, engine/world/external.c):
- * OS threads run as a mock world's ranks in lockstep with it. Each run
- * starts one pthread a rank, as a Python control plane's driver will; the
- * world's scheduler alone decides the interleaving, so runs are
- * reproducible, deadlocks are reported with each thread's place, and a
- * thread that fails, never calls, or idles is a failure naming its rank,
- * never a hang. */
+ * OS threads or processes run as a mock world's ranks in lockstep with
+ * it. Each run starts one pthread a rank, or (a shared bridge) forks one
+ * process a rank, as `ppv fuzz py` does; the world's scheduler alone
+ * decides the interleaving, so runs are reproducible, deadlocks are
+ * reported with each thread's place, and a thread that fails, never
+ * calls, or idles, or a process that dies, is a failure naming its rank,
+ * never a hang. Each test runs as threads and again as processes. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -33,8 +39,21 @@ struct program {
     float got[MAXR][4]; /* what each rank received */
     char order[256];    /* the order in which ranks ran their first code, as digits */
     int norder;
-    pthread_mutex_t mu;
 };
+
+/* The test's mode: 0 threads, 1 processes (cmocka's prestate). */
+static int processes;
+static int as_threads = 0, as_processes = 1;
+
+static void use_mode(void **state) {
+    processes = state && *state ? *(const int *)*state : 0;
+}
+
+/* Processes: the bridge every run of a size reuses (reset between). */
+static ppv_ext *shared_x;
+static int32_t shared_n;
+static double shared_idle;
+enum { PAYLOAD = 4096 }; /* a shared bridge's message bound, in these tests */
 
 typedef struct thread_arg {
     program *p;
@@ -52,21 +71,61 @@ static void *thread_main(void *arg) {
 }
 
 static void note_ran(program *p, int32_t rank) {
-    pthread_mutex_lock(&p->mu);
-    if (p->norder < (int)sizeof p->order - 1) p->order[p->norder++] = (char)('0' + rank);
-    pthread_mutex_unlock(&p->mu);
+    int k = __atomic_fetch_add(&p->norder, 1, __ATOMIC_ACQ_REL); /* one rank runs at a time */
+    if (k < (int)sizeof p->order - 1) p->order[k] = (char)('0' + rank);
 }
 
-/* Runs fn on n threads under policy (rr, random, pct) and seed. */
+typedef struct reaper_arg {
+    ppv_ext *x;
+    pid_t pids[MAXR];
+    int32_t n;
+} reaper_arg;
+
+/* Processes: takes each rank's process as it goes; one that died before
+ * its end is ended with how (as ppv fuzz py's zygote does). */
+static void *reaper(void *varg) {
+    reaper_arg *a = varg;
+    for (int32_t k = 0; k < a->n; k++) {
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, 0); /* whichever goes first */
+        int32_t r = 0;
+        while (r < a->n && a->pids[r] != pid) r++;
+        if (r == a->n) break;
+        char why[128];
+        if (WIFSIGNALED(status)) snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
+        else snprintf(why, sizeof why, "exited with status %d", WEXITSTATUS(status));
+        ppv_ext_end(a->x, r, why); /* nothing when it had ended */
+    }
+    return NULL;
+}
+
+/* Runs fn on n threads (or processes) under policy (rr, random, pct)
+ * and seed. */
 static void run(program *p, int32_t n, rank_fn fn, const char *sem, const char *policy,
                 uint64_t seed, double idle, ppv_world_result *res) {
     memset(p, 0, sizeof *p);
-    pthread_mutex_init(&p->mu, NULL);
-    p->n = n;
-    p->fn = fn;
+    /* processes: what the ranks write lives in shared memory, copied back */
+    program *q = p;
+    if (processes) {
+        q = mmap(NULL, sizeof *q, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        assert_true(q != MAP_FAILED);
+        memset(q, 0, sizeof *q);
+    }
+    q->n = n;
+    q->fn = fn;
     char err[256];
-    p->x = ppv_ext_new(n, idle, err, sizeof err);
-    assert_non_null(p->x);
+    if (processes && shared_x && shared_n == n && shared_idle == idle) {
+        ppv_ext_reset(shared_x);
+        q->x = shared_x;
+    } else if (processes) {
+        ppv_ext_free(shared_x);
+        shared_x = q->x = ppv_ext_new_shared(n, idle, PAYLOAD, err, sizeof err);
+        shared_n = n;
+        shared_idle = idle;
+    } else {
+        q->x = ppv_ext_new(n, idle, err, sizeof err);
+    }
+    assert_non_null(q->x);
     ppv_world_options o;
     memset(&o, 0, sizeof o);
     o.nranks = n;
@@ -76,17 +135,34 @@ static void run(program *p, int32_t n, rank_fn fn, const char *sem, const char *
     o.watchdog_steps = 1000;
     ppv_world *w = ppv_world_new(&o, err, sizeof err);
     assert_non_null(w);
-    pthread_t th[MAXR];
+    pthread_t th[MAXR], reap;
     thread_arg args[MAXR];
+    reaper_arg ra = {q->x, {0}, n};
     for (int32_t r = 0; r < n; r++) {
-        args[r] = (thread_arg){p, r};
-        assert_int_equal(pthread_create(&th[r], NULL, thread_main, &args[r]), 0);
+        args[r] = (thread_arg){q, r};
+        if (!processes) {
+            assert_int_equal(pthread_create(&th[r], NULL, thread_main, &args[r]), 0);
+            continue;
+        }
+        fflush(NULL);
+        ra.pids[r] = fork();
+        assert_true(ra.pids[r] >= 0);
+        if (ra.pids[r] == 0) {
+            thread_main(&args[r]);
+            _exit(0);
+        }
     }
-    assert_int_equal(ppv_world_run(w, ppv_ext_rank_main, p->x, res), 0);
-    for (int32_t r = 0; r < n; r++) pthread_join(th[r], NULL);
+    if (processes) assert_int_equal(pthread_create(&reap, NULL, reaper, &ra), 0);
+    assert_int_equal(ppv_world_run(w, ppv_ext_rank_main, q->x, res), 0);
+    if (processes) {
+        pthread_join(reap, NULL);
+        *p = *q;
+        munmap(q, sizeof *q);
+    } else {
+        for (int32_t r = 0; r < n; r++) pthread_join(th[r], NULL);
+        ppv_ext_free(q->x);
+    }
     ppv_world_free(w);
-    ppv_ext_free(p->x);
-    pthread_mutex_destroy(&p->mu);
 }
 
 static int keep(program *p, int32_t rank, int rc) {
@@ -293,7 +369,7 @@ static void unreceived(program *p, int32_t r) {
 }
 
 static void test_posted_operations_complete_each_on_its_own(void **state) {
-    (void)state;
+    use_mode(state);
     static const char *const policies[] = {"rr", "random", "pct"};
     for (int k = 0; k < 3; k++)
         for (uint64_t seed = 0; seed < 20; seed++) {
@@ -324,7 +400,7 @@ static void test_posted_operations_complete_each_on_its_own(void **state) {
 }
 
 static void test_a_safe_ring_completes_under_every_policy(void **state) {
-    (void)state;
+    use_mode(state);
     const char *policies[] = {"rr", "random", "pct:2"};
     for (int k = 0; k < 3; k++)
         for (uint64_t seed = 1; seed <= 20; seed++) {
@@ -346,7 +422,7 @@ static void test_a_safe_ring_completes_under_every_policy(void **state) {
  * decisions and the same order of the threads' own code; other seeds give
  * other orders. */
 static void test_the_interleaving_is_the_seeds(void **state) {
-    (void)state;
+    use_mode(state);
     uint64_t digest[20];
     char first[20][16];
     int distinct = 0;
@@ -377,7 +453,7 @@ static void test_the_interleaving_is_the_seeds(void **state) {
 }
 
 static void test_a_deadlock_names_every_threads_place(void **state) {
-    (void)state;
+    use_mode(state);
     program p;
     ppv_world_result res;
     run(&p, 3, ring_sends_first, "rendezvous", "random", 3, 10.0, &res);
@@ -401,7 +477,7 @@ static void test_a_deadlock_names_every_threads_place(void **state) {
 }
 
 static void test_collectives_give_exact_values(void **state) {
-    (void)state;
+    use_mode(state);
     for (uint64_t seed = 0; seed < 10; seed++) {
         program p;
         ppv_world_result res;
@@ -419,7 +495,7 @@ static void test_collectives_give_exact_values(void **state) {
 }
 
 static void test_a_collective_mismatch_fails_the_run(void **state) {
-    (void)state;
+    use_mode(state);
     program p;
     ppv_world_result res;
     run(&p, 2, mismatched, "rendezvous", "rr", 0, 10.0, &res);
@@ -430,7 +506,7 @@ static void test_a_collective_mismatch_fails_the_run(void **state) {
 }
 
 static void test_a_threads_exception_fails_the_run_with_its_message(void **state) {
-    (void)state;
+    use_mode(state);
     program p;
     ppv_world_result res;
     run(&p, 2, raises, "rendezvous", "rr", 0, 10.0, &res);
@@ -442,7 +518,7 @@ static void test_a_threads_exception_fails_the_run_with_its_message(void **state
 }
 
 static void test_a_thread_that_idles_fails_the_run_not_hangs_it(void **state) {
-    (void)state;
+    use_mode(state);
     program p;
     ppv_world_result res;
     run(&p, 2, idles, "eager", "rr", 0, 0.25, &res);
@@ -455,7 +531,7 @@ static void test_a_thread_that_idles_fails_the_run_not_hangs_it(void **state) {
 }
 
 static void test_a_thread_that_never_calls_is_a_deadlock_of_its_peer(void **state) {
-    (void)state;
+    use_mode(state);
     program p;
     ppv_world_result res;
     run(&p, 2, one_quits, "rendezvous", "rr", 0, 10.0, &res);
@@ -470,7 +546,7 @@ static void test_a_thread_that_never_calls_is_a_deadlock_of_its_peer(void **stat
 /* A receive from any rank blocks until one is there, takes the senders in
  * the order the scheduler lets them send, and every order comes up. */
 static void test_a_receive_from_any_rank_blocks_and_takes_each_order(void **state) {
-    (void)state;
+    use_mode(state);
     int seen_12 = 0, seen_21 = 0;
     for (uint64_t seed = 0; seed < 40; seed++) {
         program p;
@@ -502,7 +578,7 @@ static void test_a_receive_from_any_rank_blocks_and_takes_each_order(void **stat
 }
 
 static void test_a_grouped_ring_completes_under_rendezvous(void **state) {
-    (void)state;
+    use_mode(state);
     for (uint64_t seed = 0; seed < 10; seed++) {
         program p;
         ppv_world_result res;
@@ -515,7 +591,7 @@ static void test_a_grouped_ring_completes_under_rendezvous(void **state) {
 
 /* A thread that never starts: the bridge's idle bound, not a hang. */
 static void test_a_thread_that_never_starts_fails_the_run(void **state) {
-    (void)state;
+    use_mode(state);
     char err[256];
     ppv_ext *x = ppv_ext_new(2, 0.05, err, sizeof err);
     assert_non_null(x);
@@ -544,20 +620,87 @@ static void test_a_thread_that_never_starts_fails_the_run(void **state) {
                              "more than 0");
 }
 
+/* Rank 1's process leaves without its end (as a plug-in that calls
+ * exit): the rank fails with how its process ended, its peer's wait is
+ * unwound, nothing hangs. */
+static void dies(program *p, int32_t r) {
+    float v[1] = {0};
+    if (r == 1) {
+        keep(p, r, ppv_ext_send(p->x, r, v, sizeof v, 0, 0, "ctl.py:3 send"));
+        _exit(3);
+    }
+    keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 1, 0, "ctl.py:5 recv"));
+    keep(p, r, ppv_ext_recv(p->x, r, v, sizeof v, 1, 0, "ctl.py:6 recv"));
+    ppv_ext_end(p->x, r, NULL);
+}
+
+static void test_a_process_that_dies_fails_its_rank(void **state) {
+    use_mode(state);
+    program p;
+    ppv_world_result res;
+    run(&p, 2, dies, "rendezvous", "rr", 0, 10.0, &res);
+    assert_int_equal(res.status, PPV_RUN_FAILED);
+    assert_int_equal(res.failed_rank, 1);
+    assert_string_equal(res.message, "rank 1: exited with status 3");
+    assert_int_equal(p.rc[0], PPV_ERR_ABORTED); /* its second receive never came */
+    ppv_world_result_free(&res);
+}
+
+/* A shared bridge carries PAYLOAD bytes a call: more is PPV_ERR_TOO_BIG,
+ * for the data a call takes and for what an all-gather brings back. */
+static void too_big(program *p, int32_t r) {
+    static char big[PAYLOAD + 1];
+    char half[PAYLOAD / 2] = {0}, all[PAYLOAD];
+    if (r == 0) keep(p, r, ppv_ext_send(p->x, r, big, sizeof big, 1, 0, "send"));
+    else keep(p, r, ppv_ext_recv(p->x, r, big, sizeof big, 0, 0, "recv"));
+    p->got[r][0] = (float)ppv_ext_allgather(p->x, r, half, all, sizeof half, 0, "gather");
+    float fits = (float)r;
+    p->got[r][1] = (float)ppv_ext_broadcast(p->x, r, &fits, sizeof fits, 1, 0, "broadcast");
+    p->got[r][2] = fits;
+    ppv_ext_end(p->x, r, NULL);
+}
+
+static void test_a_message_larger_than_the_payload_is_refused(void **state) {
+    use_mode(state);
+    program p;
+    ppv_world_result res;
+    run(&p, 2, too_big, "rendezvous", "rr", 0, 10.0, &res);
+    if (res.status != PPV_RUN_DONE) fail_msg("%s", res.message);
+    for (int32_t r = 0; r < 2; r++) {
+        assert_int_equal(p.rc[r], PPV_ERR_TOO_BIG);
+        assert_true(p.got[r][0] == (float)PPV_ERR_TOO_BIG); /* two parts of half the payload */
+        assert_true(p.got[r][1] == 0.0f && p.got[r][2] == 1.0f); /* what fits goes on */
+    }
+    ppv_world_result_free(&res);
+}
+
+#define BOTH(t)                                                                             \
+    cmocka_unit_test_prestate(t, &as_threads), cmocka_unit_test_prestate(t, &as_processes)
+
+static int free_shared(void **state) {
+    (void)state;
+    ppv_ext_free(shared_x);
+    shared_x = NULL;
+    return 0;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_safe_ring_completes_under_every_policy),
-        cmocka_unit_test(test_the_interleaving_is_the_seeds),
-        cmocka_unit_test(test_a_deadlock_names_every_threads_place),
-        cmocka_unit_test(test_collectives_give_exact_values),
-        cmocka_unit_test(test_a_collective_mismatch_fails_the_run),
-        cmocka_unit_test(test_a_threads_exception_fails_the_run_with_its_message),
-        cmocka_unit_test(test_a_thread_that_idles_fails_the_run_not_hangs_it),
-        cmocka_unit_test(test_a_thread_that_never_calls_is_a_deadlock_of_its_peer),
+        BOTH(test_a_safe_ring_completes_under_every_policy),
+        BOTH(test_the_interleaving_is_the_seeds),
+        BOTH(test_a_deadlock_names_every_threads_place),
+        BOTH(test_collectives_give_exact_values),
+        BOTH(test_a_collective_mismatch_fails_the_run),
+        BOTH(test_a_threads_exception_fails_the_run_with_its_message),
+        BOTH(test_a_thread_that_idles_fails_the_run_not_hangs_it),
+        BOTH(test_a_thread_that_never_calls_is_a_deadlock_of_its_peer),
         cmocka_unit_test(test_a_thread_that_never_starts_fails_the_run),
-        cmocka_unit_test(test_a_receive_from_any_rank_blocks_and_takes_each_order),
-        cmocka_unit_test(test_a_grouped_ring_completes_under_rendezvous),
-        cmocka_unit_test(test_posted_operations_complete_each_on_its_own),
+        BOTH(test_a_receive_from_any_rank_blocks_and_takes_each_order),
+        BOTH(test_a_grouped_ring_completes_under_rendezvous),
+        BOTH(test_posted_operations_complete_each_on_its_own),
+        cmocka_unit_test_prestate(test_a_process_that_dies_fails_its_rank, &as_processes),
+        cmocka_unit_test_prestate(test_a_message_larger_than_the_payload_is_refused,
+                                  &as_processes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, free_shared);
 }

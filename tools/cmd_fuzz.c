@@ -29,6 +29,7 @@ typedef struct fuzz_args {
     /* py FILE.py:FUNCTION: its ranks, idle bound and trace to replay */
     int py_target, py_only_used, sem_watchdog_used;
     int32_t py_ranks;
+    int py_threads; /* --ranks-as threads */
     double py_idle;
     const char *py_spec, *py_replay;
     char py_name[4200]; /* "py FILE.py:FUNCTION", the report's target */
@@ -170,6 +171,13 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             a->py_ranks = (int32_t)p.num;
             a->py_only_used = 1;
             break;
+        case OPT_RANKS_AS:
+            if (strcmp(optarg, "processes") && strcmp(optarg, "threads"))
+                return usage_error("--ranks-as is processes or threads, not '%s'", optarg);
+            target_word(a, c, optarg);
+            a->py_threads = !strcmp(optarg, "threads");
+            a->py_only_used = 1;
+            break;
         case OPT_IDLE:
             target_word(a, c, optarg);
             a->py_idle = p.real;
@@ -200,7 +208,8 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
         a->target = a->py_name;
     }
     if (!a->py_target && a->py_only_used)
-        return usage_error("--ranks, --idle and --replay are for a py target, not %s", a->target);
+        return usage_error("--ranks, --ranks-as, --idle and --replay are for a py target, not %s",
+                           a->target);
     a->pp_target = !strcmp(a->target, "pp");
     a->checker_target = !strcmp(a->target, "checker");
     if (a->checker_target) {
@@ -223,8 +232,8 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
     }
     if (a->py_target) {
         if (a->schedule_only_used || a->pp_only_used)
-            return usage_error("a py target takes -n, --semantics, --watchdog and --idle, not "
-                               "the pipeline's or a schedule's model options%s", "");
+            return usage_error("a py target takes -n, --ranks-as, --semantics, --watchdog and "
+                               "--idle, not the pipeline's or a schedule's model options%s", "");
         if (a->py_ranks < 1) return usage_error("py needs -n RANKS (its world's ranks)%s", "");
         if (a->jobs_given && a->f.jobs > 1)
             return usage_error("--jobs: a py target's runs share one Python interpreter, so "
@@ -459,7 +468,8 @@ static int fuzz_checker(const fuzz_args *a) {
 static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask, py_target **py) {
     char err[1024];
     if (a->py_target) {
-        if (py_target_open(a->py_spec, a->py_ranks, a->py_idle, py, &a->py_program) < 0)
+        if (py_target_open(a->py_spec, a->py_ranks, a->py_idle, !a->py_threads, py,
+                           &a->py_program) < 0)
             return PPV_EXIT_BAD_INPUT;
         a->py_program.sem = a->f.run.sem;
         a->py_program.watchdog_steps = a->f.run.watchdog_steps;

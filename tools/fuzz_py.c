@@ -4,10 +4,12 @@
  *
  * The Python ranks module (libppv_pyrank.so, fuzz/pyrank.c) is loaded
  * here, as the generator bridge is: ppv itself starts without libpython.
- * Every run gets a fresh bridge (ppv_ext) and a Python thread a rank;
- * the threads of a run are waited for before the next run starts, and a
- * thread that outlives its run ends the exploration (its reason is the
- * next run's failure of the environment), never a hang.
+ * Ranks as processes (the default) share one bridge in shared memory,
+ * made before the module forks its zygote and reset before every run;
+ * ranks as threads (--ranks-as threads) get a fresh bridge a run. The
+ * ranks of a run are waited for before the next run starts, and one that
+ * outlives its run ends the exploration (its reason is the next run's
+ * failure of the environment), never a hang.
  */
 #include <dlfcn.h>
 #include <json-c/json.h>
@@ -18,11 +20,21 @@
 #include "cli.h"
 #include "pyrank.h"
 
+enum {
+    /* ranks as processes: the most one call carries (its payload a rank,
+     * shared memory taken only as it is touched) */
+    PY_MESSAGE_BYTES = 256 << 20,
+    /* the zygote's import of the file (torch's included) */
+    PY_IMPORT_SECONDS = 300
+};
+
 struct py_target {
     const ppv_pyrank_module *mod;
     ppv_pyrank *py;
     int32_t n;
     double idle;
+    ppv_ext *shared;   /* ranks as processes: their bridge, for every run */
+    int started;       /* a run has been started on it */
     ppv_ext *x;        /* the run in progress, or the last one, until finished */
     char broken[1024]; /* why no more runs can be made ("" while they can) */
 };
@@ -44,6 +56,8 @@ static const ppv_pyrank_api bridge_api = {
     .irecv = ppv_ext_irecv,
     .wait_op = ppv_ext_wait_op,
     .test_op = ppv_ext_test_op,
+    .ended = ppv_ext_ended,
+    .message_bytes = ppv_ext_message_bytes,
 };
 
 /* Waits for the last run's threads and frees its bridge. A thread that
@@ -55,7 +69,7 @@ static void finish_run(py_target *t) {
     if (t->mod->finish(t->py, bound, err, sizeof err) < 0) {
         ppv_ext_close(t->x);
         if (!t->broken[0]) snprintf(t->broken, sizeof t->broken, "%s", err);
-    } else {
+    } else if (!t->shared) {
         ppv_ext_free(t->x);
     }
     t->x = NULL;
@@ -85,7 +99,9 @@ static void py_reset(void *arg) {
     finish_run(t);
     if (t->broken[0]) return;
     char err[1024];
-    t->x = ppv_ext_new(t->n, t->idle, err, sizeof err);
+    if (t->shared && t->started) ppv_ext_reset(t->shared); /* the last run's ranks are gone */
+    t->started = 1;
+    t->x = t->shared ? t->shared : ppv_ext_new(t->n, t->idle, err, sizeof err);
     if (!t->x) {
         snprintf(t->broken, sizeof t->broken, "%s", err);
         return;
@@ -165,8 +181,8 @@ static const ppv_pyrank_module *load_module(char *err, size_t errlen) {
 #endif
 }
 
-int py_target_open(const char *spec, int32_t nranks, double idle, py_target **out,
-                   ppv_fuzz_program *pg) {
+int py_target_open(const char *spec, int32_t nranks, double idle, int processes,
+                   py_target **out, ppv_fuzz_program *pg) {
     *out = NULL;
     char file[4096], func[256], err[2048];
     if (split_spec(spec, file, sizeof file, func, sizeof func) < 0) return -1;
@@ -194,8 +210,16 @@ int py_target_open(const char *spec, int32_t nranks, double idle, py_target **ou
     FILE *probe = fopen(PPV_PYTHON_DIR "/ppv/dist.py", "r");
     if (!pkg || !*pkg) pkg = probe ? PPV_PYTHON_DIR : PPV_PYTHON_DIR_INSTALLED;
     if (probe) fclose(probe);
-    if (!(t->py = t->mod->open(file, func, nranks, &bridge_api, pkg, err, sizeof err))) {
+    if (processes &&
+        !(t->shared = ppv_ext_new_shared(nranks, idle, PY_MESSAGE_BYTES, err, sizeof err))) {
         fprintf(stderr, "ppv fuzz: %s\n", err);
+        free(t);
+        return -1;
+    }
+    if (!(t->py = t->mod->open(file, func, nranks, &bridge_api, pkg, t->shared, PY_IMPORT_SECONDS,
+                               err, sizeof err))) {
+        fprintf(stderr, "ppv fuzz: %s\n", err);
+        ppv_ext_free(t->shared);
         free(t);
         return -1;
     }
@@ -215,6 +239,7 @@ void py_target_close(py_target *t) {
     if (t->broken[0]) /* the runs stopped there: say why, whatever was reported */
         fprintf(stderr, "ppv fuzz: warning: %s; no run was made after that\n", t->broken);
     t->mod->close(t->py);
+    ppv_ext_free(t->shared);
     free(t);
 }
 

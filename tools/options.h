@@ -503,7 +503,11 @@ typedef struct option_value {
 
 /* A Python target's options (ppv fuzz py FILE.py:FUNCTION). */
 #define FUZZ_PY_OPTIONS(X)                                                                         \
-    X(RANKS, 'n', "ranks", "N", V_INT(1, 64), "py: the world's ranks, each a Python thread (required)", NULL)    \
+    X(RANKS, 'n', "ranks", "N", V_INT(1, 64), "py: the world's ranks, each a process of its own (required)", NULL)    \
+    X(RANKS_AS, 0, "ranks-as", "processes|threads", V_WORD,                                                    \
+      "py: every rank a process forked afresh each run from one import (module state its own), "  \
+      "or a thread of one interpreter (faster to start; module state shared by ranks and runs)",  \
+      "processes")                                                                                 \
     X(IDLE, 0, "idle", "SECONDS", V_POSITIVE_SECONDS(86400),                                                                  \
       "py: wall time a rank may run between two ppv.dist calls before the run fails (a rank "      \
       "that computes, sleeps or waits on anything but ppv)",                                       \

@@ -85,6 +85,15 @@ typedef struct posted_list {
     int64_t n, cap;
 } posted_list;
 
+/* A shared bridge's side of a rank, in one process's memory: its posted
+ * receives, and the sends and receives of its open group (ids 0 and 1),
+ * whose data goes when the group ends. */
+typedef struct ext_side {
+    posted_list recvs, grouped;
+    int in_group;
+    size_t grouped_bytes; /* the group's receives, together */
+} ext_side;
+
 typedef struct ext_rank {
     uint32_t turn; /* the futex: T_* bits */
     ext_op op;
@@ -105,7 +114,7 @@ typedef struct ext_rank {
     /* a shared bridge's thread side: its own (process's) posted receives,
      * and the process that made the list (another process, reporting a
      * death, leaves it alone) */
-    posted_list *own;
+    struct ext_side *own;
     pid_t own_pid;
 } ext_rank;
 
@@ -118,8 +127,8 @@ struct ppv_ext {
     size_t map_bytes;     /* a shared bridge: the whole mapping */
     ext_rank *r;
     /* the coroutine side's, in the memory of the process that made the
-     * bridge: a shared bridge's posted receives, per rank */
-    posted_list *side;
+     * bridge: a shared bridge's posted and grouped operations, per rank */
+    ext_side *side;
 };
 
 /* ---- posted receives -------------------------------------------------------- */
@@ -151,6 +160,12 @@ static void posted_clear(posted_list *l, int free_buffers) {
     for (int64_t k = 0; free_buffers && k < l->n; k++) free(l->v[k].buf);
     free(l->v);
     memset(l, 0, sizeof *l);
+}
+
+static void side_clear(ext_side *d, int free_buffers) {
+    posted_clear(&d->recvs, free_buffers);
+    posted_clear(&d->grouped, free_buffers);
+    memset(d, 0, sizeof *d);
 }
 
 /* ---- the turn word ---------------------------------------------------------- */
@@ -243,7 +258,7 @@ ppv_ext *ppv_ext_new_shared(int32_t nranks, double idle_seconds, size_t message_
     /* pages are taken only as messages touch them */
     void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    posted_list *side = calloc((size_t)nranks, sizeof *side);
+    ext_side *side = calloc((size_t)nranks, sizeof *side);
     if (m == MAP_FAILED || !side) {
         if (m != MAP_FAILED) munmap(m, total);
         free(side);
@@ -264,7 +279,7 @@ ppv_ext *ppv_ext_new_shared(int32_t nranks, double idle_seconds, size_t message_
 }
 
 static void clear_sides(ppv_ext *x) {
-    for (int32_t k = 0; x->side && k < x->n; k++) posted_clear(&x->side[k], 1);
+    for (int32_t k = 0; x->side && k < x->n; k++) side_clear(&x->side[k], 1);
 }
 
 void ppv_ext_reset(ppv_ext *x) {
@@ -339,18 +354,64 @@ static int gather_fits(const ppv_ext *x, ppv_world *w, const ext_rank *e) {
  * payload (the thread side takes it from there). */
 static void hand_posted(ppv_ext *x, int32_t rank, ext_rank *e, int64_t id) {
     posted p;
-    if (!x->shared || !posted_take(&x->side[rank], id, &p)) return;
+    if (!x->shared || !posted_take(&x->side[rank].recvs, id, &p)) return;
     memcpy(e->payload, p.buf, p.bytes);
     e->answer_bytes = p.bytes;
     free(p.buf);
+}
+
+/* A shared bridge: a send or receive inside rank's open group, whose
+ * data moves when the group ends: each gets a buffer of this process's. */
+static int grouped_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
+    ext_side *d = &x->side[rank];
+    int send = e->op == EXT_SEND;
+    if (!send && e->bytes > x->payload_bytes - d->grouped_bytes) return PPV_ERR_TOO_BIG;
+    void *buf = malloc(e->bytes ? e->bytes : 1);
+    if (!buf || posted_add(&d->grouped, send ? 0 : 1, buf, e->bytes) < 0) {
+        free(buf);
+        ppv_world_fail_env(t, rank, "out of memory queueing %s", e->what);
+        return PPV_ERR_ABORTED;
+    }
+    if (send) {
+        memcpy(buf, e->sbuf, e->bytes);
+        return t->ops->send(t->impl, rank, buf, e->bytes, e->peer, e->comm, e->what);
+    }
+    d->grouped_bytes += e->bytes;
+    return t->ops->recv(t->impl, rank, buf, e->bytes, e->peer, e->comm, e->what);
+}
+
+/* A shared bridge, at the end of rank's group: the group's receives, in
+ * their order, one after the other in the payload. The buffers stay
+ * until the bridge is reset when the group failed (the world may still
+ * point at them). */
+static void group_done(ppv_ext *x, int32_t rank, ext_rank *e, int rc) {
+    ext_side *d = &x->side[rank];
+    d->in_group = 0;
+    d->grouped_bytes = 0;
+    if (rc != 0) return;
+    size_t at = 0;
+    for (int64_t k = 0; k < d->grouped.n; k++) {
+        posted *g = &d->grouped.v[k];
+        if (g->id == 1) {
+            memcpy(e->payload + at, g->buf, g->bytes);
+            at += g->bytes;
+        }
+        free(g->buf);
+    }
+    d->grouped.n = 0;
+    e->answer_bytes = at;
 }
 
 /* Makes rank's call on the transport (a scheduling point). */
 static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
     const ppv_transport_ops *o = t->ops;
     switch (e->op) {
-    case EXT_SEND: return o->send(t->impl, rank, e->sbuf, e->bytes, e->peer, e->comm, e->what);
-    case EXT_RECV: return o->recv(t->impl, rank, e->rbuf, e->bytes, e->peer, e->comm, e->what);
+    case EXT_SEND:
+    case EXT_RECV:
+        if (x->shared && x->side[rank].in_group) return grouped_call(x, t, rank, e);
+        return e->op == EXT_SEND
+                   ? o->send(t->impl, rank, e->sbuf, e->bytes, e->peer, e->comm, e->what)
+                   : o->recv(t->impl, rank, e->rbuf, e->bytes, e->peer, e->comm, e->what);
     case EXT_BROADCAST:
         return o->broadcast(t->impl, rank, e->rbuf, e->bytes, e->peer, e->comm, e->what);
     case EXT_ALLREDUCE:
@@ -365,8 +426,16 @@ static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
     }
     case EXT_PROBE: return o->probe(t->impl, rank, e->peer, e->comm, &e->answer);
     case EXT_YIELD: o->yield(t->impl, rank); return 0;
-    case EXT_GROUP_START: return o->group_start(t->impl, rank);
-    case EXT_GROUP_END: return o->group_end(t->impl, rank);
+    case EXT_GROUP_START: {
+        int rc = o->group_start(t->impl, rank);
+        if (rc == 0 && x->shared) x->side[rank].in_group = 1;
+        return rc;
+    }
+    case EXT_GROUP_END: {
+        int rc = o->group_end(t->impl, rank);
+        if (x->shared) group_done(x, rank, e, rc);
+        return rc;
+    }
     case EXT_WAIT_ANY: /* ppv_world_run's transport is the mock's: impl is the world */
         return world_wait_any(t->impl, rank, e->comm, e->what);
     case EXT_ISEND:
@@ -384,7 +453,7 @@ static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
         }
         int rc = world_post_async(t->impl, rank, 0, NULL, buf, e->bytes, e->peer, e->comm,
                                   e->what, &e->answer_id);
-        if (rc == 0 && posted_add(&x->side[rank], e->answer_id, buf, e->bytes) < 0) {
+        if (rc == 0 && posted_add(&x->side[rank].recvs, e->answer_id, buf, e->bytes) < 0) {
             ppv_world_fail_env(t, rank, "out of memory posting %s", e->what);
             return PPV_ERR_ABORTED; /* the world has the buffer: it is lost, not freed */
         }
@@ -501,11 +570,25 @@ int ppv_ext_send(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_
     return call(x, args(x, rank, buf, NULL, bytes, peer, comm), EXT_SEND, buf, bytes, what);
 }
 
+/* A shared bridge's thread side: the process's own side of the rank
+ * (made by its first use), or NULL when out of memory. */
+static ext_side *own_side(ext_rank *e) {
+    if (e->own && e->own_pid == getpid()) return e->own;
+    e->own = calloc(1, sizeof *e->own);
+    e->own_pid = getpid();
+    return e->own;
+}
+
 int ppv_ext_recv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
                  const char *what) {
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
     ext_rank *e = args(x, rank, NULL, buf, bytes, peer, comm);
-    return copy_out(x, e, call(x, e, EXT_RECV, NULL, 0, what), buf, bytes);
+    ext_side *own = x->shared ? own_side(e) : NULL;
+    if (x->shared && !own) return PPV_ERR_ABORTED;
+    int rc = call(x, e, EXT_RECV, NULL, 0, what);
+    if (rc == 0 && own && own->in_group) /* its data comes when the group ends */
+        return posted_add(&own->grouped, 1, buf, bytes) < 0 ? PPV_ERR_ABORTED : 0;
+    return copy_out(x, e, rc, buf, bytes);
 }
 
 int ppv_ext_broadcast(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t root,
@@ -562,11 +645,28 @@ int ppv_ext_wait_any(ppv_ext *x, int32_t rank, int32_t comm, const char *what) {
 }
 
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what) {
-    return plain(x, rank, EXT_GROUP_START, 0, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    ext_side *own = x->shared ? own_side(&x->r[rank]) : NULL;
+    if (x->shared && !own) return PPV_ERR_ABORTED;
+    int rc = plain(x, rank, EXT_GROUP_START, 0, what);
+    if (rc == 0 && own) own->in_group = 1;
+    return rc;
 }
 
 int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
-    return plain(x, rank, EXT_GROUP_END, 0, what);
+    if (!check_rank(x, rank)) return PPV_ERR_USAGE;
+    int rc = plain(x, rank, EXT_GROUP_END, 0, what);
+    ext_rank *e = &x->r[rank];
+    ext_side *own = x->shared && e->own && e->own_pid == getpid() ? e->own : NULL;
+    if (!own) return rc;
+    size_t at = 0; /* the group's receives, one after the other in the payload */
+    for (int64_t k = 0; rc == 0 && k < own->grouped.n; k++) {
+        memcpy(own->grouped.v[k].buf, e->payload + at, own->grouped.v[k].bytes);
+        at += own->grouped.v[k].bytes;
+    }
+    own->grouped.n = 0;
+    own->in_group = 0;
+    return rc;
 }
 
 int ppv_ext_isend(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32_t peer,
@@ -579,25 +679,17 @@ int ppv_ext_isend(ppv_ext *x, int32_t rank, const void *buf, size_t bytes, int32
     return rc;
 }
 
-/* A shared bridge's thread side: the process's own list of posted
- * receives (made by the first irecv). */
-static posted_list *own_list(ext_rank *e) {
-    if (e->own && e->own_pid == getpid()) return e->own;
-    e->own = calloc(1, sizeof *e->own);
-    e->own_pid = getpid();
-    return e->own;
-}
 
 int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
                   const char *what, int64_t *id) {
     *id = 0;
     if (!check_rank(x, rank)) return PPV_ERR_USAGE;
     ext_rank *e = args(x, rank, NULL, buf, bytes, peer, comm);
-    posted_list *own = x->shared ? own_list(e) : NULL;
+    ext_side *own = x->shared ? own_side(e) : NULL;
     if (x->shared && !own) return PPV_ERR_ABORTED;
     int rc = call(x, e, EXT_IRECV, NULL, 0, what);
     if (rc != 0) return rc;
-    if (own && posted_add(own, e->answer_id, buf, bytes) < 0) return PPV_ERR_ABORTED;
+    if (own && posted_add(&own->recvs, e->answer_id, buf, bytes) < 0) return PPV_ERR_ABORTED;
     *id = e->answer_id;
     return 0;
 }
@@ -606,7 +698,7 @@ int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t pee
  * data in the payload) into the caller's buffer. */
 static void take_posted(ppv_ext *x, ext_rank *e, int64_t id) {
     posted p;
-    if (x->shared && e->own && e->own_pid == getpid() && posted_take(e->own, id, &p))
+    if (x->shared && e->own && e->own_pid == getpid() && posted_take(&e->own->recvs, id, &p))
         memcpy(p.buf, e->payload, p.bytes);
 }
 
@@ -637,10 +729,18 @@ void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error) {
     ext_rank *e = &x->r[rank];
     if (turn_of(e) & T_ENDED) return; /* once: a process's death after its end is no news */
     if (e->own && e->own_pid == getpid()) {
-        posted_clear(e->own, 0);
+        side_clear(e->own, 0);
         free(e->own);
         e->own = NULL;
     }
     snprintf(e->error, sizeof e->error, "%s", error ? error : "");
     turn_change(x, e, T_ENDED | T_JOINED, T_THREAD);
+}
+
+int ppv_ext_ended(const ppv_ext *x, int32_t rank) {
+    return check_rank(x, rank) && (turn_of(&x->r[rank]) & T_ENDED) != 0;
+}
+
+size_t ppv_ext_message_bytes(const ppv_ext *x) {
+    return x && x->shared ? x->payload_bytes : 0;
 }

@@ -117,6 +117,9 @@ ppv_ext *ppv_ext_new(int32_t nranks, double idle_seconds, char *err, size_t errl
 ppv_ext *ppv_ext_new_shared(int32_t nranks, double idle_seconds, size_t message_bytes,
                             char *err, size_t errlen);
 void ppv_ext_reset(ppv_ext *x);
+/* The most one call of a shared bridge carries (0: a bridge of threads,
+ * no bound). */
+size_t ppv_ext_message_bytes(const ppv_ext *x);
 /* Every call waiting, or made from now on, returns PPV_ERR_ABORTED (a
  * driver giving up). */
 void ppv_ext_close(ppv_ext *x);
@@ -169,6 +172,8 @@ int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what);
  * why it failed (a Python exception and its place), which fails the run.
  * Only the first call for a rank counts. */
 void ppv_ext_end(ppv_ext *x, int32_t rank, const char *error);
+/* 1 once rank has ended (ppv_ext_end), else 0. */
+int ppv_ext_ended(const ppv_ext *x, int32_t rank);
 
 /* ------------------------------------------------------------------------ */
 /* Transports whose ranks are processes: `mpirun -np N ppv run FILE         */

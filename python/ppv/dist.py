@@ -105,8 +105,15 @@ _local = threading.local()
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+_ranks_here = 0  # ranks running in this process (their own threads)
+
+
 def _me(needs_init=True):
     st = getattr(_local, "state", None)
+    if st is None and _ranks_here:
+        raise RuntimeError(f"ppv.dist is called from a thread a rank started "
+                           f"({threading.current_thread().name}): under ppv fuzz py only the "
+                           f"rank's own thread communicates")
     if st is None:
         raise DistError("ppv.dist is used outside a rank of `ppv fuzz py` (run the file under "
                         "ppv fuzz py FILE.py:FUNCTION -n RANKS)")
@@ -155,6 +162,9 @@ def _check(rc, what):
         why = "a collective mismatch (ppv reports it)"
     elif rc == _bridge.STALE:
         why = "this thread's run is over"
+    elif rc == _bridge.TOO_BIG:
+        why = (f"the message is larger than a rank's process carries "
+               f"({_bridge.MESSAGE_BYTES >> 20} MiB a call; --ranks-as threads has no such bound)")
     else:
         why = "a wrong peer, group or nesting (ppv reports it)"
     raise DistError(f"{what}: {why}")
@@ -854,8 +864,8 @@ class _RankEnviron:
 
 def _no_fork(*args, **kwargs):
     if getattr(_local, "state", None) is not None:
-        raise RuntimeError("a rank forks or execs: under ppv fuzz py a rank is a thread of ppv's "
-                           "and cannot start processes of its own")
+        raise RuntimeError("a rank forks or execs: under ppv fuzz py a rank cannot start "
+                           "processes of its own")
     return _no_fork.real[_no_fork.name](*args, **kwargs)
 
 
@@ -932,11 +942,13 @@ def _place(exc, target):
 
 
 def _run_rank(function, rank, size, gen):
-    """A rank's thread: waits for its turn, runs function(rank, size), and
-    tells ppv how it ended."""
+    """A rank (its process's main thread, or a thread of ppv's): waits for
+    its turn, runs function(rank, size), and tells ppv how it ended."""
+    global _ranks_here
     if _bridge.begin(gen, rank) != 0:
         _bridge.end(gen, rank, None)
         return
+    _ranks_here += 1  # one rank runs at a time: no race
     _local.state = _State(rank, size, gen)
     _local.state.target = getattr(function, "_ppv_file", None) or getattr(
         getattr(function, "__code__", None), "co_filename", None)
@@ -949,4 +961,5 @@ def _run_rank(function, rank, size, gen):
         error = f"{type(e).__name__}: {e} ({_place(e, _local.state.target)})"
     finally:
         _local.state = None
+        _ranks_here -= 1
     _bridge.end(gen, rank, error)

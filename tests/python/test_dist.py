@@ -163,6 +163,78 @@ class Api(unittest.TestCase):
                                    "file under ppv fuzz py FILE.py:FUNCTION -n RANKS)\n")
 
 
+class RanksAsProcesses(unittest.TestCase):
+    """Every rank a process forked afresh each run (the default): module
+    state is each rank's own and never carries from one run to the next;
+    as threads (--ranks-as threads) the ranks share it, which such code
+    cannot stand."""
+    STATE = os.path.join(HERE, "ranks", "module_state.py")
+
+    def test_module_state_is_each_ranks_own_in_every_run(self):
+        for strategy in ("random", "pct", "portfolio", "dfs"):
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{self.STATE}:call_ids", "-n", "3", "--strategy",
+                                        strategy, "--runs", "150")
+                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                # dfs: the ring has two classes of interleaving, each run once
+                self.assertEqual(rep["runs"], 2 if strategy == "dfs" else 150)
+                self.assertTrue(rep["ok"])
+        code, rep, err = report(f"{self.STATE}:call_ids", "-n", "3", "--runs", "20",
+                                "--ranks-as", "threads")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failing_run"], 0)
+        self.assertEqual(rep["failure"], "rank 1: AssertionError: rank 1: the first call id is "
+                                         "2, not 0 (module_state.py:16)")
+
+    def test_a_ranks_output_comes_in_the_runs_order_every_time(self):
+        args = (f"{self.STATE}:prints", "-n", "3", "--runs", "4", "--strategy", "random",
+                "--seed", "3")
+        a, b = fuzz(*args), fuzz(*args)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        lines = [ln for ln in a.stdout.splitlines() if ln.startswith("rank ")]
+        self.assertEqual(len(lines), 4 * 6)
+        self.assertEqual(lines, [ln for ln in b.stdout.splitlines() if ln.startswith("rank ")])
+        # each rank's own lines in its own order, every run
+        for r in range(3):
+            mine = [ln for ln in lines if ln.startswith(f"rank {r} ")]
+            self.assertEqual([ln.split()[3] for ln in mine], ["0", "1"] * 4)
+
+    def test_a_rank_whose_process_dies_is_named(self):
+        cases = [("exits", "rank 1: its process exited with status 0 before its function "
+                           "returned (os._exit, or C code that calls exit)"),
+                 ("crashes", "rank 1: its process was killed by signal 11 (Segmentation "
+                             "fault) before its function returned")]
+        for function, want in cases:
+            with self.subTest(function=function):
+                code, rep, err = report(f"{BAD}:{function}", "-n", "2", "--runs", "20")
+                self.assertEqual(code, 1, err)
+                self.assertEqual(rep["failing_run"], 0)
+                self.assertEqual(rep["failure"], want)
+
+    def test_a_message_larger_than_a_process_carries_is_named(self):
+        code, rep, err = report(f"{BAD}:too_big", "-n", "2", "--runs", "3")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failure"], "rank 0: DistError: send to 1 (bad_input.py:74): the "
+                                         "message is larger than a rank's process carries (256 "
+                                         "MiB a call; --ranks-as threads has no such bound)")
+
+    def test_a_thread_a_rank_starts_cannot_communicate(self):
+        for mode in ("processes", "threads"):
+            with self.subTest(mode=mode):
+                code, rep, err = report(f"{BAD}:thread_calls", "-n", "2", "--runs", "3",
+                                        "--ranks-as", mode)
+                self.assertEqual(code, 1, err)
+                self.assertEqual(rep["failure"], "rank 0: RuntimeError: ppv.dist is called from "
+                                                 "a thread a rank started (sender): under ppv "
+                                                 "fuzz py only the rank's own thread "
+                                                 "communicates (bad_input.py:85)")
+
+    def test_a_wrong_ranks_as_is_refused(self):
+        r = fuzz(f"{BAD}:quits", "-n", "2", "--ranks-as", "fibers")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--ranks-as is processes or threads, not 'fibers'", r.stderr)
+
+
 class BadInput(unittest.TestCase):
     def run_bad(self, function, *extra):
         return fuzz(f"{BAD}:{function}", "-n", "2", "--runs", "20", *extra, timeout=60)
@@ -196,6 +268,12 @@ class BadInput(unittest.TestCase):
 
     def test_a_rank_that_goes_on_after_its_run_stops_the_runs(self):
         r = self.run_bad("stubborn", "--idle", "0.3")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("blocked: rank 0 at recv from 1 (bad_input.py:43)", r.stdout)
+        self.assertIn("ppv fuzz: warning: rank 1's process did not end within 1 s of its "
+                      "run's end (does it catch DistError and go on?); it was killed; no run "
+                      "was made after that\n", r.stderr)
+        r = self.run_bad("stubborn", "--idle", "0.3", "--ranks-as", "threads")
         self.assertEqual(r.returncode, 1)
         self.assertIn("blocked: rank 0 at recv from 1 (bad_input.py:43)", r.stdout)
         self.assertIn("ppv fuzz: warning: rank 1's Python thread did not end within 1 s of its "

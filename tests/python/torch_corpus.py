@@ -9,6 +9,7 @@ module is ppv.dist, under torch it is torch.distributed; the payloads are
 torch CPU tensors either way. The first three are the programs ppv once
 called deadlocks (issue 47).
 """
+import itertools
 import os
 
 import torch
@@ -20,7 +21,8 @@ else:
 
 PROGRAMS = ["isend_then_broadcast", "two_isends_then_recv_any", "wait_one_of_two",
             "batch_ring", "reductions_of_every_dtype", "gathers_and_scatters",
-            "object_collectives", "a_group_and_its_non_member", "recv_any_names_the_sender"]
+            "object_collectives", "a_group_and_its_non_member", "recv_any_names_the_sender",
+            "module_counter_for_call_ids", "parallel_state_globals"]
 
 
 def _init():
@@ -206,6 +208,49 @@ def recv_any_names_the_sender(rank, size):
         assert sorted(seen) == [1, 2]
     else:
         dist.send(torch.tensor([100 + rank], dtype=torch.int64), 0)
+
+
+_CALL_IDS = itertools.count()  # module state: each process has its own
+
+
+def module_counter_for_call_ids(rank, size):
+    """Call ids drawn from a module-level counter, as a control plane
+    numbers its envelopes: each process starts at 0 (ppv gave the ranks one
+    counter when they were threads of one interpreter)."""
+    _init()
+    first = next(_CALL_IDS)
+    assert first == 0, f"rank {rank}: the first call id is {first}, not 0"
+    ids = torch.tensor([float(next(_CALL_IDS))])
+    dist.all_reduce(ids)
+    assert ids.item() == size, ids.item()
+
+
+# Megatron's parallel_state keeps its groups in module globals, set once
+_PIPELINE_GROUP = None
+_PIPELINE_RANK = None
+
+
+def _initialize_model_parallel():
+    global _PIPELINE_GROUP, _PIPELINE_RANK
+    assert _PIPELINE_GROUP is None, "pipeline model parallel group is already initialized"
+    _PIPELINE_GROUP = dist.new_group([0, 1, 2])
+    _PIPELINE_RANK = dist.get_rank(_PIPELINE_GROUP)
+
+
+def parallel_state_globals(rank, size):
+    """The groups and the rank in module globals (parallel_state's way):
+    each process initializes its own once."""
+    _init()
+    _initialize_model_parallel()
+    right, left = (_PIPELINE_RANK + 1) % size, (_PIPELINE_RANK - 1) % size
+    x = torch.zeros(1)
+    if _PIPELINE_RANK == 0:
+        dist.send(torch.tensor([1.0]), right, group=_PIPELINE_GROUP)
+        dist.recv(x, left, group=_PIPELINE_GROUP)
+        assert x.item() == size, x.item()
+    else:
+        dist.recv(x, left, group=_PIPELINE_GROUP)
+        dist.send(x + 1, right, group=_PIPELINE_GROUP)
 
 
 def run_all_under_torch(rank, size):

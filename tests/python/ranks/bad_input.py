@@ -50,3 +50,42 @@ def stubborn(rank, size):
 
 
 not_a_function = 3
+
+
+def exits(rank, size):
+    if rank == 0:
+        dist.recv(np.zeros(1, dtype=np.float32), 1)
+    else:
+        import os
+        os._exit(0)                                     # its process leaves, its function never returns
+
+
+def crashes(rank, size):
+    if rank == 0:
+        dist.recv(np.zeros(1, dtype=np.float32), 1)
+    else:
+        import ctypes
+        ctypes.string_at(0)                             # a segmentation fault
+
+
+def too_big(rank, size):
+    a = np.zeros((257 << 20) // 4, dtype=np.float32)   # untouched pages: nothing is copied
+    if rank == 0:
+        dist.send(a, 1)
+    else:
+        dist.recv(a, 0)
+
+
+def thread_calls(rank, size):
+    import threading
+    caught = []
+
+    def background():
+        try:
+            dist.send(np.zeros(1, dtype=np.float32), 1 - rank)
+        except RuntimeError as e:
+            caught.append(e)
+    t = threading.Thread(target=background, name="sender")
+    t.start()
+    t.join()
+    raise caught[0]
