@@ -539,6 +539,8 @@ static void test_a_thread_that_never_calls_is_a_deadlock_of_its_peer(void **stat
     assert_int_equal(res.nblocked, 1);
     assert_int_equal(res.blocked[0].rank, 0);
     assert_string_equal(res.blocked[0].action, "ctl.py:3 recv");
+    assert_string_equal(res.blocked[0].reason,
+                        "receive waits for rank 1 to send (rank 1 has returned)");
     assert_int_equal(res.blocked[0].waits_for, 1);
     ppv_world_result_free(&res);
 }
@@ -572,7 +574,7 @@ static void test_a_receive_from_any_rank_blocks_and_takes_each_order(void **stat
     assert_int_equal(res.nblocked, 1);
     assert_string_equal(res.blocked[0].action, "any.py:20 recv from any");
     assert_string_equal(res.blocked[0].reason,
-                        "receive from any rank of communicator 0 waits for a message");
+                        "receive from any rank of the world waits for a message");
     assert_true(res.steps < 10);
     ppv_world_result_free(&res);
 }

@@ -628,8 +628,12 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
                       size_t bytes, int32_t root, int32_t comm, const char *what) {
     ppv_world_switch(w, rank);
     if (w->aborted || w->ranks[rank].dead) return PPV_ERR_ABORTED;
-    world_note(w, "joins %s on communicator %d", what, comm);
     rank_ctx *rc = &w->ranks[rank];
+    if (w->opt.policy.note_steps && comm >= 0 && comm < w->ncomms) {
+        char name[96];
+        world_comm_name(w, comm, name, sizeof name);
+        world_note(w, "joins %s on %s", what, name);
+    }
     if (comm < 0 || comm >= w->ncomms || w->comms[comm].member_of[rank] < 0 || rc->in_group) {
         ppv_world_fail(&w->transport, rank, "%s: rank %d is not a member of communicator %d%s",
                        what, rank, comm, rc->in_group ? " (or calls it inside a group)" : "");

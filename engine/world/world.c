@@ -616,6 +616,27 @@ static int record(ppv_world *w, int32_t r) {
 
 /* ---- reports ---------------------------------------------------------------- */
 
+/* " (rank p has returned)" when it has, else "": what a wait on p
+ * cannot get. */
+static const char *returned(const ppv_world *w, int32_t p, char *buf, size_t n) {
+    buf[0] = 0;
+    if (p >= 0 && p < w->P && w->ranks[p].state == RANK_DONE)
+        snprintf(buf, n, " (rank %d has returned)", (int)p);
+    return buf;
+}
+
+void world_comm_name(const ppv_world *w, int32_t comm, char *buf, size_t n) {
+    const world_comm *c = &w->comms[comm];
+    if (comm == 0 || c->n == w->P) {
+        snprintf(buf, n, "the world");
+        return;
+    }
+    size_t at = (size_t)snprintf(buf, n, "the group [");
+    for (int32_t k = 0; k < c->n && at + 16 < n; k++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%d", k ? "," : "", (int)c->ranks[k]);
+    snprintf(buf + at, n > at ? n - at : 0, "%s", at + 16 < n ? "]" : ",...]");
+}
+
 static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
     rank_ctx *rc = &w->ranks[r];
     memset(out, 0, sizeof *out);
@@ -626,13 +647,14 @@ static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
         p2p_op *op = rc->waiting;
         snprintf(out->action, sizeof out->action, "%s", op->what);
         out->waits_for = op->peer;
+        char gone[48];
         if (op->send)
             snprintf(out->reason, sizeof out->reason,
-                     "send of %zu bytes (rendezvous) waits for rank %d to post its receive",
-                     op->bytes, op->peer);
+                     "send of %zu bytes (rendezvous) waits for rank %d to post its receive%s",
+                     op->bytes, op->peer, returned(w, op->peer, gone, sizeof gone));
         else
-            snprintf(out->reason, sizeof out->reason, "receive waits for rank %d to send",
-                     op->peer);
+            snprintf(out->reason, sizeof out->reason, "receive waits for rank %d to send%s",
+                     op->peer, returned(w, op->peer, gone, sizeof gone));
     } else if (rc->waiting_coll) {
         coll_slot *s = rc->waiting_coll;
         world_comm *c = &w->comms[rc->waiting_comm];
@@ -640,16 +662,19 @@ static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
         for (int32_t k = 0; k < c->n; k++)
             if (!s->bufs[k]) {
                 out->waits_for = c->ranks[k];
+                char name[96], gone[48];
+                world_comm_name(w, rc->waiting_comm, name, sizeof name);
                 snprintf(out->reason, sizeof out->reason,
-                         "collective on communicator %d waits for rank %d to join",
-                         rc->waiting_comm, c->ranks[k]);
+                         "collective on %s waits for rank %d to join%s", name, c->ranks[k],
+                         returned(w, c->ranks[k], gone, sizeof gone));
                 break;
             }
     } else if (rc->any_wait) {
         snprintf(out->action, sizeof out->action, "%s", rc->any_what);
-        snprintf(out->reason, sizeof out->reason,
-                 "receive from any rank of communicator %d waits for a message",
-                 (int)rc->any_comm);
+        char name[96];
+        world_comm_name(w, rc->any_comm, name, sizeof name);
+        snprintf(out->reason, sizeof out->reason, "receive from any rank of %s waits for a message",
+                 name);
     } else {
         snprintf(out->action, sizeof out->action, "(running)");
         snprintf(out->reason, sizeof out->reason, "runnable, but made no progress");

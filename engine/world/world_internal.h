@@ -236,4 +236,8 @@ void world_end_async(ppv_world *w, int32_t rank);
  * transport. NULL with the reason. */
 ppv_world *ppv_world_make(const ppv_world_options *opt, char *err, size_t errlen);
 
+/* A communicator by its ranks, for reports: "the world", or "the group
+ * [1,2]" (comm must exist). */
+void world_comm_name(const ppv_world *w, int32_t comm, char *buf, size_t n);
+
 #endif

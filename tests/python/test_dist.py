@@ -125,7 +125,7 @@ class ControlPlane(unittest.TestCase):
             self.assertIn("rank 0  probes rank 1: nothing yet\n", r.stdout)
             self.assertIn("rank 0  probes rank 2: a message is there\n", r.stdout)
             self.assertIn("  rank 0 waits at recv from 2 (pp_control.py:80): receive waits for "
-                          "rank 2 to send\n", r.stdout)
+                          "rank 2 to send (rank 2 has returned)\n", r.stdout)
             self.assertTrue(r.stdout.endswith("(as recorded)\nresult: FAILED\n"), r.stdout)
 
     def test_a_trace_of_a_fixed_plane_no_longer_fails(self):
@@ -200,10 +200,14 @@ class RanksAsProcesses(unittest.TestCase):
             self.assertEqual([ln.split()[3] for ln in mine], ["0", "1"] * 4)
 
     def test_a_rank_whose_process_dies_is_named(self):
+        crash = ("rank 1: its process was killed by signal 11 (Segmentation fault) before its "
+                 "function returned")
+        if os.environ.get("PPV_SANITIZED"):  # AddressSanitizer takes the signal, exits 1
+            crash = ("rank 1: its process exited with status 1 before its function returned "
+                     "(os._exit, or C code that calls exit)")
         cases = [("exits", "rank 1: its process exited with status 0 before its function "
                            "returned (os._exit, or C code that calls exit)"),
-                 ("crashes", "rank 1: its process was killed by signal 11 (Segmentation "
-                             "fault) before its function returned")]
+                 ("crashes", crash)]
         for function, want in cases:
             with self.subTest(function=function):
                 code, rep, err = report(f"{BAD}:{function}", "-n", "2", "--runs", "20")
@@ -228,6 +232,12 @@ class RanksAsProcesses(unittest.TestCase):
                                                  "a thread a rank started (sender): under ppv "
                                                  "fuzz py only the rank's own thread "
                                                  "communicates (bad_input.py:85)")
+
+    def test_a_wait_names_the_group_by_its_ranks_and_a_rank_that_returned(self):
+        r = fuzz(f"{BAD}:group_left", "-n", "3", "--runs", "5")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("  blocked: rank 1 at barrier [1,2] (bad_input.py:97): collective on the group "
+                      "[1,2] waits for rank 2 to join (rank 2 has returned)\n", r.stdout)
 
     def test_a_wrong_ranks_as_is_refused(self):
         r = fuzz(f"{BAD}:quits", "-n", "2", "--ranks-as", "fibers")

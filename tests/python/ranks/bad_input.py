@@ -89,3 +89,9 @@ def thread_calls(rank, size):
     t.start()
     t.join()
     raise caught[0]
+
+
+def group_left(rank, size):
+    mesh = dist.new_group([1, 2])
+    if rank == 1:
+        dist.barrier(group=mesh)                        # rank 2 has returned: never joins
