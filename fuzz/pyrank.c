@@ -351,6 +351,27 @@ static PyObject *b_test_op(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS return Py_BuildValue("(ii)", rc, done);
 }
 
+/* new_group: (gen, rank, ranks as int32 bytes, what) -> (rc, comm) */
+static PyObject *b_new_group(PyObject *self, PyObject *args) {
+    (void)self;
+    long gen;
+    int rank;
+    Py_buffer v;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "liy*s", &gen, &rank, &v, &what)) return NULL;
+    ppv_ext *x = bridge(gen);
+    int rc = STALE;
+    int32_t comm = -1;
+    if (x) {
+        Py_BEGIN_ALLOW_THREADS rc = g.api->new_group(x, rank, v.buf,
+                                                     (int32_t)((size_t)v.len / sizeof(int32_t)),
+                                                     &comm, what);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&v);
+    return Py_BuildValue("(ii)", rc, (int)comm);
+}
+
 static PyObject *b_comm_of(PyObject *self, PyObject *args) {
     (void)self;
     long mask;
@@ -374,6 +395,7 @@ static PyMethodDef bridge_methods[] = {
     {"group_start", b_group_start, METH_VARARGS, NULL},
     {"group_end", b_group_end, METH_VARARGS, NULL},
     {"comm_of", b_comm_of, METH_VARARGS, NULL},
+    {"new_group", b_new_group, METH_VARARGS, "a communicator of the world's: (rc, comm)"},
     {"isend", b_isend, METH_VARARGS, "post a send: (rc, id)"},
     {"irecv", b_irecv, METH_VARARGS, "post a receive: (rc, id)"},
     {"wait_op", b_wait_op, METH_VARARGS, "wait for a posted op"},

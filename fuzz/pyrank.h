@@ -19,7 +19,8 @@ enum {
     PPV_PYRANK_ABI = 3,
     /* In a world of at most this many ranks, every set of ranks has a
      * communicator from the start (new_group is local): the set's mask
-     * (bit r for rank r) is its number, and the world's is 0. */
+     * (bit r for rank r) is its number, and the world's is 0. In a larger
+     * one new_group asks the world (ppv_ext_new_group). */
     PPV_PYRANK_GROUP_RANKS = 6
 };
 
@@ -50,6 +51,8 @@ typedef struct ppv_pyrank_api {
     int (*test_op)(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
     int (*ended)(const ppv_ext *x, int32_t rank);
     size_t (*message_bytes)(const ppv_ext *x);
+    int (*new_group)(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int32_t *comm,
+                     const char *what);
 } ppv_pyrank_api;
 
 typedef struct ppv_pyrank ppv_pyrank;

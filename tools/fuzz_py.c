@@ -58,6 +58,7 @@ static const ppv_pyrank_api bridge_api = {
     .test_op = ppv_ext_test_op,
     .ended = ppv_ext_ended,
     .message_bytes = ppv_ext_message_bytes,
+    .new_group = ppv_ext_new_group,
 };
 
 /* Waits for the last run's threads and frees its bridge. A thread that

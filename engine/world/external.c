@@ -59,6 +59,7 @@ typedef enum ext_op {
     EXT_IRECV,
     EXT_WAIT_OP,
     EXT_TEST_OP,
+    EXT_NEW_GROUP,
     EXT_END
 } ext_op;
 
@@ -402,6 +403,25 @@ static void group_done(ppv_ext *x, int32_t rank, ext_rank *e, int rc) {
     e->answer_bytes = at;
 }
 
+/* The communicator of the ranks in e's data (e->bytes of int32_t, in
+ * order), made by the first rank to ask: its number in answer_id. The
+ * world's ranks in order are communicator 0. */
+static int new_group(ppv_world *w, ext_rank *e) {
+    const int32_t *ranks = e->sbuf;
+    int32_t n = (int32_t)(e->bytes / sizeof *ranks);
+    for (int32_t c = 0; c < w->ncomms; c++) {
+        const world_comm *wc = &w->comms[c];
+        if (wc->n == n && !memcmp(wc->ranks, ranks, (size_t)n * sizeof *ranks)) {
+            e->answer_id = c;
+            return 0;
+        }
+    }
+    int32_t c = ppv_world_add_comm(w, ranks, n);
+    if (c < 0) return PPV_ERR_USAGE;
+    e->answer_id = c;
+    return 0;
+}
+
 /* Makes rank's call on the transport (a scheduling point). */
 static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
     const ppv_transport_ops *o = t->ops;
@@ -470,6 +490,7 @@ static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
         if (rc == 0 && e->answer) hand_posted(x, rank, e, e->op_id);
         return rc;
     }
+    case EXT_NEW_GROUP: return new_group(t->impl, e);
     case EXT_END: break;
     }
     return PPV_ERR_USAGE;
@@ -494,7 +515,7 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         e->answer_bytes = 0;
         int rc = make_call(x, t, rank, e); /* other ranks run meanwhile */
         if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY &&
-            e->op != EXT_TEST_OP)
+            e->op != EXT_TEST_OP && e->op != EXT_NEW_GROUP)
             ppv_world_progress(t, rank);
         e->rc = rc;
         if (rc == PPV_ERR_ABORTED) {
@@ -666,6 +687,17 @@ int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
     }
     own->grouped.n = 0;
     own->in_group = 0;
+    return rc;
+}
+
+int ppv_ext_new_group(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int32_t *comm,
+                      const char *what) {
+    *comm = -1;
+    if (!check_rank(x, rank) || n < 1) return PPV_ERR_USAGE;
+    size_t bytes = (size_t)n * sizeof *ranks;
+    ext_rank *e = args(x, rank, ranks, NULL, bytes, -1, 0);
+    int rc = call(x, e, EXT_NEW_GROUP, ranks, bytes, what);
+    if (rc == 0) *comm = (int32_t)e->answer_id;
     return rc;
 }
 

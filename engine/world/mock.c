@@ -724,6 +724,7 @@ static int collective(ppv_world *w, int32_t rank, int kind, void *buf, const voi
         for (int32_t k = 0; k < c->n; k++) ppv_world_complete(w, c->ranks[k]);
     }
     int err = ppv_world_wait(w, rank);
+    c = &w->comms[comm]; /* a rank may have added a communicator meanwhile (ppv_ext_new_group) */
     rc->waiting_coll = NULL;
     if (s->done && ++s->departed == c->n) { /* everyone has left it: recycle */
         c->slots[seq] = NULL;

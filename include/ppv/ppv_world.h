@@ -164,6 +164,12 @@ int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t pee
                   const char *what, int64_t *id);
 int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what);
 int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
+/* torch.distributed's new_group: the communicator of ranks (n global
+ * ranks, in order) in *comm, made by the first rank to ask and the same
+ * for every other (the world's ranks in order: 0). Not a scheduling
+ * point. The mock world only. */
+int ppv_ext_new_group(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int32_t *comm,
+                      const char *what);
 /* Sends and receives between these two are posted together and complete
  * at the end (NCCL's group calls). */
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what);

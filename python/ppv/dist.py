@@ -35,8 +35,8 @@ docs/explorer.md):
   run naming which rank made which call.
 - new_group(ranks) is called by every rank (a rank outside it gets a
   group on which its collectives return at once, as torch's
-  non-members); groups cover worlds of up to 6 ranks. Roots and peers are
-  global ranks, as in torch.
+  non-members), in a world of any size. Roots and peers are global ranks,
+  as in torch.
 - tag must be 0; timeouts are ppv's (an idle rank, a hang).
 - Under plain Python, outside ppv, every call raises DistError.
 
@@ -367,9 +367,11 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, **kwargs)
     for r in ranks:
         mask |= 1 << r
     comm = _bridge.comm_of(mask)
-    if comm < 0:
-        raise ValueError(f"new_group: groups are made for worlds of at most 6 ranks (this one "
-                         f"has {st.size})")
+    if comm < 0:  # a world of more than 6 ranks: the world makes it (the first rank to ask)
+        what = f"new_group {ranks} ({_where()})"
+        rc, comm = _bridge.new_group(st.gen, st.rank, struct.pack(f"{len(ranks)}i", *ranks),
+                                     what)
+        _check(rc, what)
     return Group(ranks, comm)
 
 

@@ -239,6 +239,22 @@ class RanksAsProcesses(unittest.TestCase):
         self.assertIn("  blocked: rank 1 at barrier [1,2] (bad_input.py:97): collective on the group "
                       "[1,2] waits for rank 2 to join (rank 2 has returned)\n", r.stdout)
 
+    def test_groups_of_a_world_of_more_than_6_ranks(self):
+        big = os.path.join(HERE, "ranks", "big_world.py")
+        for mode in ("processes", "threads"):
+            for strategy in ("random", "pct"):
+                with self.subTest(mode=mode, strategy=strategy):
+                    code, rep, err = report(f"{big}:halves", "-n", "8", "--runs", "60",
+                                            "--ranks-as", mode, "--strategy", strategy)
+                    self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                    self.assertEqual(rep["runs"], 60)
+        r = fuzz(f"{big}:leader_skips", "-n", "8", "--runs", "5")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("  blocked: rank 0 at all_reduce [0,4] (big_world.py:30): collective on "
+                      "the group [0,4] waits for rank 4 to join; rank 1 at barrier "
+                      "(big_world.py:31): collective on the world waits for rank 0 to join;",
+                      r.stdout)
+
     def test_a_wrong_ranks_as_is_refused(self):
         r = fuzz(f"{BAD}:quits", "-n", "2", "--ranks-as", "fibers")
         self.assertEqual(r.returncode, 2)
