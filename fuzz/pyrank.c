@@ -351,21 +351,22 @@ static PyObject *b_test_op(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS return Py_BuildValue("(ii)", rc, done);
 }
 
-/* new_group: (gen, rank, ranks as int32 bytes, what) -> (rc, comm) */
+/* new_group: (gen, rank, ranks as int32 bytes, tag, what) -> (rc, comm) */
 static PyObject *b_new_group(PyObject *self, PyObject *args) {
     (void)self;
     long gen;
     int rank;
     Py_buffer v;
+    long long tag;
     const char *what;
-    if (!PyArg_ParseTuple(args, "liy*s", &gen, &rank, &v, &what)) return NULL;
+    if (!PyArg_ParseTuple(args, "liy*Ls", &gen, &rank, &v, &tag, &what)) return NULL;
     ppv_ext *x = bridge(gen);
     int rc = STALE;
     int32_t comm = -1;
     if (x) {
         Py_BEGIN_ALLOW_THREADS rc = g.api->new_group(x, rank, v.buf,
                                                      (int32_t)((size_t)v.len / sizeof(int32_t)),
-                                                     &comm, what);
+                                                     (int64_t)tag, &comm, what);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&v);

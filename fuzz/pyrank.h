@@ -51,8 +51,8 @@ typedef struct ppv_pyrank_api {
     int (*test_op)(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
     int (*ended)(const ppv_ext *x, int32_t rank);
     size_t (*message_bytes)(const ppv_ext *x);
-    int (*new_group)(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int32_t *comm,
-                     const char *what);
+    int (*new_group)(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int64_t tag,
+                     int32_t *comm, const char *what);
 } ppv_pyrank_api;
 
 typedef struct ppv_pyrank ppv_pyrank;

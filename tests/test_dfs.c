@@ -528,7 +528,8 @@ static void test_a_deadlock_only_some_orders_reach_is_found_and_replays(void **s
     assert_true(send_at < probe_at);
     /* the story names the forgotten sender; there is no cycle, rank 0 is done */
     assert_string_equal(r->minimal_story, "blocked: rank 2 at SEND: send of 4 bytes (rendezvous) "
-                                          "waits for rank 0 to post its receive");
+                                          "waits for rank 0 to post its receive (rank 0 has "
+                                          "returned)");
     /* and it replays to the same deadlock, every time */
     for (int again = 0; again < 2; again++) {
         ppv_world_result res = replay_decisions(forgetful, &q, 3, PPV_SEM_RENDEZVOUS, r->minimal);

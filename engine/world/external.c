@@ -404,20 +404,22 @@ static void group_done(ppv_ext *x, int32_t rank, ext_rank *e, int rc) {
 }
 
 /* The communicator of the ranks in e's data (e->bytes of int32_t, in
- * order), made by the first rank to ask: its number in answer_id. The
- * world's ranks in order are communicator 0. */
+ * order) and tag e->op_id, made by the first rank to ask: its number in
+ * answer_id. The world's ranks in order, tag 0, are communicator 0. */
 static int new_group(ppv_world *w, ext_rank *e) {
     const int32_t *ranks = e->sbuf;
     int32_t n = (int32_t)(e->bytes / sizeof *ranks);
     for (int32_t c = 0; c < w->ncomms; c++) {
         const world_comm *wc = &w->comms[c];
-        if (wc->n == n && !memcmp(wc->ranks, ranks, (size_t)n * sizeof *ranks)) {
+        if (wc->n == n && wc->tag == e->op_id &&
+            !memcmp(wc->ranks, ranks, (size_t)n * sizeof *ranks)) {
             e->answer_id = c;
             return 0;
         }
     }
     int32_t c = ppv_world_add_comm(w, ranks, n);
     if (c < 0) return PPV_ERR_USAGE;
+    w->comms[c].tag = e->op_id;
     e->answer_id = c;
     return 0;
 }
@@ -690,12 +692,13 @@ int ppv_ext_group_end(ppv_ext *x, int32_t rank, const char *what) {
     return rc;
 }
 
-int ppv_ext_new_group(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int32_t *comm,
-                      const char *what) {
+int ppv_ext_new_group(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int64_t tag,
+                      int32_t *comm, const char *what) {
     *comm = -1;
     if (!check_rank(x, rank) || n < 1) return PPV_ERR_USAGE;
     size_t bytes = (size_t)n * sizeof *ranks;
     ext_rank *e = args(x, rank, ranks, NULL, bytes, -1, 0);
+    e->op_id = tag;
     int rc = call(x, e, EXT_NEW_GROUP, ranks, bytes, what);
     if (rc == 0) *comm = (int32_t)e->answer_id;
     return rc;

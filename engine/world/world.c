@@ -627,14 +627,16 @@ static const char *returned(const ppv_world *w, int32_t p, char *buf, size_t n) 
 
 void world_comm_name(const ppv_world *w, int32_t comm, char *buf, size_t n) {
     const world_comm *c = &w->comms[comm];
+    size_t at;
     if (comm == 0 || c->n == w->P) {
-        snprintf(buf, n, "the world");
-        return;
+        at = (size_t)snprintf(buf, n, "the world");
+    } else {
+        at = (size_t)snprintf(buf, n, "the group [");
+        for (int32_t k = 0; k < c->n && at + 32 < n; k++)
+            at += (size_t)snprintf(buf + at, n - at, "%s%d", k ? "," : "", (int)c->ranks[k]);
+        at += (size_t)snprintf(buf + at, n - at, "%s", at + 32 < n ? "]" : ",...]");
     }
-    size_t at = (size_t)snprintf(buf, n, "the group [");
-    for (int32_t k = 0; k < c->n && at + 16 < n; k++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%d", k ? "," : "", (int)c->ranks[k]);
-    snprintf(buf + at, n > at ? n - at : 0, "%s", at + 16 < n ? "]" : ",...]");
+    if (c->tag && at < n) snprintf(buf + at, n - at, ", tag %lld", (long long)c->tag);
 }
 
 static void describe(ppv_world *w, int32_t r, ppv_wait *out) {

@@ -57,6 +57,7 @@ typedef struct coll_slot {
 
 typedef struct world_comm {
     int32_t n;
+    int64_t tag; /* ppv_ext_new_group: the point-to-point tag it carries (0: none) */
     int32_t *ranks;     /* [n] global ranks */
     int32_t *member_of; /* [nranks] index in the comm, -1 */
     int64_t *seq;       /* [n] collectives issued per member */

@@ -166,10 +166,13 @@ int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what);
 int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
 /* torch.distributed's new_group: the communicator of ranks (n global
  * ranks, in order) in *comm, made by the first rank to ask and the same
- * for every other (the world's ranks in order: 0). Not a scheduling
- * point. The mock world only. */
-int ppv_ext_new_group(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int32_t *comm,
-                      const char *what);
+ * for every other (the world's ranks in order, tag 0: communicator 0).
+ * A tag other than 0 gives a communicator of its own over the same ranks,
+ * for the point-to-point messages of that tag (each tag its own queues,
+ * as tag matching has them). Not a scheduling point. The mock world
+ * only. */
+int ppv_ext_new_group(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int64_t tag,
+                      int32_t *comm, const char *what);
 /* Sends and receives between these two are posted together and complete
  * at the end (NCCL's group calls). */
 int ppv_ext_group_start(ppv_ext *x, int32_t rank, const char *what);

@@ -37,7 +37,9 @@ docs/explorer.md):
   group on which its collectives return at once, as torch's
   non-members), in a world of any size. Roots and peers are global ranks,
   as in torch.
-- tag must be 0; timeouts are ppv's (an idle rank, a hang).
+- Point-to-point tags match as on gloo: a receive takes the next message
+  of its sender with its tag, each tag in its own order. Timeouts are
+  ppv's (an idle rank, a hang).
 - Under plain Python, outside ppv, every call raises DistError.
 
 Every failed call raises DistError; the run it was in is already a failure
@@ -211,6 +213,7 @@ class _State:
         self.backend = "gloo"
         self.live = []  # the buffers of receives still pending (until the rank ends)
         self.target = None  # the file ppv runs: the user's call sites are there
+        self.tagged = {}  # (group's ranks, tag): the communicator of that tag's messages
 
 
 class Work:
@@ -285,9 +288,28 @@ def _peer(st, peer, grp, what):
     return peer
 
 
-def _tag(tag, what):
-    if tag != 0:
-        raise ValueError(f"{what}: tags are not modelled yet (tag={tag!r}); use 0")
+def _tname(tag):
+    return f" tag {tag}" if tag != 0 else ""
+
+
+def _p2p_comm(st, grp, tag, what):
+    """The communicator a point-to-point call with tag goes on: the group's
+    for tag 0; for another tag, one of the group's ranks for that tag
+    alone (made by the world when a rank first uses it), so messages match
+    by (sender, receiver, tag) and each tag keeps its own order, as on
+    gloo."""
+    if not isinstance(tag, int) or isinstance(tag, bool):
+        raise TypeError(f"{what}: tag must be an int, not {type(tag).__name__}")
+    if tag == 0:
+        return _comm(grp)
+    ranks = tuple(_group_ranks(st, grp))
+    comm = st.tagged.get((ranks, tag))
+    if comm is None:
+        rc, comm = _bridge.new_group(st.gen, st.rank, struct.pack(f"{len(ranks)}i", *ranks),
+                                     tag, what)
+        _check(rc, what)
+        st.tagged[(ranks, tag)] = comm
+    return comm
 
 
 def _member(st, grp):
@@ -370,32 +392,29 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, **kwargs)
     if comm < 0:  # a world of more than 6 ranks: the world makes it (the first rank to ask)
         what = f"new_group {ranks} ({_where()})"
         rc, comm = _bridge.new_group(st.gen, st.rank, struct.pack(f"{len(ranks)}i", *ranks),
-                                     what)
+                                     0, what)
         _check(rc, what)
     return Group(ranks, comm)
 
 
 def send(tensor, dst, group=None, tag=0):
     st = _me()
-    what = f"send to {dst}{_gname(st, group)} ({_where()})"
-    _tag(tag, what)
+    what = f"send to {dst}{_gname(st, group)}{_tname(tag)} ({_where()})"
+    comm = _p2p_comm(st, group, tag, what)
     a = _array(tensor, what, False)
-    _check(_bridge.send(st.gen, st.rank, a, _peer(st, dst, group, what), _comm(group), what),
-           what)
+    _check(_bridge.send(st.gen, st.rank, a, _peer(st, dst, group, what), comm, what), what)
 
 
 def recv(tensor, src=None, group=None, tag=0):
     st = _me()
-    what = f"recv from {'any' if src is None else src}{_gname(st, group)} ({_where()})"
-    _tag(tag, what)
+    what = f"recv from {'any' if src is None else src}{_gname(st, group)}{_tname(tag)} ({_where()})"
+    comm = _p2p_comm(st, group, tag, what)
     a = _array(tensor, what, True)
     if src is not None:
-        _check(_bridge.recv(st.gen, st.rank, a, _peer(st, src, group, what), _comm(group), what),
-               what)
+        _check(_bridge.recv(st.gen, st.rank, a, _peer(st, src, group, what), comm, what), what)
         return src
     # from any rank: wait until some member's message is there (the
     # scheduler decides whose comes first), then take the lowest-numbered
-    comm = _comm(group)
     peers = [r for r in _group_ranks(st, group) if r != st.rank]
     while True:
         _check(_bridge.wait_any(st.gen, st.rank, comm, what), what)
@@ -409,25 +428,23 @@ def recv(tensor, src=None, group=None, tag=0):
 
 def isend(tensor, dst, group=None, tag=0):
     st = _me()
-    what = f"isend to {dst}{_gname(st, group)} ({_where()})"
-    _tag(tag, what)
+    what = f"isend to {dst}{_gname(st, group)}{_tname(tag)} ({_where()})"
+    comm = _p2p_comm(st, group, tag, what)
     a = _array(tensor, what, False)
-    rc, op_id = _bridge.isend(st.gen, st.rank, a, _peer(st, dst, group, what), _comm(group),
-                              what)
+    rc, op_id = _bridge.isend(st.gen, st.rank, a, _peer(st, dst, group, what), comm, what)
     _check(rc, what)
     return Work(st, op_id)
 
 
 def irecv(tensor, src=None, group=None, tag=0):
     st = _me()
-    what = f"irecv from {src}{_gname(st, group)} ({_where()})"
-    _tag(tag, what)
+    what = f"irecv from {src}{_gname(st, group)}{_tname(tag)} ({_where()})"
+    comm = _p2p_comm(st, group, tag, what)
     if src is None:
         raise ValueError(f"{what}: irecv from any rank is not modelled yet; give src (recv "
                          f"takes src=None)")
     a = _array(tensor, what, True)
-    rc, op_id = _bridge.irecv(st.gen, st.rank, a, _peer(st, src, group, what), _comm(group),
-                              what)
+    rc, op_id = _bridge.irecv(st.gen, st.rank, a, _peer(st, src, group, what), comm, what)
     _check(rc, what)
     st.live.append(a)
     return Work(st, op_id, recv=True, keep=a)

@@ -255,6 +255,20 @@ class RanksAsProcesses(unittest.TestCase):
                       "(big_world.py:31): collective on the world waits for rank 0 to join;",
                       r.stdout)
 
+    def test_tags_match_each_in_its_own_order(self):
+        tags = os.path.join(HERE, "ranks", "tags.py")
+        for strategy in ("random", "pct", "portfolio"):
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{tags}:out_of_order", "-n", "3", "--runs", "100",
+                                        "--strategy", strategy)
+                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                self.assertEqual(rep["runs"], 100)
+        r = fuzz(f"{tags}:wrong_tag", "-n", "3", "--runs", "5")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("  blocked: rank 0 at send to 1 tag 5 (tags.py:33): send of 4 bytes "
+                      "(rendezvous) waits for rank 1 to post its receive; rank 1 at recv from 0 "
+                      "tag 4 (tags.py:35): receive waits for rank 0 to send\n", r.stdout)
+
     def test_a_wrong_ranks_as_is_refused(self):
         r = fuzz(f"{BAD}:quits", "-n", "2", "--ranks-as", "fibers")
         self.assertEqual(r.returncode, 2)

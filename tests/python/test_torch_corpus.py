@@ -144,7 +144,9 @@ class Unchanged(unittest.TestCase):
         cases = [("mpi", "ValueError: init_process_group: ppv stands in for the backends gloo, "
                          "nccl, ppv, not 'mpi'"),
                  ("no_init", "RuntimeError: Default process group has not been initialized"),
-                 ("fork", "RuntimeError: a rank forks or execs")]
+                 ("fork", "RuntimeError: a rank forks or execs"),
+                 ("signature", "rank 1: TypeError: send() missing 1 required positional "
+                               "argument: 'dst' (torch_script.py:21)")]
         for variant, want in cases:
             with self.subTest(variant=variant):
                 env = dict(os.environ, PPV_SCRIPT_VARIANT=variant)

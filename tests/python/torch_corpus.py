@@ -22,7 +22,7 @@ else:
 PROGRAMS = ["isend_then_broadcast", "two_isends_then_recv_any", "wait_one_of_two",
             "batch_ring", "reductions_of_every_dtype", "gathers_and_scatters",
             "object_collectives", "a_group_and_its_non_member", "recv_any_names_the_sender",
-            "module_counter_for_call_ids", "parallel_state_globals"]
+            "module_counter_for_call_ids", "parallel_state_globals", "tags_keep_their_own_order"]
 
 
 def _init():
@@ -251,6 +251,22 @@ def parallel_state_globals(rank, size):
     else:
         dist.recv(x, left, group=_PIPELINE_GROUP)
         dist.send(x + 1, right, group=_PIPELINE_GROUP)
+
+
+def tags_keep_their_own_order(rank, size):
+    """A receive takes its sender's next message with its tag: the one
+    posted first is received last."""
+    _init()
+    if rank == 0:
+        late = dist.isend(torch.tensor([7.0]), 1, tag=7)
+        dist.send(torch.tensor([3.0]), 1, tag=3)
+        late.wait()
+    elif rank == 1:
+        b = torch.zeros(1)
+        dist.recv(b, 0, tag=3)
+        assert b.item() == 3.0, b
+        dist.recv(b, 0, tag=7)
+        assert b.item() == 7.0, b
 
 
 def run_all_under_torch(rank, size):

@@ -17,6 +17,8 @@ def main():
     if variant != "no_init":
         dist.init_process_group("mpi" if variant == "mpi" else "gloo", init_method="env://")
     rank, size = dist.get_rank(), dist.get_world_size()
+    if variant == "signature" and rank == 1:
+        dist.send(torch.zeros(1))                      # no dst: torch's own TypeError
     assert int(os.environ["RANK"]) == rank and int(os.environ["WORLD_SIZE"]) == size
     STATE["calls"] += 1
     assert STATE["calls"] == 1, STATE
