@@ -26,7 +26,9 @@ docs/explorer.md):
   taken when it is called. Work.is_completed() of an isend turns True when
   it is received; of an irecv it stays False until wait() (gloo's
   behaviour: a loop polling it never ends, and ppv reports that hang).
-  batch_isend_irecv posts a list of P2POp at once.
+  batch_isend_irecv posts a list of P2POp at once. irecv(src=None) is
+  made at its wait() (the first message there; source_rank() names its
+  sender), and a receive on its group before that wait is refused.
 - Collectives reduce, gather and scatter tensors of any dtype, with every
   ReduceOp gloo has (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR; AVG raises,
   as on gloo), summed in rank order so the bits never depend on the
@@ -214,6 +216,7 @@ class _State:
         self.live = []  # the buffers of receives still pending (until the rank ends)
         self.target = None  # the file ppv runs: the user's call sites are there
         self.tagged = {}  # (group's ranks, tag): the communicator of that tag's messages
+        self.any_pending = {}  # communicator: its irecv(src=None) not yet waited for
 
 
 class Work:
@@ -248,6 +251,56 @@ class Work:
 
     def is_success(self):
         return self._done
+
+
+class _AnyRecv(Work):
+    """irecv(src=None): the receive from any rank is made at wait() (as
+    recv(src=None) makes it), so no other receive may take a message of
+    its communicator before then: torch's posted receive would match the
+    first one, and ppv refuses that order rather than model it wrongly."""
+
+    def __init__(self, st, a, comm, peers, what):
+        super().__init__(st, op_id=-1, recv=True, keep=a)
+        self._done = False
+        self._comm, self._peers, self._what = comm, peers, what
+        self._source = -1
+
+    def wait(self, timeout=None):
+        if not self._done:
+            what = f"wait for {self._what}"
+            self._source = _recv_any(self._st, self._keep, self._comm, self._peers, what)
+            self._done = True
+            self._keep = None
+            self._st.any_pending.pop(self._comm, None)
+        return True
+
+    def source_rank(self):
+        if not self._done:
+            raise RuntimeError("source_rank: the receive from any rank has not completed "
+                               "(wait() for it first)")
+        return self._source
+
+
+def _no_any_pending(st, comm, what):
+    w = st.any_pending.get(comm)
+    if w is not None:
+        raise ValueError(f"{what}: {w._what} is still pending on this group; ppv makes a "
+                         f"receive from any rank at its wait(), so no other receive may come "
+                         f"before it (not modelled): wait() for it first")
+
+
+def _recv_any(st, a, comm, peers, what):
+    """A receive from any of peers on comm: waits until some member's
+    message is there (the scheduler decides whose comes first), then takes
+    the lowest-numbered; the sender."""
+    while True:
+        _check(_bridge.wait_any(st.gen, st.rank, comm, what), what)
+        for p in peers:
+            rc, arrived = _bridge.probe(st.gen, st.rank, p, comm, what)
+            _check(rc, what)
+            if arrived:
+                _check(_bridge.recv(st.gen, st.rank, a, p, comm, what), what)
+                return p
 
 
 class P2POp:
@@ -407,23 +460,15 @@ def send(tensor, dst, group=None, tag=0):
 
 def recv(tensor, src=None, group=None, tag=0):
     st = _me()
-    what = f"recv from {'any' if src is None else src}{_gname(st, group)}{_tname(tag)} ({_where()})"
+    peer = "any" if src is None else src
+    what = f"recv from {peer}{_gname(st, group)}{_tname(tag)} ({_where()})"
     comm = _p2p_comm(st, group, tag, what)
+    _no_any_pending(st, comm, what)
     a = _array(tensor, what, True)
     if src is not None:
         _check(_bridge.recv(st.gen, st.rank, a, _peer(st, src, group, what), comm, what), what)
         return src
-    # from any rank: wait until some member's message is there (the
-    # scheduler decides whose comes first), then take the lowest-numbered
-    peers = [r for r in _group_ranks(st, group) if r != st.rank]
-    while True:
-        _check(_bridge.wait_any(st.gen, st.rank, comm, what), what)
-        for p in peers:
-            rc, arrived = _bridge.probe(st.gen, st.rank, p, comm, what)
-            _check(rc, what)
-            if arrived:
-                _check(_bridge.recv(st.gen, st.rank, a, p, comm, what), what)
-                return p
+    return _recv_any(st, a, comm, [r for r in _group_ranks(st, group) if r != st.rank], what)
 
 
 def isend(tensor, dst, group=None, tag=0):
@@ -438,12 +483,16 @@ def isend(tensor, dst, group=None, tag=0):
 
 def irecv(tensor, src=None, group=None, tag=0):
     st = _me()
-    what = f"irecv from {src}{_gname(st, group)}{_tname(tag)} ({_where()})"
+    peer = "any" if src is None else src
+    what = f"irecv from {peer}{_gname(st, group)}{_tname(tag)} ({_where()})"
     comm = _p2p_comm(st, group, tag, what)
-    if src is None:
-        raise ValueError(f"{what}: irecv from any rank is not modelled yet; give src (recv "
-                         f"takes src=None)")
+    _no_any_pending(st, comm, what)
     a = _array(tensor, what, True)
+    if src is None:
+        w = _AnyRecv(st, a, comm, [r for r in _group_ranks(st, group) if r != st.rank], what)
+        st.any_pending[comm] = w
+        st.live.append(a)
+        return w
     rc, op_id = _bridge.irecv(st.gen, st.rank, a, _peer(st, src, group, what), comm, what)
     _check(rc, what)
     st.live.append(a)

@@ -269,6 +269,15 @@ class RanksAsProcesses(unittest.TestCase):
                       "(rendezvous) waits for rank 1 to post its receive; rank 1 at recv from 0 "
                       "tag 4 (tags.py:35): receive waits for rank 0 to send\n", r.stdout)
 
+    def test_a_receive_before_the_wait_of_an_irecv_from_any_rank_is_refused(self):
+        code, rep, err = report(f"{BAD}:recv_before_any_wait", "-n", "2", "--runs", "3")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failure"], "rank 0: ValueError: recv from 1 (bad_input.py:103): "
+                                         "irecv from any (bad_input.py:102) is still pending on "
+                                         "this group; ppv makes a receive from any rank at its "
+                                         "wait(), so no other receive may come before it (not "
+                                         "modelled): wait() for it first (bad_input.py:103)")
+
     def test_a_wrong_ranks_as_is_refused(self):
         r = fuzz(f"{BAD}:quits", "-n", "2", "--ranks-as", "fibers")
         self.assertEqual(r.returncode, 2)

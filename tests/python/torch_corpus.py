@@ -22,7 +22,8 @@ else:
 PROGRAMS = ["isend_then_broadcast", "two_isends_then_recv_any", "wait_one_of_two",
             "batch_ring", "reductions_of_every_dtype", "gathers_and_scatters",
             "object_collectives", "a_group_and_its_non_member", "recv_any_names_the_sender",
-            "module_counter_for_call_ids", "parallel_state_globals", "tags_keep_their_own_order"]
+            "module_counter_for_call_ids", "parallel_state_globals", "tags_keep_their_own_order",
+            "irecv_from_any_rank"]
 
 
 def _init():
@@ -267,6 +268,28 @@ def tags_keep_their_own_order(rank, size):
         assert b.item() == 3.0, b
         dist.recv(b, 0, tag=7)
         assert b.item() == 7.0, b
+
+
+def irecv_from_any_rank(rank, size):
+    """irecv(src=None) is posted, other work goes on, and wait() takes
+    whichever message is there first; source_rank() names its sender."""
+    _init()
+    if rank == 0:
+        first = torch.zeros(1)
+        w = dist.irecv(first, src=None)
+        b = torch.tensor([5.0])
+        dist.broadcast(b, 0)
+        w.wait()
+        src = w.source_rank()
+        assert first.item() == 10.0 * src, (first, src)
+        second = torch.zeros(1)
+        other = dist.recv(second, src=None)
+        assert {src, other} == {1, 2} and second.item() == 10.0 * other
+    else:
+        b = torch.zeros(1)
+        dist.broadcast(b, 0)
+        assert b.item() == 5.0
+        dist.send(torch.tensor([10.0 * rank]), 0)
 
 
 def run_all_under_torch(rank, size):

@@ -95,3 +95,13 @@ def group_left(rank, size):
     mesh = dist.new_group([1, 2])
     if rank == 1:
         dist.barrier(group=mesh)                        # rank 2 has returned: never joins
+
+
+def recv_before_any_wait(rank, size):
+    if rank == 0:
+        w = dist.irecv(np.zeros(1, dtype=np.float32), src=None)
+        dist.recv(np.zeros(1, dtype=np.float32), 1)     # would take irecv's message under torch
+        w.wait()
+    else:
+        dist.send(np.ones(1, dtype=np.float32), 0)
+        dist.send(np.ones(1, dtype=np.float32), 0)
