@@ -87,7 +87,9 @@ case "$what" in
     cmake --build build-asan -j"$(nproc)"
     # both suites at once, each logging to its build folder
     (cd build && ctest --output-on-failure >Testing/run.log 2>&1) & gcc_run=$!
-    (cd build-release && ctest --output-on-failure >Testing/run.log 2>&1) & clang_run=$!
+    # (the torch corpus's thousands of runs once, in the gcc suite: a quarter here)
+    (cd build-release && PPV_CORPUS_SCALE=0.25 ctest --output-on-failure >Testing/run.log 2>&1) &
+    clang_run=$!
     status=0
     wait $gcc_run || status=1
     wait $clang_run || status=$((status | 2))

@@ -86,9 +86,9 @@ class UnderPpv(unittest.TestCase):
         # what ranks as processes (the default) are for: the same programs
         # pass above; as threads of one interpreter they share the module
         cases = [("module_counter_for_call_ids", "rank 1: AssertionError: rank 1: the first call "
-                                                 "id is 2, not 0 (torch_corpus.py:222)"),
+                                                 "id is 2, not 0 (torch_corpus.py:223)"),
                  ("parallel_state_globals", "rank 1: AssertionError: pipeline model parallel "
-                                            "group is already initialized (torch_corpus.py:235)")]
+                                            "group is already initialized (torch_corpus.py:236)")]
         for name, failure in cases:
             with self.subTest(program=name):
                 code, rep, err = fuzz(f"{CORPUS}:{name}", "-n", "3", "--runs", "20",
