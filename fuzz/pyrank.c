@@ -66,6 +66,7 @@ static struct {
     int32_t nranks;
     int open;
     int processes; /* a rank process's (or the zygote's) */
+    int ended;     /* a rank process's: its rank has ended on the bridge (touch it no more) */
     size_t message_bytes; /* ranks as processes: the most a call carries */
 } g;
 
@@ -143,6 +144,7 @@ static PyObject *b_end(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "liz", &gen, &rank, &error)) return NULL;
     ppv_ext *x = bridge(gen);
     if (x && g.processes) flush_output(); /* a rank's output, in the order of the run */
+    if (g.processes) g.ended = 1; /* from here the bridge may be another run's */
     if (x) {
         Py_BEGIN_ALLOW_THREADS g.api->end(x, rank, error);
         Py_END_ALLOW_THREADS
@@ -661,12 +663,13 @@ static void rank_process(ppv_pyrank *p, int32_t r, pid_t zygote, int go, const s
     g.gen = gen;
     PyObject *rc = PyObject_CallFunction(p->runner, "Oiil", p->function, (int)r, (int)p->nranks,
                                          g.gen);
-    if (!rc) { /* _run_rank reports the function's errors: this is its own */
+    if (!rc && !g.ended) { /* _run_rank reports the function's errors: this is its own */
         char why[1024];
         exception_text(why, sizeof why);
         flush_output();
         g.api->end(g.x, r, why);
     }
+    PyErr_Clear();
     Py_XDECREF(rc);
     flush_output();
     _exit(0);
