@@ -75,12 +75,12 @@ class UnderPpv(unittest.TestCase):
             for strategy in ("random", "pct", "portfolio"):
                 with self.subTest(program=name, strategy=strategy):
                     code, rep, err = fuzz(f"{CORPUS}:{name}", "-n", "3", "--strategy", strategy,
-                                          "--runs", scaled(150))
+                                          "--runs", scaled(100))
                     self.assertEqual(code, 0, (rep or {}).get("failure") or err)
                     self.assertTrue(rep["ok"])
-                    self.assertEqual(rep["runs"], int(scaled(150)))
+                    self.assertEqual(rep["runs"], int(scaled(100)))
                     total += rep["runs"]
-        self.assertEqual(total, len(torch_corpus.PROGRAMS) * 3 * int(scaled(150)))
+        self.assertEqual(total, len(torch_corpus.PROGRAMS) * 3 * int(scaled(100)))
 
     def test_as_threads_the_ranks_share_module_state_and_such_programs_fail(self):
         # what ranks as processes (the default) are for: the same programs
