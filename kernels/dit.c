@@ -129,6 +129,10 @@ static int gen_config_check(const ppv_gen_config *c, char *err, size_t errlen) {
     return 0;
 }
 
+int ppv_gen_config_check(const ppv_gen_config *c, char *err, size_t errlen) {
+    return gen_config_check(c, err, errlen);
+}
+
 /* RNG tensor keys (see the top of this file). */
 static uint64_t layer_key(int32_t layer, int tensor) {
     return (3ull << 56) | ((uint64_t)(uint32_t)layer << 8) | (uint64_t)tensor;
@@ -340,11 +344,15 @@ typedef struct call_work {
     CALL_WORK(AS_WORK_FIELD)
 } call_work;
 
+/* Floats of one call's working memory. */
+static size_t work_floats(const call_dims *d) {
+    return 0 CALL_WORK(AS_WORK_COUNT);
+}
+
 /* Allocates one call's working memory in one block; returns it (free it),
  * or NULL when out of memory. */
 static float *work_alloc(const call_dims *d, call_work *w) {
-    size_t n = 0 CALL_WORK(AS_WORK_COUNT);
-    float *base = malloc(sizeof(float) * n), *p = base;
+    float *base = malloc(sizeof(float) * work_floats(d)), *p = base;
     if (!base) return NULL;
     CALL_WORK(AS_WORK_PLACE)
     return base;
@@ -646,27 +654,73 @@ static int call_check(const ppv_genmodel *m, const ppv_kv_cache *c, const ppv_ge
     return 0;
 }
 
-/* The shapes of a checked call. */
-static call_dims call_dims_of(const ppv_genmodel *m, const ppv_kv_cache *c,
-                              const ppv_gen_call_args *a) {
-    const ppv_gen_config *g = &m->cfg;
-    call_dims d = {.M = a->frames * c->tpf,
+/* The shapes of a call of `frames` frames of tpf tokens against `cached`
+ * cached frames, on rank of mesh. */
+static call_dims dims_of(const ppv_gen_config *g, int32_t rank, int32_t mesh, int32_t tpf,
+                         int32_t frames, int32_t cached, int32_t cond_len) {
+    call_dims d = {.M = frames * tpf,
                    .C = g->d_model,
                    .H = g->n_heads,
                    .hd = g->d_model / g->n_heads,
                    .F = g->d_ff,
                    .fb = g->d_ff / g->n_heads,
                    .D = g->cond_dim,
-                   .Tc = a->cond_len,
-                   .heads = g->n_heads / c->mesh,
-                   .Nc = c->frames * c->tpf,
+                   .Tc = cond_len,
+                   .heads = g->n_heads / mesh,
+                   .Nc = cached * tpf,
                    .layers = g->layers,
-                   .rank = c->rank,
-                   .mesh = c->mesh};
-    d.h0 = c->rank * d.heads;
+                   .rank = rank,
+                   .mesh = mesh};
+    d.h0 = rank * d.heads;
     d.W = d.heads * d.hd;
     d.FW = d.heads * d.fb;
     return d;
+}
+
+/* The shapes of a checked call. */
+static call_dims call_dims_of(const ppv_genmodel *m, const ppv_kv_cache *c,
+                              const ppv_gen_call_args *a) {
+    return dims_of(&m->cfg, c->rank, c->mesh, c->tpf, a->frames, c->frames, a->cond_len);
+}
+
+/* ---- bytes, from the config alone (ppv_kernels.h) ------------------------------------------ */
+
+static int bytes_config_ok(const ppv_gen_config *g, int32_t mesh) {
+    return g && g->layers > 0 && g->d_model > 0 && g->n_heads > 0 && g->d_ff > 0 &&
+           g->cond_dim > 0 && g->d_model % g->n_heads == 0 && g->d_ff % g->n_heads == 0 &&
+           mesh > 0 && g->n_heads % mesh == 0;
+}
+
+uint64_t ppv_genmodel_weight_bytes(const ppv_gen_config *g, int32_t elem_bytes) {
+    if (!bytes_config_ok(g, 1) || elem_bytes < 1) return 0;
+    uint64_t C = (uint64_t)g->d_model, F = (uint64_t)g->d_ff, D = (uint64_t)g->cond_dim;
+    uint64_t layer = 0, embed = 0;
+#define AS_LAYER_COUNT(nm, r, c) layer += (uint64_t)(r) * (uint64_t)(c);
+#define AS_EMBED_COUNT(nm, r, c) embed += (uint64_t)(r) * (uint64_t)(c);
+    GEN_LAYER_TENSORS(AS_LAYER_COUNT)
+    GEN_EMBED_TENSORS(AS_EMBED_COUNT)
+#undef AS_LAYER_COUNT
+#undef AS_EMBED_COUNT
+    return (layer * (uint64_t)g->layers + embed) * (uint64_t)elem_bytes;
+}
+
+uint64_t ppv_kv_cache_bytes(const ppv_gen_config *g, int32_t mesh, int32_t window,
+                            int32_t tokens_per_frame, int32_t elem_bytes) {
+    if (!bytes_config_ok(g, mesh) || window < 1 || tokens_per_frame < 1 || elem_bytes < 1)
+        return 0;
+    uint64_t width = (uint64_t)(g->d_model / mesh);
+    return 2 * (uint64_t)g->layers * (uint64_t)window * (uint64_t)tokens_per_frame * width *
+           (uint64_t)elem_bytes;
+}
+
+uint64_t ppv_gen_call_work_bytes(const ppv_gen_config *g, int32_t mesh, int32_t tokens_per_frame,
+                                 int32_t frames, int32_t cached, int32_t cond_len,
+                                 int32_t elem_bytes) {
+    if (!bytes_config_ok(g, mesh) || tokens_per_frame < 1 || frames < 1 || cached < 0 ||
+        cond_len < 1 || elem_bytes < 1)
+        return 0;
+    call_dims d = dims_of(g, 0, mesh, tokens_per_frame, frames, cached, cond_len);
+    return (uint64_t)work_floats(&d) * (uint64_t)elem_bytes;
 }
 
 /* FNV-1a over n floats' bit patterns, continuing h. */

@@ -204,6 +204,30 @@ static int builtin_call(void *state, const ppv_generator_call *a, char *err, siz
                         errlen);
 }
 
+/* Its bytes from the settings alone: the whole model's weights (every
+ * rank reads them all; on the mock the ranks share open's one copy), the
+ * KV cache as create allocates it, and a call's working block. */
+static int builtin_memory(const ppv_generator_setup *s, const ppv_generator_shape *call,
+                          ppv_generator_memory *out, char *err, size_t errlen) {
+    ppv_gen_config cfg;
+    if (ppv_gen_config_parse(s->params, s->cond_dim, &cfg, err, errlen) < 0 ||
+        ppv_gen_config_check(&cfg, err, errlen) < 0)
+        return -1;
+    if (cfg.n_heads % s->mesh_size) {
+        snprintf(err, errlen, "a mesh of %d must divide the generator's %d heads", s->mesh_size,
+                 cfg.n_heads);
+        return -1;
+    }
+    int32_t tpf = (s->latent_h / 2) * (s->latent_w / 2);
+    out->weights = ppv_genmodel_weight_bytes(&cfg, (int32_t)sizeof(float));
+    out->kv_cache = ppv_kv_cache_bytes(&cfg, s->mesh_size, s->kv_window, tpf, (int32_t)sizeof(float));
+    out->working = call ? ppv_gen_call_work_bytes(&cfg, s->mesh_size, tpf, call->frames,
+                                                  call->cached, call->cond_len,
+                                                  (int32_t)sizeof(float))
+                        : 0;
+    return 0;
+}
+
 static const ppv_generator builtin_table = {
     .abi = PPV_GENERATOR_ABI,
     .name = "ppv-dit",
@@ -215,6 +239,7 @@ static const ppv_generator builtin_table = {
     .destroy = builtin_destroy,
     .open = builtin_open,
     .close = builtin_close,
+    .memory = builtin_memory,
 };
 
 const ppv_generator *ppv_generator_builtin(void) {

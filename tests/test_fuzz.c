@@ -681,10 +681,10 @@ static void test_seeded_bugs_from_the_command_line(void **state) {
     static const char *const names[] = {"wait-trusts-epoch", "decode-first", "leader-dies",
                                         "worker-local-recompute", "shard-reload",
                                         "blocking-decode", "send-on-probe-hit",
-                                        "cut-on-probe-hit"};
+                                        "cut-on-probe-hit", "results-kept"};
     int lines = 0;
     for (const char *p = r.out; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 1 + 2 * 8);
+    assert_int_equal(lines, 1 + 2 * 9);
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         char want[64];
         snprintf(want, sizeof want, "\n  %-24s ", names[k]);

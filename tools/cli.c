@@ -411,8 +411,9 @@ int start_transport(const char *name, ppv_proc **proc, int *lead) {
 
 /* Reads --model: the spec itself, or a file holding it (an argument with
  * no '='). Returns 0, or an exit code after the message. */
-int model_spec(const char *arg, ppv_model_spec *m) {
-    char err[512], *text = NULL;
+int model_text(const char *arg, char **out) {
+    char *text = NULL;
+    *out = NULL;
     if (!strchr(arg, '=')) {
         FILE *f = fopen(arg, "r");
         if (!f) {
@@ -455,6 +456,14 @@ int model_spec(const char *arg, ppv_model_spec *m) {
         }
         *w = 0;
     }
+    *out = text;
+    return 0;
+}
+
+int model_spec(const char *arg, ppv_model_spec *m) {
+    char err[512], *text = NULL;
+    int bad = model_text(arg, &text);
+    if (bad) return bad;
     int rc = ppv_model_spec_parse(text ? text : arg, m, err, sizeof err);
     free(text);
     if (rc < 0) {

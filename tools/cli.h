@@ -257,6 +257,10 @@ int join_job(const char *name, const char *why, ppv_proc **proc, int *lead);
 /* Reads --model: the spec itself, or a file holding it (an argument with
  * no '='). 0, or an exit code after the message. */
 int model_spec(const char *arg, ppv_model_spec *m);
+/* --model's text: the argument itself (NULL in *text), or a file's items
+ * joined into one comma list (malloc'd). 0, or an exit code after the
+ * message. */
+int model_text(const char *arg, char **text);
 
 /* A 64-bit digest as a 16-digit hex JSON string. */
 struct json_object *hex_json(uint64_t v);

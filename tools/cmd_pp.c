@@ -21,7 +21,70 @@ typedef struct pp_args {
     int timeout_given;
     int32_t repeat;    /* --repeat (1: once) */
     repeat_verdict rv; /* what the repeats showed */
+    int plan;          /* --plan */
+    const char *model; /* --model (with --plan) */
+    int32_t elem;      /* its dtype's bytes (0: the built-in's own) */
+    int32_t mvals[6];  /* its sizes (pp_model's order), where mset has the bit */
+    unsigned mset;
+    double caps[PPV_MAX_MEM_CAPS]; /* --mem-cap */
+    int ncaps;
 } pp_args;
+
+/* --model for --plan: the built-in's architecture at other sizes. 0, or an
+ * exit code after the message. */
+static int pp_model(const char *arg, pp_args *a) {
+    char *text = NULL, why[256];
+    int bad = model_text(arg, &text);
+    if (bad) return bad;
+    ppv_pair items[16];
+    int n = ppv_parse_pairs(text ? text : arg, items, 16, why, sizeof why);
+    free(text);
+    if (n < 0) {
+        fprintf(stderr, "ppv pp: --model: %s (in --model '%s')\n", why, arg);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *k = items[i].key, *v = items[i].value;
+        if (!strcmp(k, "dtype")) {
+            a->elem = !strcmp(v, "fp32") ? 4 : !strcmp(v, "bf16") || !strcmp(v, "fp16") ? 2 : -1;
+            if (a->elem < 0) {
+                fprintf(stderr, "ppv pp: --model: dtype is fp32, bf16 or fp16, not '%s' (in --model "
+                        "'%s')\n", v, arg);
+                return PPV_EXIT_BAD_INPUT;
+            }
+            continue;
+        }
+        static const struct {
+            const char *key;
+            int64_t hi;
+        } ints[] = {{"layers", 1 << 16},  {"d_model", 1 << 16}, {"n_heads", 1 << 16},
+                    {"d_ff", 1 << 20},    {"cond_dim", 1 << 20}, {"cond_len", 4096}};
+        size_t w = 0;
+        while (w < sizeof ints / sizeof *ints && strcmp(ints[w].key, k)) w++;
+        int64_t x = 0;
+        if (w == sizeof ints / sizeof *ints) {
+            fprintf(stderr, "ppv pp: --model: unknown key '%s' (layers, d_model, n_heads, d_ff, "
+                    "cond_dim, cond_len, dtype; in --model '%s')\n", k, arg);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        if (ppv_parse_whole(v, 1, ints[w].hi, &x) < 0) {
+            fprintf(stderr, "ppv pp: --model: %s=%s is not a whole number from 1 to %lld (in "
+                    "--model '%s')\n", k, v, (long long)ints[w].hi, arg);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        a->mvals[w] = (int32_t)x;
+        a->mset |= 1u << w;
+    }
+    return 0;
+}
+
+/* --model's sizes over the pipeline's (after every option, whatever the order). */
+static void pp_model_apply(pp_args *a) {
+    int32_t *field[] = {&a->o.model.layers, &a->o.model.d_model,  &a->o.model.n_heads,
+                        &a->o.model.d_ff,   &a->o.model.cond_dim, &a->o.cond_len};
+    for (int w = 0; w < 6; w++)
+        if (a->mset >> w & 1u) *field[w] = a->mvals[w];
+}
 
 /* pp's options: the pipeline's (cli.h: PIPE_*), pp's own and its transport's. */
 enum { PP_OPTIONS(CLI_OPTION_ID, CLI_SKIP) PP_TRANSPORT_OPTIONS(CLI_OPTION_ID) };
@@ -98,6 +161,19 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         case OPT_JSON:
             a->json = 1;
             break;
+        case OPT_PLAN:
+            a->plan = 1;
+            break;
+        case OPT_MODEL: {
+            a->model = optarg;
+            int bad = pp_model(optarg, a);
+            if (bad) return bad;
+            break;
+        }
+        case OPT_MEM_CAP:
+            if ((a->ncaps = byte_list(&p, optarg, a->caps, PPV_MAX_MEM_CAPS)) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            break;
         case OPT_DEVICE:
             if (device_option(optarg, &a->o.device) < 0) return PPV_EXIT_BAD_INPUT;
             break;
@@ -118,7 +194,23 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
         }
     }
     if (optind < argc) return usage_error("takes no operand, not '%s'", argv[optind]);
+    if (a->model && !a->plan)
+        return usage_error("--model describes a model for --plan (a run measures the generator "
+                           "it runs)%s", "");
+    if (a->model) {
+        pp_model_apply(a);
+        if (a->o.generator)
+            return usage_error("--model sizes the built-in generator; a plug-in reports its own "
+                               "bytes%s", "");
+    }
     if (pp_pipeline_finish(&a->o) < 0) return PPV_EXIT_BAD_INPUT;
+    if (a->plan && (a->record || a->trace_out || a->replay || a->compare_kv || a->repeat > 1 ||
+                    a->transport))
+        return usage_error("--plan runs nothing: it takes no --record, --trace-out, --replay, "
+                           "--compare-kv, --repeat or --transport%s", "");
+    if (a->ncaps && (a->transport || a->compare_kv))
+        return usage_error("--mem-cap gates the mock's accounting or --plan: not with %s",
+                           a->transport ? "--transport" : "--compare-kv");
     if (a->transport && a->mock_option)
         return usage_error("%s is the mock transport's: on --transport mpi or nccl the ranks are "
                            "processes that MPI or NCCL schedules",
@@ -283,6 +375,145 @@ static void generator_json(json_object *j, const ppv_pp_options *o) {
     json_object_object_add(j, "generator_params", g.name ? json_object_new_string(g.params) : NULL);
 }
 
+/* ---- memory ---------------------------------------------------------------------- */
+
+/* "rank 0 (stage 0)", "rank 1 (leader)", "rank 2 (worker)" or "link 0-1". */
+static const char *row_name(int32_t k, int32_t nranks, char *buf, size_t n) {
+    if (k == nranks) snprintf(buf, n, "link 0-1");
+    else snprintf(buf, n, "rank %d (%s)", k, k == 0 ? "stage 0" : k == 1 ? "leader" : "worker");
+    return buf;
+}
+
+/* "envelopes 123, results 45" over the kinds that hold bytes. */
+static void breakdown(const uint64_t *kinds, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < PPV_MEM_KIND_COUNT && at < n; k++)
+        if (kinds[k])
+            at += (size_t)snprintf(buf + at, n - at, "%s%s %" PRIu64, at ? ", " : "",
+                                   ppv_pp_mem_kind_name(k), kinds[k]);
+    if (!at) snprintf(buf, n, "nothing");
+}
+
+/* "at chunk 2, call_id 2 (warm-up)", or "at start (warm-up)". */
+static void peak_when(const ppv_pp_mem_row *r, char *buf, size_t n) {
+    if (r->peak_chunk < 0)
+        snprintf(buf, n, "at start (%s)", ppv_pp_phase_name(r->peak_phase));
+    else
+        snprintf(buf, n, "at chunk %" PRId64 ", call_id %" PRId64 " (%s)", r->peak_chunk,
+                 r->peak_call_id, ppv_pp_phase_name(r->peak_phase));
+}
+
+static void print_memory(const ppv_pp_mem_row *rows, int32_t nranks, int link_bound) {
+    for (int32_t k = 0; k <= nranks; k++) {
+        const ppv_pp_mem_row *r = &rows[k];
+        char name[64], human[32], when[96], held[512];
+        row_name(k, nranks, name, sizeof name);
+        human_bytes((double)r->peak, human, sizeof human);
+        if (k == nranks) {
+            if (link_bound)
+                printf("memory, %s (the transport's buffered copies): at most %" PRIu64
+                       " bytes (%s): D_in messages at their largest\n",
+                       name, r->peak, human);
+            else
+                printf("memory, %s (the transport's buffered copies): peak %" PRIu64 " bytes (%s)\n",
+                       name, r->peak, human);
+            continue;
+        }
+        peak_when(r, when, sizeof when);
+        breakdown(r->at_peak, held, sizeof held);
+        printf("memory, %s: peak %" PRIu64 " bytes (%s) %s: %s\n", name, r->peak, human, when,
+               held);
+    }
+}
+
+static json_object *memory_json(const ppv_pp_mem_row *rows, int32_t nranks, int link_bound) {
+    json_object *arr = json_object_new_array();
+    for (int32_t k = 0; k <= nranks; k++) {
+        const ppv_pp_mem_row *r = &rows[k];
+        json_object *o = json_object_new_object();
+        char name[64];
+        json_object_object_add(o, "row", json_object_new_string(row_name(k, nranks, name, sizeof name)));
+        json_object_object_add(o, "rank", k < nranks ? json_object_new_int(k) : NULL);
+        json_object_object_add(o, "peak_bytes", json_object_new_int64((int64_t)r->peak));
+        json_object_object_add(o, "bound", json_object_new_boolean(k == nranks && link_bound));
+        int has = k < nranks;
+        json_object_object_add(o, "chunk", has && r->peak_chunk >= 0 ? json_object_new_int64(r->peak_chunk) : NULL);
+        json_object_object_add(o, "call_id", has && r->peak_call_id >= 0 ? json_object_new_int64(r->peak_call_id) : NULL);
+        json_object_object_add(o, "phase", has ? json_object_new_string(ppv_pp_phase_name(r->peak_phase)) : NULL);
+        json_object_object_add(o, "t_ns", r->peak_t_ns >= 0 ? json_object_new_int64(r->peak_t_ns) : NULL);
+        json_object *b = json_object_new_object();
+        for (int i = 0; i < PPV_MEM_KIND_COUNT; i++)
+            json_object_object_add(b, ppv_pp_mem_kind_name(i), json_object_new_int64((int64_t)r->at_peak[i]));
+        json_object_object_add(o, "at_peak", b);
+        json_object_object_add(o, "held_at_end_bytes",
+                               link_bound ? NULL : json_object_new_int64((int64_t)r->total));
+        json_object *tl = NULL;
+        if (r->timeline) { /* [t_ns, bytes] after every change */
+            tl = json_object_new_array();
+            for (int64_t i = 0; i < r->ntimeline; i++) {
+                json_object *pt = json_object_new_array();
+                json_object_array_add(pt, json_object_new_int64(r->timeline[i].t_ns));
+                json_object_array_add(pt, json_object_new_int64((int64_t)r->timeline[i].bytes));
+                json_object_array_add(tl, pt);
+            }
+        }
+        json_object_object_add(o, "timeline", tl);
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
+/* --mem-cap: the first rank over, said (text) or described (JSON); 1 when
+ * one is over, else 0. */
+static int mem_cap_verdict(const pp_args *a, const ppv_pp_mem_row *rows, int32_t nranks,
+                           json_object *j) {
+    if (!a->ncaps || !rows) return 0;
+    int32_t k = ppv_pp_mem_over(rows, nranks, a->caps, a->ncaps);
+    json_object *v = NULL;
+    if (k >= 0) {
+        const ppv_pp_mem_row *r = &rows[k];
+        double cap = a->caps[k < a->ncaps ? k : a->ncaps - 1];
+        char name[64], human[32], chuman[32], when[96], held[512];
+        row_name(k, nranks, name, sizeof name);
+        human_bytes((double)r->peak, human, sizeof human);
+        human_bytes(cap, chuman, sizeof chuman);
+        peak_when(r, when, sizeof when);
+        breakdown(r->at_peak, held, sizeof held);
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "%s peaks at %" PRIu64 " bytes (%s), %.0f bytes over its cap of %.0f (%s), %s: "
+                 "it held %s",
+                 name, r->peak, human, (double)r->peak - cap, cap, chuman, when, held);
+        if (j) {
+            v = json_object_new_object();
+            json_object_object_add(v, "rank", json_object_new_int(k));
+            json_object_object_add(v, "cap_bytes", json_object_new_int64((int64_t)cap));
+            json_object_object_add(v, "over_bytes", json_object_new_int64((int64_t)((double)r->peak - cap)));
+            json_object_object_add(v, "message", json_object_new_string(text));
+        } else
+            printf("memory: %s\n", text);
+    }
+    if (j) json_object_object_add(j, "over_mem_cap", v);
+    return k >= 0;
+}
+
+/* A run that ended well gives every buffer back: the first row that still
+ * holds bytes, said in text (into buf), or -1. */
+static int32_t mem_held_at_end(const ppv_pp_mem_row *rows, int32_t nranks, char *buf, size_t n) {
+    for (int32_t k = 0; rows && k <= nranks; k++) {
+        if (!rows[k].total) continue;
+        char name[64], held[512];
+        breakdown(rows[k].now, held, sizeof held);
+        snprintf(buf, n,
+                 "%s still holds %" PRIu64 " bytes at the end of the run (%s): a buffer that is "
+                 "never given back, so its bytes grow with the chunks",
+                 row_name(k, nranks, name, sizeof name), rows[k].total, held);
+        return k;
+    }
+    return -1;
+}
+
 /* A replayed trace, judged (cli.h). */
 static replay_judgement judge_replay(const pp_args *a, const ppv_pp_report *r) {
     replay_judgement j;
@@ -305,6 +536,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
      * another program, says so */
     if (rj.diverged || (rj.judged && !rj.passes)) expected = 0;
     else if (rj.judged) expected = 1;
+    int32_t nranks = 1 + o->mesh, over = 0;
     if (a->json) {
         json_object *j = json_object_new_object();
         json_object_object_add(j, "ok", json_object_new_boolean(r->ok));
@@ -375,6 +607,12 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                    a->rv.same ? NULL : json_object_new_string(a->rv.why));
         }
         json_object_object_add(j, "repeat", rp);
+        json_object_object_add(j, "memory", r->mem ? memory_json(r->mem, nranks, 0) : NULL);
+        over = mem_cap_verdict(a, r->mem, nranks, j);
+        char held[768];
+        int left = r->ok && mem_held_at_end(r->mem, nranks, held, sizeof held) >= 0;
+        json_object_object_add(j, "memory_problem", left ? json_object_new_string(held) : NULL);
+        over |= left;
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(j);
@@ -390,6 +628,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
                "%d ready\n",
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
+        if (r->mem) print_memory(r->mem, nranks, 0);
         if (r->heartbeats)
             printf("heartbeats: %" PRId64 " NOOP%s sent\n", r->heartbeats,
                    r->heartbeats == 1 ? "" : "s");
@@ -438,12 +677,19 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                    a->rv.runs);
         else if (a->rv.runs > 1)
             printf("repeat: %s\n", a->rv.why);
+        over = mem_cap_verdict(a, r->mem, nranks, NULL);
+        char held[768];
+        if (r->ok && mem_held_at_end(r->mem, nranks, held, sizeof held) >= 0) {
+            printf("memory: %s\n", held);
+            over = 1;
+        }
         if (!print_replay(&rj, &a->rt.verdict, r->world.message))
-            printf("result: %s\n", r->ok && a->rv.same  ? "OK"
+            printf("result: %s\n", over                     ? "PROBLEM"
+                                   : r->ok && a->rv.same   ? "OK"
                                    : o->inject && expected ? "CAUGHT"
                                                            : "PROBLEM");
     }
-    return expected && a->rv.same ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
+    return expected && a->rv.same && !over ? PPV_EXIT_OK : PPV_EXIT_PROBLEM;
 }
 
 /* ---- --record ------------------------------------------------------------------------ */
@@ -674,6 +920,51 @@ done:
 
 static int run_pp(pp_args *a);
 
+/* --plan: the prediction, printed as a run's memory lines are. */
+static int plan_pp(const pp_args *a) {
+    ppv_pp_plan pl;
+    char err[1024];
+    if (ppv_pp_plan_run(&a->o, a->elem, &pl, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv pp: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    int32_t nranks = 1 + a->o.mesh;
+    int over;
+    if (a->json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "plan", json_object_new_boolean(1));
+        generator_json(j, &a->o);
+        json_object_object_add(j, "generator_reports_bytes", json_object_new_boolean(pl.reported));
+        json_object_object_add(j, "dtype_bytes", json_object_new_int(a->elem ? a->elem : 4));
+        json_object_object_add(j, "envelope_bytes", json_object_new_int64((int64_t)pl.envelope_bytes));
+        json_object_object_add(j, "context_frames_max_bytes",
+                               json_object_new_int64((int64_t)pl.context_max_bytes));
+        json_object_object_add(j, "result_bytes", json_object_new_int64((int64_t)pl.result_bytes));
+        json_object_object_add(j, "memory", memory_json(pl.mem, nranks, 1));
+        over = mem_cap_verdict(a, pl.mem, nranks, j);
+        json_object_object_add(j, "ok", json_object_new_boolean(!over));
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+    } else {
+        printf("ppv pp --plan: ");
+        describe(&a->o, stdout);
+        print_generator(&a->o);
+        if (!pl.reported)
+            printf("generator: reports no bytes (no memory function): ppv's own buffers only\n");
+        if (a->elem && a->elem != 4)
+            printf("model: the built-in's architecture at %d-byte elements\n", a->elem);
+        printf("tensors: an envelope %" PRIu64 " bytes (latents, conditioning, step list) plus "
+               "context frames of at most %" PRIu64 ", a result %" PRIu64 "\n",
+               pl.envelope_bytes, pl.context_max_bytes, pl.result_bytes);
+        print_memory(pl.mem, nranks, 1);
+        over = mem_cap_verdict(a, pl.mem, nranks, NULL);
+        printf("result: %s\n", over ? "PROBLEM" : "OK");
+    }
+    ppv_pp_plan_free(&pl);
+    return over ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+}
+
 int cmd_pp(int argc, char **argv) {
     pp_args a;
     int rc = parse_pp_args(argc, argv, &a);
@@ -692,10 +983,12 @@ static int run_pp(pp_args *ap) {
         fprintf(stderr, "ppv pp: %s\n(run 'ppv help pp' for usage)\n", err);
         return PPV_EXIT_BAD_INPUT;
     }
+    if (a.plan) return plan_pp(&a);
     if (a.compare_kv) {
         guard_arm(a.json);
         return compare_kv(&a);
     }
+    a.o.mem_timeline = a.json; /* --json carries each row's timeline */
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
     if ((rc = start_transport(a.transport, &proc, &lead)) >= 0) return rc;

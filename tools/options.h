@@ -62,6 +62,7 @@ typedef struct option_value {
  * model's key=value items, send semantics */
 #define V_COSTS V_FORM_FRAC("1,2,1,%s", 0, 1e6)
 #define V_MODEL V_FORM_INT("layers=%s,hidden=64,heads=4,seq=128", 1, 1 << 20)
+#define V_PP_MODEL V_FORM_INT("layers=%s,d_model=32,n_heads=4,d_ff=64,dtype=bf16", 1, 1 << 16)
 #define V_SEMANTICS V_FORM_BYTES("eager:%s", 0, 1LL << 50)
 
 /* ---- gen ------------------------------------------------------------------------------- */
@@ -438,6 +439,20 @@ typedef struct option_value {
       "(a check, not a fast path); exit 2 if CUDA is not usable here",                             \
       "cpu")                                                                                       \
     X(JSON, 0, "json", NULL, V_NONE, "print the report as one JSON object", NULL)                          \
+    X(PLAN, 0, "plan", NULL, V_NONE,                                                                      \
+      "predict every rank's peak bytes and what holds them from the buffers' shapes, without "    \
+      "running anything (docs/memory.md); equal to a run's measure on the mock",                 \
+      NULL)                                                                                        \
+    X(MODEL, 0, "model", "SPEC|FILE", V_PP_MODEL,                                                         \
+      "with --plan: the built-in generator's architecture at other sizes: layers, d_model, "      \
+      "n_heads, d_ff, cond_dim, cond_len and dtype (fp32, bf16 or fp16), key=value items, "        \
+      "comma-separated or one a line in FILE",                                                     \
+      "the built-in's, fp32")                                                                      \
+    X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]", V_FORM_BYTES("%s", 1, V_BYTES_MAX),                   \
+      "exit 1 when a rank's peak passes its cap (one for every rank, or one each from rank 0), "   \
+      "naming the first, by how much, the chunk, call and phase, and what it held; with --plan "  \
+      "too",                                                                                       \
+      NULL)                                                                                        \
     X(WORKER_WATCHDOG, 0, "worker-watchdog", "SECONDS", V_POSITIVE_SECONDS(1e6),                                            \
       "with --transport mpi or nccl: how long a mesh rank waits for the next envelope (a "         \
       "heartbeat counts) before it ends the job naming the last header it saw; shorter than "    \

@@ -26,11 +26,12 @@ uint64_t ppv_generator_digest(const char *name, const char *version, const char 
 /* Checks a table before any run uses it. 0, or -1 with the reason. */
 static int table_check(const char *path, const ppv_generator *g, char *err, size_t errlen) {
     if (!g) return ppv_errf(err, errlen, "%s: its %s returned no table", path, PPV_GENERATOR_ENTRY);
-    if (g->abi != PPV_GENERATOR_ABI)
+    if (g->abi < PPV_GENERATOR_ABI_OLDEST || g->abi > PPV_GENERATOR_ABI)
         return ppv_errf(err, errlen,
                         "%s was built against version %d of the generator interface; this ppv "
-                        "has version %d: build it again against this ppv's ppv_generator.h",
-                        path, (int)g->abi, PPV_GENERATOR_ABI);
+                        "takes versions %d to %d: build it again against this ppv's "
+                        "ppv_generator.h",
+                        path, (int)g->abi, PPV_GENERATOR_ABI_OLDEST, PPV_GENERATOR_ABI);
     if (!g->name || !*g->name || !g->version || !*g->version)
         return ppv_errf(err, errlen, "%s: its table has no name or no version", path);
     if (!g->create || !g->kv_reset || !g->call || !g->destroy)

@@ -54,6 +54,7 @@ typedef struct mesh {
     /* OM-09: a copy of the last result of the first epoch */
     ppv_result stale;
     ppv_bf16 *stale_data;
+    size_t stale_bytes;
     int stale_sent;
     /* shard fingerprints: the shard this rank's generator was built for
      * (its mesh rank, unless a fault says otherwise), how often, and the
@@ -67,6 +68,12 @@ typedef struct mesh {
     int64_t last_header[3]; /* ids of the last header this rank received (-1: none) */
     uint64_t digest; /* ppv_envelope_digest of the envelope in hand (0: not yet taken) */
     ppv_generator_site site; /* this rank's generator call, for the plug-in guard */
+    /* the accounting: what the generator reports (charged from create to
+     * destroy), the frames its cache holds, and the envelope in hand */
+    pp_gen_bytes gb;
+    ppv_generator_memory resident;
+    int32_t cached;
+    uint64_t e_bytes;
 } mesh;
 
 static pp_where where(const mesh *m, pp_group g) {
@@ -235,14 +242,25 @@ static int kernel(mesh *m, ppv_generator_call *a) {
     const char *what = a->kind == PPV_GENERATOR_CALL_REBUILD       ? "call (a KV rebuild)"
                        : a->kind == PPV_GENERATOR_CALL_CACHE_WRITE ? "call (a cache write)"
                                                                    : "call";
+    uint64_t work = 0;
+    if (pp_gen_bytes_call(&m->gb, a->frames, m->cached, a->cond_len, a->kind, &work, err,
+                          sizeof err) < 0)
+        return gen_error(m, -1, "memory", err);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_WORKING, (int64_t)work, a->chunk_index, a->call_id);
     const ppv_generator_site *was = site_enter(m, what);
     int rc = m->c->gen->call(m->gen, a, err, sizeof err);
     pp_site_set(was);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_WORKING, -(int64_t)work, a->chunk_index, a->call_id);
+    if (!rc && a->write_cache) { /* the window keeps its newest frames */
+        int32_t total = m->cached + a->frames;
+        m->cached = total < m->o->kv_window ? total : m->o->kv_window;
+    }
     return rc ? gen_error(m, rc, what, err) : 0;
 }
 
 /* Drops the generator's cache. */
 static int kv_reset(mesh *m) {
+    m->cached = 0;
     if (!m->gen) return 0;
     char err[512] = "";
     const ppv_generator_site *was = site_enter(m, "kv_reset");
@@ -300,7 +318,21 @@ static int gen_create(mesh *m) {
     if (rc) return gen_error(m, rc, "create", err);
     if (!state) return gen_error(m, -1, "create", "it returned no state");
     m->gen = state;
+    pp_gen_bytes_close(&m->gb);
+    if (pp_gen_bytes_open(&m->gb, m->c->gen, &s, 0, &m->resident, err, sizeof err) < 0)
+        return gen_error(m, -1, "memory", err);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_WEIGHTS, (int64_t)m->resident.weights, -1, -1);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_KV_CACHE, (int64_t)m->resident.kv_cache, -1, -1);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_BUFFERS, (int64_t)m->resident.buffers, -1, -1);
     return 0;
+}
+
+/* The generator's state destroyed: its bytes given back. */
+static void gen_gone(mesh *m) {
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_WEIGHTS, -(int64_t)m->resident.weights, -1, -1);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_KV_CACHE, -(int64_t)m->resident.kv_cache, -1, -1);
+    pp_mem(m->c, m->t, m->rank, PPV_MEM_BUFFERS, -(int64_t)m->resident.buffers, -1, -1);
+    memset(&m->resident, 0, sizeof m->resident);
 }
 
 /* The fingerprint of the shard this rank holds: the built-in's weights
@@ -375,6 +407,7 @@ static int reload_shard(mesh *m) {
     int rc = m->c->gen->destroy(m->gen, err, sizeof err);
     pp_site_set(was);
     m->gen = NULL;
+    gen_gone(m);
     if (rc) return gen_error(m, rc, "destroy", err);
     m->shard_rank = 0;
     return gen_create(m);
@@ -619,17 +652,23 @@ static int send_result(mesh *m, const ppv_result *r) {
         return -1;
     }
     int rc = pp_send_frame(m->t, m->rank, 0, &f, "result");
+    uint64_t sent = 0; /* what the buffered link now holds of it */
+    for (int i = 0; i < f.ntensors; i++)
+        sent += ppv_tensor_bytes(f.tensors[i]);
     ppv_frame_free(&f);
     if (rc) pp_transport_error(m->c, m->t, where(m, PP_GROUP_WORLD), rc, "sending a result");
+    else pp_mem(m->c, m->t, m->c->nranks, PPV_MEM_LINK, (int64_t)sent, r->chunk_index, r->call_id);
     return rc;
 }
 
 /* Keeps a copy of r (latents_out included) in k; -1 out of memory. */
-static int keep(kept *k, const ppv_result *r) {
+static int keep(mesh *m, kept *k, const ppv_result *r) {
     size_t n = ppv_tensor_bytes(&r->latents_out);
     if (n > k->cap) {
         ppv_bf16 *d = realloc(k->data, n);
         if (!d) return -1;
+        pp_mem(m->c, m->t, m->rank, PPV_MEM_RESULT_CACHE, (int64_t)(n - k->cap), r->chunk_index,
+               r->call_id);
         k->data = d;
         k->cap = n;
     }
@@ -643,10 +682,10 @@ static int keep(kept *k, const ppv_result *r) {
 /* Keeps r as keep does, but takes the buffer *out that holds its
  * latents_out (bytes large) instead of copying it, and gives k's old one
  * back in *out for the next chunk; keep's copy when the sizes differ. */
-static int keep_taking(kept *k, const ppv_result *r, ppv_bf16 **out, size_t bytes) {
+static int keep_taking(mesh *m, kept *k, const ppv_result *r, ppv_bf16 **out, size_t bytes) {
     if (!k->data || k->cap != bytes || r->latents_out.data != *out ||
         ppv_tensor_bytes(&r->latents_out) > bytes)
-        return keep(k, r);
+        return keep(m, k, r);
     ppv_bf16 *old = k->data;
     k->r = *r;
     k->data = *out;
@@ -704,7 +743,7 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 **next_out, int64_t u
         m->stale_sent = 1; /* delayed: the old epoch's result arrives after the cut */
         if (send_result(m, &m->stale)) return -1;
     }
-    if (keep_taking(&m->last_answer, &r, next_out, m->out_bytes) < 0) {
+    if (keep_taking(m, &m->last_answer, &r, next_out, m->out_bytes) < 0) {
         gen_error(m, -1, "the result cache", "out of memory");
         return -1;
     }
@@ -722,7 +761,7 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 **next_out, int64_t u
             return -1;
         }
         if (arrived) {
-            if (keep(&m->held_back, &r) < 0) {
+            if (keep(m, &m->held_back, &r) < 0) {
                 gen_error(m, -1, "a held result", "out of memory");
                 return -1;
             }
@@ -741,6 +780,10 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 **next_out, int64_t u
         size_t n = ppv_tensor_bytes(&r.latents_out);
         ppv_bf16 *copy = realloc(m->stale_data, n);
         if (copy) {
+            if (n != m->stale_bytes)
+                pp_mem(m->c, m->t, m->rank, PPV_MEM_RESULT_CACHE,
+                       (int64_t)n - (int64_t)m->stale_bytes, r.chunk_index, r.call_id);
+            m->stale_bytes = n;
             memcpy(copy, out, n);
             m->stale = r;
             m->stale.latents_out.data = m->stale_data = copy;
@@ -749,9 +792,20 @@ static int answer(mesh *m, const ppv_envelope *e, ppv_bf16 **next_out, int64_t u
     return 0;
 }
 
+/* The envelope in hand is done with: freed, its bytes given back. */
+static void drop_envelope(mesh *m, ppv_envelope *e, pp_received *rm) {
+    if (m->e_bytes)
+        pp_mem(m->c, m->t, m->rank, PPV_MEM_ENVELOPES, -(int64_t)m->e_bytes, rm->header[2],
+               rm->header[1]);
+    m->e_bytes = 0;
+    pp_envelope_free(e);
+    pp_received_free(rm);
+}
+
 void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
     const ppv_pp_options *o = c->o;
     ppv_bf16 *out = NULL;
+    int charged = 0; /* the chunk buffers are charged */
     mesh m;
     memset(&m, 0, sizeof m);
     m.c = c;
@@ -793,6 +847,11 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
         gen_error(&m, -1, "a chunk's buffers", "out of memory");
         goto done;
     }
+    /* charged in the order they were allocated */
+    charged = 1;
+    pp_mem(c, t, rank, PPV_MEM_BUFFERS, (int64_t)m.out_bytes, -1, -1);
+    pp_mem(c, t, rank, PPV_MEM_RESULT_CACHE, (int64_t)m.last_answer.cap, -1, -1);
+    pp_mem(c, t, rank, PPV_MEM_BUFFERS, 2 * (int64_t)m.out_bytes, -1, -1);
     for (;;) {
         ppv_envelope e;
         pp_received rm;
@@ -805,6 +864,11 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             watch_next_header(&m, 1);
             rc = pp_recv_envelope(t, rank, 0, &rm, &e, &mode, msg, sizeof msg);
             watch_next_header(&m, 0);
+            if (!rc) { /* off the link, into the leader's hands */
+                m.e_bytes = pp_envelope_bytes(&e);
+                pp_mem(c, t, c->nranks, PPV_MEM_LINK, -(int64_t)m.e_bytes, rm.header[2], rm.header[1]);
+                pp_mem(c, t, rank, PPV_MEM_ENVELOPES, (int64_t)m.e_bytes, rm.header[2], rm.header[1]);
+            }
             if (!rc) memcpy(m.last_header, rm.header + 1, sizeof m.last_header);
             if (!rc) pp_note_ids(c, rank, rm.header);
             if (!rc && mode == PPV_FAIL_NONE)
@@ -823,26 +887,22 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             m.idle_ns = m.t_answered >= 0 ? m.t_arrived - m.t_answered : 0;
             if (!rc && o->bug == PPV_PP_BUG_LEADER_DIES && rm.header[0] == PPV_PP_INFER &&
                 e.chunk_index == PP_INJECT_CHUNK) { /* throws: no answer, no broadcast */
-                pp_envelope_free(&e);
-                pp_received_free(&rm);
+                drop_envelope(&m, &e, &rm);
                 break;
             }
             if (rc) {
                 pp_transport_error(c, t, where(&m, PP_GROUP_WORLD), rc, "waiting for an envelope");
-                pp_envelope_free(&e);
-                pp_received_free(&rm);
+                drop_envelope(&m, &e, &rm);
                 break;
             }
             if (mode == PPV_FAIL_NONE && !pp_skipped(c, PPV_POINT_LEADER) &&
                 retry(&m, &e, &mode, msg, sizeof msg)) {
                 if (mode == PPV_FAIL_NONE) { /* answered from the result cache */
-                    pp_envelope_free(&e);
-                    pp_received_free(&rm);
+                    drop_envelope(&m, &e, &rm);
                     continue;
                 }
                 if (mode == PPV_FAIL_COLLECTIVE) { /* the send failed, and said why */
-                    pp_envelope_free(&e);
-                    pp_received_free(&rm);
+                    drop_envelope(&m, &e, &rm);
                     break;
                 }
             }
@@ -867,8 +927,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
                 mode = check_envelope_digest(&m, &e, msg, sizeof msg);
             if (mode != PPV_FAIL_NONE) {
                 leader_reject(&m, rm.header, mode, msg);
-                pp_envelope_free(&e);
-                pp_received_free(&rm);
+                drop_envelope(&m, &e, &rm);
                 break;
             }
             ppv_contract_order_advance(&m.order, &e);
@@ -877,8 +936,7 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
                 if ((rc = pp_bcast_send(t, rank, comm, &rm))) {
                     pp_transport_error(c, t, where(&m, PP_GROUP_MESH), rc,
                                        "the envelope broadcast");
-                    pp_envelope_free(&e);
-                    pp_received_free(&rm);
+                    drop_envelope(&m, &e, &rm);
                     break;
                 }
             }
@@ -887,6 +945,10 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             watch_next_header(&m, 1);
             rc = pp_bcast_recv(t, rank, comm, &rm, &e, &mode, msg, sizeof msg);
             watch_next_header(&m, 0);
+            if (!rc) { /* this rank's copy of the leader's */
+                m.e_bytes = pp_envelope_bytes(&e);
+                pp_mem(c, t, rank, PPV_MEM_ENVELOPES, (int64_t)m.e_bytes, rm.header[2], rm.header[1]);
+            }
             if (!rc) memcpy(m.last_header, rm.header + 1, sizeof m.last_header);
             if (!rc) pp_note_ids(c, rank, rm.header);
             if (rc)
@@ -896,15 +958,13 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
                         "a worker cannot read the leader's broadcast: %s", msg);
             if (rc || mode != PPV_FAIL_NONE || rm.header[0] == PPV_PP_ERROR ||
                 rm.header[0] == PPV_PP_SHUTDOWN) {
-                pp_envelope_free(&e);
-                pp_received_free(&rm);
+                drop_envelope(&m, &e, &rm);
                 break; /* ERROR: the leader gave up on this envelope; SHUTDOWN: done */
             }
         }
         if (e.action != PPV_PP_INFER) {
             int stop = e.action == PPV_PP_SHUTDOWN;
-            pp_envelope_free(&e);
-            pp_received_free(&rm);
+            drop_envelope(&m, &e, &rm);
             if (stop) break;
             continue; /* NOOP */
         }
@@ -940,11 +1000,15 @@ void pp_mesh(pp_ctx *c, ppv_transport *t, int32_t rank) {
             if (m.leader) rc = answer(&m, &e, &out, used_frame);
         }
         m.e = NULL;
-        pp_envelope_free(&e);
-        pp_received_free(&rm);
+        drop_envelope(&m, &e, &rm);
         if (rc) break;
     }
 done:
+    if (charged) {
+        pp_mem(c, t, rank, PPV_MEM_BUFFERS, -3 * (int64_t)m.out_bytes, -1, -1);
+        pp_mem(c, t, rank, PPV_MEM_RESULT_CACHE,
+               -(int64_t)(m.last_answer.cap + m.held_back.cap + m.stale_bytes), -1, -1);
+    }
     free(out);
     free(m.x);
     free(m.y);
@@ -960,6 +1024,8 @@ done:
         const ppv_generator_site *was = site_enter(&m, "destroy");
         int rc = c->gen->destroy(m.gen, err, sizeof err);
         pp_site_set(was);
+        gen_gone(&m);
         if (rc) gen_error(&m, rc, "destroy", err);
     }
+    pp_gen_bytes_close(&m.gb);
 }

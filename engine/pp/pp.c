@@ -162,6 +162,11 @@ static void report_reset(ppv_pp_report *r) {
         r->kv[k] = NULL;
         r->kv_floats[k] = 0;
     }
+    for (int32_t k = 0; r->mem && k < r->nmem; k++) {
+        free(r->mem[k].timeline);
+        memset(&r->mem[k], 0, sizeof r->mem[k]);
+        r->mem[k].peak_chunk = r->mem[k].peak_call_id = r->mem[k].peak_t_ns = -1;
+    }
 }
 
 /* The process's site of a generator's open or close (the plug-in guard). */
@@ -255,6 +260,15 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     if (o->keep_kv) r->nkv = chunks;
     c.rep = r;
     if (!(c.last_ids = malloc((size_t)c.nranks * sizeof *c.last_ids))) goto oom;
+    if (!o->proc) { /* the accounting: every rank is in this process */
+        c.nstamps = 2 * (o->d_in + o->d_out) + 16;
+        if (!(r->mem = calloc((size_t)c.nranks + 1, sizeof *r->mem)) ||
+            !(c.stamps = malloc((size_t)c.nstamps * sizeof *c.stamps)))
+            goto oom;
+        r->nmem = c.nranks + 1;
+        for (int32_t k = 0; k < c.nstamps; k++)
+            c.stamps[k].call_id = -1;
+    }
     memset(c.last_ids, 0xff, (size_t)c.nranks * sizeof *c.last_ids); /* -1: none yet */
     if (o->proc) {
         report_reset(r);
@@ -285,6 +299,9 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     }
     report_reset(r);
     memset(c.last_ids, 0xff, (size_t)c.nranks * sizeof *c.last_ids);
+    c.phase = PPV_PHASE_WARMUP;
+    for (int32_t k = 0; k < c.nstamps; k++)
+        c.stamps[k].call_id = -1;
     if (run_world(&c, &policy, &r->trace, err, errlen) < 0) goto fail;
     if (r->world.status == PPV_RUN_DEADLOCK || r->world.status == PPV_RUN_HANG) {
         c.failed = 1;
@@ -333,10 +350,12 @@ verdict:;
     }
     if (gen_close(&c, err, errlen) < 0) { /* the results are not to be trusted */
         free(c.last_ids);
+    free(c.stamps);
         ppv_pp_report_free(r);
         return -1;
     }
     free(c.last_ids);
+    free(c.stamps);
     *out = r;
     return 0;
 oom:
@@ -344,6 +363,7 @@ oom:
 fail:
     gen_close(&c, NULL, 0);
     free(c.last_ids);
+    free(c.stamps);
     ppv_pp_report_free(r);
     return -1;
 }
@@ -358,6 +378,9 @@ void ppv_pp_report_free(ppv_pp_report *r) {
         free(r->kv[k]);
     free(r->kv);
     free(r->kv_floats);
+    for (int32_t k = 0; r->mem && k < r->nmem; k++)
+        free(r->mem[k].timeline);
+    free(r->mem);
     ppv_world_result_free(&r->world);
     ppv_world_free(r->trace);
     free(r);

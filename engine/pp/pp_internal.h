@@ -30,6 +30,14 @@ typedef struct pp_ctx {
     /* per rank: the ids of the last envelope it sent or received (-1: none
      * yet), so that a watchdog report names them */
     int64_t (*last_ids)[3];
+    /* the accounting (memory.c): rep->mem's rows, stage 0's phase now, and
+     * the phase each call was sent in (a ring by call_id) */
+    ppv_pp_phase phase;
+    struct pp_stamp {
+        int64_t call_id;
+        ppv_pp_phase phase;
+    } *stamps;
+    int32_t nstamps;
 } pp_ctx;
 
 static inline int pp_skipped(const pp_ctx *c, ppv_pp_point p) {
@@ -43,6 +51,59 @@ typedef struct pp_where {
     pp_group group;
     const ppv_envelope *e;
 } pp_where;
+
+/* ---- memory (memory.c) */
+
+/* One change of a row by delta bytes of kind (a buffer of the envelope of
+ * chunk and call_id; -1: none), in phase at t_ns: the total, and the peak
+ * with its breakdown and ids when the total passes it. With timeline, the
+ * change is kept. The run's ledger and the plan both count with it. 0, or
+ * -1 out of memory for the timeline. */
+int pp_mem_row_change(ppv_pp_mem_row *r, ppv_pp_mem_kind kind, int64_t delta, int64_t chunk,
+                      int64_t call_id, ppv_pp_phase phase, int64_t t_ns, int timeline);
+/* The run's ledger: rank's row (c->nranks: the link) changes by delta, at
+ * the transport's clock, in stage 0's phase (rank 0) or the phase
+ * call_id was sent in (the mesh, the link). Nothing when the run keeps no
+ * rows. */
+void pp_mem(pp_ctx *c, ppv_transport *t, int32_t rank, ppv_pp_mem_kind kind, int64_t delta,
+            int64_t chunk, int64_t call_id);
+/* Stage 0 sent call_id in its phase now. */
+void pp_mem_stamp(pp_ctx *c, int64_t call_id);
+/* Bytes of an envelope's tensors (its latents, conditioning, step list and
+ * context frames), or of a result's latents_out. */
+uint64_t pp_envelope_bytes(const ppv_envelope *e);
+/* The generator's memory function (version 3 on), or NULL. */
+static inline int (*pp_generator_memory(const ppv_generator *g))(const ppv_generator_setup *,
+                                                                 const ppv_generator_shape *,
+                                                                 ppv_generator_memory *, char *,
+                                                                 size_t) {
+    return g && g->abi >= 3 ? g->memory : NULL;
+}
+
+/* What a generator reports of its bytes, asked once per call shape: its
+ * memory function (or, for the built-in at another element size, the
+ * kernels' arithmetic). reported 0: it reports nothing. */
+typedef struct pp_gen_bytes {
+    const ppv_generator *g;
+    ppv_generator_setup s;
+    int (*fn)(const ppv_generator_setup *, const ppv_generator_shape *, ppv_generator_memory *,
+              char *, size_t);
+    int reported, direct;
+    int32_t elem, window, cond_len;
+    ppv_gen_config cfg; /* direct */
+    uint64_t *memo;     /* working bytes by (frames, cached, kind); all ones: not asked yet */
+} pp_gen_bytes;
+
+/* 0 with the resident bytes (weights, cache) of setup s's rank, or -1 with
+ * the reason (the generator's memory failed). elem_bytes 0: the
+ * generator's own. */
+int pp_gen_bytes_open(pp_gen_bytes *b, const ppv_generator *g, const ppv_generator_setup *s,
+                      int32_t elem_bytes, ppv_generator_memory *resident, char *err,
+                      size_t errlen);
+/* The working bytes of a call of that shape (0 when nothing is reported). */
+int pp_gen_bytes_call(pp_gen_bytes *b, int32_t frames, int32_t cached, int32_t cond_len,
+                      int32_t kind, uint64_t *bytes, char *err, size_t errlen);
+void pp_gen_bytes_close(pp_gen_bytes *b);
 
 /* Records the run's failure (the first one only) and aborts the world:
  * every other rank's next transport call returns PPV_ERR_ABORTED. The

@@ -69,6 +69,12 @@ static const struct {
          "drained and starts the new one with results still in flight; round-robin's probes "
          "never find one",
          "--poll --hard-cut-at 2 --control-only --chunks 4 --steps 2"},
+    [PPV_PP_BUG_RESULTS_KEPT] =
+        {"results-kept",
+         "stage 0 keeps every decoded result's latents and never gives them back: the output is "
+         "right, stage 0's bytes grow with the chunks (no failure of the contract: the memory "
+         "accounting shows it)",
+         "--chunks 8 (its memory line, or --mem-cap)"},
 };
 
 const char *ppv_pp_bug_token(ppv_pp_bug b) {

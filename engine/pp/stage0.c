@@ -23,6 +23,7 @@
 typedef struct inflight {
     ppv_envelope e;
     int owned; /* its tensors are stage 0's to free (planned, not replayed) */
+    uint64_t bytes; /* its tensors' bytes, charged to stage 0 while it holds them */
     int64_t t_begin, t_sent; /* when stage 0 began building it, and sent it */
 } inflight;
 
@@ -33,6 +34,7 @@ typedef struct ready { /* move_ready copies it field by field */
     pp_received m;
     int32_t slot; /* index into the sent ring of its envelope */
     int64_t t_recv; /* when it was taken (-1: held ahead, taken with another) */
+    uint64_t bytes; /* its tensors' bytes, charged to stage 0 */
 } ready;
 
 typedef struct stage0 {
@@ -62,6 +64,8 @@ typedef struct stage0 {
     int64_t *beat_after; /* the call_id of the INFER sent before it */
     int32_t nbeats, beats_cap;
     int64_t last_chunk;   /* chunk_index of the last INFER sent (a heartbeat's) */
+    void **kept; /* the results-kept bug: every decoded result's latents */
+    int64_t nkept;
     ppv_pp_chunk_times *times; /* per decoded chunk, for the overlap metric */
     int64_t ntimes, times_cap;
 } stage0;
@@ -77,7 +81,9 @@ static inflight *awaited(stage0 *s) {
     return &s->sent[(s->sent_head + s->nsent - s->awaiting) % s->sent_cap];
 }
 
-static void release(inflight *f) {
+static void release(stage0 *s, inflight *f) {
+    if (f->bytes)
+        pp_mem(s->c, s->t, 0, PPV_MEM_ENVELOPES, -(int64_t)f->bytes, f->e.chunk_index, f->e.call_id);
     if (f->owned) pp_envelope_free(&f->e);
     memset(f, 0, sizeof *f);
 }
@@ -162,6 +168,10 @@ static int send_envelope(stage0 *s, ppv_envelope *e, int preflight, int seal) {
         f.header[6] = (int64_t)(len + sizeof newer - 1);
     }
     int rc = pp_send_frame(s->t, 0, 1, &f, ppv_pp_action_name(e->action));
+    uint64_t sent = 0; /* what the buffered link now holds of it */
+    for (int i = 0; i < f.ntensors; i++)
+        sent += ppv_tensor_bytes(f.tensors[i]);
+    if (!rc) pp_mem(s->c, s->t, s->c->nranks, PPV_MEM_LINK, (int64_t)sent, e->chunk_index, e->call_id);
     free(grown);
     f.meta = pooled;
     ppv_frame_free(&f);
@@ -285,31 +295,34 @@ static int send_chunk(stage0 *s, int32_t k) {
     }
     s->call_id = f->e.call_id + 1;
     if (f->e.action == PPV_PP_SHUTDOWN) s->shut = 1;
+    pp_mem_stamp(s->c, f->e.call_id);
+    f->bytes = pp_envelope_bytes(&f->e);
+    pp_mem(s->c, s->t, 0, PPV_MEM_ENVELOPES, (int64_t)f->bytes, f->e.chunk_index, f->e.call_id);
     /* sealed last, as it is sent: what the leader must receive is what was
      * planned, injected faults included (a sender's bugs, not the wire's) */
     if (send_envelope(s, &f->e, preflight, seal) < 0) {
-        release(f);
+        release(s, f);
         return -1;
     }
     /* retry: the same call again, as after a timeout (the same epoch and
      * state); not a call of its own, so neither logged nor recorded */
     if (o->inject == PPV_INJECT_RETRY && !o->replay && k == PP_INJECT_CHUNK &&
         send_envelope(s, &f->e, 0, 0) < 0) {
-        release(f);
+        release(s, f);
         return -1;
     }
     if (f->e.action != PPV_PP_INFER) { /* a replayed NOOP or SHUTDOWN: nothing comes back */
         char err[256];
         if (note_envelope(s, &f->e, t_begin) < 0) {
-            release(f);
+            release(s, f);
             return -1;
         }
         if (o->on_call && o->on_call(o->on_call_ctx, &f->e, NULL, err, sizeof err) < 0) {
             pp_fail(s->c, s->t, at(s, &f->e), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
-            release(f);
+            release(s, f);
             return -1;
         }
-        release(f);
+        release(s, f);
         return 0;
     }
     f->t_begin = t_begin;
@@ -384,6 +397,7 @@ static void move_ready(ready *dst, const ready *src) {
     dst->digested = src->digested;
     dst->slot = src->slot;
     dst->t_recv = src->t_recv;
+    dst->bytes = src->bytes;
     memcpy(dst->m.header, src->m.header, sizeof dst->m.header);
     dst->m.norder = src->m.norder;
     dst->m.meta = src->m.meta;
@@ -397,7 +411,10 @@ static void move_ready(ready *dst, const ready *src) {
                                          ((const char *)src->m.order[k] - (const char *)&src->r));
 }
 
-static void drop_ready(ready *rd) {
+static void drop_ready(stage0 *s, ready *rd) {
+    if (rd->bytes)
+        pp_mem(s->c, s->t, 0, PPV_MEM_RESULTS, -(int64_t)rd->bytes, rd->r.chunk_index, rd->r.call_id);
+    rd->bytes = 0;
     ppv_result_free_tensors(&rd->r);
     pp_received_free(&rd->m);
 }
@@ -438,10 +455,18 @@ static int receive_result(stage0 *s, int polled) {
     rd->digest = 0;
     rd->digested = 0;
     rd->slot = 0;
+    rd->bytes = 0;
     char msg[768];
     ppv_failure mode;
     inflight *f = awaited(s);
     int rc = pp_recv_result(s->t, 0, 1, &rd->m, &rd->r, &mode, msg, sizeof msg);
+    if (!rc) { /* off the link, into stage 0's hands */
+        rd->bytes = ppv_tensor_bytes(&rd->r.latents_out);
+        pp_mem(s->c, s->t, s->c->nranks, PPV_MEM_LINK, -(int64_t)rd->bytes, rd->r.chunk_index,
+               rd->r.call_id);
+        pp_mem(s->c, s->t, 0, PPV_MEM_RESULTS, (int64_t)rd->bytes, rd->r.chunk_index,
+               rd->r.call_id);
+    }
     if (rc) {
         pp_transport_error(s->c, s->t, at(s, &f->e), rc, "receiving a result");
         goto drop_fail;
@@ -520,10 +545,10 @@ static int receive_result(stage0 *s, int polled) {
     promote(s);
     return ok;
 drop:
-    drop_ready(rd);
+    drop_ready(s, rd);
     return 0;
 drop_fail:
-    drop_ready(rd);
+    drop_ready(s, rd);
     return -1;
 }
 
@@ -588,7 +613,7 @@ static int decode(stage0 *s) {
                 (size_t)keep * s->frame * sizeof *s->decoded);
         s->ndecoded = keep;
     }
-    if (n == PP_FRAMES_PER_CHUNK * s->frame) {
+    if (s->decoded && n == PP_FRAMES_PER_CHUNK * s->frame) {
         memcpy(s->decoded + (size_t)s->ndecoded * s->frame, lat->data, n * sizeof(uint16_t));
         s->ndecoded += PP_FRAMES_PER_CHUNK;
     }
@@ -600,15 +625,26 @@ static int decode(stage0 *s) {
         rc = -1;
 release:;
     ppv_result done = rd->r; /* its ids, for the log */
-    ppv_result_free_tensors(&rd->r);
-    pp_received_free(&rd->m);
+    void **grown = s->o->bug == PPV_PP_BUG_RESULTS_KEPT
+                       ? realloc(s->kept, (size_t)(s->nkept + 1) * sizeof *s->kept)
+                       : NULL;
+    if (grown && rd->r.latents_out.data) { /* seeded: kept, its bytes never given back */
+        s->kept = grown;
+        s->kept[s->nkept++] = rd->r.latents_out.data;
+        rd->r.latents_out.data = NULL;
+        rd->bytes = 0;
+    } else if (grown)
+        s->kept = grown;
+    drop_ready(s, rd);
     s->ready_head = (s->ready_head + 1) % s->o->d_out;
     s->nready--;
     /* its envelope is done with */
-    release(f);
+    release(s, f);
     s->sent_head = (s->sent_head + 1) % s->sent_cap;
     s->nsent--;
     if (rc == 0 && note_result(s, PPV_EVENT_DECODED, PPV_VERDICT_NONE, &done, t_begin) < 0) rc = -1;
+    if (s->c->phase == PPV_PHASE_WARMUP || s->c->phase == PPV_PHASE_NEW_EPOCH)
+        s->c->phase = PPV_PHASE_STEADY; /* the queues have filled */
     if (rc == 0) promote(s);
     return rc;
 }
@@ -648,11 +684,14 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     s.sent = calloc((size_t)s.sent_cap, sizeof *s.sent);
     s.rdy = calloc((size_t)o->d_out, sizeof *s.rdy);
     s.held = calloc((size_t)o->d_out, sizeof *s.held);
-    s.decoded = malloc((size_t)o->kv_window * s.frame * sizeof *s.decoded);
-    if (!s.sent || !s.rdy || !s.held || !s.decoded) {
+    /* the epoch's last decoded frames, kept only for recompute's context */
+    size_t context = o->kv_recompute && !o->replay ? (size_t)o->kv_window * s.frame : 0;
+    if (context) s.decoded = malloc(context * sizeof *s.decoded);
+    if (!s.sent || !s.rdy || !s.held || (context && !s.decoded)) {
         pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "out of memory");
         goto done;
     }
+    pp_mem(c, t, 0, PPV_MEM_CONTEXT, (int64_t)(context * sizeof *s.decoded), -1, -1);
     int32_t k = 0;
     s.last_send_ns = ppv_transport_clock_ns(t);
     int64_t beat_ns = (int64_t)(o->heartbeat_s * 1e9);
@@ -687,11 +726,13 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
             int drain;
             int64_t epoch = chunk_epoch(&s, k, &drain);
             /* seeded: a result its probe found taken for the old epoch drained */
-            if (drain && s.nsent && !(o->bug == PPV_PP_BUG_CUT_ON_PROBE_HIT && s.probe_hit))
+            if (drain && s.nsent && !(o->bug == PPV_PP_BUG_CUT_ON_PROBE_HIT && s.probe_hit)) {
                 can_send = 0;
-            else if (epoch != s.epoch) {
+                if (epoch != s.epoch) c->phase = PPV_PHASE_CUT_DRAIN;
+            } else if (epoch != s.epoch) {
                 s.epoch = epoch; /* a hard cut: nothing of the old epoch is in flight */
                 s.ndecoded = 0;
+                c->phase = PPV_PHASE_NEW_EPOCH;
             }
         }
         int decode_first = o->bug == PPV_PP_BUG_DECODE_FIRST && s.nready;
@@ -699,7 +740,7 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
             if (send_chunk(&s, k) < 0) goto done;
             if (o->inject == PPV_INJECT_OM13 && k == PP_INJECT_CHUNK)
                 goto done; /* stage 0 dies: no SHUTDOWN, no receive */
-            k++;
+            if (++k == total) c->phase = PPV_PHASE_END;
         } else if (s.nready) {
             /* the queue signature: a result is decoded only while the next
              * envelope cannot go (else the mesh idles while stage 0 decodes) */
@@ -729,21 +770,22 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
             pp_fail(c, t, at(&s, &bye), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "%s", err);
     }
 done:
-    for (int32_t i = 0; s.rdy && i < s.nready; i++) {
-        ready *rd = &s.rdy[(s.ready_head + i) % o->d_out];
-        ppv_result_free_tensors(&rd->r);
-        pp_received_free(&rd->m);
-    }
+    for (int32_t i = 0; s.rdy && i < s.nready; i++)
+        drop_ready(&s, &s.rdy[(s.ready_head + i) % o->d_out]);
     for (int32_t i = 0; s.held && i < s.nheld; i++)
-        drop_ready(&s.held[i]);
+        drop_ready(&s, &s.held[i]);
     for (int32_t i = 0; s.sent && i < s.nsent; i++)
-        release(&s.sent[(s.sent_head + i) % s.sent_cap]);
+        release(&s, &s.sent[(s.sent_head + i) % s.sent_cap]);
     free(s.sent);
     free(s.rdy);
     free(s.held);
     free(s.decoded);
+    pp_mem(c, t, 0, PPV_MEM_CONTEXT, -(int64_t)(context * sizeof(uint16_t)), -1, -1);
     if (ppv_pp_overlap_measure(s.times, s.ntimes, &c->rep->overlap) < 0 && !c->failed)
         pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "out of memory");
+    for (int64_t i = 0; i < s.nkept; i++) /* freed as the process's end would: still charged */
+        free(s.kept[i]);
+    free(s.kept);
     free(s.times);
     free(s.beats);
     free(s.beat_after);

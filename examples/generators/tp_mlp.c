@@ -275,6 +275,23 @@ static int tp_call(void *state, const ppv_generator_call *a, char *err, size_t e
     return 0;
 }
 
+/* Its bytes from the settings alone (ppv pp --plan asks without a run):
+ * both weight matrices and their vectors, whole, the cache of channel
+ * means and the partial sums it keeps; a call allocates nothing. */
+static int tp_memory(const ppv_generator_setup *s, const ppv_generator_shape *call,
+                     ppv_generator_memory *out, char *err, size_t errlen) {
+    (void)call;
+    int32_t hidden, blocks;
+    uint64_t seed;
+    if (parse(s->params, &hidden, &blocks, &seed, err, errlen) < 0) return -1;
+    uint64_t pixels = (uint64_t)s->frames * (uint64_t)s->latent_h * (uint64_t)s->latent_w;
+    out->weights = (2 * (uint64_t)hidden * C + 2 * (uint64_t)hidden) * sizeof(float);
+    out->kv_cache = (uint64_t)s->kv_window * C * sizeof(float);
+    out->buffers = (uint64_t)blocks * pixels * C * sizeof(float);
+    out->working = 0;
+    return 0;
+}
+
 static const ppv_generator table = {
     .abi = PPV_GENERATOR_ABI,
     .name = "tp-mlp",
@@ -284,6 +301,7 @@ static const ppv_generator table = {
     .kv_snapshot = tp_kv_snapshot,
     /* a cached frame is its own channel means: rebuilt, it is the stash */
     .flags = PPV_GENERATOR_KV_FRAME_LOCAL,
+    .memory = tp_memory,
     .call = tp_call,
     .destroy = tp_destroy,
 };

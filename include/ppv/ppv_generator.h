@@ -12,7 +12,7 @@
  * This header stands alone (C11, no other ppv header) so that a plug-in
  * compiles against it without ppv's build. A shared object exports one
  * function, PPV_GENERATOR_ENTRY, returning its table; ppv refuses a table
- * whose abi differs from the PPV_GENERATOR_ABI it was built with.
+ * whose abi is not one from PPV_GENERATOR_ABI_OLDEST to PPV_GENERATOR_ABI.
  *
  * Every function returns 0, or a negative value with a reason in err (at
  * most errlen bytes, NUL-terminated); none may exit the process. On the
@@ -27,8 +27,11 @@
 #include <stdint.h>
 
 /* Version 2 (2026-12-01) added the call's kind (ppv_generator_call.kind)
- * and the table's flags; a plug-in built for version 1 is built again. */
-#define PPV_GENERATOR_ABI 2
+ * and the table's flags; a plug-in built for version 1 is built again.
+ * Version 3 (2026-12-02) added the optional memory function at the end of
+ * the table; ppv still loads a version-2 table (which has none). */
+#define PPV_GENERATOR_ABI 3
+#define PPV_GENERATOR_ABI_OLDEST 2
 #define PPV_GENERATOR_ENTRY "ppv_generator_entry"
 
 /* A chunk is PPV_GENERATOR_FRAMES latent frames of PPV_GENERATOR_CHANNELS
@@ -114,6 +117,21 @@ typedef struct ppv_generator_call {
     int32_t kind;            /* PPV_GENERATOR_CALL_* */
 } ppv_generator_call;
 
+/* What a rank of the generator holds, in bytes (ppv_generator.memory). */
+typedef struct ppv_generator_memory {
+    uint64_t weights;  /* the weights this rank holds (its shard, or the whole model) */
+    uint64_t kv_cache; /* its KV cache and any other state kept from chunk to chunk */
+    uint64_t buffers;  /* working buffers it keeps from create to destroy */
+    uint64_t working;  /* what the call asked about allocates while it runs (0: no call) */
+} ppv_generator_memory;
+
+/* The shape of a call, for its working memory: `frames` latent frames in,
+ * `cached` frames in the cache as it starts (0..kv_window), cond_len
+ * conditioning tokens, and its kind (PPV_GENERATOR_CALL_*). */
+typedef struct ppv_generator_shape {
+    int32_t frames, cached, cond_len, kind;
+} ppv_generator_shape;
+
 typedef struct ppv_generator {
     int32_t abi;         /* PPV_GENERATOR_ABI */
     const char *name;    /* names the arithmetic: recordings are replayed only by a */
@@ -141,6 +159,15 @@ typedef struct ppv_generator {
     int (*open)(const ppv_generator_setup *s, void **shared, char *err, size_t errlen);
     int (*close)(void *shared, char *err, size_t errlen);
     uint32_t flags; /* PPV_GENERATOR_* properties; 0: none declared */
+    /* Optional (NULL: ppv counts only the buffers it allocates itself;
+     * version 3 on). This rank's bytes as a function of its setup alone,
+     * never of its state, so that `ppv pp --plan` asks it without running
+     * anything (setup.shared is then NULL): its weights and cache, and with
+     * call not NULL the working memory of a call of that shape. ppv charges
+     * weights and cache from create to destroy and a call's working memory
+     * while the call runs. */
+    int (*memory)(const ppv_generator_setup *s, const ppv_generator_shape *call,
+                  ppv_generator_memory *out, char *err, size_t errlen);
 } ppv_generator;
 
 /* The one function a plug-in exports, under the name PPV_GENERATOR_ENTRY. */

@@ -230,6 +230,20 @@ int ppv_genmodel_device_status(const ppv_genmodel *m, char *err, size_t errlen);
  * of range. */
 uint64_t ppv_genmodel_shard_fingerprint(const ppv_genmodel *m, int32_t rank, int32_t mesh);
 
+/* Bytes the built-in generator holds and allocates, from its config
+ * alone (nothing is allocated), with elements of elem_bytes (the built-in
+ * keeps fp32: 4): its weights (the whole model, which every mesh rank
+ * holds); one mesh rank's KV cache, allocated whole (K and V of every
+ * layer for `window` frames of its heads); and what one call of `frames`
+ * frames allocates while it runs when the cache holds `cached` frames and
+ * the conditioning has cond_len tokens. 0 for shapes it does not run. */
+uint64_t ppv_genmodel_weight_bytes(const ppv_gen_config *g, int32_t elem_bytes);
+uint64_t ppv_kv_cache_bytes(const ppv_gen_config *g, int32_t mesh, int32_t window,
+                            int32_t tokens_per_frame, int32_t elem_bytes);
+uint64_t ppv_gen_call_work_bytes(const ppv_gen_config *g, int32_t mesh, int32_t tokens_per_frame,
+                                 int32_t frames, int32_t cached, int32_t cond_len,
+                                 int32_t elem_bytes);
+
 /* One rank's KV cache: for every layer, K and V of its heads for the last
  * `window` latent frames at most (older frames are evicted first). */
 typedef struct ppv_kv_cache ppv_kv_cache;
@@ -292,6 +306,9 @@ const ppv_generator *ppv_generator_builtin(void);
  * -1 with the reason naming the bad item. */
 int ppv_gen_config_parse(const char *params, int32_t cond_dim, ppv_gen_config *cfg, char *err,
                          size_t errlen);
+/* Checks a configuration as ppv_genmodel_new does (sizes, n_heads dividing
+ * d_model and d_ff); 0, or -1 with the reason. */
+int ppv_gen_config_check(const ppv_gen_config *c, char *err, size_t errlen);
 /* c's settings text (its cond_dim is the setup's); 0, or -1 if n is short. */
 int ppv_gen_config_format(const ppv_gen_config *c, char *buf, size_t n);
 

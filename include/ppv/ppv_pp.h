@@ -164,6 +164,9 @@ typedef enum ppv_pp_bug {
     PPV_PP_BUG_CUT_ON_PROBE_HIT,  /* with poll: at a hard cut, stage 0 takes a result its
                                      probe found for the old epoch drained and starts the new
                                      one with results still in flight */
+    PPV_PP_BUG_RESULTS_KEPT, /* stage 0 keeps every decoded result's latents and never gives
+                                them back (a list that only grows): the output is right, its
+                                memory grows with the chunks */
     PPV_PP_BUG_COUNT
 } ppv_pp_bug;
 
@@ -281,6 +284,78 @@ int ppv_generator_sites_visit(void (*fn)(void *ctx, int slot, const ppv_generato
                                          uint64_t entries),
                               void *ctx);
 
+/* ---- memory (docs/memory.md) -------------------------------------------------- */
+
+/* What a rank's bytes are (the breakdown of a peak). Stage 0: the
+ * envelopes it holds (planned until their result is decoded: a retry and
+ * the recorder need them), the results it received and has not decoded,
+ * and the decoded frames it keeps as context for recompute. A mesh rank:
+ * the envelope in hand (after the broadcast, its own copy), the chunk's
+ * buffers (the output and the denoising loop's two latents), the leader's
+ * result cache, and what the generator reports (weights, KV cache, a
+ * call's working memory). The link: what the buffered stage-0/leader link
+ * holds, sent and not yet received (the transport's copies). Only tensor
+ * data is counted: headers, metadata text and bookkeeping under 1 KiB a
+ * rank are not. */
+#define PPV_PP_MEM_KINDS(X)                                                                        \
+    X(ENVELOPES, "envelopes")                                                                      \
+    X(RESULTS, "results")                                                                          \
+    X(CONTEXT, "context")                                                                          \
+    X(BUFFERS, "buffers")                                                                          \
+    X(RESULT_CACHE, "result_cache")                                                                \
+    X(WEIGHTS, "weights")                                                                          \
+    X(KV_CACHE, "kv_cache")                                                                        \
+    X(WORKING, "working")                                                                          \
+    X(LINK, "link")
+
+typedef enum ppv_pp_mem_kind {
+#define PPV_PP_MEM_ENUM(ID, name) PPV_MEM_##ID,
+    PPV_PP_MEM_KINDS(PPV_PP_MEM_ENUM)
+#undef PPV_PP_MEM_ENUM
+        PPV_MEM_KIND_COUNT
+} ppv_pp_mem_kind;
+
+/* Where the pipeline is, as stage 0 sees it: filling the queues before the
+ * first decode, steady state, draining for a hard cut, the new epoch until
+ * its first decode, and the end (every chunk sent). A mesh rank's bytes
+ * take the phase its envelope was sent in. */
+#define PPV_PP_PHASES(X)                                                                           \
+    X(WARMUP, "warm-up")                                                                           \
+    X(STEADY, "steady")                                                                            \
+    X(CUT_DRAIN, "cut-drain")                                                                      \
+    X(NEW_EPOCH, "new-epoch")                                                                      \
+    X(END, "end")
+
+typedef enum ppv_pp_phase {
+#define PPV_PP_PHASE_ENUM(ID, name) PPV_PHASE_##ID,
+    PPV_PP_PHASES(PPV_PP_PHASE_ENUM)
+#undef PPV_PP_PHASE_ENUM
+        PPV_PHASE_COUNT
+} ppv_pp_phase;
+
+/* "envelopes", ... and "warm-up", ...; "?" when out of range. */
+const char *ppv_pp_mem_kind_name(int k);
+const char *ppv_pp_phase_name(int p);
+
+typedef struct ppv_pp_mem_sample {
+    int64_t t_ns;   /* the transport's clock */
+    uint64_t bytes; /* the row's total after the change */
+} ppv_pp_mem_sample;
+
+/* One row of the accounting: a rank (or the link). The peak is the first
+ * moment the total reached its highest value; chunk and call_id are those
+ * of the buffer whose allocation reached it (-1: a buffer of no envelope,
+ * allocated at start). */
+typedef struct ppv_pp_mem_row {
+    uint64_t peak;
+    uint64_t at_peak[PPV_MEM_KIND_COUNT]; /* the breakdown then */
+    int64_t peak_chunk, peak_call_id, peak_t_ns;
+    ppv_pp_phase peak_phase;
+    uint64_t now[PPV_MEM_KIND_COUNT], total; /* as the run left it */
+    ppv_pp_mem_sample *timeline;             /* every change, with ppv_pp_options.mem_timeline */
+    int64_t ntimeline, timeline_cap;
+} ppv_pp_mem_row;
+
 typedef struct ppv_pp_options {
     int32_t mesh;            /* stage-1 ranks: 1 is PP0, >= 2 PP1 (leader + workers) */
     int32_t chunks;          /* chunks stage 0 asks for */
@@ -372,6 +447,9 @@ typedef struct ppv_pp_options {
      * included, starts the wait again. 0: the timeout. The mock has no
      * wall time: its waits end by watchdog_steps. */
     double worker_watchdog_s;
+    /* keep every row's timeline (ppv_pp_mem_row.timeline): each change of
+     * its bytes, with the time */
+    int mem_timeline;
 } ppv_pp_options;
 
 /* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no
@@ -443,6 +521,9 @@ typedef struct ppv_pp_report {
      * (NULL otherwise) */
     uint16_t *outputs;
     size_t noutputs;
+    /* the accounting (on the mock): one row per rank, then the link's */
+    ppv_pp_mem_row *mem;
+    int32_t nmem;
 } ppv_pp_report;
 
 /* 1 when the run ended as its injection must (ok without one): the
@@ -455,5 +536,35 @@ int ppv_pp_as_injected(const ppv_pp_options *o, const ppv_pp_report *r);
  * verdict is in it), or -1 when the options cannot run (err). */
 int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t errlen);
 void ppv_pp_report_free(ppv_pp_report *r);
+
+/* ---- the prediction: ppv pp --plan ----------------------------------------------- */
+
+/* Every rank's peak as a run of o on the mock would measure it, from the
+ * buffers' shapes alone: nothing of their size is allocated and nothing
+ * runs. Stage 0's moves are replayed as counts (its queues, drains and
+ * cuts), each mesh rank's chunks with the generator's reported bytes
+ * (ppv_generator.memory; a generator without it is counted for ppv's own
+ * buffers, and `reported` is 0). The link's row is a bound: at most D_in
+ * messages are on it at once, their largest sizes. elem_bytes scales the
+ * built-in's weights, cache and working memory (its own are fp32: 4); 0
+ * means 4. Refused (-1, err) for what a prediction cannot know: --poll,
+ * heartbeats, injections, seeded bugs, replays and faults. */
+typedef struct ppv_pp_plan {
+    int32_t nmem; /* ranks, then the link */
+    ppv_pp_mem_row *mem;
+    int reported;               /* the generator reports its bytes (or there is none) */
+    uint64_t envelope_bytes;    /* one INFER's tensors without context frames */
+    uint64_t result_bytes;      /* one result's latents_out */
+    uint64_t context_max_bytes; /* the largest context_frames an envelope carries */
+} ppv_pp_plan;
+
+int ppv_pp_plan_run(const ppv_pp_options *o, int32_t elem_bytes, ppv_pp_plan *out, char *err,
+                    size_t errlen);
+void ppv_pp_plan_free(ppv_pp_plan *p);
+
+/* The first row over its cap (caps[i] for rank i, the last cap for the
+ * rest; the link is never capped), or -1 when every row fits. */
+int32_t ppv_pp_mem_over(const ppv_pp_mem_row *rows, int32_t nranks, const double *caps,
+                        int32_t ncaps);
 
 #endif
