@@ -17,6 +17,11 @@
  *
  * usage: ppv_bench_pp [SECONDS per figure, default 2] [control]
  *   control: the control-plane rows only (for a profiler)
+ * ppv_bench_pp 0 once on|off [control]: one run of ppv pp's defaults (or
+ *   the control plane alone) with the memory accounting on or off, for
+ *   `valgrind --tool=callgrind` to count the accounting's instructions
+ * ppv_bench_pp SECONDS plan: ppv pp --plan at the pilot's sizes (320x576,
+ *   a 40-block DiT, D_in = D_out = 2, meshes 1, 2, 4), microseconds each
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -79,9 +84,62 @@ static double rate_parallel(const ppv_pp_options *o, double secs, int n, double 
     return failed || got != n ? -1 : sum;
 }
 
+/* One run with the accounting on or off (callgrind's figure). */
+static int once(int memory, int control) {
+    ppv_pp_options o = ppv_pp_defaults();
+    o.memory_off = !memory;
+    o.control_only = control;
+    ppv_pp_report *r = NULL;
+    char err[512];
+    if (ppv_pp_run(&o, &r, err, sizeof err) != 0 || !r->ok) {
+        fprintf(stderr, "ppv_bench_pp: %s\n", r ? r->message : err);
+        ppv_pp_report_free(r);
+        return 2;
+    }
+    printf("memory %s: rows %s, output digest %016llx\n", memory ? "on" : "off",
+           r->mem ? "kept" : "none", (unsigned long long)r->output_digest);
+    ppv_pp_report_free(r);
+    return 0;
+}
+
+/* --plan at the pilot's sizes, microseconds a plan. */
+static int plan_rate(double secs) {
+    printf("ppv pp --plan: 320x576 frames, a 40-block DiT (d_model 5120, bf16), D_in = D_out = 2\n");
+    for (int32_t mesh = 1; mesh <= 4; mesh *= 2) {
+        ppv_pp_options o = ppv_pp_defaults();
+        o.height = 320;
+        o.width = 576;
+        o.mesh = mesh;
+        o.model = (ppv_gen_config){.layers = 40, .d_model = 5120, .n_heads = 40, .d_ff = 13840,
+                                   .cond_dim = 4096, .seed = 1};
+        o.cond_len = 512;
+        double t0 = bench_now(), t = t0;
+        long n = 0;
+        uint64_t peak = 0;
+        while (t - t0 < secs) {
+            ppv_pp_plan p;
+            char err[512];
+            if (ppv_pp_plan_run(&o, 2, &p, err, sizeof err) != 0) {
+                fprintf(stderr, "ppv_bench_pp: %s\n", err);
+                return 2;
+            }
+            peak = p.mem[1].peak;
+            ppv_pp_plan_free(&p);
+            n++;
+            t = bench_now();
+        }
+        printf("mesh %d: %.1f us a plan (%ld plans), the leader's peak %llu bytes\n", mesh,
+               (t - t0) / (double)n * 1e6, n, (unsigned long long)peak);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 3 && strcmp(argv[2], "once") == 0)
+        return once(strcmp(argv[3], "on") == 0, argc > 4 && strcmp(argv[4], "control") == 0);
     double secs = argc > 1 ? atof(argv[1]) : 2.0;
     if (!(secs > 0)) secs = 2.0;
+    if (argc > 2 && strcmp(argv[2], "plan") == 0) return plan_rate(secs);
     int control_only = argc > 2 && strcmp(argv[2], "control") == 0;
     printf("ppv pp: whole pipeline (generator 2 layers, C 32, 4 heads; 32x32, 4 steps, stash)\n");
     printf("%-28s %12s %14s %16s\n", "configuration", "runs/s", "chunks/s", "sched steps/run");

@@ -147,6 +147,7 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     ppv_pp_options po = *tg->o->pp;
     po.policy = *pol;
     po.fault = *fault;
+    po.memory_off = 1; /* the judge reads no rows */
     ppv_pp_report *r = NULL;
     if (ppv_pp_run(&po, &r, err, errlen) < 0) return -1;
     judge_pp(&po, r, fuzz_reference(tg, fault), out);

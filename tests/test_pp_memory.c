@@ -337,6 +337,43 @@ static void test_plan_at_the_pilot_sizes(void **state) {
     ppv_pp_plan_free(&p);
 }
 
+/* --sweep: one run a depth, stage 0's peak (D+1) E + R (D 1: D_out 1,
+ * so D E + R); --compare-kv: each policy's peaks, recompute's with its
+ * context (30 frames kept, 15 sent with the last chunk). */
+static void test_sweep_and_compare_report_bytes(void **state) {
+    (void)state;
+    ppv_pp_options o = ppv_pp_defaults();
+    shapes s = shapes_of(&o);
+    uint64_t E = s.latents + s.cond + s.steps, R = s.latents;
+    run_result r = RUN("pp", "--sweep", "d=1,2,4");
+    assert_int_equal(r.code, 0);
+    char want[256];
+    snprintf(want, sizeof want, "\n     1            -              - %llu 210960 209424\n",
+             (unsigned long long)(E + R));
+    assert_non_null(strstr(r.out, want));
+    snprintf(want, sizeof want, "\n     4            -              - %llu 210960 209424\n",
+             (unsigned long long)(5 * E + R));
+    assert_non_null(strstr(r.out, want));
+    run_free(&r);
+    r = RUN("pp", "--sweep", "d=1,4", "--mem-cap", "5K,1M");
+    assert_int_equal(r.code, 1); /* D 4's stage 0 passes 5 KiB */
+    snprintf(want, sizeof want, "\n     4            -              - %llu 210960 209424  over "
+             "--mem-cap\n", (unsigned long long)(5 * E + R));
+    assert_non_null(strstr(r.out, want));
+    assert_non_null(strstr(r.out, "\nresult: PROBLEM\n"));
+    run_free(&r);
+    r = RUN("pp", "--compare-kv", "--kv-window", "30", "--chunks", "6");
+    assert_int_equal(r.code, 0);
+    snprintf(want, sizeof want, "\nstash: 24 generator calls, 764 us of virtual time, peak bytes "
+             "by rank %llu ", (unsigned long long)(3 * E + R));
+    assert_non_null(strstr(r.out, want));
+    uint64_t ctx = 30 * s.frame, last = E + 15 * s.frame;
+    snprintf(want, sizeof want, "\nrecompute: 29 generator calls, 1064 us of virtual time, peak "
+             "bytes by rank %llu ", (unsigned long long)(ctx + last + R));
+    assert_non_null(strstr(r.out, want));
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_measured_bytes_are_the_shapes),
@@ -347,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_the_cap_names_rank_chunk_and_phase),
         cmocka_unit_test(test_plan_and_run_agree_on_a_plugin),
         cmocka_unit_test(test_plan_at_the_pilot_sizes),
+        cmocka_unit_test(test_sweep_and_compare_report_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

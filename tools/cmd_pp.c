@@ -28,6 +28,8 @@ typedef struct pp_args {
     unsigned mset;
     double caps[PPV_MAX_MEM_CAPS]; /* --mem-cap */
     int ncaps;
+    int32_t sweep[16]; /* --sweep's depths */
+    int nsweep;
 } pp_args;
 
 /* --model for --plan: the built-in's architecture at other sizes. 0, or an
@@ -170,6 +172,28 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (bad) return bad;
             break;
         }
+        case OPT_SWEEP: {
+            const char *v = optarg;
+            char item[32];
+            int k;
+            if (strncmp(v, "d=", 2) != 0)
+                return value_error("sweep", &p.cur->value, "d=D[,D...] (depths from 1 to 1024),",
+                                   optarg);
+            v += 2;
+            a->nsweep = 0;
+            while ((k = ppv_list_next(&v, item, sizeof item)) == 1) {
+                int64_t d;
+                if (a->nsweep == 16 || ppv_parse_whole(item, 1, 1024, &d) < 0) {
+                    k = -1;
+                    break;
+                }
+                a->sweep[a->nsweep++] = (int32_t)d;
+            }
+            if (k < 0 || !a->nsweep)
+                return value_error("sweep", &p.cur->value,
+                                   "d=D[,D...] (at most 16 depths from 1 to 1024),", optarg);
+            break;
+        }
         case OPT_MEM_CAP:
             if ((a->ncaps = byte_list(&p, optarg, a->caps, PPV_MAX_MEM_CAPS)) < 0)
                 return PPV_EXIT_BAD_INPUT;
@@ -208,6 +232,10 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
                     a->transport))
         return usage_error("--plan runs nothing: it takes no --record, --trace-out, --replay, "
                            "--compare-kv, --repeat or --transport%s", "");
+    if (a->nsweep && (a->plan || a->record || a->trace_out || a->replay || a->compare_kv ||
+                      a->repeat > 1 || a->transport))
+        return usage_error("--sweep runs the mock once a depth: it takes no --plan, --record, "
+                           "--trace-out, --replay, --compare-kv, --repeat or --transport%s", "");
     if (a->ncaps && (a->transport || a->compare_kv))
         return usage_error("--mem-cap gates the mock's accounting or --plan: not with %s",
                            a->transport ? "--transport" : "--compare-kv");
@@ -879,6 +907,18 @@ static int compare_kv(pp_args *a) {
         json_object_object_add(j, "problem", wrong ? json_object_new_string(why) : NULL);
         json_object_object_add(j, "stash_output_digest", hex_json(s->output_digest));
         json_object_object_add(j, "recompute_output_digest", hex_json(r->output_digest));
+        const ppv_pp_report *both[2] = {s, r};
+        static const char *const names[2] = {"stash", "recompute"};
+        for (int i = 0; i < 2; i++) { /* each policy's cost: bytes, calls, virtual time */
+            json_object *p = json_object_new_object();
+            json_object_object_add(p, "generator_calls", json_object_new_int64(both[i]->generator_calls));
+            json_object_object_add(p, "virtual_time_us", json_object_new_int64(both[i]->world.steps));
+            json_object *peaks = json_object_new_array();
+            for (int32_t k = 0; both[i]->mem && k < both[i]->nmem - 1; k++)
+                json_object_array_add(peaks, json_object_new_int64((int64_t)both[i]->mem[k].peak));
+            json_object_object_add(p, "peak_bytes", peaks);
+            json_object_object_add(j, names[i], p);
+        }
         generator_json(j, &a->o);
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -908,6 +948,15 @@ static int compare_kv(pp_args *a) {
         else
             printf("nothing was evicted, so all %" PRId64 " chunks must be bitwise equal\n",
                    nchunks);
+        const ppv_pp_report *both[2] = {s, r};
+        static const char *const names[2] = {"stash", "recompute"};
+        for (int i = 0; i < 2; i++) { /* each policy's cost */
+            printf("%s: %" PRId64 " generator calls, %" PRId64 " us of virtual time, peak bytes by "
+                   "rank", names[i], both[i]->generator_calls, both[i]->world.steps);
+            for (int32_t k = 0; both[i]->mem && k < both[i]->nmem - 1; k++)
+                printf(" %" PRIu64, both[i]->mem[k].peak);
+            printf("\n");
+        }
         if (wrong) printf("result: PROBLEM (%s)\n", why);
         else printf("result: OK\n");
     }
@@ -919,6 +968,68 @@ done:
 }
 
 static int run_pp(pp_args *a);
+
+/* --sweep d=...: one run a depth, a table (or JSON) of what a team weighs
+ * before raising it. */
+static int sweep_pp(const pp_args *a) {
+    int32_t nranks = 1 + a->o.mesh;
+    int bad = 0;
+    json_object *arr = a->json ? json_object_new_array() : NULL;
+    if (!a->json) {
+        printf("ppv pp --sweep: ");
+        describe(&a->o, stdout);
+        printf("%6s %12s %14s %s\n", "D", "OverlapScore", "mesh idle ms", "peak bytes by rank");
+    }
+    for (int i = 0; i < a->nsweep; i++) {
+        ppv_pp_options o = a->o;
+        o.d_in = o.d_out = a->sweep[i];
+        ppv_pp_report *r = NULL;
+        char err[1024];
+        if (ppv_pp_options_check(&o, err, sizeof err) < 0 || ppv_pp_run(&o, &r, err, sizeof err) < 0) {
+            fprintf(stderr, "ppv pp: --sweep d=%d: %s\n", a->sweep[i], err);
+            json_object_put(arr);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        int over = a->ncaps && ppv_pp_mem_over(r->mem, nranks, a->caps, a->ncaps) >= 0;
+        bad |= !r->ok || over;
+        if (arr) {
+            json_object *j = json_object_new_object();
+            json_object_object_add(j, "d", json_object_new_int(a->sweep[i]));
+            json_object_object_add(j, "ok", json_object_new_boolean(r->ok));
+            json_object_object_add(j, "message", r->ok ? NULL : json_object_new_string(r->message));
+            json_object_object_add(j, "overlap_score", r->overlap.samples ? finite_json(r->overlap.score) : NULL);
+            json_object_object_add(j, "mesh_idle_ms", r->overlap.samples ? finite_json(r->overlap.mesh_idle_ms) : NULL);
+            json_object *peaks = json_object_new_array();
+            for (int32_t k = 0; k < nranks; k++)
+                json_object_array_add(peaks, json_object_new_int64((int64_t)r->mem[k].peak));
+            json_object_object_add(j, "peak_bytes", peaks);
+            json_object_object_add(j, "over_mem_cap", json_object_new_boolean(over));
+            json_object_array_add(arr, j);
+        } else {
+            char score[32] = "-", idle[32] = "-";
+            if (r->overlap.samples) {
+                snprintf(score, sizeof score, "%.3f", r->overlap.score);
+                snprintf(idle, sizeof idle, "%.3f", r->overlap.mesh_idle_ms);
+            }
+            printf("%6d %12s %14s", a->sweep[i], score, idle);
+            for (int32_t k = 0; k < nranks; k++)
+                printf(" %" PRIu64, r->mem[k].peak);
+            printf("%s%s\n", over ? "  over --mem-cap" : "", r->ok ? "" : "  FAILED");
+            if (!r->ok) printf("  d=%d: %s\n", a->sweep[i], r->message);
+        }
+        ppv_pp_report_free(r);
+    }
+    if (arr) {
+        puts(json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN |
+                                                     JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(arr);
+    } else {
+        if (!a->o.cost_decode && !a->o.cost_call)
+            printf("(no --cost: the OverlapScore needs the stages to take time)\n");
+        printf("result: %s\n", bad ? "PROBLEM" : "OK");
+    }
+    return bad ? PPV_EXIT_PROBLEM : PPV_EXIT_OK;
+}
 
 /* --plan: the prediction, printed as a run's memory lines are. */
 static int plan_pp(const pp_args *a) {
@@ -984,6 +1095,7 @@ static int run_pp(pp_args *ap) {
         return PPV_EXIT_BAD_INPUT;
     }
     if (a.plan) return plan_pp(&a);
+    if (a.nsweep) return sweep_pp(&a);
     if (a.compare_kv) {
         guard_arm(a.json);
         return compare_kv(&a);

@@ -448,6 +448,11 @@ typedef struct option_value {
       "n_heads, d_ff, cond_dim, cond_len and dtype (fp32, bf16 or fp16), key=value items, "        \
       "comma-separated or one a line in FILE",                                                     \
       "the built-in's, fp32")                                                                      \
+    X(SWEEP, 0, "sweep", "d=D[,D...]", V_FORM_INT("d=%s,2,4", 1, 1024),                                \
+      "run once for each depth D (D_in = D_out = D) and print a table: OverlapScore and the "      \
+      "mesh's idle time (under --cost), and each rank's peak bytes; exit 1 if a run fails or "     \
+      "passes --mem-cap",                                                                          \
+      NULL)                                                                                        \
     X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]", V_FORM_BYTES("%s", 1, V_BYTES_MAX),                   \
       "exit 1 when a rank's peak passes its cap (one for every rank, or one each from rank 0), "   \
       "naming the first, by how much, the chunk, call and phase, and what it held; with --plan "  \

@@ -243,7 +243,7 @@ static int kernel(mesh *m, ppv_generator_call *a) {
                        : a->kind == PPV_GENERATOR_CALL_CACHE_WRITE ? "call (a cache write)"
                                                                    : "call";
     uint64_t work = 0;
-    if (pp_gen_bytes_call(&m->gb, a->frames, m->cached, a->cond_len, a->kind, &work, err,
+    if (m->c->rep->mem && pp_gen_bytes_call(&m->gb, a->frames, m->cached, a->cond_len, a->kind, &work, err,
                           sizeof err) < 0)
         return gen_error(m, -1, "memory", err);
     pp_mem(m->c, m->t, m->rank, PPV_MEM_WORKING, (int64_t)work, a->chunk_index, a->call_id);

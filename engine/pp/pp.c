@@ -260,7 +260,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     if (o->keep_kv) r->nkv = chunks;
     c.rep = r;
     if (!(c.last_ids = malloc((size_t)c.nranks * sizeof *c.last_ids))) goto oom;
-    if (!o->proc) { /* the accounting: every rank is in this process */
+    if (!o->proc && !o->memory_off) { /* the accounting: every rank is in this process */
         c.nstamps = 2 * (o->d_in + o->d_out) + 16;
         if (!(r->mem = calloc((size_t)c.nranks + 1, sizeof *r->mem)) ||
             !(c.stamps = malloc((size_t)c.nstamps * sizeof *c.stamps)))

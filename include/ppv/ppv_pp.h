@@ -450,6 +450,9 @@ typedef struct ppv_pp_options {
     /* keep every row's timeline (ppv_pp_mem_row.timeline): each change of
      * its bytes, with the time */
     int mem_timeline;
+    /* no accounting at all (ppv_pp_report.mem NULL): the explorer, which
+     * runs the pipeline many times and never reads the rows */
+    int memory_off;
 } ppv_pp_options;
 
 /* Mesh 2, 8 chunks, 4 steps, stash, E=1, window 6, D_in = D_out = 2, no
