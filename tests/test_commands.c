@@ -205,6 +205,8 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
             if (!strcmp(commands[k], "pp") && !strcmp(name, "--model")) /* the built-in's sizes */
                 v = "layers=4,d_model=32,dtype=bf16";
             if (!strcmp(commands[k], "pp") && !strcmp(name, "--sweep")) v = "d=1,2";
+            if (!strcmp(commands[k], "pp") && !strcmp(name, "--memory-svg"))
+                v = tmp_path("memory.svg");
             if (!flag && !v)
                 fail_msg("%s lists %s: add a sample value to this test", commands[k], name);
             /* parsed, then --help: exit 0 only if the command knows the option */

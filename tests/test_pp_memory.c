@@ -374,6 +374,35 @@ static void test_sweep_and_compare_report_bytes(void **state) {
     run_free(&r);
 }
 
+static int count(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++) n++;
+    return n;
+}
+
+/* --memory-svg: a step line and a peak a row, a dashed line a hard cut. */
+static void test_memory_svg_marks_peaks_and_cuts(void **state) {
+    (void)state;
+    const char *path = tmp_path("memory.svg");
+    run_result r = RUN("pp", "--hard-cut-at", "3,5", "--memory-svg", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    assert_int_equal(count(text, "class=\"bytes\""), 4); /* 3 ranks and the link */
+    assert_int_equal(count(text, "class=\"peak\""), 4);
+    assert_int_equal(count(text, "class=\"cut\""), 2);
+    assert_non_null(strstr(text, ">peak 210960 bytes at chunk 2, call_id 2 (warm-up)</text>"));
+    assert_non_null(strstr(text, "<title>cut-drain</title>"));
+    r = RUN("pp", "--plan", "--memory-svg", path);
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_measured_bytes_are_the_shapes),
@@ -385,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_plan_and_run_agree_on_a_plugin),
         cmocka_unit_test(test_plan_at_the_pilot_sizes),
         cmocka_unit_test(test_sweep_and_compare_report_bytes),
+        cmocka_unit_test(test_memory_svg_marks_peaks_and_cuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

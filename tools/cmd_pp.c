@@ -28,6 +28,7 @@ typedef struct pp_args {
     unsigned mset;
     double caps[PPV_MAX_MEM_CAPS]; /* --mem-cap */
     int ncaps;
+    const char *memory_svg; /* --memory-svg */
     int32_t sweep[16]; /* --sweep's depths */
     int nsweep;
 } pp_args;
@@ -172,6 +173,9 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
             if (bad) return bad;
             break;
         }
+        case OPT_MEMORY_SVG:
+            a->memory_svg = optarg;
+            break;
         case OPT_SWEEP: {
             const char *v = optarg;
             char item[32];
@@ -236,6 +240,9 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
                       a->repeat > 1 || a->transport))
         return usage_error("--sweep runs the mock once a depth: it takes no --plan, --record, "
                            "--trace-out, --replay, --compare-kv, --repeat or --transport%s", "");
+    if (a->memory_svg && (a->plan || a->nsweep || a->compare_kv || a->transport))
+        return usage_error("--memory-svg draws one run on the mock: not with --plan, --sweep, "
+                           "--compare-kv or --transport%s", "");
     if (a->ncaps && (a->transport || a->compare_kv))
         return usage_error("--mem-cap gates the mock's accounting or --plan: not with %s",
                            a->transport ? "--transport" : "--compare-kv");
@@ -524,6 +531,103 @@ static int mem_cap_verdict(const pp_args *a, const ppv_pp_mem_row *rows, int32_t
     }
     if (j) json_object_object_add(j, "over_mem_cap", v);
     return k >= 0;
+}
+
+/* --memory-svg: a panel a row (each rank, then the link) of its bytes over
+ * time as a step line, its peak marked; stage 0's phases as bands behind
+ * them and each hard cut (the start of a new epoch) as a dashed line.
+ * 0, or -1 when a write failed. */
+static int memory_svg(FILE *f, const ppv_pp_mem_row *rows, int32_t nranks) {
+    static const char *const fill[PPV_PHASE_COUNT] = {"#fdf1d6", "#ffffff", "#f9dcdc", "#dcecf9",
+                                                      "#ececec"};
+    const double W = 960, left = 150, right = 20, top = 50, ph = 100, gap = 26;
+    int32_t n = nranks + 1;
+    double H = top + n * (ph + gap) + 10, pw = W - left - right;
+    int64_t tmax = 1;
+    for (int32_t k = 0; k < n; k++)
+        for (int64_t i = 0; i < rows[k].ntimeline; i++)
+            if (rows[k].timeline[i].t_ns > tmax) tmax = rows[k].timeline[i].t_ns;
+#define X_AT(t) (left + pw * (double)(t) / (double)tmax)
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"11\">\n", W, H);
+    fprintf(f, "<text x=\"%.0f\" y=\"18\" font-size=\"14\">ppv pp: bytes held by each rank over "
+            "the run (virtual time, %" PRId64 " us)</text>\n", left, tmax / 1000);
+    /* stage 0's phases, as bands over every panel, and the cuts */
+    const ppv_pp_mem_row *s0 = &rows[0];
+    int64_t from = 0;
+    ppv_pp_phase cur = PPV_PHASE_WARMUP;
+    for (int64_t i = 0; i <= s0->ntimeline; i++) {
+        int end = i == s0->ntimeline;
+        if (!end && s0->timeline[i].phase == cur) continue;
+        int64_t to = end ? tmax : s0->timeline[i].t_ns;
+        fprintf(f, "<rect class=\"phase\" x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" "
+                "fill=\"%s\"><title>%s</title></rect>\n", X_AT(from), top - 14,
+                X_AT(to) - X_AT(from), H - top, fill[cur], ppv_pp_phase_name(cur));
+        if (end) break;
+        cur = s0->timeline[i].phase;
+        from = to;
+        if (cur == PPV_PHASE_NEW_EPOCH)
+            fprintf(f, "<line class=\"cut\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" "
+                    "stroke=\"#c0392b\" stroke-dasharray=\"4,3\"/><text x=\"%.1f\" y=\"%.0f\" "
+                    "fill=\"#c0392b\">hard cut</text>\n", X_AT(to), top - 14, X_AT(to), H,
+                    X_AT(to) + 3, top - 4);
+    }
+    for (int p = 0; p < PPV_PHASE_COUNT; p++) /* the legend */
+        fprintf(f, "<rect x=\"%.0f\" y=\"26\" width=\"10\" height=\"10\" fill=\"%s\" "
+                "stroke=\"#999\"/><text x=\"%.0f\" y=\"35\">%s</text>\n", left + 430 + p * 95.0,
+                fill[p], left + 444 + p * 95.0, ppv_pp_phase_name(p));
+    for (int32_t k = 0; k < n; k++) {
+        const ppv_pp_mem_row *r = &rows[k];
+        double y0 = top + k * (ph + gap), base = y0 + ph;
+        double ymax = r->peak ? (double)r->peak : 1;
+        char name[64], human[32];
+        fprintf(f, "<text x=\"8\" y=\"%.0f\">%s</text>\n", y0 + 14,
+                row_name(k, nranks, name, sizeof name));
+        fprintf(f, "<text x=\"8\" y=\"%.0f\" fill=\"#555\">peak %s</text>\n", y0 + 30,
+                human_bytes((double)r->peak, human, sizeof human));
+        fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#333\"/>\n",
+                left, base, left + pw, base);
+        fprintf(f, "<polyline class=\"bytes\" fill=\"none\" stroke=\"#1f5fa8\" "
+                "stroke-width=\"1.2\" points=\"%.1f,%.1f", left, base);
+        uint64_t last = 0;
+        for (int64_t i = 0; i < r->ntimeline; i++) {
+            double x = X_AT(r->timeline[i].t_ns);
+            fprintf(f, " %.1f,%.1f %.1f,%.1f", x, base - ph * (double)last / ymax, x,
+                    base - ph * (double)r->timeline[i].bytes / ymax);
+            last = r->timeline[i].bytes;
+        }
+        fprintf(f, " %.1f,%.1f\"/>\n", left + pw, base - ph * (double)last / ymax);
+        if (r->peak && r->peak_t_ns >= 0) {
+            char when[96];
+            peak_when(r, when, sizeof when);
+            double x = X_AT(r->peak_t_ns);
+            fprintf(f, "<circle class=\"peak\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#c0392b\"/>"
+                    "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c0392b\">peak %" PRIu64 " bytes %s</text>\n",
+                    x, base - ph, x + 6 < left + pw - 300 ? x + 6 : left + pw - 300, y0 - 3,
+                    r->peak, k == nranks ? "" : when);
+        }
+    }
+#undef X_AT
+    fprintf(f, "</svg>\n");
+    return ferror(f) ? -1 : 0;
+}
+
+static int write_memory_svg(const char *path, const ppv_pp_mem_row *rows, int32_t nranks) {
+    atomic_file af;
+    if (atomic_open(&af, path) < 0) {
+        fprintf(stderr, "ppv pp: cannot write %s: %s\n", path, af.why);
+        return -1;
+    }
+    if (memory_svg(af.f, rows, nranks) < 0) {
+        atomic_abort(&af);
+        fprintf(stderr, "ppv pp: cannot write %s\n", path);
+        return -1;
+    }
+    if (atomic_commit(&af) < 0) {
+        fprintf(stderr, "ppv pp: cannot write %s: %s\n", path, af.why);
+        return -1;
+    }
+    return 0;
 }
 
 /* A run that ended well gives every buffer back: the first row that still
@@ -928,6 +1032,15 @@ static int compare_kv(pp_args *a) {
                a->o.recompute_every);
         describe(&ro, stdout);
         print_generator(&a->o);
+        const ppv_pp_report *both[2] = {s, r};
+        static const char *const names[2] = {"stash", "recompute"};
+        for (int i = 0; i < 2; i++) { /* each policy's cost */
+            printf("%s: %" PRId64 " generator calls, %" PRId64 " us of virtual time, peak bytes by "
+                   "rank", names[i], both[i]->generator_calls, both[i]->world.steps);
+            for (int32_t k = 0; both[i]->mem && k < both[i]->nmem - 1; k++)
+                printf(" %" PRIu64, both[i]->mem[k].peak);
+            printf("\n");
+        }
         if (no_kv)
             printf("kv caches: not compared (generator %s %s keeps no snapshot)\n", gen->name,
                    gen->version);
@@ -948,15 +1061,6 @@ static int compare_kv(pp_args *a) {
         else
             printf("nothing was evicted, so all %" PRId64 " chunks must be bitwise equal\n",
                    nchunks);
-        const ppv_pp_report *both[2] = {s, r};
-        static const char *const names[2] = {"stash", "recompute"};
-        for (int i = 0; i < 2; i++) { /* each policy's cost */
-            printf("%s: %" PRId64 " generator calls, %" PRId64 " us of virtual time, peak bytes by "
-                   "rank", names[i], both[i]->generator_calls, both[i]->world.steps);
-            for (int32_t k = 0; both[i]->mem && k < both[i]->nmem - 1; k++)
-                printf(" %" PRIu64, both[i]->mem[k].peak);
-            printf("\n");
-        }
         if (wrong) printf("result: PROBLEM (%s)\n", why);
         else printf("result: OK\n");
     }
@@ -1100,7 +1204,7 @@ static int run_pp(pp_args *ap) {
         guard_arm(a.json);
         return compare_kv(&a);
     }
-    a.o.mem_timeline = a.json; /* --json carries each row's timeline */
+    a.o.mem_timeline = a.json || a.memory_svg; /* --json carries each row's timeline */
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
     if ((rc = start_transport(a.transport, &proc, &lead)) >= 0) return rc;
@@ -1161,6 +1265,8 @@ static int run_pp(pp_args *ap) {
         goto done;
     }
     if (a.trace_out && r->trace && write_trace_file(a.trace_out, r->trace, 0, NULL) < 0)
+        goto done;
+    if (a.memory_svg && r->mem && write_memory_svg(a.memory_svg, r->mem, 1 + a.o.mesh) < 0)
         goto done;
     rc = print_report(&a, r);
 done:

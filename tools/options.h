@@ -448,6 +448,10 @@ typedef struct option_value {
       "n_heads, d_ff, cond_dim, cond_len and dtype (fp32, bf16 or fp16), key=value items, "        \
       "comma-separated or one a line in FILE",                                                     \
       "the built-in's, fp32")                                                                      \
+    X(MEMORY_SVG, 0, "memory-svg", "FILE", V_OUT,                                                       \
+      "draw each rank's bytes over the run's time (the mock's virtual clock) as SVG, with each "  \
+      "peak, the hard cuts and stage 0's phases marked",                                           \
+      NULL)                                                                                        \
     X(SWEEP, 0, "sweep", "d=D[,D...]", V_FORM_INT("d=%s,2,4", 1, 1024),                                \
       "run once for each depth D (D_in = D_out = D) and print a table: OverlapScore and the "      \
       "mesh's idle time (under --cost), and each rank's peak bytes; exit 1 if a run fails or "     \

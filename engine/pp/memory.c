@@ -47,7 +47,7 @@ int pp_mem_row_change(ppv_pp_mem_row *r, ppv_pp_mem_kind kind, int64_t delta, in
         r->timeline = grown;
         r->timeline_cap = cap;
     }
-    r->timeline[r->ntimeline++] = (ppv_pp_mem_sample){t_ns, r->total};
+    r->timeline[r->ntimeline++] = (ppv_pp_mem_sample){t_ns, r->total, phase};
     return 0;
 }
 

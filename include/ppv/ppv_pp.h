@@ -338,8 +338,9 @@ const char *ppv_pp_mem_kind_name(int k);
 const char *ppv_pp_phase_name(int p);
 
 typedef struct ppv_pp_mem_sample {
-    int64_t t_ns;   /* the transport's clock */
-    uint64_t bytes; /* the row's total after the change */
+    int64_t t_ns;       /* the transport's clock */
+    uint64_t bytes;     /* the row's total after the change */
+    ppv_pp_phase phase; /* the change's */
 } ppv_pp_mem_sample;
 
 /* One row of the accounting: a rank (or the link). The peak is the first
