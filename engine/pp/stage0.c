@@ -685,13 +685,14 @@ void pp_stage0(pp_ctx *c, ppv_transport *t) {
     s.rdy = calloc((size_t)o->d_out, sizeof *s.rdy);
     s.held = calloc((size_t)o->d_out, sizeof *s.held);
     /* the epoch's last decoded frames, kept only for recompute's context */
-    size_t context = o->kv_recompute && !o->replay ? (size_t)o->kv_window * s.frame : 0;
+    size_t charged_context = 0, context = o->kv_recompute && !o->replay ? (size_t)o->kv_window * s.frame : 0;
     if (context) s.decoded = malloc(context * sizeof *s.decoded);
     if (!s.sent || !s.rdy || !s.held || (context && !s.decoded)) {
         pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_SEND, "out of memory");
         goto done;
     }
     pp_mem(c, t, 0, PPV_MEM_CONTEXT, (int64_t)(context * sizeof *s.decoded), -1, -1);
+    charged_context = context * sizeof *s.decoded;
     int32_t k = 0;
     s.last_send_ns = ppv_transport_clock_ns(t);
     int64_t beat_ns = (int64_t)(o->heartbeat_s * 1e9);
@@ -780,7 +781,7 @@ done:
     free(s.rdy);
     free(s.held);
     free(s.decoded);
-    pp_mem(c, t, 0, PPV_MEM_CONTEXT, -(int64_t)(context * sizeof(uint16_t)), -1, -1);
+    pp_mem(c, t, 0, PPV_MEM_CONTEXT, -(int64_t)charged_context, -1, -1);
     if (ppv_pp_overlap_measure(s.times, s.ntimes, &c->rep->overlap) < 0 && !c->failed)
         pp_fail(c, t, at(&s, NULL), PPV_FAIL_RULE, PPV_POINT_STAGE0_RESULT, "out of memory");
     for (int64_t i = 0; i < s.nkept; i++) /* freed as the process's end would: still charged */
