@@ -771,6 +771,124 @@ static int check_ranks(conform *c, ppv_inference_reader *rd, const call_info *ci
     return rc;
 }
 
+/* "rank 0 (stage 0)", "rank 1 (leader)", "rank 2 (worker)" or "the link". */
+static const char *mem_row_name(int32_t rank, char *buf, size_t n) {
+    if (rank < 0) snprintf(buf, n, "the link");
+    else snprintf(buf, n, "rank %d (%s)", (int)rank, rank == 0 ? "stage 0" : rank == 1 ? "leader" : "worker");
+    return buf;
+}
+
+/* ", at chunk 2, call_id 2 (steady), t_ns 1200: it held envelopes 10, ..."
+ * from what the row recorded of its peak (nothing where it recorded none). */
+static void mem_peak_said(const ppv_conform_memory *m, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = 0;
+    if (m->peak_chunk != INT64_MIN && m->peak_chunk >= 0)
+        at += (size_t)snprintf(buf + at, n - at, ", at chunk %" PRId64, m->peak_chunk);
+    else if (m->peak_chunk == -1)
+        at += (size_t)snprintf(buf + at, n - at, ", at start");
+    if (at < n && m->peak_call_id != INT64_MIN && m->peak_call_id >= 0)
+        at += (size_t)snprintf(buf + at, n - at, ", call_id %" PRId64, m->peak_call_id);
+    if (at < n && m->peak_phase[0])
+        at += (size_t)snprintf(buf + at, n - at, " (%s)", m->peak_phase);
+    if (at < n && m->peak_t_ns != INT64_MIN)
+        at += (size_t)snprintf(buf + at, n - at, ", t_ns %" PRId64, m->peak_t_ns);
+    int any = 0;
+    for (int k = 0; k < PPV_MEM_KIND_COUNT && at < n; k++)
+        if (m->at_peak[k] > 0)
+            at += (size_t)snprintf(buf + at, n - at, "%s%s %" PRId64, any++ ? ", " : ": it held ",
+                                   ppv_pp_mem_kind_name(k), m->at_peak[k]);
+}
+
+/* The memory part: each row's samples in time order, none negative or
+ * above its recorded peak, and with caps, each rank's peak within its cap.
+ * 0, or -1 (err) when it cannot be read, or when caps are given and the
+ * file has no memory part to check them on. */
+static int check_memory(conform *c, ppv_inference_reader *rd, const ppv_conform_options *o,
+                        const char *path, char *err, size_t errlen) {
+    ppv_conform_report *out = c->rep;
+    int ncaps = o && o->mem_caps ? o->nmem_caps : 0;
+    inference_mem *rows = NULL;
+    int32_t n = 0;
+    int rc = inference_memory(rd, &rows, &n, out->mem_clock, sizeof out->mem_clock, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == 0 || n == 0) {
+        inference_memory_free(rows, n);
+        if (ncaps)
+            return gerr(err, errlen,
+                        "%s: --mem-cap: the recording holds no memory samples (/inference/memory), "
+                        "so no cap can be checked: record with ppv pp --record, or give "
+                        "ppv.record's Recorder memory samples",
+                        path);
+        return 0;
+    }
+    out->checked[PPV_CONFORM_MEMORY] = 1;
+    if (!(out->mem = calloc((size_t)n, sizeof *out->mem))) {
+        inference_memory_free(rows, n);
+        return gerr(err, errlen, "out of memory");
+    }
+    for (int32_t k = 0; k < n; k++) {
+        const inference_mem *r = &rows[k];
+        char name[64];
+        mem_row_name(r->rank, name, sizeof name);
+        if (r->fault[0]) {
+            violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_FIELD, "%s", r->fault);
+            continue;
+        }
+        ppv_conform_memory *m = &out->mem[out->nmem++];
+        m->rank = r->rank;
+        m->samples = r->n;
+        m->peak_t_ns = r->peak_t_ns;
+        m->peak_chunk = r->peak_chunk;
+        m->peak_call_id = r->peak_call_id;
+        snprintf(m->peak_phase, sizeof m->peak_phase, "%s", r->peak_phase);
+        m->held_at_end = r->held_at_end;
+        memcpy(m->at_peak, r->at_peak, sizeof m->at_peak);
+        int64_t high = INT64_MIN, at = -1;
+        int order_said = 0, negative_said = 0;
+        for (int64_t i = 0; i < r->n; i++) {
+            const int64_t *s = &r->samples[3 * i];
+            if (s[1] < 0 && !negative_said++)
+                violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY,
+                          "%s: sample %" PRId64 " (t_ns %" PRId64 ") holds %" PRId64
+                          " bytes: a rank never holds fewer than none",
+                          name, i, s[0], s[1]);
+            if (i && s[0] < r->samples[3 * (i - 1)] && !order_said++)
+                violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY,
+                          "%s: sample %" PRId64 " is at t_ns %" PRId64 ", before sample %" PRId64
+                          "'s %" PRId64 ": the samples are not in time order",
+                          name, i, s[0], i - 1, r->samples[3 * (i - 1)]);
+            if (s[1] > high) {
+                high = s[1];
+                at = i;
+            }
+        }
+        if (r->peak_bytes < 0)
+            violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY,
+                      "%s: peak_bytes %" PRId64 ": a peak is never below none", name, r->peak_bytes);
+        if (at >= 0 && high > r->peak_bytes)
+            violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY,
+                      "%s: peak_bytes %" PRId64 ", but sample %" PRId64 " (t_ns %" PRId64
+                      ") holds %" PRId64 ": the recorded peak is below what the rank held",
+                      name, r->peak_bytes, at, r->samples[3 * at], high);
+        m->peak_bytes = at >= 0 && high > r->peak_bytes ? high : r->peak_bytes;
+        if (m->rank < 0 || !ncaps) continue;
+        m->cap = o->mem_caps[m->rank < ncaps ? m->rank : ncaps - 1];
+        if ((double)m->peak_bytes <= m->cap) continue;
+        char said[512];
+        if (at >= 0 && high > r->peak_bytes) /* the sample, not the recorded peak, is over */
+            snprintf(said, sizeof said, ", sample %" PRId64 " at t_ns %" PRId64, at,
+                     r->samples[3 * at]);
+        else
+            mem_peak_said(m, said, sizeof said);
+        violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY,
+                  "%s peaks at %" PRId64 " bytes, %.0f bytes over its cap of %.0f%s", name,
+                  m->peak_bytes, (double)m->peak_bytes - m->cap, m->cap, said);
+    }
+    inference_memory_free(rows, n);
+    return 0;
+}
+
 int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_report *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -784,7 +902,8 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     out->calls = n;
     out->format_version = inference_format_version(rd);
     for (int k = 0; k < PPV_CONFORM_COUNT; k++) /* envelope-digest: once one is seen */
-        out->checked[k] = (k != PPV_CONFORM_OVERLAP || c.overlap) && k != PPV_CONFORM_ENVELOPE_DIGEST;
+        out->checked[k] = (k != PPV_CONFORM_OVERLAP || c.overlap) &&
+                          k != PPV_CONFORM_ENVELOPE_DIGEST && k != PPV_CONFORM_MEMORY;
     snprintf(out->limits, sizeof out->limits,
              "no event log (format version %" PRId64 "): what stage 0 dropped (stale, duplicate, "
              "late, ahead), heartbeats, timings and queue depths were not recorded, so their "
@@ -888,7 +1007,8 @@ int ppv_conform(const char *path, const ppv_conform_options *o, ppv_conform_repo
     c.e = NULL;
     int complete = out->present == n && ended >= 0;
     if (check_events(&c, rd, ci, upto, complete, err, errlen) < 0 ||
-        check_ranks(&c, rd, ci, upto, err, errlen) < 0)
+        check_ranks(&c, rd, ci, upto, err, errlen) < 0 ||
+        check_memory(&c, rd, o, path, err, errlen) < 0)
         goto done;
     if (!out->checked[PPV_CONFORM_EVENT_LOG]) /* no log: every INFER has its one result */
         for (int64_t k = 0; k < upto; k++)
@@ -941,4 +1061,7 @@ void ppv_conform_report_free(ppv_conform_report *r) {
     free(r->v);
     r->v = NULL;
     r->nv = 0;
+    free(r->mem);
+    r->mem = NULL;
+    r->nmem = 0;
 }

@@ -226,6 +226,28 @@ int inference_rank_values(ppv_inference_reader *r, int *has,
                           void (*cb)(void *ctx, int32_t mesh_rank, ppv_pp_rank_record kind,
                                      int64_t call_id, uint64_t value),
                           void *ctx, char *err, size_t errlen);
+/* One row of /inference/memory as read: what conform judges. A row the
+ * recorder wrote wrong (no peak_bytes, samples not an (n, 2) or (n, 3)
+ * integer table, a rank that is not its name's) has fault set, and nothing
+ * else of it is judged. */
+typedef struct inference_mem {
+    char name[32]; /* "rank_0001" or "link" */
+    int32_t rank;  /* -1: the link */
+    int64_t n;
+    int64_t *samples; /* [n][3]: t_ns, bytes, phase (-1 where not recorded) */
+    int64_t peak_bytes, held_at_end; /* held_at_end -1: not recorded */
+    int64_t peak_t_ns, peak_chunk, peak_call_id; /* INT64_MIN: not recorded */
+    char peak_phase[24];                          /* "" when not recorded */
+    int64_t at_peak[PPV_MEM_KIND_COUNT];          /* -1: not recorded */
+    char fault[256];
+} inference_mem;
+/* The memory part: 1 with *rows (ranks in order, then the link; free with
+ * inference_memory_free) and its clock, 0 when the file has none, -1 when
+ * it cannot be read (err). */
+int inference_memory(ppv_inference_reader *r, inference_mem **rows, int32_t *nrows, char *clock,
+                     size_t clocklen, char *err, size_t errlen);
+void inference_memory_free(inference_mem *rows, int32_t nrows);
+
 /* What a recorder got wrong in a call that can still be read (conform
  * judges these as violations, with the call's ids, where replay refuses
  * the file): a tensor present with another dtype or rank than the

@@ -38,6 +38,7 @@ struct ppv_inference_writer {
         size_t n, cap; /* pairs */
     } *rank_values;
     int32_t nranks;
+    int memory; /* /inference/memory was written (a version 2 part) */
 };
 
 struct ppv_inference_reader {
@@ -460,11 +461,72 @@ static int write_rank_values(ppv_inference_writer *w, hid_t inf) {
     return rc ? -1 : 0;
 }
 
+/* One row of /inference/memory: its samples (t_ns, bytes, phase) and its
+ * peak's attributes. */
+static int write_memory_row(ppv_inference_writer *w, hid_t mem, const char *name, int32_t rank,
+                            const ppv_pp_mem_row *r) {
+    hid_t g = h5_out_group(&w->out, mem, name);
+    int rc = g < 0 || (rank >= 0 && h5_attr_i64(g, "rank", rank) < 0) ||
+             h5_attr_i64(g, "peak_bytes", (int64_t)r->peak) < 0 ||
+             h5_attr_i64(g, "peak_t_ns", r->peak_t_ns) < 0 ||
+             h5_attr_i64(g, "peak_chunk", r->peak_chunk) < 0 ||
+             h5_attr_i64(g, "peak_call_id", r->peak_call_id) < 0 ||
+             h5_attr_str(g, "peak_phase", ppv_pp_phase_name(r->peak_phase)) < 0 ||
+             h5_attr_i64(g, "held_at_end_bytes", (int64_t)r->total) < 0;
+    for (int k = 0; k < PPV_MEM_KIND_COUNT && !rc; k++)
+        if (r->at_peak[k]) {
+            char at[48];
+            snprintf(at, sizeof at, "at_peak_%s", ppv_pp_mem_kind_name(k));
+            rc = h5_attr_i64(g, at, (int64_t)r->at_peak[k]) < 0;
+        }
+    if (!rc && !r->timeline) { /* its samples stayed in another process */
+        H5Gclose(g);
+        return 0;
+    }
+    int64_t *v = rc ? NULL : malloc((size_t)(r->ntimeline ? r->ntimeline : 1) * 3 * sizeof *v);
+    if (!rc && v) {
+        for (int64_t i = 0; i < r->ntimeline; i++) {
+            v[3 * i] = r->timeline[i].t_ns;
+            v[3 * i + 1] = (int64_t)r->timeline[i].bytes;
+            v[3 * i + 2] = r->timeline[i].phase;
+        }
+        hsize_t dims[2] = {(hsize_t)r->ntimeline, 3};
+        rc = h5_write(g, "samples", H5T_STD_I64LE, H5T_NATIVE_INT64, 2, dims, v) < 0;
+    }
+    free(v);
+    if (g >= 0) H5Gclose(g);
+    return rc || !v ? -1 : 0;
+}
+
+int ppv_inference_memory(ppv_inference_writer *w, const ppv_pp_mem_row *rows, int32_t nranks,
+                         const char *clock, char *err, size_t errlen) {
+    if (w->memory)
+        return gerr(err, errlen, "%s: the memory part is written once", w->out.path);
+    hid_t inf = H5Gopen2(w->out.file, "inference", H5P_DEFAULT);
+    hid_t mem = inf < 0 ? -1 : h5_out_group(&w->out, inf, "memory");
+    int rc = mem < 0 || h5_attr_str(mem, "clock", clock) < 0;
+    for (int32_t k = 0; k <= nranks && !rc; k++) {
+        char name[32];
+        if (k == nranks && !rows[k].timeline && !rows[k].peak) continue; /* not counted */
+        if (k == nranks) snprintf(name, sizeof name, "link");
+        else snprintf(name, sizeof name, "rank_%04d", (int)k);
+        rc = write_memory_row(w, mem, name, k == nranks ? -1 : k, &rows[k]) < 0;
+    }
+    if (mem >= 0) H5Gclose(mem);
+    if (inf >= 0) H5Gclose(inf);
+    if (rc)
+        return gerr(err, errlen, "%s: cannot write the memory samples: %s", w->out.path,
+                    h5_write_failure(errno));
+    w->memory = 1;
+    return 0;
+}
+
 int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen) {
     hid_t inf = H5Gopen2(w->out.file, "inference", H5P_DEFAULT);
-    int logged = w->events >= 0;
+    int logged = w->events >= 0 || w->memory; /* both are version 2's */
     int bad = inf < 0 || h5_attr_i64(inf, "calls", w->n) < 0 || write_rank_values(w, inf) < 0 ||
-              (logged && (flush_events(w) < 0 || h5_attr_i64(w->events, "count", w->nevents) < 0)) ||
+              (w->events >= 0 &&
+               (flush_events(w) < 0 || h5_attr_i64(w->events, "count", w->nevents) < 0)) ||
               h5_attr_i64(w->out.file, "format_version",
                           logged ? PPV_GOLDEN_EVENTS_VERSION : PPV_GOLDEN_CALLS_VERSION) < 0;
     if (inf >= 0) H5Gclose(inf);
@@ -849,8 +911,8 @@ int inference_unknown_file_keys(ppv_inference_reader *r,
     static const char *const root_keys[] = {"ppv_format", "producer", "producer_version",
                                             "created",    "kind",     "format_version",
                                             "inference"};
-    static const char *const inference_keys[] = {"calls",  "mesh",      "kv_window",
-                                                 "events", "generator", "ranks"};
+    static const char *const inference_keys[] = {"calls",     "mesh",  "kv_window", "events",
+                                                 "generator", "ranks", "memory"};
     static const char *const event_keys[] = {"clock", "count", "d_in", "d_out", "reorder_bound"};
     static const char *const generator_keys[] = {"name",   "version", "params",  "setup_digest",
                                                  "cond_dim", "seed",  "layers",  "d_model",
@@ -1019,4 +1081,163 @@ int inference_rank_values(ppv_inference_reader *r, int *has,
     H5Gclose(ranks);
     if (w.rc) return -1;
     return rc < 0 ? gerr(err, errlen, "%s: /inference/ranks: cannot list it", r->path) : 0;
+}
+
+/* ---- /inference/memory ------------------------------------------------------------- */
+
+typedef struct mem_walk {
+    ppv_inference_reader *r;
+    inference_mem *rows;
+    int32_t n, cap;
+    char *err;
+    size_t errlen;
+    int rc;
+} mem_walk;
+
+static int64_t attr_or(hid_t g, const char *name, int64_t absent, int *bad) {
+    int64_t v = absent;
+    if (H5Aexists(g, name) > 0 && h5_read_attr_i64(g, name, &v) < 0) *bad = 1;
+    return v;
+}
+
+/* Reads the samples of row m from group g: (n, 2) or (n, 3) integers. */
+static int read_mem_samples(mem_walk *w, hid_t g, inference_mem *m) {
+    if (H5Lexists(g, "samples", H5P_DEFAULT) <= 0) return 0; /* a peak alone */
+    hid_t d = H5Dopen2(g, "samples", H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d);
+    hid_t t = d < 0 ? -1 : H5Dget_type(d);
+    hsize_t dims[2] = {0, 0};
+    int ok = sp >= 0 && t >= 0 && H5Tget_class(t) == H5T_INTEGER &&
+             H5Sget_simple_extent_ndims(sp) == 2 &&
+             H5Sget_simple_extent_dims(sp, dims, NULL) == 2 && (dims[1] == 2 || dims[1] == 3) &&
+             dims[0] <= ((hsize_t)1 << 26);
+    int64_t *v = ok ? malloc((size_t)(dims[0] ? dims[0] : 1) * dims[1] * sizeof *v) : NULL;
+    int rc = 0;
+    if (!ok)
+        snprintf(m->fault, sizeof m->fault,
+                 "/inference/memory/%s/samples: not an (n, 2) or (n, 3) integer table of "
+                 "t_ns, bytes (and phase)",
+                 m->name);
+    else if (!v)
+        rc = gerr(w->err, w->errlen, "out of memory");
+    else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        rc = gerr(w->err, w->errlen,
+                  "%s: /inference/memory/%s/samples: cannot read it: corrupted data (checksum)",
+                  w->r->path, m->name);
+    else if ((m->samples = malloc((size_t)(dims[0] ? dims[0] : 1) * 3 * sizeof *m->samples))) {
+        m->n = (int64_t)dims[0];
+        for (hsize_t i = 0; i < dims[0]; i++) {
+            m->samples[3 * i] = v[dims[1] * i];
+            m->samples[3 * i + 1] = v[dims[1] * i + 1];
+            m->samples[3 * i + 2] = dims[1] == 3 ? v[dims[1] * i + 2] : -1;
+        }
+    } else
+        rc = gerr(w->err, w->errlen, "out of memory");
+    free(v);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    return rc;
+}
+
+static herr_t one_mem_row(hid_t mem, const char *name, const H5L_info_t *info, void *data) {
+    (void)info;
+    mem_walk *w = data;
+    int link = !strcmp(name, "link");
+    int32_t named = -1;
+    if (!link && (strncmp(name, "rank_", 5) || sscanf(name + 5, "%d", &named) != 1 || named < 0 ||
+                  named >= 1000000))
+        return 0; /* not a row: conform lists unknown objects elsewhere */
+    if (w->n == w->cap) {
+        int32_t cap = w->cap ? 2 * w->cap : 8;
+        inference_mem *grown = realloc(w->rows, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            w->rc = gerr(w->err, w->errlen, "out of memory");
+            return 1;
+        }
+        w->rows = grown;
+        w->cap = cap;
+    }
+    inference_mem *m = &w->rows[w->n++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->rank = link ? -1 : named;
+    hid_t g = H5Gopen2(mem, name, H5P_DEFAULT);
+    if (g < 0) {
+        snprintf(m->fault, sizeof m->fault, "/inference/memory/%s: not a group", name);
+        return 0;
+    }
+    int bad = 0;
+    int64_t rank = attr_or(g, "rank", INT64_MIN, &bad);
+    m->peak_bytes = attr_or(g, "peak_bytes", INT64_MIN, &bad);
+    m->held_at_end = attr_or(g, "held_at_end_bytes", -1, &bad);
+    m->peak_t_ns = attr_or(g, "peak_t_ns", INT64_MIN, &bad);
+    m->peak_chunk = attr_or(g, "peak_chunk", INT64_MIN, &bad);
+    m->peak_call_id = attr_or(g, "peak_call_id", INT64_MIN, &bad);
+    for (int k = 0; k < PPV_MEM_KIND_COUNT; k++) {
+        char at[48];
+        snprintf(at, sizeof at, "at_peak_%s", ppv_pp_mem_kind_name(k));
+        m->at_peak[k] = attr_or(g, at, -1, &bad);
+    }
+    char *phase = NULL;
+    if (H5Aexists(g, "peak_phase") > 0) {
+        if (h5_read_attr_str(g, "peak_phase", &phase) < 0) bad = 1;
+        else snprintf(m->peak_phase, sizeof m->peak_phase, "%s", phase);
+        free(phase);
+    }
+    if (bad)
+        snprintf(m->fault, sizeof m->fault,
+                 "/inference/memory/%s: an attribute of the wrong type (rank, peak_bytes, "
+                 "peak_t_ns, peak_chunk, peak_call_id, held_at_end_bytes and at_peak_* are "
+                 "integers, peak_phase a string)",
+                 name);
+    else if (m->peak_bytes == INT64_MIN)
+        snprintf(m->fault, sizeof m->fault, "/inference/memory/%s: no peak_bytes", name);
+    else if (!link && rank != named)
+        snprintf(m->fault, sizeof m->fault,
+                 "/inference/memory/%s: its rank attribute is %s, not %d", name,
+                 rank == INT64_MIN ? "missing" : "another", (int)named);
+    else if (read_mem_samples(w, g, m) < 0)
+        w->rc = -1;
+    H5Gclose(g);
+    return w->rc ? 1 : 0;
+}
+
+static int by_mem_rank(const void *a, const void *b) {
+    const inference_mem *x = a, *y = b;
+    uint32_t rx = (uint32_t)x->rank, ry = (uint32_t)y->rank; /* the link (-1) last */
+    return rx < ry ? -1 : rx > ry;
+}
+
+int inference_memory(ppv_inference_reader *r, inference_mem **rows, int32_t *nrows, char *clock,
+                     size_t clocklen, char *err, size_t errlen) {
+    *rows = NULL;
+    *nrows = 0;
+    clock[0] = 0;
+    if (H5Lexists(r->file, "inference", H5P_DEFAULT) <= 0 ||
+        H5Lexists(r->file, "/inference/memory", H5P_DEFAULT) <= 0)
+        return 0;
+    hid_t mem = H5Gopen2(r->file, "/inference/memory", H5P_DEFAULT);
+    if (mem < 0) return gerr(err, errlen, "%s: /inference/memory: not a group", r->path);
+    char *c = NULL;
+    if (H5Aexists(mem, "clock") > 0 && h5_read_attr_str(mem, "clock", &c) == 0)
+        snprintf(clock, clocklen, "%s", c);
+    free(c);
+    mem_walk w = {r, NULL, 0, 0, err, errlen, 0};
+    herr_t rc = H5Literate(mem, H5_INDEX_NAME, H5_ITER_INC, NULL, one_mem_row, &w);
+    H5Gclose(mem);
+    if (!w.rc && rc < 0) w.rc = gerr(err, errlen, "%s: /inference/memory: cannot list it", r->path);
+    if (w.rc) {
+        inference_memory_free(w.rows, w.n);
+        return -1;
+    }
+    if (w.n) qsort(w.rows, (size_t)w.n, sizeof *w.rows, by_mem_rank);
+    *rows = w.rows;
+    *nrows = w.n;
+    return 1;
+}
+
+void inference_memory_free(inference_mem *rows, int32_t nrows) {
+    for (int32_t k = 0; k < nrows; k++)
+        free(rows[k].samples);
+    free(rows);
 }

@@ -818,8 +818,9 @@ static void test_a_clean_log_conforms(void **state) {
     expect_violations(&cr, NULL, 0);
     assert_int_equal(cr.format_version, 2);
     assert_int_equal(cr.events, 16);
-    assert_int_equal(PPV_CONFORM_COUNT, 22);
-    assert_int_equal(cr.nchecked, 18); /* envelope digests; not --overlap, no rank's own records */
+    assert_int_equal(PPV_CONFORM_COUNT, 23);
+    /* envelope digests; not --overlap, no rank's own records, no memory */
+    assert_int_equal(cr.nchecked, 18);
     assert_string_equal(cr.limits, "");
     ppv_conform_report_free(&cr);
     rec_free(&x);
@@ -1278,7 +1279,7 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "PPV-OVERLAP [overlap] at the file: OverlapScore 0.000 below "
                                   "0.30 over 20 chunks"));
-    assert_non_null(strstr(r.out, "conformance: 1 violation of 20 checks\n"));
+    assert_non_null(strstr(r.out, "conformance: 1 violation of 21 checks\n")); /* memory too */
     run_free(&r);
     /* the leader's figures: its time on each chunk, and (taking turns) the
      * time it waited for the next envelope, none before the first */
@@ -1310,7 +1311,8 @@ static void test_overlap_of_the_live_pipeline(void **state) {
     /* without --overlap the check is not made */
     assert_int_equal(ppv_conform(one, NULL, &cr, err, sizeof err), 0);
     assert_int_equal(cr.violations, 0);
-    assert_int_equal(cr.nchecked, 19); /* with envelope digests and the ranks' input digests */
+    /* with envelope digests, the ranks' input digests and their memory */
+    assert_int_equal(cr.nchecked, 20);
     ppv_conform_report_free(&cr);
     rec x;
     clean_run(&x);
@@ -1418,8 +1420,9 @@ static void test_every_dataset_ppv_writes_carries_its_checksum(void **state) {
     assert_int_equal(r.code, 0);
     run_free(&r);
     /* 3 INFERs of 3 envelope tensors and a result, 2 of them recomputing from
-     * context frames, the event log, and each mesh rank's input digests */
-    assert_int_equal(all_checksummed(pp), 3 * 4 + 2 + 1 + 2); /* and two ranks' input digests */
+     * context frames, the event log, each mesh rank's input digests, and
+     * the samples of each rank's bytes (stage 0, two mesh ranks, the link) */
+    assert_int_equal(all_checksummed(pp), 3 * 4 + 2 + 1 + 2 + 4);
     assert_true(all_checksummed(train) > 40);
     rec x;
     clean_log(&x);
@@ -1524,6 +1527,234 @@ static void test_a_flipped_metadata_byte_is_one_verdict_in_every_command(void **
     }
 }
 
+/* ---- the memory part (/inference/memory) ------------------------------------------ */
+
+static ppv_conform_report conform_capped(const char *path, const double *caps, int ncaps) {
+    ppv_conform_options o = {0};
+    o.mem_caps = caps;
+    o.nmem_caps = ncaps;
+    ppv_conform_report cr;
+    char err[512];
+    if (ppv_conform(path, &o, &cr, err, sizeof err) < 0) fail_msg("%s", err);
+    return cr;
+}
+
+/* Reads (or, with write, writes back) rank row's (n, 3) samples. */
+static int64_t *samples_of(hid_t f, const char *row, hsize_t *n) {
+    char where[96];
+    snprintf(where, sizeof where, "/inference/memory/%s/samples", row);
+    hid_t d = H5Dopen2(f, where, H5P_DEFAULT), sp = H5Dget_space(d);
+    hsize_t dims[2];
+    assert_int_equal(H5Sget_simple_extent_dims(sp, dims, NULL), 2);
+    assert_int_equal(dims[1], 3);
+    int64_t *v = malloc(dims[0] * 3 * sizeof *v);
+    assert_non_null(v);
+    assert_true(H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Sclose(sp);
+    H5Dclose(d);
+    *n = dims[0];
+    return v;
+}
+
+static void put_samples(hid_t f, const char *row, const int64_t *v) {
+    char where[96];
+    snprintf(where, sizeof where, "/inference/memory/%s/samples", row);
+    hid_t d = H5Dopen2(f, where, H5P_DEFAULT);
+    assert_true(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(d);
+}
+
+/* ppv pp --record carries each rank's bytes: the run's peaks (the bytes of
+ * its shapes, computed here for stage 0), when they came and every change;
+ * conform --mem-cap gates them, naming the rank, by how much and what it
+ * held. */
+static void test_a_recording_carries_each_ranks_memory_and_the_cap_gates_it(void **state) {
+    (void)state;
+    const char *path = tmp_path("mem.h5");
+    run_result r = RUN("pp", "--record", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    /* the same run, measured in this process */
+    ppv_pp_options o = ppv_pp_defaults();
+    o.mem_timeline = 1;
+    ppv_pp_report *run = NULL;
+    char err[512];
+    if (ppv_pp_run(&o, &run, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_int_equal(run->nmem, 4);
+    ppv_conform_report cr = conform_ok(path);
+    expect_violations(&cr, NULL, 0);
+    assert_true(cr.checked[PPV_CONFORM_MEMORY]);
+    assert_string_equal(cr.mem_clock, "virtual");
+    assert_int_equal(cr.nmem, 4);
+    /* stage 0 holds D_in + 1 envelopes and a result at its peak: latents
+     * (3 frames of 16 x H/8 x W/8 bf16), the conditioning and the steps */
+    uint64_t frame = 16 * (uint64_t)(o.height / 8) * (uint64_t)(o.width / 8) * 2;
+    uint64_t env = 3 * frame + (uint64_t)o.cond_len * (uint64_t)o.model.cond_dim * 2 +
+                   (uint64_t)o.steps * 8;
+    assert_int_equal(cr.mem[0].peak_bytes, (int64_t)((uint64_t)(o.d_in + 1) * env + 3 * frame));
+    assert_int_equal(cr.mem[0].at_peak[PPV_MEM_ENVELOPES], (int64_t)((uint64_t)(o.d_in + 1) * env));
+    assert_int_equal(cr.mem[0].at_peak[PPV_MEM_CONTEXT], -1); /* held none: not written */
+    for (int32_t k = 0; k < 4; k++) {
+        const ppv_conform_memory *m = &cr.mem[k];
+        const ppv_pp_mem_row *w = &run->mem[k];
+        assert_int_equal(m->rank, k == 3 ? -1 : k);
+        assert_int_equal(m->peak_bytes, (int64_t)w->peak);
+        assert_int_equal(m->samples, w->ntimeline);
+        assert_true(m->samples > 8);
+        assert_int_equal(m->held_at_end, 0);
+        assert_int_equal(m->peak_chunk, w->peak_chunk);
+        assert_int_equal(m->peak_call_id, w->peak_call_id);
+        assert_int_equal(m->peak_t_ns, w->peak_t_ns);
+        assert_string_equal(m->peak_phase, ppv_pp_phase_name(w->peak_phase));
+    }
+    ppv_conform_report_free(&cr);
+    /* a cap of 210000 bytes: the leader (210960) alone is over */
+    double cap = 210000;
+    cr = conform_capped(path, &cap, 1);
+    want over = {PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY, -1,
+                 "rank 1 (leader) peaks at 210960 bytes, 960 bytes over its cap of 210000, at "
+                 "chunk 2, call_id 2 (warm-up), t_ns 292000: it held envelopes 1824, buffers "
+                 "4608, result_cache 1536, weights 168576, kv_cache 6144, working 28272"};
+    expect_violations(&cr, &over, 1);
+    ppv_conform_report_free(&cr);
+    /* one cap a rank: stage 0's own, the last for the rest */
+    double caps[2] = {(double)run->mem[0].peak - 1, 1e6};
+    cr = conform_capped(path, caps, 2);
+    want s0 = {PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY, -1,
+               "rank 0 (stage 0) peaks at 7008 bytes, 1 bytes over its cap of 7007, at chunk 2"};
+    expect_violations(&cr, &s0, 1);
+    ppv_conform_report_free(&cr);
+    caps[0] = (double)run->mem[0].peak;
+    cr = conform_capped(path, caps, 2);
+    expect_violations(&cr, NULL, 0);
+    assert_true(cr.mem[0].cap == caps[0] && cr.mem[1].cap == 1e6 && cr.mem[3].cap == 0);
+    ppv_conform_report_free(&cr);
+    /* as a user runs it */
+    r = RUN("conform", path, "--mem-cap", "210000");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "PPV-MEMORY [memory] at the file: rank 1 (leader) peaks at "
+                                  "210960 bytes, 960 bytes over its cap of 210000"));
+    assert_non_null(strstr(r.out, "\nmemory, rank 1 (leader): peak 210960 bytes (206.0 KiB), "));
+    run_free(&r);
+    r = RUN("conform", path, "--mem-cap", "1M", "--json");
+    assert_int_equal(r.code, 0);
+    json_object *j = json_tokener_parse(r.out), *mem, *row, *v;
+    assert_non_null(j);
+    assert_true(json_object_object_get_ex(j, "memory", &mem));
+    assert_int_equal(json_object_array_length(mem), 4);
+    row = json_object_array_get_idx(mem, 1);
+    assert_true(json_object_object_get_ex(row, "peak_bytes", &v));
+    assert_int_equal(json_object_get_int64(v), 210960);
+    assert_true(json_object_object_get_ex(row, "cap_bytes", &v));
+    assert_int_equal(json_object_get_int64(v), 1048576);
+    json_object_put(j);
+    run_free(&r);
+    ppv_pp_report_free(run);
+}
+
+/* What a recorder gets wrong in the memory part is a violation; a cap on a
+ * recording with no memory part is exit 2 (nothing could be checked). */
+static void test_memory_samples_that_contradict_their_peak_are_violations(void **state) {
+    (void)state;
+    const char *path = tmp_path("memx.h5");
+    run_result r = RUN("pp", "--chunks", "4", "--record", path);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    /* the leader's recorded peak lowered below what it held */
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_attr(f, "/inference/memory/rank_0001", "peak_bytes", 1000);
+    H5Fclose(f);
+    ppv_conform_report cr = conform_ok(path);
+    want low = {PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY, -1,
+                "rank 1 (leader): peak_bytes 1000, but sample "};
+    expect_violations(&cr, &low, 1);
+    assert_non_null(strstr(cr.v[0].message, "holds 210960: the recorded peak is below what the "
+                                            "rank held"));
+    assert_int_equal(cr.mem[1].peak_bytes, 210960); /* judged by the samples */
+    ppv_conform_report_free(&cr);
+    double cap = 210000; /* the cap is judged on the sample, which is named */
+    cr = conform_capped(path, &cap, 1);
+    assert_int_equal(cr.violations, 2);
+    assert_non_null(strstr(cr.v[1].message, "rank 1 (leader) peaks at 210960 bytes, 960 bytes "
+                                            "over its cap of 210000, sample "));
+    ppv_conform_report_free(&cr);
+    /* stage 0's samples: two swapped in time, one negative */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    set_attr(f, "/inference/memory/rank_0001", "peak_bytes", 210960);
+    hsize_t n;
+    int64_t *v = samples_of(f, "rank_0000", &n);
+    assert_true(n > 6);
+    int64_t t = v[3 * 3];
+    v[3 * 3] = v[3 * 4] + 1;
+    assert_true(v[3 * 3] > t);
+    put_samples(f, "rank_0000", v);
+    free(v);
+    H5Fclose(f);
+    cr = conform_ok(path);
+    want order = {PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY, -1,
+                  "rank 0 (stage 0): sample 4 is at t_ns "};
+    expect_violations(&cr, &order, 1);
+    assert_non_null(strstr(cr.v[0].message, "before sample 3's"));
+    ppv_conform_report_free(&cr);
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    v = samples_of(f, "rank_0000", &n);
+    v[3 * 3] = t;
+    v[3 * 5 + 1] = -5;
+    put_samples(f, "rank_0000", v);
+    free(v);
+    H5Fclose(f);
+    cr = conform_ok(path);
+    want neg = {PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY, -1,
+                "rank 0 (stage 0): sample 5 (t_ns "};
+    expect_violations(&cr, &neg, 1);
+    assert_non_null(strstr(cr.v[0].message, "holds -5 bytes"));
+    ppv_conform_report_free(&cr);
+    /* a worker's samples of the wrong shape, and no peak_bytes on the link */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(H5Ldelete(f, "/inference/memory/rank_0002/samples", H5P_DEFAULT) >= 0);
+    hid_t g = H5Gopen2(f, "/inference/memory/rank_0002", H5P_DEFAULT);
+    hsize_t dims[2] = {2, 4};
+    int64_t four[8] = {0};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate2(g, "samples", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, four) >= 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Gclose(g);
+    assert_true(H5Adelete_by_name(f, "/inference/memory/link", "peak_bytes", H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+    cr = conform_ok(path);
+    want shape[3] = {{PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY, -1, "holds -5 bytes"},
+                     {PPV_CONFORM_MEMORY, PPV_FAIL_FIELD, -1,
+                      "/inference/memory/rank_0002/samples: not an (n, 2) or (n, 3) integer "
+                      "table"},
+                     {PPV_CONFORM_MEMORY, PPV_FAIL_FIELD, -1, "/inference/memory/link: no "
+                                                              "peak_bytes"}};
+    expect_violations(&cr, shape, 3);
+    assert_int_equal(cr.nmem, 2); /* the rows that could be judged */
+    ppv_conform_report_free(&cr);
+    /* no memory part: a cap cannot be checked */
+    rec x;
+    clean_log(&x);
+    const char *bare = tmp_path("bare.h5");
+    write_rec2(bare, &x);
+    cr = conform_ok(bare);
+    assert_false(cr.checked[PPV_CONFORM_MEMORY]);
+    ppv_conform_report_free(&cr);
+    ppv_conform_options co = {0};
+    co.mem_caps = &cap;
+    co.nmem_caps = 1;
+    char err[512];
+    assert_int_equal(ppv_conform(bare, &co, &cr, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--mem-cap: the recording holds no memory samples "
+                                "(/inference/memory), so no cap can be checked"));
+    r = RUN("conform", bare, "--mem-cap", "1G");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "holds no memory samples"));
+    run_free(&r);
+    rec_free(&x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_clean_run_conforms),
@@ -1572,6 +1803,8 @@ int main(void) {
         cmocka_unit_test(test_the_mesh_ranks_record_their_input_digests),
         cmocka_unit_test(test_replay_fails_at_the_call_whose_result_changed),
         cmocka_unit_test(test_unreadable_recordings_exit_2_naming_the_place),
+        cmocka_unit_test(test_a_recording_carries_each_ranks_memory_and_the_cap_gates_it),
+        cmocka_unit_test(test_memory_samples_that_contradict_their_peak_are_violations),
     };
     int rc = cmocka_run_group_tests(tests, NULL, tmp_cleanup);
     return rc;

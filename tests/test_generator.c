@@ -627,6 +627,65 @@ static int no_python(void) {
 #endif
 }
 
+/* The memory lines of a ppv pp output, from rank 0's to the link's. */
+static char *memory_lines(const char *out) {
+    const char *a = strstr(out, "\nmemory, rank 0");
+    assert_non_null(a);
+    const char *b = strstr(a, "\nmemory, link 0-1");
+    assert_non_null(b);
+    size_t n = (size_t)(b - a);
+    char *t = malloc(n + 1);
+    assert_non_null(t);
+    memcpy(t, a, n);
+    t[n] = 0;
+    return t;
+}
+
+/* A Python generator of ABI 3 reports its bytes through memory(setup,
+ * shape): a run counts them and --plan predicts the same, row for row;
+ * what it returns wrong is the generator's failure. */
+static void test_python_memory_is_measured_and_planned(void **state) {
+    (void)state;
+    if (no_python()) skip();
+    run_result r = RUN("pp", "--generator", PPV_TP_MLP_PY, "--kv", "recompute", "--hard-cut-at",
+                       "3");
+    assert_int_equal(r.code, 0);
+    run_result p = RUN("pp", "--generator", PPV_TP_MLP_PY, "--kv", "recompute", "--hard-cut-at",
+                       "3", "--plan");
+    assert_int_equal(p.code, 0);
+    char *a = memory_lines(r.out), *b = memory_lines(p.out);
+    assert_string_equal(a, b);
+    /* tp-mlp's defaults: 64 hidden units in 4 blocks, C = 16; a step's
+     * partial sums over the chunk's 3 frames of 4 x 4 latent pixels */
+    int64_t weights = (2 * 64 * 16 + 2 * 64) * 4, cache = 6 * 16 * 4, work = 4 * 3 * 16 * 16 * 4;
+    char want[160];
+    snprintf(want, sizeof want, "weights %lld, kv_cache %lld, working %lld\n", (long long)weights,
+             (long long)cache, (long long)work);
+    assert_non_null(strstr(r.out, want));
+    free(a);
+    free(b);
+    run_free(&r);
+    run_free(&p);
+    /* the same module returning a key ppv does not count */
+    char *src = slurp(PPV_TP_MLP_PY);
+    assert_non_null(src);
+    size_t n = strlen(src);
+    static const char bad[] = "\n\ndef memory(setup, shape):\n    return {\"gpu\": 1}\n";
+    char *text = malloc(n + sizeof bad);
+    assert_non_null(text);
+    memcpy(text, src, n);
+    memcpy(text + n, bad, sizeof bad);
+    const char *path = tmp_path("tp_mlp_badmem.py");
+    write_text(path, text);
+    r = RUN("pp", "--generator", path, "--plan");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "failed in memory: memory returned the key gpu: only weights, "
+                                  "kv_cache, buffers and working are bytes ppv counts"));
+    run_free(&r);
+    free(text);
+    free(src);
+}
+
 /* The Python twin of tp_mlp.c gives its bits and its trace, on every mesh,
  * and the recordings of the two replay with each other. */
 static void test_python_twin_gives_the_c_plugins_bits(void **state) {
@@ -729,6 +788,7 @@ int main(void) {
         cmocka_unit_test(test_compare_kv_says_what_it_can_prove),
         cmocka_unit_test(test_reports_name_the_generator_and_a_failed_run_has_no_digest),
         cmocka_unit_test(test_python_twin_gives_the_c_plugins_bits),
+        cmocka_unit_test(test_python_memory_is_measured_and_planned),
         cmocka_unit_test(test_python_exceptions_are_failures_that_name_the_call),
     };
     return cmocka_run_group_tests(tests, NULL, tmp_cleanup);

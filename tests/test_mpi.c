@@ -316,6 +316,35 @@ static void test_pp_record_on_mpi_replays_on_the_mock(void **state) {
                           "--transport", "mpi");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "transport: mpi, 3 processes"));
+    /* each process counted its own rank, gathered to the report: the mesh
+     * ranks' bytes are the mock's (one chunk at a time, whatever the
+     * timing), stage 0's within its D_in + 1 envelopes and D_out results;
+     * the link's copies are MPI's */
+    run_result mock = RUN("pp", "--mesh", "2", "--chunks", "4");
+    assert_int_equal(mock.code, 0);
+    for (int k = 1; k <= 2; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "\nmemory, rank %d (", k);
+        const char *a = strstr(mock.out, want), *b = strstr(r.out, want);
+        assert_non_null(a);
+        assert_non_null(b);
+        size_t n = strcspn(a + 1, "\n");
+        assert_int_equal(strncmp(a, b, n + 1), 0);
+    }
+    assert_non_null(strstr(r.out, "\nmemory, link 0-1: not counted on processes"));
+    run_free(&mock);
+    run_free(&r);
+    r = RUN("conform", h5, "--mem-cap", "210000");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "rank 1 (leader) peaks at 210960 bytes, 960 bytes over its cap "
+                                  "of 210000, at chunk 2, call_id 2 (warm-up)"));
+    assert_non_null(strstr(r.out, "samples on the monotonic clock"));
+    run_free(&r);
+    r = MPIRUN(3, PPV_BIN, "pp", "--mesh", "2", "--chunks", "4", "--transport", "mpi",
+               "--mem-cap", "1M,210000");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "memory: rank 1 (leader) peaks at 210960 bytes (206.0 KiB), "
+                                  "960 bytes over its cap of 210000"));
     run_free(&r);
     r = RUN("replay", h5);
     assert_int_equal(r.code, 0);

@@ -271,9 +271,9 @@ static void test_the_cap_names_rank_chunk_and_phase(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "\"over_mem_cap\":null"));
     run_free(&r);
-    r = RUN("pp", "--mem-cap", "1M", "--transport", "mpi");
+    r = RUN("pp", "--mem-cap", "1M", "--compare-kv");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--mem-cap gates the mock's accounting or --plan"));
+    assert_non_null(strstr(r.err, "--mem-cap gates one run or --plan: not with --compare-kv"));
     run_free(&r);
     r = RUN("pp", "--model", "layers=4");
     assert_int_equal(r.code, 2);

@@ -432,6 +432,19 @@ static void conform_print(const char *path, const ppv_conform_report *r) {
                "ms, stage 0 %.3f ms, the mesh %.3f ms)\n",
                r->overlap_score, (long long)r->overlap_samples, r->overlap_period_ms,
                r->overlap_stage0_ms, r->overlap_stage1_ms);
+    for (int32_t k = 0; k < r->nmem; k++) {
+        const ppv_conform_memory *m = &r->mem[k];
+        char name[48], human[32], cap[64] = "";
+        if (m->rank < 0) snprintf(name, sizeof name, "link 0-1");
+        else
+            snprintf(name, sizeof name, "rank %d (%s)", (int)m->rank,
+                     m->rank == 0 ? "stage 0" : m->rank == 1 ? "leader" : "worker");
+        human_bytes((double)m->peak_bytes, human, sizeof human);
+        if (m->cap > 0) snprintf(cap, sizeof cap, ", cap %.0f", m->cap);
+        printf("memory, %s: peak %lld bytes (%s), %lld samples on the %s clock%s\n", name,
+               (long long)m->peak_bytes, human, (long long)m->samples,
+               r->mem_clock[0] ? r->mem_clock : "recorder's", cap);
+    }
     printf("conformance: %lld violation%s of %d checks\n", (long long)r->violations,
            r->violations == 1 ? "" : "s", r->nchecked);
 }
@@ -473,6 +486,40 @@ static json_object *conform_json(const ppv_conform_report *r) {
         json_object_object_add(o, "overlap", ov);
     }
     json_object_object_add(o, "by_check", checks);
+    json_object *mem = NULL;
+    if (r->checked[PPV_CONFORM_MEMORY]) {
+        mem = json_object_new_array();
+        for (int32_t k = 0; k < r->nmem; k++) {
+            const ppv_conform_memory *m = &r->mem[k];
+            json_object *j = json_object_new_object(), *held = json_object_new_object();
+            json_object_object_add(j, "rank", m->rank < 0 ? NULL : json_object_new_int(m->rank));
+            json_object_object_add(j, "link", json_object_new_boolean(m->rank < 0));
+            json_object_object_add(j, "peak_bytes", json_object_new_int64(m->peak_bytes));
+            json_object_object_add(j, "samples", json_object_new_int64(m->samples));
+#define OR_NULL(v) ((v) == INT64_MIN ? NULL : json_object_new_int64(v))
+            json_object_object_add(j, "peak_t_ns", OR_NULL(m->peak_t_ns));
+            json_object_object_add(j, "peak_chunk", OR_NULL(m->peak_chunk));
+            json_object_object_add(j, "peak_call_id", OR_NULL(m->peak_call_id));
+#undef OR_NULL
+            json_object_object_add(j, "peak_phase", m->peak_phase[0]
+                                                        ? json_object_new_string(m->peak_phase)
+                                                        : NULL);
+            json_object_object_add(j, "held_at_end_bytes",
+                                   m->held_at_end < 0 ? NULL : json_object_new_int64(m->held_at_end));
+            for (int q = 0; q < PPV_MEM_KIND_COUNT; q++)
+                if (m->at_peak[q] >= 0)
+                    json_object_object_add(held, ppv_pp_mem_kind_name(q),
+                                           json_object_new_int64(m->at_peak[q]));
+            json_object_object_add(j, "at_peak", held);
+            json_object_object_add(j, "cap_bytes",
+                                   m->cap > 0 ? json_object_new_int64((int64_t)m->cap) : NULL);
+            json_object_array_add(mem, j);
+        }
+    }
+    json_object_object_add(o, "memory", mem);
+    json_object_object_add(o, "memory_clock", r->checked[PPV_CONFORM_MEMORY] && r->mem_clock[0]
+                                                  ? json_object_new_string(r->mem_clock)
+                                                  : NULL);
     for (int k = 0; k < r->nv; k++) {
         const ppv_conform_violation *v = &r->v[k];
         json_object *j = json_object_new_object();
@@ -688,6 +735,7 @@ int cmd_conform(int argc, char **argv) {
     enum { CONFORM_OPTIONS(CLI_OPTION_ID) };
     static const cli_option opts[] = {CONFORM_OPTIONS(CLI_OPTION)};
     ppv_conform_options co = {0};
+    double caps[PPV_MAX_MEM_CAPS];
     const char *junit_path = NULL;
     int json = 0, c;
     cli_parser p;
@@ -701,6 +749,11 @@ int cmd_conform(int argc, char **argv) {
             break;
         case OPT_OVERLAP: co.overlap = 1; break;
         case OPT_STRICT: co.strict = 1; break;
+        case OPT_MEM_CAP:
+            if ((co.nmem_caps = byte_list(&p, optarg, caps, PPV_MAX_MEM_CAPS)) < 0)
+                return PPV_EXIT_BAD_INPUT;
+            co.mem_caps = caps;
+            break;
         case CLI_HELP: return print_help();
         default: return bad_option();
         }

@@ -243,9 +243,8 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
     if (a->memory_svg && (a->plan || a->nsweep || a->compare_kv || a->transport))
         return usage_error("--memory-svg draws one run on the mock: not with --plan, --sweep, "
                            "--compare-kv or --transport%s", "");
-    if (a->ncaps && (a->transport || a->compare_kv))
-        return usage_error("--mem-cap gates the mock's accounting or --plan: not with %s",
-                           a->transport ? "--transport" : "--compare-kv");
+    if (a->ncaps && a->compare_kv)
+        return usage_error("--mem-cap gates one run or --plan: not with %s", "--compare-kv");
     if (a->transport && a->mock_option)
         return usage_error("%s is the mock transport's: on --transport mpi or nccl the ranks are "
                            "processes that MPI or NCCL schedules",
@@ -439,14 +438,24 @@ static void peak_when(const ppv_pp_mem_row *r, char *buf, size_t n) {
                  r->peak_call_id, ppv_pp_phase_name(r->peak_phase));
 }
 
+/* How the link's row was had: measured on the mock, a bound (--plan), or
+ * not counted (on processes the copies are MPI's or NCCL's). */
+enum { LINK_MEASURED, LINK_BOUND, LINK_NOT_COUNTED };
+
 static void print_memory(const ppv_pp_mem_row *rows, int32_t nranks, int link_bound) {
     for (int32_t k = 0; k <= nranks; k++) {
         const ppv_pp_mem_row *r = &rows[k];
         char name[64], human[32], when[96], held[512];
         row_name(k, nranks, name, sizeof name);
         human_bytes((double)r->peak, human, sizeof human);
+        if (k == nranks && link_bound == LINK_NOT_COUNTED) {
+            printf("memory, %s: not counted on processes (its copies are the transport's own "
+                   "buffers)\n",
+                   name);
+            continue;
+        }
         if (k == nranks) {
-            if (link_bound)
+            if (link_bound == LINK_BOUND)
                 printf("memory, %s (the transport's buffered copies): at most %" PRIu64
                        " bytes (%s): D_in messages at their largest\n",
                        name, r->peak, human);
@@ -470,8 +479,12 @@ static json_object *memory_json(const ppv_pp_mem_row *rows, int32_t nranks, int 
         char name[64];
         json_object_object_add(o, "row", json_object_new_string(row_name(k, nranks, name, sizeof name)));
         json_object_object_add(o, "rank", k < nranks ? json_object_new_int(k) : NULL);
-        json_object_object_add(o, "peak_bytes", json_object_new_int64((int64_t)r->peak));
-        json_object_object_add(o, "bound", json_object_new_boolean(k == nranks && link_bound));
+        int counted = k < nranks || link_bound != LINK_NOT_COUNTED;
+        json_object_object_add(o, "peak_bytes",
+                               counted ? json_object_new_int64((int64_t)r->peak) : NULL);
+        json_object_object_add(o, "bound",
+                               json_object_new_boolean(k == nranks && link_bound == LINK_BOUND));
+        json_object_object_add(o, "counted", json_object_new_boolean(counted));
         int has = k < nranks;
         json_object_object_add(o, "chunk", has && r->peak_chunk >= 0 ? json_object_new_int64(r->peak_chunk) : NULL);
         json_object_object_add(o, "call_id", has && r->peak_call_id >= 0 ? json_object_new_int64(r->peak_call_id) : NULL);
@@ -482,7 +495,9 @@ static json_object *memory_json(const ppv_pp_mem_row *rows, int32_t nranks, int 
             json_object_object_add(b, ppv_pp_mem_kind_name(i), json_object_new_int64((int64_t)r->at_peak[i]));
         json_object_object_add(o, "at_peak", b);
         json_object_object_add(o, "held_at_end_bytes",
-                               link_bound ? NULL : json_object_new_int64((int64_t)r->total));
+                               link_bound != LINK_MEASURED && k == nranks
+                                   ? NULL
+                                   : json_object_new_int64((int64_t)r->total));
         json_object *tl = NULL;
         if (r->timeline) { /* [t_ns, bytes] after every change */
             tl = json_object_new_array();
@@ -739,7 +754,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
                                    a->rv.same ? NULL : json_object_new_string(a->rv.why));
         }
         json_object_object_add(j, "repeat", rp);
-        json_object_object_add(j, "memory", r->mem ? memory_json(r->mem, nranks, 0) : NULL);
+        json_object_object_add(j, "memory", r->mem ? memory_json(r->mem, nranks, o->proc ? LINK_NOT_COUNTED : LINK_MEASURED) : NULL);
         over = mem_cap_verdict(a, r->mem, nranks, j);
         char held[768];
         int left = r->ok && mem_held_at_end(r->mem, nranks, held, sizeof held) >= 0;
@@ -760,7 +775,7 @@ static int print_report(const pp_args *a, const ppv_pp_report *r) {
         printf("dropped: %" PRId64 " stale, %" PRId64 " duplicate; queues at most %d in flight, "
                "%d ready\n",
                r->dropped_stale, r->dropped_duplicate, r->max_inflight, r->max_ready);
-        if (r->mem) print_memory(r->mem, nranks, 0);
+        if (r->mem) print_memory(r->mem, nranks, o->proc ? LINK_NOT_COUNTED : LINK_MEASURED);
         if (r->heartbeats)
             printf("heartbeats: %" PRId64 " NOOP%s sent\n", r->heartbeats,
                    r->heartbeats == 1 ? "" : "s");
@@ -1155,7 +1170,7 @@ static int plan_pp(const pp_args *a) {
         json_object_object_add(j, "context_frames_max_bytes",
                                json_object_new_int64((int64_t)pl.context_max_bytes));
         json_object_object_add(j, "result_bytes", json_object_new_int64((int64_t)pl.result_bytes));
-        json_object_object_add(j, "memory", memory_json(pl.mem, nranks, 1));
+        json_object_object_add(j, "memory", memory_json(pl.mem, nranks, LINK_BOUND));
         over = mem_cap_verdict(a, pl.mem, nranks, j);
         json_object_object_add(j, "ok", json_object_new_boolean(!over));
         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
@@ -1172,7 +1187,7 @@ static int plan_pp(const pp_args *a) {
         printf("tensors: an envelope %" PRIu64 " bytes (latents, conditioning, step list) plus "
                "context frames of at most %" PRIu64 ", a result %" PRIu64 "\n",
                pl.envelope_bytes, pl.context_max_bytes, pl.result_bytes);
-        print_memory(pl.mem, nranks, 1);
+        print_memory(pl.mem, nranks, LINK_BOUND);
         over = mem_cap_verdict(a, pl.mem, nranks, NULL);
         printf("result: %s\n", over ? "PROBLEM" : "OK");
     }
@@ -1204,7 +1219,8 @@ static int run_pp(pp_args *ap) {
         guard_arm(a.json);
         return compare_kv(&a);
     }
-    a.o.mem_timeline = a.json || a.memory_svg; /* --json carries each row's timeline */
+    /* --json carries each row's timeline, and --record its samples */
+    a.o.mem_timeline = a.json || a.memory_svg || a.record;
     ppv_proc *proc = NULL;
     int lead = 1; /* this process prints the report and writes the file (on MPI, rank 0) */
     if ((rc = start_transport(a.transport, &proc, &lead)) >= 0) return rc;
@@ -1256,6 +1272,13 @@ static int run_pp(pp_args *ap) {
     int ran = repeat_pp(&a.o, a.repeat, &r, &a.rv, err, sizeof err);
     progress_end(&pr);
     if (ran < 0) {
+        fprintf(stderr, "ppv pp: %s\n", err);
+        ppv_inference_abort(w);
+        goto done;
+    }
+    if (w && r->mem && /* each rank's bytes, on the clock of the log */
+        ppv_inference_memory(w, r->mem, r->nmem - 1, a.transport ? "monotonic" : "virtual", err,
+                             sizeof err) < 0) {
         fprintf(stderr, "ppv pp: %s\n", err);
         ppv_inference_abort(w);
         goto done;

@@ -149,6 +149,10 @@ FORWARD(int, ppv_inference_events_begin,
 FORWARD(int, ppv_inference_event,
         (ppv_inference_writer * w, const ppv_pp_event *ev, char *err, size_t errlen),
         (w, ev, err, errlen))
+FORWARD(int, ppv_inference_memory,
+        (ppv_inference_writer * w, const ppv_pp_mem_row *rows, int32_t nranks, const char *clock,
+         char *err, size_t errlen),
+        (w, rows, nranks, clock, err, errlen))
 FORWARD(int, ppv_inference_rank_value,
         (ppv_inference_writer * w, int32_t mesh_rank, ppv_pp_rank_record kind, int64_t call_id,
          uint64_t value, char *err, size_t errlen),

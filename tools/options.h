@@ -295,6 +295,11 @@ typedef struct option_value {
       "also measure the contract's overlap metric from the event log's times and the results' "   \
       "tB_ms (OverlapScore = median hidden/min(stage0, stage1) after 10 warm-up chunks); below "  \
       "0.30 is a violation",                                                                       \
+      NULL)                                                                                        \
+    X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]", V_FORM_BYTES("%s", 1, V_BYTES_MAX),                   \
+      "check each rank's recorded memory (/inference/memory: its peak and samples) against a "    \
+      "cap (one for every rank, or one each from rank 0): a rank over it is a violation "         \
+      "(PPV-MEMORY); a recording without memory samples is exit 2",                               \
       NULL)
 
 #define REPLAY_ONLY_OPTIONS(X)                                                                     \

@@ -53,6 +53,20 @@ int pp_mem_row_change(ppv_pp_mem_row *r, ppv_pp_mem_kind kind, int64_t delta, in
 
 void pp_mem_stamp(pp_ctx *c, int64_t call_id) {
     if (!c->stamps || call_id < 0) return;
+    if (c->o->proc && call_id < ((int64_t)1 << 40)) { /* kept whole: read at the end */
+        if (call_id >= c->nsent_phase) {
+            int64_t n = c->nsent_phase ? 2 * c->nsent_phase : 64;
+            while (n <= call_id)
+                n *= 2;
+            int8_t *grown = realloc(c->sent_phase, (size_t)n);
+            if (grown) {
+                memset(grown + c->nsent_phase, -1, (size_t)(n - c->nsent_phase));
+                c->sent_phase = grown;
+                c->nsent_phase = n;
+            }
+        }
+        if (call_id < c->nsent_phase) c->sent_phase[call_id] = (int8_t)c->phase;
+    }
     struct pp_stamp *s = &c->stamps[call_id % c->nstamps];
     s->call_id = call_id;
     s->phase = c->phase;
@@ -72,6 +86,9 @@ void pp_mem(pp_ctx *c, ppv_transport *t, int32_t rank, ppv_pp_mem_kind kind, int
             int64_t chunk, int64_t call_id) {
     ppv_pp_report *r = c->rep;
     if (!r || !r->mem || delta == 0 || rank < 0 || rank >= r->nmem) return;
+    /* on processes the link's copies are MPI's or NCCL's, and its two ends
+     * are in two processes: not counted */
+    if (c->o->proc && rank == c->nranks) return;
     ppv_pp_phase phase = rank == 0 ? c->phase : stamped(c, call_id);
     if (pp_mem_row_change(&r->mem[rank], kind, delta, chunk, call_id, phase,
                           ppv_transport_clock_ns(t), c->o->mem_timeline) < 0)

@@ -63,6 +63,49 @@ static int run_world(pp_ctx *c, const ppv_policy *policy, ppv_world **wout, char
     return 0;
 }
 
+/* On processes each rank counted its own row: every rank broadcasts its
+ * peak, breakdown and what it held at the end, then stage 0 the phase each
+ * mesh rank's peak call was sent in (the mesh cannot know it). Timelines
+ * stay in their own process; the link's row is not counted. */
+static void gather_memory(pp_ctx *c, ppv_transport *t, int32_t me) {
+    ppv_pp_report *r = c->rep;
+    const ppv_transport_ops *x = t->ops;
+    int32_t *phases = calloc((size_t)c->nranks, sizeof *phases);
+    for (int32_t k = 0; k < c->nranks; k++) {
+        ppv_pp_mem_row *row = &r->mem[k];
+        struct {
+            uint64_t peak, total, at_peak[PPV_MEM_KIND_COUNT], now[PPV_MEM_KIND_COUNT];
+            int64_t chunk, call_id, t_ns;
+            int32_t phase, pad;
+        } s = {row->peak, row->total, {0}, {0}, row->peak_chunk, row->peak_call_id,
+               row->peak_t_ns, (int32_t)row->peak_phase, 0};
+        memcpy(s.at_peak, row->at_peak, sizeof s.at_peak);
+        memcpy(s.now, row->now, sizeof s.now);
+        x->broadcast(t->impl, me, &s, sizeof s, k, 0, "each rank's memory");
+        if (k == me) continue;
+        row->peak = s.peak;
+        row->total = s.total;
+        memcpy(row->at_peak, s.at_peak, sizeof row->at_peak);
+        memcpy(row->now, s.now, sizeof row->now);
+        row->peak_chunk = s.chunk;
+        row->peak_call_id = s.call_id;
+        row->peak_t_ns = s.t_ns;
+        row->peak_phase = (ppv_pp_phase)s.phase;
+    }
+    if (!phases) return; /* out of memory: the mesh's phases stay their own */
+    for (int32_t k = 1; k < c->nranks; k++) {
+        int64_t id = r->mem[k].peak_call_id;
+        phases[k] = id >= 0 && id < c->nsent_phase && c->sent_phase[id] >= 0
+                        ? c->sent_phase[id]
+                        : (int32_t)r->mem[k].peak_phase;
+    }
+    x->broadcast(t->impl, me, phases, (size_t)c->nranks * sizeof *phases, 0, 0,
+                 "the mesh's peak phases");
+    for (int32_t k = 1; k < c->nranks; k++)
+        r->mem[k].peak_phase = (ppv_pp_phase)phases[k];
+    free(phases);
+}
+
 /* The run on a job of processes: this process runs its rank; then stage
  * 0 (rank 0) broadcasts its report and the leader (rank 1) its generator
  * calls, so every process holds the whole report. A failure on any rank
@@ -133,6 +176,7 @@ static int run_processes(pp_ctx *c, int64_t chunks, char *err, size_t errlen) {
         }
         r->unknown_fields += lead.n;
     }
+    if (r->mem) gather_memory(c, &t, me);
     r->world.status = PPV_RUN_DONE;
     r->world.failed_rank = -1;
     return 0;
@@ -260,7 +304,9 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     if (o->keep_kv) r->nkv = chunks;
     c.rep = r;
     if (!(c.last_ids = malloc((size_t)c.nranks * sizeof *c.last_ids))) goto oom;
-    if (!o->proc && !o->memory_off) { /* the accounting: every rank is in this process */
+    /* the accounting: on the mock every rank is in this process; on
+     * processes each counts its own, gathered at the end */
+    if (!o->memory_off) {
         c.nstamps = 2 * (o->d_in + o->d_out) + 16;
         if (!(r->mem = calloc((size_t)c.nranks + 1, sizeof *r->mem)) ||
             !(c.stamps = malloc((size_t)c.nstamps * sizeof *c.stamps)))
@@ -351,11 +397,13 @@ verdict:;
     if (gen_close(&c, err, errlen) < 0) { /* the results are not to be trusted */
         free(c.last_ids);
     free(c.stamps);
+    free(c.sent_phase);
         ppv_pp_report_free(r);
         return -1;
     }
     free(c.last_ids);
     free(c.stamps);
+    free(c.sent_phase);
     *out = r;
     return 0;
 oom:
@@ -364,6 +412,7 @@ fail:
     gen_close(&c, NULL, 0);
     free(c.last_ids);
     free(c.stamps);
+    free(c.sent_phase);
     ppv_pp_report_free(r);
     return -1;
 }

@@ -38,6 +38,10 @@ typedef struct pp_ctx {
         ppv_pp_phase phase;
     } *stamps;
     int32_t nstamps;
+    /* on processes, stage 0's: the phase of every call it sent, by call_id
+     * (the mesh ranks' peaks take theirs from it at the end) */
+    int8_t *sent_phase;
+    int64_t nsent_phase;
 } pp_ctx;
 
 static inline int pp_skipped(const pp_ctx *c, ppv_pp_point p) {

@@ -409,6 +409,81 @@ static int py_call(void *state, const ppv_generator_call *a, char *err, size_t e
     return rc;
 }
 
+/* The module's optional memory(setup, shape): a dict of weights,
+ * kv_cache, buffers and working bytes (each optional, a non-negative int);
+ * shape None, or a dict of frames, cached, cond_len and kind. Called where
+ * no rank runs Python (after create, between calls, by --plan), in the
+ * process's own thread state. */
+static int py_memory(const module_slot *m, const ppv_generator_setup *s,
+                     const ppv_generator_shape *call, ppv_generator_memory *out, char *err,
+                     size_t errlen) {
+    PyThreadState *was = PyThreadState_Swap(g_py.main);
+    PyObject *setup = setup_dict(s), *shape;
+    if (call)
+        shape = Py_BuildValue("{s:i,s:i,s:i,s:s}", "frames", call->frames, "cached", call->cached,
+                              "cond_len", call->cond_len, "kind",
+                              call->kind == PPV_GENERATOR_CALL_REBUILD       ? "rebuild"
+                              : call->kind == PPV_GENERATOR_CALL_CACHE_WRITE ? "cache_write"
+                                                                             : "step");
+    else
+        shape = (Py_INCREF(Py_None), Py_None);
+    PyObject *res = setup && shape ? PyObject_CallMethod(m->module, "memory", "OO", setup, shape)
+                                   : NULL;
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    if (!res) {
+        exception_text(err, errlen);
+        rc = -1;
+    } else if (!PyDict_Check(res)) {
+        snprintf(err, errlen, "memory returned %s, not a dict of weights, kv_cache, buffers and "
+                 "working bytes", Py_TYPE(res)->tp_name);
+        rc = -1;
+    } else {
+        static const char *const keys[] = {"weights", "kv_cache", "buffers", "working"};
+        uint64_t *slots[] = {&out->weights, &out->kv_cache, &out->buffers, &out->working};
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (!rc && PyDict_Next(res, &pos, &key, &value)) {
+            const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+            int which = -1;
+            for (int q = 0; k && q < 4; q++)
+                if (!strcmp(k, keys[q])) which = q;
+            long long v = which >= 0 && PyLong_Check(value) ? PyLong_AsLongLong(value) : -1;
+            if (PyErr_Occurred()) PyErr_Clear();
+            if (which < 0) {
+                snprintf(err, errlen, "memory returned the key %s: only weights, kv_cache, "
+                         "buffers and working are bytes ppv counts", k ? k : "(not a string)");
+                rc = -1;
+            } else if (v < 0) {
+                snprintf(err, errlen, "memory: %s is not a non-negative int", keys[which]);
+                rc = -1;
+            } else
+                *slots[which] = (uint64_t)v;
+        }
+    }
+    Py_XDECREF(res);
+    Py_XDECREF(shape);
+    Py_XDECREF(setup);
+    PyThreadState_Swap(was);
+    return rc;
+}
+
+#define SLOT_MEMORY(i)                                                                             \
+    static int py_memory_##i(const ppv_generator_setup *s, const ppv_generator_shape *call,       \
+                             ppv_generator_memory *out, char *err, size_t errlen) {                \
+        return py_memory(&g_py.slots[i], s, call, out, err, errlen);                               \
+    }
+SLOT_MEMORY(0) SLOT_MEMORY(1) SLOT_MEMORY(2) SLOT_MEMORY(3) SLOT_MEMORY(4) SLOT_MEMORY(5)
+SLOT_MEMORY(6) SLOT_MEMORY(7)
+#undef SLOT_MEMORY
+
+static int (*const slot_memory[MAX_MODULES])(const ppv_generator_setup *,
+                                             const ppv_generator_shape *, ppv_generator_memory *,
+                                             char *, size_t) = {py_memory_0, py_memory_1,
+                                                                py_memory_2, py_memory_3,
+                                                                py_memory_4, py_memory_5,
+                                                                py_memory_6, py_memory_7};
+
 #define SLOT_CREATE(i)                                                                             \
     static int py_create_##i(const ppv_generator_setup *s, const ppv_generator_comm *comm,        \
                              void **state, char *err, size_t errlen) {                             \
@@ -499,6 +574,11 @@ const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) 
     snprintf(slot->name, sizeof slot->name, "%s", ns);
     snprintf(slot->version, sizeof slot->version, "%s", vs);
     Py_DECREF(n), Py_DECREF(v), Py_DECREF(abi), Py_DECREF(create);
+    /* optional: memory(setup, shape), read from ABI 3 on */
+    PyObject *mem = abiv >= 3 ? PyObject_GetAttrString(mod, "memory") : NULL;
+    int has_memory = mem && PyCallable_Check(mem);
+    Py_XDECREF(mem);
+    PyErr_Clear();
     /* optional: KV_FRAME_LOCAL = True declares PPV_GENERATOR_KV_FRAME_LOCAL */
     PyObject *local = PyObject_GetAttrString(mod, "KV_FRAME_LOCAL");
     int frame_local = local ? PyObject_IsTrue(local) : 0;
@@ -522,6 +602,7 @@ const ppv_generator *ppv_pygen_open(const char *path, char *err, size_t errlen) 
         .call = py_call,
         .destroy = py_destroy,
         .flags = frame_local ? PPV_GENERATOR_KV_FRAME_LOCAL : 0u,
+        .memory = has_memory ? slot_memory[g_py.nslots] : NULL,
     };
     return &g_py.slots[g_py.nslots++].table;
 }

@@ -15,7 +15,7 @@ import numpy as np
 
 NAME = "tp-mlp"
 VERSION = "1"
-ABI = 2
+ABI = 3  # 3: memory() below; a module of ABI 2 has none
 # each cached frame is that frame's channel means alone: a rebuilt cache
 # equals the stash even after eviction (PPV_GENERATOR_KV_FRAME_LOCAL)
 KV_FRAME_LOCAL = True
@@ -149,6 +149,21 @@ class TpMlp:
             out[...] = to_bf16(res).reshape(frames, hw, C).transpose(0, 2, 1).reshape(out.shape)
         if write_cache:
             self._cache_write(lat)
+
+
+def memory(setup, shape):
+    """This rank's bytes from its setup alone (ppv pp --plan asks without a
+    run): the weight arrays (held whole, filled for this rank's units), the
+    cache, and with shape a call's working memory: a denoising step's
+    per-block partial sums (blocks x pixels x 16 fp32), made and dropped in
+    the call."""
+    hidden, blocks, _ = parse(setup["params"])
+    out = {"weights": (2 * hidden * C + 2 * hidden) * 4,
+           "kv_cache": setup["kv_window"] * C * 4}
+    if shape is not None:
+        pixels = shape["frames"] * setup["latent_h"] * setup["latent_w"]
+        out["working"] = blocks * pixels * C * 4 if shape["kind"] == "step" else 0
+    return out
 
 
 def create(setup, comm):

@@ -208,6 +208,13 @@ int ppv_inference_event(ppv_inference_writer *w, const ppv_pp_event *ev, char *e
  * written at commit to /inference/ranks/rank_NNNN/KIND. 0, or -1. */
 int ppv_inference_rank_value(ppv_inference_writer *w, int32_t mesh_rank, ppv_pp_rank_record kind,
                              int64_t call_id, uint64_t value, char *err, size_t errlen);
+/* Each rank's bytes over the run (a version 2 part): /inference/memory,
+ * a group a row (rank_NNNN for rows 0..nranks-1, `link` for row nranks)
+ * with its peak's attributes and its timeline as (t_ns, bytes, phase)
+ * samples; clock as the event log's. Written once, any time before
+ * commit. 0, or -1 with the reason. */
+int ppv_inference_memory(ppv_inference_writer *w, const ppv_pp_mem_row *rows, int32_t nranks,
+                         const char *clock, char *err, size_t errlen);
 /* Writes the call count, syncs and renames; frees w either way. */
 int ppv_inference_commit(ppv_inference_writer *w, char *err, size_t errlen);
 /* Removes the temporary file and frees w. */
@@ -309,6 +316,9 @@ int ppv_golden_is_inference(const char *path);
     X(SHARD_FINGERPRINTS, "shard-fingerprints",                                                    \
       "where recorded: each rank's shard fingerprint never changes, and no two ranks' are equal")  \
     X(RANK_STATE, "rank-state", "where recorded: every rank's state digest of a call is the same") \
+    X(MEMORY, "memory",                                                                            \
+      "where recorded: each rank's memory samples are in time order and none above its "          \
+      "peak_bytes; with --mem-cap, no rank's peak above its cap")                                 \
     X(OVERLAP, "overlap",                                                                          \
       "--overlap: the contract's OverlapScore, from the log's times and the results' tB_ms, "     \
       "is at least 0.30")
@@ -340,7 +350,25 @@ typedef struct ppv_conform_options {
     int max_report; /* violations kept in the report (all are counted); 0: 100, below 0: none */
     int overlap;    /* also measure the overlap (PPV_CONFORM_OVERLAP) */
     int strict;     /* a field the contract does not define is a violation, not a count */
+    /* --mem-cap: caps[i] bytes for rank i, the last for the ranks after it
+     * (the link is never capped); a recording without memory samples is
+     * then an error (-1), since nothing could be checked */
+    const double *mem_caps;
+    int nmem_caps;
 } ppv_conform_options;
+
+/* A row of the recording's memory part (/inference/memory), as conform
+ * read it. */
+typedef struct ppv_conform_memory {
+    int32_t rank;       /* 0 stage 0, 1 the leader, 2... its workers; -1 the link */
+    int64_t peak_bytes; /* the higher of its peak_bytes and its samples' highest */
+    int64_t samples;
+    int64_t peak_t_ns, peak_chunk, peak_call_id; /* INT64_MIN where not recorded */
+    char peak_phase[24];                          /* "" where not recorded */
+    int64_t held_at_end;                          /* -1 where not recorded */
+    int64_t at_peak[PPV_MEM_KIND_COUNT];          /* -1 where not recorded */
+    double cap;                                   /* its --mem-cap (0: none) */
+} ppv_conform_memory;
 
 typedef struct ppv_conform_report {
     ppv_conform_violation *v; /* the first max_report, in the order found */
@@ -366,6 +394,10 @@ typedef struct ppv_conform_report {
      * few, each with its path) and are violations only with strict */
     int64_t unknown_fields;
     char unknown_names[512];
+    /* the memory part, where recorded (its rows readable and judged) */
+    ppv_conform_memory *mem;
+    int32_t nmem;
+    char mem_clock[24];
 } ppv_conform_report;
 
 /* Checks the recording at path against the contract, with no model: 0

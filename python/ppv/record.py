@@ -25,6 +25,8 @@ depths), say what happened as it happens:
     rec.decoded(result)                   # the accepted result, emitted
     rec.abandoned(envelope)               # an INFER given up at a hard cut
     rec.rank_record(1, "input_digest", call_id, digest)  # what a mesh rank saw
+    rec.memory_sample(1, nbytes)          # what rank 1 holds now (memory part)
+    rec.memory_peak(1, peak_bytes)        # its high-water mark, if sampled apart
     rec.close()
 
 Times are time.monotonic_ns() unless given (t_ns=, and t_begin_ns= for when
@@ -100,6 +102,12 @@ EVENT_DTYPE = np.dtype([(name, "<i8") for name in EVENT_FIELDS])
 KINDS = ("sent", "received", "decoded", "abandoned")
 # What a mesh rank records of itself (its PPV_PP_RANK_RECORDS).
 RANK_RECORDS = ("input_digest", "shard_fingerprint", "state_digest")
+# /inference/memory: the kinds a peak's breakdown names and the phases of
+# stage 0 (the codes of a sample's third column), as ppv_pp.h has them
+MEMORY_KINDS = ("envelopes", "results", "context", "buffers", "result_cache", "weights",
+                "kv_cache", "working", "link")
+PHASES = ("warm-up", "steady", "cut-drain", "new-epoch", "end")
+PEAK_KEYS = ("peak_t_ns", "peak_chunk", "peak_call_id", "held_at_end_bytes")
 VERDICTS = ("none", "accepted", "stale", "duplicate", "late", "ahead", "error", "rejected")
 EVENT_BLOCK = 4096
 
@@ -214,7 +222,7 @@ class Recorder:
     0's queue bounds (and how many results ahead it may hold) to keep the
     event log by."""
 
-    def __init__(self, path, setup=None, events=None):
+    def __init__(self, path, setup=None, events=None, memory_clock=None):
         setup_values = None if setup is None else _setup_values(setup)
         log = None if events is None else _event_settings(events)
         self.path = os.path.abspath(path)
@@ -251,6 +259,9 @@ class Recorder:
                     g.attrs.create(key, v, dtype="<i8")
         self.events = None
         self._ranks = {}       # (mesh rank, kind) -> [(call_id, value)]
+        self._memory = {}      # rank or "link" -> {"samples": [...], "peak": {...}}
+        self._memory_clock = str(memory_clock if memory_clock is not None
+                                 else log["clock"] if log is not None else "monotonic")
         self._pending = []
         self._call_of = {}     # call_id -> index of its call group
         self._waiting = set()  # INFERs sent, no result taken yet
@@ -398,6 +409,78 @@ class Recorder:
             value -= 1 << 64
         self._ranks.setdefault((int(mesh_rank), kind), []).append((int(call_id), value))
 
+    def _memory_row(self, rank):
+        if rank != "link" and (isinstance(rank, bool) or not isinstance(rank, (int, np.integer))
+                               or not 0 <= rank < 1000000):
+            raise ContractError("memory: rank %r is neither a rank 0..999999 (0 stage 0, 1 the "
+                                "leader, 2... its workers) nor \"link\"" % (rank,))
+        return self._memory.setdefault(rank if rank == "link" else int(rank),
+                                       {"samples": [], "peak": None})
+
+    def memory_sample(self, rank, nbytes, t_ns=None, phase=None):
+        """Records what rank held after a change (or when sampled): nbytes
+        bytes at t_ns (time.monotonic_ns() unless given; the Recorder's
+        memory_clock, by default the event log's). rank: 0 stage 0, 1 the
+        leader, 2... its workers, or "link" for a buffered link's copies.
+        phase (optional, for every sample of a rank or for none): one of
+        PHASES. `ppv conform --mem-cap` checks them against a cap."""
+        row = self._memory_row(rank)
+        if phase is not None and phase not in PHASES:
+            raise ContractError("memory_sample: phase %r is none of %s" % (phase,
+                                                                        ", ".join(PHASES)))
+        if row["samples"] and (row["samples"][-1][2] is None) != (phase is None):
+            raise ContractError("memory_sample: rank %r's samples give a phase for all or none"
+                                % (rank,))
+        t = time.monotonic_ns() if t_ns is None else int(t_ns)
+        row["samples"].append((t, int(nbytes), None if phase is None else PHASES.index(phase)))
+
+    def memory_peak(self, rank, nbytes, t_ns=None, chunk=None, call_id=None, phase=None,
+                    at_peak=None, held_at_end=None):
+        """Records rank's peak: nbytes, and what is known of it (when, the
+        chunk and call_id of the buffer that reached it, -1 for one held from
+        the start; its phase; at_peak, a dict of bytes by MEMORY_KINDS; what
+        it still held at the end). Without it the peak is the samples'
+        highest; a peak below a sample is what conform calls a violation."""
+        row = self._memory_row(rank)
+        if phase is not None and phase not in PHASES:
+            raise ContractError("memory_peak: phase %r is none of %s" % (phase, ", ".join(PHASES)))
+        held = dict(at_peak or {})
+        unknown = sorted(set(held) - set(MEMORY_KINDS))
+        if unknown:
+            raise ContractError("memory_peak: at_peak kinds %s are none of %s"
+                                % (", ".join(unknown), ", ".join(MEMORY_KINDS)))
+        row["peak"] = {"peak_bytes": int(nbytes), "peak_phase": phase, "at_peak": held,
+                       "peak_t_ns": t_ns, "peak_chunk": chunk, "peak_call_id": call_id,
+                       "held_at_end_bytes": held_at_end}
+
+    def _write_memory(self):
+        mem = self._group(self.f["inference"], "memory")
+        mem.attrs.create("clock", self._memory_clock, dtype=h5py.string_dtype())
+        for rank in sorted(self._memory, key=lambda r: (r == "link", 0 if r == "link" else r)):
+            row = self._memory[rank]
+            g = self._group(mem, "link" if rank == "link" else "rank_%04d" % rank)
+            if rank != "link":
+                g.attrs.create("rank", rank, dtype="<i8")
+            samples = row["samples"]
+            peak = row["peak"] or {}
+            high = max((b for _, b, _ in samples), default=0)
+            g.attrs.create("peak_bytes", peak.get("peak_bytes", high), dtype="<i8")
+            for key in PEAK_KEYS:
+                if peak.get(key) is not None:
+                    g.attrs.create(key, int(peak[key]), dtype="<i8")
+            if peak.get("peak_phase") is not None:
+                g.attrs.create("peak_phase", peak["peak_phase"], dtype=h5py.string_dtype())
+            for kind in MEMORY_KINDS:
+                if kind in peak.get("at_peak", {}):
+                    g.attrs.create("at_peak_" + kind, int(peak["at_peak"][kind]), dtype="<i8")
+            if samples:
+                phased = samples[0][2] is not None
+                rows = np.array([s if phased else s[:2] for s in samples],
+                                dtype="<i8").reshape(-1, 3 if phased else 2)
+                g.create_dataset("samples", data=rows, chunks=(min(len(rows), 16384),
+                                                               rows.shape[1]),
+                                 fletcher32=True, track_times=False)
+
     def append(self, envelope, result=None):
         """Records one call: its envelope and, for an INFER, its result (with
         the event log: sent, received and decoded at once)."""
@@ -431,9 +514,11 @@ class Recorder:
                         rows = np.array(self._ranks[(r, kind)], dtype="<i8").reshape(-1, 2)
                         g.create_dataset(kind, data=rows, chunks=rows.shape, fletcher32=True,
                                          track_times=False)
+        if self._memory:
+            self._write_memory()
         self.f.attrs.create("format_version",
-                            CALLS_VERSION if self.events is None else EVENTS_VERSION,
-                            dtype="<i8")
+                            CALLS_VERSION if self.events is None and not self._memory
+                            else EVENTS_VERSION, dtype="<i8")
         self.f["inference"].attrs.create("calls", self.n, dtype="<i8")
         self.f.close()
         with open(self.tmp, "rb") as fh:
@@ -612,6 +697,37 @@ def read_recording(path):
     return setup, calls, log, ranks
 
 
+def read_memory(path):
+    """(clock, rows) of a recording's memory part (/inference/memory), or
+    None when it has none: rows in order (ranks, then "link"), each a dict of
+    rank, samples (an (n, 2) or (n, 3) int64 array: t_ns, bytes, phase code)
+    and the peak attributes recorded (peak_bytes, peak_t_ns, peak_chunk,
+    peak_call_id, peak_phase, held_at_end_bytes, at_peak by kind), as
+    memory_sample() and memory_peak() take them."""
+    with h5py.File(path, "r") as f:
+        if "inference" not in f or "memory" not in f["inference"]:
+            return None
+        mem = f["inference"]["memory"]
+        clock = _text(mem.attrs["clock"]) if "clock" in mem.attrs else None
+        rows = []
+        names = sorted(n for n in mem if n.startswith("rank_")) + \
+            (["link"] if "link" in mem else [])
+        for name in names:
+            g = mem[name]
+            row = {"rank": "link" if name == "link" else int(g.attrs["rank"]),
+                   "samples": np.asarray(g["samples"][()], dtype="<i8") if "samples" in g
+                   else np.zeros((0, 2), dtype="<i8"),
+                   "peak_bytes": int(g.attrs["peak_bytes"]),
+                   "peak_phase": _text(g.attrs["peak_phase"]) if "peak_phase" in g.attrs
+                   else None,
+                   "at_peak": {k: int(g.attrs["at_peak_" + k]) for k in MEMORY_KINDS
+                               if "at_peak_" + k in g.attrs}}
+            for key in PEAK_KEYS:
+                row[key] = int(g.attrs[key]) if key in g.attrs else None
+            rows.append(row)
+    return clock, rows
+
+
 def rewrite(src, dst, change=None):
     """Writes src's setup and calls to dst with Recorder; change: the call
     whose latents_out element 0 gets 1 added to its bits."""
@@ -625,7 +741,9 @@ def rewrite(src, dst, change=None):
                                  % (change, change, src))
         flat = result["latents_out"].reshape(-1)
         flat[0] = (int(flat[0]) + 1) & 0xFFFF
-    rec = Recorder(dst, setup, None if log is None else log[0])
+    memory = read_memory(src)
+    rec = Recorder(dst, setup, None if log is None else log[0],
+                   memory_clock=None if memory is None else memory[0])
     try:
         if log is None:
             for env, result in calls:
@@ -634,6 +752,14 @@ def rewrite(src, dst, change=None):
             _replay_log(rec, calls, log[1])
         for args in ranks:
             rec.rank_record(*args)
+        for row in memory[1] if memory else []:
+            for sample in row["samples"]:
+                rec.memory_sample(row["rank"], sample[1], t_ns=sample[0],
+                                  phase=PHASES[sample[2]] if len(sample) == 3 else None)
+            rec.memory_peak(row["rank"], row["peak_bytes"], t_ns=row["peak_t_ns"],
+                            chunk=row["peak_chunk"], call_id=row["peak_call_id"],
+                            phase=row["peak_phase"], at_peak=row["at_peak"],
+                            held_at_end=row["held_at_end_bytes"])
     except BaseException:
         rec.abort()
         raise

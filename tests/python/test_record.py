@@ -274,6 +274,93 @@ class Recording(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIsNone(o["by_check"]["rank-inputs"])
 
+    def memory_stream(self, fill, *conform_args):
+        """The worked example's stream with fill(rec) adding memory samples,
+        then `ppv conform --json` with conform_args."""
+        sys.path.insert(0, os.path.join(SOURCE, "python", "examples"))
+        import pp0_loop
+        import json
+        out = self.path("mem.h5")
+        rec = record.Recorder(out)
+        for k in range(3):
+            e = pp0_loop.envelope(k, k, 0, k)
+            rec.append(e, pp0_loop.mesh(e))
+        bye = {name: 0 for name, _ in record.ENVELOPE_FIELDS}
+        bye.update(pp_envelope_version=1, action=record.ACTIONS["SHUTDOWN"], call_id=3,
+                   kv_cache_attention_bias=0.3, pp_disable_vace=1)
+        rec.append(bye)
+        fill(rec)
+        rec.close()
+        r = run("conform", out, "--json", *conform_args)
+        return r.returncode, json.loads(r.stdout), out
+
+    def test_memory_samples_from_python_gated_by_a_cap(self):
+        def good(rec):
+            # stage 0 sampled: 100, 300, 200 bytes; the leader's peak read
+            # apart (as torch.cuda.max_memory_allocated gives it), above
+            # every sample it took
+            for t, b in ((10, 100), (20, 300), (30, 200)):
+                rec.memory_sample(0, b, t_ns=t, phase="steady")
+            rec.memory_sample(1, 5000, t_ns=15)
+            rec.memory_sample(1, 4000, t_ns=25)
+            rec.memory_peak(1, 6000, t_ns=22, chunk=1, call_id=1,
+                            at_peak={"weights": 5000, "working": 1000})
+        code, o, out = self.memory_stream(good, "--mem-cap", "300,6000")
+        self.assertEqual(code, 0, o["list"])
+        self.assertEqual(o["format_version"], 2)
+        self.assertEqual(o["memory_clock"], "monotonic")
+        self.assertEqual([(m["rank"], m["peak_bytes"], m["samples"], m["cap_bytes"])
+                          for m in o["memory"]], [(0, 300, 3, 300), (1, 6000, 2, 6000)])
+        self.assertEqual(o["memory"][1]["at_peak"], {"weights": 5000, "working": 1000})
+        with h5py.File(out, "r") as f:
+            self.assertEqual(f["inference/memory/rank_0000/samples"].shape, (3, 3))
+            self.assertEqual(f["inference/memory/rank_0001/samples"].shape, (2, 2))
+            self.assertTrue(f["inference/memory/rank_0000/samples"].fletcher32)
+        clock, rows = record.read_memory(out)
+        self.assertEqual(clock, "monotonic")
+        self.assertEqual([r["rank"] for r in rows], [0, 1])
+        self.assertEqual(rows[1]["peak_chunk"], 1)
+        self.assertEqual(rows[0]["samples"][:, 1].tolist(), [100, 300, 200])
+        # one byte over stage 0's cap: the violation names it, exit 1
+        code, o, _ = self.memory_stream(good, "--mem-cap", "299,1M")
+        self.assertEqual(code, 1)
+        self.assertEqual(o["violations"], 1, o["list"])
+        v = o["list"][0]
+        self.assertEqual((v["check"], v["rule"]), ("memory", "PPV-MEMORY"))
+        self.assertEqual(v["message"], "rank 0 (stage 0) peaks at 300 bytes, 1 bytes over its "
+                                       "cap of 299")
+        # the leader's over: its recorded peak's chunk, call and breakdown
+        code, o, _ = self.memory_stream(good, "--mem-cap", "1M,5999")
+        self.assertEqual(code, 1)
+        self.assertEqual(o["list"][0]["message"],
+                         "rank 1 (leader) peaks at 6000 bytes, 1 bytes over its cap of 5999, at "
+                         "chunk 1, call_id 1, t_ns 22: it held weights 5000, working 1000")
+
+        def low_peak(rec):
+            rec.memory_sample(2, 800, t_ns=5)
+            rec.memory_peak(2, 700)
+        code, o, _ = self.memory_stream(low_peak)
+        self.assertEqual(code, 1)
+        self.assertEqual(o["list"][0]["message"],
+                         "rank 2 (worker): peak_bytes 700, but sample 0 (t_ns 5) holds 800: the "
+                         "recorded peak is below what the rank held")
+        # no samples and a cap: nothing to check, exit 2 (the JSON says why)
+        code, o, _ = self.memory_stream(lambda rec: None, "--mem-cap", "1G")
+        self.assertEqual(code, 2)
+        self.assertIn("holds no memory samples", o["error"])
+        # what the recorder refuses before writing
+        rec = record.Recorder(self.path("bad.h5"))
+        with self.assertRaisesRegex(record.ContractError, "rank 'gpu0' is neither"):
+            rec.memory_sample("gpu0", 1)
+        with self.assertRaisesRegex(record.ContractError, "phase 'hot' is none of"):
+            rec.memory_sample(0, 1, phase="hot")
+        rec.memory_sample(0, 1, phase="steady")
+        with self.assertRaisesRegex(record.ContractError, "give a phase for all or none"):
+            rec.memory_sample(0, 2)
+        with self.assertRaisesRegex(record.ContractError, "at_peak kinds gpu are none of"):
+            rec.memory_peak(0, 2, at_peak={"gpu": 1})
+        rec.abort()
+
     def test_a_result_is_written_once_to_a_call_that_was_sent(self):
         rec = record.Recorder(self.path("x.h5"), events={"d_in": 2, "d_out": 2})
         result = {name: 0 for name, _ in record.RESULT_FIELDS}
