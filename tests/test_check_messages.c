@@ -120,6 +120,9 @@ static const char *const not_report_messages[] = {
     "costs need F > 0, B > W >= 0 and C >= 0 (got %g,%g,%g,%g)",
     "%s: no action: no stage or microbatch to check",
     "memory fractions must lie in [0, 1]",
+    "%s gives costs for %d stage%s, but %s has %d",
+    "",
+    "s",
     "out of memory",
     "out of memory while checking %s",
 };

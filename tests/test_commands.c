@@ -184,8 +184,10 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
     static const char *const flags[] = {"--comms",      "--json",         "--perturb",
                                         "--all-attributes", "--help",   "--compare-kv",
                                         "--control-only", "--poll", "--allow-unsafe", "--overlap",
-                                        "--strict", "--plan", NULL};
+                                        "--strict", "--plan", "--model-costs", NULL};
     int checked = 0;
+    const char *costs = tmp_path("stages.csv"); /* --cost-file reads its file as it parses */
+    write_text(costs, "ppv-costs,1\nstage,f,b,w\n0,1,2,1\n1,1,2,1\n");
     for (int k = 0; commands[k]; k++) {
         run_result h = RUN("help", commands[k]);
         const char *p = strstr(h.out, "\noptions:\n");
@@ -205,6 +207,7 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
             if (!strcmp(commands[k], "pp") && !strcmp(name, "--model")) /* the built-in's sizes */
                 v = "layers=4,d_model=32,dtype=bf16";
             if (!strcmp(commands[k], "pp") && !strcmp(name, "--sweep")) v = "d=1,2";
+            if (!strcmp(name, "--cost-file")) v = costs;
             if (!strcmp(commands[k], "pp") && !strcmp(name, "--memory-svg"))
                 v = tmp_path("memory.svg");
             if (!flag && !v)
@@ -701,7 +704,7 @@ static void test_gen_auto_command(void **state) {
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0", NULL},
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0.4", NULL}};
     static const char *const why[] = {
-        "--cap, --model and --mem-cap are for 'auto', not 1f1b",
+        "--cap, --model, --model-costs and --mem-cap are for 'auto', not 1f1b",
         "--budget and --time-limit bound the search of 'auto' or of a kind tuned with --costs; "
         "1f1b has neither",
         "--budget and --time-limit bound the search of 'auto' or of a kind tuned with --costs; "

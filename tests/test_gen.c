@@ -539,7 +539,7 @@ static void test_reference_schedules_at_non_unit_costs(void **state) {
         ppv_gen_auto_report ar;
         ppv_schedule *t = NULL;
         assert_int_equal(
-            ppv_generate_tuned(rows[k].kind, &gp, &costs, 2000, 0, &t, &ar, err, sizeof err), 0);
+            ppv_generate_tuned(rows[k].kind, &gp, &costs, NULL, 2000, 0, &t, &ar, err, sizeof err), 0);
         ppv_check_report *ours = NULL;
         assert_int_equal(ppv_schedule_check(t, &o, &ours, err, sizeof err), 0);
         assert_true(ours->ok);
@@ -607,7 +607,7 @@ static void test_reference_schedules_at_non_unit_costs_wider(void **state) {
             ppv_gen_auto_report ar;
             ppv_schedule *t = NULL;
             assert_int_equal(
-                ppv_generate_tuned(kind, &gp, &costs, 2000, 0, &t, &ar, err, sizeof err), 0);
+                ppv_generate_tuned(kind, &gp, &costs, NULL, 2000, 0, &t, &ar, err, sizeof err), 0);
             ppv_check_report *ours = NULL;
             assert_int_equal(ppv_schedule_check(t, &o, &ours, err, sizeof err), 0);
             assert_true(ours->ok);
@@ -731,7 +731,7 @@ static void test_gen_auto_beats_every_named_kind_within_the_cap(void **state) {
     const char *const *names = ppv_generator_names();
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         ppv_gen_auto_params ap = {rows[k].p, rows[k].m, rows[k].c, rows[k].cap, 2000, 0,
-                                  NULL,      0,         0};
+                                  NULL,      0,         0, NULL, 0};
         ppv_schedule *a = NULL;
         ppv_gen_auto_report ar;
         char err[512];
@@ -774,7 +774,7 @@ static void test_gen_auto_beats_every_named_kind_within_the_cap(void **state) {
  * smallest peak; the same parameters give the same schedule. */
 static void test_gen_auto_search_figures_refusal_and_determinism(void **state) {
     (void)state;
-    ppv_gen_auto_params ap = {2, 4, {2, 3, 1, 1}, 3, 2000, 0, NULL, 0, 0};
+    ppv_gen_auto_params ap = {2, 4, {2, 3, 1, 1}, 3, 2000, 0, NULL, 0, 0, NULL, 0};
     ppv_schedule *a = NULL, *b = NULL;
     ppv_gen_auto_report ar;
     char err[512];
@@ -799,12 +799,12 @@ static void test_gen_auto_search_figures_refusal_and_determinism(void **state) {
     ppv_schedule_free(a);
     ppv_schedule_free(b);
     /* a budget of one check stops there */
-    ap = (ppv_gen_auto_params){2, 4, {2, 3, 1, 1}, 0, 1, 0, NULL, 0, 0};
+    ap = (ppv_gen_auto_params){2, 4, {2, 3, 1, 1}, 0, 1, 0, NULL, 0, 0, NULL, 0};
     assert_int_equal(ppv_generate_auto(&ap, &a, &ar, err, sizeof err), 0);
     assert_int_equal(ar.evaluated, 1);
     assert_false(ar.converged);
     ppv_schedule_free(a);
-    ap = (ppv_gen_auto_params){4, 8, {1, 2, 1, 0}, 0.4, 2000, 0, NULL, 0, 0};
+    ap = (ppv_gen_auto_params){4, 8, {1, 2, 1, 0}, 0.4, 2000, 0, NULL, 0, 0, NULL, 0};
     assert_int_equal(ppv_generate_auto(&ap, &a, &ar, err, sizeof err), -1);
     assert_null(a);
     assert_string_equal(err, "no schedule fits a cap of 0.4 activations a rank: the smallest "

@@ -460,6 +460,46 @@ int model_text(const char *arg, char **out) {
     return 0;
 }
 
+int cost_file(const char *path, ppv_stage_costs *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ppv %s: --cost-file %s: %s\n", g_cmd, path, strerror(errno));
+        return PPV_EXIT_BAD_INPUT;
+    }
+    size_t n = 0, cap = 0, limit = (size_t)64 << 20; /* a million stages and more */
+    char *text = NULL;
+    int ch, bad = 0;
+    while (!bad && (ch = fgetc(f)) != EOF) {
+        if (n + 1 >= cap) {
+            char *t = n + 1 >= limit ? NULL : realloc(text, cap = cap ? 2 * cap : 4096);
+            if (!t) bad = 1;
+            else text = t;
+        }
+        if (!bad) text[n++] = (char)ch;
+        if (!ch) bad = 2;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (bad || read_error || !text) {
+        fprintf(stderr, "ppv %s: --cost-file %s: %s\n", g_cmd, path,
+                bad == 2     ? "a NUL byte: not a text file"
+                : bad        ? "larger than 64 MiB, or out of memory"
+                : read_error ? "cannot read it"
+                             : "empty: a cost file starts 'ppv-costs,1'");
+        free(text);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    text[n] = 0;
+    char err[512];
+    int rc = ppv_stage_costs_parse(text, path, out, err, sizeof err);
+    free(text);
+    if (rc < 0) {
+        fprintf(stderr, "ppv %s: --cost-file: %s\n", g_cmd, err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
 int model_spec(const char *arg, ppv_model_spec *m) {
     char err[512], *text = NULL;
     int bad = model_text(arg, &text);

@@ -254,6 +254,9 @@ int start_transport(const char *name, ppv_proc **proc, int *lead);
 /* As start_transport, for a job ppv joins because mpirun started it (why
  * says so in a refusal). */
 int join_job(const char *name, const char *why, ppv_proc **proc, int *lead);
+/* --cost-file FILE: read and parsed into *out; 0, or an exit code after
+ * the message (the file, its line and what is wrong). */
+int cost_file(const char *path, ppv_stage_costs *out);
 /* Reads --model: the spec itself, or a file holding it (an argument with
  * no '='). 0, or an exit code after the message. */
 int model_spec(const char *arg, ppv_model_spec *m);

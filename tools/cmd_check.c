@@ -28,6 +28,8 @@ typedef struct check_args {
     double caps[PPV_MAX_MEM_CAPS]; /* --mem-cap BYTES[,BYTES...] */
     int ncaps;
     int target_pytorch;          /* --target pytorch */
+    ppv_stage_costs stages;      /* --cost-file, or --model-costs's (n 0: none) */
+    int model_costs;             /* --model-costs */
 } check_args;
 
 /* check --model: the bytes of each rank and the --mem-cap verdict. */
@@ -68,6 +70,16 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             break;
         }
         case OPT_MSG_BYTES: ca->opt.msg_bytes = p.num; break;
+        case OPT_COST_FILE: {
+            ppv_stage_costs_free(&ca->stages);
+            int rc = cost_file(optarg, &ca->stages);
+            if (rc) return rc;
+            break;
+        }
+        case OPT_MODEL_COSTS:
+            if (show) return usage_error("--model-costs belongs to 'ppv check'%s", "");
+            ca->model_costs = 1;
+            break;
         case OPT_DIALECT:
             if (strcmp(optarg, "auto") == 0) ca->dialect = PPV_DIALECT_AUTO;
             else if (strcmp(optarg, "current") == 0) ca->dialect = PPV_DIALECT_CURRENT;
@@ -109,6 +121,12 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
     }
     if (ca->ncaps && !ca->model)
         return usage_error("--mem-cap needs --model: bytes come from a model%s", "");
+    if (ca->model_costs && !ca->model)
+        return usage_error("--model-costs needs --model: the costs come from a model%s", "");
+    if (ca->model_costs && ca->stages.n)
+        return usage_error("--model-costs and --cost-file both give each stage's costs: one or "
+                           "the other%s", "");
+    if (ca->stages.n) ca->opt.stages = &ca->stages;
     if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ca->file = argv[optind];
     ca->opt.keep_timeline = show;
@@ -246,8 +264,85 @@ static int shared_neighbours_note(const ppv_schedule *s, char *buf, size_t len) 
     return 1;
 }
 
+/* The lifespan bound against the simulated peak of rank r, in words:
+ * why they differ, or "" when they agree. */
+static const char *bound_note(const ppv_check_report *rep, int32_t r) {
+    double p = rep->peak_activation[r], b = rep->peak_bound[r];
+    if (!(fabs(p - b) > 1e-9 * fmax(1.0, fabs(p)))) return "";
+    return p > b ? "above the bound: the fill or the drain holds more than the steady state does"
+                 : "below the bound: each stage's ceil(lifespan/T) rounds up, and a rank's stages "
+                   "are not all at their most at the same moment";
+}
+
+static json_object *lifespan_json(const ppv_schedule *s, const ppv_check_report *rep) {
+    if (!rep->lifespan) return NULL;
+    json_object *o = json_object_new_object(), *st = json_object_new_array(),
+                *rk = json_object_new_array();
+    for (int32_t k = 0; k < rep->nstages; k++) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "stage", json_object_new_int(k));
+        json_object_object_add(e, "rank", json_object_new_int(s->stage_rank[k]));
+        json_object_object_add(e, "lifespan", finite_json(rep->lifespan[k]));
+        json_object_object_add(e, "lifespan_max", finite_json(rep->lifespan_max[k]));
+        json_object_object_add(e, "interval", finite_json(rep->interval[k]));
+        json_object_object_add(e, "alive", json_object_new_int(rep->alive[k]));
+        json_object_array_add(st, e);
+    }
+    for (int32_t r = 0; r < rep->nranks; r++) {
+        json_object *e = json_object_new_object();
+        const char *note = bound_note(rep, r);
+        json_object_object_add(e, "rank", json_object_new_int(r));
+        json_object_object_add(e, "bound", finite_json(rep->peak_bound[r]));
+        json_object_object_add(e, "peak", finite_json(rep->peak_activation[r]));
+        json_object_object_add(e, "note", note[0] ? json_object_new_string(note) : NULL);
+        json_object_array_add(rk, e);
+    }
+    json_object_object_add(o, "stages", st);
+    json_object_object_add(o, "ranks", rk);
+    return o;
+}
+
+static void lifespan_text(const ppv_schedule *s, const ppv_check_report *rep) {
+    if (!rep->lifespan) return;
+    for (int32_t k = 0; k < rep->nstages && k < 16; k++)
+        printf("lifespan, stage %d (rank %d): %g (largest %g), interval T %g: %d alive at once\n",
+               k, s->stage_rank[k], rep->lifespan[k], rep->lifespan_max[k], rep->interval[k],
+               rep->alive[k]);
+    if (rep->nstages > 16)
+        printf("lifespan: ... %d more stages (--json lists them)\n", rep->nstages - 16);
+    printf("peak bound (each stage's ceil(lifespan/T) x its activation, a rank's summed):");
+    for (int32_t r = 0; r < rep->nranks && r < 64; r++) printf(" %g", rep->peak_bound[r]);
+    printf("%s\n", rep->nranks > 64 ? " ..." : "");
+    for (int32_t r = 0, said = 0; r < rep->nranks && said < 8; r++) {
+        const char *note = bound_note(rep, r);
+        if (!note[0]) continue;
+        printf("peak bound, rank %d: peak %g %s\n", r, rep->peak_activation[r], note);
+        said++;
+    }
+}
+
+/* The per-stage costs a check used, for --json (null without them). */
+static json_object *stage_costs_json(const ppv_stage_costs *sc) {
+    if (!sc) return NULL;
+    json_object *arr = json_object_new_array();
+    for (int32_t k = 0; k < sc->n; k++) {
+        const ppv_stage_cost *c = &sc->s[k];
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "stage", json_object_new_int(k));
+        json_object_object_add(e, "f", json_object_new_double(c->f));
+        json_object_object_add(e, "b", json_object_new_double(c->b));
+        json_object_object_add(e, "w", json_object_new_double(c->w));
+        json_object_object_add(e, "comm", json_object_new_double(c->comm));
+        json_object_object_add(e, "act", json_object_new_double(c->act));
+        json_object_object_add(e, "i_frac", json_object_new_double(c->i_frac));
+        json_object_object_add(e, "stash", json_object_new_double(c->stash_frac));
+        json_object_array_add(arr, e);
+    }
+    return arr;
+}
+
 static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
-                       const target_view *tv) {
+                       const target_view *tv, const ppv_stage_costs *sc) {
     json_object *o = json_object_new_object();
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
@@ -296,18 +391,28 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
     json_object_object_add(o, "bubble_ratio",
                            rep->simulated ? finite_json(rep->bubble_ratio) : NULL);
     if (mv) json_object_object_add(o, "memory", mem_json(s, mv));
+    json_object_object_add(o, "lifespan", lifespan_json(s, rep));
+    json_object_object_add(o, "costs_from", sc ? json_object_new_string(sc->source) : NULL);
+    json_object_object_add(o, "stage_costs", stage_costs_json(sc));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
 }
 
 static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
-                       const target_view *tv) {
+                       const target_view *tv, const ppv_stage_costs *sc) {
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
     printf("%s: %d ranks, %d stages, %d microbatches, %s%s\n", s->name, rep->nranks, rep->nstages,
            rep->nmb, s->form == PPV_FORM_COMPUTE_ONLY ? "compute_only" : "compute_comms",
            s->form == PPV_FORM_COMPUTE_ONLY && rep->checked ? " (lowered by ppv)" : "");
     printf("semantics: %s\n", sem);
+    for (int32_t k = 0; sc && k < sc->n && k < 16; k++) {
+        const ppv_stage_cost *c = &sc->s[k];
+        printf("costs, stage %d (%s): F %g, B %g, W %g, message %g, activation %g (I frees %g, "
+               "a stash keeps %g)\n",
+               k, sc->source, c->f, c->b, c->w, c->comm, c->act, c->i_frac, c->stash_frac);
+    }
+    if (sc && sc->n > 16) printf("costs: ... %d more stages (--json lists them)\n", sc->n - 16);
     for (int32_t k = 0; k < rep->nerrors; k++) {
         const ppv_problem *e = &rep->errors[k];
         if (e->index >= 0)
@@ -342,6 +447,7 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const
     for (int32_t r = 0; r < rep->nranks; r++) printf(" %g", rep->peak_activation[r]);
     printf("\n");
     if (rep->simulated) printf("makespan: %g  bubble ratio: %.6f\n", rep->makespan, rep->bubble_ratio);
+    lifespan_text(s, rep);
     if (mv) mem_text(s, mv);
     printf("result: %s\n",
            rep->ok && (!mv || mv->over < 0) && !(tv->pytorch && tv->n) ? "OK" : "PROBLEM");
@@ -458,11 +564,21 @@ static int lowered_out(const check_args *ca, const ppv_schedule *s, const ppv_ch
     return rc;
 }
 
+static int check_body(check_args *ca, int show);
+
 /* ppv check FILE or ppv show FILE (show 1). */
 static int check_or_show(int argc, char **argv, int show) {
     check_args ca;
     int rc = parse_check_args(argc, argv, &ca, show);
-    if (rc >= 0) return rc;
+    if (rc < 0) rc = check_body(&ca, show);
+    ppv_stage_costs_free(&ca.stages);
+    return rc;
+}
+
+/* The check (or show) of ca's file, its options read. */
+static int check_body(check_args *cap, int show) {
+    check_args ca = *cap; /* the stages stay cap's to free */
+    int rc;
     char err[1024];
     ppv_schedule *s = NULL;
     rc = refuse_if_too_big(ca.file, file_estimate(ca.file), ca.max_memory);
@@ -476,6 +592,14 @@ static int check_or_show(int argc, char **argv, int show) {
         int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
                             : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
         if (lrc < 0 && placeless) continue;
+        if (lrc == 0 && ca.model_costs) { /* the model split over this schedule's stages */
+            ppv_stage_costs_free(&cap->stages);
+            if (ppv_stage_costs_from_model(&ca.spec, s->nstages, ca.opt.costs.comm, &ca.opt.mem,
+                                           &cap->stages, err, sizeof err) < 0)
+                lrc = -1;
+            ca.stages = cap->stages;
+            ca.opt.stages = &cap->stages;
+        }
         if (lrc < 0 || ppv_schedule_check(s, &ca.opt, &rep, err, sizeof err) < 0) {
             fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
             ppv_schedule_free(s);
@@ -505,8 +629,8 @@ static int check_or_show(int argc, char **argv, int show) {
         ppv_schedule_free(s);
         return rc;
     }
-    if (ca.json) print_json(s, rep, mvp, &tv);
-    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp, &tv);
+    if (ca.json) print_json(s, rep, mvp, &tv, ca.opt.stages);
+    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp, &tv, ca.opt.stages);
     if (show && !ca.json && !ca.svg && !ca.trace) render_text(rep, stdout);
     rc = rep->ok && (!mvp || mvp->over < 0) && !(tv.pytorch && tv.n) ? PPV_EXIT_OK
                                                                       : PPV_EXIT_PROBLEM;

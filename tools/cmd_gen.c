@@ -11,16 +11,22 @@
 enum { GEN_OPTIONS(CLI_OPTION_ID) };
 static const cli_option gen_options[] = {GEN_OPTIONS(CLI_OPTION)};
 
+static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params *app, int comms,
+                   int native, int costs_given, int auto_only, int search_only,
+                   const char *outpath, long long limit, const ppv_model_spec *model,
+                   const ppv_stage_costs *stages, int model_costs);
+
 /* ppv gen KIND -p RANKS -m MICROBATCHES [options]. */
 int cmd_gen(int argc, char **argv) {
     ppv_gen_params gp = {0, 0, 0};
     int comms = 0, native = 0, costs_given = 0, auto_only = 0, search_only = 0;
     const char *outpath = NULL;
     long long limit = physical_memory();
-    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0, 0};
+    ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0, 0, NULL, 0};
     ppv_model_spec spec;
-    const char *model = NULL;
-    int c, k;
+    ppv_stage_costs stages = {0, NULL, ""};
+    const char *model = NULL, *cost_path = NULL;
+    int c, k, rc, model_costs = 0;
     cli_parser p;
     CLI_BEGIN(&p, argv, gen_options, 0);
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
@@ -62,22 +68,58 @@ int cmd_gen(int argc, char **argv) {
             break;
         case OPT_MODEL:
             model = optarg;
-            if ((k = model_spec(optarg, &spec))) return k;
+            if ((k = model_spec(optarg, &spec))) {
+                ppv_stage_costs_free(&stages);
+                return k;
+            }
             auto_only = 1;
             break;
         case OPT_MEM_CAP:
             ap.mem_cap_bytes = (double)p.num;
             auto_only = 1;
             break;
-        case CLI_HELP: return print_help();
-        default: return bad_option();
+        case OPT_COST_FILE:
+            ppv_stage_costs_free(&stages);
+            if ((k = cost_file(optarg, &stages))) return k;
+            cost_path = optarg;
+            break;
+        case OPT_MODEL_COSTS:
+            model_costs = 1;
+            auto_only = 1;
+            break;
+        case CLI_HELP:
+            ppv_stage_costs_free(&stages);
+            return print_help();
+        default:
+            ppv_stage_costs_free(&stages);
+            return bad_option();
         }
     }
+    rc = gen_run(argc, argv, gp, &ap, comms, native, costs_given, auto_only, search_only, outpath,
+                 limit, model ? &spec : NULL, cost_path ? &stages : NULL, model_costs);
+    ppv_stage_costs_free(&stages);
+    return rc;
+}
+
+/* The rest of ppv gen, once its options are read. */
+static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params *app, int comms,
+                   int native, int costs_given, int auto_only, int search_only,
+                   const char *outpath, long long limit, const ppv_model_spec *model,
+                   const ppv_stage_costs *stages, int model_costs) {
+    ppv_gen_auto_params ap = *app;
+    int rc;
     if (optind != argc - 1) return usage_error("needs one schedule KIND%s", "");
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
     int is_auto = strcmp(argv[optind], "auto") == 0;
     if (auto_only && !is_auto)
-        return usage_error("--cap, --model and --mem-cap are for 'auto', not %s", argv[optind]);
+        return usage_error("--cap, --model, --model-costs and --mem-cap are for 'auto', not %s",
+                           argv[optind]);
+    if (model_costs && !model)
+        return usage_error("--model-costs needs --model: the costs come from a model%s", "");
+    if (model_costs && stages)
+        return usage_error("--model-costs and --cost-file both give each stage's costs: one or "
+                           "the other%s", "");
+    if (stages && !is_auto) costs_given = 1; /* a kind tuned to the file's costs */
     if (search_only && !is_auto && !costs_given)
         return usage_error("--budget and --time-limit bound the search of 'auto' or of a kind "
                            "tuned with --costs; %s has neither",
@@ -92,13 +134,15 @@ int cmd_gen(int argc, char **argv) {
                      (double)gp.microbatches * 3.0 * (comms ? 3.0 : 1.0);
     char what[128];
     snprintf(what, sizeof what, "a schedule of up to %.0f actions", actions);
-    int rc = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
+    rc = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
     if (rc >= 0) return rc;
     char err[1200];
     ppv_schedule *s = NULL, *low = NULL;
     if (is_auto) {
         ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
-        if (model) ap.model = &spec;
+        ap.model = model;
+        ap.stages = stages;
+        ap.model_costs = model_costs;
         ppv_gen_auto_report ar;
         if (ppv_generate_auto(&ap, &s, &ar, err, sizeof err) < 0) {
             fprintf(stderr, "ppv gen: auto: %s\n", err);
@@ -121,16 +165,23 @@ int cmd_gen(int argc, char **argv) {
                     ap.mem_cap_bytes > 0 ? ", within --mem-cap" : "");
     } else if (costs_given) {
         ppv_gen_auto_report ar;
-        if (ppv_generate_tuned(argv[optind], &gp, &ap.costs, ap.budget, ap.time_limit, &s, &ar, err,
-                               sizeof err) < 0) {
+        char tuned_to[200];
+        if (stages)
+            snprintf(tuned_to, sizeof tuned_to, "the %d stages' costs of %s", (int)stages->n,
+                     stages->source);
+        else
+            snprintf(tuned_to, sizeof tuned_to, "--costs %g,%g,%g,%g", ap.costs.f, ap.costs.b,
+                     ap.costs.w, ap.costs.comm);
+        if (ppv_generate_tuned(argv[optind], &gp, &ap.costs, stages, ap.budget, ap.time_limit, &s,
+                               &ar, err, sizeof err) < 0) {
             fprintf(stderr, "ppv gen: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }
         fprintf(stderr,
-                "ppv gen: %s tuned to --costs %g,%g,%g,%g: best of %lld candidate%s: %s "
+                "ppv gen: %s tuned to %s: best of %lld candidate%s: %s "
                 "(makespan %g); %lld improving swaps in %lld checks from %d start%s%s: makespan "
                 "%g, bubble ratio %.6f, peak activation %g (the kind's own: at most %g)\n",
-                argv[optind], ap.costs.f, ap.costs.b, ap.costs.w, ap.costs.comm,
+                argv[optind], tuned_to,
                 (long long)ar.candidates, ar.candidates == 1 ? "" : "s", ar.start,
                 ar.start_makespan, (long long)ar.improvements, (long long)ar.evaluated,
                 (int)ar.starts, ar.starts == 1 ? "" : "s",

@@ -101,6 +101,15 @@ typedef struct option_value {
     X(MODEL, 0, "model", "SPEC|FILE", V_MODEL,                                                              \
       "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)",     \
       NULL)                                                                                        \
+    X(COST_FILE, 0, "cost-file", "FILE", V_IN,                                                            \
+      "each stage's own times, message time and activation (a cost file, as check takes it): a "  \
+      "named kind is tuned to them, as to --costs; auto judges every candidate of the file's "     \
+      "stage count by them",                                                                       \
+      NULL)                                                                                        \
+    X(MODEL_COSTS, 0, "model-costs", NULL, V_NONE,                                                        \
+      "auto, with --model: judge each candidate by the times and activations the model's split "  \
+      "over its stages gives (as check --model-costs)",                                            \
+      NULL)                                                                                        \
     X(MEM_CAP, 0, "mem-cap", "BYTES", V_BYTES(1, V_BYTES_MAX),                                                              \
       "auto, with --model: every rank's weights, gradients, optimizer state and peak "             \
       "activations within BYTES (K, M, G suffixes)",                                               \
@@ -124,6 +133,11 @@ typedef struct option_value {
       "activation memory of one forward; the fraction a "                                          \
       "backward-for-inputs keeps; a stashed input (recompute)",                                    \
       "0,0,0; a UNIT of 0 means ranks/stages")                                                     \
+    X(COST_FILE, 0, "cost-file", "FILE", V_IN,                                                            \
+      "each stage's own times, message time and activation, for stages that are not alike: a "     \
+      "cost file (docs/schedules.md), one row a stage; --costs then times only collectives and "  \
+      "messages of no stage",                                                                      \
+      "--costs and --mem for every stage")                                                         \
     X(MSG_BYTES, 0, "msg-bytes", "N", V_BYTES(0, 1LL << 50), "size of one message, for eager:BYTES", "8388608")           \
     X(DIALECT, 0, "dialect", "auto|current|legacy", V_WORD,                                                \
       "PyTorch CSV dialect (legacy: B meant I, BW meant B)", "auto")                               \
@@ -147,6 +161,11 @@ typedef struct option_value {
       "activations) for a GPT-style model: key=value items, comma-separated or one a line in "     \
       "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "         \
       "(spec/memory-model.md)",                                                                    \
+      NULL)                                                                                        \
+    X(MODEL_COSTS, 0, "model-costs", NULL, V_NONE,                                                        \
+      "with --model: each stage's times and activation from the model's split (FLOP-"             \
+      "proportional, in units of one layer's forward; the output layer on the last stage), as a " \
+      "cost file would give them",                                                                 \
       NULL)                                                                                        \
     X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]", V_FORM_BYTES("%s", 1, V_BYTES_MAX),                                                   \
       "with --model: exit 1 when a rank needs more (one cap for every rank, or one for each), "    \

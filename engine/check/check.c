@@ -96,6 +96,10 @@ typedef struct checker {
     int32_t *queue;
     uint8_t *queued;
     int32_t qh, qn;
+    /* the lifespan view: per (stage, mb) cell, when its F started and when
+     * its last backward ended (-1: not yet) */
+    const struct cells *cl;
+    double *fstart, *freed;
 } checker;
 
 #define POSTED 1
@@ -643,6 +647,28 @@ static int eager_send(const checker *ck, const ppv_action *a) {
     return 0;
 }
 
+/* An action's compute time: its stage's, with per-stage costs. */
+static double cost_of(const checker *ck, const ppv_action *a) {
+    const ppv_stage_costs *sc = ck->opt->stages;
+    if (!sc || a->stage < 0 || a->stage >= sc->n) return ppv_action_cost(a, &ck->opt->costs);
+    const ppv_stage_cost *c = &sc->s[a->stage];
+    ppv_costs one = {c->f, c->b, c->w, c->comm};
+    return ppv_action_cost(a, &one);
+}
+
+/* The time of the message a sends or receives: with per-stage costs the
+ * sending stage's (a forward from stage s - 1 to s, a backward from s + 1
+ * to s); a collective, or a message of no stage, takes --costs' C. */
+static double message_time(const checker *ck, const ppv_action *a) {
+    const ppv_stage_costs *sc = ck->opt->stages;
+    if (!sc) return ck->opt->costs.comm;
+    int32_t from = a->kind == PPV_ACT_SEND_F || a->kind == PPV_ACT_SEND_B ? a->stage
+                   : a->kind == PPV_ACT_RECV_F                              ? a->stage - 1
+                   : a->kind == PPV_ACT_RECV_B                              ? a->stage + 1
+                                                                            : -1;
+    return from >= 0 && from < sc->n ? sc->s[from].comm : ck->opt->costs.comm;
+}
+
 /* Rank r reaches op at time t: post it and complete whatever that enables.
  * The semantics decides when a send completes, hence deadlock; its time is
  * always that of an asynchronous send (isend, batch_isend_irecv on a
@@ -651,7 +677,7 @@ static int eager_send(const checker *ck, const ppv_action *a) {
  * decides deadlock under the semantics and gives makespan, bubble ratio
  * and timeline; times do not depend on the order the run takes. */
 static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double t) {
-    double C = ck->opt->costs.comm;
+    double C = message_time(ck, a);
     ck->state[op] |= POSTED;
     ck->at[op] = t;
     unsigned af = ppv_action_flags(a->kind);
@@ -724,6 +750,16 @@ static void stream_end(checker *ck, int32_t r, double t) {
  * communication. The rank's program still advances in order (a blocked
  * operation blocks what follows it): that decides deadlock as NCCL's one
  * stream of operations does. */
+/* The lifespan view: a compute action of a (stage, mb) ran over [t0, t1]. */
+static void note_life(checker *ck, const ppv_action *a, double t0, double t1) {
+    if (!ck->fstart) return;
+    int64_t k = cell_of(ck->cl, a->stage, a->mb);
+    if (k < 0) return;
+    if (a->kind == PPV_ACT_F && ck->fstart[k] < 0) ck->fstart[k] = t0;
+    else if ((a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) && t1 > ck->freed[k])
+        ck->freed[k] = t1;
+}
+
 static void advance(checker *ck, int32_t r, ppv_span *spans) {
     const ppv_program *p = &ck->s->prog[r];
     while (ck->pc[r] < p->n) {
@@ -772,17 +808,18 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             ck->pc[r]++;
             continue;
         }
-        double cost = ppv_action_cost(a, &ck->opt->costs);
+        double cost = cost_of(ck, a);
         double t = ready_at(ck, r, op, a);
         if (a->overlap) { /* an overlapped cell runs its sub-actions together */
             int32_t j = ppv_run_end(p, i);
             for (int32_t k = i + 1; k < j; k++) {
-                cost += ppv_action_cost(&p->acts[k], &ck->opt->costs);
+                cost += cost_of(ck, &p->acts[k]);
                 t = fmax(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
             }
             for (int32_t k = i; k < j; k++) {
                 if (spans) spans[k] = (ppv_span){t, t + cost};
                 ck->at[ck->off[r] + k] = t + cost;
+                note_life(ck, &p->acts[k], t, t + cost);
             }
             note_compute(ck, r, t, t + cost);
             ck->busy[r] += cost;
@@ -792,7 +829,10 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             continue;
         }
         if (spans) spans[i] = (ppv_span){t, t + cost};
-        if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) note_compute(ck, r, t, t + cost);
+        if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) {
+            note_compute(ck, r, t, t + cost);
+            note_life(ck, a, t, t + cost);
+        }
         ck->busy[r] += cost;
         ck->at[op] = t + cost;
         ck->comp_t[r] = t + cost;
@@ -902,6 +942,72 @@ static void simulate(checker *ck) {
     rep->simulated = !rep->deadlock;
 }
 
+static int by_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The median of v[0..n) (sorted in place); NaN when n is 0. */
+static double median(double *v, int64_t n) {
+    if (n == 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, by_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The lifespan view from the simulated cells (ppv_check_report.lifespan):
+ * 0, or -1 out of memory. */
+static int lifespans(checker *ck, const ppv_schedule *s) {
+    ppv_check_report *rep = ck->rep;
+    int32_t S = s->nstages, m = s->nmb;
+    const ppv_check_options *o = ck->opt;
+    rep->lifespan = malloc((size_t)(S ? S : 1) * sizeof *rep->lifespan);
+    rep->lifespan_max = malloc((size_t)(S ? S : 1) * sizeof *rep->lifespan_max);
+    rep->interval = malloc((size_t)(S ? S : 1) * sizeof *rep->interval);
+    rep->alive = calloc((size_t)(S ? S : 1), sizeof *rep->alive);
+    rep->peak_bound = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_bound);
+    double *life = malloc((size_t)(m ? m : 1) * sizeof *life);
+    if (!rep->lifespan || !rep->lifespan_max || !rep->interval || !rep->alive ||
+        !rep->peak_bound || !life) {
+        free(life);
+        return -1;
+    }
+    double unit = o->mem.unit > 0 ? o->mem.unit : (S > 0 ? (double)s->nranks / S : 1.0);
+    double period = 0;
+    for (int32_t r = 0; r < ck->P && m > 0; r++)
+        if (ck->busy[r] / m > period) period = ck->busy[r] / m;
+    for (int32_t st = 0; st < S; st++) {
+        int64_t nl = 0;
+        double top = NAN;
+        for (int32_t mb = 0; mb < m; mb++) {
+            int64_t k = cell_of(ck->cl, st, mb);
+            double f = k >= 0 ? ck->fstart[k] : -1;
+            if (f >= 0 && ck->freed[k] >= f) {
+                life[nl++] = ck->freed[k] - f;
+                if (!(top >= ck->freed[k] - f)) top = ck->freed[k] - f;
+            }
+        }
+        rep->lifespan[st] = median(life, nl);
+        rep->lifespan_max[st] = top;
+        /* the building block's period: in the steady state every rank
+         * repeats one microbatch's work on all its stages, at the pace of
+         * the busiest (uneven stages wait for the slowest) */
+        int32_t r = s->stage_rank[st];
+        double T = period;
+        rep->interval[st] = T;
+        double l = rep->lifespan[st];
+        int32_t alive = 0;
+        if (l >= 0 && T > 0) {
+            double q = ceil(l / T - 1e-9);
+            alive = q > m ? m : (int32_t)q;
+        }
+        rep->alive[st] = alive;
+        double w = o->stages && o->stages->n == S ? o->stages->s[st].act : unit;
+        if (r >= 0 && r < s->nranks) rep->peak_bound[r] += alive * w;
+    }
+    free(life);
+    return 0;
+}
+
 /* ---- compute-only schedules that cannot even be ordered --------------------- */
 
 static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
@@ -948,8 +1054,22 @@ static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
  * (may be NULL) each rank's live amount after each of its actions, in
  * the unit of peak. Returns 0, or -1 when out of memory. */
 static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
-                       const double *stage_w, double *peak, int32_t *at, double *const *level) {
+                       const double *stage_w, const ppv_stage_costs *sc, double *peak,
+                       int32_t *at, double *const *level) {
     int32_t S = s->nstages;
+    if (sc && sc->n != S) sc = NULL; /* refused before; never read past its stages */
+    ppv_mem_model same;
+    if (sc && !stage_w) { /* stages alike in memory: counted in units, as without them */
+        int32_t k = 1;
+        while (k < S && sc->s[k].act == sc->s[0].act && sc->s[k].i_frac == sc->s[0].i_frac &&
+               sc->s[k].stash_frac == sc->s[0].stash_frac)
+            k++;
+        if (k == S && S > 0 && sc->s[0].act > 0) {
+            same = (ppv_mem_model){sc->s[0].act, sc->s[0].i_frac, sc->s[0].stash_frac};
+            mm = &same;
+            sc = NULL;
+        }
+    }
     double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
     double *live = ppv_calloc_big((size_t)(c->n ? c->n : 1), sizeof *live);
     uint8_t *recomputed = ppv_calloc_big((size_t)(c->n ? c->n : 1), 1);
@@ -966,25 +1086,29 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
         int32_t top_at = -1;
         for (int32_t i = 0; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
-            if (level) level[r][i] = stage_w ? cur : cur * unit;
+            if (level) level[r][i] = stage_w || sc ? cur : cur * unit;
             if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
                 continue;
             int64_t k = cell_of(c, a->stage, a->mb);
-            double *l = &live[k], d = 0, w = stage_w && a->stage < S ? stage_w[a->stage] : 1.0;
+            const ppv_stage_cost *own = sc && a->stage < S ? &sc->s[a->stage] : NULL;
+            double *l = &live[k], d = 0,
+                   w = own ? own->act : stage_w && a->stage < S ? stage_w[a->stage] : 1.0;
+            double stash = own ? own->stash_frac : mm->stash_frac;
+            double ifrac = own ? own->i_frac : mm->i_frac;
             switch (a->kind) {
-            case PPV_ACT_F: d = (recomputed[k] ? mm->stash_frac : 1.0) * w; break;
-            case PPV_ACT_R: d = (1.0 - mm->stash_frac) * w; break;
-            case PPV_ACT_I: d = -fmin(*l, mm->i_frac * w); break;
+            case PPV_ACT_F: d = (recomputed[k] ? stash : 1.0) * w; break;
+            case PPV_ACT_R: d = (1.0 - stash) * w; break;
+            case PPV_ACT_I: d = -fmin(*l, ifrac * w); break;
             case PPV_ACT_W:
             case PPV_ACT_B: d = -*l; break;
             default: break;
             }
             *l += d;
             cur += d;
-            if (level) level[r][i] = stage_w ? cur : cur * unit;
+            if (level) level[r][i] = stage_w || sc ? cur : cur * unit;
             if (cur > top) top = cur, top_at = i;
         }
-        peak[r] = stage_w ? top : top * unit;
+        peak[r] = stage_w || sc ? top : top * unit;
         if (at) at[r] = top_at;
     }
     ppv_free_big(live);
@@ -996,7 +1120,7 @@ int ppv_schedule_peak_weighted(const ppv_schedule *s, const ppv_mem_model *mm,
                                const double *stage_w, double *peak, int32_t *at) {
     cells cl;
     if (cells_init(&cl, s) < 0) return -1;
-    int rc = peak_memory(s, &cl, mm, stage_w, peak, at, NULL);
+    int rc = peak_memory(s, &cl, mm, stage_w, NULL, peak, at, NULL);
     free(cl.key);
     return rc;
 }
@@ -1026,11 +1150,19 @@ void ppv_check_report_free(ppv_check_report *r) {
         for (int32_t k = 0; k < r->checked->nranks; k++) free(r->live[k]);
     free(r->spans);
     free(r->live);
+    free(r->lifespan);
+    free(r->lifespan_max);
+    free(r->interval);
+    free(r->alive);
+    free(r->peak_bound);
     ppv_schedule_free(r->checked);
     free(r);
 }
 
 static void checker_free(checker *ck) {
+    ppv_free_big(ck->fstart);
+    ppv_free_big(ck->freed);
+    ck->fstart = ck->freed = NULL;
     free(ck->reduced);
     free(ck->off);
     ppv_free_big(ck->cp);
@@ -1287,6 +1419,9 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     if (!(c->f > 0) || !(c->b - c->w > 0) || !(c->w >= 0) || !(c->comm >= 0))
         return ppv_errf(err, errlen, "costs need F > 0, B > W >= 0 and C >= 0 (got %g,%g,%g,%g)",
                         c->f, c->b, c->w, c->comm);
+    if (opt->stages && opt->stages->n != s->nstages)
+        return ppv_errf(err, errlen, "%s gives costs for %d stage%s, but %s has %d", opt->stages->source,
+                        (int)opt->stages->n, opt->stages->n == 1 ? "" : "s", s->name, (int)s->nstages);
     if (!(opt->mem.i_frac >= 0 && opt->mem.i_frac <= 1) ||
         !(opt->mem.stash_frac >= 0 && opt->mem.stash_frac <= 1))
         return ppv_errf(err, errlen, "memory fractions must lie in [0, 1]");
@@ -1314,7 +1449,8 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
     rep->peak_index = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_index);
     if (!rep->peak_activation || !rep->peak_index ||
-        peak_memory(s, &cl, &opt->mem, NULL, rep->peak_activation, rep->peak_index, NULL) < 0)
+        peak_memory(s, &cl, &opt->mem, NULL, opt->stages, rep->peak_activation, rep->peak_index,
+                    NULL) < 0)
         goto oom;
 
     const ppv_schedule *run = s;
@@ -1374,12 +1510,21 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
                                         sizeof(double))))
                 goto oom;
         double *top = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *top);
-        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, top, NULL, rep->live) : -1;
+        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, opt->stages, top, NULL,
+                                    rep->live)
+                      : -1;
         free(top);
         if (lrc < 0) goto oom;
     }
+    ck.cl = &cl;
+    ck.fstart = ppv_calloc_big((size_t)(cl.n ? cl.n : 1), sizeof *ck.fstart);
+    ck.freed = ppv_calloc_big((size_t)(cl.n ? cl.n : 1), sizeof *ck.freed);
+    if (!ck.fstart || !ck.freed) goto oom;
+    for (int64_t k = 0; k < cl.n; k++)
+        ck.fstart[k] = ck.freed[k] = -1;
     simulate(&ck);
     if (ck.oom) goto oom;
+    if (rep->simulated && lifespans(&ck, s) < 0) goto oom;
 verdict:
     rep->ok = rep->errors_total == 0 && !rep->deadlock;
     *out = rep;

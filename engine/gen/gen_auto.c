@@ -56,12 +56,35 @@ static ppv_check_options options_for(const ppv_schedule *s, const ppv_gen_auto_p
     return o;
 }
 
+/* s checked as p judges it: its costs, or each stage's (p->stages, or
+ * the model's split over s's stages). 0 with *rep, or -1 (s is then no
+ * candidate: another number of stages than the cost file's, say). */
+static int check_candidate(const ppv_schedule *s, const ppv_gen_auto_params *p,
+                           ppv_check_report **rep) {
+    ppv_check_options o = options_for(s, p);
+    char err[256];
+    ppv_stage_costs derived = {0, NULL, ""};
+    *rep = NULL;
+    if (p->model_costs && p->model) {
+        ppv_mem_model mm = {0, 0, 0};
+        if (ppv_stage_costs_from_model(p->model, s->nstages, p->costs.comm, &mm, &derived, err,
+                                       sizeof err) < 0)
+            return -1;
+        o.stages = &derived;
+    } else if (p->stages) {
+        if (p->stages->n != s->nstages) return -1;
+        o.stages = p->stages;
+    }
+    int rc = ppv_schedule_check(s, &o, rep, err, sizeof err);
+    ppv_stage_costs_free(&derived);
+    return rc;
+}
+
 static score evaluate(const ppv_schedule *s, const ppv_gen_auto_params *p) {
     score sc = {0, 0, 0, 0};
-    ppv_check_options o = options_for(s, p);
     ppv_check_report *rep = NULL;
     char err[256];
-    if (ppv_schedule_check(s, &o, &rep, err, sizeof err) < 0) return sc;
+    if (check_candidate(s, p, &rep) < 0) return sc;
     if (rep->ok && rep->simulated) {
         sc.makespan = rep->makespan;
         for (int32_t r = 0; r < rep->nranks; r++)
@@ -238,7 +261,6 @@ static int climb(ppv_schedule *s, score *bs, const ppv_gen_auto_params *p,
 static int search(pool *pl_, const ppv_gen_auto_params *p, ppv_gen_auto_report *rep, double t0,
                   ppv_schedule **out) {
     pool pl = *pl_;
-    char why[512];
     rep->candidates = pl_->rep->candidates;
     ppv_schedule *best = NULL;
     score bs = {0};
@@ -267,9 +289,8 @@ static int search(pool *pl_, const ppv_gen_auto_params *p, ppv_gen_auto_report *
     rep->peak = bs.peak;
     rep->peak_bytes = bs.bytes;
     rep->stages_per_rank = best->nstages / best->nranks;
-    ppv_check_options o = options_for(best, p);
     ppv_check_report *cr = NULL;
-    if (ppv_schedule_check(best, &o, &cr, why, sizeof why) == 0) {
+    if (check_candidate(best, p, &cr) == 0) {
         rep->bubble_ratio = cr->bubble_ratio;
         ppv_check_report_free(cr);
     }
@@ -346,15 +367,30 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
     return rc;
 }
 
-int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_costs *costs,
-                       int64_t budget, double time_limit, ppv_schedule **out,
-                       ppv_gen_auto_report *rep, char *err, size_t errlen) {
+int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_costs *costs_in,
+                       const ppv_stage_costs *stages, int64_t budget, double time_limit,
+                       ppv_schedule **out, ppv_gen_auto_report *rep, char *err, size_t errlen) {
     *out = NULL;
     memset(rep, 0, sizeof *rep);
     double t0 = now_s();
     ppv_schedule *own = NULL;
     if (ppv_generate(kind, gp, &own, err, errlen) < 0) return -1;
-    ppv_gen_auto_params p = {own->nranks, own->nmb, *costs, 0, budget, time_limit, NULL, 0, 1};
+    if (stages && stages->n != own->nstages) {
+        int32_t n = own->nstages;
+        ppv_schedule_free(own);
+        return ppv_errf(err, errlen, "%s gives costs for %d stage%s, but %s has %d",
+                        stages->source, (int)stages->n, stages->n == 1 ? "" : "s", kind, (int)n);
+    }
+    ppv_costs mean = *costs_in; /* the heuristic's: the stages' mean */
+    if (stages) {
+        mean.f = mean.b = mean.w = 0;
+        for (int32_t k = 0; k < stages->n; k++)
+            mean.f += stages->s[k].f / stages->n, mean.b += stages->s[k].b / stages->n,
+                mean.w += stages->s[k].w / stages->n;
+    }
+    const ppv_costs *costs = &mean;
+    ppv_gen_auto_params p = {own->nranks, own->nmb, *costs_in, 0, budget, time_limit, NULL, 0, 1,
+                             stages, 0};
     score sc = evaluate(own, &p);
     if (!sc.makespan) {
         ppv_schedule_free(own);

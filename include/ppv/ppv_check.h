@@ -35,12 +35,56 @@ typedef struct ppv_mem_model {
     double stash_frac; /* part an F keeps when the stage/microbatch is recomputed by R */
 } ppv_mem_model;
 
+/* One stage's costs, for stages that are not alike (a cost file's row,
+ * docs/schedules.md): its times, the time of each message it sends, and
+ * what one microbatch's F allocates on it, with the fractions an I frees
+ * and a recomputed F keeps, as --mem has them. */
+typedef struct ppv_stage_cost {
+    double f, b, w;           /* forward, full backward, weight backward; I costs b - w */
+    double comm;              /* each message this stage sends (either direction) */
+    double act;               /* the activation of one F: in any unit, bytes say */
+    double i_frac, stash_frac; /* of act: freed by I; kept by an F that R recomputes */
+} ppv_stage_cost;
+
+/* Per-stage costs for a schedule of n stages. */
+typedef struct ppv_stage_costs {
+    int32_t n;
+    ppv_stage_cost *s; /* [n] */
+    char source[96];   /* "FILE" or "the model": where they came from, for messages */
+} ppv_stage_costs;
+
+/* A cost file (docs/schedules.md, "Stages that are not alike"): a first
+ * line `ppv-costs,1`, a header naming the columns (stage, f, b, w
+ * required; comm, act, i_frac, stash optional) and a row a stage in order
+ * from 0. `#` starts a comment. 0, or -1 with "name:line: what is wrong". */
+int ppv_stage_costs_parse(const char *text, const char *name, ppv_stage_costs *out, char *err,
+                          size_t errlen);
+void ppv_stage_costs_free(ppv_stage_costs *c);
+/* Writes c as a cost file. */
+int ppv_stage_costs_write(const ppv_stage_costs *c, FILE *f);
+
+typedef struct ppv_model_spec ppv_model_spec;
+/* The costs of a GPT-style model split over nstages stages as the memory
+ * model splits it (spec/memory-model.md): each stage's layers, the output
+ * layer (and its loss) on the last; times in units of one layer's forward
+ * FLOPs (24bsh^2 + 4bs^2h, divided by t; an I and a W each as much as the
+ * forward; with recompute=full the I repeats the forward), activations in
+ * bytes by the layer formula, message time comm, and the fractions of mm.
+ * 0, or -1 with the reason. */
+int ppv_stage_costs_from_model(const ppv_model_spec *m, int32_t nstages, double comm,
+                               const ppv_mem_model *mm, ppv_stage_costs *out, char *err,
+                               size_t errlen);
+
 typedef struct ppv_check_options {
     ppv_semantics sem;
     ppv_costs costs;
     ppv_mem_model mem;
     int64_t msg_bytes; /* size of a PyTorch SEND_F/SEND_B message */
     int keep_timeline; /* fill ppv_check_report.spans */
+    /* per-stage costs (NULL: costs and mem for every stage): times,
+     * message times and activations of each stage; a schedule of another
+     * number of stages is refused */
+    const ppv_stage_costs *stages;
 } ppv_check_options;
 
 /* Defaults: rendezvous, costs 1,2,1,0, unit ranks/stages, 8 MiB messages. */
@@ -63,14 +107,14 @@ typedef enum ppv_mem_recompute {
 } ppv_mem_recompute;
 enum { PPV_OPT_NONE, PPV_OPT_ADAM };
 
-typedef struct ppv_model_spec {
+struct ppv_model_spec {
     int64_t layers, hidden, heads, seq, mbs, vocab;
     int32_t dtype_bytes; /* 2: bf16 or fp16 */
     int32_t tp;          /* tensor-parallel degree */
     int sp;              /* sequence parallelism (with tp > 1) */
     int optimizer;       /* PPV_OPT_*: adam keeps 12 bytes a parameter beside weight and grad */
     ppv_mem_recompute recompute;
-} ppv_model_spec;
+};
 
 /* Parses "key=value" items separated by commas or white space: layers,
  * hidden, heads, seq (required), vocab, mbs (1), dtype (bf16), optimizer
@@ -167,6 +211,22 @@ typedef struct ppv_check_report {
     ppv_span **spans;      /* [nranks][n] start/end of each action, keep_timeline */
     double **live;         /* [nranks][n] activations held after each action (the unit of
                             * peak_activation), keep_timeline */
+    /* The lifespan view, when simulated (docs/schedules.md): per stage,
+     * the median over its microbatches of an activation's lifespan (its F's
+     * start to the end of the last backward that frees it: B, or W when the
+     * backward is split) and the largest; the steady state's repeating
+     * interval T (the building block's period: in the steady state every
+     * rank repeats one microbatch's work on all its stages at the pace of
+     * the busiest, so T is the largest rank's busy time over the
+     * microbatches); alive = ceil(lifespan
+     * / T), at most the microbatches: the activations a steady state holds
+     * at once. Per
+     * rank, the bound: the sum over its stages of alive x the stage's
+     * activation, beside peak_activation. NaN where a stage has fewer than
+     * two microbatches or none completes. */
+    double *lifespan, *lifespan_max, *interval; /* [nstages] */
+    int32_t *alive;                             /* [nstages] */
+    double *peak_bound;                         /* [nranks] */
 } ppv_check_report;
 
 /* Checks a schedule: per-rank dependencies and counts, message matching,

@@ -44,6 +44,12 @@ typedef struct ppv_gen_auto_params {
                                   * state and peak activations within it; <= 0: no cap */
     int per_action; /* costs are each action's (as `ppv check` takes them), not a rank's
                      * whole share */
+    /* per-stage costs (a cost file): each candidate with this many stages
+     * is judged by them (as `ppv check --cost-file`), one with another
+     * number of stages is not a candidate; NULL: costs */
+    const ppv_stage_costs *stages;
+    int model_costs; /* with model: each candidate judged by the costs the model's split over its
+                      * stages gives (ppv_stage_costs_from_model, message time costs.comm) */
 } ppv_gen_auto_params;
 
 typedef struct ppv_gen_auto_report {
@@ -70,8 +76,10 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
  * cap (p, 2p - 1 activations), the better under the costs; then auto's
  * local search, every rank within the own order's peak. rep as auto's
  * (cap: that peak). 0 with *out, or -1. */
+/* stages (may be NULL): per-stage costs the kind is tuned to instead (the
+ * heuristic starts from their mean). */
 int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_costs *costs,
-                       int64_t budget, double time_limit, ppv_schedule **out,
-                       ppv_gen_auto_report *rep, char *err, size_t errlen);
+                       const ppv_stage_costs *stages, int64_t budget, double time_limit,
+                       ppv_schedule **out, ppv_gen_auto_report *rep, char *err, size_t errlen);
 
 #endif
