@@ -104,7 +104,7 @@ static const char *sample_value(const char *opt) {
         {"--envelope-digest", "off"},   {"--fingerprint-every", "2"},
         {"--seed-bug", "decode-first"}, {"--cost", "decode=1,call=2"},  {"--heartbeat", "0.5"},
         {"--worker-watchdog", "3"}, {"--idle", "2"},           {"--call-timeout", "60"},
-        {"--ranks-as", "threads"},
+        {"--ranks-as", "threads"},  {"--kind-shape", "v"},
         {"--repeat", "2"}};
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(table[k][0], opt) == 0) return table[k][1];
@@ -184,7 +184,7 @@ static void test_every_option_a_help_lists_is_taken_by_its_command(void **state)
     static const char *const flags[] = {"--comms",      "--json",         "--perturb",
                                         "--all-attributes", "--help",   "--compare-kv",
                                         "--control-only", "--poll", "--allow-unsafe", "--overlap",
-                                        "--strict", "--plan", "--model-costs", NULL};
+                                        "--strict", "--plan", "--model-costs", "--optimal", NULL};
     int checked = 0;
     const char *costs = tmp_path("stages.csv"); /* --cost-file reads its file as it parses */
     write_text(costs, "ppv-costs,1\nstage,f,b,w\n0,1,2,1\n1,1,2,1\n");

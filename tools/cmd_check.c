@@ -30,7 +30,17 @@ typedef struct check_args {
     int target_pytorch;          /* --target pytorch */
     ppv_stage_costs stages;      /* --cost-file, or --model-costs's (n 0: none) */
     int model_costs;             /* --model-costs */
+    int optimal;                 /* --optimal */
 } check_args;
+
+/* check --optimal: the proven optimum of the schedule's size and
+ * placement within its own peak, and the gap. */
+typedef struct optimal_view {
+    int done;         /* compared */
+    char why[1100];   /* why not, when not done ("" when done) */
+    ppv_optimal_report rep;
+    double makespan, cap, gap_percent;
+} optimal_view;
 
 /* check --model: the bytes of each rank and the --mem-cap verdict. */
 typedef struct mem_view {
@@ -76,6 +86,10 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             if (rc) return rc;
             break;
         }
+        case OPT_OPTIMAL:
+            if (show) return usage_error("--optimal belongs to 'ppv check'%s", "");
+            ca->optimal = 1;
+            break;
         case OPT_MODEL_COSTS:
             if (show) return usage_error("--model-costs belongs to 'ppv check'%s", "");
             ca->model_costs = 1;
@@ -321,6 +335,67 @@ static void lifespan_text(const ppv_schedule *s, const ppv_check_report *rep) {
     }
 }
 
+/* check --optimal: the optimum for s's size and placement under the
+ * check's costs, within s's own peak. */
+static void optimal_build(const check_args *ca, const ppv_schedule *s, const ppv_check_report *rep,
+                          optimal_view *ov) {
+    memset(ov, 0, sizeof *ov);
+    if (!rep->ok || !rep->simulated) {
+        snprintf(ov->why, sizeof ov->why, "the schedule does not pass the check");
+        return;
+    }
+    int one = s->nstages == s->nranks, v = s->nstages == 2 * s->nranks;
+    for (int32_t st = 0; st < s->nstages && (one || v); st++) {
+        one = one && s->stage_rank[st] == st;
+        v = v && s->stage_rank[st] == (st < s->nranks ? st : 2 * s->nranks - 1 - st);
+    }
+    if (!one && !v) {
+        snprintf(ov->why, sizeof ov->why, "its stages are placed neither one a rank nor in a V, "
+                 "the placements the optimum is proven for");
+        return;
+    }
+    double cap = 0;
+    for (int32_t r = 0; r < rep->nranks; r++)
+        if (rep->peak_activation[r] > cap) cap = rep->peak_activation[r];
+    ppv_optimal_params op = {s->nranks, s->nmb, v, ca->opt.costs, ca->opt.stages, cap, 60};
+    ppv_schedule *o = NULL;
+    char err[1024];
+    if (ppv_generate_optimal(&op, &o, &ov->rep, err, sizeof err) < 0) {
+        snprintf(ov->why, sizeof ov->why, "%s", err);
+        return;
+    }
+    ppv_schedule_free(o);
+    ov->done = 1;
+    ov->makespan = rep->makespan;
+    ov->cap = cap;
+    ov->gap_percent = 100.0 * (rep->makespan - ov->rep.makespan) / ov->rep.makespan;
+}
+
+static void optimal_text(const optimal_view *ov) {
+    if (!ov->done) {
+        printf("optimal: not compared: %s\n", ov->why);
+        return;
+    }
+    printf("optimal: makespan %g, %s %g (%s, within this schedule's peak of %g activations), "
+           "%.1f%% %s\n",
+           ov->makespan, ov->rep.proven ? "optimum" : "best found", ov->rep.makespan,
+           ov->rep.proven ? "proven" : "not proven in 60 s", ov->cap, fabs(ov->gap_percent),
+           ov->gap_percent >= 0 ? "above" : "below: the schedule runs some stage's microbatches "
+                                            "out of order, outside the space searched");
+}
+
+static json_object *optimal_json(const optimal_view *ov) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "compared", json_object_new_boolean(ov->done));
+    json_object_object_add(o, "why_not", ov->done ? NULL : json_object_new_string(ov->why));
+    json_object_object_add(o, "optimum", ov->done ? finite_json(ov->rep.makespan) : NULL);
+    json_object_object_add(o, "proven", ov->done ? json_object_new_boolean(ov->rep.proven) : NULL);
+    json_object_object_add(o, "cap", ov->done ? finite_json(ov->cap) : NULL);
+    json_object_object_add(o, "gap_percent", ov->done ? finite_json(ov->gap_percent) : NULL);
+    json_object_object_add(o, "solver_seconds", ov->done ? finite_json(ov->rep.seconds) : NULL);
+    return o;
+}
+
 /* The per-stage costs a check used, for --json (null without them). */
 static json_object *stage_costs_json(const ppv_stage_costs *sc) {
     if (!sc) return NULL;
@@ -342,7 +417,7 @@ static json_object *stage_costs_json(const ppv_stage_costs *sc) {
 }
 
 static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
-                       const target_view *tv, const ppv_stage_costs *sc) {
+                       const target_view *tv, const ppv_stage_costs *sc, const optimal_view *ov) {
     json_object *o = json_object_new_object();
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
@@ -392,6 +467,7 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
                            rep->simulated ? finite_json(rep->bubble_ratio) : NULL);
     if (mv) json_object_object_add(o, "memory", mem_json(s, mv));
     json_object_object_add(o, "lifespan", lifespan_json(s, rep));
+    json_object_object_add(o, "optimal", ov ? optimal_json(ov) : NULL);
     json_object_object_add(o, "costs_from", sc ? json_object_new_string(sc->source) : NULL);
     json_object_object_add(o, "stage_costs", stage_costs_json(sc));
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -399,7 +475,7 @@ static void print_json(const ppv_schedule *s, const ppv_check_report *rep, const
 }
 
 static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const mem_view *mv,
-                       const target_view *tv, const ppv_stage_costs *sc) {
+                       const target_view *tv, const ppv_stage_costs *sc, const optimal_view *ov) {
     char sem[64];
     ppv_semantics_format(&rep->sem, sem, sizeof sem);
     printf("%s: %d ranks, %d stages, %d microbatches, %s%s\n", s->name, rep->nranks, rep->nstages,
@@ -448,6 +524,7 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const
     printf("\n");
     if (rep->simulated) printf("makespan: %g  bubble ratio: %.6f\n", rep->makespan, rep->bubble_ratio);
     lifespan_text(s, rep);
+    if (ov) optimal_text(ov);
     if (mv) mem_text(s, mv);
     printf("result: %s\n",
            rep->ok && (!mv || mv->over < 0) && !(tv->pytorch && tv->n) ? "OK" : "PROBLEM");
@@ -629,8 +706,13 @@ static int check_body(check_args *cap, int show) {
         ppv_schedule_free(s);
         return rc;
     }
-    if (ca.json) print_json(s, rep, mvp, &tv, ca.opt.stages);
-    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp, &tv, ca.opt.stages);
+    optimal_view ov, *ovp = NULL;
+    if (ca.optimal) {
+        optimal_build(&ca, s, rep, &ov);
+        ovp = &ov;
+    }
+    if (ca.json) print_json(s, rep, mvp, &tv, ca.opt.stages, ovp);
+    else if (!show || (!ca.svg && !ca.trace)) print_text(s, rep, mvp, &tv, ca.opt.stages, ovp);
     if (show && !ca.json && !ca.svg && !ca.trace) render_text(rep, stdout);
     rc = rep->ok && (!mvp || mvp->over < 0) && !(tv.pytorch && tv.n) ? PPV_EXIT_OK
                                                                       : PPV_EXIT_PROBLEM;

@@ -16,6 +16,43 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
                    const char *outpath, long long limit, const ppv_model_spec *model,
                    const ppv_stage_costs *stages, int model_costs);
 
+static int write_schedule(const ppv_schedule *s, int comms, int native, const char *outpath,
+                          const ppv_costs *costs, int pytorch);
+
+/* ppv gen optimal: the proven optimum of small sizes (gen_optimal.c). */
+static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int comms, int native,
+                       const char *outpath, int model_given, const ppv_stage_costs *stages,
+                       int shape_v) {
+    if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
+    if (gp.stages_per_rank)
+        return usage_error("'optimal' places the stages by --kind-shape; it takes no -v%s", "");
+    if (model_given)
+        return usage_error("'optimal' takes its costs from --costs or --cost-file; no --model, "
+                           "--model-costs or --mem-cap%s", "");
+    ppv_optimal_params op = {gp.ranks, gp.microbatches, shape_v > 0, ap->costs, stages, ap->cap,
+                             ap->time_limit};
+    ppv_optimal_report rep;
+    ppv_schedule *s = NULL;
+    char err[1024];
+    if (ppv_generate_optimal(&op, &s, &rep, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv gen: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    char cap[64] = "";
+    if (ap->cap > 0) snprintf(cap, sizeof cap, ", every rank within %g activations", ap->cap);
+    fprintf(stderr,
+            "ppv gen: optimal: makespan %g, %s%s (%s shape, each stage's microbatches in "
+            "order); the best named kind: %g; %lld binaries, %lld constraints, %.2f s\n",
+            rep.makespan,
+            rep.proven ? "proven optimal" : "best found, not proven (--time-limit cut the solver "
+                                            "short: the result depends on this machine's speed)",
+            cap, shape_v > 0 ? "V" : "1F1B", rep.horizon, (long long)rep.variables,
+            (long long)rep.constraints, rep.seconds);
+    int rc = write_schedule(s, comms, native, outpath, &ap->costs, 0);
+    ppv_schedule_free(s);
+    return rc;
+}
+
 /* ppv gen KIND -p RANKS -m MICROBATCHES [options]. */
 int cmd_gen(int argc, char **argv) {
     ppv_gen_params gp = {0, 0, 0};
@@ -26,7 +63,7 @@ int cmd_gen(int argc, char **argv) {
     ppv_model_spec spec;
     ppv_stage_costs stages = {0, NULL, ""};
     const char *model = NULL, *cost_path = NULL;
-    int c, k, rc, model_costs = 0;
+    int c, k, rc, model_costs = 0, shape_v = -1;
     cli_parser p;
     CLI_BEGIN(&p, argv, gen_options, 0);
     while ((c = cli_next(&p, argc, argv)) != CLI_END) {
@@ -87,6 +124,14 @@ int cmd_gen(int argc, char **argv) {
             model_costs = 1;
             auto_only = 1;
             break;
+        case OPT_KIND_SHAPE:
+            if (strcmp(optarg, "1f1b") == 0) shape_v = 0;
+            else if (strcmp(optarg, "v") == 0) shape_v = 1;
+            else {
+                ppv_stage_costs_free(&stages);
+                return usage_error("--kind-shape is 1f1b or v, not '%s'", optarg);
+            }
+            break;
         case CLI_HELP:
             ppv_stage_costs_free(&stages);
             return print_help();
@@ -95,8 +140,15 @@ int cmd_gen(int argc, char **argv) {
             return bad_option();
         }
     }
-    rc = gen_run(argc, argv, gp, &ap, comms, native, costs_given, auto_only, search_only, outpath,
-                 limit, model ? &spec : NULL, cost_path ? &stages : NULL, model_costs);
+    if (optind == argc - 1 && strcmp(argv[optind], "optimal") == 0)
+        rc = gen_optimal(gp, &ap, comms, native, outpath, model || model_costs || ap.mem_cap_bytes > 0,
+                         cost_path ? &stages : NULL, shape_v);
+    else if (shape_v >= 0)
+        rc = usage_error("--kind-shape is for 'optimal'%s", "");
+    else
+        rc = gen_run(argc, argv, gp, &ap, comms, native, costs_given, auto_only, search_only,
+                     outpath, limit, model ? &spec : NULL, cost_path ? &stages : NULL,
+                     model_costs);
     ppv_stage_costs_free(&stages);
     return rc;
 }
@@ -137,7 +189,7 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
     rc = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
     if (rc >= 0) return rc;
     char err[1200];
-    ppv_schedule *s = NULL, *low = NULL;
+    ppv_schedule *s = NULL;
     if (is_auto) {
         ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
         ap.model = model;
@@ -194,20 +246,28 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
         fprintf(stderr, "ppv gen: %s\n", err);
         return PPV_EXIT_BAD_INPUT;
     }
-    rc = PPV_EXIT_OK;
+    /* a PyTorch class's own order is lowered as PyTorch lowers it, so the
+     * file is the one PyTorch would run (test_gen: it completes under
+     * rendezvous sends for every size tried); ppv's lowering otherwise */
+    rc = write_schedule(s, comms, native, outpath, &ap.costs,
+                        strncmp(argv[optind], "pytorch-", 8) == 0 && !costs_given);
+    ppv_schedule_free(s);
+    return rc;
+}
+
+/* Writes s (lowered with its messages when comms) to outpath or standard
+ * output; an exit code. */
+static int write_schedule(const ppv_schedule *s, int comms, int native, const char *outpath,
+                          const ppv_costs *costs, int pytorch) {
+    ppv_schedule *low = NULL;
+    char err[1200];
+    int rc = PPV_EXIT_OK;
     if (comms) {
-        ppv_check_options o = ppv_check_defaults();
-        o.costs = ap.costs;
-        /* a PyTorch class's own order is lowered as PyTorch lowers it, so
-         * the file is the one PyTorch would run (test_gen: it completes under
-         * rendezvous sends for every size tried); ppv's lowering otherwise */
-        int pytorch = strncmp(argv[optind], "pytorch-", 8) == 0 && !costs_given;
         int lrc = pytorch ? ppv_schedule_lower_pytorch(s, 0, &low, err, sizeof err)
-                          : ppv_schedule_lower(s, &o.costs, 0, &low, err, sizeof err);
+                          : ppv_schedule_lower(s, costs, 0, &low, err, sizeof err);
         if (lrc != 0) {
             fprintf(stderr, "ppv gen: lowering %s failed: %s\n", s->name,
                     lrc == 1 && !pytorch ? "the compute order has a dependency cycle" : err);
-            ppv_schedule_free(s);
             return PPV_EXIT_PROBLEM;
         }
     }
@@ -236,7 +296,6 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
         rc = PPV_EXIT_BAD_INPUT;
     }
 done:
-    ppv_schedule_free(s);
     ppv_schedule_free(low);
     return rc;
 }

@@ -89,14 +89,20 @@ typedef struct option_value {
       "rank above the kind's own peak",                                                            \
       "1,2,1,0; a named kind untuned")                                                             \
     X(CAP, 0, "cap", "A", V_INT(1, 1 << 24),                                                                          \
-      "auto: at most A activations on any rank (whole microbatches, as check counts them)",        \
+      "auto and optimal: at most A activations on any rank (whole microbatches, as check counts "  \
+      "them)",                                                                                     \
       "no cap")                                                                                    \
+    X(KIND_SHAPE, 0, "kind-shape", "1f1b|v", V_WORD,                                                      \
+      "optimal: the stages' placement searched, one stage a rank (1f1b) or two in a V (v: rank r " \
+      "holds stages r and 2p-1-r)",                                                                \
+      "1f1b")                                                                                      \
     X(BUDGET, 0, "budget", "N", V_INT(0, 1LL << 40),                                                                    \
       "auto, or a kind tuned with --costs: schedules the local search may check (0: no bound)",    \
       "2000")                                                                                      \
     X(TIME_LIMIT, 0, "time-limit", "S", V_POSITIVE_SECONDS(1e6),                                                            \
-      "auto, or a kind tuned with --costs: stop the search after S seconds (a safety stop: a "     \
-      "result it cuts short depends on the machine, and says so)",                                 \
+      "auto, optimal, or a kind tuned with --costs: stop the search after S seconds (a safety "   \
+      "stop: a result it cuts short depends on the machine, and says so; optimal then says 'best " \
+      "found, not proven')",                                                                       \
       "60")                                                                                        \
     X(MODEL, 0, "model", "SPEC|FILE", V_MODEL,                                                              \
       "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)",     \
@@ -161,6 +167,10 @@ typedef struct option_value {
       "activations) for a GPT-style model: key=value items, comma-separated or one a line in "     \
       "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "         \
       "(spec/memory-model.md)",                                                                    \
+      NULL)                                                                                        \
+    X(OPTIMAL, 0, "optimal", NULL, V_NONE,                                                                \
+      "also prove the optimum for the schedule's size, placement (one stage a rank, or a V), "     \
+      "costs and own peak (ppv gen optimal, at most 60 s) and report the schedule's gap to it",   \
       NULL)                                                                                        \
     X(MODEL_COSTS, 0, "model-costs", NULL, V_NONE,                                                        \
       "with --model: each stage's times and activation from the model's split (FLOP-"             \

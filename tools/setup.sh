@@ -27,8 +27,11 @@ packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-d
 # python3-torch (1.13, CPU, gloo) for the torch.distributed corpus that runs
 # under real torch and under ppv (tests/python/test_torch_corpus.py)
 [ "$what" = test ] && packages+=(python3-torch)
+# libglpk-dev (GLPK's header; its library, libglpk40, is loaded when asked)
+# for ppv gen optimal's proofs, whose tests must not skip here
+[ "$what" = test ] && packages+=(libglpk-dev)
 export PPV_REQUIRE_H5PY=1
-[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1 PPV_REQUIRE_TORCH=1
+[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1 PPV_REQUIRE_TORCH=1 PPV_REQUIRE_GLPK=1
 
 missing=()
 for p in "${packages[@]}"; do

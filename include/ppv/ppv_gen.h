@@ -82,4 +82,36 @@ int ppv_generate_tuned(const char *kind, const ppv_gen_params *gp, const ppv_cos
                        const ppv_stage_costs *stages, int64_t budget, double time_limit,
                        ppv_schedule **out, ppv_gen_auto_report *rep, char *err, size_t errlen);
 
+/* `ppv gen optimal`: the schedule of smallest makespan for p ranks and m
+ * microbatches under the costs (each action's, as `ppv check` takes them,
+ * or each stage's) with every rank within cap activations (as check counts
+ * them), proven by a MILP solver (GLPK; gen_optimal.c has the model). Its
+ * space: every order in which each stage runs its microbatches' F, I and W
+ * in microbatch order, one stage a rank (1F1B's placement) or two in a V
+ * (rank r holds stages r and 2p-1-r). The solver stops at time_limit
+ * seconds (<= 0: 60) with its best, not proven. 0 with *out, or -1 (err):
+ * too large a model (the message gives its size), costs not a multiple of
+ * 1/1000, no schedule within the cap, no solver in this build. */
+typedef struct ppv_optimal_params {
+    int32_t ranks, microbatches;
+    int shape_v;                   /* 0: one stage a rank; 1: two in a V */
+    ppv_costs costs;               /* every stage's, when stages is NULL */
+    const ppv_stage_costs *stages; /* or each stage's own (2p of them for a V) */
+    double cap;                    /* activations a rank may hold; <= 0: no cap */
+    double time_limit;             /* seconds */
+} ppv_optimal_params;
+
+typedef struct ppv_optimal_report {
+    int proven;         /* the solver closed the gap: no schedule of the space is faster */
+    double makespan;    /* of the schedule found, in cost units */
+    double bound;       /* the proven optimum (NaN when not proven) */
+    double horizon;     /* the best named kind's makespan within the cap: the model's horizon */
+    int64_t variables;  /* binaries */
+    int64_t constraints;
+    double seconds;     /* the solver's */
+} ppv_optimal_report;
+
+int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_optimal_report *rep,
+                         char *err, size_t errlen);
+
 #endif

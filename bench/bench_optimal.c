@@ -1,0 +1,95 @@
+/* bench_optimal.c - how far each named kind is from the proven optimum,
+ * and what the proof costs: the table of docs/schedules.md ("How far from
+ * the best"). For p in {2, 3, 4} and m in {4, 8}, at unit costs (F 1, B 2,
+ * W 1), at the zero-bubble authors' F 2, I 2, W 1, and with an uneven
+ * last stage (its F, I and W twice the others', as an output layer and
+ * loss make it), it prints each one-stage-a-rank kind's makespan, peak and
+ * bubble, the optimum within the kind's own peak and within 1F1B's, each
+ * proven or not, the gap, and the solver's seconds. A benchmark reports
+ * figures; it never fails on them (exit 2 when the solver cannot run).
+ *
+ * usage: ppv_bench_optimal [TIME_LIMIT_S]   (default 60 a proof)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ppv_engine.h"
+
+static const char *const kinds[] = {"1f1b", "zb-h1", "zb-h2", "gpipe"};
+
+static int checked(const ppv_schedule *s, const ppv_stage_costs *sc, const ppv_costs *c,
+                   double *makespan, double *peak, double *bubble) {
+    ppv_check_options o = ppv_check_defaults();
+    o.costs = *c;
+    o.stages = sc;
+    ppv_check_report *r = NULL;
+    char err[512];
+    if (ppv_schedule_check(s, &o, &r, err, sizeof err) < 0 || !r->ok || !r->simulated) {
+        ppv_check_report_free(r);
+        return -1;
+    }
+    *makespan = r->makespan, *bubble = r->bubble_ratio, *peak = 0;
+    for (int32_t k = 0; k < r->nranks; k++)
+        if (r->peak_activation[k] > *peak) *peak = r->peak_activation[k];
+    ppv_check_report_free(r);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    double limit = argc > 1 ? atof(argv[1]) : 60;
+    static const struct {
+        const char *name;
+        ppv_costs c;
+        int uneven;
+    } settings[] = {{"F1 B2 W1", {1, 2, 1, 0}, 0},
+                    {"F2 I2 W1", {2, 3, 1, 0}, 0},
+                    {"uneven (last stage x2)", {1, 2, 1, 0}, 1}};
+    printf("| costs | p | m | kind | makespan | peak | bubble | optimum at its peak | gap | "
+           "optimum at 1F1B's peak | solver s |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t c = 0; c < 3; c++)
+        for (int32_t p = 2; p <= 4; p++)
+            for (int32_t m = 4; m <= 8; m += 4) {
+                ppv_stage_costs sc = {p, calloc((size_t)p, sizeof(ppv_stage_cost)), "uneven"};
+                if (!sc.s) return 2;
+                for (int32_t k = 0; k < p; k++) {
+                    double x = k == p - 1 ? 2 : 1;
+                    sc.s[k] = (ppv_stage_cost){x, 2 * x, x, 0, 1, 0, 0};
+                }
+                const ppv_stage_costs *use = settings[c].uneven ? &sc : NULL;
+                double f1b_peak = 0, ms, pk, bb;
+                for (size_t k = 0; k < 4; k++) {
+                    ppv_gen_params gp = {p, m, 1};
+                    ppv_schedule *s = NULL;
+                    char err[512];
+                    if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) < 0 ||
+                        checked(s, use, &settings[c].c, &ms, &pk, &bb) < 0) {
+                        ppv_schedule_free(s);
+                        continue;
+                    }
+                    if (k == 0) f1b_peak = pk;
+                    ppv_schedule_free(s);
+                    double opt[2] = {0, 0}, secs = 0;
+                    int proven[2] = {0, 0};
+                    for (int w = 0; w < 2; w++) {
+                        ppv_optimal_params op = {p, m, 0, settings[c].c, use,
+                                                 w == 0 ? pk : f1b_peak, limit};
+                        ppv_optimal_report rep;
+                        ppv_schedule *o = NULL;
+                        if (ppv_generate_optimal(&op, &o, &rep, err, sizeof err) < 0) {
+                            fprintf(stderr, "bench: %s\n", err);
+                            return 2;
+                        }
+                        opt[w] = rep.makespan, proven[w] = rep.proven, secs += rep.seconds;
+                        ppv_schedule_free(o);
+                    }
+                    printf("| %s | %d | %d | %s | %g | %g | %.3f | %g%s | %.1f%% | %g%s | %.2f |\n",
+                           settings[c].name, p, m, kinds[k], ms, pk, bb, opt[0],
+                           proven[0] ? "" : " (not proven)", 100 * (ms - opt[0]) / opt[0], opt[1],
+                           proven[1] ? "" : " (not proven)", secs);
+                    fflush(stdout);
+                }
+                ppv_stage_costs_free(&sc);
+            }
+    return 0;
+}

@@ -1,0 +1,264 @@
+/* test_optimal.c - ppv gen optimal: the MILP's optimum against brute force
+ * on the smallest sizes, the schedule it writes (it passes ppv check with
+ * the solver's makespan and runs on the engine with the reference's
+ * gradients), no named kind ever faster than the proven optimum, and its
+ * refusals. Skips where GLPK cannot be loaded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ppv_engine.h"
+#include "testutil.h"
+
+/* Whether the solver can run here (GLPK's library loads). */
+static int have_solver(void) {
+    ppv_optimal_params p = {2, 1, 0, {1, 2, 1, 0}, NULL, 0, 10};
+    ppv_schedule *s = NULL;
+    ppv_optimal_report r;
+    char err[512];
+    int rc = ppv_generate_optimal(&p, &s, &r, err, sizeof err);
+    ppv_schedule_free(s);
+    if (rc < 0 && (strstr(err, "cannot load GLPK") || strstr(err, "without GLPK"))) {
+        if (getenv("PPV_REQUIRE_GLPK")) fail_msg("PPV_REQUIRE_GLPK: %s", err);
+        return 0;
+    }
+    return 1;
+}
+
+static ppv_check_report *check(const ppv_schedule *s, const ppv_stage_costs *sc) {
+    ppv_check_options o = ppv_check_defaults();
+    o.stages = sc;
+    ppv_check_report *r = NULL;
+    char err[512];
+    if (ppv_schedule_check(s, &o, &r, err, sizeof err) < 0) fail_msg("%s", err);
+    return r;
+}
+
+static double peak_of(const ppv_check_report *r) {
+    double p = 0;
+    for (int32_t k = 0; k < r->nranks; k++)
+        if (r->peak_activation[k] > p) p = r->peak_activation[k];
+    return p;
+}
+
+/* ---- brute force: every order of two ranks' jobs --------------------------------- */
+
+enum { MAXJ = 9 };
+
+typedef struct orders {
+    int n;             /* jobs a rank: 3m */
+    int8_t seq[2000][MAXJ]; /* job = type * m + mb, type 0 F, 1 I, 2 W */
+    int count;
+} orders;
+
+/* Every order of a stage's 3m jobs with F before I before W of each
+ * microbatch, and (in_order) each type's microbatches in order. */
+static void enumerate(orders *o, int m, int in_order, int8_t *cur, int depth, int *used) {
+    if (depth == 3 * m) {
+        assert_true(o->count < 2000);
+        memcpy(o->seq[o->count++], cur, (size_t)(3 * m));
+        return;
+    }
+    for (int j = 0; j < 3 * m; j++) {
+        if (used[j]) continue;
+        int type = j / m, mb = j % m;
+        if (type > 0 && !used[(type - 1) * m + mb]) continue;
+        if (in_order && mb > 0 && !used[type * m + mb - 1]) continue;
+        used[j] = 1;
+        cur[depth] = (int8_t)j;
+        enumerate(o, m, in_order, cur, depth + 1, used);
+        used[j] = 0;
+    }
+}
+
+/* The smallest makespan over every pair of orders of 2 ranks (1F1B's
+ * placement) within cap (<= 0: none) under sc (NULL: unit costs). */
+static double brute_force(int m, int in_order, double cap, const ppv_stage_costs *sc) {
+    static orders o;
+    memset(&o, 0, sizeof o);
+    int8_t cur[MAXJ];
+    int used[MAXJ] = {0};
+    enumerate(&o, m, in_order, cur, 0, used);
+    static const ppv_action_kind kinds[3] = {PPV_ACT_F, PPV_ACT_I, PPV_ACT_W};
+    double best = 1e30;
+    for (int a = 0; a < o.count; a++)
+        for (int b = 0; b < o.count; b++) {
+            ppv_schedule *s = ppv_schedule_new(2);
+            s->nmb = m;
+            s->dialect = PPV_DIALECT_CURRENT;
+            for (int r = 0; r < 2; r++)
+                for (int k = 0; k < 3 * m; k++) {
+                    int j = (r ? o.seq[b] : o.seq[a])[k];
+                    ppv_action act = ppv_action_make(kinds[j / m], r, j % m);
+                    assert_int_equal(ppv_schedule_append(s, r, &act), 0);
+                }
+            char err[256];
+            assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
+            ppv_check_report *rep = check(s, sc);
+            if (rep->ok && rep->simulated && (cap <= 0 || peak_of(rep) <= cap + 1e-9) &&
+                rep->makespan < best)
+                best = rep->makespan;
+            ppv_check_report_free(rep);
+            ppv_schedule_free(s);
+        }
+    return best;
+}
+
+static ppv_schedule *optimal(int32_t p, int32_t m, int v, double cap, const ppv_stage_costs *sc,
+                             ppv_optimal_report *rep) {
+    ppv_optimal_params op = {p, m, v, {1, 2, 1, 0}, sc, cap, 60};
+    ppv_schedule *s = NULL;
+    char err[512];
+    if (ppv_generate_optimal(&op, &s, rep, err, sizeof err) < 0) fail_msg("%s", err);
+    return s;
+}
+
+/* The solver's optimum is brute force's, at m = 2 over every order and at
+ * m = 3 over the orders that run each type's microbatches in order (42 a
+ * rank), with and without caps, at unit and at uneven costs. */
+static void test_the_optimum_is_brute_forces(void **state) {
+    (void)state;
+    if (!have_solver()) skip();
+    ppv_stage_costs uneven = {2, calloc(2, sizeof(ppv_stage_cost)), "uneven"};
+    assert_non_null(uneven.s);
+    uneven.s[0] = (ppv_stage_cost){1, 3, 1, 1, 1, 0, 0};
+    uneven.s[1] = (ppv_stage_cost){2, 3, 2, 0, 2, 0, 0};
+    static const struct {
+        int m, in_order;
+        double cap;
+        int uneven;
+    } cases[] = {{2, 0, 0, 0}, {2, 0, 1, 0}, {2, 0, 0, 1}, {2, 0, 2, 1}, {3, 1, 0, 0},
+                 {3, 1, 2, 0}, {3, 1, 1, 0}, {3, 1, 0, 1}, {3, 1, 4, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const ppv_stage_costs *sc = cases[k].uneven ? &uneven : NULL;
+        double want = brute_force(cases[k].m, cases[k].in_order, cases[k].cap, sc);
+        ppv_optimal_report rep;
+        ppv_schedule *s = optimal(2, cases[k].m, 0, cases[k].cap, sc, &rep);
+        if (!rep.proven || rep.makespan != want)
+            fail_msg("m %d cap %g%s: solver %g (proven %d), brute force %g", cases[k].m,
+                     cases[k].cap, cases[k].uneven ? " uneven" : "", rep.makespan, rep.proven,
+                     want);
+        ppv_check_report *r = check(s, sc); /* its schedule is what it says */
+        assert_true(r->ok);
+        assert_true(r->makespan == rep.makespan);
+        if (cases[k].cap > 0) assert_true(peak_of(r) <= cases[k].cap);
+        ppv_check_report_free(r);
+        ppv_schedule_free(s);
+    }
+    /* at m = 2 running microbatches in order loses nothing */
+    assert_true(brute_force(2, 1, 0, NULL) == brute_force(2, 0, 0, NULL));
+    ppv_stage_costs_free(&uneven);
+}
+
+/* No named kind is faster than the proven optimum within its own peak,
+ * and the optimal schedules run on the engine with the reference's
+ * gradients, bit for bit. */
+static void test_no_kind_beats_the_optimum_and_it_runs(void **state) {
+    (void)state;
+    if (!have_solver()) skip();
+    static const char *const kinds[] = {"1f1b", "zb-h1", "zb-h2", "gpipe"};
+    for (int32_t p = 2; p <= 4; p++)
+        for (size_t k = 0; k < 4; k++) {
+            ppv_gen_params gp = {p, 4, 1};
+            ppv_schedule *s = NULL;
+            char err[512];
+            assert_int_equal(ppv_generate(kinds[k], &gp, &s, err, sizeof err), 0);
+            ppv_check_report *r = check(s, NULL);
+            ppv_optimal_report rep;
+            ppv_schedule *o = optimal(p, 4, 0, peak_of(r), NULL, &rep);
+            assert_true(rep.proven);
+            if (rep.makespan > r->makespan)
+                fail_msg("p %d: %s %g beats the optimum %g", p, kinds[k], r->makespan,
+                         rep.makespan);
+            ppv_run_options ro = ppv_run_defaults();
+            ppv_run_report *run = NULL;
+            assert_int_equal(ppv_run(o, &ro, &run, err, sizeof err), 0);
+            assert_int_equal(run->world.status, PPV_RUN_DONE);
+            ppv_model_config cfg = ppv_run_model_config(&ro, o);
+            float *ref = NULL;
+            size_t nref = 0;
+            double loss = 0;
+            assert_int_equal(ppv_run_reference(&cfg, o->nmb, &ref, &nref, &loss, err, sizeof err),
+                             0);
+            assert_int_equal(run->ngrads, nref);
+            assert_memory_equal(run->grads, ref, nref * sizeof *ref);
+            free(ref);
+            ppv_run_report_free(run);
+            ppv_check_report_free(r);
+            ppv_schedule_free(s);
+            ppv_schedule_free(o);
+        }
+    /* p = 4, m = 4 within 3 activations: the optimum, 18, is faster than
+     * every named kind (ZB-H1 and 1F1B take 19 and more) */
+    ppv_optimal_report rep;
+    ppv_schedule *o = optimal(4, 4, 0, 3, NULL, &rep);
+    assert_true(rep.proven && rep.makespan == 18 && rep.horizon == 19);
+    ppv_schedule_free(o);
+}
+
+/* Too large a model is refused with its size; a time limit too short to
+ * prove it returns the best found, not proven; a cap no schedule meets. */
+static void test_sizes_it_cannot_prove_are_said(void **state) {
+    (void)state;
+    if (!have_solver()) skip();
+    ppv_optimal_params op = {16, 64, 0, {1, 2, 1, 0}, NULL, 0, 10};
+    ppv_schedule *s = NULL;
+    ppv_optimal_report rep;
+    char err[512];
+    assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
+    assert_non_null(strstr(err, "optimal: p 16, m 64 needs about "));
+    assert_non_null(strstr(err, "binary variables (3072 jobs over a horizon of"));
+    op = (ppv_optimal_params){4, 8, 0, {1, 2, 1, 0}, NULL, 3, 0.001};
+    assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), 0);
+    assert_false(rep.proven);
+    assert_true(rep.makespan <= rep.horizon);
+    ppv_schedule_free(s);
+    op = (ppv_optimal_params){2, 2, 0, {1, 2, 1, 0}, NULL, 0.5, 10};
+    assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no schedule of the shape keeps every rank within 0.5 "
+                                "activations"));
+    op = (ppv_optimal_params){2, 2, 0, {1, 2.0001, 1, 0}, NULL, 0, 10};
+    assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
+    assert_non_null(strstr(err, "every cost must be a multiple of 1/1000"));
+    /* as a user runs it */
+    const char *out = tmp_path("optimal.csv");
+    run_result r = RUN("gen", "optimal", "-p", "4", "-m", "4", "--cap", "3", "-o", out);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "ppv gen: optimal: makespan 18, proven optimal, every rank "
+                                  "within 3 activations (1F1B shape, each stage's microbatches "
+                                  "in order); the best named kind: 19;"));
+    run_free(&r);
+    r = RUN("check", out, "--optimal");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\noptimal: makespan 18, optimum 18 (proven, within this "
+                                  "schedule's peak of 3 activations), 0.0% above\n"));
+    run_free(&r);
+    /* 1F1B: (m + p - 1)(F + B) = 21; within its peak of 4 the optimum is
+     * m(F + B) + (p - 1)F, the fill alone, 12 + 3 = 15 */
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "4", "-o", out);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    r = RUN("check", out, "--optimal");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\noptimal: makespan 21, optimum 15 (proven, within this "
+                                  "schedule's peak of 4 activations), 40.0% above\n"));
+    run_free(&r);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--kind-shape", "w");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--kind-shape is 1f1b or v, not 'w'"));
+    run_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_optimum_is_brute_forces),
+        cmocka_unit_test(test_no_kind_beats_the_optimum_and_it_runs),
+        cmocka_unit_test(test_sizes_it_cannot_prove_are_said),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
