@@ -248,6 +248,18 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
     assert_non_null(strstr(r.out, "\noptimal: makespan 21, optimum 15 (proven, within this "
                                   "schedule's peak of 4 activations), 40.0% above\n"));
     run_free(&r);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--budget", "10");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "'optimal' is bounded by --time-limit, not --budget"));
+    run_free(&r);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--model", "layers=4,hidden=64,heads=4,seq=8");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "'optimal' takes its costs from --costs or --cost-file"));
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "--kind-shape", "v");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--kind-shape is for 'optimal'"));
+    run_free(&r);
     r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--kind-shape", "w");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--kind-shape is 1f1b or v, not 'w'"));

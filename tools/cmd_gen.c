@@ -4,6 +4,7 @@
  * Sizes whose schedule would not fit in memory are refused first.
  */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "cli.h"
@@ -22,8 +23,15 @@ static int write_schedule(const ppv_schedule *s, int comms, int native, const ch
 /* ppv gen optimal: the proven optimum of small sizes (gen_optimal.c). */
 static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int comms, int native,
                        const char *outpath, int model_given, const ppv_stage_costs *stages,
-                       int shape_v) {
+                       int shape_v, long long limit) {
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
+    /* the schedule's actions, as for any kind (the solver's own model is
+     * bounded by its variable count) */
+    double actions = (double)gp.ranks * 2 * (double)gp.microbatches * 3.0 * (comms ? 3.0 : 1.0);
+    char what[128];
+    snprintf(what, sizeof what, "a schedule of up to %.0f actions", actions);
+    int big = refuse_if_too_big(what, actions * BYTES_PER_ACTION, limit);
+    if (big >= 0) return big;
     if (gp.stages_per_rank)
         return usage_error("'optimal' places the stages by --kind-shape; it takes no -v%s", "");
     if (model_given)
@@ -40,13 +48,15 @@ static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int com
     }
     char cap[64] = "";
     if (ap->cap > 0) snprintf(cap, sizeof cap, ", every rank within %g activations", ap->cap);
+    char kind[64] = "none within the cap";
+    if (isfinite(rep.horizon)) snprintf(kind, sizeof kind, "%g", rep.horizon);
     fprintf(stderr,
             "ppv gen: optimal: makespan %g, %s%s (%s shape, each stage's microbatches in "
-            "order); the best named kind: %g; %lld binaries, %lld constraints, %.2f s\n",
+            "order); the best named kind: %s; %lld binaries, %lld constraints, %.2f s\n",
             rep.makespan,
             rep.proven ? "proven optimal" : "best found, not proven (--time-limit cut the solver "
                                             "short: the result depends on this machine's speed)",
-            cap, shape_v > 0 ? "V" : "1F1B", rep.horizon, (long long)rep.variables,
+            cap, shape_v > 0 ? "V" : "1F1B", kind, (long long)rep.variables,
             (long long)rep.constraints, rep.seconds);
     int rc = write_schedule(s, comms, native, outpath, &ap->costs, 0);
     ppv_schedule_free(s);
@@ -56,7 +66,7 @@ static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int com
 /* ppv gen KIND -p RANKS -m MICROBATCHES [options]. */
 int cmd_gen(int argc, char **argv) {
     ppv_gen_params gp = {0, 0, 0};
-    int comms = 0, native = 0, costs_given = 0, auto_only = 0, search_only = 0;
+    int comms = 0, native = 0, costs_given = 0, auto_only = 0, search_only = 0, budget_given = 0;
     const char *outpath = NULL;
     long long limit = physical_memory();
     ppv_gen_auto_params ap = {0, 0, ppv_check_defaults().costs, 0, 2000, 60, NULL, 0, 0, NULL, 0};
@@ -97,7 +107,7 @@ int cmd_gen(int argc, char **argv) {
             break;
         case OPT_BUDGET:
             ap.budget = p.num;
-            search_only = 1;
+            search_only = budget_given = 1;
             break;
         case OPT_TIME_LIMIT:
             ap.time_limit = p.real;
@@ -141,8 +151,10 @@ int cmd_gen(int argc, char **argv) {
         }
     }
     if (optind == argc - 1 && strcmp(argv[optind], "optimal") == 0)
-        rc = gen_optimal(gp, &ap, comms, native, outpath, model || model_costs || ap.mem_cap_bytes > 0,
-                         cost_path ? &stages : NULL, shape_v);
+        rc = budget_given ? usage_error("'optimal' is bounded by --time-limit, not --budget%s", "")
+             : gen_optimal(gp, &ap, comms, native, outpath,
+                           model || model_costs || ap.mem_cap_bytes > 0,
+                           cost_path ? &stages : NULL, shape_v, limit);
     else if (shape_v >= 0)
         rc = usage_error("--kind-shape is for 'optimal'%s", "");
     else

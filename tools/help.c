@@ -67,12 +67,13 @@ static const help_option *const none_groups[] = {no_options, NULL};
 static const char *const gen_examples[] = {
     "ppv gen dualpipev -p 4 -m 10 -o dpv.csv",  "ppv gen zbv -p 4 -m 8 --comms -o zbv_comms.csv",
     "ppv gen 1f1b -p 4 -m 8 --format native",   "ppv gen auto -p 4 -m 8 --cap 3 --costs 1,2,1,0",
-    "ppv gen zb-h2 -p 4 -m 16 --costs 1,2,1,1", NULL};
+    "ppv gen zb-h2 -p 4 -m 16 --costs 1,2,1,1", "ppv gen optimal -p 4 -m 4 --cap 3 -o opt.csv",
+    NULL};
 static const char *const check_examples[] = {
     "ppv check dpv.csv", "ppv check zbv_comms.csv --semantics eager:4M --json",
     "ppv gen 1f1b -p 4 -m 8 | ppv check - --junit check.xml",
     "ppv check dpv.csv --model layers=24,hidden=2048,heads=16,seq=2048,vocab=50257 --mem-cap 40G",
-    NULL};
+    "ppv check opt.csv --cost-file stages.csv --optimal", NULL};
 static const char *const show_examples[] = {
     "ppv show dpv.csv", "ppv show dpv.csv --svg dpv.svg --chrome-trace dpv.json", NULL};
 static const char *const run_examples[] = {
@@ -129,15 +130,19 @@ static const help_command commands[] = {
      "v-min or dualpipev; one of PyTorch's schedule classes, action for action: "
      "pytorch-gpipe, pytorch-1f1b (the valid order), pytorch-looped-bfs, "
      "pytorch-interleaved-1f1b, pytorch-interleaved-zb, pytorch-zbv or pytorch-dualpipev; "
-     "or auto. Without --comms it is PyTorch's compute-only CSV; with it, "
+     "auto; or optimal. Without --comms it is PyTorch's compute-only CSV; with it, "
      "the schedule lowered with send/recv actions. Sizes whose schedule would not fit in "
      "memory are refused with the estimate. auto writes the schedule with the smallest "
      "makespan ppv finds under --costs with every rank within --cap: the best of every kind "
      "at every stage count (and a greedy built to the cap), the four best then improved by "
      "swapping adjacent actions while the check passes; a line on standard error says what it "
      "chose. "
-     "A named kind given --costs is tuned to them the same way, within its own peak. "
-     "It is deterministic: the same options give the same schedule.",
+     "A named kind given --costs (or --cost-file, each stage's own) is tuned to them the same "
+     "way, within its own peak. optimal writes the schedule of smallest makespan under the "
+     "costs within --cap, proven by GLPK's MILP solver (one stage a rank, or two in a V with "
+     "--kind-shape v; each stage's microbatches in order), or the best found when "
+     "--time-limit cuts it short, said so; sizes beyond p 4, m 8 are refused with the model's "
+     "size. It is deterministic: the same options give the same schedule.",
      gen_groups, gen_examples},
     {"check", "FILE [options]",
      "Checks a schedule (PyTorch CSV in either dialect, or ppv's native format; - reads "

@@ -462,7 +462,7 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
     }
     free(tail);
     rep->variables = vars;
-    rep->horizon = hu;
+    rep->horizon = seed ? hu : NAN; /* without a kind within the cap: the sequential run's */
     if (vars > MAX_VARIABLES) {
         free(md.jobs);
         ppv_schedule_free(seed);

@@ -105,7 +105,8 @@ typedef struct ppv_optimal_report {
     int proven;         /* the solver closed the gap: no schedule of the space is faster */
     double makespan;    /* of the schedule found, in cost units */
     double bound;       /* the proven optimum (NaN when not proven) */
-    double horizon;     /* the best named kind's makespan within the cap: the model's horizon */
+    double horizon;     /* the best named kind's makespan within the cap (the model's horizon);
+                         * NaN when none fits it */
     int64_t variables;  /* binaries */
     int64_t constraints;
     double seconds;     /* the solver's */
