@@ -845,9 +845,14 @@ static int check_memory(conform *c, ppv_inference_reader *rd, const ppv_conform_
         m->held_at_end = r->held_at_end;
         memcpy(m->at_peak, r->at_peak, sizeof m->at_peak);
         int64_t high = INT64_MIN, at = -1;
-        int order_said = 0, negative_said = 0;
+        int order_said = 0, negative_said = 0, phase_said = 0;
         for (int64_t i = 0; i < r->n; i++) {
             const int64_t *s = &r->samples[3 * i];
+            if (s[2] != -1 && (s[2] < 0 || s[2] >= PPV_PHASE_COUNT) && !phase_said++)
+                violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_FIELD,
+                          "%s: sample %" PRId64 " has phase code %" PRId64 ": the codes are 0 "
+                          "warm-up, 1 steady, 2 cut-drain, 3 new-epoch and 4 end",
+                          name, i, s[2]);
             if (s[1] < 0 && !negative_said++)
                 violation(c, PPV_CONFORM_MEMORY, PPV_FAIL_MEMORY,
                           "%s: sample %" PRId64 " (t_ns %" PRId64 ") holds %" PRId64

@@ -1733,6 +1733,20 @@ static void test_memory_samples_that_contradict_their_peak_are_violations(void *
     expect_violations(&cr, shape, 3);
     assert_int_equal(cr.nmem, 2); /* the rows that could be judged */
     ppv_conform_report_free(&cr);
+    /* a phase code no phase has */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    v = samples_of(f, "rank_0000", &n);
+    v[3 * 2 + 2] = 7;
+    put_samples(f, "rank_0000", v);
+    free(v);
+    H5Fclose(f);
+    cr = conform_ok(path);
+    want phased[4] = {{PPV_CONFORM_MEMORY, PPV_FAIL_FIELD, -1,
+                       "rank 0 (stage 0): sample 2 has phase code 7: the codes are 0 warm-up, "
+                       "1 steady, 2 cut-drain, 3 new-epoch and 4 end"},
+                      shape[0], shape[1], shape[2]};
+    expect_violations(&cr, phased, 4);
+    ppv_conform_report_free(&cr);
     /* no memory part: a cap cannot be checked */
     rec x;
     clean_log(&x);

@@ -70,7 +70,6 @@ static int run_world(pp_ctx *c, const ppv_policy *policy, ppv_world **wout, char
 static void gather_memory(pp_ctx *c, ppv_transport *t, int32_t me) {
     ppv_pp_report *r = c->rep;
     const ppv_transport_ops *x = t->ops;
-    int32_t *phases = calloc((size_t)c->nranks, sizeof *phases);
     for (int32_t k = 0; k < c->nranks; k++) {
         ppv_pp_mem_row *row = &r->mem[k];
         struct {
@@ -92,18 +91,15 @@ static void gather_memory(pp_ctx *c, ppv_transport *t, int32_t me) {
         row->peak_t_ns = s.t_ns;
         row->peak_phase = (ppv_pp_phase)s.phase;
     }
-    if (!phases) return; /* out of memory: the mesh's phases stay their own */
+    /* one at a time: nothing to allocate, so every process takes part */
     for (int32_t k = 1; k < c->nranks; k++) {
         int64_t id = r->mem[k].peak_call_id;
-        phases[k] = id >= 0 && id < c->nsent_phase && c->sent_phase[id] >= 0
-                        ? c->sent_phase[id]
-                        : (int32_t)r->mem[k].peak_phase;
+        int32_t phase = id >= 0 && id < c->nsent_phase && c->sent_phase[id] >= 0
+                            ? c->sent_phase[id]
+                            : (int32_t)r->mem[k].peak_phase;
+        x->broadcast(t->impl, me, &phase, sizeof phase, 0, 0, "a mesh rank's peak phase");
+        r->mem[k].peak_phase = (ppv_pp_phase)phase;
     }
-    x->broadcast(t->impl, me, phases, (size_t)c->nranks * sizeof *phases, 0, 0,
-                 "the mesh's peak phases");
-    for (int32_t k = 1; k < c->nranks; k++)
-        r->mem[k].peak_phase = (ppv_pp_phase)phases[k];
-    free(phases);
 }
 
 /* The run on a job of processes: this process runs its rank; then stage
