@@ -1094,15 +1094,23 @@ typedef struct mem_walk {
     int rc;
 } mem_walk;
 
-static int64_t attr_or(hid_t g, const char *name, int64_t absent, int *bad) {
+/* Attribute name of g as an integer, or absent when it is not there; *bad
+ * when it is there but not an integer, *fail when the file cannot say. */
+static int64_t attr_or(hid_t g, const char *name, int64_t absent, int *bad, int *fail) {
     int64_t v = absent;
-    if (H5Aexists(g, name) > 0 && h5_read_attr_i64(g, name, &v) < 0) *bad = 1;
+    htri_t ex = H5Aexists(g, name);
+    if (ex < 0) *fail = 1;
+    else if (ex > 0 && h5_read_attr_i64(g, name, &v) < 0) *bad = 1, v = absent;
     return v;
 }
 
 /* Reads the samples of row m from group g: (n, 2) or (n, 3) integers. */
 static int read_mem_samples(mem_walk *w, hid_t g, inference_mem *m) {
-    if (H5Lexists(g, "samples", H5P_DEFAULT) <= 0) return 0; /* a peak alone */
+    htri_t ex = H5Lexists(g, "samples", H5P_DEFAULT);
+    if (ex < 0)
+        return gerr(w->err, w->errlen, "%s: /inference/memory/%s: cannot list it", w->r->path,
+                    m->name);
+    if (ex == 0) return 0; /* a peak alone */
     hid_t d = H5Dopen2(g, "samples", H5P_DEFAULT), sp = d < 0 ? -1 : H5Dget_space(d);
     hid_t t = d < 0 ? -1 : H5Dget_type(d);
     hsize_t dims[2] = {0, 0};
@@ -1166,24 +1174,35 @@ static herr_t one_mem_row(hid_t mem, const char *name, const H5L_info_t *info, v
         snprintf(m->fault, sizeof m->fault, "/inference/memory/%s: not a group", name);
         return 0;
     }
-    int bad = 0;
-    int64_t rank = attr_or(g, "rank", INT64_MIN, &bad);
-    m->peak_bytes = attr_or(g, "peak_bytes", INT64_MIN, &bad);
-    m->held_at_end = attr_or(g, "held_at_end_bytes", -1, &bad);
-    m->peak_t_ns = attr_or(g, "peak_t_ns", INT64_MIN, &bad);
-    m->peak_chunk = attr_or(g, "peak_chunk", INT64_MIN, &bad);
-    m->peak_call_id = attr_or(g, "peak_call_id", INT64_MIN, &bad);
+    int bad = 0, fail = 0;
+    int64_t rank = attr_or(g, "rank", INT64_MIN, &bad, &fail);
+    m->peak_bytes = attr_or(g, "peak_bytes", INT64_MIN, &bad, &fail);
+    m->held_at_end = attr_or(g, "held_at_end_bytes", -1, &bad, &fail);
+    m->peak_t_ns = attr_or(g, "peak_t_ns", INT64_MIN, &bad, &fail);
+    m->peak_chunk = attr_or(g, "peak_chunk", INT64_MIN, &bad, &fail);
+    m->peak_call_id = attr_or(g, "peak_call_id", INT64_MIN, &bad, &fail);
     for (int k = 0; k < PPV_MEM_KIND_COUNT; k++) {
         char at[48];
         snprintf(at, sizeof at, "at_peak_%s", ppv_pp_mem_kind_name(k));
-        m->at_peak[k] = attr_or(g, at, -1, &bad);
+        m->at_peak[k] = attr_or(g, at, -1, &bad, &fail);
+    }
+    if (fail) {
+        H5Gclose(g);
+        w->rc = gerr(w->err, w->errlen, "%s: /inference/memory/%s: cannot list its attributes",
+                     w->r->path, name);
+        return 1;
     }
     char *phase = NULL;
-    if (H5Aexists(g, "peak_phase") > 0) {
-        if (h5_read_attr_str(g, "peak_phase", &phase) < 0) bad = 1;
-        else snprintf(m->peak_phase, sizeof m->peak_phase, "%s", phase);
-        free(phase);
+    int ex = H5Aexists(g, "peak_phase"), prc = ex > 0 ? h5_read_attr_str(g, "peak_phase", &phase) : 0;
+    if (ex < 0 || prc == -2) { /* the file or memory failed, not the recorder */
+        H5Gclose(g);
+        w->rc = gerr(w->err, w->errlen, "%s: /inference/memory/%s: cannot read its peak_phase",
+                     w->r->path, name);
+        return 1;
     }
+    if (prc < 0) bad = 1;
+    else if (phase) snprintf(m->peak_phase, sizeof m->peak_phase, "%s", phase);
+    free(phase);
     if (bad)
         snprintf(m->fault, sizeof m->fault,
                  "/inference/memory/%s: an attribute of the wrong type (rank, peak_bytes, "
@@ -1213,14 +1232,21 @@ int inference_memory(ppv_inference_reader *r, inference_mem **rows, int32_t *nro
     *rows = NULL;
     *nrows = 0;
     clock[0] = 0;
-    if (H5Lexists(r->file, "inference", H5P_DEFAULT) <= 0 ||
-        H5Lexists(r->file, "/inference/memory", H5P_DEFAULT) <= 0)
-        return 0;
+    htri_t inf = H5Lexists(r->file, "inference", H5P_DEFAULT);
+    htri_t ex = inf > 0 ? H5Lexists(r->file, "/inference/memory", H5P_DEFAULT) : inf;
+    if (ex < 0) return gerr(err, errlen, "%s: /inference: cannot list it", r->path);
+    if (ex == 0) return 0;
     hid_t mem = H5Gopen2(r->file, "/inference/memory", H5P_DEFAULT);
     if (mem < 0) return gerr(err, errlen, "%s: /inference/memory: not a group", r->path);
     char *c = NULL;
-    if (H5Aexists(mem, "clock") > 0 && h5_read_attr_str(mem, "clock", &c) == 0)
-        snprintf(clock, clocklen, "%s", c);
+    htri_t cex = H5Aexists(mem, "clock");
+    int crc = cex > 0 ? h5_read_attr_str(mem, "clock", &c) : 0;
+    if (cex < 0 || crc == -2) {
+        free(c);
+        H5Gclose(mem);
+        return gerr(err, errlen, "%s: /inference/memory: cannot read its clock", r->path);
+    }
+    if (crc == 0 && c) snprintf(clock, clocklen, "%s", c);
     free(c);
     mem_walk w = {r, NULL, 0, 0, err, errlen, 0};
     herr_t rc = H5Literate(mem, H5_INDEX_NAME, H5_ITER_INC, NULL, one_mem_row, &w);
