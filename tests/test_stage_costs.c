@@ -351,6 +351,16 @@ static void test_the_commands_take_a_cost_file(void **state) {
     assert_non_null(strstr(r.out, "\"costs_from\":\"the model\""));
     assert_non_null(strstr(r.out, "{\"stage\":1,\"f\":2.0,\"b\":4.0,\"w\":2.0,"));
     run_free(&r);
+    r = RUN("check", sched, "--cost-file", costs, "--mem", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--cost-file gives each stage's activation and fractions: no "
+                                  "--mem"));
+    run_free(&r);
+    r = RUN("check", sched, "--model", "layers=4,hidden=64,heads=4,seq=128", "--model-costs",
+            "--mem", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--mem takes only 0,IFRAC,STASH with it"));
+    run_free(&r);
     r = RUN("check", sched, "--model-costs");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--model-costs needs --model"));

@@ -31,6 +31,7 @@ typedef struct check_args {
     ppv_stage_costs stages;      /* --cost-file, or --model-costs's (n 0: none) */
     int model_costs;             /* --model-costs */
     int optimal;                 /* --optimal */
+    int mem_given;               /* --mem */
 } check_args;
 
 /* check --optimal: the proven optimum of the schedule's size and
@@ -77,6 +78,7 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
                                    "UNIT[,IFRAC[,STASH]] (IFRAC and STASH at most 1), each",
                                    optarg);
             ca->opt.mem = (ppv_mem_model){v[0], k > 1 ? v[1] : 0.0, k > 2 ? v[2] : 0.0};
+            ca->mem_given = 1;
             break;
         }
         case OPT_MSG_BYTES: ca->opt.msg_bytes = p.num; break;
@@ -140,6 +142,12 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
     if (ca->model_costs && ca->stages.n)
         return usage_error("--model-costs and --cost-file both give each stage's costs: one or "
                            "the other%s", "");
+    if (ca->stages.n && ca->mem_given)
+        return usage_error("--cost-file gives each stage's activation and fractions: no --mem%s",
+                           "");
+    if (ca->model_costs && ca->opt.mem.unit > 0)
+        return usage_error("--model-costs gives each stage's activation in bytes: --mem takes "
+                           "only 0,IFRAC,STASH with it%s", "");
     if (ca->stages.n) ca->opt.stages = &ca->stages;
     if (optind != argc - 1) return usage_error("needs one schedule FILE (- for standard input)%s", "");
     ca->file = argv[optind];

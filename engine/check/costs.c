@@ -164,16 +164,6 @@ int ppv_stage_costs_parse(const char *text, const char *name, ppv_stage_costs *o
     return 0;
 }
 
-int ppv_stage_costs_write(const ppv_stage_costs *c, FILE *f) {
-    int rc = fprintf(f, "ppv-costs,1\nstage,f,b,w,comm,act,i_frac,stash\n") < 0;
-    for (int32_t k = 0; k < c->n && !rc; k++) {
-        const ppv_stage_cost *s = &c->s[k];
-        rc = fprintf(f, "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", (int)k, s->f, s->b, s->w,
-                     s->comm, s->act, s->i_frac, s->stash_frac) < 0;
-    }
-    return rc ? -1 : 0;
-}
-
 int ppv_stage_costs_from_model(const ppv_model_spec *m, int32_t nstages, double comm,
                                const ppv_mem_model *mm, ppv_stage_costs *out, char *err,
                                size_t errlen) {

@@ -182,7 +182,7 @@ static ppv_schedule *finished(ppv_schedule *s, int built) {
     return s;
 }
 
-static ppv_schedule *capped_greedy(int32_t ranks, int32_t m, int32_t v, double cap_mb) {
+ppv_schedule *ppv_gen_capped_greedy(int32_t ranks, int32_t m, int32_t v, double cap_mb) {
     int32_t cap = (int32_t)(cap_mb * v + 1e-9); /* the greedy counts stage activations */
     ppv_schedule *s = cap < v ? NULL : candidate(ranks, m);
     if (!s) return NULL;
@@ -321,12 +321,12 @@ int ppv_generate_auto(const ppv_gen_auto_params *p, ppv_schedule **out, ppv_gen_
      * 4, ... and p microbatches (the bytes decide which fit) */
     for (int32_t v = 1; v <= 2; v++) {
         if (p->cap > 0) {
-            ppv_schedule *s = capped_greedy(p->ranks, p->microbatches, v, p->cap);
+            ppv_schedule *s = ppv_gen_capped_greedy(p->ranks, p->microbatches, v, p->cap);
             snprintf(label, sizeof label, "capped greedy -v %d", v);
             if (s) consider(&pl, s, label);
         } else if (p->model && p->mem_cap_bytes > 0) {
             for (int32_t c = 1;; c = c * 2 < p->ranks ? c * 2 : p->ranks) {
-                ppv_schedule *s = capped_greedy(p->ranks, p->microbatches, v, c);
+                ppv_schedule *s = ppv_gen_capped_greedy(p->ranks, p->microbatches, v, c);
                 snprintf(label, sizeof label, "capped greedy -v %d (%d microbatches)", v, c);
                 if (s) consider(&pl, s, label);
                 if (c >= p->ranks) break;

@@ -19,6 +19,9 @@ int ppv_gen_zb_h1_build(ppv_schedule *s, const ppv_gen_params *p);
  * rank capped at cap stage activations (at least v). 0, or -1 when out of
  * memory or stalled. */
 int ppv_gen_greedy_capped(ppv_schedule *s, int32_t P, int32_t m, int32_t v, int32_t cap);
+/* That greedy as a finished schedule of ranks and m microbatches holding
+ * at most cap_mb microbatches' activations a rank, or NULL (gen_auto.c). */
+ppv_schedule *ppv_gen_capped_greedy(int32_t ranks, int32_t m, int32_t v, double cap_mb);
 int ppv_gen_zb_h2_build(ppv_schedule *s, const ppv_gen_params *p);
 /* The zero-bubble authors' cost-aware heuristic (gen_heuristic.c): one
  * stage a rank, F, I = b - w, W and message costs, at most cap

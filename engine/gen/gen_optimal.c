@@ -238,17 +238,9 @@ static double horizon_units(const model *md, ppv_schedule **best_kind) {
         char err[256];
         if (k < n) {
             if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) < 0) continue;
-        } else if (md->p->cap > 0) { /* the greedy at the cap, in stage activations */
-            int32_t v = gp.stages_per_rank, cap = (int32_t)floor(md->p->cap * v + 1e-9);
-            if (cap < v || !(s = ppv_schedule_new(md->P))) continue;
-            s->nmb = md->m;
-            s->dialect = PPV_DIALECT_CURRENT;
-            snprintf(s->name, sizeof s->name, "capped-greedy");
-            if (ppv_gen_greedy_capped(s, md->P, md->m, v, cap) < 0 ||
-                ppv_schedule_finish(s, err, sizeof err) < 0) {
-                ppv_schedule_free(s);
+        } else if (md->p->cap > 0) { /* the greedy at the cap */
+            if (!(s = ppv_gen_capped_greedy(md->P, md->m, gp.stages_per_rank, md->p->cap)))
                 continue;
-            }
         } else {
             continue;
         }

@@ -60,8 +60,6 @@ typedef struct ppv_stage_costs {
 int ppv_stage_costs_parse(const char *text, const char *name, ppv_stage_costs *out, char *err,
                           size_t errlen);
 void ppv_stage_costs_free(ppv_stage_costs *c);
-/* Writes c as a cost file. */
-int ppv_stage_costs_write(const ppv_stage_costs *c, FILE *f);
 
 typedef struct ppv_model_spec ppv_model_spec;
 /* The costs of a GPT-style model split over nstages stages as the memory

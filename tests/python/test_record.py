@@ -4,6 +4,7 @@ worked example of docs/contract.md records a stream that `ppv conform`
 accepts, and rejects when stage 0 is broken on purpose. Run by CTest
 (python_record) with PYTHONPATH set to python/; PPV is the ppv binary."""
 
+import json
 import os
 import re
 import subprocess
@@ -360,6 +361,36 @@ class Recording(unittest.TestCase):
         with self.assertRaisesRegex(record.ContractError, "at_peak kinds gpu are none of"):
             rec.memory_peak(0, 2, at_peak={"gpu": 1})
         rec.abort()
+
+    def test_a_memory_part_written_by_hand(self):
+        """h5py alone, from spec/golden-format.md: two rows, (n, 2) samples
+        with no phase, only peak_bytes beside them."""
+        code, o, out = self.memory_stream(lambda rec: None)
+        self.assertEqual(code, 0, o)
+        self.assertIsNone(o["memory"])
+        with h5py.File(out, "r+") as f:
+            mem = f["inference"].create_group("memory")
+            mem.attrs["clock"] = "monotonic"
+            for rank, rows in ((0, [[5, 10], [9, 40], [12, 0]]), (1, [[6, 500], [8, 700]])):
+                g = mem.create_group("rank_%04d" % rank)
+                g.attrs["rank"] = np.int64(rank)
+                g.attrs["peak_bytes"] = np.int64(max(b for _, b in rows))
+                g.create_dataset("samples", data=np.array(rows, dtype="<i8"))
+        r = run("conform", out, "--json", "--mem-cap", "40,699")
+        o = json.loads(r.stdout)
+        self.assertEqual(r.returncode, 1, o)
+        self.assertEqual([(m["rank"], m["peak_bytes"], m["samples"]) for m in o["memory"]],
+                         [(0, 40, 3), (1, 700, 2)])
+        self.assertEqual([v["message"] for v in o["list"]],
+                         ["rank 1 (leader) peaks at 700 bytes, 1 bytes over its cap of 699"])
+        with h5py.File(out, "r+") as f:  # a string where a count belongs
+            g = f["inference/memory/rank_0000"]
+            del g.attrs["peak_bytes"]
+            g.attrs["peak_bytes"] = "forty"
+        r = run("conform", out, "--json")
+        o = json.loads(r.stdout)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual((o["list"][0]["rule"], o["list"][0]["check"]), ("PPV-FIELD", "memory"))
 
     def test_a_result_is_written_once_to_a_call_that_was_sent(self):
         rec = record.Recorder(self.path("x.h5"), events={"d_in": 2, "d_out": 2})
