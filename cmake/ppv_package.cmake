@@ -37,6 +37,15 @@ install(TARGETS ppv_library EXPORT ppvTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# A stripped install (cmake --install --strip, and the .deb) strips the
+# debug sections of the static library too, which name this build's
+# folders; install's own strip leaves an archive as it is.
+if(ppv_library_type STREQUAL "STATIC_LIBRARY" AND CMAKE_STRIP)
+  install(CODE "if(CMAKE_INSTALL_DO_STRIP)
+  execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug
+    \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/$<TARGET_FILE_NAME:ppv_library>\")
+endif()")
+endif()
 
 # The CMake package, relocatable: paths are relative to where it lies.
 set(ppv_cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/ppv)
@@ -62,6 +71,7 @@ set(ppv_pcdir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 file(RELATIVE_PATH PPV_PC_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" PPV_PC_PREFIX "${PPV_PC_PREFIX}")
 file(RELATIVE_PATH PPV_PC_LIBDIR ${CMAKE_INSTALL_PREFIX} ${CMAKE_INSTALL_FULL_LIBDIR})
+file(RELATIVE_PATH PPV_PC_BINDIR ${CMAKE_INSTALL_PREFIX} ${CMAKE_INSTALL_FULL_BINDIR}) # ppv itself (python/ppv/cli.py)
 file(RELATIVE_PATH PPV_PC_INCLUDEDIR ${CMAKE_INSTALL_PREFIX} ${CMAKE_INSTALL_FULL_INCLUDEDIR})
 set(ppv_pc_libs "-L\${libdir} -lppv")
 set(ppv_pc_deps "-lm -pthread")

@@ -5,10 +5,11 @@
  * follow a GPU driver).
  *
  * "cuda:cublas" is the same module's second table (the matmuls on cuBLAS).
- * The module is looked for at $PPV_CUDA_MODULE, then where this build put
- * it, then where `cmake --install` puts it, then by the dynamic loader's
- * own search (LD_LIBRARY_PATH); a ppv built without CUDA looks only at
- * $PPV_CUDA_MODULE (the tests' stand-in, tests/fake_cuda/).
+ * The module is looked for at $PPV_CUDA_MODULE, then where an installed
+ * ppv has it (beside the program: ../lib/ppv), then where this build put
+ * it (likewise relative), then under the install prefix, then by the
+ * dynamic loader's own search (LD_LIBRARY_PATH); a ppv built without CUDA
+ * looks only at $PPV_CUDA_MODULE (the tests' stand-in, tests/fake_cuda/).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -23,7 +24,7 @@
 static pthread_once_t module_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t variant_lock = PTHREAD_MUTEX_INITIALIZER;
 static ppvk_cuda_open_fn module_open;
-static char module_err[512];
+static char module_err[5120]; /* a path and the loader's reason */
 enum { V_REFERENCE, V_CUBLAS, V_COUNT };
 static const char *const variant_names[V_COUNT] = {"reference", "cublas"};
 static int variant_tried[V_COUNT];
@@ -55,9 +56,17 @@ static void module_load(void) {
         return;
     }
 #ifdef PPV_CUDA_MODULE
-    const char *paths[] = {PPV_CUDA_MODULE, PPV_CUDA_MODULE_INSTALLED, "libppv_cuda.so"};
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+    char installed[4096], built[4096];
+    ppv_path_beside_program(PPV_CUDA_MODULE_INSTALLED, installed, sizeof installed);
+    ppv_path_beside_program(PPV_CUDA_MODULE, built, sizeof built);
+    const char *paths[] = {installed, built, PPV_CUDA_MODULE_PREFIXED, "libppv_cuda.so"};
+    char first[sizeof module_err] = "";
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (!*paths[i]) continue;
         if (module_try(paths[i]) == 0) return;
+        if (!first[0]) snprintf(first, sizeof first, "%s", module_err);
+    }
+    snprintf(module_err, sizeof module_err, "%s", first); /* the first place's reason */
 #else
     snprintf(module_err, sizeof module_err,
              "this ppv was built without CUDA (configure it where nvcc is found, or with "

@@ -66,20 +66,14 @@ static int demo_runs(const char *const *kinds) {
 }
 
 /* Where the shipped golden files are: beside an installed ppv
- * (PPV_GOLDEN_INSTALL_DIR, relative to the executable's folder), else the
- * source tree's golden/ that this build came from. */
+ * (PPV_GOLDEN_DIR_INSTALLED, relative to the executable's folder), else the
+ * source tree's golden/ that this build came from (likewise relative). */
 static void golden_dir(char *buf, size_t n) {
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(buf, n, "%s/%s", exe, PPV_GOLDEN_INSTALL_DIR);
-        struct stat st;
-        if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return;
-    }
-    snprintf(buf, n, "%s", PPV_GOLDEN_DIR);
+    struct stat st;
+    if (ppv_path_beside_program(PPV_GOLDEN_DIR_INSTALLED, buf, n) == 0 && stat(buf, &st) == 0 &&
+        S_ISDIR(st.st_mode))
+        return;
+    ppv_path_beside_program(PPV_GOLDEN_DIR, buf, n);
 }
 
 /* The demo's last part: the shipped golden files replay bit for bit (an

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "pyrank.h"
@@ -146,16 +147,21 @@ static int split_spec(const char *spec, char *file, size_t fn, char *func, size_
     return 0;
 }
 
-/* The Python ranks module: $PPV_PYRANK_MODULE, where this build put it,
- * where `cmake --install` puts it. */
+/* The Python ranks module: $PPV_PYRANK_MODULE, where an installed ppv has
+ * it (relative to the program's folder), where this build put it
+ * (likewise), under the install prefix. */
 static const ppv_pyrank_module *load_module(char *err, size_t errlen) {
 #ifdef PPV_PYRANK_MODULE
     const char *env = getenv("PPV_PYRANK_MODULE");
-    const char *paths[] = {env && *env ? env : PPV_PYRANK_MODULE, PPV_PYRANK_MODULE_INSTALLED};
+    char installed[4096], built[4096];
+    ppv_path_beside_program(PPV_PYRANK_MODULE_INSTALLED, installed, sizeof installed);
+    ppv_path_beside_program(PPV_PYRANK_MODULE, built, sizeof built);
+    const char *paths[] = {installed, built, PPV_PYRANK_MODULE_PREFIXED};
+    if (env && *env) paths[0] = env, paths[1] = paths[2] = "";
     void *h = NULL;
     char why[512] = "";
-    for (size_t i = 0; i < 2 && !h; i++)
-        if (!(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) && !why[0])
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++)
+        if (*paths[i] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) && !why[0])
             snprintf(why, sizeof why, "%s", dlerror());
     if (!h) {
         snprintf(err, errlen, "cannot load ppv's Python ranks module: %s", why);
@@ -205,12 +211,15 @@ int py_target_open(const char *spec, int32_t nranks, double idle, int processes,
         free(t);
         return -1;
     }
-    /* the ppv package for `import ppv.dist`: this build's source tree, or
-     * where it was installed */
+    /* the ppv package for `import ppv.dist`: where it was installed beside
+     * this ppv, else this build's source tree (both relative to the
+     * program's folder) */
     const char *pkg = getenv("PPV_PYTHON_DIR");
-    FILE *probe = fopen(PPV_PYTHON_DIR "/ppv/dist.py", "r");
-    if (!pkg || !*pkg) pkg = probe ? PPV_PYTHON_DIR : PPV_PYTHON_DIR_INSTALLED;
-    if (probe) fclose(probe);
+    char installed[4096], source[4096], probe[4200];
+    ppv_path_beside_program(PPV_PYTHON_DIR_INSTALLED, installed, sizeof installed);
+    ppv_path_beside_program(PPV_PYTHON_DIR, source, sizeof source);
+    snprintf(probe, sizeof probe, "%s/ppv/dist.py", installed);
+    if (!pkg || !*pkg) pkg = access(probe, F_OK) == 0 ? installed : source;
     if (processes &&
         !(t->shared = ppv_ext_new_shared(nranks, idle, PY_MESSAGE_BYTES, err, sizeof err))) {
         fprintf(stderr, "ppv fuzz: %s\n", err);

@@ -8,7 +8,8 @@
  *
  * The module is looked for at $PPV_GOLDEN_MODULE alone if it is set, else
  * where `cmake --install` puts it (relative to ppv's own folder), then
- * where this build put it, then by the dynamic loader's search. Without
+ * where this build put it (likewise relative), then under the install
+ * prefix, then by the dynamic loader's search. Without
  * it a golden command cannot run: it says why and exits 2.
  *
  * Each function of ppv_golden.h that ppv calls is defined here with the
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "ppv_golden.h"
+#include "ppv_kernels.h"
 
 static void *golden;
 
@@ -31,18 +33,15 @@ static void *golden;
  * failure the command ends here with exit 2. */
 static void *module(void) {
     if (golden) return golden;
-    char self[PATH_MAX], installed[PATH_MAX + 64] = "";
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        snprintf(installed, sizeof installed, "%s/%s", dirname(self), PPV_GOLDEN_MODULE_INSTALLED);
-    }
+    char installed[PATH_MAX + 64], built[PATH_MAX + 64];
+    ppv_path_beside_program(PPV_GOLDEN_MODULE_INSTALLED, installed, sizeof installed);
+    ppv_path_beside_program(PPV_GOLDEN_MODULE, built, sizeof built);
     /* installed first: an installed ppv must not pick up a build tree's */
     const char *env = getenv("PPV_GOLDEN_MODULE");
-    const char *tries[] = {installed, PPV_GOLDEN_MODULE, "libppv_golden.so"};
+    const char *tries[] = {installed, built, PPV_GOLDEN_MODULE_PREFIXED, "libppv_golden.so"};
     if (env && *env) {
         tries[0] = env;
-        tries[1] = tries[2] = "";
+        tries[1] = tries[2] = tries[3] = "";
     }
     char why[1024] = "";
     for (size_t k = 0; k < sizeof tries / sizeof tries[0] && !golden; k++) {

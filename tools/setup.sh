@@ -30,8 +30,13 @@ packages=(build-essential cmake pkg-config libcmocka-dev libjson-c-dev libhdf5-d
 # libglpk-dev (GLPK's header; its library, libglpk40, is loaded when asked)
 # for ppv gen optimal's proofs, whose tests must not skip here
 [ "$what" = test ] && packages+=(libglpk-dev)
+# pytest, venv and wheel for the pytest plugin and `pip install ./python`
+# (tests/python/test_adoption.py); dpkg-dev for the .deb's test
+# (dpkg-shlibdeps, tests/install/test_deb.sh)
+[ "$what" = test ] && packages+=(python3-pytest python3-venv python3-wheel python3-setuptools dpkg-dev)
 export PPV_REQUIRE_H5PY=1
-[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1 PPV_REQUIRE_TORCH=1 PPV_REQUIRE_GLPK=1
+[ "$what" = test ] && export PPV_REQUIRE_PYGEN=1 PPV_REQUIRE_TORCH=1 PPV_REQUIRE_GLPK=1 \
+  PPV_REQUIRE_PYTEST=1
 
 missing=()
 for p in "${packages[@]}"; do
@@ -122,6 +127,16 @@ case "$what" in
     fi
     grep -E 'tests passed|Total Test time' build-asan/Testing/run.log | sed 's/^/gcc Debug ASan+UBSan: /'
     n=$(cases build)
+    # the .deb installed on this machine, run and removed, alone (as root;
+    # tests/install/test_deb_system.sh; every other run skips it), after
+    # the count of build/'s cases, which its ctest run would overwrite
+    if ! (cd build && PPV_DEB_SYSTEM=1 ctest -R '^test_deb_system$' --output-on-failure \
+          >Testing/deb.log 2>&1); then
+      cat build/Testing/deb.log
+      echo "ctest: 0 passed, 1 failed (the .deb on this machine, see above)"
+      exit 1
+    fi
+    grep -E 'tests passed|Skipped' build/Testing/deb.log | sed 's/^/dpkg -i, demo, remove: /'
     (cd build && ctest -T memcheck -j2 --output-on-failure) || {
       memcheck_report build
       echo "ctest: 0 passed, 1 failed (valgrind memcheck, see above)"
@@ -134,7 +149,7 @@ case "$what" in
       exit 1
     fi
     programs=$(cd build && ctest -N | sed -n 's/^Total Tests: //p')
-    echo "ctest: $programs test programs, $n test cases, each passed with gcc, with clang and under ASan+UBSan (test_install is left out there) and clean under valgrind"
+    echo "ctest: $programs test programs, $n test cases, each passed with gcc, with clang and under ASan+UBSan (test_install and the .deb's tests are left out there) and clean under valgrind"
     echo "$n passed, 0 failed"
     ;;
   *)

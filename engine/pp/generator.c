@@ -45,17 +45,22 @@ static int table_check(const char *path, const ppv_generator *g, char *err, size
     return 0;
 }
 
-/* The Python bridge: $PPV_PYGEN_MODULE, where this build put it, where
- * `cmake --install` puts it, then the loader's own search. */
+/* The Python bridge: $PPV_PYGEN_MODULE, where an installed ppv has it
+ * (relative to the program's folder), where this build put it (likewise),
+ * under the install prefix, then the loader's own search. */
 static const ppv_generator *python_open(const char *path, char *err, size_t errlen) {
 #ifdef PPV_PYGEN_MODULE
     const char *env = getenv("PPV_PYGEN_MODULE");
-    const char *paths[] = {env && *env ? env : PPV_PYGEN_MODULE, PPV_PYGEN_MODULE_INSTALLED,
-                           "libppv_pygen.so"};
+    char installed[4096], built[4096];
+    ppv_path_beside_program(PPV_PYGEN_MODULE_INSTALLED, installed, sizeof installed);
+    ppv_path_beside_program(PPV_PYGEN_MODULE, built, sizeof built);
+    const char *paths[] = {installed, built, PPV_PYGEN_MODULE_PREFIXED, "libppv_pygen.so"};
+    if (env && *env) paths[0] = env, paths[1] = paths[2] = paths[3] = "";
     void *h = NULL;
     char why[512] = "";
-    for (size_t i = 0; i < 3 && !h; i++)
-        if (!(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) && !why[0]) /* numpy needs libpython */
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++)
+        if (*paths[i] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) &&
+            !why[0]) /* RTLD_GLOBAL: numpy needs libpython */
             snprintf(why, sizeof why, "%s", dlerror()); /* the first place's reason */
     if (!h) {
         ppv_errf(err, errlen, "%s: cannot load ppv's Python bridge: %s", path, why);

@@ -4,16 +4,24 @@
  * MPI library (and runs under valgrind and the sanitizers without one).
  * The NCCL transport likewise (libppv_nccl.so, transport/nccl.c). A
  * module is looked for at $PPV_MPI_MODULE (or $PPV_NCCL_MODULE), then
- * where this build put it, then where `cmake --install` puts it, then by
- * the dynamic loader's own search.
+ * where an installed ppv has it (relative to the program's folder), then
+ * where this build put it (likewise), then under the install prefix, then
+ * by the dynamic loader's own search.
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "world_internal.h"
 #include "transport/proc_module.h"
+
+#ifndef PPV_MPI_PACKAGE
+#define PPV_MPI_PACKAGE ""
+#endif
+/* the Debian package of MPI's library, where the build knew it */
+static const char mpi_package[] = PPV_MPI_PACKAGE;
 
 struct ppv_proc {
     const ppv_proc_module *mod;
@@ -43,19 +51,21 @@ static const ppv_proc_module *module_try(const char *path, char *err, size_t err
 }
 
 /* The transports of processes: the variable that names a module, and
- * where this build and `cmake --install` put it. */
+ * where this build and `cmake --install` put it (ppv_module_paths). */
 static const struct {
-    const char *name, *env, *built, *installed, *lib;
+    const char *name, *env, *built, *installed, *prefixed, *lib;
 } transports[] = {
 #ifdef PPV_MPI_MODULE
-    {"mpi", "PPV_MPI_MODULE", PPV_MPI_MODULE, PPV_MPI_MODULE_INSTALLED, "libppv_mpi.so"},
+    {"mpi", "PPV_MPI_MODULE", PPV_MPI_MODULE, PPV_MPI_MODULE_INSTALLED, PPV_MPI_MODULE_PREFIXED,
+     "libppv_mpi.so"},
 #else
-    {"mpi", "PPV_MPI_MODULE", NULL, NULL, NULL},
+    {"mpi", "PPV_MPI_MODULE", NULL, NULL, NULL, NULL},
 #endif
 #ifdef PPV_NCCL_MODULE
-    {"nccl", "PPV_NCCL_MODULE", PPV_NCCL_MODULE, PPV_NCCL_MODULE_INSTALLED, "libppv_nccl.so"},
+    {"nccl", "PPV_NCCL_MODULE", PPV_NCCL_MODULE, PPV_NCCL_MODULE_INSTALLED,
+     PPV_NCCL_MODULE_PREFIXED, "libppv_nccl.so"},
 #else
-    {"nccl", "PPV_NCCL_MODULE", NULL, NULL, NULL},
+    {"nccl", "PPV_NCCL_MODULE", NULL, NULL, NULL, NULL},
 #endif
 };
 
@@ -69,11 +79,27 @@ static const ppv_proc_module *module_find(size_t k, char *err, size_t errlen) {
                  transports[k].name, k == 1 ? ", and NCCL's headers (the CUDA toolkit)" : "");
         return NULL;
     }
-    const char *paths[] = {transports[k].built, transports[k].installed, transports[k].lib};
-    for (size_t i = 0; i < 3; i++) {
+    char installed[4096], built[4096];
+    ppv_path_beside_program(transports[k].installed, installed, sizeof installed);
+    ppv_path_beside_program(transports[k].built, built, sizeof built);
+    const char *paths[] = {installed, built, transports[k].prefixed, transports[k].lib};
+    /* the reason: the first module there that would not load (a library
+     * it needs is missing), else the first place's */
+    char why[1024] = "";
+    int there = 0;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (!*paths[i]) continue;
         const ppv_proc_module *m = module_try(paths[i], err, errlen);
         if (m) return m;
+        int exists = access(paths[i], F_OK) == 0;
+        if (!why[0] || (exists && !there)) snprintf(why, sizeof why, "%s", err);
+        there |= exists;
     }
+    if (there && mpi_package[0])
+        ppv_errf(err, errlen, "%s (the %s transport needs MPI's library: apt-get install %s)", why,
+                 transports[k].name, mpi_package);
+    else
+        ppv_errf(err, errlen, "%s", why);
     return NULL;
 }
 

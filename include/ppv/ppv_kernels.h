@@ -79,6 +79,13 @@ const char *ppv_model_device(const ppv_model *m); /* "cpu" or "cuda" */
  * (the outputs since are undefined and must not be trusted). */
 int ppv_model_device_status(const ppv_model *m, char *err, size_t errlen);
 
+/* Where ppv's modules are (the golden-file, CUDA, MPI, NCCL and Python
+ * ones): rel appended to the folder of the running program
+ * (/proc/self/exe), so that an installed or packaged ppv finds its own
+ * modules and never reaches back into the tree it was built in. 0, or -1
+ * with out "" (no such link, or the path is longer than n). */
+int ppv_path_beside_program(const char *rel, char *out, size_t n);
+
 /* Number of fp32 gradient values of layers [l0, l1). */
 size_t ppv_model_grad_count(const ppv_model *m, int32_t l0, int32_t l1);
 

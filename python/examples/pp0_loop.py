@@ -68,7 +68,12 @@ def mesh(e):
 
 
 def run(path, bug):
-    rec = Recorder(path, events={"d_in": D_IN, "d_out": D_OUT})
+    stage0(Recorder(path, events={"d_in": D_IN, "d_out": D_OUT}), bug)
+
+
+def stage0(rec, bug=None):
+    """Stage 0's loop, every step recorded in rec (a Recorder with an event
+    log of D_IN, D_OUT), which it closes."""
     inflight, ready = collections.deque(), collections.deque()
     late = []                      # results of calls abandoned at the cut
     call_id, epoch, chunk_index = 0, 0, 0

@@ -96,6 +96,10 @@ done
 PYTHONPATH=$prefix/$PPV_PYTHONDIR /usr/bin/python3 -c \
     'from ppv import _contract; assert dict(_contract.ENVELOPE_FIELDS)["call_id"] == "int"' \
     >"$tmp/py" 2>&1 || fail "the installed Python package ppv does not import: $(cat "$tmp/py")"
+# ... and is of this version (python/ppv/__init__.py against CMakeLists.txt)
+pyversion=$(PYTHONPATH=$prefix/$PPV_PYTHONDIR /usr/bin/python3 -c 'import ppv; print(ppv.__version__)' 2>&1)
+[ "$pyversion" = "$PPV_VERSION" ] ||
+    fail "the Python package says version '$pyversion', the project $PPV_VERSION (python/ppv/__init__.py)"
 passed=$((passed + 1))
 
 # 3. The installed binary runs from the prefix.
