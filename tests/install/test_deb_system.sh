@@ -80,11 +80,15 @@ grep -q "shipped golden files (/usr/bin/\.\./share/ppv/golden)" "$tmp/demo" ||
     fail "ppv demo did not use the installed golden files: $(grep 'golden files' "$tmp/demo")"
 tail -1 "$tmp/demo" | grep -q "^demo: every golden file replays bit for bit$" ||
     fail "ppv demo ended with '$(tail -1 "$tmp/demo")'"
-out=$(env -u PYTHONPATH -u PPV_PROGRAM /usr/bin/python3 -c \
+# (writing its bytecode, as Python does by default: removing the package
+# must remove that too)
+out=$(env -u PYTHONPATH -u PPV_PROGRAM -u PYTHONDONTWRITEBYTECODE /usr/bin/python3 -c \
     'import ppv, ppv.cli; print(ppv.__file__, ppv.cli.find_ppv())' 2>&1) ||
     fail "import ppv: $out"
 [ "$out" = "/usr/lib/python3/dist-packages/ppv/__init__.py /usr/bin/ppv" ] ||
     fail "the installed Python package: '$out'"
+[ -d /usr/lib/python3/dist-packages/ppv/__pycache__ ] ||
+    fail "importing ppv as root wrote no bytecode: the removal of it is not tested"
 passed=$((passed + 1))
 
 # 3. the jobs' gates, with the installed ppv and plugin (by its entry point)
