@@ -31,47 +31,37 @@ static int variant_tried[V_COUNT];
 static const ppvk_ops *variant_ops[V_COUNT];
 static char variant_err[V_COUNT][512];
 
-/* Opens the module at path; 0, or -1 with the reason kept. */
-static int module_try(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+/* Opens the module and takes its entry; the reason kept on failure. */
+static void module_load(void) {
+#ifdef PPV_CUDA_MODULE
+    const char *installed = PPV_CUDA_MODULE_INSTALLED, *built = PPV_CUDA_MODULE,
+               *prefixed = PPV_CUDA_MODULE_PREFIXED, *name = "libppv_cuda.so";
+#else
+    const char *installed = NULL, *built = NULL, *prefixed = NULL, *name = NULL;
+    const char *env = getenv("PPV_CUDA_MODULE");
+    if (!env || !*env) {
+        snprintf(module_err, sizeof module_err,
+                 "this ppv was built without CUDA (configure it where nvcc is found, or with "
+                 "-DPPV_CUDA=ON to require it)");
+        return;
+    }
+#endif
+    char path[4096], why[4096];
+    void *h = ppv_module_open("PPV_CUDA_MODULE", installed, built, prefixed, name,
+                              RTLD_NOW | RTLD_LOCAL, path, sizeof path, NULL, why, sizeof why);
     if (!h) {
-        snprintf(module_err, sizeof module_err, "cannot load the CUDA module: %s", dlerror());
-        return -1;
+        snprintf(module_err, sizeof module_err, "cannot load the CUDA module: %s", why);
+        return;
     }
     void *sym = dlsym(h, PPVK_CUDA_OPEN_SYMBOL);
     if (!sym) {
         snprintf(module_err, sizeof module_err, "%s has no %s: not a ppv CUDA module", path,
                  PPVK_CUDA_OPEN_SYMBOL);
         dlclose(h);
-        return -1;
-    }
-    memcpy(&module_open, &sym, sizeof module_open); /* object to function pointer (POSIX) */
-    return 0; /* the handle stays open for the life of the process */
-}
-
-static void module_load(void) {
-    const char *env = getenv("PPV_CUDA_MODULE");
-    if (env && *env) {
-        module_try(env);
         return;
     }
-#ifdef PPV_CUDA_MODULE
-    char installed[4096], built[4096];
-    ppv_path_beside_program(PPV_CUDA_MODULE_INSTALLED, installed, sizeof installed);
-    ppv_path_beside_program(PPV_CUDA_MODULE, built, sizeof built);
-    const char *paths[] = {installed, built, PPV_CUDA_MODULE_PREFIXED, "libppv_cuda.so"};
-    char first[sizeof module_err] = "";
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        if (!*paths[i]) continue;
-        if (module_try(paths[i]) == 0) return;
-        if (!first[0]) snprintf(first, sizeof first, "%s", module_err);
-    }
-    snprintf(module_err, sizeof module_err, "%s", first); /* the first place's reason */
-#else
-    snprintf(module_err, sizeof module_err,
-             "this ppv was built without CUDA (configure it where nvcc is found, or with "
-             "-DPPV_CUDA=ON to require it)");
-#endif
+    memcpy(&module_open, &sym, sizeof module_open); /* object to function pointer (POSIX) */
+    /* the handle stays open for the life of the process */
 }
 
 /* The table of variant v, or NULL with the reason in err. */

@@ -152,17 +152,10 @@ static int split_spec(const char *spec, char *file, size_t fn, char *func, size_
  * (likewise), under the install prefix. */
 static const ppv_pyrank_module *load_module(char *err, size_t errlen) {
 #ifdef PPV_PYRANK_MODULE
-    const char *env = getenv("PPV_PYRANK_MODULE");
-    char installed[4096], built[4096];
-    ppv_path_beside_program(PPV_PYRANK_MODULE_INSTALLED, installed, sizeof installed);
-    ppv_path_beside_program(PPV_PYRANK_MODULE, built, sizeof built);
-    const char *paths[] = {installed, built, PPV_PYRANK_MODULE_PREFIXED};
-    if (env && *env) paths[0] = env, paths[1] = paths[2] = "";
-    void *h = NULL;
-    char why[512] = "";
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++)
-        if (*paths[i] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) && !why[0])
-            snprintf(why, sizeof why, "%s", dlerror());
+    char why[1024];
+    void *h = ppv_module_open("PPV_PYRANK_MODULE", PPV_PYRANK_MODULE_INSTALLED, PPV_PYRANK_MODULE,
+                              PPV_PYRANK_MODULE_PREFIXED, NULL, RTLD_NOW | RTLD_GLOBAL, NULL, 0,
+                              NULL, why, sizeof why);
     if (!h) {
         snprintf(err, errlen, "cannot load ppv's Python ranks module: %s", why);
         return NULL;

@@ -17,12 +17,9 @@
  * module's definition of that name. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ppv_golden.h"
 #include "ppv_kernels.h"
@@ -33,24 +30,11 @@ static void *golden;
  * failure the command ends here with exit 2. */
 static void *module(void) {
     if (golden) return golden;
-    char installed[PATH_MAX + 64], built[PATH_MAX + 64];
-    ppv_path_beside_program(PPV_GOLDEN_MODULE_INSTALLED, installed, sizeof installed);
-    ppv_path_beside_program(PPV_GOLDEN_MODULE, built, sizeof built);
     /* installed first: an installed ppv must not pick up a build tree's */
-    const char *env = getenv("PPV_GOLDEN_MODULE");
-    const char *tries[] = {installed, built, PPV_GOLDEN_MODULE_PREFIXED, "libppv_golden.so"};
-    if (env && *env) {
-        tries[0] = env;
-        tries[1] = tries[2] = tries[3] = "";
-    }
-    char why[1024] = "";
-    for (size_t k = 0; k < sizeof tries / sizeof tries[0] && !golden; k++) {
-        if (!*tries[k]) continue;
-        golden = dlopen(tries[k], RTLD_NOW | RTLD_LOCAL);
-        /* the reason: the first failure, or a module there that would not load */
-        if (!golden && (!*why || access(tries[k], F_OK) == 0))
-            snprintf(why, sizeof why, "%s", dlerror());
-    }
+    char why[4096];
+    golden = ppv_module_open("PPV_GOLDEN_MODULE", PPV_GOLDEN_MODULE_INSTALLED, PPV_GOLDEN_MODULE,
+                             PPV_GOLDEN_MODULE_PREFIXED, "libppv_golden.so", RTLD_NOW | RTLD_LOCAL,
+                             NULL, 0, NULL, why, sizeof why);
     if (!golden) {
         fprintf(stderr,
                 "ppv: cannot load the golden-file module (libppv_golden.so, HDF5): %s; set "

@@ -50,18 +50,11 @@ static int table_check(const char *path, const ppv_generator *g, char *err, size
  * under the install prefix, then the loader's own search. */
 static const ppv_generator *python_open(const char *path, char *err, size_t errlen) {
 #ifdef PPV_PYGEN_MODULE
-    const char *env = getenv("PPV_PYGEN_MODULE");
-    char installed[4096], built[4096];
-    ppv_path_beside_program(PPV_PYGEN_MODULE_INSTALLED, installed, sizeof installed);
-    ppv_path_beside_program(PPV_PYGEN_MODULE, built, sizeof built);
-    const char *paths[] = {installed, built, PPV_PYGEN_MODULE_PREFIXED, "libppv_pygen.so"};
-    if (env && *env) paths[0] = env, paths[1] = paths[2] = paths[3] = "";
-    void *h = NULL;
-    char why[512] = "";
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++)
-        if (*paths[i] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL)) &&
-            !why[0]) /* RTLD_GLOBAL: numpy needs libpython */
-            snprintf(why, sizeof why, "%s", dlerror()); /* the first place's reason */
+    char why[4096];
+    void *h = ppv_module_open("PPV_PYGEN_MODULE", PPV_PYGEN_MODULE_INSTALLED, PPV_PYGEN_MODULE,
+                              PPV_PYGEN_MODULE_PREFIXED, "libppv_pygen.so",
+                              RTLD_NOW | RTLD_GLOBAL, /* numpy needs libpython's symbols */
+                              NULL, 0, NULL, why, sizeof why);
     if (!h) {
         ppv_errf(err, errlen, "%s: cannot load ppv's Python bridge: %s", path, why);
         return NULL;

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "world_internal.h"
 #include "transport/proc_module.h"
@@ -29,26 +28,6 @@ struct ppv_proc {
     void *impl;
     int32_t rank, size;
 };
-
-/* The module at path, or NULL with the reason. The handle stays open for
- * the life of the process (MPI cannot be started twice). */
-static const ppv_proc_module *module_try(const char *path, char *err, size_t errlen) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL); /* MPI's own plugins need its symbols */
-    if (!h) {
-        ppv_errf(err, errlen, "cannot load the transport: %s", dlerror());
-        return NULL;
-    }
-    void *sym = dlsym(h, PPV_PROC_MODULE_SYMBOL);
-    if (!sym) {
-        ppv_errf(err, errlen, "%s has no %s: not a ppv transport module", path,
-                 PPV_PROC_MODULE_SYMBOL);
-        dlclose(h);
-        return NULL;
-    }
-    ppv_proc_module_fn fn;
-    memcpy(&fn, &sym, sizeof fn); /* object to function pointer (POSIX) */
-    return fn();
-}
 
 /* The transports of processes: the variable that names a module, and
  * where this build and `cmake --install` put it (ppv_module_paths). */
@@ -69,38 +48,43 @@ static const struct {
 #endif
 };
 
+/* Transport k's module, or NULL with the reason. The handle stays open
+ * for the life of the process (MPI cannot be started twice). */
 static const ppv_proc_module *module_find(size_t k, char *err, size_t errlen) {
     const char *env = getenv(transports[k].env);
-    if (env && *env) return module_try(env, err, errlen);
-    if (!transports[k].built) {
+    if (!transports[k].built && !(env && *env)) {
         ppv_errf(err, errlen,
                  "this ppv was built without the %s transport (it needs MPI: install "
                  "libopenmpi-dev%s, and configure it again)",
                  transports[k].name, k == 1 ? ", and NCCL's headers (the CUDA toolkit)" : "");
         return NULL;
     }
-    char installed[4096], built[4096];
-    ppv_path_beside_program(transports[k].installed, installed, sizeof installed);
-    ppv_path_beside_program(transports[k].built, built, sizeof built);
-    const char *paths[] = {installed, built, transports[k].prefixed, transports[k].lib};
-    /* the reason: the first module there that would not load (a library
-     * it needs is missing), else the first place's */
-    char why[1024] = "";
+    char path[4096], why[4096];
     int there = 0;
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        if (!*paths[i]) continue;
-        const ppv_proc_module *m = module_try(paths[i], err, errlen);
-        if (m) return m;
-        int exists = access(paths[i], F_OK) == 0;
-        if (!why[0] || (exists && !there)) snprintf(why, sizeof why, "%s", err);
-        there |= exists;
+    void *h = ppv_module_open(transports[k].env, transports[k].installed, transports[k].built,
+                              transports[k].prefixed, transports[k].lib,
+                              RTLD_NOW | RTLD_GLOBAL, /* MPI's own plugins need its symbols */
+                              path, sizeof path, &there, why, sizeof why);
+    if (!h) {
+        if (there && mpi_package[0])
+            ppv_errf(err, errlen,
+                     "cannot load the transport: %s (the %s transport needs MPI's library: "
+                     "apt-get install %s)",
+                     why, transports[k].name, mpi_package);
+        else
+            ppv_errf(err, errlen, "cannot load the transport: %s", why);
+        return NULL;
     }
-    if (there && mpi_package[0])
-        ppv_errf(err, errlen, "%s (the %s transport needs MPI's library: apt-get install %s)", why,
-                 transports[k].name, mpi_package);
-    else
-        ppv_errf(err, errlen, "%s", why);
-    return NULL;
+    void *sym = dlsym(h, PPV_PROC_MODULE_SYMBOL);
+    if (!sym) {
+        ppv_errf(err, errlen, "%s has no %s: not a ppv transport module", path,
+                 PPV_PROC_MODULE_SYMBOL);
+        dlclose(h);
+        return NULL;
+    }
+    ppv_proc_module_fn fn;
+    memcpy(&fn, &sym, sizeof fn); /* object to function pointer (POSIX) */
+    return fn();
 }
 
 int ppv_proc_start(const char *name, ppv_proc **out, char *err, size_t errlen) {

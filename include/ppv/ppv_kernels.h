@@ -85,6 +85,18 @@ int ppv_model_device_status(const ppv_model *m, char *err, size_t errlen);
  * modules and never reaches back into the tree it was built in. 0, or -1
  * with out "" (no such link, or the path is longer than n). */
 int ppv_path_beside_program(const char *rel, char *out, size_t n);
+/* Opens a module of ppv's with dlopen(flags): at $env alone when that is
+ * set; else at installed (relative to the program's folder: where an
+ * install puts it), built (likewise: where this build did), prefixed (the
+ * install prefix's path) and name (the loader's search), the first that
+ * opens; NULL or "" skips a place. Returns the handle, and the path it
+ * opened in opened (may be NULL); or NULL with the loader's reason in why,
+ * for the first place where a file is (a module there that would not load:
+ * a library it needs is missing), else for the first place, and *there
+ * (may be NULL) saying whether any place held a file. */
+void *ppv_module_open(const char *env, const char *installed, const char *built,
+                      const char *prefixed, const char *name, int flags, char *opened,
+                      size_t openedlen, int *there, char *why, size_t whylen);
 
 /* Number of fp32 gradient values of layers [l0, l1). */
 size_t ppv_model_grad_count(const ppv_model *m, int32_t l0, int32_t l1);
