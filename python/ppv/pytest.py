@@ -45,7 +45,8 @@ def _fail(what, err):
 def _path(request, path, what):
     """path taken from the test file's folder when relative; the test fails
     when it is not there."""
-    full = os.path.normpath(os.path.join(str(request.node.fspath.dirname), path))
+    test_file = getattr(request.node, "path", None) or request.node.fspath  # pytest >= 7: path
+    full = os.path.normpath(os.path.join(os.path.dirname(str(test_file)), path))
     if not os.path.exists(full):
         _fail(what, "no such file: %s" % full)
     return full
