@@ -39,4 +39,4 @@ def test_schedule_is_deadlock_free_under_rendezvous(ppv_check):
 
 def test_control_plane_never_deadlocks(ppv_fuzz_py):
     pytest.importorskip("torch")
-    ppv_fuzz_py("control.py:main", n=3, runs=300, strategy="portfolio")
+    ppv_fuzz_py("control.py:main", n=3, runs=100, strategy="portfolio")
