@@ -132,7 +132,7 @@ def arguments(options):
     return args
 
 
-def _refusal(program, command, stderr):
+def _refusal(program, stderr):
     """PpvInputError's message for an exit 2, naming an option this ppv does
     not know as what it likely is: a ppv older than this package."""
     text = stderr.strip() or "ppv exited with 2 and said nothing"
@@ -143,18 +143,31 @@ def _refusal(program, command, stderr):
     return text
 
 
+TIMEOUT = 1800  # seconds a ppv command may take before run_report gives up on it
+
+
+def _run(argv, timeout, cwd, **streams):
+    """subprocess.run with a bound: a ppv that does not finish in timeout
+    seconds is killed and is a RuntimeError, never a result."""
+    try:
+        return subprocess.run(argv, universal_newlines=True, timeout=timeout, cwd=cwd, **streams)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("%s did not finish in %g s (timeout=)" % (" ".join(argv), timeout))
+
+
 def run_report(command, args, verdict, timeout=None, cwd=None):
     """Runs `ppv COMMAND ARGS --json` and returns its report (the parsed
     JSON) when report[verdict] is true. Raises GateFailure (exit 1) with
     ppv's text report as the message (the command run again without --json:
     ppv is deterministic), PpvInputError (exit 2) with what ppv said, and
-    RuntimeError for anything else (a crash, a report that is not JSON)."""
+    RuntimeError for anything else (a crash, a report that is not JSON, a
+    run that took longer than timeout seconds, TIMEOUT when None)."""
     program = find_ppv()
+    timeout = TIMEOUT if timeout is None else timeout
     argv = [program] + command + args + ["--json"]
-    got = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         universal_newlines=True, timeout=timeout, cwd=cwd)
+    got = _run(argv, timeout, cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if got.returncode == 2:
-        raise PpvInputError(_refusal(program, command, got.stderr))
+        raise PpvInputError(_refusal(program, got.stderr))
     try:
         report = json.loads(got.stdout)
     except ValueError:
@@ -173,6 +186,5 @@ def run_report(command, args, verdict, timeout=None, cwd=None):
             lines.append("minimal trace: %s (ppv fuzz py ... --replay %s)" %
                          (report["minimal_trace"], report["minimal_trace"]))
         raise GateFailure("\n".join(lines), report)
-    text = subprocess.run(argv[:-1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout, cwd=cwd).stdout
+    text = _run(argv[:-1], timeout, cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
     raise GateFailure(text.strip(), report)

@@ -19,7 +19,9 @@ returns the parsed report, or fails the test with ppv's own message:
   ppv_conform(rec.path)).
 
 Options are ppv's own, spelt as keywords: ranks=3 is --ranks 3,
-strict=True is --strict (ppv.cli.arguments). A relative path is taken from
+strict=True is --strict (ppv.cli.arguments); timeout=SECONDS bounds the
+run (ppv.cli.TIMEOUT, 1800, by default), and one that does not finish
+fails the test. A relative path is taken from
 the test file's folder. The marker @pytest.mark.ppv_golden("golden/x.h5")
 replays a golden file before the test (several paths, and replay's
 options as keywords, may be given); the reports are the fixture

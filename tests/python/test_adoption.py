@@ -135,6 +135,10 @@ class Plugin(Scratch):
         self.assertEqual(got.pop("test_fails_without_ppv"), (
             "failure", "ppv_conform(../../../golden/infer_pp0_stash_cut.h5): PPV_PROGRAM is "
             "/nonexistent/ppv, which is not an executable file"))
+        kind, message = got.pop("test_fails_when_ppv_does_not_finish_in_time")
+        self.assertEqual(kind, "failure")
+        self.assertTrue(message.startswith(f"ppv_fuzz_py(deadlock.py:main): {PPV} fuzz py "), message)
+        self.assertTrue(message.endswith(" --json did not finish in 0.001 s (timeout=)"), message)
         self.assertEqual(got, {})  # nothing else ran
         self.assertTrue(os.path.isdir(golden))
 

@@ -71,5 +71,9 @@ def test_fails_without_ppv(ppv_conform, monkeypatch):
     ppv_conform(os.path.join(GOLDEN, "infer_pp0_stash_cut.h5"))
 
 
+def test_fails_when_ppv_does_not_finish_in_time(ppv_fuzz_py):
+    ppv_fuzz_py("deadlock.py:main", n=2, runs=20, timeout=0.001)
+
+
 def test_numpy_is_there():
     assert np.zeros(2).shape == (2,)
