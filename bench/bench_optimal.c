@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
                     int proven[2] = {0, 0};
                     for (int w = 0; w < 2; w++) {
                         ppv_optimal_params op = {p, m, 0, settings[c].c, use,
-                                                 w == 0 ? pk : f1b_peak, limit};
+                                                 w == 0 ? pk : f1b_peak, limit, NULL};
                         ppv_optimal_report rep;
                         ppv_schedule *o = NULL;
                         if (ppv_generate_optimal(&op, &o, &rep, err, sizeof err) < 0) {

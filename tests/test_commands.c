@@ -704,7 +704,7 @@ static void test_gen_auto_command(void **state) {
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0", NULL},
         {"gen", "auto", "-p", "4", "-m", "8", "--cap", "0.4", NULL}};
     static const char *const why[] = {
-        "--cap, --model, --model-costs and --mem-cap are for 'auto', not 1f1b",
+        "--cap and --mem-cap are for 'auto', not 1f1b",
         "--budget and --time-limit bound the search of 'auto' or of a kind tuned with --costs; "
         "1f1b has neither",
         "--budget and --time-limit bound the search of 'auto' or of a kind tuned with --costs; "
@@ -766,9 +766,9 @@ static void test_gen_auto_mem_cap_in_bytes(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--mem-cap needs --model: bytes come from a model"));
     run_free(&r);
-    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "--model", spec);
+    r = RUN("gen", "1f1b", "-p", "4", "-m", "8", "--model", spec, "--mem-cap", "40G");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "are for 'auto', not 1f1b"));
+    assert_non_null(strstr(r.err, "--cap and --mem-cap are for 'auto', not 1f1b"));
     run_free(&r);
 }
 
@@ -824,9 +824,16 @@ static void test_check_model_bytes_and_mem_cap(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--mem-cap gives 2 caps for 4 ranks"));
     run_free(&r);
-    r = RUN("show", f, "--model", spec);
-    assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--model and --mem-cap belong to 'ppv check'"));
+    /* show takes the model as check does, and prints what check says */
+    r = RUN("show", f, "--model", spec, "--mem-cap", "9G");
+    assert_int_equal(r.code, 1);
+    run_result c = RUN("check", f, "--model", spec, "--mem-cap", "9G");
+    assert_int_equal(c.code, 1);
+    assert_non_null(strstr(c.out, "memory: rank 0 needs 16.8 GiB (18023940096 bytes)"));
+    /* the check's report, then the timeline */
+    assert_int_equal(strncmp(r.out, c.out, strlen(c.out)), 0);
+    assert_non_null(strstr(r.out + strlen(c.out), "\nrank   3 | "));
+    run_free(&c);
     run_free(&r);
     unlink(sf);
     unlink(f);

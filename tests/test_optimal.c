@@ -17,7 +17,7 @@
 
 /* Whether the solver can run here (GLPK's library loads). */
 static int have_solver(void) {
-    ppv_optimal_params p = {2, 1, 0, {1, 2, 1, 0}, NULL, 0, 10};
+    ppv_optimal_params p = {2, 1, 0, {1, 2, 1, 0}, NULL, 0, 10, NULL};
     ppv_schedule *s = NULL;
     ppv_optimal_report r;
     char err[512];
@@ -77,8 +77,9 @@ static void enumerate(orders *o, int m, int in_order, int8_t *cur, int depth, in
 }
 
 /* The smallest makespan over every pair of orders of 2 ranks (1F1B's
- * placement) within cap (<= 0: none) under sc (NULL: unit costs). */
-static double brute_force(int m, int in_order, double cap, const ppv_stage_costs *sc) {
+ * placement), each rank r within caps[r] (NULL: no cap) under sc (NULL:
+ * unit costs); 1e30 when no order keeps within the caps. */
+static double brute_force(int m, int in_order, const double *caps, const ppv_stage_costs *sc) {
     static orders o;
     memset(&o, 0, sizeof o);
     int8_t cur[MAXJ];
@@ -100,9 +101,10 @@ static double brute_force(int m, int in_order, double cap, const ppv_stage_costs
             char err[256];
             assert_int_equal(ppv_schedule_finish(s, err, sizeof err), 0);
             ppv_check_report *rep = check(s, sc);
-            if (rep->ok && rep->simulated && (cap <= 0 || peak_of(rep) <= cap + 1e-9) &&
-                rep->makespan < best)
-                best = rep->makespan;
+            int within = rep->ok && rep->simulated;
+            for (int r = 0; r < 2 && caps && within; r++)
+                within = rep->peak_activation[r] <= caps[r] + 1e-9;
+            if (within && rep->makespan < best) best = rep->makespan;
             ppv_check_report_free(rep);
             ppv_schedule_free(s);
         }
@@ -111,7 +113,7 @@ static double brute_force(int m, int in_order, double cap, const ppv_stage_costs
 
 static ppv_schedule *optimal(int32_t p, int32_t m, int v, double cap, const ppv_stage_costs *sc,
                              ppv_optimal_report *rep) {
-    ppv_optimal_params op = {p, m, v, {1, 2, 1, 0}, sc, cap, 60};
+    ppv_optimal_params op = {p, m, v, {1, 2, 1, 0}, sc, cap, 60, NULL};
     ppv_schedule *s = NULL;
     char err[512];
     if (ppv_generate_optimal(&op, &s, rep, err, sizeof err) < 0) fail_msg("%s", err);
@@ -136,7 +138,8 @@ static void test_the_optimum_is_brute_forces(void **state) {
                  {3, 1, 2, 0}, {3, 1, 1, 0}, {3, 1, 0, 1}, {3, 1, 4, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const ppv_stage_costs *sc = cases[k].uneven ? &uneven : NULL;
-        double want = brute_force(cases[k].m, cases[k].in_order, cases[k].cap, sc);
+        double caps[2] = {cases[k].cap, cases[k].cap};
+        double want = brute_force(cases[k].m, cases[k].in_order, cases[k].cap > 0 ? caps : NULL, sc);
         ppv_optimal_report rep;
         ppv_schedule *s = optimal(2, cases[k].m, 0, cases[k].cap, sc, &rep);
         if (!rep.proven || rep.makespan != want)
@@ -151,8 +154,52 @@ static void test_the_optimum_is_brute_forces(void **state) {
         ppv_schedule_free(s);
     }
     /* at m = 2 running microbatches in order loses nothing */
-    assert_true(brute_force(2, 1, 0, NULL) == brute_force(2, 0, 0, NULL));
+    assert_true(brute_force(2, 1, NULL, NULL) == brute_force(2, 0, NULL, NULL));
     ppv_stage_costs_free(&uneven);
+}
+
+/* Each rank its own cap, in bytes (gen optimal --mem-cap): the solver's
+ * optimum is brute force's at m = 3 where stage 1's activation is three
+ * times stage 0's, and a cap below one activation has no schedule. */
+static void test_each_rank_its_own_cap(void **state) {
+    (void)state;
+    if (!have_solver()) skip();
+    ppv_stage_costs sc = {2, calloc(2, sizeof(ppv_stage_cost)), "bytes"};
+    assert_non_null(sc.s);
+    sc.s[0] = (ppv_stage_cost){1, 2, 1, 0, 1000, 0, 0};
+    sc.s[1] = (ppv_stage_cost){1, 2, 1, 0, 3000, 0, 0};
+    static const double caps[][2] = {{3000, 9000}, {2000, 9000}, {1000, 9000}, {3000, 3000},
+                                     {1000, 3000}, {2500, 6500}};
+    double seen[6];
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+        double want = brute_force(3, 1, caps[k], &sc);
+        ppv_optimal_params op = {2, 3, 0, {1, 2, 1, 0}, &sc, 0, 60, caps[k]};
+        ppv_schedule *s = NULL;
+        ppv_optimal_report rep;
+        char err[512];
+        if (ppv_generate_optimal(&op, &s, &rep, err, sizeof err) < 0) fail_msg("%s", err);
+        if (!rep.proven || rep.makespan != want)
+            fail_msg("caps %g %g: solver %g (proven %d), brute force %g", caps[k][0], caps[k][1],
+                     rep.makespan, rep.proven, want);
+        ppv_check_report *r = check(s, &sc);
+        assert_true(r->ok);
+        assert_true(r->makespan == rep.makespan);
+        for (int q = 0; q < 2; q++) assert_true(r->peak_activation[q] <= caps[k][q]);
+        ppv_check_report_free(r);
+        ppv_schedule_free(s);
+        seen[k] = want;
+    }
+    /* the caps bind: one activation a rank is slower than three on rank 0 */
+    assert_true(seen[2] > seen[0]);
+    assert_true(seen[4] > seen[3]);
+    double none[2] = {999, 9000}; /* rank 0 cannot hold one of stage 0's */
+    ppv_optimal_params op = {2, 3, 0, {1, 2, 1, 0}, &sc, 0, 60, none};
+    ppv_schedule *s = NULL;
+    ppv_optimal_report rep;
+    char err[512];
+    assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no schedule of the shape keeps every rank within its cap"));
+    ppv_stage_costs_free(&sc);
 }
 
 /* No named kind is faster than the proven optimum within its own peak,
@@ -206,23 +253,23 @@ static void test_no_kind_beats_the_optimum_and_it_runs(void **state) {
 static void test_sizes_it_cannot_prove_are_said(void **state) {
     (void)state;
     if (!have_solver()) skip();
-    ppv_optimal_params op = {16, 64, 0, {1, 2, 1, 0}, NULL, 0, 10};
+    ppv_optimal_params op = {16, 64, 0, {1, 2, 1, 0}, NULL, 0, 10, NULL};
     ppv_schedule *s = NULL;
     ppv_optimal_report rep;
     char err[512];
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
     assert_non_null(strstr(err, "optimal: p 16, m 64 needs about "));
     assert_non_null(strstr(err, "binary variables (3072 jobs over a horizon of"));
-    op = (ppv_optimal_params){4, 8, 0, {1, 2, 1, 0}, NULL, 3, 0.001};
+    op = (ppv_optimal_params){4, 8, 0, {1, 2, 1, 0}, NULL, 3, 0.001, NULL};
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), 0);
     assert_false(rep.proven);
     assert_true(rep.makespan <= rep.horizon);
     ppv_schedule_free(s);
-    op = (ppv_optimal_params){2, 2, 0, {1, 2, 1, 0}, NULL, 0.5, 10};
+    op = (ppv_optimal_params){2, 2, 0, {1, 2, 1, 0}, NULL, 0.5, 10, NULL};
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
     assert_non_null(strstr(err, "no schedule of the shape keeps every rank within 0.5 "
                                 "activations"));
-    op = (ppv_optimal_params){2, 2, 0, {1, 2.0001, 1, 0}, NULL, 0, 10};
+    op = (ppv_optimal_params){2, 2, 0, {1, 2.0001, 1, 0}, NULL, 0, 10, NULL};
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
     assert_non_null(strstr(err, "every cost must be a multiple of 1/1000"));
     /* as a user runs it */
@@ -252,10 +299,70 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "'optimal' is bounded by --time-limit, not --budget"));
     run_free(&r);
-    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--model", "layers=4,hidden=64,heads=4,seq=8");
+    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--mem-cap", "4G");
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "'optimal' takes its costs from --costs or --cost-file"));
+    assert_non_null(strstr(r.err, "--model-costs and --mem-cap need --model"));
     run_free(&r);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--model", "layers=4,hidden=64,heads=4,seq=8",
+            "--cap", "2");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "with --model the cap is in bytes: --mem-cap BYTES"));
+    run_free(&r);
+}
+
+/* gen optimal --model --mem-cap, as a user runs it: the caps are what
+ * check --model --mem-cap counts. The model (4 layers, hidden 64, seq
+ * 128) puts 1,730,560 bytes of weights, gradients and optimizer state on
+ * rank 0 and 1,601,536 on rank 1, and 1,212,416 bytes of activation in
+ * each microbatch of either stage (check --model says so). */
+static void test_the_cap_is_in_bytes(void **state) {
+    (void)state;
+    if (!have_solver()) skip();
+    char dir[] = "/tmp/ppv_optimal_bytes_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char out[512];
+    snprintf(out, sizeof out, "%s/o.csv", dir);
+    const char *model = "layers=4,hidden=64,heads=4,seq=128";
+    /* 4,155,392 holds two microbatches on rank 0: 13, rank 1's 12 units
+     * of work after the 1 it waits for stage 0's first F */
+    run_result r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model", model, "--mem-cap",
+                       "4155392", "-o", out);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "optimal: makespan 13, proven optimal, every rank within "
+                                  "--mem-cap 4155392 bytes (1F1B shape"));
+    run_free(&r);
+    /* 3,000,000 holds one a rank: each microbatch runs alone, F0 F1 I1
+     * I0 W0 (W1 beside I0), 5 a microbatch, 20 */
+    r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model", model, "--mem-cap", "3000000",
+            "-o", out);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "optimal: makespan 20, proven optimal, every rank within "
+                                  "--mem-cap 3000000 bytes"));
+    run_free(&r);
+    r = RUN("check", out, "--model", model, "--mem-cap", "3000000");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\nmakespan: 20 "));
+    assert_non_null(strstr(r.out, "total 2942976 bytes"));
+    run_free(&r);
+    r = RUN("check", out, "--model", model, "--mem-cap", "2942975"); /* a byte less: over */
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    /* 2,900,000 leaves rank 0 less than one activation */
+    r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model", model, "--mem-cap", "2900000",
+            "-o", out);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--mem-cap 2900000 leaves rank 0 1169440 bytes beside its "
+                                  "weights, gradients and optimizer state (1730560), less than "
+                                  "one microbatch's activation of stage 0 (1212416 bytes)"));
+    run_free(&r);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model", model, "--mem-cap", "1000000",
+            "-o", out);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "rank 0's weights, gradients and optimizer state alone need "
+                                  "1730560 bytes, more than --mem-cap 1000000"));
+    run_free(&r);
+    unlink(out);
+    rmdir(dir);
     r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "--kind-shape", "v");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--kind-shape is for 'optimal'"));
@@ -269,8 +376,10 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_optimum_is_brute_forces),
+        cmocka_unit_test(test_each_rank_its_own_cap),
         cmocka_unit_test(test_no_kind_beats_the_optimum_and_it_runs),
         cmocka_unit_test(test_sizes_it_cannot_prove_are_said),
+        cmocka_unit_test(test_the_cap_is_in_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

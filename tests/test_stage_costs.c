@@ -318,6 +318,76 @@ static void test_gen_is_tuned_to_the_stages_costs(void **state) {
     ppv_stage_costs_free(&c);
 }
 
+/* The rank's idle time between its first action's start and its last's
+ * end, from the simulated timeline. */
+static double idle_inside(const ppv_check_report *r, int32_t rank) {
+    const ppv_program *pr = &r->checked->prog[rank];
+    double busy = 0, first = INFINITY, last = 0;
+    for (int32_t i = 0; i < pr->n; i++) {
+        ppv_action_kind k = pr->acts[i].kind;
+        if (k != PPV_ACT_F && k != PPV_ACT_B && k != PPV_ACT_I && k != PPV_ACT_W) continue;
+        busy += r->spans[rank][i].end - r->spans[rank][i].start;
+        first = fmin(first, r->spans[rank][i].start);
+        last = fmax(last, r->spans[rank][i].end);
+    }
+    return last - first - busy;
+}
+
+/* Tuning moves work the way the costs say: with stage k twice as slow as
+ * the others (F 2, B 4 against 1, 2) at p = 4, m = 8, no 1F1B-shaped
+ * order can end before the slow stage's first input arrives (k units),
+ * it has done its 8 x 6 units, and the backward has crossed the k stages
+ * before it (2 units each): k + 48 + 2k, by hand. The tuned 1F1B meets
+ * that bound, so the slow stage never idles once started (the fast
+ * stages take the waiting); 1F1B's own order idles it (for k = 1: one
+ * forward too few before its first backward). With the last stage slow
+ * (k = 3) the kind's own order already meets the bound, 57, and the
+ * tuning gives it no other order. */
+static void test_tuning_keeps_the_slow_stage_busy(void **state) {
+    (void)state;
+    ppv_gen_params gp = {4, 8, 0};
+    ppv_costs unit = {1, 2, 1, 0};
+    char err[512], text[256];
+    for (int32_t k = 1; k <= 3; k += 2) {
+        snprintf(text, sizeof text, "ppv-costs,1\nstage,f,b,w\n");
+        for (int32_t st = 0; st < 4; st++)
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%d,%s\n", (int)st,
+                     st == k ? "2,4,2" : "1,2,1");
+        ppv_stage_costs c = parse_ok(text);
+        ppv_schedule *own = gen("1f1b", 4, 8), *t = NULL;
+        ppv_gen_auto_report ar;
+        assert_int_equal(ppv_generate_tuned("1f1b", &gp, &unit, &c, 2000, 0, &t, &ar, err,
+                                            sizeof err),
+                         0);
+        ppv_check_options o = ppv_check_defaults();
+        o.stages = &c;
+        o.keep_timeline = 1;
+        ppv_check_report *a = NULL, *b = NULL;
+        assert_int_equal(ppv_schedule_check(own, &o, &a, err, sizeof err), 0);
+        assert_int_equal(ppv_schedule_check(t, &o, &b, err, sizeof err), 0);
+        double bound = k + 8 * 6 + 2 * k;
+        assert_true(b->ok && b->makespan == bound);
+        assert_true(idle_inside(b, k) == 0);
+        if (k == 1) { /* the kind's own order idles the slow stage */
+            assert_true(a->makespan > bound);
+            assert_true(idle_inside(a, k) > 0);
+        } else { /* already at the bound: the same order */
+            assert_true(a->makespan == bound);
+            for (int32_t r = 0; r < 4; r++) {
+                assert_int_equal(t->prog[r].n, own->prog[r].n);
+                for (int32_t i = 0; i < t->prog[r].n; i++)
+                    assert_true(t->prog[r].acts[i].kind == own->prog[r].acts[i].kind &&
+                                t->prog[r].acts[i].mb == own->prog[r].acts[i].mb);
+            }
+        }
+        ppv_check_report_free(a);
+        ppv_check_report_free(b);
+        ppv_schedule_free(own);
+        ppv_schedule_free(t);
+        ppv_stage_costs_free(&c);
+    }
+}
+
 /* As a user runs it: check and gen take --cost-file, a bad file is exit 2
  * naming its line; check --model-costs reports the model's stage costs. */
 static void test_the_commands_take_a_cost_file(void **state) {
@@ -369,6 +439,23 @@ static void test_the_commands_take_a_cost_file(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.err, "zb-h1 tuned to the 2 stages' costs of "));
     run_free(&r);
+    /* a named kind tuned to the model's split, as to a file: the costs the
+     * check of the same model gives (stage 1 of 2: F 2, B 4, W 2 above) */
+    const char *tuned = tmp_path("tuned.csv");
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "4", "--model", "layers=4,hidden=64,heads=4,seq=128",
+            "--model-costs", "-o", tuned);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "1f1b tuned to the 2 stages' costs of the model's split: "));
+    run_free(&r);
+    r = RUN("show", tuned, "--model", "layers=4,hidden=64,heads=4,seq=128", "--model-costs");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "costs, stage 1 (the model): F 2, B 4, W 2, message 0, "));
+    assert_non_null(strstr(r.out, "\nrank   1 | "));
+    run_free(&r);
+    r = RUN("gen", "1f1b", "-p", "2", "-m", "4", "--model", "layers=4,hidden=64,heads=4,seq=128");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--model gives a named kind its costs only with --model-costs"));
+    run_free(&r);
     r = RUN("gen", "zbv", "-p", "2", "-m", "4", "--cost-file", costs);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "gives costs for 2 stages, but zbv has 4"));
@@ -383,6 +470,7 @@ int main(void) {
         cmocka_unit_test(test_uniform_costs_give_todays_results),
         cmocka_unit_test(test_the_costs_a_models_split_gives),
         cmocka_unit_test(test_gen_is_tuned_to_the_stages_costs),
+        cmocka_unit_test(test_tuning_keeps_the_slow_stage_busy),
         cmocka_unit_test(test_the_commands_take_a_cost_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,8 @@
  * CSV in either dialect, or ppv's native format), lowered when compute
  * only, and checked; check reports it (text, JSON, JUnit, and with
  * --model each rank's bytes), show draws the simulated timeline (text,
- * SVG, Chrome trace). Both take the same options, each refusing the
- * other's own.
+ * SVG, Chrome trace). Both take the same options (costs, cost files and
+ * a model alike), each refusing the other's own.
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -93,7 +93,6 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             ca->optimal = 1;
             break;
         case OPT_MODEL_COSTS:
-            if (show) return usage_error("--model-costs belongs to 'ppv check'%s", "");
             ca->model_costs = 1;
             break;
         case OPT_DIALECT:
@@ -122,7 +121,6 @@ static int parse_check_args(int argc, char **argv, check_args *ca, int show) {
             break;
         case OPT_MODEL:
         case OPT_MEM_CAP:
-            if (show) return usage_error("--model and --mem-cap belong to 'ppv check'%s", "");
             if (c == OPT_MODEL) {
                 ca->model = optarg;
                 int rc = model_spec(optarg, &ca->spec);
@@ -365,7 +363,7 @@ static void optimal_build(const check_args *ca, const ppv_schedule *s, const ppv
     double cap = 0;
     for (int32_t r = 0; r < rep->nranks; r++)
         if (rep->peak_activation[r] > cap) cap = rep->peak_activation[r];
-    ppv_optimal_params op = {s->nranks, s->nmb, v, ca->opt.costs, ca->opt.stages, cap, 60};
+    ppv_optimal_params op = {s->nranks, s->nmb, v, ca->opt.costs, ca->opt.stages, cap, 60, NULL};
     ppv_schedule *o = NULL;
     char err[1024];
     if (ppv_generate_optimal(&op, &o, &ov->rep, err, sizeof err) < 0) {

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -20,10 +21,69 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
 static int write_schedule(const ppv_schedule *s, int comms, int native, const char *outpath,
                           const ppv_costs *costs, int pytorch);
 
+/* gen optimal --model: each stage's activation (and with --model-costs
+ * its times) from the model's split over the shape's stages, and with
+ * --mem-cap each rank's cap on its activations: the bytes its weights,
+ * gradients and optimizer state leave (as check --model counts them, on
+ * the shape's placement). 0, or an exit code after the message. */
+static int optimal_model(const ppv_optimal_params *op, const ppv_model_spec *model,
+                         int model_costs, double mem_cap_bytes, ppv_stage_costs *stages,
+                         double *rank_caps) {
+    int32_t S = op->shape_v ? 2 * op->ranks : op->ranks;
+    ppv_mem_model mm = {0, 0, 0};
+    char err[1024];
+    if (ppv_stage_costs_from_model(model, S, op->costs.comm, &mm, stages, err, sizeof err) < 0) {
+        fprintf(stderr, "ppv gen: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    for (int32_t st = 0; st < S && !model_costs; st++) /* the times are --costs' */
+        stages->s[st].f = op->costs.f, stages->s[st].b = op->costs.b,
+        stages->s[st].w = op->costs.w;
+    snprintf(stages->source, sizeof stages->source, "the model");
+    if (mem_cap_bytes <= 0) return 0;
+    /* the shape's placement, from a kind that has it (the rest of its
+     * schedule does not matter to the weights) */
+    ppv_gen_params gp = {op->ranks, op->microbatches, op->shape_v ? 2 : 1};
+    ppv_schedule *placed = NULL;
+    ppv_memory_bytes mb;
+    if (ppv_generate(op->shape_v ? "zbv" : "1f1b", &gp, &placed, err, sizeof err) < 0 ||
+        ppv_schedule_memory_bytes(placed, model, &mb, err, sizeof err) < 0) {
+        ppv_schedule_free(placed);
+        fprintf(stderr, "ppv gen: %s\n", err);
+        return PPV_EXIT_BAD_INPUT;
+    }
+    ppv_schedule_free(placed);
+    int rc = 0;
+    for (int32_t r = 0; r < op->ranks; r++) {
+        double w, g, o;
+        ppv_memory_split(model, mb.params[r], &w, &g, &o);
+        rank_caps[r] = mem_cap_bytes - (w + g + o);
+        /* every stage of the rank runs an F, and holds its activation */
+        int32_t st = r, other = op->shape_v ? 2 * op->ranks - 1 - r : r;
+        if (stages->s[other].act > stages->s[st].act) st = other;
+        if (rc) continue;
+        if (rank_caps[r] < 0) {
+            fprintf(stderr, "ppv gen: optimal: rank %d's weights, gradients and optimizer "
+                    "state alone need %.0f bytes, more than --mem-cap %.0f\n",
+                    (int)r, w + g + o, mem_cap_bytes);
+            rc = PPV_EXIT_BAD_INPUT;
+        } else if (rank_caps[r] < stages->s[st].act) {
+            fprintf(stderr, "ppv gen: optimal: --mem-cap %.0f leaves rank %d %.0f bytes beside "
+                    "its weights, gradients and optimizer state (%.0f), less than one "
+                    "microbatch's activation of stage %d (%.0f bytes): no schedule fits\n",
+                    mem_cap_bytes, (int)r, rank_caps[r], w + g + o, (int)st,
+                    stages->s[st].act);
+            rc = PPV_EXIT_BAD_INPUT;
+        }
+    }
+    ppv_memory_bytes_free(&mb);
+    return rc;
+}
+
 /* ppv gen optimal: the proven optimum of small sizes (gen_optimal.c). */
 static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int comms, int native,
-                       const char *outpath, int model_given, const ppv_stage_costs *stages,
-                       int shape_v, long long limit) {
+                       const char *outpath, const ppv_model_spec *model, int model_costs,
+                       const ppv_stage_costs *stages, int shape_v, long long limit) {
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
     /* the schedule's actions, as for any kind (the solver's own model is
      * bounded by its variable count) */
@@ -34,20 +94,48 @@ static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int com
     if (big >= 0) return big;
     if (gp.stages_per_rank)
         return usage_error("'optimal' places the stages by --kind-shape; it takes no -v%s", "");
-    if (model_given)
-        return usage_error("'optimal' takes its costs from --costs or --cost-file; no --model, "
-                           "--model-costs or --mem-cap%s", "");
+    if ((model_costs || ap->mem_cap_bytes > 0) && !model)
+        return usage_error("--model-costs and --mem-cap need --model: the costs and bytes come "
+                           "from a model%s", "");
+    if (model && stages)
+        return usage_error("--model gives each stage's activation, and --cost-file too: the file "
+                           "alone, or --model with --model-costs for its times%s", "");
+    if (model && ap->cap > 0)
+        return usage_error("--cap counts activations; with --model the cap is in bytes: "
+                           "--mem-cap BYTES%s", "");
     ppv_optimal_params op = {gp.ranks, gp.microbatches, shape_v > 0, ap->costs, stages, ap->cap,
-                             ap->time_limit};
+                             ap->time_limit, NULL};
+    ppv_stage_costs derived = {0, NULL, ""};
+    double *rank_caps = NULL;
+    if (model) {
+        rank_caps = ap->mem_cap_bytes > 0 ? calloc((size_t)gp.ranks, sizeof *rank_caps) : NULL;
+        if (ap->mem_cap_bytes > 0 && !rank_caps) {
+            fprintf(stderr, "ppv gen: out of memory\n");
+            return PPV_EXIT_BAD_INPUT;
+        }
+        int mrc = optimal_model(&op, model, model_costs, ap->mem_cap_bytes, &derived, rank_caps);
+        if (mrc) {
+            ppv_stage_costs_free(&derived);
+            free(rank_caps);
+            return mrc;
+        }
+        op.stages = &derived;
+        op.rank_caps = rank_caps;
+    }
     ppv_optimal_report rep;
     ppv_schedule *s = NULL;
     char err[1024];
-    if (ppv_generate_optimal(&op, &s, &rep, err, sizeof err) < 0) {
+    int grc = ppv_generate_optimal(&op, &s, &rep, err, sizeof err);
+    ppv_stage_costs_free(&derived);
+    free(rank_caps);
+    if (grc < 0) {
         fprintf(stderr, "ppv gen: %s\n", err);
         return PPV_EXIT_BAD_INPUT;
     }
-    char cap[64] = "";
+    char cap[96] = "";
     if (ap->cap > 0) snprintf(cap, sizeof cap, ", every rank within %g activations", ap->cap);
+    if (model && ap->mem_cap_bytes > 0)
+        snprintf(cap, sizeof cap, ", every rank within --mem-cap %.0f bytes", ap->mem_cap_bytes);
     char kind[64] = "none within the cap";
     if (isfinite(rep.horizon)) snprintf(kind, sizeof kind, "%g", rep.horizon);
     fprintf(stderr,
@@ -119,7 +207,6 @@ int cmd_gen(int argc, char **argv) {
                 ppv_stage_costs_free(&stages);
                 return k;
             }
-            auto_only = 1;
             break;
         case OPT_MEM_CAP:
             ap.mem_cap_bytes = (double)p.num;
@@ -132,7 +219,6 @@ int cmd_gen(int argc, char **argv) {
             break;
         case OPT_MODEL_COSTS:
             model_costs = 1;
-            auto_only = 1;
             break;
         case OPT_KIND_SHAPE:
             if (strcmp(optarg, "1f1b") == 0) shape_v = 0;
@@ -152,8 +238,7 @@ int cmd_gen(int argc, char **argv) {
     }
     if (optind == argc - 1 && strcmp(argv[optind], "optimal") == 0)
         rc = budget_given ? usage_error("'optimal' is bounded by --time-limit, not --budget%s", "")
-             : gen_optimal(gp, &ap, comms, native, outpath,
-                           model || model_costs || ap.mem_cap_bytes > 0,
+             : gen_optimal(gp, &ap, comms, native, outpath, model ? &spec : NULL, model_costs,
                            cost_path ? &stages : NULL, shape_v, limit);
     else if (shape_v >= 0)
         rc = usage_error("--kind-shape is for 'optimal'%s", "");
@@ -176,14 +261,18 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
     if (!gp.ranks || !gp.microbatches) return usage_error("needs -p RANKS and -m MICROBATCHES%s", "");
     int is_auto = strcmp(argv[optind], "auto") == 0;
     if (auto_only && !is_auto)
-        return usage_error("--cap, --model, --model-costs and --mem-cap are for 'auto', not %s",
+        return usage_error("--cap and --mem-cap are for 'auto', not %s", argv[optind]);
+    if (model && !model_costs && !is_auto)
+        return usage_error("--model gives a named kind its costs only with --model-costs (a "
+                           "rank's bytes: ppv check --model); %s has neither cap nor search by "
+                           "bytes",
                            argv[optind]);
     if (model_costs && !model)
         return usage_error("--model-costs needs --model: the costs come from a model%s", "");
     if (model_costs && stages)
         return usage_error("--model-costs and --cost-file both give each stage's costs: one or "
                            "the other%s", "");
-    if (stages && !is_auto) costs_given = 1; /* a kind tuned to the file's costs */
+    if ((stages || model_costs) && !is_auto) costs_given = 1; /* tuned to each stage's costs */
     if (search_only && !is_auto && !costs_given)
         return usage_error("--budget and --time-limit bound the search of 'auto' or of a kind "
                            "tuned with --costs; %s has neither",
@@ -202,6 +291,22 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
     if (rc >= 0) return rc;
     char err[1200];
     ppv_schedule *s = NULL;
+    ppv_stage_costs derived = {0, NULL, ""};
+    if (model_costs && !is_auto) { /* the model split over the kind's own stages */
+        ppv_schedule *own = NULL;
+        ppv_mem_model mm = {0, 0, 0};
+        rc = ppv_generate(argv[optind], &gp, &own, err, sizeof err) < 0 ||
+                     ppv_stage_costs_from_model(model, own->nstages, ap.costs.comm, &mm,
+                                                &derived, err, sizeof err) < 0
+                 ? -1
+                 : 0;
+        ppv_schedule_free(own);
+        if (rc < 0) {
+            fprintf(stderr, "ppv gen: %s\n", err);
+            return PPV_EXIT_BAD_INPUT;
+        }
+        stages = &derived;
+    }
     if (is_auto) {
         ap.ranks = gp.ranks, ap.microbatches = gp.microbatches;
         ap.model = model;
@@ -230,14 +335,19 @@ static int gen_run(int argc, char **argv, ppv_gen_params gp, ppv_gen_auto_params
     } else if (costs_given) {
         ppv_gen_auto_report ar;
         char tuned_to[200];
-        if (stages)
+        if (stages && model_costs)
+            snprintf(tuned_to, sizeof tuned_to, "the %d stages' costs of the model's split",
+                     (int)stages->n);
+        else if (stages)
             snprintf(tuned_to, sizeof tuned_to, "the %d stages' costs of %s", (int)stages->n,
                      stages->source);
         else
             snprintf(tuned_to, sizeof tuned_to, "--costs %g,%g,%g,%g", ap.costs.f, ap.costs.b,
                      ap.costs.w, ap.costs.comm);
-        if (ppv_generate_tuned(argv[optind], &gp, &ap.costs, stages, ap.budget, ap.time_limit, &s,
-                               &ar, err, sizeof err) < 0) {
+        rc = ppv_generate_tuned(argv[optind], &gp, &ap.costs, stages, ap.budget, ap.time_limit,
+                                &s, &ar, err, sizeof err);
+        ppv_stage_costs_free(&derived);
+        if (rc < 0) {
             fprintf(stderr, "ppv gen: %s\n", err);
             return PPV_EXIT_BAD_INPUT;
         }

@@ -105,7 +105,9 @@ typedef struct option_value {
       "found, not proven')",                                                                       \
       "60")                                                                                        \
     X(MODEL, 0, "model", "SPEC|FILE", V_MODEL,                                                              \
-      "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model)",     \
+      "auto: weigh each candidate's bytes a rank for this GPT-style model (as check --model); "   \
+      "optimal: each stage's activation from its split; with --model-costs, auto, optimal and a "  \
+      "named kind take each stage's times from it too",                                            \
       NULL)                                                                                        \
     X(COST_FILE, 0, "cost-file", "FILE", V_IN,                                                            \
       "each stage's own times, message time and activation (a cost file, as check takes it): a "  \
@@ -113,12 +115,14 @@ typedef struct option_value {
       "stage count by them",                                                                       \
       NULL)                                                                                        \
     X(MODEL_COSTS, 0, "model-costs", NULL, V_NONE,                                                        \
-      "auto, with --model: judge each candidate by the times and activations the model's split "  \
-      "over its stages gives (as check --model-costs)",                                            \
+      "with --model: auto judges each candidate, optimal solves, and a named kind is tuned (as "  \
+      "to a cost file), "                                                                          \
+      "by the times and activations the model's split over its stages gives (as check "           \
+      "--model-costs)",                                                                            \
       NULL)                                                                                        \
     X(MEM_CAP, 0, "mem-cap", "BYTES", V_BYTES(1, V_BYTES_MAX),                                                              \
-      "auto, with --model: every rank's weights, gradients, optimizer state and peak "             \
-      "activations within BYTES (K, M, G suffixes)",                                               \
+      "auto and optimal, with --model: every rank's weights, gradients, optimizer state and "     \
+      "peak activations within BYTES (K, M, G suffixes)",                                          \
       "no cap")                                                                                    \
     X(MAX_MEMORY, 0, "max-memory", "BYTES", V_BYTES(1, V_BYTES_MAX),                                                        \
       "refuse sizes whose schedule would need more (K, M, G suffixes)", "this machine's memory")
@@ -144,6 +148,22 @@ typedef struct option_value {
       "cost file (docs/schedules.md), one row a stage; --costs then times only collectives and "  \
       "messages of no stage",                                                                      \
       "--costs and --mem for every stage")                                                         \
+    X(MODEL, 0, "model", "SPEC|FILE", V_MODEL,                                                              \
+      "also report (show: also print) each rank's memory in bytes (weights, gradients, "          \
+      "optimizer state, peak activations) for a GPT-style model: key=value items, comma-separated or one a line in "     \
+      "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "         \
+      "(spec/memory-model.md)",                                                                    \
+      NULL)                                                                                        \
+    X(MODEL_COSTS, 0, "model-costs", NULL, V_NONE,                                                        \
+      "with --model: each stage's times and activation from the model's split (FLOP-"             \
+      "proportional, in units of one layer's forward; the output layer on the last stage), as a " \
+      "cost file would give them",                                                                 \
+      NULL)                                                                                        \
+    X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]", V_FORM_BYTES("%s", 1, V_BYTES_MAX),                                                   \
+      "with --model: exit 1 (check and show alike) when a rank needs more (one cap for every "     \
+      "rank, or one for each), naming the first such rank, by how much, and the action where "     \
+      "its activations peak",                                                                      \
+      NULL)                                                                                        \
     X(MSG_BYTES, 0, "msg-bytes", "N", V_BYTES(0, 1LL << 50), "size of one message, for eager:BYTES", "8388608")           \
     X(DIALECT, 0, "dialect", "auto|current|legacy", V_WORD,                                                \
       "PyTorch CSV dialect (legacy: B meant I, BW meant B)", "auto")                               \
@@ -162,24 +182,9 @@ typedef struct option_value {
       "this machine's physical memory")
 
 #define CHECK_ONLY_OPTIONS(X)                                                                      \
-    X(MODEL, 0, "model", "SPEC|FILE", V_MODEL,                                                              \
-      "also report each rank's memory in bytes (weights, gradients, optimizer state, peak "        \
-      "activations) for a GPT-style model: key=value items, comma-separated or one a line in "     \
-      "FILE: layers, hidden, heads, seq, vocab, mbs, dtype, optimizer, tp, sp, recompute "         \
-      "(spec/memory-model.md)",                                                                    \
-      NULL)                                                                                        \
     X(OPTIMAL, 0, "optimal", NULL, V_NONE,                                                                \
       "also prove the optimum for the schedule's size, placement (one stage a rank, or a V), "     \
       "costs and own peak (ppv gen optimal, at most 60 s) and report the schedule's gap to it",   \
-      NULL)                                                                                        \
-    X(MODEL_COSTS, 0, "model-costs", NULL, V_NONE,                                                        \
-      "with --model: each stage's times and activation from the model's split (FLOP-"             \
-      "proportional, in units of one layer's forward; the output layer on the last stage), as a " \
-      "cost file would give them",                                                                 \
-      NULL)                                                                                        \
-    X(MEM_CAP, 0, "mem-cap", "BYTES[,BYTES...]", V_FORM_BYTES("%s", 1, V_BYTES_MAX),                                                   \
-      "with --model: exit 1 when a rank needs more (one cap for every rank, or one for each), "    \
-      "naming the first such rank, by how much, and the action where its activations peak",        \
       NULL)                                                                                        \
     X(TARGET, 0, "target", "ppv|pytorch", V_WORD,                                                          \
       "pytorch: also judge the file as PyTorch's runtime would run it, and exit 1 on any "         \

@@ -92,10 +92,20 @@ typedef struct model {
     double scale; /* ticks a cost unit */
     int64_t f[2048], i[2048], w[2048], c[2048]; /* per stage, ticks */
     double act[2048], ifrac[2048];
+    double act_unit; /* the largest stage's activation: the cap rows count in it */
     job *jobs;
     int32_t njobs;
     int64_t horizon;
 } model;
+
+/* Whether the ranks' activations are capped, and rank q's cap. */
+static int capped(const ppv_optimal_params *p) {
+    return p->rank_caps || p->cap > 0;
+}
+
+static double cap_of(const ppv_optimal_params *p, int32_t q) {
+    return p->rank_caps ? p->rank_caps[q] : p->cap;
+}
 
 static int32_t rank_of(const model *md, int32_t st) {
     return md->p->shape_v ? (st < md->P ? st : 2 * md->P - 1 - st) : st;
@@ -238,7 +248,7 @@ static double horizon_units(const model *md, ppv_schedule **best_kind) {
         char err[256];
         if (k < n) {
             if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) < 0) continue;
-        } else if (md->p->cap > 0) { /* the greedy at the cap */
+        } else if (md->p->cap > 0 && !md->p->rank_caps) { /* the greedy at the cap */
             if (!(s = ppv_gen_capped_greedy(md->P, md->m, gp.stages_per_rank, md->p->cap)))
                 continue;
         } else {
@@ -252,10 +262,10 @@ static double horizon_units(const model *md, ppv_schedule **best_kind) {
             continue;
         }
         if (ppv_schedule_check(s, &o, &r, err, sizeof err) == 0 && r->ok && r->simulated) {
-            double peak = 0;
-            for (int32_t q = 0; q < r->nranks; q++)
-                if (r->peak_activation[q] > peak) peak = r->peak_activation[q];
-            if ((md->p->cap <= 0 || peak <= md->p->cap + 1e-9) && r->makespan < best) {
+            int within = 1;
+            for (int32_t q = 0; q < r->nranks && capped(md->p); q++)
+                within &= r->peak_activation[q] <= cap_of(md->p, q) * (1 + 1e-12) + 1e-9;
+            if (within && r->makespan < best) {
                 best = r->makespan;
                 ppv_schedule_free(*best_kind);
                 *best_kind = s;
@@ -282,9 +292,13 @@ static int model_costs(model *md, char *err, size_t errlen) {
             md->c[st] = ticks(c.comm, md->scale);
             md->act[st] = c.act;
             md->ifrac[st] = c.i_frac;
+            md->act_unit = fmax(md->act_unit, c.act);
             ok = md->f[st] > 0 && md->i[st] > 0 && md->w[st] >= 0 && md->c[st] >= 0;
         }
-        if (ok) return 0;
+        if (ok) {
+            if (!(md->act_unit > 0)) md->act_unit = 1; /* nothing is held: any unit */
+            return 0;
+        }
     }
     return ppv_errf(err, errlen, "optimal: every cost must be a multiple of 1/1000 of a unit (the "
                     "model counts time in whole ticks)");
@@ -547,18 +561,18 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
                     if (s >= j->est && s <= j->lst) oom = row_add(&r, col_of(j, s), 1) < 0;
             }
             if (!oom && r.n) row_put(lp, &r, GLP_UP, 0, 1);
-            if (p->cap <= 0) continue;
+            if (!capped(p)) continue;
             for (int32_t k = 0; k < md.njobs && !oom; k++) {
                 const job *j = &md.jobs[k];
                 if (j->rank != q) continue;
-                double a = md.act[j->stage];
+                double a = md.act[j->stage] / md.act_unit;
                 double v = j->kind == JOB_F ? a : j->kind == JOB_I ? -md.ifrac[j->stage] * a
                                                                    : -(1 - md.ifrac[j->stage]) * a;
                 int64_t last = j->kind == JOB_F ? t : t - j->d; /* started, or ended, by t */
                 for (int64_t s = j->est; s <= j->lst && s <= last && !oom; s++)
                     if (v != 0) oom = row_add(&r, col_of(j, s), v) < 0;
             }
-            if (!oom && r.n) row_put(lp, &r, GLP_UP, 0, p->cap + 1e-9);
+            if (!oom && r.n) row_put(lp, &r, GLP_UP, 0, cap_of(p, q) / md.act_unit + 1e-9);
         }
     free(r.ind);
     free(r.val);
@@ -597,6 +611,9 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
     if ((rc != 0 && rc != GLP_ETMLIM && rc != GLP_EMIPGAP) || (st != GLP_OPT && st != GLP_FEAS)) {
         gl.delete_prob(lp);
         free(md.jobs);
+        if (st == GLP_NOFEAS && p->rank_caps)
+            return ppv_errf(err, errlen, "optimal: no schedule of the shape keeps every rank "
+                            "within its cap");
         if (st == GLP_NOFEAS)
             return ppv_errf(err, errlen, "optimal: no schedule of the shape keeps every rank "
                             "within %g activations", p->cap);

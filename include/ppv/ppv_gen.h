@@ -99,6 +99,8 @@ typedef struct ppv_optimal_params {
     const ppv_stage_costs *stages; /* or each stage's own (2p of them for a V) */
     double cap;                    /* activations a rank may hold; <= 0: no cap */
     double time_limit;             /* seconds */
+    const double *rank_caps;       /* [ranks] or NULL: each rank's own cap, in the stages'
+                                    * activation unit (0: it may hold none); instead of cap */
 } ppv_optimal_params;
 
 typedef struct ppv_optimal_report {
