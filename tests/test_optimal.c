@@ -271,7 +271,9 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
                                 "activations"));
     op = (ppv_optimal_params){2, 2, 0, {1, 2.0001, 1, 0}, NULL, 0, 10, NULL};
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
-    assert_non_null(strstr(err, "every cost must be a multiple of 1/1000"));
+    assert_non_null(strstr(err, "every cost must be a multiple of 1/1000 of a unit (the solver "
+                                "counts time in whole ticks): stage 0's I (B - W) is 1.0001 "
+                                "(--costs)"));
     /* as a user runs it */
     const char *out = tmp_path("optimal.csv");
     run_result r = RUN("gen", "optimal", "-p", "4", "-m", "4", "--cap", "3", "-o", out);
@@ -360,6 +362,14 @@ static void test_the_cap_is_in_bytes(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "rank 0's weights, gradients and optimizer state alone need "
                                   "1730560 bytes, more than --mem-cap 1000000"));
+    run_free(&r);
+    /* the model's own times (an output layer of 1000 words) fall between ticks */
+    r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model",
+            "layers=6,hidden=64,heads=4,seq=128,vocab=1000", "--model-costs", "-o", out);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "stage 1's F is 3.9765625 (the model); give the model's times "
+                                  "rounded in a cost file (ppv show --model SPEC --model-costs "
+                                  "prints them)"));
     run_free(&r);
     unlink(out);
     rmdir(dir);

@@ -300,8 +300,26 @@ static int model_costs(model *md, char *err, size_t errlen) {
             return 0;
         }
     }
+    /* which one is not (at 1/1000, the finest tick) */
+    for (int32_t st = 0; st < md->S; st++) {
+        ppv_stage_cost c = cost_of(md->p, st, md->S, md->P);
+        const char *name = ticks(c.f, 1000) < 0 ? "F" : ticks(c.b - c.w, 1000) < 0 ? "I (B - W)"
+                           : ticks(c.w, 1000) < 0 ? "W" : ticks(c.comm, 1000) < 0 ? "message"
+                                                                                   : NULL;
+        double v = !name ? 0 : name[0] == 'F' ? c.f : name[0] == 'I' ? c.b - c.w
+                             : name[0] == 'W' ? c.w : c.comm;
+        if (name)
+            return ppv_errf(err, errlen, "optimal: every cost must be a multiple of 1/1000 of a "
+                            "unit (the solver counts time in whole ticks): stage %d's %s is %.9g "
+                            "(%s)%s", (int)st, name, v, md->p->stages ? md->p->stages->source
+                                                                       : "--costs",
+                            md->p->stages && !strcmp(md->p->stages->source, "the model")
+                                ? "; give the model's times rounded in a cost file (ppv show "
+                                  "--model SPEC --model-costs prints them)"
+                                : "");
+    }
     return ppv_errf(err, errlen, "optimal: every cost must be a multiple of 1/1000 of a unit (the "
-                    "model counts time in whole ticks)");
+                    "solver counts time in whole ticks)");
 }
 
 #ifdef PPV_HAVE_GLPK
