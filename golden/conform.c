@@ -774,7 +774,7 @@ static int check_ranks(conform *c, ppv_inference_reader *rd, const call_info *ci
 /* "rank 0 (stage 0)", "rank 1 (leader)", "rank 2 (worker)" or "the link". */
 static const char *mem_row_name(int32_t rank, char *buf, size_t n) {
     if (rank < 0) snprintf(buf, n, "the link");
-    else snprintf(buf, n, "rank %d (%s)", (int)rank, rank == 0 ? "stage 0" : rank == 1 ? "leader" : "worker");
+    else snprintf(buf, n, "rank %d (%s)", (int)rank, ppv_pp_role_name(rank));
     return buf;
 }
 

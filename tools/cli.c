@@ -535,20 +535,21 @@ json_object *wait_json(const ppv_wait *w) {
     return o;
 }
 
-/* Writes w's scheduling decisions to path atomically (its deviations from
- * round-robin alone when deviations: a minimal trace), and v's verdict
- * after them when v is given; -1 after printing the reason. */
-int write_trace_file(const char *path, const ppv_world *w, int deviations,
-                     const ppv_trace_verdict *v) {
+/* (cli.h) */
+int write_atomically(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
+                     const char *nothing) {
     atomic_file af;
     if (atomic_open(&af, path) < 0) {
         fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
         return -1;
     }
-    int bad = deviations ? ppv_trace_write_deviations(af.f, w) : ppv_trace_write(af.f, w);
-    if (bad < 0 || (v && ppv_trace_write_verdict(af.f, v) < 0)) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(errno));
+    errno = 0;
+    if (write(af.f, arg) < 0) {
+        /* a write that failed (a full disk, a size limit), or nothing to write */
+        int failed = ferror(af.f) || !nothing, e = errno ? errno : EIO;
         atomic_abort(&af);
+        if (failed) fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(e));
+        else fprintf(stderr, "ppv %s: nothing to write in %s (%s)\n", g_cmd, path, nothing);
         return -1;
     }
     if (atomic_commit(&af) < 0) {
@@ -556,6 +557,27 @@ int write_trace_file(const char *path, const ppv_world *w, int deviations,
         return -1;
     }
     return 0;
+}
+
+typedef struct trace_file {
+    const ppv_world *w;
+    int deviations;
+    const ppv_trace_verdict *v;
+} trace_file;
+
+static int write_trace(FILE *f, const void *arg) {
+    const trace_file *t = arg;
+    int bad = t->deviations ? ppv_trace_write_deviations(f, t->w) : ppv_trace_write(f, t->w);
+    return bad < 0 || (t->v && ppv_trace_write_verdict(f, t->v) < 0) ? -1 : 0;
+}
+
+/* Writes w's scheduling decisions to path atomically (its deviations from
+ * round-robin alone when deviations: a minimal trace), and v's verdict
+ * after them when v is given; -1 after printing the reason. */
+int write_trace_file(const char *path, const ppv_world *w, int deviations,
+                     const ppv_trace_verdict *v) {
+    trace_file t = {w, deviations, v};
+    return write_atomically(path, write_trace, &t, NULL);
 }
 
 /* Writes a finished JUnit suite; -1 after printing the reason. */

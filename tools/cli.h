@@ -271,6 +271,13 @@ struct json_object *hex_json(uint64_t v);
  * NaN or infinity). */
 struct json_object *finite_json(double v);
 struct json_object *wait_json(const ppv_wait *w);
+/* Writes path atomically: what write(f, arg) puts there replaces it only
+ * when all of it was written. 0, or -1 after "ppv CMD: cannot write PATH:
+ * why" (or, where write fails without a write error, "nothing to write in
+ * PATH (nothing)"); a failed write leaves no file and the old one as it
+ * was. */
+int write_atomically(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
+                     const char *nothing);
 /* Writes w's decisions as a trace file (atomically); -1 after a message. */
 int write_trace_file(const char *path, const ppv_world *w, int deviations,
                      const ppv_trace_verdict *v);

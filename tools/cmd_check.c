@@ -5,7 +5,6 @@
  * SVG, Chrome trace). Both take the same options (costs, cost files and
  * a model alike), each refusing the other's own.
  */
-#include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
@@ -536,30 +535,22 @@ static void print_text(const ppv_schedule *s, const ppv_check_report *rep, const
            rep->ok && (!mv || mv->over < 0) && !(tv->pytorch && tv->n) ? "OK" : "PROBLEM");
 }
 
+typedef struct check_output {
+    const ppv_check_report *rep;
+    int (*fn)(const ppv_check_report *, FILE *);
+} check_output;
+
+static int write_check_output(FILE *f, const void *arg) {
+    const check_output *o = arg;
+    return o->fn(o->rep, f);
+}
+
 static int write_output(const char *path, const ppv_check_report *rep,
                         int (*fn)(const ppv_check_report *, FILE *)) {
-    atomic_file af;
-    if (atomic_open(&af, path) < 0) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
-        return -1;
-    }
-    errno = 0;
-    if (fn(rep, af.f) < 0) {
-        /* a write that failed (a full disk, a size limit), or nothing to draw */
-        int failed = ferror(af.f), e = errno ? errno : EIO;
-        atomic_abort(&af);
-        if (failed)
-            fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, strerror(e));
-        else
-            fprintf(stderr, "ppv %s: nothing to write in %s (%s)\n", g_cmd, path,
-                    rep->checked ? "the schedule could not be simulated" : "no checked schedule");
-        return -1;
-    }
-    if (atomic_commit(&af) < 0) {
-        fprintf(stderr, "ppv %s: cannot write %s: %s\n", g_cmd, path, af.why);
-        return -1;
-    }
-    return 0;
+    check_output o = {rep, fn};
+    return write_atomically(path, write_check_output, &o,
+                            rep->checked ? "the schedule could not be simulated"
+                                         : "no checked schedule");
 }
 
 /* Writes check's JUnit XML: the structure, then one case per rank for

@@ -437,8 +437,7 @@ static void conform_print(const char *path, const ppv_conform_report *r) {
         char name[48], human[32], cap[64] = "";
         if (m->rank < 0) snprintf(name, sizeof name, "link 0-1");
         else
-            snprintf(name, sizeof name, "rank %d (%s)", (int)m->rank,
-                     m->rank == 0 ? "stage 0" : m->rank == 1 ? "leader" : "worker");
+            snprintf(name, sizeof name, "rank %d (%s)", (int)m->rank, ppv_pp_role_name(m->rank));
         human_bytes((double)m->peak_bytes, human, sizeof human);
         if (m->cap > 0) snprintf(cap, sizeof cap, ", cap %.0f", m->cap);
         printf("memory, %s: peak %lld bytes (%s), %lld samples on the %s clock%s\n", name,

@@ -414,7 +414,7 @@ static void generator_json(json_object *j, const ppv_pp_options *o) {
 /* "rank 0 (stage 0)", "rank 1 (leader)", "rank 2 (worker)" or "link 0-1". */
 static const char *row_name(int32_t k, int32_t nranks, char *buf, size_t n) {
     if (k == nranks) snprintf(buf, n, "link 0-1");
-    else snprintf(buf, n, "rank %d (%s)", k, k == 0 ? "stage 0" : k == 1 ? "leader" : "worker");
+    else snprintf(buf, n, "rank %d (%s)", k, ppv_pp_role_name(k));
     return buf;
 }
 
@@ -627,22 +627,19 @@ static int memory_svg(FILE *f, const ppv_pp_mem_row *rows, int32_t nranks) {
     return ferror(f) ? -1 : 0;
 }
 
+typedef struct memory_rows {
+    const ppv_pp_mem_row *rows;
+    int32_t nranks;
+} memory_rows;
+
+static int write_svg(FILE *f, const void *arg) {
+    const memory_rows *m = arg;
+    return memory_svg(f, m->rows, m->nranks);
+}
+
 static int write_memory_svg(const char *path, const ppv_pp_mem_row *rows, int32_t nranks) {
-    atomic_file af;
-    if (atomic_open(&af, path) < 0) {
-        fprintf(stderr, "ppv pp: cannot write %s: %s\n", path, af.why);
-        return -1;
-    }
-    if (memory_svg(af.f, rows, nranks) < 0) {
-        atomic_abort(&af);
-        fprintf(stderr, "ppv pp: cannot write %s\n", path);
-        return -1;
-    }
-    if (atomic_commit(&af) < 0) {
-        fprintf(stderr, "ppv pp: cannot write %s: %s\n", path, af.why);
-        return -1;
-    }
-    return 0;
+    memory_rows m = {rows, nranks};
+    return write_atomically(path, write_svg, &m, NULL);
 }
 
 /* A run that ended well gives every buffer back: the first row that still

@@ -9,6 +9,10 @@
 
 #include "pp_internal.h"
 
+const char *ppv_pp_role_name(int32_t rank) {
+    return rank == 0 ? "stage 0" : rank == 1 ? "leader" : "worker";
+}
+
 const char *ppv_pp_mem_kind_name(int k) {
     static const char *const names[] = {
 #define PPV_PP_MEM_NAME(ID, name) name,

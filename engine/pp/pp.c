@@ -360,13 +360,13 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
             if (ids[0] < 0)
                 n += snprintf(r->message + n, sizeof r->message - (size_t)n,
                               "; rank %d (%s, group %s, before the first envelope) waits at %s", b,
-                              b == 0 ? "stage 0" : b == 1 ? "leader" : "worker", group,
+                              ppv_pp_role_name(b), group,
                               r->world.blocked[k].action);
             else
                 n += snprintf(r->message + n, sizeof r->message - (size_t)n,
                               "; rank %d (%s, group %s, after call_id %" PRId64
                               ", chunk_index %" PRId64 ", cache_epoch %" PRId64 ") waits at %s",
-                              b, b == 0 ? "stage 0" : b == 1 ? "leader" : "worker", group, ids[0],
+                              b, ppv_pp_role_name(b), group, ids[0],
                               ids[1], ids[2], r->world.blocked[k].action);
         }
     } else if (r->world.status == PPV_RUN_FAILED && !c.failed) {

@@ -336,6 +336,8 @@ typedef enum ppv_pp_phase {
 /* "envelopes", ... and "warm-up", ...; "?" when out of range. */
 const char *ppv_pp_mem_kind_name(int k);
 const char *ppv_pp_phase_name(int p);
+/* A PP0/PP1 rank's role: "stage 0" (rank 0), "leader" (1), "worker". */
+const char *ppv_pp_role_name(int32_t rank);
 
 typedef struct ppv_pp_mem_sample {
     int64_t t_ns;       /* the transport's clock */
