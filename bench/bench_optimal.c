@@ -5,7 +5,9 @@
  * last stage (its F, I and W twice the others', as an output layer and
  * loss make it), it prints each one-stage-a-rank kind's makespan, peak and
  * bubble, the optimum within the kind's own peak and within 1F1B's, each
- * proven or not, the gap, and the solver's seconds. A benchmark reports
+ * proven or not, the gap, and the solver's seconds; ZB-V's beside the V
+ * shape's optimum (two stages a rank, each F, I and W at the costs, each
+ * stage's activation half a one-stage-a-rank stage's). A benchmark reports
  * figures; it never fails on them (exit 2 when the solver cannot run).
  *
  * usage: ppv_bench_optimal [TIME_LIMIT_S]   (default 60 a proof)
@@ -16,7 +18,10 @@
 
 #include "ppv_engine.h"
 
-static const char *const kinds[] = {"1f1b", "zb-h1", "zb-h2", "gpipe"};
+/* the one-stage-a-rank kinds, and ZB-V (two stages a rank, in a V: its
+ * optimum is the V shape's) */
+static const char *const kinds[] = {"1f1b", "zb-h1", "zb-h2", "gpipe", "zbv"};
+enum { NKINDS = sizeof kinds / sizeof kinds[0] };
 
 static int checked(const ppv_schedule *s, const ppv_stage_costs *sc, const ppv_costs *c,
                    double *makespan, double *peak, double *bubble) {
@@ -50,16 +55,25 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < 3; c++)
         for (int32_t p = 2; p <= 4; p++)
             for (int32_t m = 4; m <= 8; m += 4) {
+                /* uneven: the last stage twice the others (for the V, its
+                 * last of 2p, on rank 0, each stage half a rank's layers) */
                 ppv_stage_costs sc = {p, calloc((size_t)p, sizeof(ppv_stage_cost)), "uneven"};
-                if (!sc.s) return 2;
+                ppv_stage_costs sv = {2 * p, calloc((size_t)(2 * p), sizeof(ppv_stage_cost)),
+                                      "uneven"};
+                if (!sc.s || !sv.s) return 2;
                 for (int32_t k = 0; k < p; k++) {
                     double x = k == p - 1 ? 2 : 1;
                     sc.s[k] = (ppv_stage_cost){x, 2 * x, x, 0, 1, 0, 0};
                 }
-                const ppv_stage_costs *use = settings[c].uneven ? &sc : NULL;
+                for (int32_t k = 0; k < 2 * p; k++) {
+                    double x = k == 2 * p - 1 ? 2 : 1;
+                    sv.s[k] = (ppv_stage_cost){x, 2 * x, x, 0, 0.5, 0, 0};
+                }
                 double f1b_peak = 0, ms, pk, bb;
-                for (size_t k = 0; k < 4; k++) {
-                    ppv_gen_params gp = {p, m, 1};
+                for (size_t k = 0; k < NKINDS; k++) {
+                    int v = strcmp(kinds[k], "zbv") == 0;
+                    const ppv_stage_costs *use = !settings[c].uneven ? NULL : v ? &sv : &sc;
+                    ppv_gen_params gp = {p, m, v ? 2 : 1};
                     ppv_schedule *s = NULL;
                     char err[512];
                     if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) < 0 ||
@@ -72,7 +86,7 @@ int main(int argc, char **argv) {
                     double opt[2] = {0, 0}, secs = 0;
                     int proven[2] = {0, 0};
                     for (int w = 0; w < 2; w++) {
-                        ppv_optimal_params op = {p, m, 0, settings[c].c, use,
+                        ppv_optimal_params op = {p, m, v, settings[c].c, use,
                                                  w == 0 ? pk : f1b_peak, limit, NULL};
                         ppv_optimal_report rep;
                         ppv_schedule *o = NULL;
@@ -90,6 +104,7 @@ int main(int argc, char **argv) {
                     fflush(stdout);
                 }
                 ppv_stage_costs_free(&sc);
+                ppv_stage_costs_free(&sv);
             }
     return 0;
 }
