@@ -148,15 +148,8 @@ int ppv_pp_plan_run(const ppv_pp_options *o, int32_t elem_bytes, ppv_pp_plan *ou
     pp_ctx c;
     memset(&c, 0, sizeof c);
     c.o = o;
-    char builtin_params[192];
     c.gen_params = o->generator_params ? o->generator_params : "";
-    if (g && !o->generator) {
-        if (ppv_gen_config_format(&o->model, builtin_params, sizeof builtin_params) < 0) {
-            rc = ppv_errf(err, errlen, "the built-in generator's settings are too long");
-            goto done;
-        }
-        c.gen_params = builtin_params;
-    }
+    if (g && (rc = pp_gen_params_set(&c, err, errlen)) < 0) goto done;
     for (int32_t mr = 0; mr < o->mesh; mr++) {
         ppv_generator_memory res;
         memset(&res, 0, sizeof res);

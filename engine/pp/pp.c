@@ -263,12 +263,7 @@ int ppv_pp_run(const ppv_pp_options *o, ppv_pp_report **out, char *err, size_t e
     c.nranks = 1 + o->mesh;
     if (!o->control_only) {
         c.gen = o->generator ? o->generator : ppv_generator_builtin();
-        c.gen_params = o->generator_params ? o->generator_params : "";
-        if (!o->generator) {
-            if (ppv_gen_config_format(&o->model, c.builtin_params, sizeof c.builtin_params) < 0)
-                return ppv_errf(err, errlen, "the built-in generator's settings are too long");
-            c.gen_params = c.builtin_params;
-        }
+        if (pp_gen_params_set(&c, err, errlen) < 0) return -1;
         if (c.gen->open) { /* a generator that cannot open (a device): exit 2 */
             ppv_generator_setup s;
             char why[512] = "";

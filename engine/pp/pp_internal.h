@@ -137,6 +137,9 @@ const ppv_generator_site *pp_site_set(const ppv_generator_site *s);
 
 /* The generator's setup for mesh rank mr (-1: the process's open). */
 void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s);
+/* c->gen_params: --generator-params, or for the built-in its model's
+ * settings (formatted into c->builtin_params). 0, or -1 (err). */
+int pp_gen_params_set(pp_ctx *c, char *err, size_t errlen);
 
 /* The roles (stage0.c, mesh.c); the handshake runs first on every rank
  * (pp.c). Each returns when its part of the run ends. */

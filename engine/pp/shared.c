@@ -633,6 +633,15 @@ oom:
     return -1;
 }
 
+int pp_gen_params_set(pp_ctx *c, char *err, size_t errlen) {
+    c->gen_params = c->o->generator_params ? c->o->generator_params : "";
+    if (c->o->generator) return 0;
+    if (ppv_gen_config_format(&c->o->model, c->builtin_params, sizeof c->builtin_params) < 0)
+        return ppv_errf(err, errlen, "the built-in generator's settings are too long");
+    c->gen_params = c->builtin_params;
+    return 0;
+}
+
 void pp_generator_setup(const pp_ctx *c, int32_t mr, ppv_generator_setup *s) {
     const ppv_pp_options *o = c->o;
     memset(s, 0, sizeof *s);
