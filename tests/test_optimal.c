@@ -319,6 +319,11 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--model-costs and --mem-cap need --model"));
     run_free(&r);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--model", "layers=4,hidden=64,heads=4,seq=8");
+    assert_int_equal(r.code, 2); /* nothing it would change */
+    assert_non_null(strstr(r.err, "--model gives 'optimal' each rank's bytes for --mem-cap, and "
+                                  "each stage's times with --model-costs: give one of them"));
+    run_free(&r);
     r = RUN("gen", "optimal", "-p", "2", "-m", "2", "--model", "layers=4,hidden=64,heads=4,seq=8",
             "--cap", "2");
     assert_int_equal(r.code, 2);

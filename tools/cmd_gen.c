@@ -103,6 +103,9 @@ static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int com
     if (model && ap->cap > 0)
         return usage_error("--cap counts activations; with --model the cap is in bytes: "
                            "--mem-cap BYTES%s", "");
+    if (model && !model_costs && ap->mem_cap_bytes <= 0)
+        return usage_error("--model gives 'optimal' each rank's bytes for --mem-cap, and each "
+                           "stage's times with --model-costs: give one of them%s", "");
     ppv_optimal_params op = {gp.ranks, gp.microbatches, shape_v > 0, ap->costs, stages, ap->cap,
                              ap->time_limit, NULL};
     ppv_stage_costs derived = {0, NULL, ""};
