@@ -7,7 +7,8 @@
  * bubble, the optimum within the kind's own peak and within 1F1B's, each
  * proven or not, the gap, and the solver's seconds; ZB-V's beside the V
  * shape's optimum (two stages a rank, each F, I and W at the costs, each
- * stage's activation half a one-stage-a-rank stage's). A benchmark reports
+ * stage's activation half a one-stage-a-rank stage's); and gen auto's
+ * choice beside the optimum of its own shape. A benchmark reports
  * figures; it never fails on them (exit 2 when the solver cannot run).
  *
  * usage: ppv_bench_optimal [TIME_LIMIT_S]   (default 60 a proof)
@@ -70,19 +71,38 @@ int main(int argc, char **argv) {
                     sv.s[k] = (ppv_stage_cost){x, 2 * x, x, 0, 0.5, 0, 0};
                 }
                 double f1b_peak = 0, ms, pk, bb;
-                for (size_t k = 0; k < NKINDS; k++) {
-                    int v = strcmp(kinds[k], "zbv") == 0;
-                    const ppv_stage_costs *use = !settings[c].uneven ? NULL : v ? &sv : &sc;
-                    ppv_gen_params gp = {p, m, v ? 2 : 1};
+                for (size_t k = 0; k <= NKINDS; k++) { /* the kinds, then gen auto */
+                    int is_auto = k == NKINDS;
+                    const char *name = is_auto ? "gen auto" : kinds[k];
                     ppv_schedule *s = NULL;
                     char err[512];
-                    if (ppv_generate(kinds[k], &gp, &s, err, sizeof err) < 0 ||
-                        checked(s, use, &settings[c].c, &ms, &pk, &bb) < 0) {
+                    int rc;
+                    if (is_auto) { /* each action's costs, as check takes them */
+                        ppv_gen_auto_params ap = {p, m, settings[c].c, 0, 2000, limit, NULL, 0, 1,
+                                                  settings[c].uneven ? &sc : NULL, 0};
+                        ppv_gen_auto_report ar;
+                        rc = ppv_generate_auto(&ap, &s, &ar, err, sizeof err);
+                    } else {
+                        ppv_gen_params gp = {p, m, strcmp(name, "zbv") == 0 ? 2 : 1};
+                        rc = ppv_generate(name, &gp, &s, err, sizeof err);
+                    }
+                    /* its optimum's shape: one stage a rank, or a V (stage 2p-1 on rank 0);
+                     * another placement (interleaved) has none here */
+                    int v = rc == 0 && s->nstages == 2 * p && s->stage_rank[2 * p - 1] == 0;
+                    int shaped = rc == 0 && (v || s->nstages == p);
+                    const ppv_stage_costs *use = !settings[c].uneven ? NULL : v ? &sv : &sc;
+                    if (rc < 0 || checked(s, use, &settings[c].c, &ms, &pk, &bb) < 0) {
+                        if (rc < 0) fprintf(stderr, "bench: %s: %s\n", name, err);
                         ppv_schedule_free(s);
                         continue;
                     }
                     if (k == 0) f1b_peak = pk;
                     ppv_schedule_free(s);
+                    if (!shaped) {
+                        printf("| %s | %d | %d | %s | %g | %g | %.3f | - | - | - | - |\n",
+                               settings[c].name, p, m, name, ms, pk, bb);
+                        continue;
+                    }
                     double opt[2] = {0, 0}, secs = 0;
                     int proven[2] = {0, 0};
                     for (int w = 0; w < 2; w++) {
@@ -98,7 +118,7 @@ int main(int argc, char **argv) {
                         ppv_schedule_free(o);
                     }
                     printf("| %s | %d | %d | %s | %g | %g | %.3f | %g%s | %.1f%% | %g%s | %.2f |\n",
-                           settings[c].name, p, m, kinds[k], ms, pk, bb, opt[0],
+                           settings[c].name, p, m, name, ms, pk, bb, opt[0],
                            proven[0] ? "" : " (not proven)", 100 * (ms - opt[0]) / opt[0], opt[1],
                            proven[1] ? "" : " (not proven)", secs);
                     fflush(stdout);
