@@ -137,9 +137,10 @@ static const help_command commands[] = {
      "at every stage count (and a greedy built to the cap), the four best then improved by "
      "swapping adjacent actions while the check passes; a line on standard error says what it "
      "chose. "
-     "A named kind given --costs (or --cost-file, each stage's own) is tuned to them the same "
-     "way, within its own peak. optimal writes the schedule of smallest makespan under the "
-     "costs within --cap, proven by GLPK's MILP solver (one stage a rank, or two in a V with "
+     "A named kind given --costs (or --cost-file, or --model with --model-costs: each stage's "
+     "own) is tuned to them the same way, within its own peak. optimal writes the schedule of "
+     "smallest makespan under the costs within --cap (or, with --model, --mem-cap bytes a "
+     "rank), proven by GLPK's MILP solver (one stage a rank, or two in a V with "
      "--kind-shape v; each stage's microbatches in order), or the best found when "
      "--time-limit cuts it short, said so; sizes beyond p 4, m 8 are refused with the model's "
      "size. It is deterministic: the same options give the same schedule.",
