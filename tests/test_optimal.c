@@ -410,10 +410,7 @@ static void test_no_kind_beats_the_optimum_on_any_cell(void **state) {
 static void test_the_cap_is_in_bytes(void **state) {
     (void)state;
     if (!have_solver()) skip();
-    char dir[] = "/tmp/ppv_optimal_bytes_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char out[512];
-    snprintf(out, sizeof out, "%s/o.csv", dir);
+    const char *out = tmp_path("bytes.csv");
     const char *model = "layers=4,hidden=64,heads=4,seq=128";
     /* 4,155,392 holds two microbatches on rank 0: 13, rank 1's 12 units
      * of work after the 1 it waits for stage 0's first F */
@@ -453,6 +450,17 @@ static void test_the_cap_is_in_bytes(void **state) {
     assert_non_null(strstr(r.err, "rank 0's weights, gradients and optimizer state alone need "
                                   "1730560 bytes, more than --mem-cap 1000000"));
     run_free(&r);
+    /* a cost file gives each stage's activation too: the two are refused */
+    const char *costs = tmp_path("costs.csv");
+    FILE *f = fopen(costs, "w");
+    assert_non_null(f);
+    fputs("ppv-costs,1\nstage,f,b,w\n0,1,2,1\n1,1,2,1\n", f);
+    assert_int_equal(fclose(f), 0);
+    r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model", model, "--mem-cap", "3000000",
+            "--cost-file", costs, "-o", out);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--model gives each stage's activation, and --cost-file too"));
+    run_free(&r);
     /* the model's own times (an output layer of 1000 words) fall between ticks */
     r = RUN("gen", "optimal", "-p", "2", "-m", "4", "--model",
             "layers=6,hidden=64,heads=4,seq=128,vocab=1000", "--model-costs", "-o", out);
@@ -461,8 +469,6 @@ static void test_the_cap_is_in_bytes(void **state) {
                                   "rounded in a cost file (ppv show --model SPEC --model-costs "
                                   "prints them)"));
     run_free(&r);
-    unlink(out);
-    rmdir(dir);
     r = RUN("gen", "1f1b", "-p", "2", "-m", "2", "--kind-shape", "v");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--kind-shape is for 'optimal'"));
@@ -482,5 +488,5 @@ int main(void) {
         cmocka_unit_test(test_sizes_it_cannot_prove_are_said),
         cmocka_unit_test(test_the_cap_is_in_bytes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, tmp_cleanup);
 }
