@@ -148,10 +148,48 @@ static void sc_self_ungrouped(ppv_transport *t, int32_t rank, void *arg) {
     self_exchange(t, rank, arg, 0);
 }
 
+/* Rank 0 sends 8 bytes that rank 1 never receives: the run must not end
+ * well, however the send was buffered. */
+static void sc_unreceived(ppv_transport *t, int32_t rank, void *arg) {
+    (void)arg;
+    uint64_t word = 7;
+    if (rank == 0) t->ops->send(t->impl, rank, &word, sizeof word, 1, 0, "0SEND_LOST");
+}
+
+/* Rank 0 sends 8, 64 and 8 bytes to rank 1, which takes them in that
+ * order (under eager:32 the first and last are buffered, the middle one
+ * waits) and sends them back: every message arrives whole and in its
+ * place. */
+static void sc_mixed_sizes(ppv_transport *t, int32_t rank, void *arg) {
+    scenario_out *o = arg;
+    static const size_t len[3] = {8, 64, 8};
+    unsigned char m[3][64];
+    size_t at = 0;
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < len[k]; i++)
+            m[k][i] = (unsigned char)(16 * k + (int)i);
+        if (rank == 0) t->ops->send(t->impl, rank, m[k], len[k], 1, 0, "0SEND_MIXED");
+    }
+    for (int k = 0; k < 3; k++) {
+        if (rank == 1) {
+            memset(m[k], 0, sizeof m[k]);
+            t->ops->recv(t->impl, rank, m[k], len[k], 0, 0, "1RECV_MIXED");
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        if (rank == 1) t->ops->send(t->impl, rank, m[k], len[k], 0, 0, "1SEND_BACK");
+        if (rank == 0) t->ops->recv(t->impl, rank, o->bytes + at, len[k], 1, 0, "0RECV_BACK");
+        at += len[k];
+    }
+    if (rank == 0) o->n = at;
+}
+
 static const struct {
     const char *name;
     ppv_rank_main fn;
 } scenarios[] = {
+    {"unreceived", sc_unreceived},
+    {"mixed-sizes", sc_mixed_sizes},
     {"collectives", sc_collectives},
     {"exchange", sc_exchange},
     {"exchange-grouped", sc_exchange_grouped},

@@ -642,6 +642,7 @@ static void need_nccl(void) {
     unsetenv("PPV_FAKE_NCCL_FAIL_AT");
     unsetenv("PPV_FAKE_NCCL_RANK");
     unsetenv("PPV_FAKE_NCCL_EAGER_BYTES");
+    unsetenv("PPV_FAKE_NCCL_STATS");
 }
 
 static void test_nccl_run_equals_mock(void **state) {
@@ -681,7 +682,10 @@ static void test_nccl_run_equals_mock(void **state) {
 }
 
 /* The pipeline on NCCL, the mesh a communicator split from the world: the
- * mock's output digest and calls; polling refused (NCCL has no probe). */
+ * mock's output digest and calls, with recompute and with stash at every
+ * depth (stage 0's next envelope passes the leader's result: eager sends
+ * are launched, not waited for, on a communicator of their direction);
+ * polling refused (NCCL has no probe). */
 static void test_nccl_pp_equals_mock(void **state) {
     (void)state;
     need_nccl();
@@ -702,25 +706,57 @@ static void test_nccl_pp_equals_mock(void **state) {
         run_free(&mock);
         run_free(&r);
     }
-    /* stash, one envelope in flight: the mock's output */
-    run_result mock = RUN("pp", "--mesh", "2", "--chunks", "5", "--d-in", "1", "--json");
-    run_result r = MPIRUN(3, PPV_BIN, "pp", "--mesh", "2", "--chunks", "5", "--d-in", "1",
-                          "--json", "--transport", "nccl");
-    if (r.code != 0) fprintf(stderr, "stash: %s%s", r.out, r.err);
-    assert_int_equal(mock.code, 0);
-    assert_int_equal(r.code, 0);
-    char *a = pp_fields(mock.out), *b = pp_fields(r.out);
-    assert_string_equal(b, a);
-    free(a);
-    free(b);
-    run_free(&mock);
-    run_free(&r);
-    /* stash with two in flight would deadlock on NCCL: refused, not waited out */
-    r = RUN("pp", "--transport", "nccl");
-    assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "on --transport nccl, --kv stash with --d-in above 1 deadlocks"));
-    run_free(&r);
-    r = RUN("pp", "--poll", "--kv", "recompute", "--transport", "nccl");
+    /* stash, one to four envelopes in flight, a hard cut: the mock's output */
+    static const char *const stash[][7] = {
+        {"2", "--d-in", "1", "--d-out", "1", "--chunks", "5"},
+        {"2", "--d-in", "2", "--d-out", "2", "--chunks", "5"},
+        {"2", "--d-in", "2", "--d-out", "1", "--hard-cut-at", "3"},
+        {"4", "--d-in", "4", "--d-out", "2", "--chunks", "7"},
+    };
+    for (size_t k = 0; k < sizeof stash / sizeof stash[0]; k++) {
+        const char *const *o = stash[k];
+        run_result mock = RUN("pp", "--mesh", o[0], o[1], o[2], o[3], o[4], o[5], o[6], "--json");
+        run_result r = MPIRUN(atoi(o[0]) + 1, PPV_BIN, "pp", "--mesh", o[0], o[1], o[2], o[3], o[4], o[5],
+                              o[6], "--json", "--transport", "nccl", "--timeout", "20");
+        if (r.code != 0) fprintf(stderr, "stash %zu: %s%s", k, r.out, r.err);
+        assert_int_equal(mock.code, 0);
+        assert_int_equal(r.code, 0);
+        char *a = pp_fields(mock.out), *b = pp_fields(r.out);
+        assert_string_equal(b, a);
+        free(a);
+        free(b);
+        run_free(&mock);
+        run_free(&r);
+    }
+    /* a launched send's staging buffer is given back when it is done: the
+     * device memory taken does not grow with the run (a pool that kept
+     * them would take 4 more buffers a chunk) */
+    char stats[2][4200];
+    for (int k = 0; k < 2; k++) {
+        snprintf(stats[k], sizeof stats[k], "%s", tmp_path(k ? "stats-60" : "stats-6"));
+        unlink(stats[k]);
+        setenv("PPV_FAKE_NCCL_STATS", stats[k], 1);
+        run_result r = MPIRUN(3, PPV_BIN, "pp", "--mesh", "2", "--chunks", k ? "60" : "6",
+                              "--transport", "nccl");
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+    }
+    unsetenv("PPV_FAKE_NCCL_STATS");
+    for (int rank = 0; rank < 3; rank++) {
+        long got[2] = {-1, -1};
+        for (int k = 0; k < 2; k++) {
+            char *text = slurp(stats[k]), key[32];
+            snprintf(key, sizeof key, "rank %d: ", rank);
+            const char *at = strstr(text, key);
+            assert_non_null(at);
+            got[k] = strtol(at + strlen(key), NULL, 10);
+            free(text);
+        }
+        if (got[1] >= got[0] + 10)
+            fail_msg("rank %d took %ld device buffers in 6 chunks, %ld in 60", rank, got[0],
+                     got[1]);
+    }
+    run_result r = RUN("pp", "--poll", "--kv", "recompute", "--transport", "nccl");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "NCCL has no probe"));
     run_free(&r);
@@ -922,7 +958,31 @@ static void test_nccl_transport_logic(void **state) {
     assert_string_equal(r.out, want);
     run_free(&r);
     unsetenv("PPV_FAKE_NCCL_EAGER_BYTES");
+    /* ... and eager semantics pass, NCCL waiting for every receive: the
+     * sends are launched on their own stream and communicator ... */
+    r = MPIRUN(2, RANKS_BIN, "exchange", "eager", "60", "nccl");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    run_free(&r);
+    /* ... but not sends above eager:BYTES */
+    r = MPIRUN(2, RANKS_BIN, "exchange", "eager:32", "1", "nccl");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hang: 1SEND_X (a send of 64 bytes to rank 0)"));
+    run_free(&r);
     free(want);
+    /* launched and waited-for sends to one peer arrive in the order sent */
+    want = mock_ranks("mixed-sizes", "2");
+    r = MPIRUN(2, RANKS_BIN, "mixed-sizes", "eager:32", "60", "nccl");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    run_free(&r);
+    free(want);
+    /* a launched send nobody receives: the run's end waits for it and
+     * reports the hang (NCCL cannot be left with a send in flight) */
+    r = MPIRUN(2, RANKS_BIN, "unreceived", "eager", "1", "nccl");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hang: the end of the run"));
+    run_free(&r);
     static const struct {
         const char *scenario, *says;
     } cases[] = {

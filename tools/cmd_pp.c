@@ -255,17 +255,6 @@ static int parse_pp_args(int argc, char **argv, pp_args *a) {
                            "--worker-watchdog");
     if (!a->transport && a->timeout_given)
         return usage_error("%s is for --transport mpi or nccl", "--timeout");
-    /* NCCL's sends wait for their receives and a frame is several messages:
-     * with stash and D_in > 1, stage 0 sends envelope k+1 while the leader
-     * sends result k, and each waits for the other's receive (found on the
-     * stand-in; grouping cannot help while the result's size is not known
-     * before its header arrives) */
-    if (a->transport && strcmp(a->transport, "nccl") == 0 && !a->o.kv_recompute && a->o.d_in > 1)
-        return usage_error("on --transport nccl, --kv stash with --d-in above 1 deadlocks: stage 0 "
-                           "sends the next envelope while the leader sends a result, and NCCL's "
-                           "sends wait for their receives; use --d-in 1 or --kv recompute (which "
-                           "sends an envelope only after the results before it)%s",
-                           "");
     if (a->transport && strcmp(a->transport, "nccl") == 0 && a->o.poll)
         return usage_error("--poll probes for results, and NCCL has no probe: poll on --transport "
                            "mpi or the mock%s",

@@ -6,10 +6,15 @@
  * machines without a GPU. The tests point $PPV_NCCL_LIBRARY and
  * $PPV_CUDART_LIBRARY at this library.
  *
- * A stream is a queue run in order, as a GPU runs it: a copy runs when
- * everything before it is done; a communication starts when everything
- * before it is done, or when it and everything unfinished before it are
- * of one group (ncclGroupStart..End: launched together). A send is
+ * A stream is a queue run in order, as a GPU runs it: a copy (or an
+ * event's mark) runs when everything before it is done; a communication
+ * starts when everything before it is done, or when it and everything
+ * unfinished before it are of one group (ncclGroupStart..End: launched
+ * together). One communicator's communications run one at a time in the
+ * order they were issued, whatever their streams (the worst case of
+ * NCCL's ordering: a later call on a communicator waits for an earlier
+ * one that waits for its peer), unless they are of one group. Asking any
+ * stream or event advances every stream. A send is
  * synchronous (MPI_Issend: NCCL may wait for the receive, and the test
  * takes the worst case) unless $PPV_FAKE_NCCL_EAGER_BYTES buffers those
  * up to that size, as NCCL's FIFO does. Device memory is host memory.
@@ -20,6 +25,9 @@
  *                             its stream (its communicator stays in progress)
  *   PPV_FAKE_NCCL_FAIL_AT=K   after the K-th, ncclCommGetAsyncError says
  *                             ncclRemoteError (a peer went away)
+ *   PPV_FAKE_NCCL_STATS=FILE  at the process's end, appends "rank R: N
+ *                             cudaMalloc" (the transport's staging pool
+ *                             must not grow with the run)
  * A call outside a group, and a group's end, return ncclInProgress and
  * put their operations on the streams only at the next
  * ncclCommGetAsyncError, as a non-blocking communicator may (NCCL issues
@@ -39,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_COPY, OP_SEND, OP_RECV, OP_ALLGATHER, OP_BCAST };
+enum { OP_COPY, OP_MARK, OP_SEND, OP_RECV, OP_ALLGATHER, OP_BCAST };
 enum { TAG = 11 };
 
 typedef struct op {
@@ -47,6 +55,8 @@ typedef struct op {
     cudaStream_t stream;
     struct ncclComm *comm;
     int started, done, hang, unissued;
+    long seq; /* a communication's place in the order its communicator issued them */
+    struct CUevent_st *event; /* OP_MARK: the event it completes */
     void *dst;
     const void *src;
     void *copy; /* a buffered send's data */
@@ -58,6 +68,13 @@ typedef struct op {
 
 struct CUstream_st {
     op *head, *tail;
+};
+
+/* An event: done once the mark that its last cudaEventRecord put on a
+ * stream has run (never recorded: done). */
+struct CUevent_st {
+    int done;
+    op *mark;
 };
 
 struct ncclComm {
@@ -74,6 +91,8 @@ static op *grouped, *grouped_tail; /* issued in the open group: launched at its 
  * call returns ncclInProgress and NCCL's own thread puts its kernels on
  * the stream later; here, at the next ncclCommGetAsyncError. */
 static op *pending, *pending_tail;
+static cudaStream_t *streams; /* every stream made, so that any query advances them all */
+static int nstreams;
 
 /* Under ppv launch there is no mpirun: each process is an MPI world of
  * its own (a singleton), which carries one rank's calls. */
@@ -122,11 +141,32 @@ cudaError_t cudaSetDevice(int d) {
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    cudaStream_t *all = realloc(streams, (size_t)(nstreams + 1) * sizeof *all);
+    if (!all) return cudaErrorMemoryAllocation;
+    streams = all;
     *s = calloc(1, sizeof **s);
-    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*s) return cudaErrorMemoryAllocation;
+    streams[nstreams++] = *s;
+    return cudaSuccess;
+}
+
+static long mallocs;
+static int stats_rank;
+
+/* PPV_FAKE_NCCL_STATS: the count of cudaMalloc calls, at exit. */
+static void write_stats(void) {
+    const char *path = getenv("PPV_FAKE_NCCL_STATS");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "rank %d: %ld cudaMalloc\n", stats_rank, mallocs);
+    fclose(f);
 }
 
 cudaError_t cudaMalloc(void **p, size_t n) {
+    if (mallocs++ == 0) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &stats_rank);
+        atexit(write_stats);
+    }
     *p = malloc(n ? n : 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -196,21 +236,40 @@ static void start(struct ncclComm *c, op *o) {
     }
 }
 
+/* Whether an unfinished communication of o's communicator, issued before
+ * o and not of its group, is still on a stream or waiting to get there:
+ * then o waits for it. */
+static int comm_busy_before(const op *o) {
+    for (int k = 0; k <= nstreams; k++)
+        for (const op *p = k < nstreams ? streams[k]->head : pending; p; p = p->next)
+            if (p != o && p->comm == o->comm && !p->done && p->seq < o->seq &&
+                !(o->group && p->group == o->group))
+                return 1;
+    return 0;
+}
+
 /* Runs what can run on s; 1 when all is done. An op may start when every
  * unfinished op before it is a communication of its own group (launched
- * together); a copy only when nothing before it is unfinished. */
+ * together); a copy or a mark only when nothing before it is unfinished;
+ * a communication only when its communicator is done with the ones issued
+ * before it. */
 static int advance(cudaStream_t s) {
     int blocked = 0, gate = 0; /* gate: the group unfinished ops so far all belong to, or 0 */
     for (op *o = s->head; o; o = o->next) {
         if (o->done) continue;
-        int may = !blocked || (o->kind != OP_COPY && o->group && o->group == gate);
+        int local = o->kind == OP_COPY || o->kind == OP_MARK;
+        int may = !blocked || (!local && o->group && o->group == gate);
         if (may && !o->started) {
-            if (o->kind == OP_COPY) {
-                memcpy(o->dst, o->src, o->bytes);
+            if (local) {
+                if (o->kind == OP_COPY) memcpy(o->dst, o->src, o->bytes);
+                if (o->event && o->event->mark == o) {
+                    o->event->done = 1;
+                    o->event->mark = NULL;
+                }
                 o->started = o->done = 1;
                 continue;
             }
-            start(o->comm, o);
+            if (!comm_busy_before(o)) start(o->comm, o);
         }
         if (o->started && !o->hang) {
             int flag = 0;
@@ -219,7 +278,7 @@ static int advance(cudaStream_t s) {
         }
         if (o->done) continue;
         if (!blocked)
-            gate = o->kind != OP_COPY ? o->group : 0;
+            gate = !local ? o->group : 0;
         else if (o->group != gate)
             gate = 0;
         blocked = 1;
@@ -234,19 +293,64 @@ static int advance(cudaStream_t s) {
     return s->head == NULL;
 }
 
+/* Every stream as far as it can go (one stream's progress can free
+ * another's communication); then whether s is done. */
+static int advance_all(cudaStream_t s) {
+    for (int round = 0; round <= nstreams; round++)
+        for (int k = 0; k < nstreams; k++)
+            advance(streams[k]);
+    return advance(s);
+}
+
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     if (last_comm && last_comm->aborted) return cudaErrorLaunchFailure;
-    return advance(s) ? cudaSuccess : cudaErrorNotReady;
+    return advance_all(s) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     while (s->head) {
         op *o = s->head;
         s->head = o->next;
+        if (o->event && o->event->mark == o) o->event->mark = NULL;
         free(o->copy);
         free(o);
     }
+    for (int k = 0; k < nstreams; k++)
+        if (streams[k] == s) streams[k] = streams[--nstreams];
     free(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    if (!*e) return cudaErrorMemoryAllocation;
+    (*e)->done = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    op *o = calloc(1, sizeof *o);
+    if (!o) return cudaErrorMemoryAllocation;
+    o->kind = OP_MARK;
+    o->event = e;
+    e->done = 0;
+    e->mark = o;
+    push(s, o);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (last_comm && last_comm->aborted) return cudaErrorLaunchFailure;
+    if (nstreams) advance_all(streams[0]);
+    return e->done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    for (int k = 0; k < nstreams; k++) /* marks still queued complete nothing */
+        for (op *o = streams[k]->head; o; o = o->next)
+            if (o->event == e) o->event = NULL;
+    free(e);
     return cudaSuccess;
 }
 
@@ -320,6 +424,7 @@ ncclResult_t ncclCommSplit(ncclComm_t parent, int color, int key, ncclComm_t *ou
     struct ncclComm *c = calloc(1, sizeof *c);
     if (!c) return ncclSystemError;
     c->comm = mc;
+    c->alone = parent->alone;
     MPI_Comm_rank(mc, &c->rank);
     MPI_Comm_size(mc, &c->size);
     c->init_polls = 1;
@@ -401,6 +506,7 @@ static ncclResult_t issue(ncclComm_t c, cudaStream_t s, int kind, void *dst, con
     o->root = root;
     o->comm = c;
     int k = ++ops_issued;
+    o->seq = k;
     if (switch_here()) {
         o->hang = k == env_long("PPV_FAKE_NCCL_HANG_AT", 0);
         o->unissued = k == env_long("PPV_FAKE_NCCL_UNISSUED_AT", 0);

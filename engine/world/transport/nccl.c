@@ -1,6 +1,6 @@
 /* nccl.c - the NCCL transport: one process per GPU, started by mpirun,
  * its messages through ncclSend/ncclRecv and the collectives on a CUDA
- * stream of its own. A module (libppv_nccl.so) that proc.c loads for
+ * stream of its own (eager sends on a second). A module (libppv_nccl.so) that proc.c loads for
  * `--transport nccl`; it opens libnccl and libcudart itself (dlopen:
  * $PPV_NCCL_LIBRARY and $PPV_CUDART_LIBRARY, else the loader's search and
  * the toolkit it was built with), so that the tests can put a stand-in for
@@ -22,9 +22,22 @@
  * group the receives' copies wait for ncclGroupEnd, when the group's
  * operations are launched.
  *
- * NCCL decides itself whether a send waits for its receive (small ones go
- * into the peer's FIFO); ppv's check before launch assumes the semantics
- * given (rendezvous: the worst case). Collectives agree first on kind,
+ * Send semantics are the run's, as on MPI. A rendezvous send waits for
+ * its stream (NCCL may wait for the receive: small messages go into the
+ * peer's FIFO, large ones wait). An eager one (every send under eager,
+ * those up to BYTES under eager:BYTES) is copied to the device, launched
+ * on a stream of its own and not waited for: its staging buffer is freed
+ * when its event says it is done, and the run's end waits for every one
+ * (under the watchdog), so a send never received is a reported hang.
+ * NCCL runs one communicator's calls in the order they were issued,
+ * whatever their streams, so a launched send would hold up this rank's
+ * next receive on that communicator; messages on the world therefore
+ * travel on two communicators split from it, one carrying every message
+ * to a higher rank (or to itself), the other every message to a lower
+ * one. Stage 0's next envelope (to the leader) and the leader's result
+ * (to stage 0) then pass each other. Both ends pick the communicator from
+ * the pair of ranks alone, so grouped and ungrouped calls match as
+ * before. Collectives agree first on kind,
  * root and size, as on the mock; an allreduce is an allgather summed in
  * member order, the mock's bits. Communicators other than the world are
  * split from it (ncclCommSplit, non-blocking too); peers are named by
@@ -71,6 +84,10 @@ typedef struct nccl_api {
     cudaError_t (*Malloc)(void **, size_t);
     cudaError_t (*Free)(void *);
     cudaError_t (*MemcpyAsync)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+    cudaError_t (*EventCreateWithFlags)(cudaEvent_t *, unsigned int);
+    cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t);
+    cudaError_t (*EventQuery)(cudaEvent_t);
+    cudaError_t (*EventDestroy)(cudaEvent_t);
     const char *(*GetErrorStringCuda)(cudaError_t);
 } nccl_api;
 
@@ -90,6 +107,16 @@ typedef struct staged {
     char what[64];
 } staged;
 
+/* An eager send launched and not yet known to be done: its staging
+ * buffer, and the event recorded after it on the send stream. */
+typedef struct in_flight {
+    void *dev;
+    cudaEvent_t done;
+    size_t bytes;
+    int32_t peer;
+    char what[64];
+} in_flight;
+
 /* A communicator: the world (0) or one split from it. */
 typedef struct nccl_comm {
     ncclComm_t comm; /* NULL where this rank is not a member */
@@ -105,7 +132,16 @@ typedef struct nccl_t {
     ncclComm_t comm; /* the world's */
     nccl_comm *comms;
     int32_t ncomms;
+    /* messages on the world: [0] to a higher rank or to itself, [1] to a
+     * lower one (split from it, so a launched send never holds up a
+     * receive from the other side) */
+    ncclComm_t way[2];
     cudaStream_t stream;
+    cudaStream_t send_stream; /* eager sends: launched, not waited for */
+    in_flight *sent;          /* those, oldest first */
+    int nsent, capsent;
+    cudaEvent_t *spare; /* events of sends found done, for the next ones */
+    int nspare, capspare;
     int device;
     int in_group;
     staged *grp;
@@ -121,6 +157,8 @@ static void nccl_end_job(proc_base *b, int code) {
     nccl_t *m = (nccl_t *)b;
     for (int32_t k = m->ncomms - 1; k >= 1; k--)
         if (m->comms[k].comm) m->api.CommAbort(m->comms[k].comm);
+    for (int w = 0; w < 2; w++)
+        if (m->way[w]) m->api.CommAbort(m->way[w]);
     if (m->comm) m->api.CommAbort(m->comm);
     m->comm = NULL;
     if (!m->launched) MPI_Abort(MPI_COMM_WORLD, code);
@@ -142,10 +180,11 @@ static void check_cuda(nccl_t *m, cudaError_t rc, const char *what) {
  * one has failed; returns whether one is still in progress. */
 static int comms_in_progress(nccl_t *m, const char *what) {
     int busy = 0;
-    for (int32_t k = 0; k < m->ncomms; k++) {
-        if (!m->comms[k].comm) continue;
+    for (int32_t k = 0; k < m->ncomms + 2; k++) {
+        ncclComm_t c = k < m->ncomms ? m->comms[k].comm : m->way[k - m->ncomms];
+        if (!c) continue;
         ncclResult_t st = ncclSuccess;
-        check_nccl(m, m->api.CommGetAsyncError(m->comms[k].comm, &st), "ncclCommGetAsyncError");
+        check_nccl(m, m->api.CommGetAsyncError(c, &st), "ncclCommGetAsyncError");
         if (st == ncclInProgress)
             busy = 1;
         else if (st != ncclSuccess)
@@ -184,13 +223,13 @@ static void issued(nccl_t *m, ncclResult_t rc, const char *what) {
 }
 
 /* Waits until the stream has run everything put on it, polling the
- * communicator's asynchronous error; past the timeout, the hang is
+ * communicators' asynchronous errors; past the timeout, the hang is
  * reported (what: the call and its peer) and the job ends. */
-static void wait_stream(nccl_t *m, const char *what) {
+static void wait_on(nccl_t *m, cudaStream_t stream, const char *what) {
     double t0 = proc_now();
     int spins = 0;
     for (;;) {
-        cudaError_t q = m->api.StreamQuery(m->stream);
+        cudaError_t q = m->api.StreamQuery(stream);
         if (q != cudaSuccess && q != cudaErrorNotReady) check_cuda(m, q, what);
         /* asked whether the stream finished or not: an operation can end
          * while its communicator fails, and the error belongs to this call */
@@ -199,6 +238,11 @@ static void wait_stream(nccl_t *m, const char *what) {
         pause_or_hang(m, t0, &spins, what, "has waited", ": a deadlock, or a rank that stopped");
     }
     m->b.last_done = proc_now();
+}
+
+/* wait_on the main stream. */
+static void wait_stream(nccl_t *m, const char *what) {
+    wait_on(m, m->stream, what);
 }
 
 /* Device staging buffers are kept for the next calls (cudaMalloc is slow,
@@ -262,15 +306,103 @@ static staged *group_slot(nccl_t *m) {
     return &m->grp[m->ngrp++];
 }
 
+/* The communicator a message from rank `from` to rank `to` travels on:
+ * on the world, the one of its direction; elsewhere c's own. */
+static ncclComm_t p2p_comm(const nccl_t *m, int32_t comm, const nccl_comm *c, int32_t from,
+                           int32_t to) {
+    return comm == 0 ? m->way[to >= from ? 0 : 1] : c->comm;
+}
+
+/* Whether a send of this size is eager under the run's semantics. */
+static int eager(const nccl_t *m, size_t bytes) {
+    switch (m->b.cfg.sem.kind) {
+    case PPV_SEM_EAGER:
+        return 1;
+    case PPV_SEM_EAGER_BYTES:
+        return (int64_t)bytes <= m->b.cfg.sem.eager_limit;
+    default:
+        return 0;
+    }
+}
+
+/* Gives back the staging buffers of the launched sends that are done
+ * (their stream runs in order: the first not done ends the look). */
+static void reap_sent(nccl_t *m) {
+    int k = 0;
+    for (; k < m->nsent; k++) {
+        cudaError_t q = m->api.EventQuery(m->sent[k].done);
+        if (q == cudaErrorNotReady) break;
+        check_cuda(m, q, m->sent[k].what);
+        dev_release(m, m->sent[k].dev);
+        if (m->nspare == m->capspare) {
+            int cap = m->capspare ? 2 * m->capspare : 8;
+            cudaEvent_t *e = realloc(m->spare, (size_t)cap * sizeof *e);
+            if (!e) failf(m, 1, "out of memory");
+            m->spare = e;
+            m->capspare = cap;
+        }
+        m->spare[m->nspare++] = m->sent[k].done;
+    }
+    memmove(m->sent, m->sent + k, (size_t)(m->nsent - k) * sizeof *m->sent);
+    m->nsent -= k;
+}
+
+/* Launches an eager send of d (already on the device) to `to` on nc and
+ * returns: its buffer stays taken until its event says it is done. */
+static void launch_send(nccl_t *m, void *d, size_t bytes, int32_t peer, int to, ncclComm_t nc,
+                        const char *desc, const char *what) {
+    issued(m, m->api.Send(d, bytes, ncclUint8, to, nc, m->send_stream), desc);
+    if (m->nsent == m->capsent) {
+        int cap = m->capsent ? 2 * m->capsent : 16;
+        in_flight *f = realloc(m->sent, (size_t)cap * sizeof *f);
+        if (!f) failf(m, 1, "out of memory");
+        m->sent = f;
+        m->capsent = cap;
+    }
+    in_flight *f = &m->sent[m->nsent];
+    if (m->nspare)
+        f->done = m->spare[--m->nspare];
+    else
+        check_cuda(m, m->api.EventCreateWithFlags(&f->done, cudaEventDisableTiming), what);
+    check_cuda(m, m->api.EventRecord(f->done, m->send_stream), what);
+    f->dev = d;
+    f->bytes = bytes;
+    f->peer = peer;
+    proc_set_what(f->what, sizeof f->what, what);
+    m->nsent++;
+}
+
+/* Every launched send done, under the watchdog: one never received is a
+ * hang that names it. */
+static void wait_sent(nccl_t *m) {
+    if (!m->nsent) return;
+    char desc[200];
+    snprintf(desc, sizeof desc,
+             "the end of the run, for %s (a send of %zu bytes to rank %d, %d in flight)",
+             m->sent[0].what, m->sent[0].bytes, m->sent[0].peer, m->nsent);
+    wait_on(m, m->send_stream, desc);
+    reap_sent(m);
+}
+
 static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, int32_t peer,
                      int32_t comm, const char *what) {
     nccl_t *m = impl;
     (void)rank;
     nccl_comm *c = comm_of(m, comm, what);
     int to = peer_in(m, c, comm, peer, what);
+    ncclComm_t nc = p2p_comm(m, comm, c, m->b.rank, peer);
+    reap_sent(m);
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
-    ncclResult_t rc = m->api.Send(d, bytes, ncclUint8, to, c->comm, m->stream);
+    char desc[160];
+    snprintf(desc, sizeof desc, "%s (a send of %zu bytes to rank %d)", what ? what : "send", bytes,
+             peer);
+    if (!m->in_group && eager(m, bytes)) {
+        wait_stream(m, desc); /* the copy: the caller may reuse buf */
+        launch_send(m, d, bytes, peer, to, nc, desc, what);
+        return 0;
+    }
+    ncclResult_t rc = m->api.Send(d, bytes, ncclUint8, to, nc, m->stream);
     if (m->in_group) { /* launched at group_end */
         check_nccl(m, rc, what);
         staged *g = group_slot(m);
@@ -278,23 +410,23 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
         proc_set_what(g->what, sizeof g->what, what);
         return 0;
     }
-    char desc[160];
-    snprintf(desc, sizeof desc, "%s (a send of %zu bytes to rank %d)", what ? what : "send", bytes,
-             peer);
     issued(m, rc, desc);
     wait_stream(m, desc);
     dev_release(m, d);
     return 0;
 }
 
+/* A receive's copy out comes after the wait for it: a copy to pageable
+ * host memory holds the CPU until it is done, where no watchdog runs. */
 static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t peer, int32_t comm,
                      const char *what) {
     nccl_t *m = impl;
     (void)rank;
     nccl_comm *c = comm_of(m, comm, what);
     int from = peer_in(m, c, comm, peer, what);
+    ncclComm_t nc = p2p_comm(m, comm, c, peer, m->b.rank);
     void *d = dev_alloc(m, bytes);
-    ncclResult_t rc = m->api.Recv(d, bytes, ncclUint8, from, c->comm, m->stream);
+    ncclResult_t rc = m->api.Recv(d, bytes, ncclUint8, from, nc, m->stream);
     if (m->in_group) { /* copied out once the group has run */
         check_nccl(m, rc, what);
         staged *g = group_slot(m);
@@ -306,6 +438,7 @@ static int nccl_recv(void *impl, int32_t rank, void *buf, size_t bytes, int32_t 
     snprintf(desc, sizeof desc, "%s (a receive of %zu bytes from rank %d)", what ? what : "recv",
              bytes, peer);
     issued(m, rc, desc);
+    wait_stream(m, desc);
     check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     wait_stream(m, desc);
     dev_release(m, d);
@@ -328,17 +461,18 @@ static int nccl_group_end(void *impl, int32_t rank) {
     if (!m->in_group) failf(m, 0, "group_end without group_start");
     m->in_group = 0;
     issued(m, m->api.GroupEnd(), "ncclGroupEnd");
+    char desc[256];
+    int n = snprintf(desc, sizeof desc, "a group of %d calls", m->ngrp);
+    for (int i = 0; i < m->ngrp && i < 4 && n > 0 && (size_t)n < sizeof desc; i++)
+        n += snprintf(desc + n, sizeof desc - (size_t)n, "%s%s (%s rank %d)", i ? ", " : ": ",
+                      m->grp[i].what, m->grp[i].send ? "to" : "from", m->grp[i].peer);
+    wait_stream(m, desc); /* then the receives' copies out (see nccl_recv) */
     for (int i = 0; i < m->ngrp; i++)
         if (!m->grp[i].send)
             check_cuda(m,
                        m->api.MemcpyAsync(m->grp[i].host, m->grp[i].dev, m->grp[i].bytes,
                                           cudaMemcpyDeviceToHost, m->stream),
                        m->grp[i].what);
-    char desc[256];
-    int n = snprintf(desc, sizeof desc, "a group of %d calls", m->ngrp);
-    for (int i = 0; i < m->ngrp && i < 4 && n > 0 && (size_t)n < sizeof desc; i++)
-        n += snprintf(desc + n, sizeof desc - (size_t)n, "%s%s (%s rank %d)", i ? ", " : ": ",
-                      m->grp[i].what, m->grp[i].send ? "to" : "from", m->grp[i].peer);
     wait_stream(m, desc);
     for (int i = 0; i < m->ngrp; i++)
         dev_release(m, m->grp[i].dev);
@@ -353,6 +487,7 @@ static void gather(nccl_t *m, const nccl_comm *c, const void *mine, void *all, s
     char *din = (char *)d + bytes * (size_t)c->n;
     check_cuda(m, m->api.MemcpyAsync(din, mine, bytes, cudaMemcpyHostToDevice, m->stream), what);
     issued(m, m->api.AllGather(din, d, bytes, ncclUint8, c->comm, m->stream), what);
+    wait_stream(m, what);
     check_cuda(m,
                m->api.MemcpyAsync(all, d, bytes * (size_t)c->n, cudaMemcpyDeviceToHost, m->stream),
                what);
@@ -399,6 +534,7 @@ static int nccl_broadcast(void *impl, int32_t rank, void *buf, size_t bytes, int
     void *d = dev_alloc(m, bytes);
     check_cuda(m, m->api.MemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, m->stream), what);
     issued(m, m->api.Broadcast(d, d, bytes, ncclUint8, root, c->comm, m->stream), what);
+    wait_stream(m, what);
     check_cuda(m, m->api.MemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, m->stream), what);
     wait_stream(m, what);
     dev_release(m, d);
@@ -501,6 +637,10 @@ static int bind(void *hn, void *hc, nccl_api *a, char *err, size_t errlen) {
     BIND(hc, Malloc, "cudaMalloc");
     BIND(hc, Free, "cudaFree");
     BIND(hc, MemcpyAsync, "cudaMemcpyAsync");
+    BIND(hc, EventCreateWithFlags, "cudaEventCreateWithFlags");
+    BIND(hc, EventRecord, "cudaEventRecord");
+    BIND(hc, EventQuery, "cudaEventQuery");
+    BIND(hc, EventDestroy, "cudaEventDestroy");
     BIND(hc, GetErrorStringCuda, "cudaGetErrorString");
 #undef BIND
     return 0;
@@ -557,6 +697,32 @@ static int push_comm(nccl_t *m, ncclComm_t c, int32_t *member_of, int32_t n) {
     if (!cs) return -1;
     m->comms = cs;
     cs[m->ncomms++] = (nccl_comm){c, n, member_of};
+    return 0;
+}
+
+/* A communicator split from the world, every rank calling (non-blocking,
+ * polled until ready under the timeout): *out, NULL where color is
+ * NCCL_SPLIT_NOCOLOR. 0, or -1 with the reason. */
+static int split_world(nccl_t *m, int color, int key, ncclComm_t *out, char *err, size_t errlen) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t c = NULL;
+    ncclResult_t nr = m->api.CommSplit(m->comm, color, key, &c, &config);
+    double t0 = proc_now();
+    int spins = 0;
+    while (nr == ncclInProgress && c) {
+        if (m->api.CommGetAsyncError(c, &nr) != ncclSuccess) nr = ncclInternalError;
+        if (nr == ncclInProgress && proc_now() - t0 > m->b.cfg.timeout_s) {
+            snprintf(err, errlen, "ncclCommSplit has not finished in %g s", m->b.cfg.timeout_s);
+            return -1;
+        }
+        proc_backoff(&spins, proc_now() - t0);
+    }
+    if (nr != ncclSuccess && nr != ncclInProgress) {
+        snprintf(err, errlen, "ncclCommSplit: %s", m->api.GetErrorString(nr));
+        return -1;
+    }
+    *out = c;
     return 0;
 }
 
@@ -653,6 +819,13 @@ static void *nccl_start(int32_t *rank, int32_t *size, char *err, size_t errlen) 
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    if (split_world(m, 0, r, &m->way[0], err, errlen) < 0 ||
+        split_world(m, 0, r, &m->way[1], err, errlen) < 0)
+        goto fail;
+    if ((ce = m->api.StreamCreate(&m->send_stream)) != cudaSuccess) {
+        snprintf(err, errlen, "GPU %d: %s", m->device, m->api.GetErrorStringCuda(ce));
+        goto fail;
+    }
     m->b.last_done = proc_now();
     return m;
 fail:
@@ -661,30 +834,15 @@ fail:
     return NULL;
 }
 
-/* Every rank, the same list: split from the world (non-blocking, polled
- * until ready). The new communicator's id, or -1 with the reason. */
+/* Every rank, the same list: split from the world. The new
+ * communicator's id, or -1 with the reason. */
 static int32_t nccl_add_comm(void *impl, const int32_t *ranks, int32_t n, char *err,
                              size_t errlen) {
     nccl_t *m = impl;
     int32_t *member_of, me;
     if (proc_members(&m->b, ranks, n, &member_of, &me, err, errlen) < 0) return -1;
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
     ncclComm_t c = NULL;
-    ncclResult_t nr = m->api.CommSplit(m->comm, me >= 0 ? 1 : NCCL_SPLIT_NOCOLOR, me, &c, &config);
-    double t0 = proc_now();
-    int spins = 0;
-    while (nr == ncclInProgress && c) {
-        if (m->api.CommGetAsyncError(c, &nr) != ncclSuccess) nr = ncclInternalError;
-        if (nr == ncclInProgress && proc_now() - t0 > m->b.cfg.timeout_s) {
-            snprintf(err, errlen, "ncclCommSplit has not finished in %g s", m->b.cfg.timeout_s);
-            free(member_of);
-            return -1;
-        }
-        proc_backoff(&spins, proc_now() - t0);
-    }
-    if (nr != ncclSuccess && nr != ncclInProgress) {
-        snprintf(err, errlen, "ncclCommSplit: %s", m->api.GetErrorString(nr));
+    if (split_world(m, me >= 0 ? 1 : NCCL_SPLIT_NOCOLOR, me, &c, err, errlen) < 0) {
         free(member_of);
         return -1;
     }
@@ -700,6 +858,7 @@ static int32_t nccl_add_comm(void *impl, const int32_t *ranks, int32_t n, char *
  * agreement, so a rank still in a collective is reported. */
 static int nccl_settle(void *impl) {
     nccl_t *m = impl;
+    wait_sent(m);
     wait_stream(m, "the end of the run");
     agree(m, &m->comms[0], 0, PROC_END, -1, 0, "the end of the run");
     return 0;
@@ -714,6 +873,8 @@ static void nccl_end(void *impl) {
     }
     if (m->ncomms) free(m->comms[0].member_of);
     free(m->comms);
+    for (int w = 0; w < 2; w++)
+        if (m->way[w]) m->api.CommDestroy(m->way[w]);
     if (m->comm) {
         /* a clean end: finalize polls until the communicator is flushed */
         ncclResult_t nr = m->api.CommFinalize(m->comm);
@@ -731,6 +892,13 @@ static void nccl_end(void *impl) {
     for (int i = 0; i < m->npool; i++)
         m->api.Free(m->pool[i].ptr);
     free(m->pool);
+    for (int k = 0; k < m->nsent; k++)
+        m->api.EventDestroy(m->sent[k].done);
+    for (int k = 0; k < m->nspare; k++)
+        m->api.EventDestroy(m->spare[k]);
+    free(m->sent);
+    free(m->spare);
+    if (m->send_stream) m->api.StreamDestroy(m->send_stream);
     if (m->stream) m->api.StreamDestroy(m->stream);
     if (m->mpi_inited) MPI_Finalize();
     free(m->grp);
