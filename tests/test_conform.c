@@ -5,6 +5,7 @@
  * configuration of ppv pp --record must conform; bad files exit 2. */
 #include <hdf5.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -1769,6 +1770,40 @@ static void test_memory_samples_that_contradict_their_peak_are_violations(void *
     rec_free(&x);
 }
 
+/* A file whose reading crashes the HDF5 library (here a stand-in module
+ * that raises the signal) is exit 2 naming the file, never a crash of ppv,
+ * and --json still prints an object saying why. */
+static void test_a_reader_that_crashes_is_exit_2_and_json_says_why(void **state) {
+    (void)state;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/infer_pp0_stash_cut.h5", PPV_GOLDEN_DIR);
+    setenv("PPV_GOLDEN_MODULE", PPV_GOLDEN_CRASH, 1);
+    run_result r = RUN("conform", path), j = RUN("conform", path, "--json");
+    unsetenv("PPV_GOLDEN_MODULE");
+    char want[4400];
+    snprintf(want, sizeof want,
+             "%s is corrupted: reading it crashed the HDF5 library (signal %d); nothing was "
+             "compared",
+             path, SIGILL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, want));
+    assert_int_equal(j.code, 2);
+    json_object *o = json_tokener_parse(j.out), *v;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "conforms", &v));
+    assert_null(v);
+    assert_true(json_object_object_get_ex(o, "readable", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "error", &v));
+    assert_string_equal(json_object_get_string(v), want);
+    assert_true(json_object_object_get_ex(o, "file", &v));
+    assert_string_equal(json_object_get_string(v), path);
+    json_object_put(o);
+    run_free(&r);
+    run_free(&j);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_clean_run_conforms),
@@ -1819,6 +1854,7 @@ int main(void) {
         cmocka_unit_test(test_unreadable_recordings_exit_2_naming_the_place),
         cmocka_unit_test(test_a_recording_carries_each_ranks_memory_and_the_cap_gates_it),
         cmocka_unit_test(test_memory_samples_that_contradict_their_peak_are_violations),
+        cmocka_unit_test(test_a_reader_that_crashes_is_exit_2_and_json_says_why),
     };
     int rc = cmocka_run_group_tests(tests, NULL, tmp_cleanup);
     return rc;

@@ -312,11 +312,13 @@ static int diff_junit_end(const diff_args *da, diff_junit *dj, const ppv_diff_re
  * under. Returns -1 in the child, which goes on with the command (or in
  * this process when fork fails), and in the parent the child's exit code,
  * or 2 after naming the files (label: the input, or "A or B") when the
- * child crashed or ran out of its bound. A child killed by another signal
- * (SIGPIPE, SIGINT) ends the parent the same way. */
+ * child crashed or ran out of its bound, the words in why (for --json). A
+ * child killed by another signal (SIGPIPE, SIGINT) ends the parent the
+ * same way. */
 enum { HEAP_CPU_BASE_S = 4 };
 
-static int compare_in_child(const char *label, const char *const *paths, int npaths) {
+static int compare_in_child(const char *label, const char *const *paths, int npaths, char *why,
+                            size_t whylen) {
     int64_t heap_at = -1;
     const char *heap_file = NULL;
     rlim_t bound = HEAP_CPU_BASE_S;
@@ -343,10 +345,11 @@ static int compare_in_child(const char *label, const char *const *paths, int npa
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     int sig = WTERMSIG(st);
     if (heap_at >= 0 && (sig == SIGXCPU || sig == SIGKILL)) {
-        fprintf(stderr,
-                "ppv %s: %s is corrupted: its global heap collection at byte %lld makes the HDF5 "
-                "library loop (stopped after %llu s of CPU time); nothing was compared\n",
-                g_cmd, heap_file, (long long)heap_at, (unsigned long long)bound);
+        snprintf(why, whylen,
+                 "%s is corrupted: its global heap collection at byte %lld makes the HDF5 "
+                 "library loop (stopped after %llu s of CPU time); nothing was compared",
+                 heap_file, (long long)heap_at, (unsigned long long)bound);
+        fprintf(stderr, "ppv %s: %s\n", g_cmd, why);
         return PPV_EXIT_BAD_INPUT;
     }
     if (sig != SIGSEGV && sig != SIGBUS && sig != SIGABRT && sig != SIGFPE && sig != SIGILL &&
@@ -355,10 +358,11 @@ static int compare_in_child(const char *label, const char *const *paths, int npa
         raise(sig);
         return PPV_EXIT_BAD_INPUT; /* a signal this process cannot take */
     }
-    fprintf(stderr,
-            "ppv %s: %s is corrupted: reading it crashed the HDF5 library (signal %d); nothing was "
-            "compared\n",
-            g_cmd, label, sig);
+    snprintf(why, whylen,
+             "%s is corrupted: reading it crashed the HDF5 library (signal %d); nothing was "
+             "compared",
+             label, sig);
+    fprintf(stderr, "ppv %s: %s\n", g_cmd, why);
     return PPV_EXIT_BAD_INPUT;
 }
 
@@ -370,7 +374,8 @@ int cmd_diff(int argc, char **argv) {
     if (da.perturb) return usage_error("--perturb is replay's option%s", "");
     char files[8200];
     snprintf(files, sizeof files, "%s or %s", da.files[0], da.files[1]);
-    if ((rc = compare_in_child(files, da.files, 2)) >= 0) return rc;
+    char why[8400];
+    if ((rc = compare_in_child(files, da.files, 2, why, sizeof why)) >= 0) return rc;
     ppv_diff_report *r = NULL;
     char err[1024];
     diff_junit dj;
@@ -759,12 +764,14 @@ int cmd_conform(int argc, char **argv) {
     }
     if (argc - optind != 1) return usage_error("needs one recording REC.h5%s", "");
     const char *path = argv[optind];
-    int rc = compare_in_child(path, &path, 1);
+    char err[8400] = "";
+    int rc = compare_in_child(path, &path, 1, err, sizeof err);
+    if (rc == PPV_EXIT_BAD_INPUT && *err) goto unreadable; /* the child crashed: it said why */
     if (rc >= 0) return rc;
-    char err[1024];
     ppv_conform_report cr;
     if (ppv_conform(path, &co, &cr, err, sizeof err) < 0) {
         fprintf(stderr, "ppv conform: %s\n", err);
+    unreadable:
         if (json) { /* --json always prints an object: why nothing was judged */
             json_object *o = json_object_new_object();
             json_object_object_add(o, "conforms", NULL);
@@ -807,7 +814,9 @@ int cmd_replay(int argc, char **argv) {
     int rc = parse_diff_args(argc, argv, 1, &da);
     if (rc >= 0) return rc;
     /* on MPI the job's processes are the ones mpirun started: no child */
-    if (!da.transport && (rc = compare_in_child(da.files[0], da.files, 1)) >= 0) return rc;
+    char why[4400];
+    if (!da.transport && (rc = compare_in_child(da.files[0], da.files, 1, why, sizeof why)) >= 0)
+        return rc;
     if (ppv_golden_is_inference(da.files[0])) {
         if (da.transport)
             return usage_error("--transport mpi and nccl replay training recordings; %s is an "
