@@ -840,6 +840,43 @@ static void test_pp_processes_with_other_settings_stop_at_the_handshake(void **s
     }
 }
 
+/* A plug-in that ends its process, aborts or never returns, on a mesh
+ * rank of an MPI or NCCL job: that rank names the plug-in, the function,
+ * the mesh rank and the call before the job ends, and the job fails
+ * (never exit 0 with nothing said). */
+static void test_a_plugin_that_ends_its_rank_is_named_on_mpi_and_nccl(void **state) {
+    (void)state;
+    need_mpi();
+    static const struct {
+        const char *die, *says;
+    } cases[] = {
+        {"exit", "called exit(0) in call on mesh rank 1 (call_id 0, chunk_index 0, cache_epoch 0)"},
+        {"_exit", "called _exit(0) in call on mesh rank 1 (call_id 0"},
+        {"abort", "died of SIGABRT (abort) in call on mesh rank 1 (call_id 0"},
+        {"loop", "hung in call on mesh rank 1 (call_id 0, chunk_index 0, cache_epoch 0): it has "
+                 "not returned after 2.0 s of its own code (--call-timeout 2)"},
+    };
+    for (int t = 0; t < 2; t++) {
+        if (t == 1 && !PPV_HAVE_NCCL) break;
+        if (t == 1) need_nccl();
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            char params[32];
+            snprintf(params, sizeof params, "die=%s", cases[k].die);
+            run_result r = MPIRUN(3, PPV_BIN, "pp", "--mesh", "2", "--chunks", "3", "--generator",
+                                  PPV_MISBEHAVE, "--generator-params", params, "--call-timeout",
+                                  "2", "--transport", t ? "nccl" : "mpi");
+            if (r.code != 1 || !strstr(r.err, cases[k].says))
+                fprintf(stderr, "%s on %s: exit %d\n%s", cases[k].die, t ? "nccl" : "mpi", r.code,
+                        r.err);
+            assert_int_equal(r.code, 1);
+            assert_non_null(strstr(r.err, "ppv pp: PPV-GENERATOR: generator misbehave 1 "));
+            assert_non_null(strstr(r.err, cases[k].says));
+            assert_null(strstr(r.out, "result: OK"));
+            run_free(&r);
+        }
+    }
+}
+
 /* A generator plug-in's collectives on MPI and on NCCL (the stand-in):
  * the mock's outputs and calls, and the Python twin's too. */
 static void test_generator_plugins_equal_the_mock_on_mpi_and_nccl(void **state) {
@@ -1121,6 +1158,7 @@ int main(void) {
         cmocka_unit_test(test_nccl_pp_equals_mock),
         cmocka_unit_test(test_worker_watchdog_ends_an_orphaned_mesh),
         cmocka_unit_test(test_generator_plugins_equal_the_mock_on_mpi_and_nccl),
+        cmocka_unit_test(test_a_plugin_that_ends_its_rank_is_named_on_mpi_and_nccl),
         cmocka_unit_test(test_pp_processes_with_other_settings_stop_at_the_handshake),
         cmocka_unit_test(test_nccl_watchdog_and_async_errors),
         cmocka_unit_test(test_nccl_transport_logic),
