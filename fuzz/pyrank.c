@@ -353,6 +353,32 @@ static PyObject *b_test_op(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS return Py_BuildValue("(ii)", rc, done);
 }
 
+/* wait_some: (gen, rank, op ids as int64 bytes, any_comm, block, deadline,
+ * what) -> (rc, which): the first posted op done (its index), len(ids)
+ * for a message from any rank of any_comm, -1 when nothing is (block 0)
+ * or the wait timed out (deadline >= 0) */
+static PyObject *b_wait_some(PyObject *self, PyObject *args) {
+    (void)self;
+    long gen;
+    int rank, any_comm, block;
+    double deadline;
+    Py_buffer v;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "liy*iids", &gen, &rank, &v, &any_comm, &block, &deadline, &what))
+        return NULL;
+    ppv_ext *x = bridge(gen);
+    int rc = STALE;
+    int32_t which = -1;
+    if (x) {
+        Py_BEGIN_ALLOW_THREADS rc = g.api->wait_some(x, rank, v.buf,
+                                                     (int32_t)((size_t)v.len / sizeof(int64_t)),
+                                                     any_comm, block, deadline, &which, what);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&v);
+    return Py_BuildValue("(ii)", rc, (int)which);
+}
+
 /* new_group: (gen, rank, ranks as int32 bytes, tag, what) -> (rc, comm) */
 static PyObject *b_new_group(PyObject *self, PyObject *args) {
     (void)self;
@@ -403,6 +429,7 @@ static PyMethodDef bridge_methods[] = {
     {"irecv", b_irecv, METH_VARARGS, "post a receive: (rc, id)"},
     {"wait_op", b_wait_op, METH_VARARGS, "wait for a posted op"},
     {"test_op", b_test_op, METH_VARARGS, "whether a posted op is done: (rc, done)"},
+    {"wait_some", b_wait_some, METH_VARARGS, "the first of posted ops done: (rc, which)"},
     {NULL, NULL, 0, NULL},
 };
 

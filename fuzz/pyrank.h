@@ -16,7 +16,7 @@
 #include "ppv_world.h"
 
 enum {
-    PPV_PYRANK_ABI = 3,
+    PPV_PYRANK_ABI = 4,
     /* In a world of at most this many ranks, every set of ranks has a
      * communicator from the start (new_group is local): the set's mask
      * (bit r for rank r) is its number, and the world's is 0. In a larger
@@ -53,6 +53,8 @@ typedef struct ppv_pyrank_api {
     size_t (*message_bytes)(const ppv_ext *x);
     int (*new_group)(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int64_t tag,
                      int32_t *comm, const char *what);
+    int (*wait_some)(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
+                     int block, double deadline, int32_t *which, const char *what);
 } ppv_pyrank_api;
 
 typedef struct ppv_pyrank ppv_pyrank;

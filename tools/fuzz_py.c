@@ -57,6 +57,7 @@ static const ppv_pyrank_api bridge_api = {
     .irecv = ppv_ext_irecv,
     .wait_op = ppv_ext_wait_op,
     .test_op = ppv_ext_test_op,
+    .wait_some = ppv_ext_wait_some,
     .ended = ppv_ext_ended,
     .message_bytes = ppv_ext_message_bytes,
     .new_group = ppv_ext_new_group,

@@ -60,6 +60,7 @@ typedef enum ext_op {
     EXT_WAIT_OP,
     EXT_TEST_OP,
     EXT_NEW_GROUP,
+    EXT_WAIT_SOME,
     EXT_END
 } ext_op;
 
@@ -102,7 +103,8 @@ typedef struct ext_rank {
     void *rbuf;       /* shared bridge's: in the payload) */
     size_t bytes;
     int32_t peer, comm;
-    int64_t op_id; /* EXT_WAIT_OP, EXT_TEST_OP: which */
+    int64_t op_id; /* EXT_WAIT_OP, EXT_TEST_OP: which; EXT_WAIT_SOME: whether it blocks */
+    double deadline; /* EXT_WAIT_SOME: its timeout's (-1: none) */
     int rc;
     int answer;        /* EXT_PROBE's "arrived", EXT_TEST_OP's "done" */
     int64_t answer_id; /* EXT_ISEND, EXT_IRECV: the posted op's number */
@@ -493,6 +495,15 @@ static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
         return rc;
     }
     case EXT_NEW_GROUP: return new_group(t->impl, e);
+    case EXT_WAIT_SOME: { /* ids in e's data, any_comm in peer */
+        const int64_t *ids = e->sbuf;
+        int32_t n = (int32_t)(e->bytes / sizeof *ids), which = -1;
+        int rc = world_wait_some(t->impl, rank, ids, n, e->peer, e->op_id != 0, e->deadline,
+                                 e->what, &which);
+        e->answer = which;
+        if (rc == 0 && which >= 0 && which < n) hand_posted(x, rank, e, ids[which]);
+        return rc;
+    }
     case EXT_END: break;
     }
     return PPV_ERR_USAGE;
@@ -517,7 +528,8 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         e->answer_bytes = 0;
         int rc = make_call(x, t, rank, e); /* other ranks run meanwhile */
         if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY &&
-            e->op != EXT_TEST_OP && e->op != EXT_NEW_GROUP)
+            e->op != EXT_TEST_OP && e->op != EXT_NEW_GROUP &&
+            !(e->op == EXT_WAIT_SOME && (e->answer < 0 || e->answer == (int)(e->bytes / 8))))
             ppv_world_progress(t, rank);
         e->rc = rc;
         if (rc == PPV_ERR_ABORTED) {
@@ -744,6 +756,21 @@ int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what) {
     int rc = call(x, e, EXT_WAIT_OP, NULL, 0, what);
     if (rc == 0) take_posted(x, e, id);
     return rc;
+}
+
+int ppv_ext_wait_some(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
+                      int block, double deadline, int32_t *which, const char *what) {
+    *which = -1;
+    if (!check_rank(x, rank) || n < 0) return PPV_ERR_USAGE;
+    size_t bytes = (size_t)n * sizeof *ids;
+    ext_rank *e = args(x, rank, ids, NULL, bytes, any_comm, 0);
+    e->op_id = block;
+    e->deadline = deadline;
+    int rc = call(x, e, EXT_WAIT_SOME, ids, bytes, what);
+    if (rc != 0) return rc;
+    *which = e->answer;
+    if (*which >= 0 && *which < n) take_posted(x, e, ids[*which]);
+    return 0;
 }
 
 int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what) {

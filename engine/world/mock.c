@@ -74,7 +74,15 @@ static void msg_release(ppv_world *w, p2p_op *m) {
  * wakes its rank; an async one not waited for is only marked done. */
 static void op_done(ppv_world *w, p2p_op *op) {
     op->done = 1;
-    if (!op->async || op->waited) {
+    rank_ctx *rc = &w->ranks[op->rank];
+    if (op->waited && rc->some) { /* one of a wait_some's: the first wakes the rank */
+        op->waited = 0;
+        if (!rc->some_fired) {
+            rc->some_fired = 1;
+            ppv_world_complete(w, op->rank);
+            return;
+        }
+    } else if (!op->async || op->waited) {
         ppv_world_complete(w, op->rank);
         return;
     }
@@ -111,6 +119,8 @@ static void wake_any(ppv_world *w, int32_t comm, int32_t to) {
     rank_ctx *rc = &w->ranks[to];
     if (rc->any_wait && rc->any_comm == comm) {
         rc->any_wait = 0;
+        if (rc->some && rc->some_fired) return; /* a wait_some already woken */
+        if (rc->some) rc->some_fired = 1;
         ppv_world_complete(w, to);
     }
 }
@@ -447,6 +457,95 @@ int world_wait_async(ppv_world *w, int32_t rank, int64_t id, const char *what) {
     return err;
 }
 
+/* Whether a message from another member of comm is there for rank to
+ * receive; each such channel is touched as a probe (for an explorer). */
+static int any_there(ppv_world *w, int32_t rank, int32_t comm) {
+    const world_comm *c = &w->comms[comm];
+    int there = 0;
+    for (int32_t k = 0; k < c->n; k++) {
+        int32_t p = c->ranks[k];
+        if (p == rank) continue;
+        channel *ch = world_channel(w, comm, p, rank);
+        world_touch(w, PPV_TOUCH_PROBE, comm, p, rank, ch->nrecvs + 1);
+        there |= ch->sends && !ch->sends->held;
+    }
+    return there;
+}
+
+int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
+                    int block, double deadline, const char *what, int32_t *which) {
+    *which = -1;
+    ppv_world_switch(w, rank);
+    rank_ctx *rc = &w->ranks[rank];
+    if (w->aborted || rc->dead) return PPV_ERR_ABORTED;
+    if (n < 0 || n > 4096 || (n == 0 && any_comm < 0 && !(deadline >= 0))) {
+        ppv_world_fail(&w->transport, rank, "%s: a wait on %d operations", what ? what : "wait",
+                       (int)n);
+        return PPV_ERR_USAGE;
+    }
+    if (any_comm >= 0 && (any_comm >= w->ncomms || w->comms[any_comm].member_of[rank] < 0)) {
+        ppv_world_fail(&w->transport, rank, "%s: rank %d is not on communicator %d",
+                       what ? what : "wait", rank, any_comm);
+        return PPV_ERR_USAGE;
+    }
+    p2p_op **ops = n ? malloc((size_t)n * sizeof *ops) : NULL;
+    if (n && !ops) {
+        ppv_world_fail_env(&w->transport, rank, "out of memory waiting");
+        return PPV_ERR_ABORTED;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        p2p_op **slot;
+        if (async_op(w, rank, ids[k], &slot) < 0) {
+            free(ops);
+            return PPV_ERR_USAGE;
+        }
+        ops[k] = *slot;
+        if ((!ops[k] || ops[k]->done) && *which < 0) *which = k;
+    }
+    if (*which < 0 && any_comm >= 0 && any_there(w, rank, any_comm)) *which = n;
+    int err = 0;
+    if (*which < 0 && block) {
+        world_note(w, "waits for the first of %d calls%s", (int)n,
+                   any_comm >= 0 ? " or a message from any rank" : "");
+        for (int32_t k = 0; k < n; k++)
+            ops[k]->waited = 1;
+        rc->some = 1;
+        rc->some_fired = 0;
+        rc->some_ops = ops;
+        rc->nsome = n;
+        rc->timed = deadline >= 0;
+        rc->timed_out = 0;
+        rc->deadline = deadline;
+        if (any_comm >= 0) {
+            rc->any_wait = 1;
+            rc->any_comm = any_comm;
+            set_what(rc->any_what, sizeof rc->any_what, what ? what : "RECV from any");
+        }
+        rc->pending++;
+        err = ppv_world_wait(w, rank);
+        for (int32_t k = 0; k < n; k++)
+            ops[k]->waited = 0;
+        rc->some = rc->some_fired = rc->timed = 0;
+        rc->some_ops = NULL;
+        rc->nsome = 0;
+        int message = rc->any_wait == 0 && any_comm >= 0; /* wake_any cleared it */
+        rc->any_wait = 0;
+        for (int32_t k = 0; k < n && *which < 0 && !rc->timed_out; k++)
+            if (ops[k]->done) *which = k;
+        if (*which < 0 && message && !rc->timed_out) *which = n;
+        rc->timed_out = 0;
+    }
+    if (err == 0 && *which >= 0 && *which < n) { /* taken, as world_wait_async takes it */
+        p2p_op **slot = NULL;
+        if (async_op(w, rank, ids[*which], &slot) == 0) {
+            free(*slot);
+            *slot = NULL;
+        }
+    }
+    free(ops);
+    return err;
+}
+
 int world_test_async(ppv_world *w, int32_t rank, int64_t id, int *done) {
     *done = 0;
     ppv_world_switch(w, rank);
@@ -537,15 +636,7 @@ int world_wait_any(ppv_world *w, int32_t rank, int32_t comm, const char *what) {
                        what ? what : "receive from any rank", rank, comm);
         return PPV_ERR_USAGE;
     }
-    const world_comm *c = &w->comms[comm];
-    int there = 0;
-    for (int32_t k = 0; k < c->n; k++) {
-        int32_t p = c->ranks[k];
-        if (p == rank) continue;
-        channel *ch = world_channel(w, comm, p, rank);
-        world_touch(w, PPV_TOUCH_PROBE, comm, p, rank, ch->nrecvs + 1);
-        there |= ch->sends && !ch->sends->held;
-    }
+    int there = any_there(w, rank, comm);
     world_note(w, "waits for a message from any rank%s", there ? ": one is there" : "");
     if (there) return 0;
     rank_ctx *rc = &w->ranks[rank];

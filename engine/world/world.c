@@ -639,24 +639,47 @@ void world_comm_name(const ppv_world *w, int32_t comm, char *buf, size_t n) {
     if (c->tag && at < n) snprintf(buf + at, n - at, ", tag %lld", (long long)c->tag);
 }
 
+/* What op waits for, in out's reason (and whom, in waits_for). */
+static void describe_op(ppv_world *w, const p2p_op *op, ppv_wait *out) {
+    out->waits_for = op->peer;
+    char gone[48];
+    if (op->send)
+        snprintf(out->reason, sizeof out->reason,
+                 "send of %zu bytes (rendezvous) waits for rank %d to post its receive%s",
+                 op->bytes, op->peer, returned(w, op->peer, gone, sizeof gone));
+    else
+        snprintf(out->reason, sizeof out->reason, "receive waits for rank %d to send%s", op->peer,
+                 returned(w, op->peer, gone, sizeof gone));
+}
+
 static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
     rank_ctx *rc = &w->ranks[r];
     memset(out, 0, sizeof *out);
     out->rank = r;
     out->index = -1;
     out->waits_for = -1;
-    if (rc->waiting) {
+    if (rc->some && rc->nsome == 1 && !rc->any_wait) { /* one thread's call: as if alone */
+        snprintf(out->action, sizeof out->action, "%s", rc->some_ops[0]->what);
+        describe_op(w, rc->some_ops[0], out);
+    } else if (rc->some) { /* its threads, each on its own call (world_wait_some) */
+        snprintf(out->action, sizeof out->action, "%s",
+                 rc->nsome ? rc->some_ops[0]->what : rc->any_what);
+        out->waits_for = rc->nsome ? rc->some_ops[0]->peer : -1;
+        size_t at = (size_t)snprintf(out->reason, sizeof out->reason,
+                                     "its threads' %d calls wait, none can complete: ",
+                                     (int)rc->nsome + (rc->any_wait != 0));
+        for (int32_t k = 0; k <= rc->nsome && at < sizeof out->reason; k++) {
+            const char *call = k < rc->nsome ? rc->some_ops[k]->what
+                               : rc->any_wait ? rc->any_what
+                                              : NULL;
+            if (call)
+                at += (size_t)snprintf(out->reason + at, sizeof out->reason - at, "%s%s",
+                                       k ? "; " : "", call);
+        }
+    } else if (rc->waiting) {
         p2p_op *op = rc->waiting;
         snprintf(out->action, sizeof out->action, "%s", op->what);
-        out->waits_for = op->peer;
-        char gone[48];
-        if (op->send)
-            snprintf(out->reason, sizeof out->reason,
-                     "send of %zu bytes (rendezvous) waits for rank %d to post its receive%s",
-                     op->bytes, op->peer, returned(w, op->peer, gone, sizeof gone));
-        else
-            snprintf(out->reason, sizeof out->reason, "receive waits for rank %d to send%s",
-                     op->peer, returned(w, op->peer, gone, sizeof gone));
+        describe_op(w, op, out);
     } else if (rc->waiting_coll) {
         coll_slot *s = rc->waiting_coll;
         world_comm *c = &w->comms[rc->waiting_comm];
@@ -741,6 +764,27 @@ static int start_rank(ppv_world *w, int32_t r) {
 #endif
 }
 
+/* No rank can go on: the blocked rank whose wait has the earliest
+ * deadline (the lowest rank of equal ones) times out and goes on (not
+ * progress: a run whose ranks only ever time out is the watchdog's).
+ * 1 when one did. */
+static int fire_timer(ppv_world *w) {
+    int32_t best = -1;
+    for (int32_t r = 0; r < w->P; r++) {
+        const rank_ctx *rc = &w->ranks[r];
+        if (rc->state == RANK_BLOCKED && rc->timed && !rc->some_fired &&
+            (best < 0 || rc->deadline < w->ranks[best].deadline))
+            best = r;
+    }
+    if (best < 0) return 0;
+    rank_ctx *rc = &w->ranks[best];
+    rc->some_fired = 1;
+    rc->timed_out = 1;
+    rc->any_wait = 0;
+    if (--rc->pending == 0) rc->state = RANK_READY;
+    return 1;
+}
+
 /* decide's every case: the run's end, a delayed message's arrival, a
  * deadlock, the watchdog, as well as a plain decision. */
 static __attribute__((noinline)) int decide_all(ppv_world *w, int32_t *out) {
@@ -768,6 +812,7 @@ static __attribute__((noinline)) int decide_all(ppv_world *w, int32_t *out) {
             if (w->release(w) < 0) return -1;
             continue;
         }
+        if (nready == 0 && fire_timer(w)) continue;
         if (nready == 0) {
             res->status = PPV_RUN_DEADLOCK;
             if (report_stuck(w, res) < 0) return -1;

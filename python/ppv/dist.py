@@ -42,6 +42,10 @@ docs/explorer.md):
 - Point-to-point tags match as on gloo: a receive takes the next message
   of its sender with its tag, each tag in its own order. Timeouts are
   ppv's (an idle rank, a hang).
+- A rank's own threads (threading.Thread, ranks as processes) take
+  turns: a call that would wait lets the rank's other threads run, and
+  threading's and queue's waits, join and time.sleep do the same; time
+  is the rank's virtual clock (see "a rank's own threads" below).
 - Under plain Python, outside ppv, every call raises DistError.
 
 Every failed call raises DistError; the run it was in is already a failure
@@ -115,9 +119,10 @@ _ranks_here = 0  # ranks running in this process (their own threads)
 def _me(needs_init=True):
     st = getattr(_local, "state", None)
     if st is None and _ranks_here:
-        raise RuntimeError(f"ppv.dist is called from a thread a rank started "
-                           f"({threading.current_thread().name}): under ppv fuzz py only the "
-                           f"rank's own thread communicates")
+        raise RuntimeError(f"ppv.dist is called from a thread ppv does not run "
+                           f"({threading.current_thread().name}): under ppv fuzz py a rank's "
+                           f"threads communicate when started with threading.Thread, with "
+                           f"--ranks-as processes (the default)")
     if st is None:
         raise DistError("ppv.dist is used outside a rank of `ppv fuzz py` (run the file under "
                         "ppv fuzz py FILE.py:FUNCTION -n RANKS)")
@@ -150,11 +155,19 @@ def _where():
             break
         if fn == target:
             here = f"{os.path.basename(fn)}:{f.f_lineno}"
-            return here if inner is None else f"{here}<{inner}"
+            return _in_thread(st, here if inner is None else f"{here}<{inner}")
         if inner is None and _user_file(fn):
             inner = f"{os.path.basename(fn)}:{f.f_lineno}"
         f = f.f_back
-    return inner or "?"
+    return _in_thread(st, inner or "?")
+
+
+def _in_thread(st, place):
+    """place, with the thread's name when a thread the rank started makes
+    the call."""
+    c = st.coop if st is not None else None
+    t = c.here() if c is not None else None
+    return place if t is None or t is c.threads[0] else f"{place} in {t.name}"
 
 
 def _check(rc, what):
@@ -217,6 +230,7 @@ class _State:
         self.target = None  # the file ppv runs: the user's call sites are there
         self.tagged = {}  # (group's ranks, tag): the communicator of that tag's messages
         self.any_pending = {}  # communicator: its irecv(src=None) not yet waited for
+        self.coop = None  # _Coop: the rank's threads take turns (from its first Thread.start)
 
 
 class Work:
@@ -232,6 +246,8 @@ class Work:
     def is_completed(self):
         if self._done:
             return True
+        if self._st.coop is not None:  # the rank's other threads may go on first
+            self._st.coop.yield_(f"is_completed ({_where()})")
         if self._recv:        # gloo: an irecv completes only in wait(); a poll is a
             what = f"is_completed ({_where()})"  # scheduling point, never progress
             _check(_bridge.yield_(self._st.gen, self._st.rank, what), what)
@@ -244,7 +260,10 @@ class Work:
     def wait(self, timeout=None):
         if not self._done:
             what = f"wait ({_where()})"
-            _check(_bridge.wait_op(self._st.gen, self._st.rank, self._id, what), what)
+            if self._st.coop is not None:
+                self._st.coop.op(self._id, what)
+            else:
+                _check(_bridge.wait_op(self._st.gen, self._st.rank, self._id, what), what)
             self._done = True
             self._keep = None
         return True
@@ -294,7 +313,10 @@ def _recv_any(st, a, comm, peers, what):
     message is there (the scheduler decides whose comes first), then takes
     the lowest-numbered; the sender."""
     while True:
-        _check(_bridge.wait_any(st.gen, st.rank, comm, what), what)
+        if st.coop is not None:
+            st.coop.any(comm, what)
+        else:
+            _check(_bridge.wait_any(st.gen, st.rank, comm, what), what)
         for p in peers:
             rc, arrived = _bridge.probe(st.gen, st.rank, p, comm, what)
             _check(rc, what)
@@ -455,6 +477,11 @@ def send(tensor, dst, group=None, tag=0):
     what = f"send to {dst}{_gname(st, group)}{_tname(tag)} ({_where()})"
     comm = _p2p_comm(st, group, tag, what)
     a = _array(tensor, what, False)
+    if st.coop is not None:  # the rank's other threads go on while it waits
+        rc, op_id = _bridge.isend(st.gen, st.rank, a, _peer(st, dst, group, what), comm, what)
+        _check(rc, what)
+        st.coop.op(op_id, what)
+        return
     _check(_bridge.send(st.gen, st.rank, a, _peer(st, dst, group, what), comm, what), what)
 
 
@@ -465,6 +492,11 @@ def recv(tensor, src=None, group=None, tag=0):
     comm = _p2p_comm(st, group, tag, what)
     _no_any_pending(st, comm, what)
     a = _array(tensor, what, True)
+    if src is not None and st.coop is not None:
+        rc, op_id = _bridge.irecv(st.gen, st.rank, a, _peer(st, src, group, what), comm, what)
+        _check(rc, what)
+        st.coop.op(op_id, what)
+        return src
     if src is not None:
         _check(_bridge.recv(st.gen, st.rank, a, _peer(st, src, group, what), comm, what), what)
         return src
@@ -943,6 +975,7 @@ def _prepare(file):
     (so the code runs unchanged), the launcher's environment is each
     rank's, and a rank may not fork or exec."""
     global _torch_mode
+    _install_turns()
     try:
         with open(file, encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -988,6 +1021,331 @@ def _script(file):
     return main
 
 
+# ---- a rank's own threads (ranks as processes) ---------------------------------------------
+#
+# A thread a rank starts runs in the rank's process, one thread of the rank
+# at a time: a turn (a baton) passes between them at the calls that would
+# wait, so which one runs is decided by the program and the world alone,
+# never by the operating system. A blocking send or receive of a thread is
+# posted (as isend/irecv) and the thread waits for it; when none of the
+# rank's threads can go on, the rank waits in the world for the first of
+# their calls to complete (a scheduling point like any other), and that
+# thread goes on. Locks, conditions, events, semaphores and queues made
+# with threading and queue, Thread.join and time.sleep are waits of the
+# same kind, and time.monotonic is the rank's virtual clock: a wait with a
+# timeout ends when nothing else in the rank can go on, the clock moving to
+# its deadline. A rank whose threads wait on each other with no call left
+# to complete fails the run naming each thread and where it waits. Threads
+# run in the order they became ready (the first thread after the one that
+# waits), so the same world gives the same run. Collectives hold the rank's
+# turn until they complete.
+
+import _thread
+import time as _time_mod
+
+_real = {"monotonic": _time_mod.monotonic, "sleep": _time_mod.sleep}
+
+
+class _Thr:
+    """A thread of a rank: its baton (free when it is its turn) and what it
+    waits on (None: ready to run)."""
+
+    def __init__(self, name, daemon=False):
+        self.name = name
+        self.daemon = daemon
+        self.baton = _thread.allocate_lock()
+        self.baton.acquire()
+        self.wait = None
+        self.done = False
+
+
+class _Wait:
+    """What a thread waits on: a posted op ("op"), a message from any rank
+    ("any"), or a condition of the rank's own ("cond", with a deadline on
+    the virtual clock or None)."""
+
+    def __init__(self, kind, what, op=0, comm=-1, pred=None, deadline=None):
+        self.kind, self.what, self.op, self.comm = kind, what, op, comm
+        self.pred, self.deadline = pred, deadline
+        self.result = None  # cond: True when the condition held, False when timed out
+        self.rc = 0         # op, any: the world's answer
+
+
+class _Coop:
+    """The turn-taking of one rank's threads (st.coop, made when the rank
+    starts its first thread)."""
+
+    def __init__(self, st):
+        self.st = st
+        main = _Thr("MainThread")
+        self.threads = [main]
+        self.by_ident = {_thread.get_ident(): main}
+        self.current = main
+        self.now = self.t0 = _real["monotonic"]()
+        self.failed = None
+
+    def here(self):
+        """The calling thread's record when it holds the turn, else None."""
+        t = self.by_ident.get(_thread.get_ident())
+        return t if t is not None and t is self.current and not t.done else None
+
+    def _ready(self):
+        """The next thread to run (after the current, in order), its wait
+        settled; None when none can go on without the world."""
+        n = len(self.threads)
+        at = self.threads.index(self.current) if self.current in self.threads else -1
+        for k in range(1, n + 1):
+            t = self.threads[(at + k) % n]
+            if t.done:
+                continue
+            if t.wait is None:
+                return t
+            if t.wait.kind == "cond" and t.wait.pred():
+                t.wait.result = True
+                return t
+        return None
+
+    def _next(self):
+        """The thread that goes on next: a ready one; else the first whose
+        call the world completes, or, when no rank of the world can go on,
+        the one whose timeout ends first (the clock moves to it); a rank
+        whose threads wait on each other, with no call and no timeout,
+        fails."""
+        while True:
+            t = self._ready()
+            if t is not None:
+                return t
+            live = [t for t in self.threads if not t.done]
+            calls = [t for t in live if t.wait.kind in ("op", "any")]
+            timed = sorted((t for t in live if t.wait.kind == "cond" and
+                            t.wait.deadline is not None), key=lambda t: t.wait.deadline)
+            if not calls and not timed:
+                waits = "; ".join(f"{t.name} waits on {t.wait.what}" for t in live)
+                self.fail(f"rank {self.st.rank}'s threads wait on each other, and no call of "
+                          f"theirs can complete: {waits}")
+                raise DistError(self.failed)
+            ops = [t for t in calls if t.wait.kind == "op"]
+            anyt = next((t for t in calls if t.wait.kind == "any"), None)
+            what = "; ".join(t.wait.what for t in calls + timed[:1])[:60]
+            rc, which = _bridge.wait_some(
+                self.st.gen, self.st.rank, struct.pack(f"{len(ops)}q", *[t.wait.op for t in ops]),
+                anyt.wait.comm if anyt else -1, 1,
+                timed[0].wait.deadline - self.t0 if timed else -1.0, what)
+            if rc != 0:  # the world stopped: every waiting call fails
+                for t in calls or timed[:1]:
+                    t.wait.rc = rc
+                    t.wait.result = False
+                return (calls or timed)[0]
+            if 0 <= which < len(ops):
+                return ops[which]
+            if which == len(ops) and anyt is not None:
+                return anyt
+            if which < 0 and timed:
+                t = timed[0]
+                self.now = max(self.now, t.wait.deadline)
+                t.wait.result = bool(t.wait.pred())
+                return t
+
+    def switch(self, me, leaving=False):
+        """Gives the turn to the next thread and, unless me leaves, waits for
+        it to come back."""
+        nxt = self._next()
+        if nxt is me:
+            return
+        self.current = nxt
+        nxt.baton.release()
+        if leaving:
+            return
+        me.baton.acquire()
+        if self.failed is not None:
+            raise DistError(self.failed)
+
+    def block(self, wait):
+        """The calling thread (holding the turn) waits on wait; returns it
+        settled."""
+        me = self.here()
+        me.wait = wait
+        try:
+            self.switch(me)
+        finally:
+            me.wait = None
+        return wait
+
+    def until(self, pred, timeout, what):
+        """Waits until pred() holds (pred takes what it waits for when it
+        can), or timeout seconds of the rank's clock pass: True or False."""
+        if pred():
+            return True
+        deadline = None if timeout is None or timeout < 0 else self.now + timeout
+        return self.block(_Wait("cond", what, pred=pred, deadline=deadline)).result
+
+    def yield_(self, what):
+        """Lets the rank's other threads that are ready run first (a poll)."""
+        me = self.here()
+        nxt = self._ready()
+        if nxt is not None and nxt is not me:
+            me.wait = _Wait("cond", what, pred=lambda: True)
+            try:
+                self.current = nxt
+                nxt.baton.release()
+                me.baton.acquire()
+                if self.failed is not None:
+                    raise DistError(self.failed)
+            finally:
+                me.wait = None
+
+    def op(self, op_id, what):
+        _check(self.block(_Wait("op", what, op=op_id)).rc, what)
+
+    def any(self, comm, what):
+        _check(self.block(_Wait("any", what, comm=comm)).rc, what)
+
+    def fail(self, msg):
+        """The rank fails with msg (its first failure), and every thread of
+        it stops at its next turn."""
+        if self.failed is None:
+            self.failed = msg
+            _bridge.end(self.st.gen, self.st.rank, msg)
+            for t in self.threads:
+                if not t.done and t is not self.current:
+                    t.baton.release()
+
+
+def _coop_here():
+    """The rank's turn-taking when the calling thread holds the turn."""
+    st = getattr(_local, "state", None)
+    c = st.coop if st is not None else None
+    return c if c is not None and c.here() is not None else None
+
+
+class _Lock:
+    """threading.Lock: a blocking acquire by a rank's thread lets the
+    rank's other threads run; anywhere else, a plain lock."""
+
+    def __init__(self):
+        self._raw = _thread.allocate_lock()
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self._raw.acquire(False):
+            return True
+        if not blocking:
+            return False
+        c = _coop_here()
+        if c is None:
+            return self._raw.acquire(True, timeout)
+        return c.until(lambda: self._raw.acquire(False), timeout, f"a lock ({_where()})")
+
+    def release(self):
+        self._raw.release()
+
+    def locked(self):
+        return self._raw.locked()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def _at_fork_reinit(self):
+        self._raw = _thread.allocate_lock()
+
+
+def _sleep(seconds):
+    c = _coop_here()
+    if c is None:
+        return _real["sleep"](seconds)
+    if seconds <= 0:
+        return c.yield_(f"time.sleep ({_where()})")
+    c.until(lambda: False, seconds, f"time.sleep ({_where()})")
+
+
+def _monotonic():
+    c = _coop_here()
+    return c.now if c is not None else _real["monotonic"]()
+
+
+def _thread_start(self):
+    st = getattr(_local, "state", None)
+    if st is None or not _bridge or _bridge.MESSAGE_BYTES <= 0:
+        if st is not None:  # ranks as threads: one interpreter, no turn of their own
+            raise RuntimeError(f"a rank starts a thread ({self.name}): under ppv fuzz py "
+                               f"--ranks-as threads a rank's threads cannot take turns; run "
+                               f"with --ranks-as processes (the default)")
+        return _thread_start.real(self)
+    if st.coop is None:
+        st.coop = _Coop(st)
+    c = st.coop
+    if c.here() is None:
+        raise RuntimeError(f"a thread starts a thread ({self.name}) while another holds the "
+                           f"rank's turn")
+    rec = _Thr(self.name, self.daemon)
+    run = self.run
+
+    def turn():
+        c.by_ident[_thread.get_ident()] = rec
+        try:
+            rec.baton.acquire()
+            if c.failed is not None:
+                return
+            _local.state = st
+            try:
+                run()
+            except DistError:
+                pass  # the run failed already: ppv reports it
+            except BaseException as e:
+                c.fail(f"thread {rec.name}: {type(e).__name__}: {e} ({_place(e, st.target)})")
+        finally:
+            rec.done = True
+            _local.state = None
+            if c.current is rec and c.failed is None:
+                try:
+                    c.switch(rec, leaving=True)
+                except DistError:
+                    pass
+    self.run = turn
+    c.threads.append(rec)
+    self._ppv_thr = rec
+    try:
+        _thread_start.real(self)  # its thread waits for the turn before the first line of run
+    except BaseException:
+        c.threads.remove(rec)
+        raise
+
+
+def _thread_join(self, timeout=None):
+    rec = getattr(self, "_ppv_thr", None)
+    c = _coop_here()
+    if rec is not None and c is not None:
+        if not c.until(lambda: rec.done, timeout, f"join {rec.name} ({_where()})"):
+            return
+    return _thread_join.real(self, timeout)
+
+
+def _install_turns():
+    """Makes threading's and queue's waits, Thread.start and join,
+    time.sleep and time.monotonic the ones above (before the user's file is
+    imported, so its module-level locks and queues are of this kind too).
+    Nothing changes for code outside a rank, or a rank without threads."""
+    import queue
+    import threading
+    if getattr(threading, "_ppv_turns", False):
+        return
+    threading.Lock = _Lock
+    threading._allocate_lock = _Lock
+    threading._CRLock = None  # RLock then builds on _allocate_lock
+    threading._time = _monotonic
+    _thread_start.real = threading.Thread.start
+    threading.Thread.start = _thread_start
+    _thread_join.real = threading.Thread.join
+    threading.Thread.join = _thread_join
+    queue.SimpleQueue = queue._PySimpleQueue
+    queue.time = _monotonic
+    _time_mod.sleep = _sleep
+    _time_mod.monotonic = _monotonic
+    threading._ppv_turns = True
+
+
 # ---- run by ppv: one thread a rank --------------------------------------------------------
 
 
@@ -1023,6 +1381,10 @@ def _run_rank(function, rank, size, gen):
     error = None
     try:
         function(rank, size)
+        c = _local.state.coop
+        if c is not None:  # as at a process's end: its threads (but daemons) finish first
+            c.until(lambda: all(t.done or t.daemon for t in c.threads[1:]), None,
+                    "the end of the rank's function, for its threads")
     except DistError as e:
         error = f"DistError: {e}"
     except BaseException as e:  # the rank's own failure, with its place

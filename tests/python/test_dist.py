@@ -222,16 +222,23 @@ class RanksAsProcesses(unittest.TestCase):
                                          "message is larger than a rank's process carries (256 "
                                          "MiB a call; --ranks-as threads has no such bound)")
 
-    def test_a_thread_a_rank_starts_cannot_communicate(self):
-        for mode in ("processes", "threads"):
-            with self.subTest(mode=mode):
-                code, rep, err = report(f"{BAD}:thread_calls", "-n", "2", "--runs", "3",
-                                        "--ranks-as", mode)
-                self.assertEqual(code, 1, err)
-                self.assertEqual(rep["failure"], "rank 0: RuntimeError: ppv.dist is called from "
-                                                 "a thread a rank started (sender): under ppv "
-                                                 "fuzz py only the rank's own thread "
-                                                 "communicates (bad_input.py:85)")
+    def test_a_thread_a_rank_starts_communicates_as_processes_only(self):
+        # as processes the two senders wait on each other's receive (a
+        # deadlock naming each thread's call); as threads of one
+        # interpreter a rank cannot start one
+        code, rep, err = report(f"{BAD}:thread_calls", "-n", "2", "--runs", "3")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failure"], "deadlock after 6 scheduler steps: 2 of 2 ranks blocked")
+        r = fuzz(f"{BAD}:thread_calls", "-n", "2", "--runs", "3")
+        self.assertIn("  blocked: rank 0 at send to 1 (bad_input.py:85 in sender): send of 4 "
+                      "bytes (rendezvous) waits for rank 1 to post its receive", r.stdout)
+        code, rep, err = report(f"{BAD}:thread_calls", "-n", "2", "--runs", "3", "--ranks-as",
+                                "threads")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failure"], "rank 0: RuntimeError: a rank starts a thread (sender): "
+                                         "under ppv fuzz py --ranks-as threads a rank's threads "
+                                         "cannot take turns; run with --ranks-as processes (the "
+                                         "default) (bad_input.py:89)")
 
     def test_a_wait_names_the_group_by_its_ranks_and_a_rank_that_returned(self):
         r = fuzz(f"{BAD}:group_left", "-n", "3", "--runs", "5")
@@ -360,6 +367,82 @@ class BadInput(unittest.TestCase):
             r = fuzz(f"{BAD}:quits", "-n", "3", "--replay", trace)
             self.assertEqual(r.returncode, 2)
             self.assertIn(f"{trace} was taken on 2 ranks, not -n 3", r.stderr)
+
+
+THREADS = os.path.join(HERE, "ranks", "threads.py")
+
+
+class Threads(unittest.TestCase):
+    """A rank's own threads (threading.Thread) take turns: a blocking call
+    of one lets the others run, locks, events, queues, join and sleep are
+    waits of the same kind, time is the rank's virtual clock, and what
+    goes wrong is named in the program's terms."""
+
+    def test_a_seeded_bug_between_threads_is_found_and_its_trace_replays(self):
+        # round-robin alone passes it: the results come in the order sent
+        code, rep, err = report(f"{THREADS}:results_in_send_order", "-n", "3", "--strategy",
+                                "random", "--runs", "1")
+        self.assertEqual(code, 0, err)
+        # each strategy finds it at the run stated (the same every time)
+        for strategy, at in (("random", 6), ("pct", 3), ("portfolio", 4), ("dfs", 8)):
+            with self.subTest(strategy=strategy), tempfile.TemporaryDirectory() as out:
+                code, rep, err = report(f"{THREADS}:results_in_send_order", "-n", "3",
+                                        "--strategy", strategy, "--runs", "100", "--out", out)
+                self.assertEqual(code, 1, err)
+                self.assertEqual(rep["failing_run"], at)
+                self.assertEqual(rep["failure"], "rank 0: RuntimeError: result 0 came from rank "
+                                                 "2, not 1 (threads.py:29)")
+                trace = os.path.join(out, "minimal.trace")
+                r = fuzz(f"{THREADS}:results_in_send_order", "-n", "3", "--replay", trace)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("replay: fails again: rank 0: RuntimeError: result 0 came from "
+                              "rank 2, not 1 (threads.py:29)", r.stdout)
+
+    def test_threads_that_wait_on_each_other_are_named(self):
+        code, rep, err = report(f"{THREADS}:locks_taken_in_both_orders", "-n", "2", "--runs", "5")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failing_run"], 0)
+        self.assertEqual(rep["failure"], "rank 0: rank 0's threads wait on each other, and no call "
+                                         "of theirs can complete: MainThread waits on a lock "
+                                         "(threads.py:49); other waits on a lock (threads.py:44 in "
+                                         "other)")
+
+    def test_a_thread_that_raises_fails_the_run_naming_it(self):
+        code, rep, err = report(f"{THREADS}:a_thread_raises", "-n", "2", "--runs", "5")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(rep["failure"], "rank 1: thread bad: ValueError: a thread's own bug "
+                                         "(threads.py:56)")
+
+    def test_a_deadlock_through_threads_names_each_threads_call(self):
+        r = fuzz(f"{THREADS}:both_threads_wait_for_rank_1", "-n", "3", "--runs", "5")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("deadlock after 7 scheduler steps: 2 of 3 ranks blocked", r.stdout)
+        self.assertIn("  blocked: rank 0 at recv from 1 (threads.py:68): its threads' 2 calls "
+                      "wait, none can complete: recv from 1 (threads.py:68); recv from 1 "
+                      "(threads.py:66 in listener)", r.stdout)
+        self.assertIn("  cycle: 0 -> 1 -> 0", r.stdout)
+
+    def test_timeouts_run_on_the_ranks_clock(self):
+        # the heartbeat's waits and the main thread's sleep end on virtual
+        # time, when nothing else can go on: the same beats in every run
+        r = fuzz(f"{THREADS}:heartbeats_on_the_rank_clock", "-n", "2", "--runs", "50")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stdout.splitlines() if l.startswith("beats")]
+        self.assertEqual(len(lines), 50)
+        self.assertEqual(set(lines), {"beats 3 at [0.5, 1.0, 1.5], slept 2.000"})
+        # a queue's get with a timeout waits for the thread that feeds it
+        # (its receive can still complete), then times out on the clock
+        r = fuzz(f"{THREADS}:a_queue_and_its_timeout", "-n", "2", "--runs", "60")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("got 7.0\n"), 60)
+        self.assertEqual(r.stdout.count("empty after 1.5\n"), 60)
+
+    def test_the_same_seed_gives_the_same_report(self):
+        args = (f"{THREADS}:results_in_send_order", "-n", "3", "--runs", "30", "--seed", "5",
+                "--strategy", "pct")
+        a, b = report(*args)[1], report(*args)[1]
+        a["seconds"] = b["seconds"]
+        self.assertEqual(a, b)
 
 
 if __name__ == "__main__":

@@ -292,6 +292,102 @@ def irecv_from_any_rank(rank, size):
         dist.send(torch.tensor([10.0 * rank]), 0)
 
 
+# a rank's own threads: under ppv they take turns (ranks as processes)
+PROGRAMS += ["a_sender_thread_and_recv_any", "a_queue_feeds_a_sender_thread",
+             "threads_hand_over_with_events_and_locks"]
+
+
+def a_sender_thread_and_recv_any(rank, size):
+    """Stage 0 as a control plane writes it with threads: a thread sends
+    the envelopes (blocking sends), the main thread takes the results from
+    whichever rank answers (recv from any); each other rank answers its
+    own. Under ppv the rank's threads take turns, and neither waits for
+    the other's call."""
+    import threading
+    _init()
+    if rank == 0:
+        def send_envelopes():
+            for k in range(4):
+                dist.send(torch.tensor([float(k)]), 1 + k % 2)
+        t = threading.Thread(target=send_envelopes, name="sender")
+        t.start()
+        got = []
+        for _ in range(4):
+            r = torch.zeros(1)
+            src = dist.recv(r, src=None)
+            assert r.item() % 2 == src - 1 and r.item() >= 100, (r, src)
+            got.append(r.item())
+        t.join()
+        assert sorted(got) == [100.0, 101.0, 102.0, 103.0], got
+    else:
+        for _ in range(2):
+            e = torch.zeros(1)
+            dist.recv(e, 0)
+            dist.send(e + 100, 0)
+
+
+def a_queue_feeds_a_sender_thread(rank, size):
+    """The main thread puts work on a bounded queue that a worker thread
+    drains into sends; a None ends the worker. The receiver checks the
+    order."""
+    import queue
+    import threading
+    _init()
+    if rank == 0:
+        q = queue.Queue(maxsize=1)
+
+        def drain():
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                dist.send(torch.tensor([item]), 2)
+        t = threading.Thread(target=drain, name="worker")
+        t.start()
+        for k in range(5):
+            q.put(float(k))
+        q.put(None)
+        t.join()
+    elif rank == 2:
+        b = torch.zeros(1)
+        for k in range(5):
+            dist.recv(b, 0)
+            assert b.item() == float(k), (b, k)
+
+
+def threads_hand_over_with_events_and_locks(rank, size):
+    """A thread waits on an event the main thread sets once its receive
+    is in; a lock guards the count both add to; the thread then answers
+    (and waits, with a timeout, for a stop that never comes)."""
+    import threading
+    _init()
+    if rank == 1:
+        ready, stop, lock = threading.Event(), threading.Event(), threading.Lock()
+        count = [0]
+        box = torch.zeros(1)
+
+        def answer():
+            assert ready.wait(), "ready"
+            with lock:
+                count[0] += 1
+            dist.send(box * 2, 2)
+            assert not stop.wait(0.05)
+        t = threading.Thread(target=answer, name="answer")
+        t.start()
+        dist.recv(box, 0)
+        with lock:
+            count[0] += 1
+        ready.set()
+        t.join()
+        assert count[0] == 2, count
+    elif rank == 0:
+        dist.send(torch.tensor([21.0]), 1)
+    else:
+        b = torch.zeros(1)
+        dist.recv(b, 1)
+        assert b.item() == 42.0, b
+
+
 def run_all_under_torch(rank, size):
     """One process of the torch run: every program in turn, a barrier
     between them."""
