@@ -437,6 +437,16 @@ class Threads(unittest.TestCase):
         self.assertEqual(r.stdout.count("got 7.0\n"), 60)
         self.assertEqual(r.stdout.count("empty after 1.5\n"), 60)
 
+    def test_calls_that_complete_together_wake_the_rank_once(self):
+        # both of rank 0's receives complete before it runs again: a third
+        # thread's timeout of 100 s must not end for that, under any order
+        for strategy in ("random", "pct", "portfolio", "dfs"):
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{THREADS}:two_calls_complete_together", "-n", "3",
+                                        "--strategy", strategy, "--runs", "200")
+                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                self.assertTrue(rep["ok"])
+
     def test_the_same_seed_gives_the_same_report(self):
         args = (f"{THREADS}:results_in_send_order", "-n", "3", "--runs", "30", "--seed", "5",
                 "--strategy", "pct")

@@ -112,3 +112,34 @@ def a_queue_and_its_timeout(rank, size):
         t.join()
     elif rank == 1:
         dist.send(_f(7), 0)
+
+
+def two_calls_complete_together(rank, size):
+    """Both of rank 0's receives (one a thread's) complete before rank 0
+    runs again; a third thread's long timeout must not end for that, nor
+    the next receive's wait be cut short."""
+    if rank == 0:
+        done = threading.Event()
+        timed_out = []
+
+        def watch():
+            if not done.wait(100):
+                timed_out.append("at its deadline")
+        w = threading.Thread(target=watch, name="watch")
+        w.start()
+        a = threading.Thread(target=lambda: dist.recv(_f(0), 1), name="from1")
+        a.start()
+        dist.recv(_f(0), 2)
+        a.join()
+        dist.send(_f(1), 1)  # rank 1's go: its last message comes after
+        last = _f(0)
+        dist.recv(last, 1)
+        done.set()
+        w.join()
+        if timed_out or last[0] != 9:
+            raise RuntimeError(f"the watch timed out ({timed_out}), the last value {last[0]}")
+    else:
+        dist.send(_f(rank), 0)
+        if rank == 1:
+            dist.recv(_f(0), 0)
+            dist.send(_f(9), 0)
