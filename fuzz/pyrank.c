@@ -353,18 +353,19 @@ static PyObject *b_test_op(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS return Py_BuildValue("(ii)", rc, done);
 }
 
-/* wait_some: (gen, rank, op ids as int64 bytes, any_comm, block, deadline,
- * what) -> (rc, which): the first posted op done (its index), len(ids)
- * for a message from any rank of any_comm, -1 when nothing is (block 0)
- * or the wait timed out (deadline >= 0) */
+/* wait_some: (gen, rank, op ids as int64 bytes, communicators as int32
+ * bytes, block, deadline, what) -> (rc, which): the first posted op done
+ * (its index), len(ids) + j for a message from any rank of the j-th
+ * communicator, -1 when nothing is (block 0) or the wait timed out
+ * (deadline >= 0) */
 static PyObject *b_wait_some(PyObject *self, PyObject *args) {
     (void)self;
     long gen;
-    int rank, any_comm, block;
+    int rank, block;
     double deadline;
-    Py_buffer v;
+    Py_buffer v, c;
     const char *what;
-    if (!PyArg_ParseTuple(args, "liy*iids", &gen, &rank, &v, &any_comm, &block, &deadline, &what))
+    if (!PyArg_ParseTuple(args, "liy*y*ids", &gen, &rank, &v, &c, &block, &deadline, &what))
         return NULL;
     ppv_ext *x = bridge(gen);
     int rc = STALE;
@@ -372,10 +373,13 @@ static PyObject *b_wait_some(PyObject *self, PyObject *args) {
     if (x) {
         Py_BEGIN_ALLOW_THREADS rc = g.api->wait_some(x, rank, v.buf,
                                                      (int32_t)((size_t)v.len / sizeof(int64_t)),
-                                                     any_comm, block, deadline, &which, what);
+                                                     c.buf,
+                                                     (int32_t)((size_t)c.len / sizeof(int32_t)),
+                                                     block, deadline, &which, what);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&v);
+    PyBuffer_Release(&c);
     return Py_BuildValue("(ii)", rc, (int)which);
 }
 

@@ -53,8 +53,9 @@ typedef struct ppv_pyrank_api {
     size_t (*message_bytes)(const ppv_ext *x);
     int (*new_group)(ppv_ext *x, int32_t rank, const int32_t *ranks, int32_t n, int64_t tag,
                      int32_t *comm, const char *what);
-    int (*wait_some)(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
-                     int block, double deadline, int32_t *which, const char *what);
+    int (*wait_some)(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n,
+                     const int32_t *anys, int32_t nany, int block, double deadline,
+                     int32_t *which, const char *what);
 } ppv_pyrank_api;
 
 typedef struct ppv_pyrank ppv_pyrank;

@@ -495,10 +495,14 @@ static int make_call(ppv_ext *x, ppv_transport *t, int32_t rank, ext_rank *e) {
         return rc;
     }
     case EXT_NEW_GROUP: return new_group(t->impl, e);
-    case EXT_WAIT_SOME: { /* ids in e's data, any_comm in peer */
+    case EXT_WAIT_SOME: { /* e's data: peer op ids, then the communicators */
         const int64_t *ids = e->sbuf;
-        int32_t n = (int32_t)(e->bytes / sizeof *ids), which = -1;
-        int rc = world_wait_some(t->impl, rank, ids, n, e->peer, e->op_id != 0, e->deadline,
+        int32_t n = e->peer, which = -1;
+        int32_t nany = (int32_t)((e->bytes - (size_t)n * sizeof *ids) / sizeof(int32_t));
+        int32_t anys[64];
+        if (nany > 64) return PPV_ERR_USAGE;
+        memcpy(anys, ids + n, (size_t)nany * sizeof *anys);
+        int rc = world_wait_some(t->impl, rank, ids, n, anys, nany, e->op_id != 0, e->deadline,
                                  e->what, &which);
         e->answer = which;
         if (rc == 0 && which >= 0 && which < n) hand_posted(x, rank, e, ids[which]);
@@ -529,7 +533,7 @@ void ppv_ext_rank_main(ppv_transport *t, int32_t rank, void *arg) {
         int rc = make_call(x, t, rank, e); /* other ranks run meanwhile */
         if (rc == 0 && e->op != EXT_YIELD && e->op != EXT_PROBE && e->op != EXT_WAIT_ANY &&
             e->op != EXT_TEST_OP && e->op != EXT_NEW_GROUP &&
-            !(e->op == EXT_WAIT_SOME && (e->answer < 0 || e->answer == (int)(e->bytes / 8))))
+            !(e->op == EXT_WAIT_SOME && (e->answer < 0 || e->answer >= e->peer)))
             ppv_world_progress(t, rank);
         e->rc = rc;
         if (rc == PPV_ERR_ABORTED) {
@@ -758,15 +762,23 @@ int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what) {
     return rc;
 }
 
-int ppv_ext_wait_some(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
-                      int block, double deadline, int32_t *which, const char *what) {
+int ppv_ext_wait_some(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n,
+                      const int32_t *anys, int32_t nany, int block, double deadline,
+                      int32_t *which, const char *what) {
     *which = -1;
-    if (!check_rank(x, rank) || n < 0) return PPV_ERR_USAGE;
-    size_t bytes = (size_t)n * sizeof *ids;
-    ext_rank *e = args(x, rank, ids, NULL, bytes, any_comm, 0);
+    if (!check_rank(x, rank) || n < 0 || n > 4096 || nany < 0 || nany > 64)
+        return PPV_ERR_USAGE;
+    /* one block: the ids, then the communicators */
+    size_t bytes = (size_t)n * sizeof *ids + (size_t)nany * sizeof *anys;
+    int64_t *both = malloc(bytes ? bytes : 1);
+    if (!both) return PPV_ERR_ABORTED;
+    if (n) memcpy(both, ids, (size_t)n * sizeof *ids);
+    if (nany) memcpy(both + n, anys, (size_t)nany * sizeof *anys);
+    ext_rank *e = args(x, rank, both, NULL, bytes, n, 0);
     e->op_id = block;
     e->deadline = deadline;
-    int rc = call(x, e, EXT_WAIT_SOME, ids, bytes, what);
+    int rc = call(x, e, EXT_WAIT_SOME, both, bytes, what);
+    free(both);
     if (rc != 0) return rc;
     *which = e->answer;
     if (*which >= 0 && *which < n) take_posted(x, e, ids[*which]);

@@ -117,10 +117,16 @@ static int deliver(ppv_world *w, p2p_op *s, p2p_op *r) {
  * waiting there goes on. */
 static void wake_any(ppv_world *w, int32_t comm, int32_t to) {
     rank_ctx *rc = &w->ranks[to];
-    if (rc->any_wait && rc->any_comm == comm) {
+    int hit = rc->any_wait && rc->any_comm == comm;
+    for (int32_t j = 0; !hit && rc->any_wait && rc->some && j < rc->nsome_any; j++)
+        hit = rc->some_any[j] == comm;
+    if (hit) {
         rc->any_wait = 0;
         if (rc->some && rc->some_fired) return; /* a wait_some already woken */
-        if (rc->some) rc->some_fired = 1;
+        if (rc->some) {
+            rc->some_fired = 1;
+            rc->some_any_hit = comm;
+        }
         ppv_world_complete(w, to);
     }
 }
@@ -472,22 +478,33 @@ static int any_there(ppv_world *w, int32_t rank, int32_t comm) {
     return there;
 }
 
-int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
-                    int block, double deadline, const char *what, int32_t *which) {
+/* The first of anys[0..nany) on which a message from another member is
+ * there for rank (each probed), or -1. */
+static int32_t any_there_of(ppv_world *w, int32_t rank, const int32_t *anys, int32_t nany) {
+    int32_t first = -1;
+    for (int32_t j = 0; j < nany; j++)
+        if (any_there(w, rank, anys[j]) && first < 0) first = j;
+    return first;
+}
+
+int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n,
+                    const int32_t *anys, int32_t nany, int block, double deadline,
+                    const char *what, int32_t *which) {
     *which = -1;
     ppv_world_switch(w, rank);
     rank_ctx *rc = &w->ranks[rank];
     if (w->aborted || rc->dead) return PPV_ERR_ABORTED;
-    if (n < 0 || n > 4096 || (n == 0 && any_comm < 0 && !(deadline >= 0))) {
-        ppv_world_fail(&w->transport, rank, "%s: a wait on %d operations", what ? what : "wait",
-                       (int)n);
+    if (n < 0 || n > 4096 || nany < 0 || nany > 64 || (n == 0 && nany == 0 && !(deadline >= 0))) {
+        ppv_world_fail(&w->transport, rank, "%s: a wait on %d operations and %d groups",
+                       what ? what : "wait", (int)n, (int)nany);
         return PPV_ERR_USAGE;
     }
-    if (any_comm >= 0 && (any_comm >= w->ncomms || w->comms[any_comm].member_of[rank] < 0)) {
-        ppv_world_fail(&w->transport, rank, "%s: rank %d is not on communicator %d",
-                       what ? what : "wait", rank, any_comm);
-        return PPV_ERR_USAGE;
-    }
+    for (int32_t j = 0; j < nany; j++)
+        if (anys[j] < 0 || anys[j] >= w->ncomms || w->comms[anys[j]].member_of[rank] < 0) {
+            ppv_world_fail(&w->transport, rank, "%s: rank %d is not on communicator %d",
+                           what ? what : "wait", rank, anys[j]);
+            return PPV_ERR_USAGE;
+        }
     p2p_op **ops = n ? malloc((size_t)n * sizeof *ops) : NULL;
     if (n && !ops) {
         ppv_world_fail_env(&w->transport, rank, "out of memory waiting");
@@ -502,23 +519,29 @@ int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n, i
         ops[k] = *slot;
         if ((!ops[k] || ops[k]->done) && *which < 0) *which = k;
     }
-    if (*which < 0 && any_comm >= 0 && any_there(w, rank, any_comm)) *which = n;
+    if (*which < 0 && nany > 0) {
+        int32_t j = any_there_of(w, rank, anys, nany);
+        if (j >= 0) *which = n + j;
+    }
     int err = 0;
     if (*which < 0 && block) {
         world_note(w, "waits for the first of %d calls%s", (int)n,
-                   any_comm >= 0 ? " or a message from any rank" : "");
+                   nany ? " or a message from any rank" : "");
         for (int32_t k = 0; k < n; k++)
             ops[k]->waited = 1;
         rc->some = 1;
         rc->some_fired = 0;
+        rc->some_any_hit = -1;
         rc->some_ops = ops;
         rc->nsome = n;
         rc->timed = deadline >= 0;
         rc->timed_out = 0;
         rc->deadline = deadline;
-        if (any_comm >= 0) {
+        if (nany > 0) {
             rc->any_wait = 1;
-            rc->any_comm = any_comm;
+            rc->any_comm = anys[0];
+            rc->some_any = anys;
+            rc->nsome_any = nany;
             set_what(rc->any_what, sizeof rc->any_what, what ? what : "RECV from any");
         }
         rc->pending++;
@@ -528,11 +551,14 @@ int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n, i
         rc->some = rc->some_fired = rc->timed = 0;
         rc->some_ops = NULL;
         rc->nsome = 0;
-        int message = rc->any_wait == 0 && any_comm >= 0; /* wake_any cleared it */
+        rc->some_any = NULL;
+        rc->nsome_any = 0;
         rc->any_wait = 0;
         for (int32_t k = 0; k < n && *which < 0 && !rc->timed_out; k++)
             if (ops[k]->done) *which = k;
-        if (*which < 0 && message && !rc->timed_out) *which = n;
+        for (int32_t j = 0; j < nany && *which < 0 && !rc->timed_out; j++)
+            if (anys[j] == rc->some_any_hit) *which = n + j; /* the group a message came on */
+        rc->some_any_hit = -1;
         rc->timed_out = 0;
     }
     if (err == 0 && *which >= 0 && *which < n) { /* taken, as world_wait_async takes it */

@@ -667,7 +667,7 @@ static void describe(ppv_world *w, int32_t r, ppv_wait *out) {
         out->waits_for = rc->nsome ? rc->some_ops[0]->peer : -1;
         size_t at = (size_t)snprintf(out->reason, sizeof out->reason,
                                      "its threads' %d calls wait, none can complete: ",
-                                     (int)rc->nsome + (rc->any_wait != 0));
+                                     (int)(rc->nsome + rc->nsome_any));
         for (int32_t k = 0; k <= rc->nsome && at < sizeof out->reason; k++) {
             const char *call = k < rc->nsome ? rc->some_ops[k]->what
                                : rc->any_wait ? rc->any_what

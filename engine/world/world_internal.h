@@ -102,6 +102,8 @@ typedef struct rank_ctx {
     int some, some_fired;
     p2p_op **some_ops; /* the ops it waits on, for the report */
     int32_t nsome;
+    const int32_t *some_any; /* ... and the communicators a message on which wakes it */
+    int32_t nsome_any, some_any_hit; /* (the one that did) */
     /* ... and a timeout: when no rank can go on, the earliest deadline
      * (seconds of its threads' clock) ends its wait (timed_out) */
     int timed, timed_out;
@@ -237,18 +239,19 @@ int world_post_async(ppv_world *w, int32_t rank, int send, const void *sbuf, voi
 int world_wait_async(ppv_world *w, int32_t rank, int64_t id, const char *what);
 /* Whether rank's async op id has completed, in *done (a scheduling point). */
 int world_test_async(ppv_world *w, int32_t rank, int64_t id, int *done);
-/* Waits until the first of rank's async ops ids[0..n) completes, or,
- * with any_comm >= 0, until a message from any other member of any_comm is
- * there to receive: *which is the index of the first op done (in the
- * list's order), n for the message, or -1 when block is 0 and nothing is
- * ready yet. With deadline >= 0 the wait has a timeout, which ends it
+/* Waits until the first of rank's async ops ids[0..n) completes, or
+ * until a message from any other member of one of the communicators
+ * anys[0..nany) is there to receive: *which is the index of the first op
+ * done (in the list's order), n + j for a message on anys[j] (the first
+ * such), or -1 when block is 0 and nothing is ready yet. With deadline >= 0 the wait has a timeout, which ends it
  * (*which -1) only when no rank of the world can go on (time passes only
  * then), the earliest deadline of all first. A scheduling point. The op found done is taken, as
  * world_wait_async takes it (a later wait for it returns at once). A
  * rank whose threads each wait on their own call (ppv.dist with threads)
  * waits this way for whichever comes first. */
-int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
-                    int block, double deadline, const char *what, int32_t *which);
+int world_wait_some(ppv_world *w, int32_t rank, const int64_t *ids, int32_t n,
+                    const int32_t *anys, int32_t nany, int block, double deadline,
+                    const char *what, int32_t *which);
 /* Rank's function ended: its receives still pending are taken back (their
  * buffers go with it); its sends stay, to be received. */
 void world_end_async(ppv_world *w, int32_t rank);

@@ -164,16 +164,17 @@ int ppv_ext_irecv(ppv_ext *x, int32_t rank, void *buf, size_t bytes, int32_t pee
                   const char *what, int64_t *id);
 int ppv_ext_wait_op(ppv_ext *x, int32_t rank, int64_t id, const char *what);
 int ppv_ext_test_op(ppv_ext *x, int32_t rank, int64_t id, int *done, const char *what);
-/* Waits for the first of the posted ops ids[0..n) to complete, or, with
- * any_comm >= 0, for a message from any other member of any_comm to be
- * there: *which is the first done op's index in the list (taken, as
- * ppv_ext_wait_op takes it), n for the message, or -1 when block is 0
- * and nothing is ready yet, or when the wait timed out: with deadline >=
+/* Waits for the first of the posted ops ids[0..n) to complete, or for a
+ * message from any other member of one of the communicators anys[0..nany)
+ * (at most 64) to be there: *which is the first done op's index in the
+ * list (taken, as ppv_ext_wait_op takes it), n + j for a message on
+ * anys[j], or -1 when block is 0 and nothing is ready yet, or when the wait timed out: with deadline >=
  * 0 (seconds of the rank's clock) it ends when no rank of the world can
  * go on, the earliest deadline first. A rank whose threads each wait on a call of
  * their own (ppv.dist with threads) waits this way. The mock world only. */
-int ppv_ext_wait_some(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n, int32_t any_comm,
-                      int block, double deadline, int32_t *which, const char *what);
+int ppv_ext_wait_some(ppv_ext *x, int32_t rank, const int64_t *ids, int32_t n,
+                      const int32_t *anys, int32_t nany, int block, double deadline,
+                      int32_t *which, const char *what);
 /* torch.distributed's new_group: the communicator of ranks (n global
  * ranks, in order) in *comm, made by the first rank to ask and the same
  * for every other (the world's ranks in order, tag 0: communicator 0).

@@ -1125,11 +1125,12 @@ class _Coop:
                           f"theirs can complete: {waits}")
                 raise DistError(self.failed)
             ops = [t for t in calls if t.wait.kind == "op"]
-            anyt = next((t for t in calls if t.wait.kind == "any"), None)
-            what = "; ".join(t.wait.what for t in calls + timed[:1])[:60]
+            anys = [t for t in calls if t.wait.kind == "any"]
+            # the words of the receives from any rank (a posted op has its own)
+            what = "; ".join(t.wait.what for t in anys)[:60] or "a timeout"
             rc, which = _bridge.wait_some(
                 self.st.gen, self.st.rank, struct.pack(f"{len(ops)}q", *[t.wait.op for t in ops]),
-                anyt.wait.comm if anyt else -1, 1,
+                struct.pack(f"{len(anys)}i", *[t.wait.comm for t in anys]), 1,
                 timed[0].wait.deadline - self.t0 if timed else -1.0, what)
             if rc != 0:  # the world stopped: every waiting call fails
                 for t in calls or timed[:1]:
@@ -1138,8 +1139,8 @@ class _Coop:
                 return (calls or timed)[0]
             if 0 <= which < len(ops):
                 return ops[which]
-            if which == len(ops) and anyt is not None:
-                return anyt
+            if len(ops) <= which < len(ops) + len(anys):
+                return anys[which - len(ops)]
             if which < 0 and timed:
                 t = timed[0]
                 self.now = max(self.now, t.wait.deadline)

@@ -447,6 +447,16 @@ class Threads(unittest.TestCase):
                 self.assertEqual(code, 0, (rep or {}).get("failure") or err)
                 self.assertTrue(rep["ok"])
 
+    def test_each_thread_that_receives_from_any_rank_is_woken(self):
+        # a results thread and a telemetry thread each receive from any rank
+        # (tags 0 and 5): a message for either wakes the rank
+        for strategy in ("random", "pct", "portfolio", "dfs"):
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{THREADS}:two_threads_receive_from_any_rank", "-n", "3",
+                                        "--strategy", strategy, "--runs", "200")
+                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                self.assertTrue(rep["ok"])
+
     def test_the_same_seed_gives_the_same_report(self):
         args = (f"{THREADS}:results_in_send_order", "-n", "3", "--runs", "30", "--seed", "5",
                 "--strategy", "pct")

@@ -143,3 +143,28 @@ def two_calls_complete_together(rank, size):
         if rank == 1:
             dist.recv(_f(0), 0)
             dist.send(_f(9), 0)
+
+
+def two_threads_receive_from_any_rank(rank, size):
+    """Rank 0's main thread takes results from any rank (tag 0) while its
+    telemetry thread takes reports from any rank (tag 5) and acknowledges
+    each; ranks 1 and 2 report, wait for the acknowledgement, then send
+    their result. Each thread's receive from any rank must wake it."""
+    if rank == 0:
+        def telemetry():
+            for _ in range(2):
+                r = _f(0)
+                src = dist.recv(r, src=None, tag=5)
+                dist.send(_f(src), src, tag=6)
+        t = threading.Thread(target=telemetry, name="telemetry")
+        t.start()
+        got = set()
+        for _ in range(2):
+            r = _f(0)
+            got.add(dist.recv(r, src=None))
+        t.join()
+        print("results from", sorted(got))
+    else:
+        dist.send(_f(rank), 0, tag=5)
+        dist.recv(_f(0), 0, tag=6)
+        dist.send(_f(rank), 0)
