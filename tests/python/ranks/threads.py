@@ -163,7 +163,8 @@ def two_threads_receive_from_any_rank(rank, size):
             r = _f(0)
             got.add(dist.recv(r, src=None))
         t.join()
-        print("results from", sorted(got))
+        if got != {1, 2}:
+            raise RuntimeError(f"results from {sorted(got)}, not from ranks 1 and 2")
     else:
         dist.send(_f(rank), 0, tag=5)
         dist.recv(_f(0), 0, tag=6)
