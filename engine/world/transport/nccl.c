@@ -1,7 +1,8 @@
 /* nccl.c - the NCCL transport: one process per GPU, started by mpirun,
  * its messages through ncclSend/ncclRecv and the collectives on a CUDA
- * stream of its own (eager sends on a second). A module (libppv_nccl.so) that proc.c loads for
- * `--transport nccl`; it opens libnccl and libcudart itself (dlopen:
+ * stream of its own (eager sends on a second). A module (libppv_nccl.so)
+ * that proc.c loads for `--transport nccl`; it opens libnccl and
+ * libcudart itself (dlopen:
  * $PPV_NCCL_LIBRARY and $PPV_CUDART_LIBRARY, else the loader's search and
  * the toolkit it was built with), so that the tests can put a stand-in for
  * both in their place on machines without a GPU (tests/fake_nccl/).
