@@ -1383,7 +1383,10 @@ def _run_rank(function, rank, size, gen):
     try:
         function(rank, size)
         c = _local.state.coop
-        if c is not None:  # as at a process's end: its threads (but daemons) finish first
+        if c is not None:  # as at a process's end: threading's exit hooks (a thread
+            import threading  # pool's stop), then its threads (but daemons) finish first
+            for hook in reversed(getattr(threading, "_threading_atexits", [])):
+                hook()
             c.until(lambda: all(t.done or t.daemon for t in c.threads[1:]), None,
                     "the end of the rank's function, for its threads")
     except DistError as e:

@@ -457,6 +457,16 @@ class Threads(unittest.TestCase):
                 self.assertEqual(code, 0, (rep or {}).get("failure") or err)
                 self.assertTrue(rep["ok"])
 
+    def test_a_thread_pool_left_running_ends_as_at_a_process_end(self):
+        # threading's exit hooks run when the rank's function returns (a
+        # pool never shut down stops its workers), then its threads end
+        for strategy in ("random", "pct", "dfs"):
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{THREADS}:a_thread_pool_left_running", "-n", "2",
+                                        "--strategy", strategy, "--runs", "50")
+                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                self.assertTrue(rep["ok"])
+
     def test_the_same_seed_gives_the_same_report(self):
         args = (f"{THREADS}:results_in_send_order", "-n", "3", "--runs", "30", "--seed", "5",
                 "--strategy", "pct")

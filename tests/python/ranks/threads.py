@@ -169,3 +169,27 @@ def two_threads_receive_from_any_rank(rank, size):
         dist.send(_f(rank), 0, tag=5)
         dist.recv(_f(0), 0, tag=6)
         dist.send(_f(rank), 0)
+
+
+_KEPT = []
+
+
+def a_thread_pool_left_running(rank, size):
+    """A thread pool's workers send for rank 0, and the pool is never shut
+    down: as at a process's end, threading's exit hook stops its workers,
+    and the rank ends."""
+    from concurrent.futures import ThreadPoolExecutor
+    if rank == 0:
+        pool = ThreadPoolExecutor(max_workers=2)
+        _KEPT.append(pool)  # alive past the function: only the exit hook stops it
+        futures = [pool.submit(dist.send, _f(k), 1) for k in range(3)]
+        for f in futures:
+            f.result()
+    elif rank == 1:
+        got = []
+        for _ in range(3):
+            a = _f(-1)
+            dist.recv(a, 0)
+            got.append(float(a[0]))
+        if sorted(got) != [0.0, 1.0, 2.0]:
+            raise RuntimeError(f"rank 1 got {got}")
