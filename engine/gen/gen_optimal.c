@@ -51,6 +51,8 @@ static struct {
     void (*delete_prob)(glp_prob *);
     int (*ios_reason)(glp_tree *);
     int (*ios_heur_sol)(glp_tree *, const double *);
+    void (*init_smcp)(glp_smcp *);
+    int (*simplex)(glp_prob *, const glp_smcp *);
 } gl;
 
 /* 0, or -1 with the reason. */
@@ -69,7 +71,8 @@ static int load_glpk(char *err, size_t errlen) {
     GLPK_FN(set_col_kind) GLPK_FN(set_obj_coef) GLPK_FN(set_col_bnds) GLPK_FN(add_rows)
     GLPK_FN(set_row_bnds) GLPK_FN(set_mat_row) GLPK_FN(get_num_rows) GLPK_FN(init_iocp)
     GLPK_FN(intopt) GLPK_FN(mip_status) GLPK_FN(mip_obj_val) GLPK_FN(mip_col_val)
-    GLPK_FN(delete_prob) GLPK_FN(ios_reason) GLPK_FN(ios_heur_sol)
+    GLPK_FN(delete_prob) GLPK_FN(ios_reason) GLPK_FN(ios_heur_sol) GLPK_FN(init_smcp)
+    GLPK_FN(simplex)
 #undef GLPK_FN
     gl.loaded = 1;
     return 0;
@@ -96,6 +99,11 @@ typedef struct model {
     job *jobs;
     int32_t njobs;
     int64_t horizon;
+    /* per stage: microbatch k + held[st]'s F waits for microbatch k's
+     * activation to be given back (by freer[st], its I or W), or 0 (the
+     * cap allows every microbatch at once, or there is none) */
+    int64_t held[2048];
+    int freer[2048];
 } model;
 
 /* Whether the ranks' activations are capped, and rank q's cap. */
@@ -136,8 +144,32 @@ static ppv_stage_cost cost_of(const ppv_optimal_params *p, int32_t st, int32_t S
     return c;
 }
 
+/* What the cap implies on each stage (model.held, model.freer): a stage
+ * whose held + 1 activations pass its rank's cap starts microbatch k +
+ * held's F only after microbatch k's activation is given back (its I
+ * ends; with no I-fraction, its W), since the stage's microbatches run in
+ * order and those from k on all hold theirs until then. */
+static void cap_precedences(model *md) {
+    for (int32_t st = 0; st < md->S; st++) {
+        md->held[st] = 0;
+        md->freer[st] = md->ifrac[st] > 0 ? JOB_I : JOB_W;
+        double a = md->act[st] / md->act_unit;
+        if (!capped(md->p) || !(a > 0)) continue;
+        double q = floor(cap_of(md->p, rank_of(md, st)) / md->act_unit / a + 1e-9);
+        if (q >= 1 && q < md->m) md->held[st] = (int64_t)q;
+    }
+}
+
+/* The job that must end before job F (stage st, microbatch mb) starts by
+ * the cap, or NULL. */
+static const job *cap_before(const model *md, int32_t st, int32_t mb) {
+    int64_t q = md->held[st];
+    return q && mb >= q ? &md->jobs[job_index(md, st, (int32_t)(mb - q), md->freer[st])] : NULL;
+}
+
 /* The longest chain of jobs (durations and messages) ending just before
- * job j (est) or starting just after it (tail), over the precedences. */
+ * job j (est) or starting just after it (tail), over the precedences
+ * (the cap's too). */
 static void chains(model *md, int64_t *tail) {
     int32_t S = md->S, m = md->m;
     /* forward pass: F along the stages, then I back, then W */
@@ -153,6 +185,8 @@ static void chains(model *md, int64_t *tail) {
                 const job *pm = &md->jobs[job_index(md, st, mb - 1, JOB_F)];
                 if (pm->est + pm->d > e) e = pm->est + pm->d;
             }
+            const job *freed = cap_before(md, st, mb);
+            if (freed && freed->est + freed->d > e) e = freed->est + freed->d;
             F->est = e;
         }
         for (int32_t st = S - 1; st >= 0; st--) {
@@ -187,6 +221,11 @@ static void chains(model *md, int64_t *tail) {
                 int32_t nw = job_index(md, st, mb + 1, JOB_W);
                 if (md->jobs[w].d + tail[nw] > tail[w]) tail[w] = md->jobs[w].d + tail[nw];
             }
+            int64_t q = md->held[st];
+            if (q && md->freer[st] == JOB_W && mb + q < m) {
+                int32_t nf = job_index(md, st, (int32_t)(mb + q), JOB_F);
+                if (md->jobs[w].d + tail[nf] > tail[w]) tail[w] = md->jobs[w].d + tail[nf];
+            }
         }
         for (int32_t st = 0; st < S; st++) {
             int32_t i = job_index(md, st, mb, JOB_I), w = job_index(md, st, mb, JOB_W);
@@ -199,6 +238,11 @@ static void chains(model *md, int64_t *tail) {
             if (mb < m - 1) {
                 int32_t ni = job_index(md, st, mb + 1, JOB_I);
                 if (md->jobs[i].d + tail[ni] > t) t = md->jobs[i].d + tail[ni];
+            }
+            int64_t q = md->held[st];
+            if (q && md->freer[st] == JOB_I && mb + q < m) {
+                int32_t nf = job_index(md, st, (int32_t)(mb + q), JOB_F);
+                if (md->jobs[i].d + tail[nf] > t) t = md->jobs[i].d + tail[nf];
             }
             tail[i] = t;
         }
@@ -476,6 +520,7 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
                 j->stage = st, j->mb = mb, j->kind = k, j->rank = rank_of(&md, st);
                 j->d = k == JOB_F ? md.f[st] : k == JOB_I ? md.i[st] : md.w[st];
             }
+    cap_precedences(&md);
     chains(&md, tail);
     int64_t vars = 0;
     for (int32_t k = 0; k < md.njobs; k++) {
@@ -568,6 +613,15 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
                     oom |= precede(lp, &r, a, &md.jobs[job_index(&md, st, mb, k)], a->d) < 0;
                 }
         }
+    /* what the cap implies (cap_precedences): valid inequalities that
+     * tighten the LP bound the time index leaves loose */
+    for (int32_t st = 0; st < md.S && !oom; st++)
+        for (int32_t mb = 0; mb < md.m && !oom; mb++) {
+            const job *freed = cap_before(&md, st, mb);
+            if (freed)
+                oom = precede(lp, &r, freed, &md.jobs[job_index(&md, st, mb, JOB_F)], freed->d) <
+                      0;
+        }
     /* a rank runs one job at a time; with a cap, its activations stay
      * within it at every tick */
     for (int32_t q = 0; q < md.P && !oom; q++)
@@ -606,7 +660,11 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
     gl.init_iocp(&parm);
     parm.cb_func = give_seed;
     parm.cb_info = &sd;
-    parm.presolve = GLP_ON;
+    /* the seed is given in the model's own columns, which GLPK's MIP
+     * presolver renumbers (it fixes and removes some): with a seed, no
+     * presolve, and the LP relaxation solved first as intopt then needs
+     * (a seed read in presolved columns was taken as a makespan of 1) */
+    parm.presolve = sd.x ? GLP_OFF : GLP_ON;
     /* mixed-integer rounding and clique cuts: they close the gap the time
      * index leaves in the LP bound (V p = 4, m = 4 proven in 1.5 s, not
      * in 30 without; p = 4, m = 8 within 3 activations in 15 s, not in
@@ -618,7 +676,16 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
     parm.tm_lim = p->time_limit > 0 ? (int)fmin(p->time_limit * 1000, 2e9) : 60000;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = gl.intopt(lp, &parm);
+    int rc = 0;
+    if (sd.x) {
+        glp_smcp sp;
+        gl.init_smcp(&sp);
+        sp.msg_lev = GLP_MSG_OFF;
+        sp.presolve = GLP_ON; /* the LP's presolve keeps the columns' numbers */
+        sp.tm_lim = parm.tm_lim;
+        rc = gl.simplex(lp, &sp);
+    }
+    if (rc == 0) rc = gl.intopt(lp, &parm);
     free(sd.x);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
