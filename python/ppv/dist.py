@@ -1033,8 +1033,9 @@ def _script(file):
 # thread goes on. Locks, conditions, events, semaphores and queues made
 # with threading and queue, Thread.join and time.sleep are waits of the
 # same kind, and time.monotonic is the rank's virtual clock: a wait with a
-# timeout ends when nothing else in the rank can go on, the clock moving to
-# its deadline. A rank whose threads wait on each other with no call left
+# timeout ends only when no rank of the world can go on (the world's
+# fire_timer), the earliest deadline first, the clock moving to it. A rank
+# whose threads wait on each other with no call left
 # to complete fails the run naming each thread and where it waits. Threads
 # run in the order they became ready (the first thread after the one that
 # waits), so the same world gives the same run. Collectives hold the rank's
