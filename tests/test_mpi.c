@@ -85,6 +85,16 @@ static char *run_fields(const char *json) {
     return json_fields(json, keys);
 }
 
+/* The fields of two reports (fields: run_fields or pp_fields) are equal:
+ * the process transport's run is the mock's. */
+static void assert_same_fields(char *(*fields)(const char *), const char *mock,
+                               const char *got) {
+    char *a = fields(mock), *b = fields(got);
+    assert_string_equal(b, a);
+    free(a);
+    free(b);
+}
+
 /* Every generator kind (PyTorch's classes and auto among them) at p=2,
  * m=4, and 1F1B and ZB-H1 on more ranks: the MPI run's digest, loss and
  * peaks are the mock's, under each semantics in turn (1F1B p=4 under all
@@ -166,10 +176,7 @@ static void test_deadlock_refused_then_reported_by_the_watchdog(void **state) {
     r = MPIRUN(2, PPV_BIN, "run", f, "--transport", "mpi", "--semantics", "eager", "--json");
     assert_int_equal(mock.code, 0);
     assert_int_equal(r.code, 0);
-    char *a = run_fields(mock.out), *b = run_fields(r.out);
-    assert_string_equal(b, a);
-    free(a);
-    free(b);
+    assert_same_fields(run_fields, mock.out, r.out);
     run_free(&mock);
     run_free(&r);
     /* eager below the message size (512 bytes) is rendezvous for it: refused */
@@ -661,11 +668,8 @@ static void test_nccl_run_equals_mock(void **state) {
         if (r.code != 0) fprintf(stderr, "%s: %s%s", sizes[k].kind, r.out, r.err);
         assert_int_equal(mock.code, 0);
         assert_int_equal(r.code, 0);
-        char *a = run_fields(mock.out), *b = run_fields(r.out);
-        assert_string_equal(b, a);
+        assert_same_fields(run_fields, mock.out, r.out);
         assert_non_null(strstr(r.out, "\"transport\":\"nccl\""));
-        free(a);
-        free(b);
         run_free(&mock);
         run_free(&r);
     }
@@ -698,11 +702,8 @@ static void test_nccl_pp_equals_mock(void **state) {
         if (r.code != 0) fprintf(stderr, "mesh %s: %s%s", meshes[k][0], r.out, r.err);
         assert_int_equal(mock.code, 0);
         assert_int_equal(r.code, 0);
-        char *a = pp_fields(mock.out), *b = pp_fields(r.out);
-        assert_string_equal(b, a);
+        assert_same_fields(pp_fields, mock.out, r.out);
         assert_non_null(strstr(r.out, "\"transport\":\"nccl\""));
-        free(a);
-        free(b);
         run_free(&mock);
         run_free(&r);
     }
@@ -721,10 +722,7 @@ static void test_nccl_pp_equals_mock(void **state) {
         if (r.code != 0) fprintf(stderr, "stash %zu: %s%s", k, r.out, r.err);
         assert_int_equal(mock.code, 0);
         assert_int_equal(r.code, 0);
-        char *a = pp_fields(mock.out), *b = pp_fields(r.out);
-        assert_string_equal(b, a);
-        free(a);
-        free(b);
+        assert_same_fields(pp_fields, mock.out, r.out);
         run_free(&mock);
         run_free(&r);
     }
@@ -781,10 +779,7 @@ static void test_worker_watchdog_ends_an_orphaned_mesh(void **state) {
                           "--heartbeat", "0.0001", "--worker-watchdog", "30", "--json");
     assert_int_equal(r.code, 0);
     assert_null(strstr(r.out, "\"heartbeats\":0,"));
-    char *a = pp_fields(mock.out), *b = pp_fields(r.out);
-    assert_string_equal(b, a);
-    free(a);
-    free(b);
+    assert_same_fields(pp_fields, mock.out, r.out);
     run_free(&mock);
     run_free(&r);
     /* the watchdog is wall time, and must outlast the heartbeat */
@@ -1107,10 +1102,7 @@ static void test_launch_bootstraps_nccl(void **state) {
     assert_int_equal(mock.code, 0);
     if (r.code != 0) fprintf(stderr, "%s%s", r.out, r.err);
     assert_int_equal(r.code, 0);
-    char *a = run_fields(mock.out), *b = run_fields(r.out);
-    assert_string_equal(b, a);
-    free(a);
-    free(b);
+    assert_same_fields(run_fields, mock.out, r.out);
     run_free(&mock);
     run_free(&r);
     char log[4200];

@@ -1151,7 +1151,10 @@ class _Coop:
     def switch(self, me, leaving=False):
         """Gives the turn to the next thread and, unless me leaves, waits for
         it to come back."""
-        nxt = self._next()
+        self._hand(me, self._next(), leaving)
+
+    def _hand(self, me, nxt, leaving=False):
+        """The turn from me to nxt; unless me leaves, back when it comes."""
         if nxt is me:
             return
         self.current = nxt
@@ -1185,14 +1188,10 @@ class _Coop:
         """Lets the rank's other threads that are ready run first (a poll)."""
         me = self.here()
         nxt = self._ready()
-        if nxt is not None and nxt is not me:
-            me.wait = _Wait("cond", what, pred=lambda: True)
+        if nxt is not None:
+            me.wait = _Wait("cond", what, pred=lambda: True)  # ready again at once
             try:
-                self.current = nxt
-                nxt.baton.release()
-                me.baton.acquire()
-                if self.failed is not None:
-                    raise DistError(self.failed)
+                self._hand(me, nxt)
             finally:
                 me.wait = None
 

@@ -378,6 +378,15 @@ class Threads(unittest.TestCase):
     waits of the same kind, time is the rank's virtual clock, and what
     goes wrong is named in the program's terms."""
 
+    def passes(self, function, ranks, runs, strategies=("random", "pct", "portfolio", "dfs")):
+        """threads.py's function passes every run under each strategy."""
+        for strategy in strategies:
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{THREADS}:{function}", "-n", str(ranks), "--strategy",
+                                        strategy, "--runs", str(runs))
+                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+                self.assertTrue(rep["ok"])
+
     def test_a_seeded_bug_between_threads_is_found_and_its_trace_replays(self):
         # round-robin alone passes it: the results come in the order sent
         code, rep, err = report(f"{THREADS}:results_in_send_order", "-n", "3", "--strategy",
@@ -440,32 +449,17 @@ class Threads(unittest.TestCase):
     def test_calls_that_complete_together_wake_the_rank_once(self):
         # both of rank 0's receives complete before it runs again: a third
         # thread's timeout of 100 s must not end for that, under any order
-        for strategy in ("random", "pct", "portfolio", "dfs"):
-            with self.subTest(strategy=strategy):
-                code, rep, err = report(f"{THREADS}:two_calls_complete_together", "-n", "3",
-                                        "--strategy", strategy, "--runs", "200")
-                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
-                self.assertTrue(rep["ok"])
+        self.passes("two_calls_complete_together", 3, 200)
 
     def test_each_thread_that_receives_from_any_rank_is_woken(self):
         # a results thread and a telemetry thread each receive from any rank
         # (tags 0 and 5): a message for either wakes the rank
-        for strategy in ("random", "pct", "portfolio", "dfs"):
-            with self.subTest(strategy=strategy):
-                code, rep, err = report(f"{THREADS}:two_threads_receive_from_any_rank", "-n", "3",
-                                        "--strategy", strategy, "--runs", "200")
-                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
-                self.assertTrue(rep["ok"])
+        self.passes("two_threads_receive_from_any_rank", 3, 200)
 
     def test_a_thread_pool_left_running_ends_as_at_a_process_end(self):
         # threading's exit hooks run when the rank's function returns (a
         # pool never shut down stops its workers), then its threads end
-        for strategy in ("random", "pct", "dfs"):
-            with self.subTest(strategy=strategy):
-                code, rep, err = report(f"{THREADS}:a_thread_pool_left_running", "-n", "2",
-                                        "--strategy", strategy, "--runs", "50")
-                self.assertEqual(code, 0, (rep or {}).get("failure") or err)
-                self.assertTrue(rep["ok"])
+        self.passes("a_thread_pool_left_running", 2, 50, ("random", "pct", "dfs"))
 
     def test_the_same_seed_gives_the_same_report(self):
         args = (f"{THREADS}:results_in_send_order", "-n", "3", "--runs", "30", "--seed", "5",

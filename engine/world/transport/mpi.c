@@ -199,17 +199,6 @@ static pending *new_pending(mpi_t *m, pending *one) {
     return &m->grp[m->ngrp++];
 }
 
-static int buffered(const mpi_t *m, size_t bytes) {
-    switch (m->b.cfg.sem.kind) {
-    case PPV_SEM_EAGER:
-        return 1;
-    case PPV_SEM_EAGER_BYTES:
-        return (int64_t)bytes <= m->b.cfg.sem.eager_limit;
-    default:
-        return 0;
-    }
-}
-
 /* Frees the buffered sends MPI is done with. */
 static void reap(mpi_t *m) {
     for (outbox **pp = &m->out; *pp;) {
@@ -232,7 +221,7 @@ static int mpi_send(void *impl, int32_t rank, const void *buf, size_t bytes, int
     mpi_comm *c = comm_of(m, comm, what);
     int to = peer_in(m, c, comm, peer, 1, what);
     check_size(m, bytes, what);
-    if (buffered(m, bytes)) { /* completes here: MPI sends the copy when it can */
+    if (proc_eager(&m->b, bytes)) { /* completes here: MPI sends the copy when it can */
         reap(m);
         outbox *b = malloc(sizeof *b + (bytes ? bytes : 1));
         if (!b) failf(m, 1, "out of memory buffering %s (%zu bytes)", what, bytes);

@@ -246,6 +246,17 @@ static void wait_stream(nccl_t *m, const char *what) {
     wait_on(m, m->stream, what);
 }
 
+/* Room for one more element in the array *v of *n, capacity *cap
+ * (doubled when full; first first elements), or the job ends. */
+static void grow(nccl_t *m, void **v, int n, int *cap, size_t elem, int first) {
+    if (n < *cap) return;
+    int c = *cap ? 2 * *cap : first;
+    void *p = realloc(*v, (size_t)c * elem);
+    if (!p) failf(m, 1, "out of memory");
+    *v = p;
+    *cap = c;
+}
+
 /* Device staging buffers are kept for the next calls (cudaMalloc is slow,
  * and cudaFree waits for the whole device): a free one large enough is
  * taken, else a new one made. */
@@ -255,13 +266,7 @@ static void *dev_alloc(nccl_t *m, size_t bytes) {
             m->pool[i].busy = 1;
             return m->pool[i].ptr;
         }
-    if (m->npool == m->cappool) {
-        int cap = m->cappool ? 2 * m->cappool : 8;
-        dev_block *p = realloc(m->pool, (size_t)cap * sizeof *p);
-        if (!p) failf(m, 1, "out of memory");
-        m->pool = p;
-        m->cappool = cap;
-    }
+    grow(m, (void **)&m->pool, m->npool, &m->cappool, sizeof *m->pool, 8);
     void *d = NULL;
     check_cuda(m, m->api.Malloc(&d, bytes ? bytes : 1), "cudaMalloc");
     m->pool[m->npool++] = (dev_block){d, bytes ? bytes : 1, 1};
@@ -297,13 +302,7 @@ static int peer_in(nccl_t *m, const nccl_comm *c, int32_t comm, int32_t peer, co
 }
 
 static staged *group_slot(nccl_t *m) {
-    if (m->ngrp == m->capgrp) {
-        int cap = m->capgrp ? 2 * m->capgrp : 16;
-        staged *g = realloc(m->grp, (size_t)cap * sizeof *g);
-        if (!g) failf(m, 1, "out of memory");
-        m->grp = g;
-        m->capgrp = cap;
-    }
+    grow(m, (void **)&m->grp, m->ngrp, &m->capgrp, sizeof *m->grp, 16);
     return &m->grp[m->ngrp++];
 }
 
@@ -312,18 +311,6 @@ static staged *group_slot(nccl_t *m) {
 static ncclComm_t p2p_comm(const nccl_t *m, int32_t comm, const nccl_comm *c, int32_t from,
                            int32_t to) {
     return comm == 0 ? m->way[to >= from ? 0 : 1] : c->comm;
-}
-
-/* Whether a send of this size is eager under the run's semantics. */
-static int eager(const nccl_t *m, size_t bytes) {
-    switch (m->b.cfg.sem.kind) {
-    case PPV_SEM_EAGER:
-        return 1;
-    case PPV_SEM_EAGER_BYTES:
-        return (int64_t)bytes <= m->b.cfg.sem.eager_limit;
-    default:
-        return 0;
-    }
 }
 
 /* Gives back the staging buffers of the launched sends that are done
@@ -335,13 +322,7 @@ static void reap_sent(nccl_t *m) {
         if (q == cudaErrorNotReady) break;
         check_cuda(m, q, m->sent[k].what);
         dev_release(m, m->sent[k].dev);
-        if (m->nspare == m->capspare) {
-            int cap = m->capspare ? 2 * m->capspare : 8;
-            cudaEvent_t *e = realloc(m->spare, (size_t)cap * sizeof *e);
-            if (!e) failf(m, 1, "out of memory");
-            m->spare = e;
-            m->capspare = cap;
-        }
+        grow(m, (void **)&m->spare, m->nspare, &m->capspare, sizeof *m->spare, 8);
         m->spare[m->nspare++] = m->sent[k].done;
     }
     memmove(m->sent, m->sent + k, (size_t)(m->nsent - k) * sizeof *m->sent);
@@ -353,13 +334,7 @@ static void reap_sent(nccl_t *m) {
 static void launch_send(nccl_t *m, void *d, size_t bytes, int32_t peer, int to, ncclComm_t nc,
                         const char *desc, const char *what) {
     issued(m, m->api.Send(d, bytes, ncclUint8, to, nc, m->send_stream), desc);
-    if (m->nsent == m->capsent) {
-        int cap = m->capsent ? 2 * m->capsent : 16;
-        in_flight *f = realloc(m->sent, (size_t)cap * sizeof *f);
-        if (!f) failf(m, 1, "out of memory");
-        m->sent = f;
-        m->capsent = cap;
-    }
+    grow(m, (void **)&m->sent, m->nsent, &m->capsent, sizeof *m->sent, 16);
     in_flight *f = &m->sent[m->nsent];
     if (m->nspare)
         f->done = m->spare[--m->nspare];
@@ -398,7 +373,7 @@ static int nccl_send(void *impl, int32_t rank, const void *buf, size_t bytes, in
     char desc[160];
     snprintf(desc, sizeof desc, "%s (a send of %zu bytes to rank %d)", what ? what : "send", bytes,
              peer);
-    if (!m->in_group && eager(m, bytes)) {
+    if (!m->in_group && proc_eager(&m->b, bytes)) {
         wait_stream(m, desc); /* the copy: the caller may reuse buf */
         launch_send(m, d, bytes, peer, to, nc, desc, what);
         return 0;

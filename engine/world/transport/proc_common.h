@@ -178,6 +178,19 @@ static inline void proc_sum_in_order(float *buf, const float *all, size_t count,
     }
 }
 
+/* Whether a send of bytes is buffered (eager) under the run's semantics:
+ * every send under eager, those up to the limit under eager:BYTES. */
+static inline int proc_eager(const proc_base *b, size_t bytes) {
+    switch (b->cfg.sem.kind) {
+    case PPV_SEM_EAGER:
+        return 1;
+    case PPV_SEM_EAGER_BYTES:
+        return (int64_t)bytes <= b->cfg.sem.eager_limit;
+    default:
+        return 0;
+    }
+}
+
 /* ppv_transport_ops' configure: the run's semantics and timeout. */
 static inline int proc_configure(void *impl, const ppv_proc_config *cfg, char *err,
                                  size_t errlen) {
