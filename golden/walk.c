@@ -137,12 +137,44 @@ static herr_t check_attribute(hid_t obj, const char *name, const H5A_info_t *inf
     return bad ? -1 : 0;
 }
 
+/* What a walk needs of the object at link name of g: its type, its
+ * address and how many attributes it has. HDF5 1.12 replaced the address
+ * by a token (H5O_info2_t); under the native file driver the token is
+ * the address, which H5VLnative_token_to_addr gives back, and moved the
+ * header's own facts (read with H5O_INFO_ALL before) to
+ * H5Oget_native_info_by_name: asked for too, so the header is read as
+ * fully under both. 0, or -1. */
+typedef struct object_info {
+    H5O_type_t type;
+    haddr_t addr;
+    hsize_t num_attrs;
+} object_info;
+
+static int get_object_info(hid_t g, const char *name, unsigned fields, object_info *out) {
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t oi;
+    H5O_native_info_t ni;
+    if (H5Oget_info_by_name3(g, name, &oi, fields, H5P_DEFAULT) < 0 ||
+        H5VLnative_token_to_addr(g, oi.token, &out->addr) < 0 ||
+        (fields == H5O_INFO_ALL &&
+         H5Oget_native_info_by_name(g, name, &ni, H5O_NATIVE_INFO_ALL, H5P_DEFAULT) < 0))
+        return -1;
+#else
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(g, name, &oi, fields, H5P_DEFAULT) < 0) return -1;
+    out->addr = oi.addr;
+#endif
+    out->type = oi.type;
+    out->num_attrs = oi.num_attrs;
+    return 0;
+}
+
 /* The whole header of the object at link name of g, as h5dump reads it:
  * every message and continuation chunk (their checksums), the attribute
  * count, and each attribute. 0, or -1 with the reason. */
 static int check_header(walk *w, hid_t g, const char *name, const char *path) {
-    H5O_info_t oi;
-    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_ALL, H5P_DEFAULT) < 0)
+    object_info oi;
+    if (get_object_info(g, name, H5O_INFO_ALL, &oi) < 0)
         return gerr(w->err, w->errlen, "%s: corrupted file: cannot read the header of %s",
                     w->file, path);
     hid_t o = H5Oopen(g, name, H5P_DEFAULT);
@@ -163,9 +195,9 @@ static int check_header(walk *w, hid_t g, const char *name, const char *path) {
  * path in name order; a hard link up the tree ends there). 0, or -1 with
  * the reason in w->err. */
 static int walk_object(walk *w, hid_t g, const char *name, char *path, int depth) {
-    H5O_info_t oi;
+    object_info oi;
     int fresh;
-    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+    if (get_object_info(g, name, H5O_INFO_BASIC, &oi) < 0 ||
         (oi.type != H5O_TYPE_GROUP && oi.type != H5O_TYPE_DATASET &&
          oi.type != H5O_TYPE_NAMED_DATATYPE)) {
         gerr(w->err, w->errlen, "%s: corrupted file: cannot read the object %s", w->file, path);

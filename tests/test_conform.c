@@ -1373,7 +1373,16 @@ typedef struct filter_walk {
     char missing[512];
 } filter_walk;
 
-static herr_t dataset_filters(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+/* What H5Ovisit gives a callback (HDF5 1.12 changed its type). */
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t visit_info;
+#define visit_objects(f, op, data) H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_INC, op, data, H5O_INFO_BASIC)
+#else
+typedef H5O_info_t visit_info;
+#define visit_objects(f, op, data) H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, op, data, H5O_INFO_BASIC)
+#endif
+
+static herr_t dataset_filters(hid_t obj, const char *name, const visit_info *info, void *data) {
     filter_walk *w = data;
     if (info->type != H5O_TYPE_DATASET) return 0;
     w->datasets++;
@@ -1400,7 +1409,7 @@ static int64_t all_checksummed(const char *path) {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     assert_true(f >= 0);
     filter_walk w = {0, 0, ""};
-    assert_true(H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, dataset_filters, &w) >= 0);
+    assert_true(visit_objects(f, dataset_filters, &w) >= 0);
     H5Fclose(f);
     if (w.checked != w.datasets)
         fail_msg("%s: %lld of %lld datasets without Fletcher-32, the first %s", path,

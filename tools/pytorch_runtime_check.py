@@ -120,6 +120,16 @@ def skip_self_handshake():
     PipelineStage._get_init_p2p_neighbors_ops = others_only
 
 
+def scaling(cls):
+    """The keyword arguments that make schedule class cls divide the
+    gradients by m (scale_grads, from torch 2.7; 2.4 to 2.6 never divide),
+    and whether it then does."""
+    import inspect
+    takes = any("scale_grads" in inspect.signature(c.__init__).parameters for c in cls.__mro__
+                if "__init__" in c.__dict__)
+    return ({"scale_grads": True}, True) if takes else ({}, False)
+
+
 def worker(rank, size, path, fmt, m, port, out, skip_self):
     """One rank: load the file into PyTorch's runtime, run a step, save grads."""
     import torch
@@ -138,9 +148,10 @@ def worker(rank, size, path, fmt, m, port, out, skip_self):
         import torch.distributed.pipelining.schedules as schedules
         cls = getattr(schedules, PYTORCH_CLASS[os.path.basename(path).split("_")[0]])
         single = issubclass(cls, schedules.PipelineScheduleSingle)
-        sched = cls(stages[0] if single else stages, m, loss_fn=loss_fn, scale_grads=True)
+        sched = cls(stages[0] if single else stages, m, loss_fn=loss_fn, **scaling(cls)[0])
     else:
-        sched = _PipelineScheduleRuntime(stages, m, loss_fn=loss_fn, scale_grads=True)
+        sched = _PipelineScheduleRuntime(stages, m, loss_fn=loss_fn,
+                                         **scaling(_PipelineScheduleRuntime)[0])
         sched._load_csv(path, format=fmt)
     x, y = batch(m)
     args = (x,) if 0 in mine else ()
@@ -152,9 +163,10 @@ def worker(rank, size, path, fmt, m, port, out, skip_self):
     dist.destroy_process_group()
 
 
-def reference(nstages, m, order):
+def reference(nstages, m, order, scaled=True):
     """Each stage's gradients: every microbatch's alone, summed in the order
-    the schedule accumulates them (order[stage]), divided by m."""
+    the schedule accumulates them (order[stage]), divided by m where the
+    schedule scales them (scaled)."""
     mods = [stage_module(s) for s in range(nstages)]
     x, y = batch(m)
     alone = []
@@ -175,7 +187,7 @@ def reference(nstages, m, order):
         for k in mbs[1:]:
             for t, g in zip(total, alone[k][s]):
                 t += g
-        want[s] = [t / m for t in total]
+        want[s] = [t / m for t in total] if scaled else total
     return want
 
 
@@ -251,7 +263,9 @@ def run_one(args, kind, fmt, work):
                 if "Error" in line or "error" in line]
         return "failed", None, tail[-1] if tail else "a rank exited non-zero"
     try:
-        want = reference(nstages, args.microbatches, accumulation_order(path))
+        from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+        want = reference(nstages, args.microbatches, accumulation_order(path),
+                         scaling(_PipelineScheduleRuntime)[1])
     except ValueError as e:
         return "yes", None, f"no reference: {e}"
     worst = 0.0

@@ -70,7 +70,7 @@ __all__ = ["DistError", "ReduceOp", "Work", "Group", "GroupMember", "group", "P2
            "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "gather",
            "scatter", "all_to_all", "all_to_all_single", "barrier", "monitored_barrier",
            "broadcast_object_list", "all_gather_object", "gather_object",
-           "scatter_object_list"]
+           "scatter_object_list", "send_object_list", "recv_object_list"]
 
 
 class DistError(RuntimeError):
@@ -895,6 +895,48 @@ def broadcast_object_list(object_list, src=0, group=None, device=None):
     object_list[:] = pickle.loads(blob)
 
 
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
+    """torch's two messages: the pickled sizes (an int64 each), then the
+    pickled objects one after the other."""
+    st = _me()
+    dst = _object_peer(st, dst, group, group_dst, "send_object_list", "dst")
+    np = _np()
+    blobs = [pickle.dumps(o) for o in object_list]
+    send(np.array([len(b) for b in blobs], dtype=np.int64), dst, group)
+    send(np.frombuffer(b"".join(blobs) or b"\0", dtype="u1"), dst, group)
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """object_list filled from the sender's two messages, each received
+    from src as torch receives them (from any rank where src is None, so
+    two ranks sending at once can mix them up, which torch names); the
+    sender."""
+    st = _me()
+    if src is not None or group_src is not None:
+        src = _object_peer(st, src, group, group_src, "recv_object_list", "src")
+    np = _np()
+    sizes = np.zeros(len(object_list), dtype=np.int64)
+    sender = recv(sizes, src, group)
+    buf = np.zeros(max(int(sizes.sum()), 1), dtype="u1")
+    if recv(buf, src, group) != sender:
+        raise RuntimeError("recv_object_list: mismatch in source ranks for object sizes and "
+                           "objects (torch's check)")
+    at = 0
+    for k, n in enumerate(sizes.tolist()):
+        object_list[k] = pickle.loads(buf[at:at + n].tobytes())
+        at += n
+    return sender
+
+
+def _object_peer(st, peer, group, group_peer, call, name):
+    """torch 2.x's group_dst/group_src: a rank of group, as a global rank."""
+    if group_peer is None:
+        return peer
+    if peer is not None:
+        raise ValueError(f"{call}: give {name} or group_{name}, not both")
+    return get_global_rank(group, group_peer)
+
+
 def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0,
                         group=None):
     st = _me()
@@ -986,8 +1028,8 @@ def _prepare(file):
                      r"from\s+torch\s+import\s+.*\bdistributed\b)", text, re.M):
         return  # it does not import torch.distributed itself
     import torch.distributed as td  # ImportError: the user's file needs torch
-    for name in __all__:
-        if name not in ("DistError",):
+    for name in __all__:  # torch's ReduceOp stays: torch's own modules use its types
+        if name not in ("DistError", "ReduceOp"):  # (RedOpType), and ppv reads its names
             setattr(td, name, globals()[name])
     td.Work = Work
     td.ProcessGroup = Group

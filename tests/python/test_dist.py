@@ -276,6 +276,22 @@ class RanksAsProcesses(unittest.TestCase):
                       "(rendezvous) waits for rank 1 to post its receive; rank 1 at recv from 0 "
                       "tag 4 (tags.py:35): receive waits for rank 0 to send\n", r.stdout)
 
+    def test_objects_point_to_point_are_torchs_two_messages(self):
+        objects = os.path.join(HERE, "ranks", "objects.py")
+        code, rep, err = report(f"{objects}:relay", "-n", "3", "--runs", "50")
+        self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+        self.assertEqual(rep["runs"], 50)
+        # two senders at once to a receive from any rank: torch's own check
+        for strategy, run in (("random", 1), ("pct", 4), ("dfs", 11)):
+            with self.subTest(strategy=strategy):
+                code, rep, err = report(f"{objects}:two_senders_at_once", "-n", "3", "--runs",
+                                        "50", "--strategy", strategy)
+                self.assertEqual(code, 1, err)
+                self.assertEqual(rep["failing_run"], run)
+                self.assertEqual(rep["failure"], "rank 0: RuntimeError: recv_object_list: "
+                                 "mismatch in source ranks for object sizes and objects "
+                                 "(torch's check) (objects.py:28)")
+
     def test_a_receive_before_the_wait_of_an_irecv_from_any_rank_is_refused(self):
         code, rep, err = report(f"{BAD}:recv_before_any_wait", "-n", "2", "--runs", "3")
         self.assertEqual(code, 1, err)
