@@ -226,6 +226,7 @@ class _State:
         self.gen = gen
         self.initialized = False
         self.backend = "gloo"
+        self.clock_read = None  # the rank's last time.monotonic(), before its first thread
         self.live = []  # the buffers of receives still pending (until the rank ends)
         self.target = None  # the file ppv runs: the user's call sites are there
         self.tagged = {}  # (group's ranks, tag): the communicator of that tag's messages
@@ -1050,15 +1051,42 @@ def _prepare(file):
 
 def _script(file):
     """`ppv fuzz py FILE.py -n N`: each rank runs the file as its
-    __main__, as torchrun runs it (a fresh namespace a rank and run)."""
-    import runpy
+    __main__, as torchrun runs it (a fresh namespace a rank and run), as
+    runpy.run_path runs a file: a new module __main__ in sys.modules and
+    sys.argv[0] the file while it runs. The file is compiled here, once
+    (ranks as processes: in the zygote, before the runs); one that does
+    not compile raises its SyntaxError in every rank, as Python would."""
+    import types
+    try:
+        with open(file, "rb") as f:
+            code = compile(f.read(), file, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        code = None
 
     def main(rank, size):
+        here = code
+        if here is None:  # its error, in the rank
+            with open(file, "rb") as f:
+                here = compile(f.read(), file, "exec", dont_inherit=True)
+        mod = types.ModuleType("__main__")
+        mod.__dict__.update(__file__=file, __cached__=None, __loader__=None, __package__="",
+                            __spec__=None)
+        saved, argv0 = sys.modules.get("__main__"), sys.argv[0] if sys.argv else None
+        sys.modules["__main__"] = mod
+        if sys.argv:
+            sys.argv[0] = file
         try:
-            runpy.run_path(file, run_name="__main__")
+            exec(here, mod.__dict__)
         except SystemExit as e:
             if e.code not in (None, 0):
                 raise RuntimeError(f"the script exited with status {e.code}") from None
+        finally:
+            if saved is None:
+                sys.modules.pop("__main__", None)
+            else:
+                sys.modules["__main__"] = saved
+            if sys.argv:
+                sys.argv[0] = argv0
     main._ppv_file = file
     return main
 
@@ -1124,7 +1152,11 @@ class _Coop:
         self.threads = [main]
         self.by_ident = {_thread.get_ident(): main}
         self.current = main
-        self.now = self.t0 = _real["monotonic"]()
+        # the clock goes on from the last time the rank read (time passed
+        # since then unseen), so a reading before the first thread started
+        # and the virtual ones after it differ by virtual time alone
+        self.now = self.t0 = st.clock_read if st.clock_read is not None else \
+            _real["monotonic"]()
         self.failed = None
 
     def here(self):
@@ -1305,7 +1337,13 @@ def _sleep(seconds):
 
 def _monotonic():
     c = _coop_here()
-    return c.now if c is not None else _real["monotonic"]()
+    if c is not None:
+        return c.now
+    now = _real["monotonic"]()
+    st = getattr(_local, "state", None)
+    if st is not None and st.coop is None:  # where a rank's clock starts, if it starts threads
+        st.clock_read = now
+    return now
 
 
 def _thread_start(self):
