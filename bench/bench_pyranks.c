@@ -7,7 +7,9 @@
  * 2. complete runs per second of the 3-rank Python control planes per
  *    strategy: the numpy one (tests/python/pp_control.py:clean) and the
  *    torch.distributed one (tests/python/torch_pp_control.py), each with
- *    ranks as processes and as threads (`ppv fuzz py --ranks-as`), beside
+ *    ranks as processes (one job, and --jobs J with J the CPUs this
+ *    process may use: a zygote a job, each kept to a CPU) and as threads
+ *    (`ppv fuzz py --ranks-as`), beside
  *    ppv's own pipeline of the same shape written in C (`ppv fuzz pp
  *    --control-only`, stage 0 and a mesh of 2, the same 5 chunks and hard
  *    cut). Without torch its columns say "-".
@@ -18,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,24 +155,33 @@ int main(int argc, char **argv) {
     snprintf(n, sizeof n, "%ld", runs);
     printf("\ncomplete runs per second, 3 ranks (stage 0 and a mesh of 2, 5 chunks, a hard cut),"
            " %ld runs:\n", runs);
-    printf("  %-10s %10s %10s %10s %10s %10s\n", "", "numpy", "numpy", "torch", "torch", "ppv's C");
-    printf("  %-10s %10s %10s %10s %10s %10s\n", "strategy", "processes", "threads", "processes",
-           "threads", "ranks");
+    cpu_set_t cpus;
+    int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    char jobs[32], many[32];
+    snprintf(jobs, sizeof jobs, "%d", ncpu);
+    snprintf(many, sizeof many, "jobs %d", ncpu);
+    printf("  %-10s %10s %10s %10s %10s %10s %10s %10s\n", "", "numpy", "numpy", "numpy", "torch",
+           "torch", "torch", "ppv's C");
+    printf("  %-10s %10s %10s %10s %10s %10s %10s %10s\n", "strategy", "processes", many,
+           "threads", "processes", many, "threads", "ranks");
     const char *strategies[] = {"random", "pct", "portfolio", "dfs"};
     for (int s = 0; s < 4; s++) {
-        double v[5];
-        for (int k = 0; k < 4; k++) {
-            char *py[] = {PPV_BIN, "fuzz", "py", k < 2 ? PPV_PLANE : PPV_TORCH_PLANE, "-n", "3",
-                          "--ranks-as", k % 2 ? "threads" : "processes", "--strategy",
-                          (char *)strategies[s], "--runs", n, "--json", NULL};
-            v[k] = runs_per_second(py);
+        double v[7];
+        for (int k = 0; k < 6; k++) {
+            /* k: numpy then torch; processes, processes with --jobs, threads */
+            int threads = k % 3 == 2, parallel = k % 3 == 1 && s != 3; /* dfs: one search */
+            char *py[] = {PPV_BIN, "fuzz", "py", k < 3 ? PPV_PLANE : PPV_TORCH_PLANE, "-n", "3",
+                          "--ranks-as", threads ? "threads" : "processes", "--strategy",
+                          (char *)strategies[s], "--runs", n, "--json", "--jobs",
+                          parallel ? jobs : "1", NULL};
+            v[k] = k % 3 == 1 && s == 3 ? -1 : runs_per_second(py);
         }
         char *c[] = {PPV_BIN, "fuzz", "pp", "--control-only", "--mesh", "2", "--chunks", "5",
                      "--hard-cut-at", "3", "--strategy", (char *)strategies[s], "--runs", n,
                      "--json", NULL};
-        v[4] = runs_per_second(c);
+        v[6] = runs_per_second(c);
         printf("  %-10s", strategies[s]);
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 7; k++) {
             if (v[k] < 0) printf(" %10s", "-");
             else printf(" %10.0f", v[k]);
         }

@@ -395,6 +395,7 @@ typedef struct pool {
     int64_t best;        /* the smallest failing run so far */
     int campaign;        /* a round of a campaign: its block is run whole, the clock and
                             the display are the campaign's */
+    int32_t joined;      /* workers started in this pool_run: each takes the next number */
     uint64_t *digests;   /* [run] its trace digest */
     int64_t ndig, capdig;
     int failed;
@@ -404,6 +405,9 @@ typedef struct pool {
 static void *worker(void *arg) {
     pool *p = arg;
     const ppv_fuzz_options *o = p->tg->o;
+    pthread_mutex_lock(&p->mu);
+    int32_t job = p->joined++;
+    pthread_mutex_unlock(&p->mu);
     for (;;) {
         pthread_mutex_lock(&p->mu);
         double t = fuzz_now();
@@ -422,7 +426,7 @@ static void *worker(void *arg) {
         ppv_fault fault = fault_of(p->tg, i);
         outcome r;
         char err[512];
-        int rc = fuzz_run_once(p->tg, &pol, &fault, 0, &r, err, sizeof err);
+        int rc = fuzz_run_job(p->tg, job, &pol, &fault, 0, &r, err, sizeof err);
         pthread_mutex_lock(&p->mu);
         if (rc < 0 && !p->failed) {
             p->failed = 1;
@@ -453,6 +457,7 @@ static void *worker(void *arg) {
 /* Runs the workers to the end; 0, or -1 with p->err. */
 static int pool_run(pool *p, int32_t jobs) {
     pthread_mutex_init(&p->mu, NULL);
+    p->joined = 0;
     pthread_t tid[64];
     int32_t started = 0;
     for (int32_t j = 1; j < jobs && j < 64; j++)

@@ -44,6 +44,9 @@ uint64_t fuzz_reference(const target *tg, const ppv_fault *fault);
  * reference; -1 with err when it cannot run at all. */
 int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
                   outcome *out, char *err, size_t errlen);
+/* The same on worker job's own arg (ppv_fuzz_program.job_args). */
+int fuzz_run_job(const target *tg, int32_t job, const ppv_policy *pol, const ppv_fault *fault,
+                 int keep, outcome *out, char *err, size_t errlen);
 
 /* ---- campaign.c: the processes of a campaign (ppv_fuzz_campaign) ---- */
 

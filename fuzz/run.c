@@ -159,9 +159,10 @@ static int run_pp(const target *tg, const ppv_policy *pol, const ppv_fault *faul
     return 0;
 }
 
-static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault *fault,
-                       int keep, outcome *out, char *err, size_t errlen) {
+static int run_program(const target *tg, int32_t job, const ppv_policy *pol,
+                       const ppv_fault *fault, int keep, outcome *out, char *err, size_t errlen) {
     const ppv_fuzz_program *pg = tg->o->program;
+    void *arg = pg->job_args && job >= 0 && job < pg->njob_args ? pg->job_args[job] : pg->arg;
     ppv_world_options wo;
     memset(&wo, 0, sizeof wo);
     wo.nranks = pg->nranks;
@@ -172,13 +173,13 @@ static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault 
     wo.fault = *fault;
     ppv_world *w = ppv_world_new(&wo, err, errlen);
     if (!w) return -1;
-    if (pg->setup && pg->setup(pg->arg, w, err, errlen) < 0) {
+    if (pg->setup && pg->setup(arg, w, err, errlen) < 0) {
         ppv_world_free(w);
         return -1;
     }
-    if (pg->reset) pg->reset(pg->arg);
+    if (pg->reset) pg->reset(arg);
     ppv_world_result res;
-    if (ppv_world_run(w, pg->main, pg->arg, &res) < 0) {
+    if (ppv_world_run(w, pg->main, arg, &res) < 0) {
         snprintf(err, errlen, "%s", res.message);
         ppv_world_result_free(&res);
         ppv_world_free(w);
@@ -191,7 +192,7 @@ static int run_program(const target *tg, const ppv_policy *pol, const ppv_fault 
     if (res.status == PPV_RUN_PRUNED)
         out->pruned = out->pass = 1;
     else if (pg->judge) {
-        out->pass = pg->judge(pg->arg, &res, out->why, sizeof out->why) == 0;
+        out->pass = pg->judge(arg, &res, out->why, sizeof out->why) == 0;
         out->named_failure = !out->pass && res.status != PPV_RUN_DONE;
     } else if (res.status != PPV_RUN_DONE) {
         snprintf(out->why, sizeof out->why, "%s", res.message);
@@ -233,14 +234,19 @@ static void judge_fault(const ppv_fault *fault, outcome *out) {
     memcpy(out->why, why, sizeof why);
 }
 
-int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
-                    outcome *out, char *err, size_t errlen) {
+int fuzz_run_job(const target *tg, int32_t job, const ppv_policy *pol, const ppv_fault *fault,
+                 int keep, outcome *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     int rc = tg->o->pp        ? run_pp(tg, pol, fault, keep, out, err, errlen)
-             : tg->o->program ? run_program(tg, pol, fault, keep, out, err, errlen)
+             : tg->o->program ? run_program(tg, job, pol, fault, keep, out, err, errlen)
                               : run_schedule(tg, pol, fault, keep, out, err, errlen);
     if (rc == 0) judge_fault(fault, out);
     return rc;
+}
+
+int fuzz_run_once(const target *tg, const ppv_policy *pol, const ppv_fault *fault, int keep,
+                  outcome *out, char *err, size_t errlen) {
+    return fuzz_run_job(tg, -1, pol, fault, keep, out, err, errlen);
 }
 
 int ppv_fuzz_judge_pp(const ppv_pp_options *po, const ppv_pp_report *r, uint64_t reference,

@@ -337,10 +337,11 @@ int pp_pipeline_finish(ppv_pp_options *o);
  * explorer's program target. */
 typedef struct py_target py_target;
 /* Loads the Python ranks module, imports FILE.py of spec (FILE.py:FUNCTION)
- * and fills *pg (its sem and watchdog are the caller's). 0 with *out, or
- * -1 after the message (exit 2). */
-int py_target_open(const char *spec, int32_t nranks, double idle, int processes, py_target **out,
-                   ppv_fuzz_program *pg);
+ * and fills *pg (its sem and watchdog are the caller's); with jobs > 1
+ * (ranks as processes) once more for each further worker, each its own
+ * zygote (pg->job_args). 0 with *out, or -1 after the message (exit 2). */
+int py_target_open(const char *spec, int32_t nranks, double idle, int processes, int32_t jobs,
+                   py_target **out, ppv_fuzz_program *pg);
 void py_target_close(py_target *t);
 /* --replay TRACE: the trace's run once; prints how it ended and whether it
  * fails again. Returns the exit code. */

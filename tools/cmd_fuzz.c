@@ -235,10 +235,10 @@ static int parse_fuzz_args(int argc, char **argv, fuzz_args *a) {
             return usage_error("a py target takes -n, --ranks-as, --semantics, --watchdog and "
                                "--idle, not the pipeline's or a schedule's model options%s", "");
         if (a->py_ranks < 1) return usage_error("py needs -n RANKS (its world's ranks)%s", "");
-        if (a->jobs_given && a->f.jobs > 1)
-            return usage_error("--jobs: a py target's runs share one Python interpreter, so "
-                               "it runs in one job (for more, start processes: mpirun -np N "
-                               "ppv fuzz py ...)%s", "");
+        if (a->jobs_given && a->f.jobs > 1 && a->py_threads)
+            return usage_error("--jobs: with --ranks-as threads every run shares ppv's one "
+                               "Python interpreter, so it runs in one job (ranks as processes "
+                               "take --jobs: a zygote a job)%s", "");
         if (a->py_replay) {
             const char *bad = runs_given                  ? "--runs"
                               : a->f.seconds > 0          ? "--time"
@@ -468,8 +468,8 @@ static int fuzz_checker(const fuzz_args *a) {
 static int setup_target(fuzz_args *a, ppv_schedule **s, ppv_recompute **mask, py_target **py) {
     char err[1024];
     if (a->py_target) {
-        if (py_target_open(a->py_spec, a->py_ranks, a->py_idle, !a->py_threads, py,
-                           &a->py_program) < 0)
+        if (py_target_open(a->py_spec, a->py_ranks, a->py_idle, !a->py_threads,
+                           a->py_replay ? 1 : a->f.jobs, py, &a->py_program) < 0)
             return PPV_EXIT_BAD_INPUT;
         a->py_program.sem = a->f.run.sem;
         a->py_program.watchdog_steps = a->f.run.watchdog_steps;

@@ -9,9 +9,20 @@
  * ranks as threads (--ranks-as threads) get a fresh bridge a run. The
  * ranks of a run are waited for before the next run starts, and one that
  * outlives its run ends the exploration (its reason is the next run's
- * failure of the environment), never a hang.
+ * failure of the environment), never a hang. With --jobs J (ranks as
+ * processes) each of the J workers has a target of its own: its zygote,
+ * its own import of the file, and its bridge, and each target is kept on
+ * one CPU of those ppv may use (its zygote, its ranks and the worker's
+ * thread while it runs the target's runs): a run hands the turn from
+ * process to process hundreds of times, and a hand-over to a process
+ * asleep on another CPU costs that CPU's wake-up (on a VM, the host's):
+ * measured here, two unpinned jobs made 1000 numpy runs in 11.3 s, two
+ * pinned ones in 5.7 s.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +49,11 @@ struct py_target {
     int started;       /* a run has been started on it */
     ppv_ext *x;        /* the run in progress, or the last one, until finished */
     char broken[1024]; /* why no more runs can be made ("" while they can) */
+    int cpu;           /* --jobs above 1: the CPU its processes and runs keep to, else -1 */
+    /* the first target: one a worker (jobs[0] is itself), their args */
+    py_target **jobs;
+    void **job_args;
+    int32_t njobs;
 };
 
 static const ppv_pyrank_api bridge_api = {
@@ -97,8 +113,18 @@ static int py_setup(void *arg, ppv_world *w, char *err, size_t errlen) {
     return 0;
 }
 
+/* Keeps the calling thread (and what it forks) to cpu; -1: to every CPU
+ * of set. */
+static void keep_to(int cpu, const cpu_set_t *set) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    if (cpu >= 0) CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, cpu >= 0 ? &one : set);
+}
+
 static void py_reset(void *arg) {
     py_target *t = arg;
+    if (t->cpu >= 0) keep_to(t->cpu, NULL); /* this worker's thread, for this target's run */
     finish_run(t);
     if (t->broken[0]) return;
     char err[1024];
@@ -182,28 +208,88 @@ static const ppv_pyrank_module *load_module(char *err, size_t errlen) {
 #endif
 }
 
-int py_target_open(const char *spec, int32_t nranks, double idle, int processes,
+static py_target *open_one(const char *spec, int32_t nranks, double idle, int processes);
+
+int py_target_open(const char *spec, int32_t nranks, double idle, int processes, int32_t jobs,
                    py_target **out, ppv_fuzz_program *pg) {
     *out = NULL;
+    if (jobs < 1) jobs = 1;
+    /* with more than one job, job j's zygote is forked while this thread
+     * keeps to the j-th CPU it may use (mod their number): it and its
+     * ranks keep to that one */
+    cpu_set_t allowed;
+    int cpus[CPU_SETSIZE], ncpu = 0;
+    if (jobs > 1 && pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed)) cpus[ncpu++] = c;
+    int cpu = ncpu > 1 ? cpus[0] : -1;
+    if (cpu >= 0) keep_to(cpu, NULL);
+    py_target *t = open_one(spec, nranks, idle, processes);
+    if (t) t->cpu = cpu;
+    if (!t) {
+        if (cpu >= 0) keep_to(-1, &allowed);
+        return -1;
+    }
+    if (!(t->jobs = calloc((size_t)jobs, sizeof *t->jobs)) ||
+        !(t->job_args = calloc((size_t)jobs, sizeof *t->job_args))) {
+        fprintf(stderr, "ppv fuzz: out of memory\n");
+        py_target_close(t);
+        return -1;
+    }
+    t->jobs[0] = t;
+    t->job_args[0] = t;
+    t->njobs = 1;
+    /* the other workers' targets: each its own zygote, importing the file
+     * afresh (as a process of an mpirun campaign does) */
+    for (; t->njobs < jobs; t->njobs++) {
+        cpu = ncpu > 1 ? cpus[t->njobs % ncpu] : -1;
+        if (cpu >= 0) keep_to(cpu, NULL);
+        py_target *j = open_one(spec, nranks, idle, processes);
+        if (!j) {
+            if (cpu >= 0) keep_to(-1, &allowed);
+            py_target_close(t);
+            return -1;
+        }
+        j->cpu = cpu;
+        t->jobs[t->njobs] = j;
+        t->job_args[t->njobs] = j;
+    }
+    if (ncpu > 1) keep_to(-1, &allowed); /* each run keeps to its target's (py_reset) */
+    memset(pg, 0, sizeof *pg);
+    pg->nranks = nranks;
+    pg->setup = py_setup;
+    pg->reset = py_reset;
+    pg->main = py_main;
+    pg->arg = t;
+    pg->job_args = jobs > 1 ? t->job_args : NULL;
+    pg->njob_args = jobs > 1 ? jobs : 0;
+    *out = t;
+    return 0;
+}
+
+/* One target: the module loaded, the file imported; NULL after the
+ * message. */
+static py_target *open_one(const char *spec, int32_t nranks, double idle, int processes) {
     char file[4096], func[256], err[2048];
-    if (split_spec(spec, file, sizeof file, func, sizeof func) < 0) return -1;
+    if (split_spec(spec, file, sizeof file, func, sizeof func) < 0) return NULL;
     FILE *f = fopen(file, "r");
     if (!f) {
         fprintf(stderr, "ppv fuzz: %s: cannot read it\n", file);
-        return -1;
+        return NULL;
     }
     fclose(f);
     py_target *t = calloc(1, sizeof *t);
     if (!t) {
         fprintf(stderr, "ppv fuzz: out of memory\n");
-        return -1;
+        return NULL;
     }
     t->n = nranks;
     t->idle = idle;
+    t->cpu = -1;
     if (!(t->mod = load_module(err, sizeof err))) {
         fprintf(stderr, "ppv fuzz: %s\n", err);
         free(t);
-        return -1;
+        return NULL;
     }
     /* the ppv package for `import ppv.dist`: where it was installed beside
      * this ppv, else this build's source tree (both relative to the
@@ -218,27 +304,23 @@ int py_target_open(const char *spec, int32_t nranks, double idle, int processes,
         !(t->shared = ppv_ext_new_shared(nranks, idle, PY_MESSAGE_BYTES, err, sizeof err))) {
         fprintf(stderr, "ppv fuzz: %s\n", err);
         free(t);
-        return -1;
+        return NULL;
     }
     if (!(t->py = t->mod->open(file, func, nranks, &bridge_api, pkg, t->shared, PY_IMPORT_SECONDS,
                                err, sizeof err))) {
         fprintf(stderr, "ppv fuzz: %s\n", err);
         ppv_ext_free(t->shared);
         free(t);
-        return -1;
+        return NULL;
     }
-    memset(pg, 0, sizeof *pg);
-    pg->nranks = nranks;
-    pg->setup = py_setup;
-    pg->reset = py_reset;
-    pg->main = py_main;
-    pg->arg = t;
-    *out = t;
-    return 0;
+    return t;
 }
 
 void py_target_close(py_target *t) {
     if (!t) return;
+    for (int32_t j = 1; j < t->njobs; j++) py_target_close(t->jobs[j]);
+    free(t->jobs);
+    free(t->job_args);
     finish_run(t);
     if (t->broken[0]) /* the runs stopped there: say why, whatever was reported */
         fprintf(stderr, "ppv fuzz: warning: %s; no run was made after that\n", t->broken);

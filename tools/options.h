@@ -533,7 +533,8 @@ typedef struct option_value {
     X(PCT_DEPTH, 0, "pct-depth", "D", V_INT(1, 64), "PCT's depth (D-1 change points; not for dfs)", "3")         \
     X(JOBS, 0, "jobs", "J", V_INT(1, 64),                                                                        \
       "worker threads; runs are handed out in order and the first failing run is reported, so "    \
-      "the verdict does not depend on J (dfs is one search: 1)",                                   \
+      "the verdict does not depend on J (dfs is one search: 1; py: a zygote a job, each kept to "   \
+      "a CPU)",                                                                                    \
       "1")                                                                                         \
     X(FAULTS, 0, "faults", "LIST", V_WORD,                                                                 \
       "put one fault in every run but the reference, the kinds in turn, at a send drawn from the " \

@@ -47,6 +47,13 @@ typedef struct ppv_fuzz_program {
      * done. */
     int (*judge)(void *arg, const ppv_world_result *res, char *why, size_t n);
     void *arg;
+    /* A program that cannot run two runs at once on one arg (ppv fuzz
+     * py's ranks as processes: a zygote and a bridge each) gives one arg a
+     * worker: worker j's runs get job_args[j] (j < njob_args; the others,
+     * and every run outside the workers, get arg). NULL: every run gets
+     * arg. */
+    void *const *job_args;
+    int32_t njob_args;
 } ppv_fuzz_program;
 
 /* A campaign across processes (`mpirun -np N ppv fuzz ...`): every process

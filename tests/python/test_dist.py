@@ -307,6 +307,49 @@ class RanksAsProcesses(unittest.TestCase):
         self.assertIn("--ranks-as is processes or threads, not 'fibers'", r.stderr)
 
 
+class Jobs(unittest.TestCase):
+    """--jobs J with ranks as processes: a zygote a job, each kept to a
+    CPU; the report does not depend on J (with --ranks-as threads it is
+    refused: BadInput)."""
+    THREADS = os.path.join(HERE, "ranks", "threads.py")
+    JOBS = os.path.join(HERE, "ranks", "jobs.py")
+
+    def test_the_report_and_its_trace_are_the_same_for_any_number_of_jobs(self):
+        for strategy, run in (("random", 6), ("pct", 3)):
+            seen = []
+            for jobs in ("1", "2", "3"):
+                with self.subTest(strategy=strategy, jobs=jobs), \
+                        tempfile.TemporaryDirectory() as out:
+                    code, rep, err = report(f"{self.THREADS}:results_in_send_order", "-n", "3",
+                                            "--runs", "40", "--strategy", strategy, "--jobs",
+                                            jobs, "--out", out)
+                    self.assertEqual(code, 1, err)
+                    self.assertEqual(rep["failing_run"], run)
+                    self.assertEqual(rep["failure"], "rank 0: RuntimeError: result 0 came from "
+                                                     "rank 2, not 1 (threads.py:29)")
+                    with open(os.path.join(out, "minimal.trace"), encoding="utf-8") as f:
+                        seen.append((rep["minimal_prefix"], f.read()))
+            self.assertEqual(seen[1], seen[0])
+            self.assertEqual(seen[2], seen[0])
+
+    def test_module_state_is_fresh_in_every_job(self):
+        code, rep, err = report(f"{RanksAsProcesses.STATE}:call_ids", "-n", "3", "--runs", "60",
+                                "--jobs", "2")
+        self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+        self.assertEqual(rep["runs"], 60)
+
+    @unittest.skipIf(len(os.sched_getaffinity(0)) < 2, "this process may use one CPU only")
+    def test_each_jobs_ranks_keep_to_one_cpu(self):
+        code, rep, err = report(f"{self.JOBS}:one_cpu", "-n", "3", "--runs", "30", "--jobs",
+                                "2")
+        self.assertEqual(code, 0, (rep or {}).get("failure") or err)
+        self.assertEqual(rep["runs"], 30)
+        # one job keeps to nothing: the ranks may run on every CPU
+        code, rep, err = report(f"{self.JOBS}:one_cpu", "-n", "3", "--runs", "3")
+        self.assertEqual(code, 1, err)
+        self.assertIn("rank 0: RuntimeError: rank 0 may run on CPUs [", rep["failure"])
+
+
 class BadInput(unittest.TestCase):
     def run_bad(self, function, *extra):
         return fuzz(f"{BAD}:{function}", "-n", "2", "--runs", "20", *extra, timeout=60)
@@ -362,7 +405,8 @@ class BadInput(unittest.TestCase):
             ([f"{BAD}x", "-n", "2"], "py takes FILE.py:FUNCTION (a Python file and the "
                                      "function every rank runs) or FILE.py"),
             ([f"{BAD}:quits"], "py needs -n RANKS"),
-            ([f"{BAD}:quits", "-n", "2", "--jobs", "2"], "runs in one job"),
+            ([f"{BAD}:quits", "-n", "2", "--jobs", "2", "--ranks-as", "threads"],
+             "runs in one job"),
             ([f"{BAD}:quits", "-n", "2", "--replay", "x", "--runs", "3"],
              "--replay runs the trace once"),
             ([f"{BAD}:quits", "-n", "2", "--mesh", "2"], "a py target takes -n"),
