@@ -225,11 +225,11 @@ int py_target_open(const char *spec, int32_t nranks, double idle, int processes,
     int cpu = ncpu > 1 ? cpus[0] : -1;
     if (cpu >= 0) keep_to(cpu, NULL);
     py_target *t = open_one(spec, nranks, idle, processes);
-    if (t) t->cpu = cpu;
     if (!t) {
         if (cpu >= 0) keep_to(-1, &allowed);
         return -1;
     }
+    t->cpu = cpu;
     if (!(t->jobs = calloc((size_t)jobs, sizeof *t->jobs)) ||
         !(t->job_args = calloc((size_t)jobs, sizeof *t->job_args))) {
         fprintf(stderr, "ppv fuzz: out of memory\n");
