@@ -809,9 +809,9 @@ static int import_all(ppv_pyrank *p, const char *file, const char *function, con
  * where the kernel has them. Every run forks a process a rank from the
  * zygote and ends it; both copy or drop the zygote's page tables, and a
  * 2 MiB page is one entry where it was 512 (torch's import leaves some
- * 100 MiB of it: fork and exit were three fifths of a run). Nothing a rank
- * sees changes; where the kernel refuses (no THP, older than 6.1) it
- * stays as it was. */
+ * 100 MiB of it, and fork and exit took nearly half of a torch run's CPU).
+ * Nothing a rank sees changes; where the kernel refuses (no THP, older
+ * than 6.1) it stays as it was. */
 static void huge_pages(void) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f) return;
