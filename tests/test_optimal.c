@@ -305,6 +305,61 @@ static void test_a_cap_implies_an_order_that_proves_m_8(void **state) {
     }
 }
 
+/* The uneven V at p = 4, m = 8 within 4 activations (tests/data/optimal:
+ * every stage's F, I and W take 1, the last stage's 2, each activation
+ * 0.5). Rank 0 holds stages 0 and 7 and can start at 0: 8 microbatches x
+ * (3 + 6) = 72 of work, so no schedule ends before 72. ZB-V takes 73, and
+ * GLPK kept it, not proven, for 1544 s; the local search reaches 72 from
+ * it and the bound proves it, with no solver (so this runs without GLPK
+ * too). ppv check, not the solver, gives the schedule's makespan and
+ * peak. The same cell as a user runs it, from the cost file. */
+static void test_the_load_bound_proves_what_the_search_reaches(void **state) {
+    (void)state;
+    ppv_stage_costs sv = {8, calloc(8, sizeof(ppv_stage_cost)), "uneven"};
+    assert_non_null(sv.s);
+    for (int32_t k = 0; k < 8; k++) {
+        double x = k == 7 ? 2 : 1;
+        sv.s[k] = (ppv_stage_cost){x, 2 * x, x, 0, 0.5, 0, 0};
+    }
+    ppv_optimal_params op = {4, 8, 1, {1, 2, 1, 0}, &sv, 4, 60, NULL};
+    ppv_schedule *s = NULL;
+    ppv_optimal_report rep;
+    char err[512];
+    if (ppv_generate_optimal(&op, &s, &rep, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_true(rep.horizon == 73 && rep.lower_bound == 8 * (3 + 6));
+    assert_true(rep.proven && rep.by_bound && rep.makespan == 72 && rep.bound == 72);
+    assert_true(rep.searched == 72 && rep.constraints == 0);
+    assert_int_equal(rep.moves, 21);
+    ppv_check_report *r = check(s, &sv);
+    assert_true(r->ok && r->makespan == 72);
+    for (int32_t q = 0; q < 4; q++) assert_true(r->peak_activation[q] <= 4);
+    ppv_check_report_free(r);
+    ppv_schedule_free(s);
+    /* the named kind the search starts from is 73 under ppv check */
+    ppv_gen_params gp = {4, 8, 2};
+    assert_int_equal(ppv_generate("zbv", &gp, &s, err, sizeof err), 0);
+    r = check(s, &sv);
+    assert_true(r->ok && r->makespan == 73);
+    ppv_check_report_free(r);
+    ppv_schedule_free(s);
+    free(sv.s);
+    const char *out = tmp_path("v48.csv");
+    run_result rr = RUN("gen", "optimal", "-p", "4", "-m", "8", "--kind-shape", "v", "--cost-file",
+                        PPV_TEST_DATA "/optimal/uneven_v8_costs.csv", "--cap", "4", "-o", out);
+    assert_int_equal(rr.code, 0);
+    assert_non_null(strstr(rr.err, "ppv gen: optimal: makespan 72, proven optimal, every rank "
+                                   "within 4 activations (V shape, each stage's microbatches in "
+                                   "order); the best named kind: 73, 72 after 21 moves of the "
+                                   "local search; the ranks' load bound (72: a rank's earliest "
+                                   "start and all its work) reached, no solver needed, "));
+    run_free(&rr);
+    rr = RUN("check", out, "--cost-file", PPV_TEST_DATA "/optimal/uneven_v8_costs.csv");
+    assert_int_equal(rr.code, 0);
+    assert_non_null(strstr(rr.out, "\npeak activation: 4 4 4 4\n"));
+    assert_non_null(strstr(rr.out, "\nmakespan: 72  bubble ratio: 0.250000\n"));
+    run_free(&rr);
+}
+
 /* Too large a model is refused with its size; a time limit too short to
  * prove it returns the best found, not proven; a cap no schedule meets. */
 static void test_sizes_it_cannot_prove_are_said(void **state) {
@@ -320,7 +375,12 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
     op = (ppv_optimal_params){4, 8, 0, {1, 2, 1, 0}, NULL, 3, 0.001, NULL};
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), 0);
     assert_false(rep.proven);
-    assert_true(rep.makespan <= rep.horizon);
+    /* the searched order is given to the solver and kept when it finds
+     * nothing better in time */
+    assert_true(rep.makespan <= rep.searched && rep.searched <= rep.horizon);
+    ppv_check_report *cr = check(s, NULL);
+    assert_true(cr->ok && cr->makespan == rep.makespan && peak_of(cr) <= 3);
+    ppv_check_report_free(cr);
     ppv_schedule_free(s);
     op = (ppv_optimal_params){2, 2, 0, {1, 2, 1, 0}, NULL, 0.5, 10, NULL};
     assert_int_equal(ppv_generate_optimal(&op, &s, &rep, err, sizeof err), -1);
@@ -337,7 +397,8 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.err, "ppv gen: optimal: makespan 18, proven optimal, every rank "
                                   "within 3 activations (1F1B shape, each stage's microbatches "
-                                  "in order); the best named kind: 19;"));
+                                  "in order); the best named kind: 19, 18 after 5307 moves of "
+                                  "the local search; 270 binaries, 788 constraints, "));
     run_free(&r);
     r = RUN("check", out, "--optimal");
     assert_int_equal(r.code, 0);
@@ -529,6 +590,7 @@ int main(void) {
         cmocka_unit_test(test_no_kind_beats_the_optimum_and_it_runs),
         cmocka_unit_test(test_no_kind_beats_the_optimum_on_any_cell),
         cmocka_unit_test(test_a_cap_implies_an_order_that_proves_m_8),
+        cmocka_unit_test(test_the_load_bound_proves_what_the_search_reaches),
         cmocka_unit_test(test_sizes_it_cannot_prove_are_said),
         cmocka_unit_test(test_the_cap_is_in_bytes),
     };

@@ -139,16 +139,26 @@ static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int com
     if (ap->cap > 0) snprintf(cap, sizeof cap, ", every rank within %g activations", ap->cap);
     if (model && ap->mem_cap_bytes > 0)
         snprintf(cap, sizeof cap, ", every rank within --mem-cap %.0f bytes", ap->mem_cap_bytes);
-    char kind[64] = "none within the cap";
-    if (isfinite(rep.horizon)) snprintf(kind, sizeof kind, "%g", rep.horizon);
+    char kind[128] = "none within the cap";
+    if (isfinite(rep.horizon) && isfinite(rep.searched))
+        snprintf(kind, sizeof kind, "%g, %g after %lld moves of the local search", rep.horizon,
+                 rep.searched, (long long)rep.moves);
+    else if (isfinite(rep.horizon))
+        snprintf(kind, sizeof kind, "%g", rep.horizon);
+    char how[160];
+    if (rep.by_bound)
+        snprintf(how, sizeof how, "the ranks' load bound (%g: a rank's earliest start and all its "
+                 "work) reached, no solver needed", rep.lower_bound);
+    else
+        snprintf(how, sizeof how, "%lld binaries, %lld constraints", (long long)rep.variables,
+                 (long long)rep.constraints);
     fprintf(stderr,
             "ppv gen: optimal: makespan %g, %s%s (%s shape, each stage's microbatches in "
-            "order); the best named kind: %s; %lld binaries, %lld constraints, %.2f s\n",
+            "order); the best named kind: %s; %s, %.2f s\n",
             rep.makespan,
             rep.proven ? "proven optimal" : "best found, not proven (--time-limit cut the solver "
                                             "short: the result depends on this machine's speed)",
-            cap, shape_v > 0 ? "V" : "1F1B", kind, (long long)rep.variables,
-            (long long)rep.constraints, rep.seconds);
+            cap, shape_v > 0 ? "V" : "1F1B", kind, how, rep.seconds);
     int rc = write_schedule(s, comms, native, outpath, &ap->costs, 0);
     ppv_schedule_free(s);
     return rc;

@@ -141,8 +141,9 @@ static const help_command commands[] = {
      "own) is tuned to them the same way, within its own peak. optimal writes the schedule of "
      "smallest makespan under the costs within --cap (or, with --model, --mem-cap bytes a "
      "rank), proven by GLPK's MILP solver (one stage a rank, or two in a V with "
-     "--kind-shape v; each stage's microbatches in order), or the best found when "
-     "--time-limit cuts it short, said so; sizes beyond p 4, m 8 are refused with the model's "
+     "--kind-shape v; each stage's microbatches in order) or by the ranks' load bound where a "
+     "local search from the best named kind reaches it, or the best found when "
+     "--time-limit cuts the solver short, said so; sizes beyond p 4, m 8 are refused with the model's "
      "size. It is deterministic: the same options give the same schedule.",
      gen_groups, gen_examples},
     {"check", "FILE [options]",

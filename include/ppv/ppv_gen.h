@@ -109,9 +109,14 @@ typedef struct ppv_optimal_report {
     double bound;       /* the proven optimum (NaN when not proven) */
     double horizon;     /* the best named kind's makespan within the cap (the model's horizon);
                          * NaN when none fits it */
+    double lower_bound; /* no rank ends before its earliest job can start plus all its work */
+    double searched;    /* the makespan the local search reached from the best named kind
+                         * (NaN without one) */
+    int64_t moves;      /* the local search's moves tried */
+    int by_bound;       /* proven because the search reached lower_bound: no solver ran */
     int64_t variables;  /* binaries */
-    int64_t constraints;
-    double seconds;     /* the solver's */
+    int64_t constraints; /* 0 when no solver ran */
+    double seconds;     /* the search's and the solver's */
 } ppv_optimal_report;
 
 int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_optimal_report *rep,
