@@ -379,7 +379,7 @@ static void test_sizes_it_cannot_prove_are_said(void **state) {
      * nothing better in time */
     assert_true(rep.makespan <= rep.searched && rep.searched <= rep.horizon);
     ppv_check_report *cr = check(s, NULL);
-    assert_true(cr->ok && cr->makespan == rep.makespan && peak_of(cr) <= 3);
+    assert_true(cr->ok && cr->makespan <= rep.makespan && peak_of(cr) <= 3);
     ppv_check_report_free(cr);
     ppv_schedule_free(s);
     op = (ppv_optimal_params){2, 2, 0, {1, 2, 1, 0}, NULL, 0.5, 10, NULL};
