@@ -3,6 +3,7 @@
  * the solver's makespan and runs on the engine with the reference's
  * gradients), no named kind ever faster than the proven optimum, and its
  * refusals. Skips where GLPK cannot be loaded. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -360,6 +361,30 @@ static void test_the_load_bound_proves_what_the_search_reaches(void **state) {
     run_free(&rr);
 }
 
+/* Where no named kind fits the cap (the V at p = 2, m = 4 within 1
+ * activation: each rank may hold one microbatch's two stages), the search
+ * starts from one microbatch at a time, and its result is the horizon
+ * (756 binaries; the sequential run's made 1476) and the solver's first
+ * solution. Before, the solver started from nothing (58 s to prove 33
+ * here; at m = 8 and at p = 3 and 4 it found no schedule in 60 s). Cut
+ * short at 1 s it gives the searched 33 (the optimum: GLPK proves it in
+ * about 20 s here), and ppv check agrees. */
+static void test_the_search_seeds_a_cap_no_kind_fits(void **state) {
+    (void)state;
+    if (!have_solver()) skip();
+    ppv_optimal_params op = {2, 4, 1, {1, 2, 1, 0}, NULL, 1, 1, NULL};
+    ppv_schedule *s = NULL;
+    ppv_optimal_report rep;
+    char err[512];
+    if (ppv_generate_optimal(&op, &s, &rep, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_true(isnan(rep.horizon) && rep.searched == 33 && rep.makespan == 33);
+    assert_int_equal(rep.variables, 756);
+    ppv_check_report *r = check(s, NULL);
+    assert_true(r->ok && r->makespan == 33 && peak_of(r) <= 1);
+    ppv_check_report_free(r);
+    ppv_schedule_free(s);
+}
+
 /* Too large a model is refused with its size; a time limit too short to
  * prove it returns the best found, not proven; a cap no schedule meets. */
 static void test_sizes_it_cannot_prove_are_said(void **state) {
@@ -591,6 +616,7 @@ int main(void) {
         cmocka_unit_test(test_no_kind_beats_the_optimum_on_any_cell),
         cmocka_unit_test(test_a_cap_implies_an_order_that_proves_m_8),
         cmocka_unit_test(test_the_load_bound_proves_what_the_search_reaches),
+        cmocka_unit_test(test_the_search_seeds_a_cap_no_kind_fits),
         cmocka_unit_test(test_sizes_it_cannot_prove_are_said),
         cmocka_unit_test(test_the_cap_is_in_bytes),
     };

@@ -139,12 +139,15 @@ static int gen_optimal(ppv_gen_params gp, const ppv_gen_auto_params *ap, int com
     if (ap->cap > 0) snprintf(cap, sizeof cap, ", every rank within %g activations", ap->cap);
     if (model && ap->mem_cap_bytes > 0)
         snprintf(cap, sizeof cap, ", every rank within --mem-cap %.0f bytes", ap->mem_cap_bytes);
-    char kind[128] = "none within the cap";
-    if (isfinite(rep.horizon) && isfinite(rep.searched))
+    char kind[160] = "none within the cap";
+    if (isfinite(rep.horizon) && isfinite(rep.searched) && rep.moves > 0)
         snprintf(kind, sizeof kind, "%g, %g after %lld moves of the local search", rep.horizon,
                  rep.searched, (long long)rep.moves);
     else if (isfinite(rep.horizon))
         snprintf(kind, sizeof kind, "%g", rep.horizon);
+    else if (isfinite(rep.searched))
+        snprintf(kind, sizeof kind, "none within the cap (one microbatch at a time, searched: %g "
+                 "after %lld moves)", rep.searched, (long long)rep.moves);
     char how[160];
     if (rep.by_bound)
         snprintf(how, sizeof how, "the ranks' load bound (%g: a rank's earliest start and all its "

@@ -18,7 +18,8 @@
  * chain after it), which keeps the model small.
  *
  * Before the solver, a local search improves the best named kind's order
- * (improve, below); where it reaches the ranks' load bound that is the
+ * (improve, below; where no kind fits the cap, one microbatch at a time,
+ * which is then the solver's first solution too); where it reaches the ranks' load bound that is the
  * proof and no solver runs, and where the time limit cuts the solver short
  * above it, the searched schedule is the best found.
  */
@@ -612,6 +613,26 @@ static int seed_order(const model *md, const ppv_schedule *seed, search *sr) {
     return ok && n == md->njobs ? 0 : -1;
 }
 
+/* One microbatch at a time, where no named kind fits the cap: each
+ * microbatch's F through the stages, its I back, its W, before the next
+ * one's, each rank's jobs in that order, into sr. A rank then holds one
+ * microbatch's activations of its stages at most, as every schedule
+ * does at that microbatch's last F: it fits any cap a schedule fits. */
+static void sequential_order(const model *md, search *sr) {
+    int32_t *at = sr->next; /* each rank's next place, counted from 0 */
+    for (int32_t q = 0; q < md->P; q++) at[q] = 0;
+    for (int32_t k = 0; k < md->njobs; k++) at[md->jobs[k].rank]++;
+    sr->off[0] = 0;
+    for (int32_t q = 0; q < md->P; q++) sr->off[q + 1] = sr->off[q] + at[q], at[q] = sr->off[q];
+    for (int32_t mb = 0; mb < md->m; mb++)
+        for (int32_t pass = 0; pass < 3; pass++)
+            for (int32_t n = 0; n < md->S; n++) {
+                int32_t st = pass == 1 ? md->S - 1 - n : n; /* the I's run back */
+                int32_t k = job_index(md, st, mb, pass);
+                sr->seq[at[md->jobs[k].rank]++] = k;
+            }
+}
+
 /* The schedule of each rank's jobs in the order given (job indices, any
  * ranks' interleaving), or NULL (out of memory, or not a schedule). */
 static ppv_schedule *schedule_of(const model *md, const int32_t *order) {
@@ -650,6 +671,19 @@ static int64_t load_bound(const model *md) {
         if (first != INT64_MAX && first + work > lb) lb = first + work;
     }
     return lb;
+}
+
+/* Each job's latest start (the horizon less the longest chain after it,
+ * tail); returns the binaries the windows make. */
+static int64_t windows(model *md, const int64_t *tail) {
+    int64_t vars = 0;
+    for (int32_t k = 0; k < md->njobs; k++) {
+        job *j = &md->jobs[k];
+        j->lst = md->horizon - tail[k];
+        if (j->lst < j->est) j->lst = j->est; /* the horizon is reachable: never empty */
+        vars += j->lst - j->est + 1;
+    }
+    return vars;
 }
 
 static double seconds_since(const struct timespec *t0) {
@@ -705,6 +739,22 @@ static double *seed_columns(const model *md, const ppv_schedule *seed, int cols)
 #endif
 
 #ifdef PPV_HAVE_GLPK
+/* The searched order's starts as a solution vector, where no named kind
+ * gives one; NULL when a start falls outside its job's window. */
+static double *searched_columns(const model *md, const search *sr, int cols) {
+    double *x = calloc((size_t)cols + 1, sizeof *x);
+    for (int32_t k = 0; k < md->njobs && x; k++) {
+        const job *j = &md->jobs[k];
+        if (sr->start[k] < j->est || sr->start[k] > j->lst) {
+            free(x);
+            return NULL;
+        }
+        x[col_of(j, sr->start[k])] = 1;
+    }
+    if (x) x[cols] = (double)sr->span;
+    return x;
+}
+
 static int solve(const model *in, const search *sr, ppv_schedule **seed, int64_t lb,
                  const struct timespec *t0, ppv_schedule **out, ppv_optimal_report *rep,
                  char *err, size_t errlen);
@@ -747,18 +797,12 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
             }
     cap_precedences(&md);
     chains(&md, tail);
-    int64_t vars = 0;
-    for (int32_t k = 0; k < md.njobs; k++) {
-        job *j = &md.jobs[k];
-        j->lst = md.horizon - tail[k];
-        if (j->lst < j->est) j->lst = j->est; /* the horizon is reachable: never empty */
-        vars += j->lst - j->est + 1;
-    }
-    free(tail);
+    int64_t vars = windows(&md, tail);
     rep->variables = vars;
     rep->horizon = seed ? hu : NAN; /* without a kind within the cap: the sequential run's */
     if (vars > MAX_VARIABLES) {
         free(md.jobs);
+        free(tail);
         ppv_schedule_free(seed);
         return ppv_errf(err, errlen,
                         "optimal: p %d, m %d needs about %lld binary variables (%d jobs over a "
@@ -767,8 +811,8 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
                         md.P, md.m, (long long)vars, (int)md.njobs, (long long)md.horizon,
                         MAX_VARIABLES);
     }
-    /* the search from the best named kind; a schedule at the load bound
-     * is proven by it */
+    /* the search from the best named kind (or one microbatch at a time);
+     * a schedule at the load bound is proven by it */
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t lb = load_bound(&md);
@@ -783,12 +827,20 @@ int ppv_generate_optimal(const ppv_optimal_params *p, ppv_schedule **out, ppv_op
     sr.next = malloc((size_t)md.P * sizeof *sr.next);
     sr.free_at = malloc((size_t)md.P * sizeof *sr.free_at);
     sr.held = malloc((size_t)md.P * sizeof *sr.held);
-    int searched = sr.seq && sr.off && sr.start && sr.end && sr.next && sr.free_at && sr.held &&
-                   seed_order(&md, seed, &sr) == 0 && time_order(&md, &sr) == 0;
+    int searched = sr.seq && sr.off && sr.start && sr.end && sr.next && sr.free_at && sr.held;
+    if (searched && !seed) sequential_order(&md, &sr);
+    searched = searched && (!seed || seed_order(&md, seed, &sr) == 0) && time_order(&md, &sr) == 0;
     if (searched) {
         rep->moves = improve(&md, &sr, lb);
         rep->searched = (double)sr.span / md.scale;
+        /* with no kind within the cap, the searched order is the horizon:
+         * a far smaller model than the sequential run's */
+        if (!seed && sr.span < md.horizon) {
+            md.horizon = sr.span;
+            rep->variables = windows(&md, tail);
+        }
     }
+    free(tail);
     int rc = 0;
     if (searched && sr.span <= lb) {
         *out = schedule_of(&md, sr.seq);
@@ -911,7 +963,8 @@ static int solve(const model *in, const search *sr, ppv_schedule **seed, int64_t
         return ppv_errf(err, errlen, "out of memory");
     }
     rep->constraints = gl.get_num_rows(lp);
-    seed_solution sd = {seed_columns(&md, *seed, cols), 0};
+    seed_solution sd = {*seed ? seed_columns(&md, *seed, cols)
+                              : sr ? searched_columns(&md, sr, cols) : NULL, 0};
     glp_iocp parm;
     gl.init_iocp(&parm);
     parm.cb_func = give_seed;

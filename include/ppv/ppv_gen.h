@@ -110,8 +110,8 @@ typedef struct ppv_optimal_report {
     double horizon;     /* the best named kind's makespan within the cap (the model's horizon);
                          * NaN when none fits it */
     double lower_bound; /* no rank ends before its earliest job can start plus all its work */
-    double searched;    /* the makespan the local search reached from the best named kind
-                         * (NaN without one) */
+    double searched;    /* the makespan the local search reached from the best named kind (or,
+                         * where none fits the cap, one microbatch at a time) */
     int64_t moves;      /* the local search's moves tried */
     int by_bound;       /* proven because the search reached lower_bound: no solver ran */
     int64_t variables;  /* binaries */
