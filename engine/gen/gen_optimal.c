@@ -19,9 +19,10 @@
  *
  * Before the solver, a local search improves the best named kind's order
  * (improve, below; where no kind fits the cap, one microbatch at a time,
- * which is then the solver's first solution too); where it reaches the ranks' load bound that is the
- * proof and no solver runs, and where the time limit cuts the solver short
- * above it, the searched schedule is the best found.
+ * which is then the solver's first solution too); where it reaches the
+ * ranks' load bound that is the proof and no solver runs, and where the
+ * time limit cuts the solver short above it, the searched schedule is the
+ * best found.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -327,7 +328,8 @@ static int waits_for(const model *md, const job *j, int32_t *pre, int64_t *gap) 
  * deadlocks or passes a cap. */
 static int time_order(const model *md, search *sr) {
     for (int32_t k = 0; k < md->njobs; k++) sr->end[k] = -1;
-    for (int32_t q = 0; q < md->P; q++) sr->next[q] = sr->off[q], sr->free_at[q] = 0, sr->held[q] = 0;
+    for (int32_t q = 0; q < md->P; q++)
+        sr->next[q] = sr->off[q], sr->free_at[q] = 0, sr->held[q] = 0;
     int32_t done = 0;
     sr->span = 0, sr->sum = 0;
     for (int progress = 1; progress;) {
