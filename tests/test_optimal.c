@@ -322,11 +322,9 @@ static void test_the_load_bound_proves_what_the_search_reaches(void **state) {
         double x = k == 7 ? 2 : 1;
         sv.s[k] = (ppv_stage_cost){x, 2 * x, x, 0, 0.5, 0, 0};
     }
-    ppv_optimal_params op = {4, 8, 1, {1, 2, 1, 0}, &sv, 4, 60, NULL};
-    ppv_schedule *s = NULL;
     ppv_optimal_report rep;
+    ppv_schedule *s = optimal(4, 8, 1, 4, &sv, &rep);
     char err[512];
-    if (ppv_generate_optimal(&op, &s, &rep, err, sizeof err) < 0) fail_msg("%s", err);
     assert_true(rep.horizon == 73 && rep.lower_bound == 8 * (3 + 6));
     assert_true(rep.proven && rep.by_bound && rep.makespan == 72 && rep.bound == 72);
     assert_true(rep.searched == 72 && rep.constraints == 0);

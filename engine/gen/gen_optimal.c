@@ -587,11 +587,7 @@ static void give_seed(glp_tree *T, void *info) {
  * B split into its I and W), into sr. 0, or -1 when the kind's actions
  * are not the model's jobs. */
 static int seed_order(const model *md, const ppv_schedule *seed, search *sr) {
-    int32_t *seen = calloc((size_t)md->njobs, sizeof *seen);
-    if (!seed || !seen) {
-        free(seen);
-        return -1;
-    }
+    if (!seed) return -1;
     int32_t n = 0;
     int ok = seed->nranks == md->P;
     for (int32_t q = 0; q < md->P && ok; q++) {
@@ -605,14 +601,13 @@ static int seed_order(const model *md, const ppv_schedule *seed, search *sr) {
             ok = a->stage >= 0 && a->stage < md->S && a->mb >= 0 && a->mb < md->m;
             for (int pass = 0; ok && pass < (a->kind == PPV_ACT_B ? 2 : 1); pass++) {
                 int32_t k = job_index(md, a->stage, a->mb, kind + pass);
-                ok = md->jobs[k].rank == q && !seen[k] && n < md->njobs;
-                if (ok) seen[k] = 1, sr->seq[n++] = k;
+                ok = md->jobs[k].rank == q && n < md->njobs;
+                if (ok) sr->seq[n++] = k;
             }
         }
     }
     sr->off[md->P] = n;
-    free(seen);
-    return ok && n == md->njobs ? 0 : -1;
+    return ok && n == md->njobs ? 0 : -1; /* a job twice leaves another out: a deadlock */
 }
 
 /* One microbatch at a time, where no named kind fits the cap: each
