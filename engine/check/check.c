@@ -85,6 +85,8 @@ typedef struct checker {
                      * ended (the post time of a finished op is not kept: an eager send's is
                      * its end, and a blocked rank's next op posts when it is ready) */
     int32_t *pc;
+    uint32_t kinds; /* 1 << kind for each kind in the programs (find_deps) */
+    int64_t named;  /* actions that name a (stage, microbatch) pair (find_deps) */
     double *free_t;           /* [P]: when the rank's last operation ends, either stream */
     double *busy;             /* [P]: compute time, summed in program order (the same
                                  bits whatever order the run takes) */
@@ -164,14 +166,17 @@ static int names_cell(const ppv_action *a) {
     return (ppv_action_flags(a->kind) & PPV_AF_MB) && a->stage >= 0 && a->mb >= 0;
 }
 
-/* Builds the cells of s. Returns 0, or -1 when out of memory. */
-static int cells_init(cells *c, const ppv_schedule *s) {
+/* Builds the cells of s, whose actions name named pairs (-1: count
+ * them). Returns 0, or -1 when out of memory. */
+static int cells_init(cells *c, const ppv_schedule *s, int64_t named) {
     memset(c, 0, sizeof *c);
     c->m = s->nmb;
-    int64_t named = 0;
-    for (int32_t r = 0; r < s->nranks; r++)
-        for (int32_t i = 0; i < s->prog[r].n; i++)
-            named += names_cell(&s->prog[r].acts[i]);
+    if (named < 0) {
+        named = 0;
+        for (int32_t r = 0; r < s->nranks; r++)
+            for (int32_t i = 0; i < s->prog[r].n; i++)
+                named += names_cell(&s->prog[r].acts[i]);
+    }
     int64_t area = (int64_t)s->nstages * c->m;
     if (area <= 4 * named + 1024) {
         c->n = area;
@@ -625,6 +630,12 @@ static void match_collectives(checker *ck) {
 
 /* ---- 3. simulation ---------------------------------------------------------- */
 
+/* The later of two times (a simulated time is never NaN: costs are
+ * checked, and times only add them), without fmax's call. */
+static inline double later(double a, double b) {
+    return a > b ? a : b;
+}
+
 static void wake(checker *ck, int32_t r) {
     if (ck->queued[r]) return;
     int32_t at = ck->qh + ck->qn; /* a ring of P: no division for each wake */
@@ -700,15 +711,15 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
         if (eager) complete(ck, r, op, t);
         if (c < 0 || !(ck->state[c] & POSTED) || (ck->state[c] & DONE)) return;
         if (!eager) complete(ck, r, op, t); /* met its receive */
-        complete(ck, other, c, fmax(ck->at[c], t + C));
+        complete(ck, other, c, later(ck->at[c], t + C));
     } else if (af & PPV_AF_RECV) {
         if (c < 0 || !(ck->state[c] & POSTED)) return;
         if (ck->state[c] & DONE) {
-            complete(ck, r, op, fmax(t, ck->at[c] + C));
+            complete(ck, r, op, later(t, ck->at[c] + C));
         } else { /* a synchronous send waits for this receive */
             double sent = ck->at[c];
             complete(ck, other, c, sent);
-            complete(ck, r, op, fmax(t, sent + C));
+            complete(ck, r, op, later(t, sent + C));
         }
     }
 }
@@ -733,9 +744,9 @@ static double ready_at(const checker *ck, int32_t r, int64_t op, const ppv_actio
     unsigned af = ppv_action_flags(a->kind);
     if (af & PPV_AF_RECV) return ck->comm_t[r];
     double dt = d >= 0 ? ck->at[ck->off[r] + d] : 0;
-    if (af & (PPV_AF_SEND | PPV_AF_COLL)) return fmax(ck->comm_t[r], d >= 0 ? dt : ck->comp_t[r]);
-    if (d >= 0) return fmax(ck->comp_t[r], dt);
-    if (a->stage < 0 || a->mb < 0) return fmax(ck->comp_t[r], ck->comm_t[r]);
+    if (af & (PPV_AF_SEND | PPV_AF_COLL)) return later(ck->comm_t[r], d >= 0 ? dt : ck->comp_t[r]);
+    if (d >= 0) return later(ck->comp_t[r], dt);
+    if (a->stage < 0 || a->mb < 0) return later(ck->comp_t[r], ck->comm_t[r]);
     return ck->comp_t[r];
 }
 
@@ -772,7 +783,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
                 double t = ck->comm_t[r];
                 for (int32_t k = i + 1; k < end; k++)
                     if (is_sync(&p->acts[k]))
-                        t = fmax(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
+                        t = later(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
                 ck->state[op] |= POSTED;
                 ck->at[op] = t;
                 for (int32_t k = i + 1; k < end; k++)
@@ -800,7 +811,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             if (!(ck->state[op] & POSTED)) post(ck, r, op, a, t);
             if (!(ck->state[op] & DONE)) return;
             /* t is still the post time: nothing on this rank moved while it waited */
-            double d = fmax(t, ck->at[op]);
+            double d = later(t, ck->at[op]);
             if (spans) spans[i] = (ppv_span){t, d};
             ck->at[op] = d;
             ck->comm_t[r] = t;
@@ -814,7 +825,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             int32_t j = ppv_run_end(p, i);
             for (int32_t k = i + 1; k < j; k++) {
                 cost += cost_of(ck, &p->acts[k]);
-                t = fmax(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
+                t = later(t, ready_at(ck, r, ck->off[r] + k, &p->acts[k]));
             }
             for (int32_t k = i; k < j; k++) {
                 if (spans) spans[k] = (ppv_span){t, t + cost};
@@ -942,16 +953,41 @@ static void simulate(checker *ck) {
     rep->simulated = !rep->deadlock;
 }
 
-static int by_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
+/* The k-th smallest of v[0..n) (0-based, n > k), v reordered so that
+ * v[0..k) are no larger and v(k..n) no smaller: Hoare's selection with the
+ * median of three as pivot, linear on average (64 stages of 1,024
+ * lifespans took a qsort each). */
+static double select_kth(double *v, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+        double piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < piv) i++;
+            while (v[j] > piv) j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break; /* between the two halves: equal to the pivot */
+    }
+    return v[k];
 }
 
-/* The median of v[0..n) (sorted in place); NaN when n is 0. */
+/* The median of v[0..n) (reordered); NaN when n is 0. */
 static double median(double *v, int64_t n) {
     if (n == 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, by_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double hi = select_kth(v, n, n / 2);
+    if (n % 2) return hi;
+    double lo = v[0]; /* the largest of the lower half */
+    for (int64_t k = 1; k < n / 2; k++)
+        if (v[k] > lo) lo = v[k];
+    return (lo + hi) / 2;
 }
 
 /* The lifespan view from the simulated cells (ppv_check_report.lifespan):
@@ -1052,10 +1088,11 @@ static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
  * (NULL: the unit of mm), at[r] (may be NULL) the index of the action at
  * which rank r first reaches its peak (-1 when it holds nothing), level
  * (may be NULL) each rank's live amount after each of its actions, in
- * the unit of peak. Returns 0, or -1 when out of memory. */
+ * the unit of peak. recompute 0 says s has no R (no pass looks for one).
+ * Returns 0, or -1 when out of memory. */
 static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
-                       const double *stage_w, const ppv_stage_costs *sc, double *peak,
-                       int32_t *at, double *const *level) {
+                       const double *stage_w, const ppv_stage_costs *sc, int recompute,
+                       double *peak, int32_t *at, double *const *level) {
     int32_t S = s->nstages;
     if (sc && sc->n != S) sc = NULL; /* refused before; never read past its stages */
     ppv_mem_model same;
@@ -1077,7 +1114,7 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
         ppv_free_big(live), ppv_free_big(recomputed);
         return -1;
     }
-    for (int32_t r = 0; r < s->nranks; r++)
+    for (int32_t r = 0; r < s->nranks && recompute; r++)
         for (int32_t i = 0; i < s->prog[r].n; i++)
             if (s->prog[r].acts[i].kind == PPV_ACT_R)
                 recomputed[cell_of(c, s->prog[r].acts[i].stage, s->prog[r].acts[i].mb)] = 1;
@@ -1119,8 +1156,8 @@ static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_mode
 int ppv_schedule_peak_weighted(const ppv_schedule *s, const ppv_mem_model *mm,
                                const double *stage_w, double *peak, int32_t *at) {
     cells cl;
-    if (cells_init(&cl, s) < 0) return -1;
-    int rc = peak_memory(s, &cl, mm, stage_w, NULL, peak, at, NULL);
+    if (cells_init(&cl, s, -1) < 0) return -1;
+    int rc = peak_memory(s, &cl, mm, stage_w, NULL, 1, peak, at, NULL);
     free(cl.key);
     return rc;
 }
@@ -1261,6 +1298,8 @@ static int find_deps_dense(checker *ck) {
         for (int32_t i = 0; i < p->n; i++) {
             const ppv_action *a = &p->acts[i];
             dep[i] = -1;
+            ck->kinds |= 1u << (a->kind & 31);
+            ck->named += names_cell(a);
             if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
             int want, put;
             dep_slots(a, &want, &put);
@@ -1297,6 +1336,8 @@ static int find_deps(checker *ck) {
             const ppv_action *a = &p->acts[i];
             int64_t op = ck->off[r] + i;
             ck->dep[op] = -1;
+            ck->kinds |= 1u << (a->kind & 31);
+            ck->named += names_cell(a);
             if (a->stage < 0 || a->mb < 0) continue;
             int want, put;
             dep_slots(a, &want, &put);
@@ -1365,11 +1406,7 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     for (int64_t k = 0; k < n; k++)
         ck->cp[k] = -1;
     for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
-    int grouped = s->ngroups > 0;
-    for (int32_t r = 0; r < P && !grouped; r++)
-        for (int32_t i = 0; i < s->prog[r].n && !grouped; i++)
-            grouped = s->prog[r].acts[i].kind == PPV_ACT_GROUP_START;
-    if (!grouped) return 0;
+    if (s->ngroups == 0 && !(ck->kinds >> PPV_ACT_GROUP_START & 1)) return 0;
     ck->cseq = ppv_alloc_big(nn * sizeof *ck->cseq);
     ck->grp_of = ppv_alloc_big(nn * sizeof *ck->grp_of);
     ck->grp_end = ppv_alloc_big(nn * sizeof *ck->grp_end);
@@ -1439,7 +1476,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     uint16_t *fl = NULL;
     int32_t *stuck = NULL;
     cells cl = {0, 0, NULL};
-    if (checker_init(&ck, s) < 0 || cells_init(&cl, s) < 0) goto oom;
+    if (checker_init(&ck, s) < 0 || cells_init(&cl, s, ck.named) < 0) goto oom;
     fl = ppv_calloc_big((size_t)cl.n + 1, sizeof *fl);
     ck.reduced = calloc((size_t)s->nstages + 1, 1);
     if (!fl || !ck.reduced) goto oom;
@@ -1449,7 +1486,8 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
     rep->peak_index = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_index);
     if (!rep->peak_activation || !rep->peak_index ||
-        peak_memory(s, &cl, &opt->mem, NULL, opt->stages, rep->peak_activation, rep->peak_index,
+        peak_memory(s, &cl, &opt->mem, NULL, opt->stages, ck.kinds >> PPV_ACT_R & 1,
+                    rep->peak_activation, rep->peak_index,
                     NULL) < 0)
         goto oom;
 
@@ -1510,7 +1548,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
                                         sizeof(double))))
                 goto oom;
         double *top = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *top);
-        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, opt->stages, top, NULL,
+        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, opt->stages, 1, top, NULL,
                                     rep->live)
                       : -1;
         free(top);

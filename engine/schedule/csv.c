@@ -275,12 +275,12 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     return ppv_parse_csv(text, len, name, dialect, 1, out, err, errlen);
 }
 
-int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
-                  ppv_schedule **out, char *err, size_t errlen) {
+/* The file read in one dialect (legacy 1: the older one), its actions
+ * noted for ppv_schedule_finish_noted on the way; the kinds present
+ * (1 << kind each) into *kinds. */
+static int parse_as(const char *text, size_t len, const char *name, int legacy, int places,
+                    ppv_schedule **out, uint32_t *kinds, char *err, size_t errlen) {
     *out = NULL;
-    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
-    int legacy = dialect == PPV_DIALECT_LEGACY ||
-                 (dialect == PPV_DIALECT_AUTO && detect_legacy(text, len));
     /* rows: every line up to the last non-blank one */
     int32_t nrows = 0;
     size_t last = len;
@@ -305,6 +305,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
         ppv_schedule_free(s);
         return ppv_errf(err, errlen, "%s: out of memory", name);
     }
+    ppv_finish_notes notes = ppv_finish_notes_init();
     uint16_t overlap_ids = 0;
     size_t pos = 0;
     for (int32_t rank = 0; rank < nrows; rank++) {
@@ -333,6 +334,7 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
                 d->kind = (uint8_t)kind, d->dtype = 0, d->overlap = 0;
                 d->stage = stage, d->mb = mb, d->step = step++;
                 d->peer = -1, d->tag = -1, d->bytes = 0;
+                ppv_finish_note(&notes, d);
                 c += fl + 1;
                 continue;
             }
@@ -353,24 +355,48 @@ int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect di
                 a++;
                 b--;
             }
+            int32_t had = s->prog[rank].n;
             if (b > a && parse_cell(s, rank, step, text + a, b - a, (int64_t)a, rank + 1,
                                     (int)(a - pos) + 1, legacy, &overlap_ids, err, errlen) < 0) {
                 free(ncells);
                 ppv_schedule_free(s);
                 return -1;
             }
+            for (int32_t k = had; k < s->prog[rank].n; k++)
+                ppv_finish_note(&notes, &s->prog[rank].acts[k]);
             step++;
             c = ce + 1;
         }
         pos = eol + 1;
     }
     free(ncells);
-    if (ppv_schedule_finish(s, err, errlen) < 0) {
+    *kinds = notes.kinds;
+    if (ppv_schedule_finish_noted(s, &notes, err, errlen) < 0) {
         ppv_schedule_free(s);
         return -1;
     }
     *out = s;
     return 0;
+}
+
+int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
+                  ppv_schedule **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
+    uint32_t k = 0;
+    if (dialect != PPV_DIALECT_AUTO)
+        return parse_as(text, len, name, dialect == PPV_DIALECT_LEGACY, places, out, &k, err,
+                        errlen);
+    /* Either dialect: read as today's, which most files are, and again as
+     * the older one where detect_legacy would have said so. Read as
+     * today's, a BW cell is an error, and every B, I or W between digits
+     * is an action: the kinds read answer for the text. */
+    if (parse_as(text, len, name, 0, places, out, &k, err, errlen) < 0)
+        return detect_legacy(text, len) ? parse_as(text, len, name, 1, places, out, &k, err, errlen)
+                                        : -1;
+    if ((k >> PPV_ACT_I & 1) || !(k >> PPV_ACT_B & 1) || !(k >> PPV_ACT_W & 1)) return 0;
+    ppv_schedule_free(*out);
+    return parse_as(text, len, name, 1, places, out, &k, err, errlen);
 }
 
 /* Writes one action in today's dialect. */

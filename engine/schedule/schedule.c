@@ -10,6 +10,7 @@
 
 /* A million actions and the check's arrays fit in 50 MiB only if this holds. */
 _Static_assert(sizeof(ppv_action) == 32, "ppv_action must stay 32 bytes");
+_Static_assert(PPV_ACT_COUNT <= 32, "ppv_finish_notes.kinds holds a bit for each kind");
 
 ppv_schedule *ppv_schedule_new(int32_t nranks) {
     if (nranks < 0) return NULL;
@@ -321,22 +322,22 @@ static int sparse_stages_error(ppv_schedule *s, int64_t nplaced, char *err, size
 }
 
 int ppv_schedule_finish(ppv_schedule *s, char *err, size_t errlen) {
-    int32_t maxstage = -1, maxmb = -1;
-    int64_t nplaced = 0;
+    ppv_finish_notes n = ppv_finish_notes_init();
+    for (int32_t r = 0; r < s->nranks; r++)
+        for (int32_t i = 0; i < s->prog[r].n; i++)
+            ppv_finish_note(&n, &s->prog[r].acts[i]);
+    return ppv_schedule_finish_noted(s, &n, err, errlen);
+}
+
+int ppv_schedule_finish_noted(ppv_schedule *s, const ppv_finish_notes *n, char *err,
+                              size_t errlen) {
+    int32_t maxstage = n->maxstage, maxmb = n->maxmb;
+    int64_t nplaced = n->nplaced;
     int comms = 0;
-    for (int32_t r = 0; r < s->nranks; r++) {
-        for (int32_t i = 0; i < s->prog[r].n; i++) {
-            const ppv_action *a = &s->prog[r].acts[i];
-            unsigned f = ppv_action_flags(a->kind);
-            if ((f & PPV_AF_STAGE) && a->stage >= 0) {
-                nplaced++;
-                if (a->stage > maxstage) maxstage = a->stage;
-            }
-            if (a->mb > maxmb) maxmb = a->mb;
-            comms |= (f & (PPV_AF_COMM | PPV_AF_COLL)) != 0 || a->kind == PPV_ACT_GROUP_START ||
-                     a->kind == PPV_ACT_GROUP_END;
-        }
-    }
+    for (int k = 0; k < PPV_ACT_COUNT; k++)
+        comms |= (n->kinds >> k & 1) &&
+                 ((ppv_action_flags((ppv_action_kind)k) & (PPV_AF_COMM | PPV_AF_COLL)) ||
+                  k == PPV_ACT_GROUP_START || k == PPV_ACT_GROUP_END);
     s->form = comms ? PPV_FORM_COMPUTE_COMMS : PPV_FORM_COMPUTE_ONLY;
     for (int32_t r = 0; r < s->nranks; r++) { /* give back what doubling over-allocated */
         ppv_program *p = &s->prog[r];
