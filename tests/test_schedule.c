@@ -462,6 +462,82 @@ static void test_a_large_file_is_read_whole_from_a_file_and_a_pipe(void **state)
     free(text);
 }
 
+/* Eight rows of 60,000 cells each (about 4 MB): read by several threads
+ * where the machine has the processors (one a MiB, rows cut by bytes),
+ * as one would read them. The schedule is the file's, and of two bad
+ * cells the one in the earlier row is the error, wherever the rows were
+ * cut; a bad cell in the last row alone is named as exactly. */
+static char *rows_csv(int32_t rows, int32_t n, int32_t bad_row, int32_t bad_step,
+                      int32_t bad_row2, size_t *len, int32_t *bad_col) {
+    size_t cap = (size_t)rows * (size_t)n * 16 + 64, at = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    for (int32_t r = 0; r < rows; r++) {
+        size_t row_at = at;
+        for (int32_t i = 0; i < n; i++) {
+            int bad = (r == bad_row || r == bad_row2) && i == bad_step;
+            if (bad && r == bad_row) *bad_col = (int32_t)(at - row_at) + (i ? 2 : 1);
+            at += (size_t)sprintf(t + at, bad ? "%s%dZ%d" : "%s%dF%d", i ? "," : "", r, i);
+        }
+        t[at++] = '\n';
+    }
+    *len = at;
+    return t;
+}
+
+static void test_a_large_file_read_in_runs_names_its_first_bad_row(void **state) {
+    (void)state;
+    const int32_t rows = 8, n = 60000;
+    size_t len;
+    int32_t col = 0;
+    char err[512] = "", want[512];
+    char *t = rows_csv(rows, n, -1, -1, -1, &len, &col);
+    assert_true(len > ((size_t)3 << 20));
+    ppv_schedule *s = NULL;
+    assert_int_equal(ppv_schedule_parse_csv(t, len, "t.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
+                     0);
+    assert_int_equal(s->nranks, rows);
+    assert_int_equal(s->nstages, rows);
+    assert_int_equal(s->nmb, n);
+    for (int32_t r = 0; r < rows; r++) {
+        assert_int_equal(s->prog[r].n, n);
+        assert_int_equal(s->stage_rank[r], r);
+        for (int32_t i = 0; i < n; i += 997) {
+            assert_int_equal(s->prog[r].acts[i].kind, PPV_ACT_F);
+            assert_int_equal(s->prog[r].acts[i].stage, r);
+            assert_int_equal(s->prog[r].acts[i].mb, i);
+            assert_int_equal(s->prog[r].acts[i].step, i);
+        }
+    }
+    int32_t line = 0, c = 0;
+    assert_int_equal(ppv_schedule_where(s, 7, 1, &line, &c), 0);
+    assert_int_equal(line, 8);
+    assert_int_equal(c, 5); /* after "7F0," */
+    ppv_schedule_free(s);
+    free(t);
+
+    t = rows_csv(rows, n, 7, 12345, -1, &len, &col); /* the last row alone */
+    assert_int_equal(ppv_schedule_parse_csv(t, len, "t.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
+                     -1);
+    assert_null(s);
+    snprintf(want, sizeof want, "t.csv:8:%d: rank 7 step 12345 cell '7Z12345': unknown action "
+             "type 'Z' (expected one of F I B W UNSHARD RESHARD REDUCE_GRAD SEND_F RECV_F SEND_B "
+             "RECV_B)", col);
+    /* "7F0," to "7F12344,": 3 bytes each and the digits (10 of 1, 90 of 2, ...) */
+    assert_int_equal(col, 12345 * 3 + 10 * 1 + 90 * 2 + 900 * 3 + 9000 * 4 + 2345 * 5 + 1);
+    assert_string_equal(err, want);
+    free(t);
+
+    t = rows_csv(rows, n, 1, 50000, 6, &len, &col); /* rows 2 and 7: row 2 speaks */
+    assert_int_equal(ppv_schedule_parse_csv(t, len, "t.csv", PPV_DIALECT_AUTO, &s, err, sizeof err),
+                     -1);
+    snprintf(want, sizeof want, "t.csv:2:%d: rank 1 step 50000 cell '1Z50000': unknown action "
+             "type 'Z' (expected one of F I B W UNSHARD RESHARD REDUCE_GRAD SEND_F RECV_F SEND_B "
+             "RECV_B)", col);
+    assert_string_equal(err, want);
+    free(t);
+}
+
 static void test_where_an_action_was_read(void **state) {
     (void)state;
     static const char csv[] = "0F0,,  0F1,(0I0;0W0)OVERLAP_F_B\n1F0\n";
@@ -842,6 +918,7 @@ int main(void) {
         cmocka_unit_test(test_big_blocks_either_side_of_2_mib),
         cmocka_unit_test(test_programs_share_a_block_sized_by_their_cells),
         cmocka_unit_test(test_a_large_file_is_read_whole_from_a_file_and_a_pipe),
+        cmocka_unit_test(test_a_large_file_read_in_runs_names_its_first_bad_row),
         cmocka_unit_test(test_stage_99999999_is_judged_without_an_array_of_stages),
         cmocka_unit_test(test_binary_and_missing_files_are_errors),
         cmocka_unit_test(test_truncated_and_corrupted_files_never_crash),

@@ -5,10 +5,13 @@
  * Read in both of PyTorch's dialects and in both forms (compute_only and
  * compute_comms); written in today's dialect, so PyTorch loads it.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "schedule_internal.h"
 
@@ -275,66 +278,45 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     return ppv_parse_csv(text, len, name, dialect, 1, out, err, errlen);
 }
 
-/* The file read in one dialect (legacy 1: the older one), its actions
- * noted for ppv_schedule_finish_noted on the way; the kinds present
- * (1 << kind each) into *kinds. */
-static int parse_as(const char *text, size_t len, const char *name, int legacy, int places,
-                    ppv_schedule **out, uint32_t *kinds, char *err, size_t errlen) {
-    *out = NULL;
-    /* rows: every line up to the last non-blank one */
-    int32_t nrows = 0;
-    size_t last = len;
-    while (last > 0 && is_space(text[last - 1]))
-        last--;
-    if (last > 0) {
-        nrows = 1;
-        for (const char *q = text; (q = memchr(q, '\n', (size_t)(text + last - q))); q++) nrows++;
-    }
-    if (nrows == 0) return ppv_errf(err, errlen, "%s:1:1: empty schedule (no rank rows)", name);
-    ppv_schedule *s = ppv_schedule_new(nrows);
-    if (!s) return ppv_errf(err, errlen, "%s: out of memory", name);
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
-    s->placeless = !places;
-    /* every row's cells (0: a blank row), so that all programs take one
-     * block (ppv_schedule_reserve_all) of the size they need */
-    int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
-    if (ncells) row_cells(text, len, nrows, ncells);
-    if (!ncells || ppv_schedule_reserve_all(s, ncells) < 0) {
-        free(ncells);
-        ppv_schedule_free(s);
-        return ppv_errf(err, errlen, "%s: out of memory", name);
-    }
-    ppv_finish_notes notes = ppv_finish_notes_init();
-    uint16_t overlap_ids = 0;
-    size_t pos = 0;
-    for (int32_t rank = 0; rank < nrows; rank++) {
-        if (ppv_schedule_add_line(s, (int64_t)pos) < 0) {
-            free(ncells);
-            ppv_schedule_free(s);
-            return ppv_errf(err, errlen, "%s: out of memory", name);
-        }
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t eol = nl ? (size_t)(nl - text) : len;
-        size_t end = eol;
+/* A run of rows [from, to) that one thread reads into its ranks'
+ * programs (each row is a rank: no two runs touch the same program). */
+typedef struct rows_job {
+    const char *text;
+    size_t len;
+    ppv_schedule *s;
+    const size_t *start; /* [nrows]: where each row starts in text */
+    const int32_t *ncells;
+    int32_t from, to;
+    int legacy;
+    ppv_finish_notes notes; /* of the actions read */
+    int rc;                 /* 0, or -1 with the message in err */
+    char *err;
+    size_t errlen;
+} rows_job;
+
+/* Reads j's rows, noting each action; stops at the first bad cell. */
+static int read_rows(rows_job *j) {
+    const char *text = j->text;
+    ppv_schedule *s = j->s;
+    for (int32_t rank = j->from; rank < j->to; rank++) {
+        size_t pos = j->start[rank];
+        const char *nl = memchr(text + pos, '\n', j->len - pos);
+        size_t end = nl ? (size_t)(nl - text) : j->len;
         if (end > pos && text[end - 1] == '\r') end--;
         int32_t step = 0;
+        uint16_t overlap_ids = 0; /* only neighbours compare ids: a row's own count */
         size_t c = pos;
-        int blank = ncells[rank] == 0; /* or a row of commas: it has no action either */
+        int blank = j->ncells[rank] == 0; /* or a row of commas: it has no action either */
         while (!blank && c <= end) {
             int32_t kind, stage, mb;
-            size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
+            size_t fl = j->legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
             if (fl) { /* written field by field: no copy of a whole action */
                 ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
-                if (!d) {
-                    free(ncells);
-                    ppv_schedule_free(s);
-                    return ppv_errf(err, errlen, "%s: out of memory", name);
-                }
+                if (!d) return ppv_errf(j->err, j->errlen, "%s: out of memory", s->name);
                 d->kind = (uint8_t)kind, d->dtype = 0, d->overlap = 0;
                 d->stage = stage, d->mb = mb, d->step = step++;
                 d->peer = -1, d->tag = -1, d->bytes = 0;
-                ppv_finish_note(&notes, d);
+                ppv_finish_note(&j->notes, d);
                 c += fl + 1;
                 continue;
             }
@@ -357,26 +339,122 @@ static int parse_as(const char *text, size_t len, const char *name, int legacy, 
             }
             int32_t had = s->prog[rank].n;
             if (b > a && parse_cell(s, rank, step, text + a, b - a, (int64_t)a, rank + 1,
-                                    (int)(a - pos) + 1, legacy, &overlap_ids, err, errlen) < 0) {
-                free(ncells);
-                ppv_schedule_free(s);
+                                    (int)(a - pos) + 1, j->legacy, &overlap_ids, j->err,
+                                    j->errlen) < 0)
                 return -1;
-            }
             for (int32_t k = had; k < s->prog[rank].n; k++)
-                ppv_finish_note(&notes, &s->prog[rank].acts[k]);
+                ppv_finish_note(&j->notes, &s->prog[rank].acts[k]);
             step++;
             c = ce + 1;
         }
-        pos = eol + 1;
     }
-    free(ncells);
-    *kinds = notes.kinds;
-    if (ppv_schedule_finish_noted(s, &notes, err, errlen) < 0) {
-        ppv_schedule_free(s);
-        return -1;
-    }
-    *out = s;
     return 0;
+}
+
+static void *read_rows_thread(void *arg) {
+    rows_job *j = arg;
+    j->rc = read_rows(j);
+    return NULL;
+}
+
+#define MAX_READERS 8
+
+/* How many threads read a file of len bytes and nrows rows: one a MiB,
+ * up to the processors online and MAX_READERS. Which thread reads which
+ * row changes no result: each row is its own rank's program. */
+static int32_t readers(size_t len, int32_t nrows) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n = (int64_t)(len >> 20);
+    if (cpus < n) n = cpus;
+    if (nrows < n) n = nrows;
+    return n < 1 ? 1 : n > MAX_READERS ? MAX_READERS : (int32_t)n;
+}
+
+/* The file read in one dialect (legacy 1: the older one), its actions
+ * noted for ppv_schedule_finish_noted on the way; the kinds present
+ * (1 << kind each) into *kinds. */
+static int parse_as(const char *text, size_t len, const char *name, int legacy, int places,
+                    ppv_schedule **out, uint32_t *kinds, char *err, size_t errlen) {
+    *out = NULL;
+    /* rows: every line up to the last non-blank one */
+    int32_t nrows = 0;
+    size_t last = len;
+    while (last > 0 && is_space(text[last - 1]))
+        last--;
+    if (last > 0) {
+        nrows = 1;
+        for (const char *q = text; (q = memchr(q, '\n', (size_t)(text + last - q))); q++) nrows++;
+    }
+    if (nrows == 0) return ppv_errf(err, errlen, "%s:1:1: empty schedule (no rank rows)", name);
+    ppv_schedule *s = ppv_schedule_new(nrows);
+    if (!s) return ppv_errf(err, errlen, "%s: out of memory", name);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
+    s->placeless = !places;
+    /* every row's cells (0: a blank row), so that all programs take one
+     * block (ppv_schedule_reserve_all) of the size they need, and where
+     * each row starts */
+    int32_t nj = readers(len, nrows);
+    int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
+    size_t *start = malloc((size_t)nrows * sizeof *start);
+    rows_job *jobs = calloc((size_t)nj, sizeof *jobs);
+    size_t each = errlen ? errlen : 1; /* the other runs' messages */
+    char *errs = nj > 1 ? malloc((size_t)(nj - 1) * each) : NULL;
+    int rc = -1;
+    if (!ncells || !start || !jobs || (nj > 1 && !errs)) goto oom;
+    row_cells(text, len, nrows, ncells);
+    if (ppv_schedule_reserve_all(s, ncells) < 0) goto oom;
+    for (size_t r = 0, pos = 0; r < (size_t)nrows; r++) {
+        start[r] = pos;
+        if (ppv_schedule_add_line(s, (int64_t)pos) < 0) goto oom;
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        pos = nl ? (size_t)(nl - text) + 1 : len;
+    }
+    /* the rows cut into nj runs of about len / nj bytes each */
+    for (int32_t k = 0, r = 0; k < nj; k++) {
+        rows_job *j = &jobs[k];
+        *j = (rows_job){text, len, s, start, ncells, r, r, legacy, ppv_finish_notes_init(), 0,
+                        k ? errs + (size_t)(k - 1) * each : err, k ? each : errlen};
+        size_t upto = k == nj - 1 ? len : len / (size_t)nj * (size_t)(k + 1);
+        while (j->to < nrows && (j->to == j->from || start[j->to] < upto)) j->to++;
+        r = j->to;
+    }
+    pthread_t tid[MAX_READERS];
+    int started[MAX_READERS] = {0};
+    for (int32_t k = 1; k < nj; k++) /* a thread that cannot start: its rows read here */
+        started[k] = pthread_create(&tid[k], NULL, read_rows_thread, &jobs[k]) == 0;
+    jobs[0].rc = read_rows(&jobs[0]);
+    for (int32_t k = 1; k < nj; k++) {
+        if (started[k]) pthread_join(tid[k], NULL);
+        else jobs[k].rc = read_rows(&jobs[k]);
+    }
+    ppv_finish_notes notes = ppv_finish_notes_init();
+    for (int32_t k = 0; k < nj; k++) { /* the first row that failed speaks */
+        if (jobs[k].rc < 0) {
+            if (k) snprintf(err, errlen, "%s", jobs[k].err);
+            goto fail;
+        }
+        const ppv_finish_notes *n = &jobs[k].notes;
+        if (n->maxstage > notes.maxstage) notes.maxstage = n->maxstage;
+        if (n->maxmb > notes.maxmb) notes.maxmb = n->maxmb;
+        notes.nplaced += n->nplaced;
+        notes.kinds |= n->kinds;
+    }
+    *kinds = notes.kinds;
+    if (ppv_schedule_finish_noted(s, &notes, err, errlen) < 0) goto fail;
+    *out = s;
+    s = NULL;
+    rc = 0;
+    goto fail;
+oom:
+    ppv_errf(err, errlen, "%s: out of memory", name);
+fail:
+    free(ncells);
+    free(start);
+    free(jobs);
+    free(errs);
+    ppv_schedule_free(s);
+    return rc;
 }
 
 int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
