@@ -481,6 +481,71 @@ static void test_times_are_the_same_bits_under_every_semantics(void **state) {
     }
 }
 
+/* A lowered 1F1B of 4 ranks and 20,000 microbatches (about 400,000
+ * actions) is checked in runs of ranks side by side where the machine has
+ * the processors: its times, peaks and errors are those of one pass. The
+ * makespan is 1F1B's (m + p - 1)(F + B) and rank r holds p - r
+ * activations at its peak; errors come rank by rank, the first 1000
+ * stored and every one counted. */
+static ppv_schedule *big_1f1b(void) {
+    ppv_gen_params gp = {4, 20000, 0};
+    ppv_schedule *s = NULL, *low = NULL;
+    char err[512];
+    ppv_costs c = {1, 2, 1, 0};
+    assert_int_equal(ppv_generate("1f1b", &gp, &s, err, sizeof err), 0);
+    assert_int_equal(ppv_schedule_lower(s, &c, 0, &low, err, sizeof err), 0);
+    ppv_schedule_free(s);
+    return low;
+}
+
+static ppv_check_report *check_big(const ppv_schedule *s) {
+    ppv_check_options o = ppv_check_defaults();
+    ppv_check_report *r = NULL;
+    char err[512];
+    assert_int_equal(ppv_schedule_check(s, &o, &r, err, sizeof err), 0);
+    return r;
+}
+
+static void test_a_large_schedule_checked_in_runs_of_ranks(void **state) {
+    (void)state;
+    ppv_schedule *s = big_1f1b();
+    int64_t total = 0;
+    for (int32_t r = 0; r < 4; r++) total += s->prog[r].n;
+    assert_true(total > 200000);
+    ppv_check_report *r = check_big(s);
+    assert_true(r->ok);
+    assert_true(r->makespan == (20000 + 4 - 1) * 3.0);
+    for (int32_t k = 0; k < 4; k++) assert_true(r->peak_activation[k] == 4 - k);
+    ppv_check_report_free(r);
+
+    /* one duplicate forward at the end of rank 0 and of rank 3 */
+    int32_t n0 = s->prog[0].n, n3 = s->prog[3].n;
+    ppv_action f0 = ppv_action_make(PPV_ACT_F, 0, 0), f3 = ppv_action_make(PPV_ACT_F, 3, 0);
+    assert_int_equal(ppv_schedule_append(s, 0, &f0), 0);
+    assert_int_equal(ppv_schedule_append(s, 3, &f3), 0);
+    r = check_big(s);
+    assert_false(r->ok);
+    assert_int_equal(r->errors_total, 2);
+    assert_int_equal(r->nerrors, 2);
+    assert_int_equal(r->errors[0].rank, 0);
+    assert_int_equal(r->errors[0].index, n0);
+    assert_string_equal(r->errors[0].message, "duplicate forward of stage 0 microbatch 0");
+    assert_int_equal(r->errors[1].rank, 3);
+    assert_int_equal(r->errors[1].index, n3);
+    assert_string_equal(r->errors[1].message, "duplicate forward of stage 3 microbatch 0");
+    ppv_check_report_free(r);
+
+    /* 1,200 more on rank 0: its first 1000 are stored, rank 3's counted */
+    for (int k = 0; k < 1200; k++) assert_int_equal(ppv_schedule_append(s, 0, &f0), 0);
+    r = check_big(s);
+    assert_int_equal(r->errors_total, 1202);
+    assert_int_equal(r->nerrors, 1000);
+    assert_int_equal(r->errors[999].rank, 0);
+    assert_int_equal(r->errors[999].index, n0 + 999);
+    ppv_check_report_free(r);
+    ppv_schedule_free(s);
+}
+
 /* One action naming microbatch 99999999: the other 99,999,999 forwards are
  * missing and every one is counted, from the one action (not an array of
  * 10^8 microbatches); the first 1000 are stored in order. */
@@ -731,6 +796,7 @@ int main(void) {
         cmocka_unit_test(test_collectives_on_group_65536_and_group_0_deadlock),
         cmocka_unit_test(test_semantics_parse),
         cmocka_unit_test(test_times_are_the_same_bits_under_every_semantics),
+        cmocka_unit_test(test_a_large_schedule_checked_in_runs_of_ranks),
         cmocka_unit_test(test_layer_activation_bytes_are_the_papers),
         cmocka_unit_test(test_bytes_per_rank_by_hand),
         cmocka_unit_test(test_model_spec_errors),

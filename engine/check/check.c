@@ -13,10 +13,13 @@
  * 4. Peak activation memory per rank from the compute order.
  * A compute-only schedule is lowered first (lower.c).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_internal.h"
 
@@ -230,6 +233,80 @@ static int32_t member_of(const checker *ck, int32_t g, int32_t r) {
             hi = mid - 1;
     }
     return -1;
+}
+
+/* ---- each rank's own pass, in threads -------------------------------------- */
+
+/* A run of ranks [from, to) that one thread takes. */
+typedef struct rank_run {
+    checker view; /* the checker, with errors, kinds and named of its own */
+    ppv_check_report errs;
+    int32_t from, to;
+    void (*fn)(checker *, int32_t, void *);
+    void *arg;
+} rank_run;
+
+static void *rank_run_thread(void *p) {
+    rank_run *u = p;
+    for (int32_t r = u->from; r < u->to; r++) u->fn(&u->view, r, u->arg);
+    return NULL;
+}
+
+#define MAX_RUNS 8
+
+/* fn(ck, r, arg) for every rank r, in up to MAX_RUNS threads (one for each
+ * 100,000 actions, up to the processors online), each over a run of
+ * ranks. fn may write only rank r's own entries: its programs' ops and the
+ * cells of its stages (a finished schedule gives every stage one rank, and
+ * every action that names a stage sits on it). The errors come out as one
+ * thread would store them, rank by rank; kinds and named are summed. */
+static void each_rank(checker *ck, void (*fn)(checker *, int32_t, void *), void *arg) {
+    int32_t P = ck->P;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n = ck->total / 100000;
+    if (cpus < n) n = cpus;
+    if (P < n) n = P;
+    if (n > MAX_RUNS) n = MAX_RUNS;
+    rank_run *u = n > 1 ? calloc((size_t)n, sizeof *u) : NULL;
+    if (!u) { /* one run, or no room for more */
+        for (int32_t r = 0; r < P; r++) fn(ck, r, arg);
+        return;
+    }
+    for (int32_t k = 0, r = 0; k < n; k++) { /* runs of about total / n actions */
+        int64_t upto = k == n - 1 ? ck->total : ck->total / n * (k + 1);
+        u[k].from = r;
+        while (r < P && (r == u[k].from || ck->off[r] < upto)) r++;
+        u[k].to = r;
+        u[k].view = *ck;
+        u[k].view.rep = &u[k].errs;
+        u[k].view.kinds = 0, u[k].view.named = 0, u[k].view.oom = 0;
+        u[k].fn = fn, u[k].arg = arg;
+    }
+    pthread_t tid[MAX_RUNS];
+    int started[MAX_RUNS] = {0};
+    for (int32_t k = 1; k < n; k++) /* a thread that cannot start: its ranks run here */
+        started[k] = pthread_create(&tid[k], NULL, rank_run_thread, &u[k]) == 0;
+    rank_run_thread(&u[0]);
+    for (int32_t k = 1; k < n; k++) {
+        if (started[k]) pthread_join(tid[k], NULL);
+        else rank_run_thread(&u[k]);
+    }
+    ppv_check_report *rep = ck->rep;
+    for (int32_t k = 0; k < n; k++) {
+        ck->kinds |= u[k].view.kinds;
+        ck->named += u[k].view.named;
+        ck->oom |= u[k].view.oom;
+        for (int32_t e = 0; e < u[k].errs.nerrors && rep->nerrors < MAX_STORED_ERRORS; e++) {
+            if (!rep->errors && !(rep->errors = calloc(MAX_STORED_ERRORS, sizeof *rep->errors))) {
+                ck->oom = 1;
+                break;
+            }
+            rep->errors[rep->nerrors++] = u[k].errs.errors[e];
+        }
+        rep->errors_total += u[k].errs.errors_total;
+        free(u[k].errs.errors);
+    }
+    free(u);
 }
 
 /* ---- 1. per-rank structure ----------------------------------------------- */
@@ -777,6 +854,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
         int32_t i = ck->pc[r];
         int64_t op = ck->off[r] + i;
         const ppv_action *a = &p->acts[i];
+        __builtin_prefetch(a + 6);
         if (a->kind == PPV_ACT_GROUP_START) {
             int32_t end = ck->grp_end[op];
             if (!(ck->state[op] & POSTED)) { /* posted together, once all can start */
@@ -1083,86 +1161,134 @@ static void report_dependency_deadlock(checker *ck, const int32_t *stuck_pc) {
 
 /* ---- 4. memory ---------------------------------------------------------------- */
 
-/* Peak activation per rank (into peak[nranks]) from each rank's compute
- * order, one live amount per cell: an F of stage st holds stage_w[st]
- * (NULL: the unit of mm), at[r] (may be NULL) the index of the action at
- * which rank r first reaches its peak (-1 when it holds nothing), level
- * (may be NULL) each rank's live amount after each of its actions, in
- * the unit of peak. recompute 0 says s has no R (no pass looks for one).
- * Returns 0, or -1 when out of memory. */
-static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
-                       const double *stage_w, const ppv_stage_costs *sc, int recompute,
-                       double *peak, int32_t *at, double *const *level) {
-    int32_t S = s->nstages;
-    if (sc && sc->n != S) sc = NULL; /* refused before; never read past its stages */
+/* The walk of each rank's compute order for its peak activation, one live
+ * amount per cell: an F of stage st holds stage_w[st] (NULL: the unit of
+ * mm), or its own act with per-stage costs sc. */
+typedef struct peak_walk {
+    const ppv_schedule *s;
+    const cells *c;
+    const ppv_mem_model *mm;
     ppv_mem_model same;
-    if (sc && !stage_w) { /* stages alike in memory: counted in units, as without them */
+    const double *stage_w;
+    const ppv_stage_costs *sc;
+    int recompute; /* 0: s has no R (no pass looks for one) */
+    double unit;
+    double *live;
+    uint8_t *recomputed;
+    double *peak;        /* [nranks] */
+    int32_t *at;         /* [nranks]: the index where the rank first reaches its peak (-1:
+                          * it holds nothing), or NULL */
+    double *const *level; /* [nranks][n]: the live amount after each action, in the unit
+                           * of peak, or NULL */
+} peak_walk;
+
+/* Sets up w (the caller has filled s, c, mm, stage_w, sc, recompute, peak,
+ * at and level). Returns 0, or -1 when out of memory. */
+static int peak_begin(peak_walk *w) {
+    int32_t S = w->s->nstages;
+    if (w->sc && w->sc->n != S) w->sc = NULL; /* refused before; never read past its stages */
+    const ppv_stage_costs *sc = w->sc;
+    if (sc && !w->stage_w) { /* stages alike in memory: counted in units, as without them */
         int32_t k = 1;
         while (k < S && sc->s[k].act == sc->s[0].act && sc->s[k].i_frac == sc->s[0].i_frac &&
                sc->s[k].stash_frac == sc->s[0].stash_frac)
             k++;
         if (k == S && S > 0 && sc->s[0].act > 0) {
-            same = (ppv_mem_model){sc->s[0].act, sc->s[0].i_frac, sc->s[0].stash_frac};
-            mm = &same;
-            sc = NULL;
+            w->same = (ppv_mem_model){sc->s[0].act, sc->s[0].i_frac, sc->s[0].stash_frac};
+            w->mm = &w->same;
+            w->sc = NULL;
         }
     }
-    double unit = mm->unit > 0 ? mm->unit : (S > 0 ? (double)s->nranks / S : 1.0);
-    double *live = ppv_calloc_big((size_t)(c->n ? c->n : 1), sizeof *live);
-    uint8_t *recomputed = ppv_calloc_big((size_t)(c->n ? c->n : 1), 1);
-    if (!live || !recomputed) {
-        ppv_free_big(live), ppv_free_big(recomputed);
-        return -1;
-    }
-    for (int32_t r = 0; r < s->nranks && recompute; r++)
-        for (int32_t i = 0; i < s->prog[r].n; i++)
-            if (s->prog[r].acts[i].kind == PPV_ACT_R)
-                recomputed[cell_of(c, s->prog[r].acts[i].stage, s->prog[r].acts[i].mb)] = 1;
-    for (int32_t r = 0; r < s->nranks; r++) {
-        double cur = 0, top = 0; /* in units of one F's activation, or weighted */
-        int32_t top_at = -1;
-        for (int32_t i = 0; i < s->prog[r].n; i++) {
-            const ppv_action *a = &s->prog[r].acts[i];
-            if (level) level[r][i] = stage_w || sc ? cur : cur * unit;
-            if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
-                continue;
-            int64_t k = cell_of(c, a->stage, a->mb);
-            const ppv_stage_cost *own = sc && a->stage < S ? &sc->s[a->stage] : NULL;
-            double *l = &live[k], d = 0,
-                   w = own ? own->act : stage_w && a->stage < S ? stage_w[a->stage] : 1.0;
-            double stash = own ? own->stash_frac : mm->stash_frac;
-            double ifrac = own ? own->i_frac : mm->i_frac;
-            switch (a->kind) {
-            case PPV_ACT_F: d = (recomputed[k] ? stash : 1.0) * w; break;
-            case PPV_ACT_R: d = (1.0 - stash) * w; break;
-            case PPV_ACT_I: d = -fmin(*l, ifrac * w); break;
-            case PPV_ACT_W:
-            case PPV_ACT_B: d = -*l; break;
-            default: break;
-            }
-            *l += d;
-            cur += d;
-            if (level) level[r][i] = stage_w || sc ? cur : cur * unit;
-            if (cur > top) top = cur, top_at = i;
+    w->unit = w->mm->unit > 0 ? w->mm->unit : (S > 0 ? (double)w->s->nranks / S : 1.0);
+    w->live = ppv_calloc_big((size_t)(w->c->n ? w->c->n : 1), sizeof *w->live);
+    w->recomputed = ppv_calloc_big((size_t)(w->c->n ? w->c->n : 1), 1);
+    return w->live && w->recomputed ? 0 : -1;
+}
+
+static void peak_end(peak_walk *w) {
+    ppv_free_big(w->live);
+    ppv_free_big(w->recomputed);
+}
+
+/* Rank r's walk: its R actions first (they mark their cells), then its
+ * peak. It touches the cells of r's stages alone (each_rank). */
+static void peak_rank(peak_walk *w, int32_t r) {
+    const ppv_schedule *s = w->s;
+    const ppv_program *p = &s->prog[r];
+    const ppv_stage_costs *sc = w->sc;
+    const ppv_mem_model *mm = w->mm;
+    int32_t S = s->nstages;
+    int weighted = w->stage_w || sc;
+    for (int32_t i = 0; i < p->n && w->recompute; i++)
+        if (p->acts[i].kind == PPV_ACT_R)
+            w->recomputed[cell_of(w->c, p->acts[i].stage, p->acts[i].mb)] = 1;
+    double cur = 0, top = 0; /* in units of one F's activation, or weighted */
+    int32_t top_at = -1;
+    for (int32_t i = 0; i < p->n; i++) {
+        const ppv_action *a = &p->acts[i];
+        if (w->level) w->level[r][i] = weighted ? cur : cur * w->unit;
+        if (a->stage < 0 || a->mb < 0 || !(ppv_action_flags(a->kind) & PPV_AF_COMPUTE))
+            continue;
+        int64_t k = cell_of(w->c, a->stage, a->mb);
+        const ppv_stage_cost *own = sc && a->stage < S ? &sc->s[a->stage] : NULL;
+        double *l = &w->live[k], d = 0,
+               wt = own ? own->act : w->stage_w && a->stage < S ? w->stage_w[a->stage] : 1.0;
+        double stash = own ? own->stash_frac : mm->stash_frac;
+        double ifrac = own ? own->i_frac : mm->i_frac;
+        switch (a->kind) {
+        case PPV_ACT_F: d = (w->recomputed[k] ? stash : 1.0) * wt; break;
+        case PPV_ACT_R: d = (1.0 - stash) * wt; break;
+        case PPV_ACT_I: d = -fmin(*l, ifrac * wt); break;
+        case PPV_ACT_W:
+        case PPV_ACT_B: d = -*l; break;
+        default: break;
         }
-        peak[r] = stage_w || sc ? top : top * unit;
-        if (at) at[r] = top_at;
+        *l += d;
+        cur += d;
+        if (w->level) w->level[r][i] = weighted ? cur : cur * w->unit;
+        if (cur > top) top = cur, top_at = i;
     }
-    ppv_free_big(live);
-    ppv_free_big(recomputed);
-    return 0;
+    w->peak[r] = weighted ? top : top * w->unit;
+    if (w->at) w->at[r] = top_at;
+}
+
+/* Peak activation per rank (into peak[nranks]), rank by rank (peak_walk
+ * says what each argument is). Returns 0, or -1 when out of memory. */
+static int peak_memory(const ppv_schedule *s, const cells *c, const ppv_mem_model *mm,
+                       const double *stage_w, const ppv_stage_costs *sc, double *peak,
+                       int32_t *at, double *const *level) {
+    peak_walk w = {.s = s, .c = c, .mm = mm, .stage_w = stage_w, .sc = sc, .recompute = 1,
+                   .peak = peak, .at = at, .level = level};
+    int rc = peak_begin(&w);
+    for (int32_t r = 0; r < s->nranks && rc == 0; r++) peak_rank(&w, r);
+    peak_end(&w);
+    return rc;
 }
 
 int ppv_schedule_peak_weighted(const ppv_schedule *s, const ppv_mem_model *mm,
                                const double *stage_w, double *peak, int32_t *at) {
     cells cl;
     if (cells_init(&cl, s, -1) < 0) return -1;
-    int rc = peak_memory(s, &cl, mm, stage_w, NULL, 1, peak, at, NULL);
+    int rc = peak_memory(s, &cl, mm, stage_w, NULL, peak, at, NULL);
     free(cl.key);
     return rc;
 }
 
 /* ---- driver ---------------------------------------------------------------- */
+
+/* A rank's structure (check_rank) and peak (peak_rank) in one pass over
+ * its program, which then lies in the cache for the second. */
+typedef struct structure_pass {
+    const cells *c;
+    uint16_t *fl;
+    peak_walk walk;
+} structure_pass;
+
+static void structure_rank(checker *ck, int32_t r, void *arg) {
+    structure_pass *sp = arg;
+    check_rank(ck, sp->c, sp->fl, r);
+    peak_rank(&sp->walk, r);
+}
 
 ppv_check_options ppv_check_defaults(void) {
     ppv_check_options o;
@@ -1276,40 +1402,49 @@ static void dep_slots(const ppv_action *a, int *want, int *put) {
     }
 }
 
-/* With a table of every (stage, microbatch, slot): the rank that last put
- * it and where. The ranks are read one after another, so an entry of
- * another rank is one this rank has not put. Only where the table is no
- * bigger than the schedule (stages x microbatches cells); 1 when done, 0
- * when not (find_deps hashes then), -1 out of memory. */
+/* A table of every (stage, microbatch, slot): the rank that last put it
+ * (-1: none yet) and where. */
+typedef struct deps_table {
+    int32_t *who, *at; /* [cells * 4] */
+} deps_table;
+
+/* Rank r's dependencies from the table (each_rank: a cell's slots are
+ * put and read only by its stage's rank). */
+static void deps_rank(checker *ck, int32_t r, void *arg) {
+    const deps_table *t = arg;
+    const ppv_program *p = &ck->s->prog[r];
+    int32_t *dep = ck->dep + ck->off[r];
+    for (int32_t i = 0; i < p->n; i++) {
+        const ppv_action *a = &p->acts[i];
+        dep[i] = -1;
+        ck->kinds |= 1u << (a->kind & 31);
+        ck->named += names_cell(a);
+        if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
+        int want, put;
+        dep_slots(a, &want, &put);
+        int64_t cell = ((int64_t)a->stage * ck->m + a->mb) * 4;
+        if (want >= 0 && t->who[cell + want] == r) dep[i] = t->at[cell + want];
+        if (put >= 0) t->who[cell + put] = r, t->at[cell + put] = i;
+    }
+}
+
+/* The dependencies by the table, where it is no bigger than the schedule
+ * (stages x microbatches cells); 1 when done, 0 when not (find_deps
+ * hashes then), -1 out of memory. A cell's slots are put and read by its
+ * stage's rank alone, so the ranks are read side by side (each_rank). */
 static int find_deps_dense(checker *ck) {
-    const ppv_schedule *s = ck->s;
     int64_t cells = (int64_t)ck->S * ck->m;
     if (ck->S <= 0 || ck->m <= 0 || cells > ck->total + 1024) return 0;
-    int32_t *who = ppv_alloc_big((size_t)cells * 4 * sizeof *who);
-    int32_t *at = ppv_alloc_big((size_t)cells * 4 * sizeof *at);
-    if (!who || !at) {
-        ppv_free_big(who), ppv_free_big(at);
+    deps_table t = {ppv_alloc_big((size_t)cells * 4 * sizeof *t.who),
+                    ppv_alloc_big((size_t)cells * 4 * sizeof *t.at)};
+    if (!t.who || !t.at) {
+        ppv_free_big(t.who), ppv_free_big(t.at);
         return -1;
     }
-    memset(who, 0xff, (size_t)cells * 4 * sizeof *who); /* -1: nobody */
-    for (int32_t r = 0; r < s->nranks; r++) {
-        const ppv_program *p = &s->prog[r];
-        int32_t *dep = ck->dep + ck->off[r];
-        for (int32_t i = 0; i < p->n; i++) {
-            const ppv_action *a = &p->acts[i];
-            dep[i] = -1;
-            ck->kinds |= 1u << (a->kind & 31);
-            ck->named += names_cell(a);
-            if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
-            int want, put;
-            dep_slots(a, &want, &put);
-            int64_t cell = ((int64_t)a->stage * ck->m + a->mb) * 4;
-            if (want >= 0 && who[cell + want] == r) dep[i] = at[cell + want];
-            if (put >= 0) who[cell + put] = r, at[cell + put] = i;
-        }
-    }
-    ppv_free_big(who);
-    ppv_free_big(at);
+    memset(t.who, 0xff, (size_t)cells * 4 * sizeof *t.who); /* -1: nobody */
+    each_rank(ck, deps_rank, &t);
+    ppv_free_big(t.who);
+    ppv_free_big(t.at);
     return 1;
 }
 
@@ -1480,16 +1615,19 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     fl = ppv_calloc_big((size_t)cl.n + 1, sizeof *fl);
     ck.reduced = calloc((size_t)s->nstages + 1, 1);
     if (!fl || !ck.reduced) goto oom;
-    for (int32_t r = 0; r < s->nranks; r++)
-        check_rank(&ck, &cl, fl, r);
-    check_counts(&ck, &cl, fl);
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
     rep->peak_index = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_index);
-    if (!rep->peak_activation || !rep->peak_index ||
-        peak_memory(s, &cl, &opt->mem, NULL, opt->stages, ck.kinds >> PPV_ACT_R & 1,
-                    rep->peak_activation, rep->peak_index,
-                    NULL) < 0)
+    if (!rep->peak_activation || !rep->peak_index) goto oom;
+    structure_pass sp = {&cl, fl, {.s = s, .c = &cl, .mm = &opt->mem, .sc = opt->stages,
+                                   .recompute = ck.kinds >> PPV_ACT_R & 1,
+                                   .peak = rep->peak_activation, .at = rep->peak_index}};
+    if (peak_begin(&sp.walk) < 0) {
+        peak_end(&sp.walk);
         goto oom;
+    }
+    each_rank(&ck, structure_rank, &sp); /* rank by rank: structure and peak */
+    peak_end(&sp.walk);
+    check_counts(&ck, &cl, fl);
 
     const ppv_schedule *run = s;
     if (s->form == PPV_FORM_COMPUTE_ONLY) {
@@ -1548,7 +1686,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
                                         sizeof(double))))
                 goto oom;
         double *top = calloc((size_t)(run->nranks ? run->nranks : 1), sizeof *top);
-        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, opt->stages, 1, top, NULL,
+        int lrc = top ? peak_memory(rep->checked, &cl, &opt->mem, NULL, opt->stages, top, NULL,
                                     rep->live)
                       : -1;
         free(top);
