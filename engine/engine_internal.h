@@ -18,9 +18,10 @@
 int ppv_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* n bytes for an array that grows with the schedule: from 2 MiB on a
- * mapping of its own on transparent huge pages, zeroed (pages.c). Given
- * back with ppv_free_big only; NULL when out of memory. */
+/* n bytes for an array that grows with the schedule: from 256 KiB on a
+ * mapping of its own, its whole 2 MiB ranges on transparent huge pages,
+ * zeroed and made resident at once (pages.c). Given back with
+ * ppv_free_big only; NULL when out of memory. */
 void *ppv_alloc_big(size_t n);
 /* ppv_alloc_big's calloc: n zeroed elements of size bytes. */
 void *ppv_calloc_big(size_t n, size_t size);

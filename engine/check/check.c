@@ -585,19 +585,79 @@ static const char *pair_mismatch(const ppv_action *snd, const ppv_action *rcv, c
     return NULL;
 }
 
-static void match_messages(checker *ck) {
-    for (int32_t r = 0; r < ck->P && !ck->oom; r++) {
-        const ppv_program *p = &ck->s->prog[r];
-        for (int32_t i = 0; i < p->n; i++) {
-            const ppv_action *a = &p->acts[i];
-            if (!(ppv_action_flags(a->kind) & PPV_AF_COMM)) continue;
-            int32_t other = message_peer(ck, r, a);
-            if (other < 0) continue;
-            int snd = (ppv_action_flags(a->kind) & PPV_AF_SEND) != 0;
-            channel *c = snd ? find_channel(ck, r, other) : find_channel(ck, other, r);
-            if (!c || vec32_push(snd ? &c->sends : &c->recvs, i) < 0) ck->oom = 1;
+/* One rank's messages with one peer, one way: the indices of its sends to
+ * the peer, or of its receives from it, in program order. */
+typedef struct peer_ops {
+    int32_t peer;
+    int send;
+    vec32 ops;
+} peer_ops;
+
+/* A rank's peer_ops, in the order its program first names each. */
+typedef struct rank_msgs {
+    peer_ops *v;
+    int32_t n, cap;
+} rank_msgs;
+
+/* Rank r's messages by peer and way (each_rank: r's own list). */
+static void collect_rank(checker *ck, int32_t r, void *arg) {
+    rank_msgs *m = &((rank_msgs *)arg)[r];
+    const ppv_program *p = &ck->s->prog[r];
+    peer_ops *last = NULL;
+    for (int32_t i = 0; i < p->n && !ck->oom; i++) {
+        const ppv_action *a = &p->acts[i];
+        unsigned af = ppv_action_flags(a->kind);
+        if (!(af & PPV_AF_COMM)) continue;
+        int32_t other = message_peer(ck, r, a);
+        if (other < 0) continue;
+        int snd = (af & PPV_AF_SEND) != 0;
+        if (!last || last->peer != other || last->send != snd) {
+            last = NULL;
+            for (int32_t k = 0; k < m->n && !last; k++)
+                if (m->v[k].peer == other && m->v[k].send == snd) last = &m->v[k];
         }
+        if (!last) {
+            if (m->n == m->cap) {
+                int32_t cap = m->cap ? 2 * m->cap : 4;
+                peer_ops *nv = realloc(m->v, (size_t)cap * sizeof *nv);
+                if (!nv) {
+                    ck->oom = 1;
+                    return;
+                }
+                m->v = nv, m->cap = cap;
+            }
+            last = &m->v[m->n++];
+            *last = (peer_ops){other, snd, {NULL, 0, 0}};
+        }
+        if (vec32_push(&last->ops, i) < 0) ck->oom = 1;
     }
+}
+
+static void match_messages(checker *ck) {
+    /* each rank's lists side by side; then the channels, made in the
+     * order the ranks' programs first name them, take the lists over */
+    rank_msgs *msgs = calloc((size_t)(ck->P ? ck->P : 1), sizeof *msgs);
+    if (!msgs) {
+        ck->oom = 1;
+        return;
+    }
+    each_rank(ck, collect_rank, msgs);
+    for (int32_t r = 0; r < ck->P; r++) {
+        for (int32_t k = 0; k < msgs[r].n; k++) {
+            peer_ops *po = &msgs[r].v[k];
+            channel *c = ck->oom ? NULL : po->send ? find_channel(ck, r, po->peer)
+                                                    : find_channel(ck, po->peer, r);
+            if (!c) {
+                ck->oom = 1;
+                free(po->ops.v);
+                continue;
+            }
+            if (po->send) c->sends = po->ops;
+            else c->recvs = po->ops;
+        }
+        free(msgs[r].v);
+    }
+    free(msgs);
     char why[160], sa[64], ra[64];
     for (int32_t k = 0; k < ck->nchans && !ck->oom; k++) {
         channel *c = &ck->chans[k];
