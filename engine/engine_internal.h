@@ -27,6 +27,21 @@ void *ppv_alloc_big(size_t n);
 void *ppv_calloc_big(size_t n, size_t size);
 void ppv_free_big(void *p);
 
+/* Work in runs side by side (runs.c): at most this many threads. */
+#define PPV_MAX_RUNS 8
+
+/* How many runs for work units of work, one for each per_run units, up to
+ * the processors online, parts and PPV_MAX_RUNS; at least 1. */
+int32_t ppv_run_count(int64_t work, int64_t per_run, int32_t parts);
+
+/* fn(arg, run, from, to) for nruns runs of consecutive parts [from, to),
+ * cut so that each holds about the same work: ends[k] is the work of
+ * parts [0, k) (ends[0] = 0, ends[nparts] the whole). Run 0 runs here,
+ * the others in threads (here, after run 0, where a thread cannot
+ * start); returns when all are done. A run may be empty. */
+void ppv_runs(int32_t nruns, const int64_t *ends, int32_t nparts,
+              void (*fn)(void *arg, int32_t run, int32_t from, int32_t to), void *arg);
+
 /* The check room's (check/waitfor.c), which the world's deadlock report
  * shares. */
 /* The wait-for cycle among blocked ranks (each waits for one rank), found

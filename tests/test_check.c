@@ -544,6 +544,48 @@ static void test_a_large_schedule_checked_in_runs_of_ranks(void **state) {
     assert_int_equal(r->errors[999].index, n0 + 999);
     ppv_check_report_free(r);
     ppv_schedule_free(s);
+
+    /* two receives out of order on rank 1 (channel 0->1, the first made)
+     * and on rank 3 (2->3, the fifth): paired side by side, the first
+     * channel's errors still come first */
+    s = big_1f1b();
+    int32_t at[2][2] = {{1, -1}, {3, -1}};
+    for (int k = 0; k < 2; k++) {
+        ppv_program *p = &s->prog[at[k][0]];
+        for (int32_t i = 0; i < p->n && at[k][1] < 0; i++)
+            if (p->acts[i].kind == PPV_ACT_RECV_F && p->acts[i].mb == 7) at[k][1] = i;
+        assert_true(at[k][1] > 0);
+        for (int32_t i = at[k][1] + 1; i < p->n; i++)
+            if (p->acts[i].kind == PPV_ACT_RECV_F && p->acts[i].mb == 8) {
+                p->acts[i].mb = 7;
+                p->acts[at[k][1]].mb = 8;
+                break;
+            }
+    }
+    r = check_big(s);
+    char want[2][300];
+    for (int k = 0; k < 2; k++) {
+        const ppv_program *from = &s->prog[at[k][0] - 1];
+        int32_t si = -1;
+        for (int32_t i = 0; i < from->n && si < 0; i++)
+            if (from->acts[i].kind == PPV_ACT_SEND_F && from->acts[i].mb == 7) si = i;
+        snprintf(want[k], sizeof want[k], "rank %d's %dRECV_F8 (index %d) receives rank %d's "
+                 "%dSEND_F7 (index %d): FIFO order on channel %d->%d pairs them (message #7), "
+                 "but they name different microbatches (7 sent, 8 expected)",
+                 at[k][0], at[k][0], at[k][1], at[k][0] - 1, at[k][0] - 1, si, at[k][0] - 1,
+                 at[k][0]);
+    }
+    int32_t first[2] = {-1, -1};
+    for (int32_t e = 0; e < r->nerrors; e++)
+        for (int k = 0; k < 2; k++)
+            if (first[k] < 0 && strcmp(r->errors[e].message, want[k]) == 0) first[k] = e;
+    for (int32_t e = 0; first[0] < 0 && e < r->nerrors; e++)
+        print_message("%s\n", r->errors[e].message);
+    if (first[0] < 0 || first[1] < first[0])
+        fail_msg("channel 0->1's error at %d, 2->3's at %d (of %d)", first[0], first[1],
+                 r->nerrors);
+    ppv_check_report_free(r);
+    ppv_schedule_free(s);
 }
 
 /* One action naming microbatch 99999999: the other 99,999,999 forwards are

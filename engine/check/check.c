@@ -13,13 +13,10 @@
  * 4. Peak activation memory per rank from the compute order.
  * A compute-only schedule is lowered first (lower.c).
  */
-#define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check_internal.h"
 
@@ -235,78 +232,67 @@ static int32_t member_of(const checker *ck, int32_t g, int32_t r) {
     return -1;
 }
 
-/* ---- each rank's own pass, in threads -------------------------------------- */
+/* ---- parts side by side: ranks, channels ------------------------------------ */
 
-/* A run of ranks [from, to) that one thread takes. */
-typedef struct rank_run {
-    checker view; /* the checker, with errors, kinds and named of its own */
-    ppv_check_report errs;
-    int32_t from, to;
+/* The runs of one pass over parts (ranks or channels): each run's
+ * checker is the checker with errors, kinds and named of its own. */
+typedef struct part_runs {
     void (*fn)(checker *, int32_t, void *);
     void *arg;
-} rank_run;
+    checker view[PPV_MAX_RUNS];
+    ppv_check_report errs[PPV_MAX_RUNS];
+} part_runs;
 
-static void *rank_run_thread(void *p) {
-    rank_run *u = p;
-    for (int32_t r = u->from; r < u->to; r++) u->fn(&u->view, r, u->arg);
-    return NULL;
+static void part_run(void *arg, int32_t run, int32_t from, int32_t to) {
+    part_runs *u = arg;
+    for (int32_t k = from; k < to; k++) u->fn(&u->view[run], k, u->arg);
 }
 
-#define MAX_RUNS 8
-
-/* fn(ck, r, arg) for every rank r, in up to MAX_RUNS threads (one for each
- * 100,000 actions, up to the processors online), each over a run of
- * ranks. fn may write only rank r's own entries: its programs' ops and the
- * cells of its stages (a finished schedule gives every stage one rank, and
- * every action that names a stage sits on it). The errors come out as one
- * thread would store them, rank by rank; kinds and named are summed. */
-static void each_rank(checker *ck, void (*fn)(checker *, int32_t, void *), void *arg) {
-    int32_t P = ck->P;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t n = ck->total / 100000;
-    if (cpus < n) n = cpus;
-    if (P < n) n = P;
-    if (n > MAX_RUNS) n = MAX_RUNS;
-    rank_run *u = n > 1 ? calloc((size_t)n, sizeof *u) : NULL;
+/* fn(ck, k, arg) for every part k of nparts, whose work up to k is
+ * ends[k] (ends[nparts] the whole), in runs side by side (ppv_runs): one
+ * for each 100,000 units of work, up to the processors online. fn may
+ * write only part k's own entries: a rank's ops and the cells of its
+ * stages (a finished schedule gives every stage one rank, and every
+ * action that names a stage sits on it), or a channel's messages. The
+ * errors come out as one pass stores them, part by part; kinds and named
+ * are summed. */
+static void each_part(checker *ck, const int64_t *ends, int32_t nparts,
+                      void (*fn)(checker *, int32_t, void *), void *arg) {
+    int32_t n = ppv_run_count(ends[nparts], 100000, nparts);
+    part_runs *u = n > 1 ? calloc(1, sizeof *u) : NULL;
     if (!u) { /* one run, or no room for more */
-        for (int32_t r = 0; r < P; r++) fn(ck, r, arg);
+        for (int32_t k = 0; k < nparts; k++) fn(ck, k, arg);
         return;
     }
-    for (int32_t k = 0, r = 0; k < n; k++) { /* runs of about total / n actions */
-        int64_t upto = k == n - 1 ? ck->total : ck->total / n * (k + 1);
-        u[k].from = r;
-        while (r < P && (r == u[k].from || ck->off[r] < upto)) r++;
-        u[k].to = r;
-        u[k].view = *ck;
-        u[k].view.rep = &u[k].errs;
-        u[k].view.kinds = 0, u[k].view.named = 0, u[k].view.oom = 0;
-        u[k].fn = fn, u[k].arg = arg;
+    u->fn = fn, u->arg = arg;
+    for (int32_t k = 0; k < n; k++) {
+        u->view[k] = *ck;
+        u->view[k].rep = &u->errs[k];
+        u->view[k].kinds = 0, u->view[k].named = 0, u->view[k].oom = 0;
     }
-    pthread_t tid[MAX_RUNS];
-    int started[MAX_RUNS] = {0};
-    for (int32_t k = 1; k < n; k++) /* a thread that cannot start: its ranks run here */
-        started[k] = pthread_create(&tid[k], NULL, rank_run_thread, &u[k]) == 0;
-    rank_run_thread(&u[0]);
-    for (int32_t k = 1; k < n; k++) {
-        if (started[k]) pthread_join(tid[k], NULL);
-        else rank_run_thread(&u[k]);
-    }
+    ppv_runs(n, ends, nparts, part_run, u);
     ppv_check_report *rep = ck->rep;
     for (int32_t k = 0; k < n; k++) {
-        ck->kinds |= u[k].view.kinds;
-        ck->named += u[k].view.named;
-        ck->oom |= u[k].view.oom;
-        for (int32_t e = 0; e < u[k].errs.nerrors && rep->nerrors < MAX_STORED_ERRORS; e++) {
+        ck->kinds |= u->view[k].kinds;
+        ck->named += u->view[k].named;
+        ck->oom |= u->view[k].oom;
+        for (int32_t e = 0; e < u->errs[k].nerrors && rep->nerrors < MAX_STORED_ERRORS; e++) {
             if (!rep->errors && !(rep->errors = calloc(MAX_STORED_ERRORS, sizeof *rep->errors))) {
                 ck->oom = 1;
                 break;
             }
-            rep->errors[rep->nerrors++] = u[k].errs.errors[e];
+            rep->errors[rep->nerrors++] = u->errs[k].errors[e];
         }
-        rep->errors_total += u[k].errs.errors_total;
-        free(u[k].errs.errors);
+        rep->errors_total += u->errs[k].errors_total;
+        free(u->errs[k].errors);
     }
     free(u);
+}
+
+/* fn(ck, r, arg) for every rank r, side by side (each_part, the ranks'
+ * actions the work). */
+static void each_rank(checker *ck, void (*fn)(checker *, int32_t, void *), void *arg) {
+    each_part(ck, ck->off, ck->P, fn, arg);
 }
 
 /* ---- 1. per-rank structure ----------------------------------------------- */
@@ -633,6 +619,46 @@ static void collect_rank(checker *ck, int32_t r, void *arg) {
     }
 }
 
+/* Channel k's sends and receives paired in FIFO order, and the errors of
+ * the pairs that do not name the same message (each_part: a channel's
+ * messages are its own). */
+static void pair_channel(checker *ck, int32_t k, void *arg) {
+    (void)arg;
+    if (ck->oom) return;
+    char why[160], sa[64], ra[64];
+    channel *c = &ck->chans[k];
+    int32_t n = (int32_t)(c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n), sr = c->from,
+            rr = c->to;
+    const ppv_action *sp = ck->s->prog[sr].acts, *rp = ck->s->prog[rr].acts;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t si = c->sends.v[j], ri = c->recvs.v[j];
+        const ppv_action *snd = &sp[si], *rcv = &rp[ri];
+        ck->cp[ck->off[sr] + si] = ri;
+        ck->cp[ck->off[rr] + ri] = si;
+        const char *bad = pair_mismatch(snd, rcv, why, sizeof why);
+        if (bad) {
+            ppv_action_format(ck->s, snd, sa, sizeof sa);
+            ppv_action_format(ck->s, rcv, ra, sizeof ra);
+            add_error(ck, rr, ri,
+                      "rank %d's %s (index %d) receives rank %d's %s (index %d): FIFO order "
+                      "on channel %d->%d pairs them (message #%lld), but %s",
+                      rr, ra, ri, sr, sa, si, c->from, c->to, (long long)j, bad);
+        }
+    }
+    for (int32_t j = n; j < c->sends.n; j++) {
+        add_error(ck, sr, c->sends.v[j],
+                  "no receive on rank %d matches it: rank %d sends %lld "
+                  "messages to rank %d, which receives %lld",
+                  c->to, c->from, (long long)c->sends.n, c->to, (long long)c->recvs.n);
+    }
+    for (int32_t j = n; j < c->recvs.n; j++) {
+        add_error(ck, rr, c->recvs.v[j],
+                  "no send from rank %d matches it: rank %d receives %lld "
+                  "messages from rank %d, which sends %lld",
+                  c->from, c->to, (long long)c->recvs.n, c->from, (long long)c->sends.n);
+    }
+}
+
 static void match_messages(checker *ck) {
     /* each rank's lists side by side; then the channels, made in the
      * order the ranks' programs first name them, take the lists over */
@@ -658,40 +684,16 @@ static void match_messages(checker *ck) {
         free(msgs[r].v);
     }
     free(msgs);
-    char why[160], sa[64], ra[64];
-    for (int32_t k = 0; k < ck->nchans && !ck->oom; k++) {
-        channel *c = &ck->chans[k];
-        int32_t n = (int32_t)(c->sends.n < c->recvs.n ? c->sends.n : c->recvs.n), sr = c->from,
-                rr = c->to;
-        const ppv_action *sp = ck->s->prog[sr].acts, *rp = ck->s->prog[rr].acts;
-        for (int32_t j = 0; j < n; j++) {
-            int32_t si = c->sends.v[j], ri = c->recvs.v[j];
-            const ppv_action *snd = &sp[si], *rcv = &rp[ri];
-            ck->cp[ck->off[sr] + si] = ri;
-            ck->cp[ck->off[rr] + ri] = si;
-            const char *bad = pair_mismatch(snd, rcv, why, sizeof why);
-            if (bad) {
-                ppv_action_format(ck->s, snd, sa, sizeof sa);
-                ppv_action_format(ck->s, rcv, ra, sizeof ra);
-                add_error(ck, rr, ri,
-                          "rank %d's %s (index %d) receives rank %d's %s (index %d): FIFO order "
-                          "on channel %d->%d pairs them (message #%lld), but %s",
-                          rr, ra, ri, sr, sa, si, c->from, c->to, (long long)j, bad);
-            }
-        }
-        for (int32_t j = n; j < c->sends.n; j++) {
-            add_error(ck, sr, c->sends.v[j],
-                      "no receive on rank %d matches it: rank %d sends %lld "
-                      "messages to rank %d, which receives %lld",
-                      c->to, c->from, (long long)c->sends.n, c->to, (long long)c->recvs.n);
-        }
-        for (int32_t j = n; j < c->recvs.n; j++) {
-            add_error(ck, rr, c->recvs.v[j],
-                      "no send from rank %d matches it: rank %d receives %lld "
-                      "messages from rank %d, which sends %lld",
-                      c->from, c->to, (long long)c->recvs.n, c->from, (long long)c->sends.n);
-        }
+    int64_t *ends = malloc(((size_t)ck->nchans + 1) * sizeof *ends); /* a channel's work */
+    if (!ends) {
+        ck->oom = 1;
+    } else { /* the channels side by side */
+        ends[0] = 0;
+        for (int32_t k = 0; k < ck->nchans; k++)
+            ends[k + 1] = ends[k] + ck->chans[k].sends.n + ck->chans[k].recvs.n;
+        if (!ck->oom) each_part(ck, ends, ck->nchans, pair_channel, NULL);
     }
+    free(ends);
     for (int32_t k = 0; k < ck->nchans; k++) { /* paired: the lists are done with */
         free(ck->chans[k].sends.v);
         free(ck->chans[k].recvs.v);

@@ -5,13 +5,10 @@
  * Read in both of PyTorch's dialects and in both forms (compute_only and
  * compute_comms); written in today's dialect, so PyTorch loads it.
  */
-#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "schedule_internal.h"
 
@@ -278,38 +275,43 @@ int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_d
     return ppv_parse_csv(text, len, name, dialect, 1, out, err, errlen);
 }
 
-/* A run of rows [from, to) that one thread reads into its ranks'
- * programs (each row is a rank: no two runs touch the same program). */
+/* One run's reading of its rows. */
 typedef struct rows_job {
-    const char *text;
-    size_t len;
-    ppv_schedule *s;
-    const size_t *start; /* [nrows]: where each row starts in text */
-    const int32_t *ncells;
-    int32_t from, to;
-    int legacy;
     ppv_finish_notes notes; /* of the actions read */
     int rc;                 /* 0, or -1 with the message in err */
     char *err;
     size_t errlen;
 } rows_job;
 
-/* Reads j's rows, noting each action; stops at the first bad cell. */
-static int read_rows(rows_job *j) {
-    const char *text = j->text;
-    ppv_schedule *s = j->s;
-    for (int32_t rank = j->from; rank < j->to; rank++) {
-        size_t pos = j->start[rank];
-        const char *nl = memchr(text + pos, '\n', j->len - pos);
-        size_t end = nl ? (size_t)(nl - text) : j->len;
+/* The file's rows, which runs of rows read side by side (ppv_runs): each
+ * row is a rank's program, which no other run touches. */
+typedef struct rows_read {
+    const char *text;
+    size_t len;
+    ppv_schedule *s;
+    const int64_t *start; /* [nrows + 1]: where each row starts in text, then len */
+    const int32_t *ncells;
+    int legacy;
+    rows_job job[PPV_MAX_RUNS];
+} rows_read;
+
+/* Reads rows [from, to) for one run, noting each action; stops at the
+ * first bad cell. */
+static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to) {
+    const char *text = rr->text;
+    ppv_schedule *s = rr->s;
+    for (int32_t rank = from; rank < to; rank++) {
+        size_t pos = (size_t)rr->start[rank];
+        const char *nl = memchr(text + pos, '\n', rr->len - pos);
+        size_t end = nl ? (size_t)(nl - text) : rr->len;
         if (end > pos && text[end - 1] == '\r') end--;
         int32_t step = 0;
         uint16_t overlap_ids = 0; /* only neighbours compare ids: a row's own count */
         size_t c = pos;
-        int blank = j->ncells[rank] == 0; /* or a row of commas: it has no action either */
+        int blank = rr->ncells[rank] == 0; /* or a row of commas: it has no action either */
         while (!blank && c <= end) {
             int32_t kind, stage, mb;
-            size_t fl = j->legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
+            size_t fl = rr->legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
             if (fl) { /* written field by field: no copy of a whole action */
                 ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
                 if (!d) return ppv_errf(j->err, j->errlen, "%s: out of memory", s->name);
@@ -339,7 +341,7 @@ static int read_rows(rows_job *j) {
             }
             int32_t had = s->prog[rank].n;
             if (b > a && parse_cell(s, rank, step, text + a, b - a, (int64_t)a, rank + 1,
-                                    (int)(a - pos) + 1, j->legacy, &overlap_ids, j->err,
+                                    (int)(a - pos) + 1, rr->legacy, &overlap_ids, j->err,
                                     j->errlen) < 0)
                 return -1;
             for (int32_t k = had; k < s->prog[rank].n; k++)
@@ -351,23 +353,9 @@ static int read_rows(rows_job *j) {
     return 0;
 }
 
-static void *read_rows_thread(void *arg) {
-    rows_job *j = arg;
-    j->rc = read_rows(j);
-    return NULL;
-}
-
-#define MAX_READERS 8
-
-/* How many threads read a file of len bytes and nrows rows: one a MiB,
- * up to the processors online and MAX_READERS. Which thread reads which
- * row changes no result: each row is its own rank's program. */
-static int32_t readers(size_t len, int32_t nrows) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t n = (int64_t)(len >> 20);
-    if (cpus < n) n = cpus;
-    if (nrows < n) n = nrows;
-    return n < 1 ? 1 : n > MAX_READERS ? MAX_READERS : (int32_t)n;
+static void read_run(void *arg, int32_t run, int32_t from, int32_t to) {
+    rows_read *rr = arg;
+    rr->job[run].rc = read_rows(rr, &rr->job[run], from, to);
 }
 
 /* The file read in one dialect (legacy 1: the older one), its actions
@@ -394,47 +382,37 @@ static int parse_as(const char *text, size_t len, const char *name, int legacy, 
     /* every row's cells (0: a blank row), so that all programs take one
      * block (ppv_schedule_reserve_all) of the size they need, and where
      * each row starts */
-    int32_t nj = readers(len, nrows);
+    /* runs of rows, one a MiB of text, up to the processors online */
+    int32_t nj = ppv_run_count((int64_t)len, (int64_t)1 << 20, nrows);
     int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
-    size_t *start = malloc((size_t)nrows * sizeof *start);
-    rows_job *jobs = calloc((size_t)nj, sizeof *jobs);
+    int64_t *start = malloc(((size_t)nrows + 1) * sizeof *start);
+    rows_read *rr = calloc(1, sizeof *rr);
     size_t each = errlen ? errlen : 1; /* the other runs' messages */
     char *errs = nj > 1 ? malloc((size_t)(nj - 1) * each) : NULL;
     int rc = -1;
-    if (!ncells || !start || !jobs || (nj > 1 && !errs)) goto oom;
+    if (!ncells || !start || !rr || (nj > 1 && !errs)) goto oom;
     row_cells(text, len, nrows, ncells);
     if (ppv_schedule_reserve_all(s, ncells) < 0) goto oom;
     for (size_t r = 0, pos = 0; r < (size_t)nrows; r++) {
-        start[r] = pos;
+        start[r] = (int64_t)pos;
         if (ppv_schedule_add_line(s, (int64_t)pos) < 0) goto oom;
         const char *nl = memchr(text + pos, '\n', len - pos);
         pos = nl ? (size_t)(nl - text) + 1 : len;
     }
-    /* the rows cut into nj runs of about len / nj bytes each */
-    for (int32_t k = 0, r = 0; k < nj; k++) {
-        rows_job *j = &jobs[k];
-        *j = (rows_job){text, len, s, start, ncells, r, r, legacy, ppv_finish_notes_init(), 0,
-                        k ? errs + (size_t)(k - 1) * each : err, k ? each : errlen};
-        size_t upto = k == nj - 1 ? len : len / (size_t)nj * (size_t)(k + 1);
-        while (j->to < nrows && (j->to == j->from || start[j->to] < upto)) j->to++;
-        r = j->to;
-    }
-    pthread_t tid[MAX_READERS];
-    int started[MAX_READERS] = {0};
-    for (int32_t k = 1; k < nj; k++) /* a thread that cannot start: its rows read here */
-        started[k] = pthread_create(&tid[k], NULL, read_rows_thread, &jobs[k]) == 0;
-    jobs[0].rc = read_rows(&jobs[0]);
-    for (int32_t k = 1; k < nj; k++) {
-        if (started[k]) pthread_join(tid[k], NULL);
-        else jobs[k].rc = read_rows(&jobs[k]);
-    }
+    start[nrows] = (int64_t)len;
+    rr->text = text, rr->len = len, rr->s = s, rr->start = start, rr->ncells = ncells;
+    rr->legacy = legacy;
+    for (int32_t k = 0; k < nj; k++)
+        rr->job[k] = (rows_job){ppv_finish_notes_init(), 0,
+                                k ? errs + (size_t)(k - 1) * each : err, k ? each : errlen};
+    ppv_runs(nj, start, nrows, read_run, rr);
     ppv_finish_notes notes = ppv_finish_notes_init();
     for (int32_t k = 0; k < nj; k++) { /* the first row that failed speaks */
-        if (jobs[k].rc < 0) {
-            if (k) snprintf(err, errlen, "%s", jobs[k].err);
+        if (rr->job[k].rc < 0) {
+            if (k) snprintf(err, errlen, "%s", rr->job[k].err);
             goto fail;
         }
-        const ppv_finish_notes *n = &jobs[k].notes;
+        const ppv_finish_notes *n = &rr->job[k].notes;
         if (n->maxstage > notes.maxstage) notes.maxstage = n->maxstage;
         if (n->maxmb > notes.maxmb) notes.maxmb = n->maxmb;
         notes.nplaced += n->nplaced;
@@ -451,7 +429,7 @@ oom:
 fail:
     free(ncells);
     free(start);
-    free(jobs);
+    free(rr);
     free(errs);
     ppv_schedule_free(s);
     return rc;
