@@ -163,6 +163,24 @@ static void test_stage_on_two_ranks_is_rejected(void **state) {
     assert_null(s);
     assert_non_null(strstr(err, "two_ranks_one_stage.csv:2:1: rank 1 cell '1F1': stage 1 is "
                                 "already on rank 0"));
+    /* the reader notes each program's first 8 stages; a program of more
+     * (rank 0: 10) is read again by finish, and either way the first
+     * action, rank by rank, on a stage another rank holds is named */
+    static const char *const texts[] = {
+        "0F0,1F0,2F0,3F0,4F0,5F0,6F0,7F0,8F0,9F0\n10F0,3F1\n",
+        "0F0,1F0\n2F0,3F0,4F0,5F0,6F0,7F0,8F0,9F0,10F0,1F1,0F2\n",
+        "0F0,1F0,0F1,2F0\n2F1,3F0\n"};
+    static const char *const want[] = {
+        "t.csv:2:6: rank 1 cell '3F1': stage 3 is already on rank 0",
+        "t.csv:2:38: rank 1 cell '1F1': stage 1 is already on rank 0",
+        "t.csv:2:1: rank 1 cell '2F1': stage 2 is already on rank 0"};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ppv_schedule_parse_csv(texts[k], strlen(texts[k]), "t.csv",
+                                                PPV_DIALECT_AUTO, &s, err, sizeof err),
+                         -1);
+        assert_null(s);
+        if (!strstr(err, want[k])) fail_msg("%d: %s", k, err);
+    }
 }
 
 static void test_crlf_quotes_and_trailing_blank_lines_are_accepted(void **state) {

@@ -272,6 +272,8 @@ static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncel
 
 int ppv_schedule_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect,
                            ppv_schedule **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     return ppv_parse_csv(text, len, name, dialect, 1, out, err, errlen);
 }
 
@@ -292,6 +294,7 @@ typedef struct rows_read {
     const int64_t *start; /* [nrows + 1]: where each row starts in text, then len */
     const int32_t *ncells;
     int legacy;
+    ppv_rank_stages *stages; /* [nrows]: each program's stages, for finish */
     rows_job job[PPV_MAX_RUNS];
 } rows_read;
 
@@ -302,6 +305,7 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
     ppv_schedule *s = rr->s;
     for (int32_t rank = from; rank < to; rank++) {
         size_t pos = (size_t)rr->start[rank];
+        ppv_rank_stages *rs = &rr->stages[rank];
         const char *nl = memchr(text + pos, '\n', rr->len - pos);
         size_t end = nl ? (size_t)(nl - text) : rr->len;
         if (end > pos && text[end - 1] == '\r') end--;
@@ -319,6 +323,7 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
                 d->stage = stage, d->mb = mb, d->step = step++;
                 d->peer = -1, d->tag = -1, d->bytes = 0;
                 ppv_finish_note(&j->notes, d);
+                ppv_rank_stage_note(rs, stage, s->prog[rank].n - 1);
                 c += fl + 1;
                 continue;
             }
@@ -344,8 +349,11 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
                                     (int)(a - pos) + 1, rr->legacy, &overlap_ids, j->err,
                                     j->errlen) < 0)
                 return -1;
-            for (int32_t k = had; k < s->prog[rank].n; k++)
+            for (int32_t k = had; k < s->prog[rank].n; k++) {
                 ppv_finish_note(&j->notes, &s->prog[rank].acts[k]);
+                if (ppv_places_stage(&s->prog[rank].acts[k]))
+                    ppv_rank_stage_note(rs, s->prog[rank].acts[k].stage, k);
+            }
             step++;
             c = ce + 1;
         }
@@ -387,10 +395,12 @@ static int parse_as(const char *text, size_t len, const char *name, int legacy, 
     int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
     int64_t *start = malloc(((size_t)nrows + 1) * sizeof *start);
     rows_read *rr = calloc(1, sizeof *rr);
+    ppv_rank_stages *stages = malloc((size_t)nrows * sizeof *stages);
     size_t each = errlen ? errlen : 1; /* the other runs' messages */
     char *errs = nj > 1 ? malloc((size_t)(nj - 1) * each) : NULL;
     int rc = -1;
-    if (!ncells || !start || !rr || (nj > 1 && !errs)) goto oom;
+    if (!ncells || !start || !rr || !stages || (nj > 1 && !errs)) goto oom;
+    for (int32_t r = 0; r < nrows; r++) stages[r].last = -1, stages[r].n = 0;
     row_cells(text, len, nrows, ncells);
     if (ppv_schedule_reserve_all(s, ncells) < 0) goto oom;
     for (size_t r = 0, pos = 0; r < (size_t)nrows; r++) {
@@ -401,7 +411,7 @@ static int parse_as(const char *text, size_t len, const char *name, int legacy, 
     }
     start[nrows] = (int64_t)len;
     rr->text = text, rr->len = len, rr->s = s, rr->start = start, rr->ncells = ncells;
-    rr->legacy = legacy;
+    rr->legacy = legacy, rr->stages = stages;
     for (int32_t k = 0; k < nj; k++)
         rr->job[k] = (rows_job){ppv_finish_notes_init(), 0,
                                 k ? errs + (size_t)(k - 1) * each : err, k ? each : errlen};
@@ -419,6 +429,7 @@ static int parse_as(const char *text, size_t len, const char *name, int legacy, 
         notes.kinds |= n->kinds;
     }
     *kinds = notes.kinds;
+    notes.ranks = stages;
     if (ppv_schedule_finish_noted(s, &notes, err, errlen) < 0) goto fail;
     *out = s;
     s = NULL;
@@ -430,6 +441,7 @@ fail:
     free(ncells);
     free(start);
     free(rr);
+    free(stages);
     free(errs);
     ppv_schedule_free(s);
     return rc;
@@ -438,7 +450,6 @@ fail:
 int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
                   ppv_schedule **out, char *err, size_t errlen) {
     *out = NULL;
-    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     uint32_t k = 0;
     if (dialect != PPV_DIALECT_AUTO)
         return parse_as(text, len, name, dialect == PPV_DIALECT_LEGACY, places, out, &k, err,

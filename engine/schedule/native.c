@@ -206,13 +206,14 @@ static int parse_action(const cursor *c, ppv_schedule *s, int32_t rank, const ch
 
 int ppv_schedule_parse_native(const char *text, size_t len, const char *name, ppv_schedule **out,
                               char *err, size_t errlen) {
+    *out = NULL;
+    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     return ppv_parse_native(text, len, name, 1, out, err, errlen);
 }
 
 int ppv_parse_native(const char *text, size_t len, const char *name, int places, ppv_schedule **out,
                      char *err, size_t errlen) {
     *out = NULL;
-    if (ppv_refuse_nul(text, len, name, err, errlen) < 0) return -1;
     cursor c = {name, 0, text, err, errlen, text};
     ppv_schedule *s = NULL;
     int seen_header = 0;

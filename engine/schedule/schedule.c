@@ -262,9 +262,6 @@ int64_t ppv_schedule_size(const ppv_schedule *s) {
 }
 
 /* Whether an action computes its stage on its rank (places the stage). */
-static int places_stage(const ppv_action *a) {
-    return (ppv_action_flags(a->kind) & PPV_AF_STAGE) != 0 && a->stage >= 0;
-}
 
 /* A stage-placing action, for sorting by stage. */
 typedef struct placed {
@@ -289,7 +286,7 @@ static int sparse_stages_error(ppv_schedule *s, int64_t nplaced, char *err, size
     int64_t n = 0;
     for (int32_t r = 0; r < s->nranks; r++)
         for (int32_t i = 0; i < s->prog[r].n; i++)
-            if (places_stage(&s->prog[r].acts[i]))
+            if (ppv_places_stage(&s->prog[r].acts[i]))
                 pl[n++] = (placed){s->prog[r].acts[i].stage, r, i};
     qsort(pl, (size_t)n, sizeof *pl, placed_cmp);
     /* the first action, in rank then program order, whose stage an earlier
@@ -360,9 +357,18 @@ int ppv_schedule_finish_noted(ppv_schedule *s, const ppv_finish_notes *n, char *
     if (!s->stage_rank) return ppv_errf(err, errlen, "%s: out of memory", s->name);
     for (int32_t st = 0; st < s->nstages; st++) s->stage_rank[st] = -1;
     for (int32_t r = 0; r < s->nranks; r++) {
+        const ppv_rank_stages *rs = n->ranks ? &n->ranks[r] : NULL;
+        if (rs && rs->n >= 0) { /* the reader noted the program's stages */
+            for (int32_t k = 0; k < rs->n; k++) {
+                int32_t owner = s->stage_rank[rs->first[k].stage];
+                if (owner < 0) s->stage_rank[rs->first[k].stage] = r;
+                else if (owner != r) return stage_taken(s, r, rs->first[k].index, owner, err, errlen);
+            }
+            continue;
+        }
         for (int32_t i = 0, last = -1; i < s->prog[r].n; i++) {
             const ppv_action *a = &s->prog[r].acts[i];
-            if (a->stage == last || !places_stage(a)) continue; /* last: this rank's already */
+            if (a->stage == last || !ppv_places_stage(a)) continue; /* last: this rank's already */
             last = a->stage;
             int32_t owner = s->stage_rank[a->stage];
             if (owner < 0) {

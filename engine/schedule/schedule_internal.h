@@ -16,7 +16,9 @@
  * which no reader accepts (a name would end early); 0 otherwise. */
 int ppv_refuse_nul(const char *text, size_t len, const char *name, char *err, size_t errlen);
 
-/* The readers, keeping where each action was read (places 1) or not. */
+/* The readers, keeping where each action was read (places 1) or not, of
+ * a text the caller has refused already where it holds a NUL
+ * (ppv_refuse_nul: one pass over it, not one for each reader). */
 int ppv_parse_csv(const char *text, size_t len, const char *name, ppv_dialect dialect, int places,
                   ppv_schedule **out, char *err, size_t errlen);
 int ppv_parse_native(const char *text, size_t len, const char *name, int places, ppv_schedule **out,
@@ -55,14 +57,50 @@ static inline ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64
  * reader that writes every action itself notes each on the way
  * (ppv_finish_note) and finishes without that pass
  * (ppv_schedule_finish_noted): a 9 MB file's actions are 29 MB to read. */
+#define PPV_RANK_STAGES 8
+
+/* The stages a rank's program places, each with the index of the first
+ * action that places it, in the order the program first names them; n is
+ * -1 where there are more than PPV_RANK_STAGES (finish then reads that
+ * program). */
+typedef struct ppv_rank_stages {
+    int32_t last; /* the stage of the last placing action noted; -1: none */
+    int32_t n;
+    struct {
+        int32_t stage, index;
+    } first[PPV_RANK_STAGES];
+} ppv_rank_stages;
+
 typedef struct ppv_finish_notes {
     int32_t maxstage, maxmb; /* -1 when none */
     int64_t nplaced;         /* actions that place a stage */
     uint32_t kinds;          /* 1 << kind for each kind present */
+    const ppv_rank_stages *ranks; /* [nranks]: each program's stages, or NULL */
 } ppv_finish_notes;
 
 static inline ppv_finish_notes ppv_finish_notes_init(void) {
-    return (ppv_finish_notes){-1, -1, 0, 0};
+    return (ppv_finish_notes){-1, -1, 0, 0, NULL};
+}
+
+/* Whether a places a stage: a stage names the rank whose program holds
+ * every action naming it. */
+static inline int ppv_places_stage(const ppv_action *a) {
+    return (ppv_action_flags(a->kind) & PPV_AF_STAGE) != 0 && a->stage >= 0;
+}
+
+/* Notes that the action at index of a rank's program places stage. */
+static inline void ppv_rank_stage_note(ppv_rank_stages *rs, int32_t stage, int32_t index) {
+    if (stage == rs->last) return;
+    rs->last = stage;
+    for (int32_t k = 0; k < rs->n; k++)
+        if (rs->first[k].stage == stage) return;
+    if (rs->n < 0) return;
+    if (rs->n == PPV_RANK_STAGES) {
+        rs->n = -1;
+        return;
+    }
+    rs->first[rs->n].stage = stage, rs->first[rs->n].index = index;
+    rs->n++;
 }
 
 static inline void ppv_finish_note(ppv_finish_notes *n, const ppv_action *a) {
