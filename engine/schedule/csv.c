@@ -245,16 +245,51 @@ static inline uint64_t commas_at(const char *p) {
     return ~(((w & low7) + low7) | w) & ~low7; /* the high bit of each 0 byte */
 }
 
-/* The cells that hold something on each of the first nrows lines: each
- * one's first byte follows the line's start or a comma and is no comma
- * (a cell of spaces counts too); 0 where the line is blank. One action a
- * cell, except an OVERLAP_F_B cell's few, which then grow their program.
- * Eight bytes at a time: a 9 MB file is counted in a few milliseconds. */
-static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncells) {
-    size_t pos = 0;
-    for (int32_t r = 0; r < nrows; r++) {
+/* Where each row starts and ends (its '\n', or len): every line up to
+ * the last non-blank one, found by one pass; start[nrows] is len. NULL
+ * with *nrows 0 where there is none, or -1 when out of memory. */
+static int64_t *row_bounds(const char *text, size_t len, int32_t *nrows, int64_t **eol) {
+    *nrows = 0;
+    *eol = NULL;
+    size_t last = len;
+    while (last > 0 && is_space(text[last - 1]))
+        last--;
+    int64_t n = 0, cap = 0, *st = NULL, *en = NULL;
+    for (size_t pos = 0; pos < last;) {
         const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t end = nl ? (size_t)(nl - text) : len, k = pos;
+        size_t end = nl ? (size_t)(nl - text) : len;
+        if (n + 1 >= cap) { /* room for this row and start[nrows] */
+            cap = cap ? 2 * cap : 64;
+            int64_t *ns = cap < INT32_MAX ? realloc(st, (size_t)cap * sizeof *ns) : NULL;
+            int64_t *ne = ns ? realloc(en, (size_t)cap * sizeof *ne) : NULL;
+            st = ns ? ns : st, en = ne ? ne : en;
+            if (!ns || !ne) {
+                free(st);
+                free(en);
+                *nrows = -1;
+                return NULL;
+            }
+        }
+        st[n] = (int64_t)pos, en[n] = (int64_t)end;
+        n++;
+        pos = end + 1;
+    }
+    if (!n) return NULL;
+    st[n] = (int64_t)len;
+    *nrows = (int32_t)n;
+    *eol = en;
+    return st;
+}
+
+/* The cells that hold something on rows [from, to): each one's first byte
+ * follows the row's start or a comma and is no comma (a cell of spaces
+ * counts too); 0 where the row is blank. One action a cell, except an
+ * OVERLAP_F_B cell's few, which then grow their program. Eight bytes at a
+ * time: a 9 MB file is counted in a few milliseconds. */
+static void row_cells(const char *text, const int64_t *start, const int64_t *eol, int32_t from,
+                      int32_t to, int32_t *ncells) {
+    for (int32_t r = from; r < to; r++) {
+        size_t end = (size_t)eol[r], k = (size_t)start[r];
         while (k < end && is_space(text[k]))
             k++;
         int64_t n = k < end && text[k] != ',';
@@ -266,7 +301,6 @@ static void row_cells(const char *text, size_t len, int32_t nrows, int32_t *ncel
         for (; k < end; k++)
             n += (text[k - 1] == ',') & (text[k] != ',');
         ncells[r] = n < INT32_MAX ? (int32_t)n : INT32_MAX;
-        pos = end < len ? end + 1 : len;
     }
 }
 
@@ -289,10 +323,10 @@ typedef struct rows_job {
  * row is a rank's program, which no other run touches. */
 typedef struct rows_read {
     const char *text;
-    size_t len;
     ppv_schedule *s;
     const int64_t *start; /* [nrows + 1]: where each row starts in text, then len */
-    const int32_t *ncells;
+    const int64_t *eol;   /* [nrows]: where each row ends */
+    int32_t *ncells;
     int legacy;
     ppv_rank_stages *stages; /* [nrows]: each program's stages, for finish */
     rows_job job[PPV_MAX_RUNS];
@@ -304,10 +338,8 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
     const char *text = rr->text;
     ppv_schedule *s = rr->s;
     for (int32_t rank = from; rank < to; rank++) {
-        size_t pos = (size_t)rr->start[rank];
+        size_t pos = (size_t)rr->start[rank], end = (size_t)rr->eol[rank];
         ppv_rank_stages *rs = &rr->stages[rank];
-        const char *nl = memchr(text + pos, '\n', rr->len - pos);
-        size_t end = nl ? (size_t)(nl - text) : rr->len;
         if (end > pos && text[end - 1] == '\r') end--;
         int32_t step = 0;
         uint16_t overlap_ids = 0; /* only neighbours compare ids: a row's own count */
@@ -361,6 +393,12 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
     return 0;
 }
 
+static void count_run(void *arg, int32_t run, int32_t from, int32_t to) {
+    rows_read *rr = arg;
+    (void)run;
+    row_cells(rr->text, rr->start, rr->eol, from, to, rr->ncells);
+}
+
 static void read_run(void *arg, int32_t run, int32_t from, int32_t to) {
     rows_read *rr = arg;
     rr->job[run].rc = read_rows(rr, &rr->job[run], from, to);
@@ -372,46 +410,34 @@ static void read_run(void *arg, int32_t run, int32_t from, int32_t to) {
 static int parse_as(const char *text, size_t len, const char *name, int legacy, int places,
                     ppv_schedule **out, uint32_t *kinds, char *err, size_t errlen) {
     *out = NULL;
-    /* rows: every line up to the last non-blank one */
-    int32_t nrows = 0;
-    size_t last = len;
-    while (last > 0 && is_space(text[last - 1]))
-        last--;
-    if (last > 0) {
-        nrows = 1;
-        for (const char *q = text; (q = memchr(q, '\n', (size_t)(text + last - q))); q++) nrows++;
-    }
+    int32_t nrows;
+    int64_t *eol, *start = row_bounds(text, len, &nrows, &eol);
+    if (nrows < 0) return ppv_errf(err, errlen, "%s: out of memory", name);
     if (nrows == 0) return ppv_errf(err, errlen, "%s:1:1: empty schedule (no rank rows)", name);
     ppv_schedule *s = ppv_schedule_new(nrows);
-    if (!s) return ppv_errf(err, errlen, "%s: out of memory", name);
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
-    s->placeless = !places;
-    /* every row's cells (0: a blank row), so that all programs take one
-     * block (ppv_schedule_reserve_all) of the size they need, and where
-     * each row starts */
-    /* runs of rows, one a MiB of text, up to the processors online */
-    int32_t nj = ppv_run_count((int64_t)len, (int64_t)1 << 20, nrows);
     int32_t *ncells = malloc((size_t)nrows * sizeof *ncells);
-    int64_t *start = malloc(((size_t)nrows + 1) * sizeof *start);
     rows_read *rr = calloc(1, sizeof *rr);
     ppv_rank_stages *stages = malloc((size_t)nrows * sizeof *stages);
+    /* runs of rows, one a MiB of text, up to the processors online */
+    int32_t nj = ppv_run_count((int64_t)len, (int64_t)1 << 20, nrows);
     size_t each = errlen ? errlen : 1; /* the other runs' messages */
     char *errs = nj > 1 ? malloc((size_t)(nj - 1) * each) : NULL;
     int rc = -1;
-    if (!ncells || !start || !rr || !stages || (nj > 1 && !errs)) goto oom;
-    for (int32_t r = 0; r < nrows; r++) stages[r].last = -1, stages[r].n = 0;
-    row_cells(text, len, nrows, ncells);
-    if (ppv_schedule_reserve_all(s, ncells) < 0) goto oom;
-    for (size_t r = 0, pos = 0; r < (size_t)nrows; r++) {
-        start[r] = (int64_t)pos;
-        if (ppv_schedule_add_line(s, (int64_t)pos) < 0) goto oom;
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        pos = nl ? (size_t)(nl - text) + 1 : len;
+    if (!s || !ncells || !rr || !stages || (nj > 1 && !errs)) goto oom;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->dialect = legacy ? PPV_DIALECT_LEGACY : PPV_DIALECT_CURRENT;
+    s->placeless = !places;
+    for (int32_t r = 0; r < nrows; r++) {
+        stages[r].last = -1, stages[r].n = 0;
+        if (ppv_schedule_add_line(s, start[r]) < 0) goto oom;
     }
-    start[nrows] = (int64_t)len;
-    rr->text = text, rr->len = len, rr->s = s, rr->start = start, rr->ncells = ncells;
-    rr->legacy = legacy, rr->stages = stages;
+    rr->text = text, rr->s = s, rr->start = start, rr->eol = eol;
+    rr->ncells = ncells, rr->legacy = legacy, rr->stages = stages;
+    /* every row's cells (0: a blank row), counted side by side, so that
+     * all programs take one block (ppv_schedule_reserve_all) of the size
+     * they need; then the rows read into it side by side */
+    ppv_runs(nj, start, nrows, count_run, rr);
+    if (ppv_schedule_reserve_all(s, ncells) < 0) goto oom;
     for (int32_t k = 0; k < nj; k++)
         rr->job[k] = (rows_job){ppv_finish_notes_init(), 0,
                                 k ? errs + (size_t)(k - 1) * each : err, k ? each : errlen};
@@ -440,6 +466,7 @@ oom:
 fail:
     free(ncells);
     free(start);
+    free(eol);
     free(rr);
     free(stages);
     free(errs);
