@@ -197,13 +197,19 @@ static int cells_init(cells *c, const ppv_schedule *s, int64_t named) {
     return 0;
 }
 
-/* The cell of (stage, mb), or -1 when no action names the pair. */
-static int64_t cell_of(const cells *c, int32_t stage, int32_t mb) {
+/* The cell of key want in sparse cells, or -1. */
+static int64_t sparse_cell(const cells *c, int64_t want) {
+    const int64_t *hit = bsearch(&want, c->key, (size_t)c->n, sizeof *c->key, key_cmp);
+    return hit ? hit - c->key : -1;
+}
+
+/* The cell of (stage, mb), or -1 when no action names the pair; inline
+ * for dense cells, which every pass looks up for every action. */
+static inline int64_t cell_of(const cells *c, int32_t stage, int32_t mb) {
     if (stage < 0 || mb < 0 || mb >= c->m) return -1;
     int64_t want = (int64_t)stage * c->m + mb;
     if (!c->key) return want < c->n ? want : -1;
-    const int64_t *hit = bsearch(&want, c->key, (size_t)c->n, sizeof *c->key, key_cmp);
-    return hit ? hit - c->key : -1;
+    return sparse_cell(c, want);
 }
 
 /* The key (stage * m + mb) of cell k. */
@@ -901,7 +907,7 @@ static void stream_end(checker *ck, int32_t r, double t) {
  * operation blocks what follows it): that decides deadlock as NCCL's one
  * stream of operations does. */
 /* The lifespan view: a compute action of a (stage, mb) ran over [t0, t1]. */
-static void note_life(checker *ck, const ppv_action *a, double t0, double t1) {
+static inline void note_life(checker *ck, const ppv_action *a, double t0, double t1) {
     if (!ck->fstart) return;
     int64_t k = cell_of(ck->cl, a->stage, a->mb);
     if (k < 0) return;
