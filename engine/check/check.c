@@ -1470,10 +1470,10 @@ static void dep_slots(const ppv_action *a, int *want, int *put) {
     }
 }
 
-/* A table of every (stage, microbatch, slot): the rank that last put it
- * (-1: none yet) and where. */
+/* A table of every (stage, microbatch, slot): where its rank last put it
+ * (-1: not yet). Only the stage's rank puts or reads a cell's slots. */
 typedef struct deps_table {
-    int32_t *who, *at; /* [cells * 4] */
+    int32_t *at; /* [cells * 4] */
 } deps_table;
 
 /* Rank r's dependencies from the table (each_rank: a cell's slots are
@@ -1481,18 +1481,18 @@ typedef struct deps_table {
 static void deps_rank(checker *ck, int32_t r, void *arg) {
     const deps_table *t = arg;
     const ppv_program *p = &ck->s->prog[r];
-    int32_t *dep = ck->dep + ck->off[r];
+    int32_t *dep = ck->dep + ck->off[r], *cp = ck->cp + ck->off[r];
     for (int32_t i = 0; i < p->n; i++) {
         const ppv_action *a = &p->acts[i];
-        dep[i] = -1;
+        dep[i] = -1, cp[i] = -1;
         ck->kinds |= 1u << (a->kind & 31);
         ck->named += names_cell(a);
         if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
         int want, put;
         dep_slots(a, &want, &put);
         int64_t cell = ((int64_t)a->stage * ck->m + a->mb) * 4;
-        if (want >= 0 && t->who[cell + want] == r) dep[i] = t->at[cell + want];
-        if (put >= 0) t->who[cell + put] = r, t->at[cell + put] = i;
+        if (want >= 0) dep[i] = t->at[cell + want];
+        if (put >= 0) t->at[cell + put] = i;
     }
 }
 
@@ -1503,15 +1503,10 @@ static void deps_rank(checker *ck, int32_t r, void *arg) {
 static int find_deps_dense(checker *ck) {
     int64_t cells = (int64_t)ck->S * ck->m;
     if (ck->S <= 0 || ck->m <= 0 || cells > ck->total + 1024) return 0;
-    deps_table t = {ppv_alloc_big((size_t)cells * 4 * sizeof *t.who),
-                    ppv_alloc_big((size_t)cells * 4 * sizeof *t.at)};
-    if (!t.who || !t.at) {
-        ppv_free_big(t.who), ppv_free_big(t.at);
-        return -1;
-    }
-    memset(t.who, 0xff, (size_t)cells * 4 * sizeof *t.who); /* -1: nobody */
+    deps_table t = {ppv_alloc_big((size_t)cells * 4 * sizeof *t.at)};
+    if (!t.at) return -1;
+    memset(t.at, 0xff, (size_t)cells * 4 * sizeof *t.at); /* -1: not put */
     each_rank(ck, deps_rank, &t);
-    ppv_free_big(t.who);
     ppv_free_big(t.at);
     return 1;
 }
@@ -1538,7 +1533,7 @@ static int find_deps(checker *ck) {
         for (int32_t i = 0; i < p->n; i++) {
             const ppv_action *a = &p->acts[i];
             int64_t op = ck->off[r] + i;
-            ck->dep[op] = -1;
+            ck->dep[op] = -1, ck->cp[op] = -1;
             ck->kinds |= 1u << (a->kind & 31);
             ck->named += names_cell(a);
             if (a->stage < 0 || a->mb < 0) continue;
@@ -1605,9 +1600,7 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
         !ck->busy || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups ||
         !ck->comp_t || !ck->comm_t || !ck->dep)
         return -1;
-    if (find_deps(ck) < 0) return -1;
-    for (int64_t k = 0; k < n; k++)
-        ck->cp[k] = -1;
+    if (find_deps(ck) < 0) return -1; /* and every op's cp to -1 */
     for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
     if (s->ngroups == 0 && !(ck->kinds >> PPV_ACT_GROUP_START & 1)) return 0;
     ck->cseq = ppv_alloc_big(nn * sizeof *ck->cseq);
