@@ -1482,11 +1482,13 @@ static void deps_rank(checker *ck, int32_t r, void *arg) {
     const deps_table *t = arg;
     const ppv_program *p = &ck->s->prog[r];
     int32_t *dep = ck->dep + ck->off[r], *cp = ck->cp + ck->off[r];
+    uint32_t kinds = 0; /* summed here, not in ck, a run's own but beside the others' */
+    int64_t named = 0;
     for (int32_t i = 0; i < p->n; i++) {
         const ppv_action *a = &p->acts[i];
         dep[i] = -1, cp[i] = -1;
-        ck->kinds |= 1u << (a->kind & 31);
-        ck->named += names_cell(a);
+        kinds |= 1u << (a->kind & 31);
+        named += names_cell(a);
         if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
         int want, put;
         dep_slots(a, &want, &put);
@@ -1494,6 +1496,8 @@ static void deps_rank(checker *ck, int32_t r, void *arg) {
         if (want >= 0) dep[i] = t->at[cell + want];
         if (put >= 0) t->at[cell + put] = i;
     }
+    ck->kinds |= kinds;
+    ck->named += named;
 }
 
 /* The dependencies by the table, where it is no bigger than the schedule

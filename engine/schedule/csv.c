@@ -337,6 +337,9 @@ typedef struct rows_read {
 static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to) {
     const char *text = rr->text;
     ppv_schedule *s = rr->s;
+    int legacy = rr->legacy;
+    /* noted here, not in j, which shares its cache line with other runs' */
+    ppv_finish_notes notes = j->notes;
     for (int32_t rank = from; rank < to; rank++) {
         size_t pos = (size_t)rr->start[rank], end = (size_t)rr->eol[rank];
         ppv_rank_stages *rs = &rr->stages[rank];
@@ -347,14 +350,14 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
         int blank = rr->ncells[rank] == 0; /* or a row of commas: it has no action either */
         while (!blank && c <= end) {
             int32_t kind, stage, mb;
-            size_t fl = rr->legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
+            size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
             if (fl) { /* written field by field: no copy of a whole action */
                 ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
                 if (!d) return ppv_errf(j->err, j->errlen, "%s: out of memory", s->name);
                 d->kind = (uint8_t)kind, d->dtype = 0, d->overlap = 0;
                 d->stage = stage, d->mb = mb, d->step = step++;
                 d->peer = -1, d->tag = -1, d->bytes = 0;
-                ppv_finish_note(&j->notes, d);
+                ppv_finish_note(&notes, d);
                 ppv_rank_stage_note(rs, stage, s->prog[rank].n - 1);
                 c += fl + 1;
                 continue;
@@ -378,11 +381,11 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
             }
             int32_t had = s->prog[rank].n;
             if (b > a && parse_cell(s, rank, step, text + a, b - a, (int64_t)a, rank + 1,
-                                    (int)(a - pos) + 1, rr->legacy, &overlap_ids, j->err,
+                                    (int)(a - pos) + 1, legacy, &overlap_ids, j->err,
                                     j->errlen) < 0)
                 return -1;
             for (int32_t k = had; k < s->prog[rank].n; k++) {
-                ppv_finish_note(&j->notes, &s->prog[rank].acts[k]);
+                ppv_finish_note(&notes, &s->prog[rank].acts[k]);
                 if (ppv_places_stage(&s->prog[rank].acts[k]))
                     ppv_rank_stage_note(rs, s->prog[rank].acts[k].stage, k);
             }
@@ -390,6 +393,7 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
             c = ce + 1;
         }
     }
+    j->notes = notes;
     return 0;
 }
 
