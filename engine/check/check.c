@@ -14,6 +14,7 @@
  * A compute-only schedule is lowered first (lower.c).
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ typedef struct checker {
                      * ended (the post time of a finished op is not kept: an eager send's is
                      * its end, and a blocked rank's next op posts when it is ready) */
     int32_t *pc;
+    int32_t spare;  /* processors each_part leaves to work beside it */
     uint32_t kinds; /* 1 << kind for each kind in the programs (find_deps) */
     int64_t named;  /* actions that name a (stage, microbatch) pair (find_deps) */
     double *free_t;           /* [P]: when the rank's last operation ends, either stream */
@@ -262,9 +264,29 @@ static void part_run(void *arg, int32_t run, int32_t from, int32_t to) {
  * action that names a stage sits on it), or a channel's messages. The
  * errors come out as one pass stores them, part by part; kinds and named
  * are summed. */
+/* Appends the errors from stores (those of a later part of the pass) to
+ * ck's, as one pass would have stored them: up to MAX_STORED_ERRORS, the
+ * rest counted; from's are given back. */
+static void append_errors(checker *ck, ppv_check_report *from) {
+    ppv_check_report *rep = ck->rep;
+    for (int32_t e = 0; e < from->nerrors && rep->nerrors < MAX_STORED_ERRORS; e++) {
+        if (!rep->errors && !(rep->errors = calloc(MAX_STORED_ERRORS, sizeof *rep->errors))) {
+            ck->oom = 1;
+            break;
+        }
+        rep->errors[rep->nerrors++] = from->errors[e];
+    }
+    rep->errors_total += from->errors_total;
+    free(from->errors);
+    from->errors = NULL;
+    from->nerrors = 0;
+    from->errors_total = 0;
+}
+
 static void each_part(checker *ck, const int64_t *ends, int32_t nparts,
                       void (*fn)(checker *, int32_t, void *), void *arg) {
     int32_t n = ppv_run_count(ends[nparts], 100000, nparts);
+    n = n - ck->spare > 1 ? n - ck->spare : 1;
     part_runs *u = n > 1 ? calloc(1, sizeof *u) : NULL;
     if (!u) { /* one run, or no room for more */
         for (int32_t k = 0; k < nparts; k++) fn(ck, k, arg);
@@ -277,20 +299,11 @@ static void each_part(checker *ck, const int64_t *ends, int32_t nparts,
         u->view[k].kinds = 0, u->view[k].named = 0, u->view[k].oom = 0;
     }
     ppv_runs(n, ends, nparts, part_run, u);
-    ppv_check_report *rep = ck->rep;
     for (int32_t k = 0; k < n; k++) {
         ck->kinds |= u->view[k].kinds;
         ck->named += u->view[k].named;
         ck->oom |= u->view[k].oom;
-        for (int32_t e = 0; e < u->errs[k].nerrors && rep->nerrors < MAX_STORED_ERRORS; e++) {
-            if (!rep->errors && !(rep->errors = calloc(MAX_STORED_ERRORS, sizeof *rep->errors))) {
-                ck->oom = 1;
-                break;
-            }
-            rep->errors[rep->nerrors++] = u->errs[k].errors[e];
-        }
-        rep->errors_total += u->errs[k].errors_total;
-        free(u->errs[k].errors);
+        append_errors(ck, &u->errs[k]);
     }
     free(u);
 }
@@ -911,6 +924,11 @@ static inline void note_life(checker *ck, const ppv_action *a, double t0, double
     if (!ck->fstart) return;
     int64_t k = cell_of(ck->cl, a->stage, a->mb);
     if (k < 0) return;
+    /* a stage's microbatches come in order: the cells of the next few,
+     * fetched while this rank waits for its next turn */
+    if (k + 16 < ck->cl->n) {
+        __builtin_prefetch(a->kind == PPV_ACT_F ? &ck->fstart[k + 16] : &ck->freed[k + 16]);
+    }
     if (a->kind == PPV_ACT_F && ck->fstart[k] < 0) ck->fstart[k] = t0;
     else if ((a->kind == PPV_ACT_B || a->kind == PPV_ACT_W) && t1 > ck->freed[k])
         ck->freed[k] = t1;
@@ -1358,6 +1376,42 @@ static void structure_rank(checker *ck, int32_t r, void *arg) {
     peak_rank(&sp->walk, r);
 }
 
+/* The structure pass (rank by rank, then the counts) on a checker of its
+ * own, whose errors come before the matching's: in a thread beside the
+ * matching and the simulation, which read none of what it writes. */
+typedef struct structure_job {
+    checker view;
+    ppv_check_report errs;
+    structure_pass *sp;
+    pthread_t tid;
+    int started;
+} structure_job;
+
+static void *structure_run(void *arg) {
+    structure_job *j = arg;
+    each_rank(&j->view, structure_rank, j->sp);
+    check_counts(&j->view, j->sp->c, j->sp->fl);
+    return NULL;
+}
+
+/* Starts the structure pass of ck in j, beside the caller (inline where no
+ * thread starts); it leaves the caller a processor. */
+static void structure_start(structure_job *j, const checker *ck, structure_pass *sp) {
+    memset(&j->errs, 0, sizeof j->errs);
+    j->view = *ck;
+    j->view.rep = &j->errs;
+    j->view.spare = 1;
+    j->sp = sp;
+    j->started = pthread_create(&j->tid, NULL, structure_run, j) == 0;
+    if (!j->started) structure_run(j);
+}
+
+/* Waits for j (once; again does nothing). */
+static void structure_join(structure_job *j) {
+    if (j->started) pthread_join(j->tid, NULL);
+    j->started = 0;
+}
+
 ppv_check_options ppv_check_defaults(void) {
     ppv_check_options o;
     memset(&o, 0, sizeof o);
@@ -1676,6 +1730,10 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     uint16_t *fl = NULL;
     int32_t *stuck = NULL;
     cells cl = {0, 0, NULL};
+    int beside = 0; /* the structure pass runs beside the matching (sj) */
+    structure_job sj;
+    structure_pass sp;
+    ppv_check_report matched = {0};
     if (checker_init(&ck, s) < 0 || cells_init(&cl, s, ck.named) < 0) goto oom;
     fl = ppv_calloc_big((size_t)cl.n + 1, sizeof *fl);
     ck.reduced = calloc((size_t)s->nstages + 1, 1);
@@ -1683,16 +1741,24 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     rep->peak_activation = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof(double));
     rep->peak_index = calloc((size_t)(s->nranks ? s->nranks : 1), sizeof *rep->peak_index);
     if (!rep->peak_activation || !rep->peak_index) goto oom;
-    structure_pass sp = {&cl, fl, {.s = s, .c = &cl, .mm = &opt->mem, .sc = opt->stages,
-                                   .recompute = ck.kinds >> PPV_ACT_R & 1,
-                                   .peak = rep->peak_activation, .at = rep->peak_index}};
+    sp = (structure_pass){&cl, fl, {.s = s, .c = &cl, .mm = &opt->mem, .sc = opt->stages,
+                                    .recompute = ck.kinds >> PPV_ACT_R & 1,
+                                    .peak = rep->peak_activation, .at = rep->peak_index}};
     if (peak_begin(&sp.walk) < 0) {
         peak_end(&sp.walk);
         goto oom;
     }
-    each_rank(&ck, structure_rank, &sp); /* rank by rank: structure and peak */
-    peak_end(&sp.walk);
-    check_counts(&ck, &cl, fl);
+    /* A file with its messages: the structure pass beside the matching
+     * and the simulation, its errors first. A compute-only one is lowered
+     * only when it passes, and a timeline reads the cells' peaks. */
+    beside = s->form == PPV_FORM_COMPUTE_COMMS && !opt->keep_timeline;
+    if (beside) {
+        structure_start(&sj, &ck, &sp);
+    } else {
+        each_rank(&ck, structure_rank, &sp); /* rank by rank: structure and peak */
+        peak_end(&sp.walk);
+        check_counts(&ck, &cl, fl);
+    }
 
     const ppv_schedule *run = s;
     if (s->form == PPV_FORM_COMPUTE_ONLY) {
@@ -1713,8 +1779,10 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
         ck.rep = rep;
         if (checker_init(&ck, run) < 0) goto oom;
     }
+    if (beside) ck.rep = &matched; /* its errors come after the structure's */
     match_messages(&ck);
     match_collectives(&ck);
+    ck.rep = rep;
     /* the simulation's arrays, once the matching's lists are gone */
     ck.state = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), 1);
     ck.at = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), sizeof *ck.at);
@@ -1764,6 +1832,14 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     for (int64_t k = 0; k < cl.n; k++)
         ck.fstart[k] = ck.freed[k] = -1;
     simulate(&ck);
+    if (beside) { /* the structure's errors, then the matching's */
+        structure_join(&sj);
+        peak_end(&sp.walk);
+        ck.oom |= sj.view.oom;
+        append_errors(&ck, &sj.errs);
+        append_errors(&ck, &matched);
+        beside = 0;
+    }
     if (ck.oom) goto oom;
     if (rep->simulated && lifespans(&ck, s) < 0) goto oom;
 verdict:
@@ -1775,6 +1851,12 @@ verdict:
 oom:
     ppv_errf(err, errlen, "out of memory while checking %s", s->name);
 fail:
+    if (beside) { /* left on the way: nothing of it is read */
+        structure_join(&sj);
+        peak_end(&sp.walk);
+        free(sj.errs.errors);
+        free(matched.errors);
+    }
     checker_free(&ck);
     free(cl.key);
     ppv_free_big(fl);
