@@ -256,15 +256,7 @@ static void part_run(void *arg, int32_t run, int32_t from, int32_t to) {
     for (int32_t k = from; k < to; k++) u->fn(&u->view[run], k, u->arg);
 }
 
-/* fn(ck, k, arg) for every part k of nparts, whose work up to k is
- * ends[k] (ends[nparts] the whole), in runs side by side (ppv_runs): one
- * for each 100,000 units of work, up to the processors online. fn may
- * write only part k's own entries: a rank's ops and the cells of its
- * stages (a finished schedule gives every stage one rank, and every
- * action that names a stage sits on it), or a channel's messages. The
- * errors come out as one pass stores them, part by part; kinds and named
- * are summed. */
-/* Appends the errors from stores (those of a later part of the pass) to
+/* Appends the errors from holds (those of a later part of the pass) to
  * ck's, as one pass would have stored them: up to MAX_STORED_ERRORS, the
  * rest counted; from's are given back. */
 static void append_errors(checker *ck, ppv_check_report *from) {
@@ -283,6 +275,14 @@ static void append_errors(checker *ck, ppv_check_report *from) {
     from->errors_total = 0;
 }
 
+/* fn(ck, k, arg) for every part k of nparts, whose work up to k is
+ * ends[k] (ends[nparts] the whole), in runs side by side (ppv_runs): one
+ * for each 100,000 units of work, up to the processors online. fn may
+ * write only part k's own entries: a rank's ops and the cells of its
+ * stages (a finished schedule gives every stage one rank, and every
+ * action that names a stage sits on it), or a channel's messages. The
+ * errors come out as one pass stores them, part by part; kinds and named
+ * are summed; ck->spare processors are left to work beside it. */
 static void each_part(checker *ck, const int64_t *ends, int32_t nparts,
                       void (*fn)(checker *, int32_t, void *), void *arg) {
     int32_t n = ppv_run_count(ends[nparts], 100000, nparts);
@@ -940,7 +940,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
         int32_t i = ck->pc[r];
         int64_t op = ck->off[r] + i;
         const ppv_action *a = &p->acts[i];
-        __builtin_prefetch(a + 6);
+        if (i + 6 < p->n) __builtin_prefetch(a + 6); /* the rank's next turn's */
         if (a->kind == PPV_ACT_GROUP_START) {
             int32_t end = ck->grp_end[op];
             if (!(ck->state[op] & POSTED)) { /* posted together, once all can start */

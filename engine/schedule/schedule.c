@@ -261,8 +261,6 @@ int64_t ppv_schedule_size(const ppv_schedule *s) {
     return n;
 }
 
-/* Whether an action computes its stage on its rank (places the stage). */
-
 /* A stage-placing action, for sorting by stage. */
 typedef struct placed {
     int32_t stage, rank, index;
@@ -360,9 +358,10 @@ int ppv_schedule_finish_noted(ppv_schedule *s, const ppv_finish_notes *n, char *
         const ppv_rank_stages *rs = n->ranks ? &n->ranks[r] : NULL;
         if (rs && rs->n >= 0) { /* the reader noted the program's stages */
             for (int32_t k = 0; k < rs->n; k++) {
-                int32_t owner = s->stage_rank[rs->first[k].stage];
-                if (owner < 0) s->stage_rank[rs->first[k].stage] = r;
-                else if (owner != r) return stage_taken(s, r, rs->first[k].index, owner, err, errlen);
+                int32_t st = rs->first[k].stage, at = rs->first[k].index;
+                int32_t owner = s->stage_rank[st];
+                if (owner < 0) s->stage_rank[st] = r;
+                else if (owner != r) return stage_taken(s, r, at, owner, err, errlen);
             }
             continue;
         }

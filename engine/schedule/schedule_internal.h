@@ -53,10 +53,6 @@ static inline ppv_action *ppv_schedule_push(ppv_schedule *s, int32_t rank, int64
     return &p->acts[p->n++];
 }
 
-/* What ppv_schedule_finish learns in its first pass over the actions. A
- * reader that writes every action itself notes each on the way
- * (ppv_finish_note) and finishes without that pass
- * (ppv_schedule_finish_noted): a 9 MB file's actions are 29 MB to read. */
 #define PPV_RANK_STAGES 8
 
 /* The stages a rank's program places, each with the index of the first
@@ -71,6 +67,10 @@ typedef struct ppv_rank_stages {
     } first[PPV_RANK_STAGES];
 } ppv_rank_stages;
 
+/* What ppv_schedule_finish learns in its passes over the actions. A
+ * reader that writes every action itself notes each on the way
+ * (ppv_finish_note, ppv_rank_stage_note) and finishes without them
+ * (ppv_schedule_finish_noted): a 9 MB file's actions are 29 MB to read. */
 typedef struct ppv_finish_notes {
     int32_t maxstage, maxmb; /* -1 when none */
     int64_t nplaced;         /* actions that place a stage */
