@@ -703,13 +703,13 @@ static int check_body(check_args *cap, int show) {
      * small; standard input cannot be read twice). */
     ppv_check_report *rep = NULL;
     pytorch_job pj = {0};
+    int pytorch = 0; /* PyTorch's runtime's view of the file is wanted */
     for (int placeless = strcmp(ca.file, "-") != 0;; placeless = 0) {
         int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
                             : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
         if (lrc < 0 && placeless) continue;
         /* PyTorch's runtime's view of the file, beside the check */
-        int pytorch = lrc == 0 && !show &&
-                      (ca.target_pytorch || s->form == PPV_FORM_COMPUTE_COMMS);
+        pytorch = lrc == 0 && !show && (ca.target_pytorch || s->form == PPV_FORM_COMPUTE_COMMS);
         if (pytorch) pytorch_start(&pj, s);
         if (lrc == 0 && ca.model_costs) { /* the model split over this schedule's stages */
             ppv_stage_costs_free(&cap->stages);
@@ -747,8 +747,7 @@ static int check_body(check_args *cap, int show) {
         mvp = &mv;
     }
     target_view tv = {ca.target_pytorch, NULL, 0};
-    if (!show && (ca.target_pytorch || s->form == PPV_FORM_COMPUTE_COMMS) &&
-        (rc = target_problems(&ca, s, &pj, &tv)) >= 0) {
+    if (pytorch && (rc = target_problems(&ca, s, &pj, &tv)) >= 0) {
         free(tv.v);
         if (mvp) mem_view_free(mvp);
         ppv_check_report_free(rep);
