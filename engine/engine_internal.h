@@ -37,10 +37,27 @@ int32_t ppv_run_count(int64_t work, int64_t per_run, int32_t parts);
 /* fn(arg, run, from, to) for nruns runs of consecutive parts [from, to),
  * cut so that each holds about the same work: ends[k] is the work of
  * parts [0, k) (ends[0] = 0, ends[nparts] the whole). Run 0 runs here,
- * the others in threads (here, after run 0, where a thread cannot
- * start); returns when all are done. A run may be empty. */
+ * the others on idle helpers (here, after run 0, where none is idle);
+ * returns when all are done. A run may be empty. */
 void ppv_runs(int32_t nruns, const int64_t *ends, int32_t nparts,
               void (*fn)(void *arg, int32_t run, int32_t from, int32_t to), void *arg);
+
+/* Makes the helper threads ppv_runs and ppv_beside_start give work to,
+ * once (a process keeps them; a forked child makes its own). A reader of
+ * a big file calls it first, so that they are running when work comes. */
+void ppv_helpers_wake(void);
+
+/* A job on a helper beside the caller. */
+typedef struct ppv_beside {
+    void *h; /* the helper, NULL when none took the job */
+    long ticket;
+} ppv_beside;
+
+/* fn(arg) on an idle helper: 1, or 0 when none is idle (then the caller
+ * runs it). ppv_beside_join waits for it (once; where none took it,
+ * returns at once). */
+int ppv_beside_start(ppv_beside *b, void (*fn)(void *), void *arg);
+void ppv_beside_join(ppv_beside *b);
 
 /* The check room's (check/waitfor.c), which the world's deadlock report
  * shares. */

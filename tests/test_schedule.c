@@ -1,7 +1,11 @@
 /* test_schedule.c - the schedule IR, PyTorch's CSV in both dialects and
  * forms, ppv's native format, and their parse errors. */
-#define _DEFAULT_SOURCE /* mincore */
+#define _GNU_SOURCE /* mincore, sched_getaffinity */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/schedule/schedule_internal.h" /* white-box: the readers, huge-page blocks */
@@ -388,6 +392,117 @@ static void test_big_blocks_either_side_of_256_kib(void **state) {
     }
     ppv_free_big(NULL);
     assert_null(ppv_calloc_big(SIZE_MAX / 2, 4)); /* n * size overflows */
+}
+
+/* ---- runs side by side, on helpers ---------------------------------------- */
+
+enum { RUN_PARTS = 1000, RUN_RUNS = 4 };
+
+/* What each part of a pass saw: its run, and the thread that ran it. */
+typedef struct run_marks {
+    int32_t run[RUN_PARTS];
+    int times[RUN_PARTS];
+    pthread_t who[RUN_RUNS];
+    int cpus[RUN_RUNS]; /* processors the run's thread may use */
+} run_marks;
+
+static void mark_run(void *arg, int32_t run, int32_t from, int32_t to) {
+    run_marks *m = arg;
+    m->who[run] = pthread_self();
+    cpu_set_t may;
+    m->cpus[run] = sched_getaffinity(0, sizeof may, &may) == 0 ? CPU_COUNT(&may) : -1;
+    for (int32_t k = from; k < to; k++) {
+        m->run[k] = run;
+        m->times[k]++;
+    }
+}
+
+/* One pass of RUN_RUNS runs over RUN_PARTS parts of a unit each: every
+ * part once, cut in runs of 250 (the cut written out: run k holds parts
+ * [250 k, 250 (k + 1))). Returns how many runs another thread took. */
+static int one_pass(run_marks *m) {
+    int64_t ends[RUN_PARTS + 1];
+    for (int32_t k = 0; k <= RUN_PARTS; k++) ends[k] = k;
+    memset(m, 0, sizeof *m);
+    ppv_runs(RUN_RUNS, ends, RUN_PARTS, mark_run, m);
+    for (int32_t k = 0; k < RUN_PARTS; k++) {
+        if (m->times[k] != 1 || m->run[k] != k / 250) return -1;
+    }
+    int away = 0;
+    for (int32_t r = 0; r < RUN_RUNS; r++) away += !pthread_equal(m->who[r], pthread_self());
+    return away;
+}
+
+static void *passes(void *arg) {
+    int *bad = arg;
+    run_marks *m = malloc(sizeof *m);
+    for (int i = 0; m && i < 200; i++) *bad += one_pass(m) < 0;
+    if (!m) *bad = 1;
+    free(m);
+    return NULL;
+}
+
+static void bump(void *arg) {
+    (*(int *)arg)++;
+}
+
+/* The helpers that runs go to: every part of a pass once, in the runs the
+ * cut gives, from two threads at once; a helper takes a run where there
+ * are two processors, held to one; and a forked child, which has none of
+ * its parent's helpers, still finishes its passes (it would wait forever
+ * for a helper that is not there). */
+static void test_runs_go_to_helpers_and_a_forked_child_makes_its_own(void **state) {
+    (void)state;
+    ppv_helpers_wake();
+    run_marks *m = malloc(sizeof *m);
+    assert_non_null(m);
+    int away = one_pass(m);
+    assert_true(away >= 0);
+    cpu_set_t may;
+    int cpus = sched_getaffinity(0, sizeof may, &may) == 0 ? CPU_COUNT(&may) : 1;
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 1 && cpus > 1) {
+        assert_true(away >= 1);
+        for (int32_t r = 1; r < RUN_RUNS; r++)
+            if (!pthread_equal(m->who[r], pthread_self())) assert_int_equal(m->cpus[r], 1);
+    }
+    int n = 0;
+    ppv_beside b;
+    if (!ppv_beside_start(&b, bump, &n)) bump(&n);
+    ppv_beside_join(&b);
+    ppv_beside_join(&b); /* again: nothing */
+    assert_int_equal(n, 1);
+
+    pthread_t t;
+    int bad_a = 0, bad_b = 0;
+    assert_int_equal(pthread_create(&t, NULL, passes, &bad_a), 0);
+    passes(&bad_b);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(bad_a, 0);
+    assert_int_equal(bad_b, 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int ok = one_pass(m) >= 0;
+        int k = 0;
+        if (!ppv_beside_start(&b, bump, &k)) bump(&k);
+        ppv_beside_join(&b);
+        free(m); /* valgrind, following this child, counts what it holds */
+        _exit(ok && k == 1 ? 0 : 1);
+    }
+    int status = -1, waited = 0;
+    for (; waited < 3000 && waitpid(pid, &status, WNOHANG) == 0; waited++) {
+        struct timespec ms10 = {0, 10 * 1000 * 1000};
+        nanosleep(&ms10, NULL);
+    }
+    if (waited == 3000) { /* 30 s: it hangs */
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fail_msg("the forked child's pass never ended");
+    }
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(m);
 }
 
 /* The programs of a CSV take one block, sized by the cells that hold
@@ -963,6 +1078,7 @@ int main(void) {
         cmocka_unit_test(test_where_an_action_was_read),
         cmocka_unit_test(test_a_file_read_without_its_places),
         cmocka_unit_test(test_big_blocks_either_side_of_256_kib),
+        cmocka_unit_test(test_runs_go_to_helpers_and_a_forked_child_makes_its_own),
         cmocka_unit_test(test_programs_share_a_block_sized_by_their_cells),
         cmocka_unit_test(test_a_large_file_is_read_whole_from_a_file_and_a_pipe),
         cmocka_unit_test(test_a_large_file_read_in_runs_names_its_first_bad_row),

@@ -14,7 +14,6 @@
  * A compute-only schedule is lowered first (lower.c).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1377,39 +1376,36 @@ static void structure_rank(checker *ck, int32_t r, void *arg) {
 }
 
 /* The structure pass (rank by rank, then the counts) on a checker of its
- * own, whose errors come before the matching's: in a thread beside the
- * matching and the simulation, which read none of what it writes. */
+ * own, whose errors come before the matching's: on a helper beside the
+ * simulation, which reads none of what it writes. It starts once the
+ * matching is done, which then has every processor. */
 typedef struct structure_job {
     checker view;
     ppv_check_report errs;
     structure_pass *sp;
-    pthread_t tid;
-    int started;
+    ppv_beside on;
 } structure_job;
 
-static void *structure_run(void *arg) {
+static void structure_run(void *arg) {
     structure_job *j = arg;
     each_rank(&j->view, structure_rank, j->sp);
     check_counts(&j->view, j->sp->c, j->sp->fl);
-    return NULL;
 }
 
 /* Starts the structure pass of ck in j, beside the caller (inline where no
- * thread starts); it leaves the caller a processor. */
+ * helper is idle); it leaves the caller a processor. */
 static void structure_start(structure_job *j, const checker *ck, structure_pass *sp) {
     memset(&j->errs, 0, sizeof j->errs);
     j->view = *ck;
     j->view.rep = &j->errs;
     j->view.spare = 1;
     j->sp = sp;
-    j->started = pthread_create(&j->tid, NULL, structure_run, j) == 0;
-    if (!j->started) structure_run(j);
+    if (!ppv_beside_start(&j->on, structure_run, j)) structure_run(j);
 }
 
 /* Waits for j (once; again does nothing). */
 static void structure_join(structure_job *j) {
-    if (j->started) pthread_join(j->tid, NULL);
-    j->started = 0;
+    ppv_beside_join(&j->on);
 }
 
 ppv_check_options ppv_check_defaults(void) {
@@ -1704,6 +1700,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     *out = NULL;
     int64_t actions = 0;
     for (int32_t r = 0; r < s->nranks; r++) actions += s->prog[r].n;
+    if (actions >= 100000) ppv_helpers_wake(); /* its ranks are checked in runs */
     if (actions == 0) /* nothing to check is not OK (ppv_run refuses it too) */
         return ppv_errf(err, errlen, "%s: no action: no stage or microbatch to check", s->name);
     const ppv_costs *c = &opt->costs;
@@ -1748,13 +1745,11 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
         peak_end(&sp.walk);
         goto oom;
     }
-    /* A file with its messages: the structure pass beside the matching
-     * and the simulation, its errors first. A compute-only one is lowered
-     * only when it passes, and a timeline reads the cells' peaks. */
+    /* A file with its messages: the structure pass beside the simulation
+     * (after the matching), its errors first. A compute-only one is
+     * lowered only when it passes, and a timeline reads the cells' peaks. */
     beside = s->form == PPV_FORM_COMPUTE_COMMS && !opt->keep_timeline;
-    if (beside) {
-        structure_start(&sj, &ck, &sp);
-    } else {
+    if (!beside) {
         each_rank(&ck, structure_rank, &sp); /* rank by rank: structure and peak */
         peak_end(&sp.walk);
         check_counts(&ck, &cl, fl);
@@ -1783,6 +1778,7 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     match_messages(&ck);
     match_collectives(&ck);
     ck.rep = rep;
+    if (beside) structure_start(&sj, &ck, &sp);
     /* the simulation's arrays, once the matching's lists are gone */
     ck.state = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), 1);
     ck.at = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), sizeof *ck.at);

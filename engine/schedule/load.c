@@ -122,6 +122,7 @@ static char *read_file(const char *path, size_t *len, int big, char *err, size_t
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
         (uint64_t)st.st_size < SIZE_MAX / 4)
         cap = (size_t)st.st_size + 1;
+    if (big && cap > (size_t)1 << 20) ppv_helpers_wake(); /* its rows are read in runs */
     char *buf = big ? ppv_alloc_big(cap) : malloc(cap);
     for (;;) {
         if (!buf) {
