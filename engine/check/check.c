@@ -103,6 +103,8 @@ typedef struct checker {
      * its last backward ended (-1: not yet) */
     const struct cells *cl;
     double *fstart, *freed;
+    struct rank_msgs *msgs; /* [P]: each rank's messages by peer (find_deps), until the
+                             * matching's channels take them */
 } checker;
 
 #define POSTED 1
@@ -603,38 +605,46 @@ typedef struct rank_msgs {
     int32_t n, cap;
 } rank_msgs;
 
-/* Rank r's messages by peer and way (each_rank: r's own list). */
-static void collect_rank(checker *ck, int32_t r, void *arg) {
-    rank_msgs *m = &((rank_msgs *)arg)[r];
-    const ppv_program *p = &ck->s->prog[r];
-    peer_ops *last = NULL;
-    for (int32_t i = 0; i < p->n && !ck->oom; i++) {
-        const ppv_action *a = &p->acts[i];
-        unsigned af = ppv_action_flags(a->kind);
-        if (!(af & PPV_AF_COMM)) continue;
-        int32_t other = message_peer(ck, r, a);
-        if (other < 0) continue;
-        int snd = (af & PPV_AF_SEND) != 0;
-        if (!last || last->peer != other || last->send != snd) {
-            last = NULL;
-            for (int32_t k = 0; k < m->n && !last; k++)
-                if (m->v[k].peer == other && m->v[k].send == snd) last = &m->v[k];
-        }
-        if (!last) {
-            if (m->n == m->cap) {
-                int32_t cap = m->cap ? 2 * m->cap : 4;
-                peer_ops *nv = realloc(m->v, (size_t)cap * sizeof *nv);
-                if (!nv) {
-                    ck->oom = 1;
-                    return;
-                }
-                m->v = nv, m->cap = cap;
-            }
-            last = &m->v[m->n++];
-            *last = (peer_ops){other, snd, {NULL, 0, 0}};
-        }
-        if (vec32_push(&last->ops, i) < 0) ck->oom = 1;
+/* Notes action i of rank r, a message (flags af), among r's messages by
+ * peer and way (m: r's own list; *last: the peer_ops the rank's previous
+ * message went to). A rank's messages are noted in program order. */
+static void collect_op(checker *ck, rank_msgs *m, peer_ops **last, int32_t r, int32_t i,
+                       const ppv_action *a, unsigned af) {
+    int32_t other = message_peer(ck, r, a);
+    if (other < 0) return;
+    int snd = (af & PPV_AF_SEND) != 0;
+    peer_ops *l = *last;
+    if (!l || l->peer != other || l->send != snd) {
+        l = NULL;
+        for (int32_t k = 0; k < m->n && !l; k++)
+            if (m->v[k].peer == other && m->v[k].send == snd) l = &m->v[k];
     }
+    if (!l) {
+        if (m->n == m->cap) {
+            int32_t cap = m->cap ? 2 * m->cap : 4;
+            peer_ops *nv = realloc(m->v, (size_t)cap * sizeof *nv);
+            if (!nv) {
+                ck->oom = 1;
+                return;
+            }
+            m->v = nv, m->cap = cap;
+        }
+        l = &m->v[m->n++];
+        *l = (peer_ops){other, snd, {NULL, 0, 0}};
+    }
+    *last = l;
+    if (vec32_push(&l->ops, i) < 0) ck->oom = 1;
+}
+
+/* Gives back the ranks' lists of messages not yet taken by channels. */
+static void free_msgs(checker *ck) {
+    if (!ck->msgs) return;
+    for (int32_t r = 0; r < ck->P; r++) {
+        for (int32_t k = 0; k < ck->msgs[r].n; k++) free(ck->msgs[r].v[k].ops.v);
+        free(ck->msgs[r].v);
+    }
+    free(ck->msgs);
+    ck->msgs = NULL;
 }
 
 /* Channel k's sends and receives paired in FIFO order, and the errors of
@@ -678,14 +688,15 @@ static void pair_channel(checker *ck, int32_t k, void *arg) {
 }
 
 static void match_messages(checker *ck) {
-    /* each rank's lists side by side; then the channels, made in the
-     * order the ranks' programs first name them, take the lists over */
-    rank_msgs *msgs = calloc((size_t)(ck->P ? ck->P : 1), sizeof *msgs);
+    /* each rank's lists (find_deps made them, side by side); the
+     * channels, made in the order the ranks' programs first name them,
+     * take the lists over */
+    rank_msgs *msgs = ck->msgs;
+    ck->msgs = NULL;
     if (!msgs) {
         ck->oom = 1;
         return;
     }
-    each_rank(ck, collect_rank, msgs);
     for (int32_t r = 0; r < ck->P; r++) {
         for (int32_t k = 0; k < msgs[r].n; k++) {
             peer_ops *po = &msgs[r].v[k];
@@ -1441,6 +1452,7 @@ void ppv_check_report_free(ppv_check_report *r) {
 }
 
 static void checker_free(checker *ck) {
+    free_msgs(ck);
     ppv_free_big(ck->fstart);
     ppv_free_big(ck->freed);
     ck->fstart = ck->freed = NULL;
@@ -1520,8 +1532,9 @@ static void dep_slots(const ppv_action *a, int *want, int *put) {
     }
 }
 
-/* A table of every (stage, microbatch, slot): where its rank last put it
- * (-1: not yet). Only the stage's rank puts or reads a cell's slots. */
+/* A table of every (stage, microbatch, slot): where its rank last put it,
+ * plus 1 (0: not yet, so that a new zeroed block is the empty table).
+ * Only the stage's rank puts or reads a cell's slots. */
 typedef struct deps_table {
     int32_t *at; /* [cells * 4] */
 } deps_table;
@@ -1534,17 +1547,21 @@ static void deps_rank(checker *ck, int32_t r, void *arg) {
     int32_t *dep = ck->dep + ck->off[r], *cp = ck->cp + ck->off[r];
     uint32_t kinds = 0; /* summed here, not in ck, a run's own but beside the others' */
     int64_t named = 0;
+    rank_msgs *m = &ck->msgs[r];
+    peer_ops *last = NULL;
     for (int32_t i = 0; i < p->n; i++) {
         const ppv_action *a = &p->acts[i];
         dep[i] = -1, cp[i] = -1;
         kinds |= 1u << (a->kind & 31);
         named += names_cell(a);
+        unsigned af = ppv_action_flags(a->kind);
+        if ((af & PPV_AF_COMM) && !ck->oom) collect_op(ck, m, &last, r, i, a, af);
         if (a->stage < 0 || a->stage >= ck->S || a->mb < 0 || a->mb >= ck->m) continue;
         int want, put;
         dep_slots(a, &want, &put);
         int64_t cell = ((int64_t)a->stage * ck->m + a->mb) * 4;
-        if (want >= 0) dep[i] = t->at[cell + want];
-        if (put >= 0) t->at[cell + put] = i;
+        if (want >= 0) dep[i] = t->at[cell + want] - 1;
+        if (put >= 0) t->at[cell + put] = i + 1;
     }
     ck->kinds |= kinds;
     ck->named += named;
@@ -1557,9 +1574,8 @@ static void deps_rank(checker *ck, int32_t r, void *arg) {
 static int find_deps_dense(checker *ck) {
     int64_t cells = (int64_t)ck->S * ck->m;
     if (ck->S <= 0 || ck->m <= 0 || cells > ck->total + 1024) return 0;
-    deps_table t = {ppv_alloc_big((size_t)cells * 4 * sizeof *t.at)};
+    deps_table t = {ppv_calloc_big((size_t)cells * 4, sizeof *t.at)};
     if (!t.at) return -1;
-    memset(t.at, 0xff, (size_t)cells * 4 * sizeof *t.at); /* -1: not put */
     each_rank(ck, deps_rank, &t);
     ppv_free_big(t.at);
     return 1;
@@ -1580,6 +1596,7 @@ static int find_deps(checker *ck) {
     }
     for (int32_t r = 0; r < s->nranks; r++) {
         const ppv_program *p = &s->prog[r];
+        peer_ops *last = NULL;
         int64_t cap = 2 * (int64_t)p->n + 16; /* at most one entry per action: half full */
         for (int64_t k = 0; k < cap; k++)
             key[k] = -1;
@@ -1590,6 +1607,8 @@ static int find_deps(checker *ck) {
             ck->dep[op] = -1, ck->cp[op] = -1;
             ck->kinds |= 1u << (a->kind & 31);
             ck->named += names_cell(a);
+            unsigned af = ppv_action_flags(a->kind);
+            if ((af & PPV_AF_COMM) && !ck->oom) collect_op(ck, &ck->msgs[r], &last, r, i, a, af);
             if (a->stage < 0 || a->mb < 0) continue;
             int want, put;
             dep_slots(a, &want, &put);
@@ -1650,7 +1669,8 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->queue = malloc(pp * sizeof *ck->queue);
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
-    if (!ck->cp || !ck->chan_of || !ck->chan_n || !ck->chan_cap || !ck->pc || !ck->free_t ||
+    ck->msgs = calloc(pp, sizeof *ck->msgs);
+    if (!ck->msgs || !ck->cp || !ck->chan_of || !ck->chan_n || !ck->chan_cap || !ck->pc || !ck->free_t ||
         !ck->busy || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups ||
         !ck->comp_t || !ck->comm_t || !ck->dep)
         return -1;
