@@ -105,6 +105,7 @@ typedef struct checker {
     double *fstart, *freed;
     struct rank_msgs *msgs; /* [P]: each rank's messages by peer (find_deps), until the
                              * matching's channels take them */
+    double kcost[PPV_ACT_COUNT]; /* each kind's time under --costs (ppv_action_cost) */
 } checker;
 
 #define POSTED 1
@@ -827,9 +828,9 @@ static int eager_send(const checker *ck, const ppv_action *a) {
 }
 
 /* An action's compute time: its stage's, with per-stage costs. */
-static double cost_of(const checker *ck, const ppv_action *a) {
+static inline double cost_of(const checker *ck, const ppv_action *a) {
     const ppv_stage_costs *sc = ck->opt->stages;
-    if (!sc || a->stage < 0 || a->stage >= sc->n) return ppv_action_cost(a, &ck->opt->costs);
+    if (!sc || a->stage < 0 || a->stage >= sc->n) return ck->kcost[a->kind % PPV_ACT_COUNT];
     const ppv_stage_cost *c = &sc->s[a->stage];
     ppv_costs one = {c->f, c->b, c->w, c->comm};
     return ppv_action_cost(a, &one);
@@ -994,6 +995,24 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             continue;
         }
         double cost = cost_of(ck, a);
+        if (!a->overlap && (ppv_action_flags(a->kind) & PPV_AF_COMPUTE)) {
+            /* most actions: ready_at's compute case, written out here */
+            int32_t d = ck->dep[op];
+            double ct = ck->comp_t[r];
+            double t = d >= 0 ? later(ct, ck->at[ck->off[r] + d])
+                       : a->stage < 0 || a->mb < 0 ? later(ct, ck->comm_t[r])
+                                                   : ct;
+            double e = t + cost;
+            if (spans) spans[i] = (ppv_span){t, e};
+            note_compute(ck, r, t, e);
+            note_life(ck, a, t, e);
+            ck->busy[r] += cost;
+            ck->at[op] = e;
+            ck->comp_t[r] = e;
+            stream_end(ck, r, e);
+            ck->pc[r] = i + 1;
+            continue;
+        }
         double t = ready_at(ck, r, op, a);
         if (a->overlap) { /* an overlapped cell runs its sub-actions together */
             int32_t j = ppv_run_end(p, i);
@@ -1013,11 +1032,7 @@ static void advance(checker *ck, int32_t r, ppv_span *spans) {
             ck->pc[r] = j;
             continue;
         }
-        if (spans) spans[i] = (ppv_span){t, t + cost};
-        if (ppv_action_flags(a->kind) & PPV_AF_COMPUTE) {
-            note_compute(ck, r, t, t + cost);
-            note_life(ck, a, t, t + cost);
-        }
+        if (spans) spans[i] = (ppv_span){t, t + cost}; /* a marker: no compute */
         ck->busy[r] += cost;
         ck->at[op] = t + cost;
         ck->comp_t[r] = t + cost;
@@ -1644,6 +1659,12 @@ static int find_deps(checker *ck) {
 
 static int checker_init(checker *ck, const ppv_schedule *s) {
     int32_t P = s->nranks;
+    for (int k = 0; k < PPV_ACT_COUNT; k++) {
+        ppv_action x;
+        memset(&x, 0, sizeof x);
+        x.kind = (uint8_t)k;
+        ck->kcost[k] = ppv_action_cost(&x, &ck->opt->costs);
+    }
     ck->s = s;
     ck->P = P;
     ck->S = s->nstages;
