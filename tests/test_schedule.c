@@ -446,11 +446,16 @@ static void bump(void *arg) {
     (*(int *)arg)++;
 }
 
+static void where_run(void *arg) {
+    *(int *)arg = sched_getcpu();
+}
+
 /* The helpers that runs go to: every part of a pass once, in the runs the
  * cut gives, from two threads at once; a helper takes a run where there
- * are two processors, held to one; and a forked child, which has none of
- * its parent's helpers, still finishes its passes (it would wait forever
- * for a helper that is not there). */
+ * are two processors, held to one other than the caller's (also when the
+ * caller has since come to it); and a forked child, which has none of its
+ * parent's helpers, still finishes its passes (it would wait forever for
+ * a helper that is not there). */
 static void test_runs_go_to_helpers_and_a_forked_child_makes_its_own(void **state) {
     (void)state;
     ppv_helpers_wake();
@@ -471,6 +476,24 @@ static void test_runs_go_to_helpers_and_a_forked_child_makes_its_own(void **stat
     ppv_beside_join(&b);
     ppv_beside_join(&b); /* again: nothing */
     assert_int_equal(n, 1);
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 1 && cpus > 1) {
+        /* this thread held to the helper's processor: the helper moves
+         * off it when given work, and the two do not take turns there */
+        int there = -1, then = -1;
+        assert_true(ppv_beside_start(&b, where_run, &there));
+        ppv_beside_join(&b);
+        assert_true(there >= 0);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(there, &one);
+        assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+        assert_int_equal(sched_getcpu(), there);
+        assert_true(ppv_beside_start(&b, where_run, &then));
+        ppv_beside_join(&b);
+        assert_int_equal(sched_setaffinity(0, sizeof may, &may), 0);
+        assert_true(then >= 0);
+        assert_int_not_equal(then, there);
+    }
 
     pthread_t t;
     int bad_a = 0, bad_b = 0;

@@ -48,6 +48,7 @@ typedef struct helper {
     atomic_long posted, done;
     void (*fn)(void *);
     void *arg;
+    atomic_int cpu;     /* the processor it is held to, -1: none (set by its claimer) */
     pthread_mutex_t mu; /* with cv: where an idle helper sleeps */
     pthread_cond_t cv;
 } helper;
@@ -56,6 +57,9 @@ static helper g_helper[PPV_MAX_RUNS - 1];
 static atomic_int g_nhelpers; /* made so far: grows under g_make, each made whole first */
 static pthread_mutex_t g_make = PTHREAD_MUTEX_INITIALIZER;
 static int g_atfork;
+#ifdef CPU_SET
+static cpu_set_t g_may; /* the processors the first helper's maker could use */
+#endif
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -97,19 +101,32 @@ static void forget_helpers(void) {
     pthread_mutex_init(&g_make, NULL);
 }
 
-/* The processors a helper may be held to: those this process may use but
- * the one the caller is on, in order; how many into *n (0 where the
- * system does not say). */
-static void helper_cpus(int *cpus, int *n) {
-    *n = 0;
+/* Holds helper h (claimed, or being made) to a processor of g_may other
+ * than the one the caller is on, and, where there is a choice, than the
+ * other helpers' (the first made helpers). Where the system refuses or
+ * has no other, the kernel places it. */
+static void hold_helper(helper *h, int made) {
 #ifdef CPU_SET
-    cpu_set_t may;
-    int here = sched_getcpu();
-    if (sched_getaffinity(0, sizeof may, &may) != 0) return;
-    for (int c = 0; c < CPU_SETSIZE && *n < PPV_MAX_RUNS - 1; c++)
-        if (CPU_ISSET(c, &may) && c != here) cpus[(*n)++] = c;
+    cpu_set_t one;
+    const cpu_set_t *may = &g_may;
+    int here = sched_getcpu(), pick = -1;
+    for (int c = 0; c < CPU_SETSIZE && pick < 0; c++) {
+        int taken = c == here || !CPU_ISSET(c, may);
+        for (int k = 0; k < made && !taken; k++) {
+            const helper *o = &g_helper[k];
+            taken = o != h && atomic_load_explicit(&o->cpu, memory_order_relaxed) == c;
+        }
+        if (!taken) pick = c;
+    }
+    for (int c = 0; c < CPU_SETSIZE && pick < 0; c++)
+        if (c != here && CPU_ISSET(c, may)) pick = c;
+    if (pick < 0) return;
+    CPU_ZERO(&one);
+    CPU_SET(pick, &one);
+    if (pthread_setaffinity_np(h->tid, sizeof one, &one) == 0)
+        atomic_store_explicit(&h->cpu, pick, memory_order_relaxed);
 #else
-    (void)cpus;
+    (void)h, (void)made;
 #endif
 }
 
@@ -118,17 +135,21 @@ void ppv_helpers_wake(void) {
     int want = online - 1 < PPV_MAX_RUNS - 1 ? (int)online - 1 : PPV_MAX_RUNS - 1;
     if (want <= 0 || atomic_load(&g_nhelpers) >= want) return;
     pthread_mutex_lock(&g_make);
-    if (!g_atfork) g_atfork = pthread_atfork(NULL, NULL, forget_helpers) == 0;
+    if (!g_atfork) {
+        g_atfork = pthread_atfork(NULL, NULL, forget_helpers) == 0;
+#ifdef CPU_SET
+        if (sched_getaffinity(0, sizeof g_may, &g_may) != 0) CPU_ZERO(&g_may); /* none held */
+#endif
+    }
     /* Each helper is held to a processor other than the caller's: left
      * to the kernel, a new thread often stayed on its maker's processor
      * for milliseconds, the two taking turns while the other idled. */
-    int cpus[PPV_MAX_RUNS - 1], ncpus;
-    helper_cpus(cpus, &ncpus);
     for (int k = atomic_load(&g_nhelpers); g_atfork && k < want; k++) {
         helper *h = &g_helper[k];
         atomic_init(&h->busy, 0);
         atomic_init(&h->posted, 0);
         atomic_init(&h->done, 0);
+        atomic_init(&h->cpu, -1);
         pthread_mutex_init(&h->mu, NULL);
         pthread_cond_init(&h->cv, NULL);
         pthread_attr_t at;
@@ -137,14 +158,7 @@ void ppv_helpers_wake(void) {
                pthread_create(&h->tid, &at, helper_main, h) == 0;
         pthread_attr_destroy(&at);
         if (!made) break;
-#ifdef CPU_SET
-        if (k < ncpus) { /* refused: the kernel places it */
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpus[k], &one);
-            (void)pthread_setaffinity_np(h->tid, sizeof one, &one);
-        }
-#endif
+        hold_helper(h, k);
         atomic_store(&g_nhelpers, k + 1);
     }
     pthread_mutex_unlock(&g_make);
@@ -158,6 +172,13 @@ int ppv_beside_start(ppv_beside *b, void (*fn)(void *), void *arg) {
         helper *h = &g_helper[k];
         int idle = 0;
         if (!atomic_compare_exchange_strong(&h->busy, &idle, 1)) continue;
+#ifdef CPU_SET
+        /* the caller has come to the helper's processor (an unheld thread
+         * goes where the kernel puts it): the helper moves, or the two
+         * would take turns on it */
+        int held = atomic_load_explicit(&h->cpu, memory_order_relaxed);
+        if (held >= 0 && sched_getcpu() == held) hold_helper(h, n);
+#endif
         h->fn = fn, h->arg = arg;
         b->ticket = atomic_load_explicit(&h->posted, memory_order_relaxed) + 1;
         atomic_store_explicit(&h->posted, b->ticket, memory_order_release);
