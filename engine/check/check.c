@@ -99,6 +99,7 @@ typedef struct checker {
     int32_t *queue;
     uint8_t *queued;
     int32_t qh, qn;
+    int32_t running; /* the rank the simulation is advancing, -1 */
     /* the lifespan view: per (stage, mb) cell, when its F started and when
      * its last backward ended (-1: not yet) */
     const struct cells *cl;
@@ -805,8 +806,11 @@ static inline double later(double a, double b) {
     return a > b ? a : b;
 }
 
+/* Queues rank r to run on, unless it is queued or running (the running
+ * rank reads each op's state after posting it: an op it completes itself,
+ * as an eager send does, needs no second turn). */
 static void wake(checker *ck, int32_t r) {
-    if (ck->queued[r]) return;
+    if (ck->queued[r] || r == ck->running) return;
     int32_t at = ck->qh + ck->qn; /* a ring of P: no division for each wake */
     ck->queue[at < ck->P ? at : at - ck->P] = r;
     ck->qn++;
@@ -1107,13 +1111,16 @@ static int find_cycle(ppv_check_report *rep, int32_t P) {
 static void simulate(checker *ck) {
     ppv_check_report *rep = ck->rep;
     int32_t P = ck->P;
+    ck->running = -1;
     for (int32_t r = 0; r < P; r++) wake(ck, r);
     while (ck->qn > 0) {
         int32_t r = ck->queue[ck->qh];
         ck->qh = ck->qh + 1 < P ? ck->qh + 1 : 0;
         ck->qn--;
         ck->queued[r] = 0;
+        ck->running = r;
         advance(ck, r, rep->spans ? rep->spans[r] : NULL);
+        ck->running = -1;
     }
     rep->makespan = 0;
     for (int32_t r = 0; r < P; r++) {
