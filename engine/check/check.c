@@ -30,7 +30,7 @@ typedef struct vec32 {
     int64_t n, cap;
 } vec32;
 
-static int vec32_push(vec32 *x, int32_t val) {
+static inline int vec32_push(vec32 *x, int32_t val) {
     if (x->n == x->cap) {
         int64_t cap = x->cap ? x->cap * 2 : 8;
         int32_t *v = realloc(x->v, (size_t)cap * sizeof *v);
@@ -319,7 +319,7 @@ static void each_rank(checker *ck, void (*fn)(checker *, int32_t, void *), void 
 
 /* ---- 1. per-rank structure ----------------------------------------------- */
 
-static int remote(const checker *ck, int32_t r, int32_t stage) {
+static inline int remote(const checker *ck, int32_t r, int32_t stage) {
     return stage >= 0 && stage < ck->S && ck->s->stage_rank[stage] != r;
 }
 
@@ -509,7 +509,7 @@ static void check_counts(checker *ck, const cells *c, const uint16_t *fl) {
 /* ---- 2. matching ---------------------------------------------------------- */
 
 /* The other rank of a point-to-point op on rank r, or -1. */
-static int32_t message_peer(const checker *ck, int32_t r, const ppv_action *a) {
+static inline int32_t message_peer(const checker *ck, int32_t r, const ppv_action *a) {
     int32_t st = a->stage, other = -1;
     switch (a->kind) {
     case PPV_ACT_SEND_F: other = st + 1; break;
@@ -610,8 +610,8 @@ typedef struct rank_msgs {
 /* Notes action i of rank r, a message (flags af), among r's messages by
  * peer and way (m: r's own list; *last: the peer_ops the rank's previous
  * message went to). A rank's messages are noted in program order. */
-static void collect_op(checker *ck, rank_msgs *m, peer_ops **last, int32_t r, int32_t i,
-                       const ppv_action *a, unsigned af) {
+static inline void collect_op(checker *ck, rank_msgs *m, peer_ops **last, int32_t r, int32_t i,
+                              const ppv_action *a, unsigned af) {
     int32_t other = message_peer(ck, r, a);
     if (other < 0) return;
     int snd = (af & PPV_AF_SEND) != 0;
@@ -809,7 +809,7 @@ static inline double later(double a, double b) {
 /* Queues rank r to run on, unless it is queued or running (the running
  * rank reads each op's state after posting it: an op it completes itself,
  * as an eager send does, needs no second turn). */
-static void wake(checker *ck, int32_t r) {
+static inline void wake(checker *ck, int32_t r) {
     if (ck->queued[r] || r == ck->running) return;
     int32_t at = ck->qh + ck->qn; /* a ring of P: no division for each wake */
     ck->queue[at < ck->P ? at : at - ck->P] = r;
@@ -817,7 +817,7 @@ static void wake(checker *ck, int32_t r) {
     ck->queued[r] = 1;
 }
 
-static void complete(checker *ck, int32_t rank, int64_t op, double t) {
+static inline void complete(checker *ck, int32_t rank, int64_t op, double t) {
     ck->state[op] |= DONE;
     ck->at[op] = t;
     int32_t g = ck->grp_of ? ck->grp_of[op] : -1;
@@ -825,7 +825,7 @@ static void complete(checker *ck, int32_t rank, int64_t op, double t) {
     wake(ck, rank);
 }
 
-static int eager_send(const checker *ck, const ppv_action *a) {
+static inline int eager_send(const checker *ck, const ppv_action *a) {
     if (ck->opt->sem.kind == PPV_SEM_EAGER) return 1;
     if (ck->opt->sem.kind == PPV_SEM_EAGER_BYTES) return msg_bytes(ck, a) <= ck->opt->sem.eager_limit;
     return 0;
@@ -843,7 +843,7 @@ static inline double cost_of(const checker *ck, const ppv_action *a) {
 /* The time of the message a sends or receives: with per-stage costs the
  * sending stage's (a forward from stage s - 1 to s, a backward from s + 1
  * to s); a collective, or a message of no stage, takes --costs' C. */
-static double message_time(const checker *ck, const ppv_action *a) {
+static inline double message_time(const checker *ck, const ppv_action *a) {
     const ppv_stage_costs *sc = ck->opt->stages;
     if (!sc) return ck->opt->costs.comm;
     int32_t from = a->kind == PPV_ACT_SEND_F || a->kind == PPV_ACT_SEND_B ? a->stage
@@ -897,12 +897,12 @@ static void post(checker *ck, int32_t r, int64_t op, const ppv_action *a, double
     }
 }
 
-static int is_sync(const ppv_action *a) {
+static inline int is_sync(const ppv_action *a) {
     return (ppv_action_flags(a->kind) & (PPV_AF_COMM | PPV_AF_COLL)) != 0;
 }
 
 /* Widens rank r's compute span to [t0, t1]. */
-static void note_compute(checker *ck, int32_t r, double t0, double t1) {
+static inline void note_compute(checker *ck, int32_t r, double t0, double t1) {
     if (ck->first_t[r] < 0) ck->first_t[r] = t0;
     if (t1 > ck->last_t[r]) ck->last_t[r] = t1;
 }
@@ -912,7 +912,7 @@ static void note_compute(checker *ck, int32_t r, double t0, double t1) {
  * completed (ops with no such dependency: a send or collective at its
  * place among the computes, a compute naming no cell after every earlier
  * communication, as a program without cells would). */
-static double ready_at(const checker *ck, int32_t r, int64_t op, const ppv_action *a) {
+static inline double ready_at(const checker *ck, int32_t r, int64_t op, const ppv_action *a) {
     int32_t d = ck->dep[op];
     unsigned af = ppv_action_flags(a->kind);
     if (af & PPV_AF_RECV) return ck->comm_t[r];
@@ -923,7 +923,7 @@ static double ready_at(const checker *ck, int32_t r, int64_t op, const ppv_actio
     return ck->comp_t[r];
 }
 
-static void stream_end(checker *ck, int32_t r, double t) {
+static inline void stream_end(checker *ck, int32_t r, double t) {
     if (t > ck->free_t[r]) ck->free_t[r] = t;
 }
 
@@ -1527,7 +1527,7 @@ static void checker_free(checker *ck) {
 /* What action a of the rank needs (want) and what it provides (put), as
  * slots of its cell: 0 RECV_F, 1 RECV_B, 2 forward, 3 backward for inputs;
  * -1 for none. */
-static void dep_slots(const ppv_action *a, int *want, int *put) {
+static inline void dep_slots(const ppv_action *a, int *want, int *put) {
     *want = *put = -1;
     switch (a->kind) {
     case PPV_ACT_F:
@@ -1698,9 +1698,9 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
     ck->queued = calloc(pp, 1);
     ck->groups = calloc((size_t)(s->ngroups ? s->ngroups : 1), sizeof *ck->groups);
     ck->msgs = calloc(pp, sizeof *ck->msgs);
-    if (!ck->msgs || !ck->cp || !ck->chan_of || !ck->chan_n || !ck->chan_cap || !ck->pc || !ck->free_t ||
+    if (!ck->cp || !ck->chan_of || !ck->chan_n || !ck->chan_cap || !ck->pc || !ck->free_t ||
         !ck->busy || !ck->first_t || !ck->last_t || !ck->queue || !ck->queued || !ck->groups ||
-        !ck->comp_t || !ck->comm_t || !ck->dep)
+        !ck->comp_t || !ck->comm_t || !ck->dep || !ck->msgs)
         return -1;
     if (find_deps(ck) < 0) return -1; /* and every op's cp to -1 */
     for (int32_t r = 0; r < P; r++) ck->first_t[r] = -1;
