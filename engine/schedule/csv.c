@@ -348,9 +348,27 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
         uint16_t overlap_ids = 0; /* only neighbours compare ids: a row's own count */
         size_t c = pos;
         int blank = rr->ncells[rank] == 0; /* or a row of commas: it has no action either */
+        /* the row's room, kept here: a common cell's action goes straight
+         * into it where no place is kept (ppv_schedule_push's common case,
+         * without reading the program back for each action) */
+        ppv_program *p = &s->prog[rank];
+        ppv_action *acts = p->acts;
+        int32_t n = p->n, cap = p->cap;
+        int direct = s->placeless && !p->src;
         while (!blank && c <= end) {
             int32_t kind, stage, mb;
             size_t fl = legacy ? 0 : fast_cell(text + c, end - c, &kind, &stage, &mb);
+            if (fl && direct && n < cap) {
+                ppv_action *d = &acts[n++];
+                d->kind = (uint8_t)kind, d->dtype = 0, d->overlap = 0;
+                d->stage = stage, d->mb = mb, d->step = step++;
+                d->peer = -1, d->tag = -1, d->bytes = 0;
+                ppv_finish_note_of(&notes, kind, stage, mb);
+                ppv_rank_stage_note(rs, stage, n - 1);
+                c += fl + 1;
+                continue;
+            }
+            p->n = n; /* the program as the paths below read it */
             if (fl) { /* written field by field: no copy of a whole action */
                 ppv_action *d = ppv_schedule_push(s, rank, (int64_t)c);
                 if (!d) return ppv_errf(j->err, j->errlen, "%s: out of memory", s->name);
@@ -360,6 +378,7 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
                 ppv_finish_note(&notes, d);
                 ppv_rank_stage_note(rs, stage, s->prog[rank].n - 1);
                 c += fl + 1;
+                acts = p->acts, n = p->n, cap = p->cap, direct = s->placeless && !p->src;
                 continue;
             }
             size_t ce = c;
@@ -391,7 +410,9 @@ static int read_rows(const rows_read *rr, rows_job *j, int32_t from, int32_t to)
             }
             step++;
             c = ce + 1;
+            acts = p->acts, n = p->n, cap = p->cap, direct = s->placeless && !p->src;
         }
+        p->n = n;
     }
     j->notes = notes;
     return 0;

@@ -103,13 +103,19 @@ static inline void ppv_rank_stage_note(ppv_rank_stages *rs, int32_t stage, int32
     rs->n++;
 }
 
-static inline void ppv_finish_note(ppv_finish_notes *n, const ppv_action *a) {
-    if ((ppv_action_flags(a->kind) & PPV_AF_STAGE) && a->stage >= 0) {
+/* Notes an action of kind, stage and mb (a reader's fields, before or
+ * without reading the action back). */
+static inline void ppv_finish_note_of(ppv_finish_notes *n, int kind, int32_t stage, int32_t mb) {
+    if ((ppv_action_flags((ppv_action_kind)kind) & PPV_AF_STAGE) && stage >= 0) {
         n->nplaced++;
-        if (a->stage > n->maxstage) n->maxstage = a->stage;
+        if (stage > n->maxstage) n->maxstage = stage;
     }
-    if (a->mb > n->maxmb) n->maxmb = a->mb;
-    n->kinds |= 1u << (a->kind & 31);
+    if (mb > n->maxmb) n->maxmb = mb;
+    n->kinds |= 1u << (kind & 31);
+}
+
+static inline void ppv_finish_note(ppv_finish_notes *n, const ppv_action *a) {
+    ppv_finish_note_of(n, a->kind, a->stage, a->mb);
 }
 
 /* ppv_schedule_finish with its first pass's notes already taken (every
