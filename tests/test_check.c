@@ -506,6 +506,83 @@ static ppv_check_report *check_big(const ppv_schedule *s) {
     return r;
 }
 
+/* The report's problems for PyTorch's runtime (ppv_check_options.pytorch)
+ * are ppv_check_pytorch's, worked out beside the simulation or, for a
+ * timeline or a compute-only schedule, after it. */
+static void expect_pytorch_view(const ppv_schedule *s, int keep_timeline) {
+    ppv_problem *v = NULL;
+    int32_t n = -1;
+    char err[512];
+    assert_int_equal(ppv_check_pytorch(s, &v, &n, err, sizeof err), 0);
+    ppv_check_options o = ppv_check_defaults();
+    o.keep_timeline = keep_timeline;
+    o.pytorch = 1;
+    ppv_check_report *r = NULL;
+    assert_int_equal(ppv_schedule_check(s, &o, &r, err, sizeof err), 0);
+    assert_int_equal(r->npytorch, n);
+    for (int32_t k = 0; k < n; k++) {
+        assert_int_equal(r->pytorch[k].rank, v[k].rank);
+        assert_int_equal(r->pytorch[k].index, v[k].index);
+        assert_string_equal(r->pytorch[k].message, v[k].message);
+    }
+    ppv_check_report_free(r);
+    free(v);
+}
+
+static void test_the_check_works_out_pytorchs_view_when_asked(void **state) {
+    (void)state;
+    ppv_schedule *s = big_1f1b();
+    /* rank 2's REDUCE_GRAD taken out: its gradients are never scaled */
+    ppv_program *p = &s->prog[2];
+    int32_t at = -1, last_b = -1;
+    for (int32_t i = 0; i < p->n; i++) {
+        if (p->acts[i].kind == PPV_ACT_REDUCE_GRAD) at = i;
+        if (p->acts[i].kind == PPV_ACT_B) last_b = i;
+    }
+    assert_true(at > last_b && last_b > 0);
+    memmove(&p->acts[at], &p->acts[at + 1], (size_t)(p->n - at - 1) * sizeof *p->acts);
+    p->n--;
+    ppv_check_options o = ppv_check_defaults();
+    o.pytorch = 1;
+    ppv_check_report *r = NULL;
+    char err[512];
+    assert_int_equal(ppv_schedule_check(s, &o, &r, err, sizeof err), 0);
+    assert_true(r->ok);
+    assert_int_equal(r->npytorch, 1);
+    assert_int_equal(r->pytorch[0].rank, 2);
+    assert_int_equal(r->pytorch[0].index, last_b);
+    assert_string_equal(r->pytorch[0].message,
+                        "stage 2 has no REDUCE_GRAD after its last backward: PyTorch's runtime "
+                        "never scales (or reduces) its gradients, which come out 20000 times too "
+                        "large (lower with ppv gen --comms or ppv check --lowered-out)");
+    ppv_check_report_free(r);
+    o.pytorch = 0; /* not asked: none */
+    assert_int_equal(ppv_schedule_check(s, &o, &r, err, sizeof err), 0);
+    assert_null(r->pytorch);
+    assert_int_equal(r->npytorch, 0);
+    ppv_check_report_free(r);
+    expect_pytorch_view(s, 0);
+    expect_pytorch_view(s, 1); /* a timeline: worked out after the check */
+    ppv_schedule_free(s);
+
+    /* a compute-only schedule with a REDUCE_GRAD, which PyTorch's
+     * _load_csv refuses (lowered and checked first) */
+    static const char csv[] = "0F0,,,0B0,0REDUCE_GRAD\n,1F0,1B0\n";
+    ppv_schedule *c = NULL;
+    assert_int_equal(ppv_schedule_parse_text(csv, strlen(csv), "t.csv", PPV_DIALECT_AUTO, &c, err,
+                                             sizeof err),
+                     0);
+    expect_pytorch_view(c, 0);
+    ppv_problem *v = NULL;
+    int32_t n = 0;
+    assert_int_equal(ppv_check_pytorch(c, &v, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].rank, 0);
+    assert_int_equal(v[0].index, 2);
+    free(v);
+    ppv_schedule_free(c);
+}
+
 static void test_a_large_schedule_checked_in_runs_of_ranks(void **state) {
     (void)state;
     ppv_schedule *s = big_1f1b();
@@ -839,6 +916,7 @@ int main(void) {
         cmocka_unit_test(test_semantics_parse),
         cmocka_unit_test(test_times_are_the_same_bits_under_every_semantics),
         cmocka_unit_test(test_a_large_schedule_checked_in_runs_of_ranks),
+        cmocka_unit_test(test_the_check_works_out_pytorchs_view_when_asked),
         cmocka_unit_test(test_layer_activation_bytes_are_the_papers),
         cmocka_unit_test(test_bytes_per_rank_by_hand),
         cmocka_unit_test(test_model_spec_errors),

@@ -7,7 +7,6 @@
  */
 #include <json-c/json.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -595,53 +594,17 @@ static int write_lowered(const ppv_check_report *rep, FILE *f) {
     return rep->checked ? ppv_schedule_write_csv(rep->checked, f, err, sizeof err) : -1;
 }
 
-/* ppv_check_pytorch of a schedule, in a thread of its own while the check
- * runs (both only read the schedule). */
-typedef struct pytorch_job {
-    const ppv_schedule *s;
-    ppv_problem *v;
-    int32_t n;
-    int rc;
-    char err[512];
-    pthread_t tid;
-    int started;
-} pytorch_job;
-
-static void *pytorch_run(void *arg) {
-    pytorch_job *j = arg;
-    j->rc = ppv_check_pytorch(j->s, &j->v, &j->n, j->err, sizeof j->err);
-    return NULL;
-}
-
-/* Starts j on s (runs it here where no thread starts). */
-static void pytorch_start(pytorch_job *j, const ppv_schedule *s) {
-    memset(j, 0, sizeof *j);
-    j->s = s;
-    j->started = pthread_create(&j->tid, NULL, pytorch_run, j) == 0;
-    if (!j->started) pytorch_run(j);
-}
-
-/* Waits for j; its problems stay the caller's to free. */
-static void pytorch_join(pytorch_job *j) {
-    if (j->started) pthread_join(j->tid, NULL);
-    j->started = 0;
-}
-
-/* What PyTorch's runtime would do wrong with s (j: ppv_check_pytorch's
- * answer, done), into tv; the messages name places, so a file read
- * without them is read again for them. Without --target pytorch they are
- * warnings on standard error. Returns -1, or an exit code after the
- * message. */
-static int target_problems(const check_args *ca, const ppv_schedule *s, pytorch_job *j,
+/* What PyTorch's runtime would do wrong with s (rep: the check's, which
+ * worked them out beside its simulation), into tv; the messages name
+ * places, so a file read without them is read again for them. Without
+ * --target pytorch they are warnings on standard error. Returns -1, or
+ * an exit code after the message. */
+static int target_problems(const check_args *ca, const ppv_schedule *s, ppv_check_report *rep,
                            target_view *tv) {
     char err[512];
     ppv_schedule *placed = NULL;
-    tv->v = j->v, tv->n = j->n;
-    j->v = NULL;
-    if (j->rc < 0) {
-        snprintf(err, sizeof err, "%s", j->err);
-        goto fail;
-    }
+    tv->v = rep->pytorch, tv->n = rep->npytorch;
+    rep->pytorch = NULL, rep->npytorch = 0;
     if (tv->n && s->placeless &&
         ppv_schedule_load(ca->file, ca->dialect, &placed, err, sizeof err) == 0) {
         free(tv->v);
@@ -702,15 +665,14 @@ static int check_body(check_args *cap, int show) {
      * checked again with them when it fails (a big schedule's check stays
      * small; standard input cannot be read twice). */
     ppv_check_report *rep = NULL;
-    pytorch_job pj = {0};
     int pytorch = 0; /* PyTorch's runtime's view of the file is wanted */
     for (int placeless = strcmp(ca.file, "-") != 0;; placeless = 0) {
         int lrc = placeless ? ppv_schedule_load_placeless(ca.file, ca.dialect, &s, err, sizeof err)
                             : ppv_schedule_load(ca.file, ca.dialect, &s, err, sizeof err);
         if (lrc < 0 && placeless) continue;
-        /* PyTorch's runtime's view of the file, beside the check */
+        /* PyTorch's runtime's view of the file, which the check works out */
         pytorch = lrc == 0 && !show && (ca.target_pytorch || s->form == PPV_FORM_COMPUTE_COMMS);
-        if (pytorch) pytorch_start(&pj, s);
+        ca.opt.pytorch = pytorch;
         if (lrc == 0 && ca.model_costs) { /* the model split over this schedule's stages */
             ppv_stage_costs_free(&cap->stages);
             if (ppv_stage_costs_from_model(&ca.spec, s->nstages, ca.opt.costs.comm, &ca.opt.mem,
@@ -720,16 +682,12 @@ static int check_body(check_args *cap, int show) {
             ca.opt.stages = &cap->stages;
         }
         int crc = lrc < 0 ? -1 : ppv_schedule_check(s, &ca.opt, &rep, err, sizeof err);
-        if (pytorch) pytorch_join(&pj);
         if (crc < 0) {
             fprintf(stderr, "ppv %s: %s\n", g_cmd, err);
-            free(pj.v);
             ppv_schedule_free(s);
             return PPV_EXIT_BAD_INPUT;
         }
         if (!placeless || (rep->ok && rep->errors_total == 0)) break;
-        free(pj.v);
-        pj.v = NULL;
         ppv_check_report_free(rep);
         rep = NULL;
         ppv_schedule_free(s);
@@ -739,7 +697,6 @@ static int check_body(check_args *cap, int show) {
     if (ca.model) {
         if ((rc = mem_view_build(&ca, s, &mv)) >= 0) {
             mem_view_free(&mv);
-            free(pj.v);
             ppv_check_report_free(rep);
             ppv_schedule_free(s);
             return rc;
@@ -747,7 +704,7 @@ static int check_body(check_args *cap, int show) {
         mvp = &mv;
     }
     target_view tv = {ca.target_pytorch, NULL, 0};
-    if (pytorch && (rc = target_problems(&ca, s, &pj, &tv)) >= 0) {
+    if (pytorch && (rc = target_problems(&ca, s, rep, &tv)) >= 0) {
         free(tv.v);
         if (mvp) mem_view_free(mvp);
         ppv_check_report_free(rep);

@@ -1417,18 +1417,28 @@ typedef struct structure_job {
     ppv_check_report errs;
     structure_pass *sp;
     ppv_beside on;
+    /* then PyTorch's runtime's view of this schedule, where wanted (NULL:
+     * not), which the simulation leaves a processor the time for */
+    const ppv_schedule *pytorch;
+    ppv_problem *pv;
+    int32_t pn;
+    int prc; /* ppv_check_pytorch's answer: 0, or -1 out of memory */
 } structure_job;
 
 static void structure_run(void *arg) {
     structure_job *j = arg;
     each_rank(&j->view, structure_rank, j->sp);
     check_counts(&j->view, j->sp->c, j->sp->fl);
+    char err[64];
+    if (j->pytorch) j->prc = ppv_check_pytorch(j->pytorch, &j->pv, &j->pn, err, sizeof err);
 }
 
 /* Starts the structure pass of ck in j, beside the caller (inline where no
  * helper is idle); it leaves the caller a processor. */
-static void structure_start(structure_job *j, const checker *ck, structure_pass *sp) {
+static void structure_start(structure_job *j, const checker *ck, structure_pass *sp,
+                            const ppv_schedule *pytorch) {
     memset(&j->errs, 0, sizeof j->errs);
+    j->pytorch = pytorch, j->pv = NULL, j->pn = 0, j->prc = 0;
     j->view = *ck;
     j->view.rep = &j->errs;
     j->view.spare = 1;
@@ -1469,6 +1479,7 @@ void ppv_check_report_free(ppv_check_report *r) {
     free(r->interval);
     free(r->alive);
     free(r->peak_bound);
+    free(r->pytorch);
     ppv_schedule_free(r->checked);
     free(r);
 }
@@ -1775,7 +1786,8 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     uint16_t *fl = NULL;
     int32_t *stuck = NULL;
     cells cl = {0, 0, NULL};
-    int beside = 0; /* the structure pass runs beside the matching (sj) */
+    int beside = 0; /* the structure pass runs beside the simulation (sj) */
+    int pytorch_done = 0; /* PyTorch's view is sj's to work out */
     structure_job sj;
     structure_pass sp;
     ppv_check_report matched = {0};
@@ -1826,7 +1838,10 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     match_messages(&ck);
     match_collectives(&ck);
     ck.rep = rep;
-    if (beside) structure_start(&sj, &ck, &sp);
+    if (beside) { /* PyTorch's view, where wanted, after the structure */
+        structure_start(&sj, &ck, &sp, opt->pytorch ? s : NULL);
+        pytorch_done = opt->pytorch;
+    }
     /* the simulation's arrays, once the matching's lists are gone */
     ck.state = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), 1);
     ck.at = ppv_calloc_big((size_t)(ck.total ? ck.total : 1), sizeof *ck.at);
@@ -1879,14 +1894,18 @@ int ppv_schedule_check(const ppv_schedule *s, const ppv_check_options *opt,
     if (beside) { /* the structure's errors, then the matching's */
         structure_join(&sj);
         peak_end(&sp.walk);
-        ck.oom |= sj.view.oom;
+        ck.oom |= sj.view.oom || sj.prc < 0;
         append_errors(&ck, &sj.errs);
         append_errors(&ck, &matched);
+        rep->pytorch = sj.pv, rep->npytorch = sj.pn;
         beside = 0;
     }
     if (ck.oom) goto oom;
     if (rep->simulated && lifespans(&ck, s) < 0) goto oom;
 verdict:
+    if (opt->pytorch && !pytorch_done &&
+        ppv_check_pytorch(s, &rep->pytorch, &rep->npytorch, err, errlen) < 0)
+        goto oom;
     rep->ok = rep->errors_total == 0 && !rep->deadlock;
     *out = rep;
     rep = NULL;
@@ -1899,6 +1918,7 @@ fail:
         structure_join(&sj);
         peak_end(&sp.walk);
         free(sj.errs.errors);
+        free(sj.pv);
         free(matched.errors);
     }
     checker_free(&ck);

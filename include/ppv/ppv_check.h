@@ -83,6 +83,10 @@ typedef struct ppv_check_options {
      * message times and activations of each stage; a schedule of another
      * number of stages is refused */
     const ppv_stage_costs *stages;
+    /* also what PyTorch's runtime would do wrong with the schedule
+     * (ppv_check_pytorch), into ppv_check_report.pytorch: worked out beside
+     * the simulation */
+    int pytorch;
 } ppv_check_options;
 
 /* Defaults: rendezvous, costs 1,2,1,0, unit ranks/stages, 8 MiB messages. */
@@ -225,6 +229,10 @@ typedef struct ppv_check_report {
     double *lifespan, *lifespan_max, *interval; /* [nstages] */
     int32_t *alive;                             /* [nstages] */
     double *peak_bound;                         /* [nranks] */
+    /* with ppv_check_options.pytorch: ppv_check_pytorch's problems with
+     * the schedule checked (NULL when none), whatever the verdict */
+    ppv_problem *pytorch;
+    int32_t npytorch;
 } ppv_check_report;
 
 /* Checks a schedule: per-rank dependencies and counts, message matching,
