@@ -834,7 +834,8 @@ static inline int eager_send(const checker *ck, const ppv_action *a) {
 /* An action's compute time: its stage's, with per-stage costs. */
 static inline double cost_of(const checker *ck, const ppv_action *a) {
     const ppv_stage_costs *sc = ck->opt->stages;
-    if (!sc || a->stage < 0 || a->stage >= sc->n) return ck->kcost[a->kind % PPV_ACT_COUNT];
+    if (!sc || a->stage < 0 || a->stage >= sc->n)
+        return a->kind < PPV_ACT_COUNT ? ck->kcost[a->kind] : 0.0;
     const ppv_stage_cost *c = &sc->s[a->stage];
     ppv_costs one = {c->f, c->b, c->w, c->comm};
     return ppv_action_cost(a, &one);
