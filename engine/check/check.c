@@ -107,6 +107,7 @@ typedef struct checker {
     struct rank_msgs *msgs; /* [P]: each rank's messages by peer (find_deps), until the
                              * matching's channels take them */
     double kcost[PPV_ACT_COUNT]; /* each kind's time under --costs (ppv_action_cost) */
+    double *scost; /* [stages][4] with per-stage costs: each cost class's time, or NULL */
 } checker;
 
 #define POSTED 1
@@ -831,14 +832,13 @@ static inline int eager_send(const checker *ck, const ppv_action *a) {
     return 0;
 }
 
-/* An action's compute time: its stage's, with per-stage costs. */
+/* An action's compute time: its stage's, with per-stage costs
+ * (ppv_action_cost's, from the tables). */
 static inline double cost_of(const checker *ck, const ppv_action *a) {
-    const ppv_stage_costs *sc = ck->opt->stages;
-    if (!sc || a->stage < 0 || a->stage >= sc->n)
-        return a->kind < PPV_ACT_COUNT ? ck->kcost[a->kind] : 0.0;
-    const ppv_stage_cost *c = &sc->s[a->stage];
-    ppv_costs one = {c->f, c->b, c->w, c->comm};
-    return ppv_action_cost(a, &one);
+    if (a->kind >= PPV_ACT_COUNT) return 0.0;
+    if (!ck->scost || a->stage < 0 || a->stage >= ck->opt->stages->n) return ck->kcost[a->kind];
+    int cls = ppv_cost_class(a->kind);
+    return cls < 0 ? 0.0 : ck->scost[(int64_t)a->stage * 4 + cls];
 }
 
 /* The time of the message a sends or receives: with per-stage costs the
@@ -1487,6 +1487,8 @@ void ppv_check_report_free(ppv_check_report *r) {
 
 static void checker_free(checker *ck) {
     free_msgs(ck);
+    free(ck->scost);
+    ck->scost = NULL;
     ppv_free_big(ck->fstart);
     ppv_free_big(ck->freed);
     ck->fstart = ck->freed = NULL;
@@ -1683,6 +1685,17 @@ static int checker_init(checker *ck, const ppv_schedule *s) {
         memset(&x, 0, sizeof x);
         x.kind = (uint8_t)k;
         ck->kcost[k] = ppv_action_cost(&x, &ck->opt->costs);
+    }
+    const ppv_stage_costs *sc = ck->opt->stages;
+    if (sc && sc->n > 0) {
+        ck->scost = malloc((size_t)sc->n * 4 * sizeof *ck->scost);
+        if (!ck->scost) return -1;
+        for (int32_t st = 0; st < sc->n; st++) {
+            const ppv_stage_cost *c = &sc->s[st];
+            ppv_costs one = {c->f, c->b, c->w, c->comm};
+            for (int cls = 0; cls < 4; cls++)
+                ck->scost[(int64_t)st * 4 + cls] = ppv_class_cost(cls, &one);
+        }
     }
     ck->s = s;
     ck->P = P;

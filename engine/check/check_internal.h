@@ -26,6 +26,24 @@ int32_t ppv_input_stage(const ppv_schedule *s, const ppv_action *a, int *fwd);
 /* Cost of an action's compute under the costs (0 for non-compute). */
 double ppv_action_cost(const ppv_action *a, const ppv_costs *c);
 
+/* Which of the costs a kind's compute takes: 0 F (F, R, GEN), 1 B, 2 I
+ * (B - W), 3 W; -1 none. ppv_class_cost gives the time of a class. */
+static inline int ppv_cost_class(int kind) {
+    switch (kind) {
+    case PPV_ACT_F:
+    case PPV_ACT_R:
+    case PPV_ACT_GEN: return 0;
+    case PPV_ACT_B: return 1;
+    case PPV_ACT_I: return 2;
+    case PPV_ACT_W: return 3;
+    default: return -1;
+    }
+}
+
+static inline double ppv_class_cost(int cls, const ppv_costs *c) {
+    return cls == 0 ? c->f : cls == 1 ? c->b : cls == 2 ? c->b - c->w : cls == 3 ? c->w : 0.0;
+}
+
 /* PyTorch's UNSHARD/RESHARD and REDUCE_GRAD passes (lower_pytorch.c) on a
  * compute-only schedule: *out the compute order with them, or NULL when s
  * holds its own already. 0, or -1 with the reason. */

@@ -18,15 +18,7 @@
 #include "check_internal.h"
 
 double ppv_action_cost(const ppv_action *a, const ppv_costs *c) {
-    switch (a->kind) {
-    case PPV_ACT_F:
-    case PPV_ACT_R:
-    case PPV_ACT_GEN: return c->f;
-    case PPV_ACT_B: return c->b;
-    case PPV_ACT_I: return c->b - c->w;
-    case PPV_ACT_W: return c->w;
-    default: return 0.0;
-    }
+    return ppv_class_cost(ppv_cost_class(a->kind), c);
 }
 
 /* Index just past the overlap run (or single action) starting at i. */
