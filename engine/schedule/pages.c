@@ -10,11 +10,10 @@
  * more than the bytes asked for), and whose pages are then made by the
  * kernel at once (MADV_POPULATE_WRITE, Linux 5.14; a big block's ranges
  * side by side) instead of a fault each: every caller uses the whole of
- * its block. Freeing it unmaps it at once, as
- * glibc does for its own large blocks until a free makes it keep them on
- * its heap. A smaller block comes from malloc. Where the kernel has no
- * huge pages, or has them off, or cannot populate, the advice changes
- * nothing.
+ * its block. Freeing it unmaps it at once, as glibc does for its own
+ * large blocks until a free makes it keep them on its heap. A smaller
+ * block comes from malloc. Where the kernel has no huge pages, or has
+ * them off, or cannot populate, the advice changes nothing.
  */
 #define _DEFAULT_SOURCE
 #include <stdint.h>
