@@ -33,8 +33,20 @@
 
 #define HELPER_SPIN_NS 200000 /* 0.2 ms */
 
+/* The processors online, asked once a process (sysconf reads a file for
+ * it, and every pass and every job given a helper asks). */
+static long online_cpus(void) {
+    static atomic_long online;
+    long n = atomic_load_explicit(&online, memory_order_relaxed);
+    if (n <= 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        atomic_store_explicit(&online, n > 0 ? n : 1, memory_order_relaxed);
+    }
+    return n > 0 ? n : 1;
+}
+
 int32_t ppv_run_count(int64_t work, int64_t per_run, int32_t parts) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = online_cpus();
     int64_t n = per_run > 0 ? work / per_run : 1;
     if (cpus < n) n = cpus;
     if (parts < n) n = parts;
@@ -133,7 +145,7 @@ static void hold_helper(helper *h, int made) {
 }
 
 void ppv_helpers_wake(void) {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    long online = online_cpus();
     int want = online - 1 < PPV_MAX_RUNS - 1 ? (int)online - 1 : PPV_MAX_RUNS - 1;
     if (want <= 0 || atomic_load(&g_nhelpers) >= want) return;
     pthread_mutex_lock(&g_make);
